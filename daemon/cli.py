@@ -1,0 +1,108 @@
+"""The ``railgang`` command. Each component contributes its own sub-app; this file only wires them.
+
+Every ``RailgangError`` becomes one line on stderr and a non-zero exit code, never a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from daemon import __version__
+from daemon.config import Settings, load_settings, masked_dump
+from daemon.errors import RailgangError
+
+app = typer.Typer(
+    name="railgang",
+    help="ML-aware scheduling layer for Slurm GPU clusters.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+config_app = typer.Typer(help="Show and check the configuration.", no_args_is_help=True)
+app.add_typer(config_app, name="config")
+
+err_console = Console(stderr=True)
+
+
+class _State:
+    config_path: Path | None = None
+
+
+def settings() -> Settings:
+    """The effective settings for this invocation (built lazily, once)."""
+    if not hasattr(_State, "settings"):
+        _State.settings = load_settings(_State.config_path)  # type: ignore[attr-defined]
+    return _State.settings  # type: ignore[attr-defined,no-any-return]
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"railgang {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    config: Annotated[
+        Path | None,
+        typer.Option("--config", "-c", help="TOML config file (default: $RAILGANG_CONFIG).",
+                     envvar="RAILGANG_CONFIG"),
+    ] = None,
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version.")
+    ] = False,
+) -> None:
+    _State.config_path = config
+    if hasattr(_State, "settings"):
+        del _State.settings  # type: ignore[attr-defined]
+
+
+@config_app.command("show")
+def config_show(
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+) -> None:
+    """Print the effective configuration (file + RAILGANG_* variables + defaults), secrets masked."""
+    data = masked_dump(settings())
+    if as_json:
+        typer.echo(json.dumps(data, indent=2))
+        return
+    for group, values in data.items():
+        if isinstance(values, dict):
+            typer.echo(f"[{group}]")
+            for key, value in values.items():
+                typer.echo(f"{key} = {json.dumps(value)}")
+            typer.echo("")
+        else:
+            typer.echo(f"{group} = {json.dumps(values)}")
+
+
+def _register_components() -> None:
+    # Imported here so that `railgang --help` lists them while each stays in its own package.
+    from daemon.sim.cli import sim
+    from db.cli import app as db_app
+    from slurm_plugins.devcluster.cli import app as devcluster_app
+    from topology.cli import app as topology_app
+    from topology.cli import place
+
+    app.add_typer(db_app, name="db")
+    app.add_typer(devcluster_app, name="devcluster")
+    app.add_typer(topology_app, name="topology")
+    app.command("place")(place)
+    app.command("sim")(sim)
+
+
+_register_components()
+
+
+def main() -> None:
+    try:
+        app()
+    except RailgangError as exc:
+        err_console.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
+        sys.exit(exc.exit_code)

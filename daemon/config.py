@@ -1,0 +1,145 @@
+"""Settings: one pydantic-settings object from a TOML file plus ``RAILGANG_*`` variables.
+
+Precedence (highest first): explicit keyword arguments, environment (``RAILGANG_DB__URL`` for
+nested keys), the TOML file (``--config PATH`` or ``RAILGANG_CONFIG``), then defaults. Nothing
+(engine, client) is built here: this module only describes and validates.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field, SecretStr, ValidationError, field_validator
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+from daemon.errors import ConfigError
+
+DEFAULT_STATE_DIR = Path(os.environ.get("RAILGANG_HOME", "/var/lib/railgang"))
+DEV_API_SECRET = "railgang-dev-secret-change-me"
+
+
+class DatabaseSettings(BaseModel):
+    model_config = {"extra": "forbid"}
+    # SQLite file is the embedded default; PostgreSQL by URL, e.g.
+    # postgresql+psycopg://railgang:...@127.0.0.1:5432/railgang
+    url: str = Field(default=f"sqlite:///{DEFAULT_STATE_DIR / 'railgang.sqlite'}")
+    echo: bool = False
+
+    @field_validator("url")
+    @classmethod
+    def _known_dialect(cls, v: str) -> str:
+        if not v.startswith(("sqlite:", "postgresql")):
+            raise ValueError("must start with sqlite:/// or postgresql+psycopg://")
+        return v
+
+
+class SlurmSettings(BaseModel):
+    model_config = {"extra": "forbid"}
+    backend: Literal["cli", "pyslurm", "sim"] = "cli"
+    # slurm.conf of the cluster to drive; empty = the client's default lookup
+    conf: Path | None = None
+    command_timeout_s: float = Field(default=30.0, gt=0)
+
+
+class DevClusterSettings(BaseModel):
+    model_config = {"extra": "forbid"}
+    dir: Path = DEFAULT_STATE_DIR / "devcluster"
+    cluster_name: str = "railgang"
+    nodes: int = Field(default=16, ge=1, le=256)
+    gpus_per_node: int = Field(default=8, ge=1, le=16)
+    nodes_per_leaf: int = Field(default=4, ge=1)
+    # loopback ports: slurmctld, slurmdbd, mariadb; slurmd i gets slurmd_base_port + i
+    slurmctld_port: int = Field(default=16817, ge=1024, le=65535)
+    slurmdbd_port: int = Field(default=16819, ge=1024, le=65535)
+    mariadb_port: int = Field(default=16306, ge=1024, le=65535)
+    slurmd_base_port: int = Field(default=16900, ge=1024, le=65000)
+    accounting: bool = True
+
+
+class DaemonSettings(BaseModel):
+    model_config = {"extra": "forbid"}
+    policy: str = "default"
+    cycle_interval_s: float = Field(default=10.0, gt=0)
+    heartbeat_file: Path = DEFAULT_STATE_DIR / "heartbeat"
+
+
+class ApiSettings(BaseModel):
+    model_config = {"extra": "forbid"}
+    host: str = "127.0.0.1"
+    port: int = Field(default=8780, ge=1, le=65535)
+    secret_key: SecretStr = SecretStr(DEV_API_SECRET)
+
+
+class Settings(BaseSettings):
+    """Everything railgang can be told. See docs/configuration.md for each key."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="RAILGANG_", env_nested_delimiter="__", extra="forbid"
+    )
+
+    environment: Literal["dev", "prod"] = "dev"
+    db: DatabaseSettings = DatabaseSettings()
+    slurm: SlurmSettings = SlurmSettings()
+    devcluster: DevClusterSettings = DevClusterSettings()
+    daemon: DaemonSettings = DaemonSettings()
+    api: ApiSettings = ApiSettings()
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        # The TOML file is passed in as init kwargs by load_settings(); env overrides it.
+        return (env_settings, init_settings)
+
+    def check_secrets(self) -> None:
+        if self.environment == "prod" and self.api.secret_key.get_secret_value() == DEV_API_SECRET:
+            raise ConfigError(
+                "api.secret_key: the development default is refused when environment = 'prod'; "
+                "set RAILGANG_API__SECRET_KEY or [api] secret_key"
+            )
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    try:
+        with path.open("rb") as fh:
+            return tomllib.load(fh)
+    except FileNotFoundError as exc:
+        raise ConfigError(f"{path}: config file not found (give --config PATH or unset RAILGANG_CONFIG)") from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML: {exc}") from exc
+
+
+def load_settings(path: Path | None = None, **overrides: Any) -> Settings:
+    """Build validated settings; any problem becomes one ConfigError naming the key."""
+    if path is None and os.environ.get("RAILGANG_CONFIG"):
+        path = Path(os.environ["RAILGANG_CONFIG"])
+    data: dict[str, Any] = _read_toml(path) if path is not None else {}
+    data.update(overrides)
+    source = str(path) if path is not None else "configuration"
+    try:
+        settings = Settings(**data)
+    except ValidationError as exc:
+        problems = []
+        for err in exc.errors():
+            key = ".".join(str(p) for p in err["loc"])
+            msg = "unknown key (check spelling; see docs/configuration.md)" if err["type"] == "extra_forbidden" else err["msg"]
+            problems.append(f"{source}: {key}: {msg}")
+        raise ConfigError("; ".join(problems)) from exc
+    settings.check_secrets()
+    return settings
+
+
+def masked_dump(settings: Settings) -> dict[str, Any]:
+    """The effective configuration as plain data, secrets shown as '**********'."""
+    return settings.model_dump(mode="json")
+
+
+__all__ = ["Settings", "load_settings", "masked_dump"]

@@ -1,0 +1,65 @@
+"""The one exception hierarchy of railgang.
+
+Adapters translate foreign errors (Slurm CLI, SQLAlchemy, file parsing) at the boundary with
+``raise X from exc``; the CLI maps every ``RailgangError`` to a one-line message and exit code 1 (or
+the code the error carries), never a traceback. "A job cannot be placed" is *not* an error: it is a
+``Reason`` returned as data by the decision core.
+"""
+
+from __future__ import annotations
+
+
+class RailgangError(Exception):
+    """Base class: a problem the user can act on; ``str(err)`` says what and what to do."""
+
+    exit_code: int = 1
+
+
+class ConfigError(RailgangError):
+    """The configuration file or a RAILGANG_* variable is invalid."""
+
+
+class InputError(RailgangError):
+    """An external input (file, trace, counters, hints) is malformed.
+
+    Carries the location so messages read ``file:line: field: problem``.
+    """
+
+    def __init__(self, message: str, *, path: str | None = None, line: int | None = None,
+                 field: str | None = None) -> None:
+        self.path = path
+        self.line = line
+        self.field = field
+        self.message = message
+        super().__init__(self.render())
+
+    def render(self) -> str:
+        where = ""
+        if self.path is not None:
+            where = self.path + (f":{self.line}" if self.line is not None else "") + ": "
+        elif self.line is not None:
+            where = f"line {self.line}: "
+        field = f"{self.field}: " if self.field else ""
+        return f"{where}{field}{self.message}"
+
+
+class DatabaseError(RailgangError):
+    """The database cannot be reached or migrated."""
+
+
+class SlurmError(RailgangError):
+    """A Slurm command failed or returned something we cannot read."""
+
+
+class DevClusterError(RailgangError):
+    """The local test cluster cannot be brought up or down."""
+
+
+__all__ = [
+    "ConfigError",
+    "DatabaseError",
+    "DevClusterError",
+    "InputError",
+    "RailgangError",
+    "SlurmError",
+]

@@ -1,0 +1,1 @@
+"""Local GPU Slurm test cluster."""
