@@ -1,0 +1,48 @@
+"""Run Alembic migrations programmatically (``railgang db upgrade``) against any configured URL."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from alembic import command
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy.exc import OperationalError
+
+from daemon.errors import DatabaseError
+from db.session import check_connection, make_engine
+
+MIGRATIONS_DIR = Path(__file__).parent / "migrations"
+
+
+def alembic_config(url: str) -> Config:
+    cfg = Config()
+    cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
+    # '%' would be read as interpolation by configparser
+    cfg.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
+    return cfg
+
+
+def upgrade(url: str, revision: str = "head") -> str | None:
+    """Migrate the database at ``url`` to ``revision``; return the revision it is at afterwards."""
+    check_connection(make_engine(url))
+    try:
+        command.upgrade(alembic_config(url), revision)
+    except OperationalError as exc:
+        raise DatabaseError(f"migration failed: {exc.orig}") from exc
+    return current(url)
+
+
+def current(url: str) -> str | None:
+    engine = make_engine(url)
+    check_connection(engine)
+    with engine.connect() as conn:
+        return MigrationContext.configure(conn).get_current_revision()
+
+
+def head() -> str | None:
+    return ScriptDirectory.from_config(alembic_config("sqlite://")).get_current_head()
+
+
+__all__ = ["current", "head", "upgrade"]

@@ -1,0 +1,61 @@
+"""Engine and session handling. Nothing is built at import time; callers own transactions."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError, OperationalError
+from sqlalchemy.orm import Session, sessionmaker
+
+from daemon.errors import DatabaseError
+
+
+def make_engine(url: str, *, echo: bool = False) -> Engine:
+    """Create an engine; for SQLite, make the parent folder and turn on foreign keys and WAL."""
+    try:
+        parsed = make_url(url)
+    except ArgumentError as exc:
+        raise DatabaseError(f"db.url: cannot parse {url!r}: {exc}") from exc
+    if parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "", ":memory:"):
+        Path(parsed.database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+    engine = create_engine(url, echo=echo, pool_pre_ping=True)
+    if parsed.get_backend_name() == "sqlite":
+
+        @event.listens_for(engine, "connect")
+        def _sqlite_pragmas(dbapi_conn, _record):  # type: ignore[no-untyped-def]
+            cur = dbapi_conn.cursor()
+            cur.execute("PRAGMA foreign_keys=ON")
+            cur.execute("PRAGMA journal_mode=WAL")
+            cur.close()
+
+    return engine
+
+
+def check_connection(engine: Engine) -> None:
+    try:
+        with engine.connect():
+            pass
+    except OperationalError as exc:
+        raise DatabaseError(
+            f"cannot connect to {engine.url.render_as_string(hide_password=True)}: {exc.orig}"
+        ) from exc
+
+
+@contextmanager
+def session_scope(engine: Engine) -> Iterator[Session]:
+    """One unit of work: commit on success, roll back on error. Repositories never commit."""
+    factory = sessionmaker(engine, expire_on_commit=False)
+    with factory() as session:
+        try:
+            yield session
+            session.commit()
+        except Exception:
+            session.rollback()
+            raise
+
+
+__all__ = ["check_connection", "make_engine", "session_scope"]
