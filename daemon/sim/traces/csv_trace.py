@@ -1,0 +1,173 @@
+"""The generic CSV trace format, so any operator can replay their own history.
+
+Header row required; columns in any order::
+
+    job_id,submit_time,gpus,duration_s[,account,tp,pp,dp,elastic_min,elastic_max,class,model]
+
+- ``submit_time``: seconds from the trace start (float, >= 0)
+- ``gpus``: GPUs requested (int >= 1); with ``tp``/``pp``/``dp`` given it must equal tp*pp*dp
+- ``duration_s``: run time on ``gpus`` GPUs (float > 0)
+- ``elastic_min``/``elastic_max``: elastic range in data-parallel replicas (both or neither)
+- ``class``: priority class 0 serving, 1 production, 2 interactive, 3 batch (default 3)
+
+Empty optional cells take the default. Lines starting with ``#`` are comments. A malformed row is
+reported with its line number and skipped; ``strict=True`` raises ``InputError`` instead.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from collections.abc import Iterable
+from pathlib import Path
+
+from daemon.errors import InputError
+from daemon.sim.traces.model import Problem, Trace, TraceJob
+
+REQUIRED = ("job_id", "submit_time", "gpus", "duration_s")
+OPTIONAL = ("account", "tp", "pp", "dp", "elastic_min", "elastic_max", "class", "model")
+
+
+class _Bad(Exception):
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field
+        self.message = message
+
+
+def _float(row: dict[str, str], name: str, *, minimum: float, strict_min: bool) -> float:
+    raw = (row.get(name) or "").strip()
+    if not raw:
+        raise _Bad(name, "missing value")
+    try:
+        value = float(raw)
+    except ValueError:
+        raise _Bad(name, f"not a number: {raw!r}") from None
+    if not math.isfinite(value):
+        raise _Bad(name, f"not finite: {raw!r}")
+    if value < minimum or (strict_min and value == minimum):
+        raise _Bad(name, f"must be {'>' if strict_min else '>='} {minimum:g}, got {raw}")
+    return value
+
+
+def _int(row: dict[str, str], name: str, *, default: int | None, lo: int, hi: int | None = None,
+         ) -> int | None:
+    raw = (row.get(name) or "").strip()
+    if not raw:
+        if default is None and name in REQUIRED:
+            raise _Bad(name, "missing value")
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise _Bad(name, f"not an integer: {raw!r}") from None
+    if value < lo or (hi is not None and value > hi):
+        bound = f"in {lo}..{hi}" if hi is not None else f">= {lo}"
+        raise _Bad(name, f"must be {bound}, got {value}")
+    return value
+
+
+def _job(row: dict[str, str]) -> TraceJob:
+    job_id = (row.get("job_id") or "").strip()
+    if not job_id:
+        raise _Bad("job_id", "missing value")
+    submit = _float(row, "submit_time", minimum=0.0, strict_min=False)
+    gpus = _int(row, "gpus", default=None, lo=1)
+    assert gpus is not None
+    duration = _float(row, "duration_s", minimum=0.0, strict_min=True)
+    tp = _int(row, "tp", default=1, lo=1) or 1
+    pp = _int(row, "pp", default=1, lo=1) or 1
+    dp = _int(row, "dp", default=0, lo=1) or 0
+    if dp:
+        if tp * pp * dp != gpus:
+            raise _Bad("gpus", f"tp*pp*dp = {tp * pp * dp} but gpus = {gpus}")
+    elif gpus % (tp * pp):
+        raise _Bad("gpus", f"{gpus} GPUs is not a multiple of tp*pp = {tp * pp}")
+    emin = _int(row, "elastic_min", default=None, lo=1)
+    emax = _int(row, "elastic_max", default=None, lo=1)
+    if (emin is None) != (emax is None):
+        raise _Bad("elastic_min" if emin is None else "elastic_max",
+                   "elastic_min and elastic_max go together")
+    if emin is not None and emax is not None and emin > emax:
+        raise _Bad("elastic_min", f"elastic_min {emin} > elastic_max {emax}")
+    klass = _int(row, "class", default=3, lo=0, hi=3)
+    account = (row.get("account") or "").strip() or "default"
+    return TraceJob(job_id=job_id, submit_time=submit, gpus=gpus, duration_s=duration,
+                    account=account, tp=tp, pp=pp, dp=dp, elastic_min=emin, elastic_max=emax,
+                    klass=3 if klass is None else klass, model=(row.get("model") or "").strip())
+
+
+def parse_csv(lines: Iterable[str], *, path: str = "<csv>", strict: bool = False) -> Trace:
+    """Parse CSV text (an iterable of lines, e.g. an open file)."""
+    numbered = ((n, line) for n, line in enumerate(lines, start=1))
+    content = ((n, line) for n, line in numbered if not line.lstrip().startswith("#"))
+    # keep the physical line number of every row the csv module sees
+    line_of: list[int] = []
+
+    def feed() -> Iterable[str]:
+        for n, line in content:
+            line_of.append(n)
+            yield line
+
+    reader = csv.reader(feed())
+    try:
+        header = next(reader)
+    except StopIteration:
+        raise InputError("empty file, expected a header row", path=path) from None
+    except csv.Error as exc:
+        raise InputError(f"unreadable CSV: {exc}", path=path, line=line_of[-1]) from exc
+    names = [h.strip() for h in header]
+    missing = [c for c in REQUIRED if c not in names]
+    if missing:
+        raise InputError(f"header lacks column(s) {', '.join(missing)} "
+                         f"(required: {', '.join(REQUIRED)})", path=path, line=line_of[0])
+    notes = tuple(f"ignored unknown column {c!r}" for c in names if c not in REQUIRED + OPTIONAL)
+    jobs: list[TraceJob] = []
+    problems: list[Problem] = []
+    seen: set[str] = set()
+    while True:
+        try:
+            cells = next(reader)
+        except StopIteration:
+            break
+        except csv.Error as exc:
+            problem = Problem(path, line_of[-1], None, f"unreadable CSV: {exc}")
+        else:
+            lineno = line_of[-1]
+            if not cells or all(not c.strip() for c in cells):
+                continue
+            if len(cells) != len(names):
+                problem = Problem(path, lineno, None,
+                                  f"expected {len(names)} cells, got {len(cells)}")
+            else:
+                try:
+                    job = _job(dict(zip(names, cells, strict=True)))
+                except _Bad as bad:
+                    problem = Problem(path, lineno, bad.field, bad.message)
+                else:
+                    if job.job_id in seen:
+                        problem = Problem(path, lineno, "job_id",
+                                          f"duplicate job_id {job.job_id!r}")
+                    else:
+                        seen.add(job.job_id)
+                        jobs.append(job)
+                        continue
+        if strict:
+            raise InputError(problem.message, path=problem.path, line=problem.line,
+                             field=problem.field)
+        problems.append(problem)
+    jobs.sort(key=lambda j: j.submit_time)
+    return Trace(jobs=tuple(jobs), problems=tuple(problems), notes=notes)
+
+
+def read_csv(path: Path, *, strict: bool = False) -> Trace:
+    try:
+        with path.open(newline="", encoding="utf-8") as fh:
+            return parse_csv(fh, path=str(path), strict=strict)
+    except OSError as exc:
+        raise InputError(f"cannot read trace: {exc.strerror}", path=str(path)) from exc
+    except UnicodeDecodeError as exc:
+        raise InputError(f"not UTF-8 text: {exc.reason}", path=str(path)) from exc
+
+
+__all__ = ["OPTIONAL", "REQUIRED", "parse_csv", "read_csv"]
