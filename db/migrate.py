@@ -26,7 +26,11 @@ def alembic_config(url: str) -> Config:
 
 def upgrade(url: str, revision: str = "head") -> str | None:
     """Migrate the database at ``url`` to ``revision``; return the revision it is at afterwards."""
-    check_connection(make_engine(url))
+    engine = make_engine(url)
+    try:
+        check_connection(engine)
+    finally:
+        engine.dispose()
     try:
         command.upgrade(alembic_config(url), revision)
     except OperationalError as exc:
@@ -36,9 +40,12 @@ def upgrade(url: str, revision: str = "head") -> str | None:
 
 def current(url: str) -> str | None:
     engine = make_engine(url)
-    check_connection(engine)
-    with engine.connect() as conn:
-        return MigrationContext.configure(conn).get_current_revision()
+    try:
+        check_connection(engine)
+        with engine.connect() as conn:
+            return MigrationContext.configure(conn).get_current_revision()
+    finally:
+        engine.dispose()
 
 
 def head() -> str | None:

@@ -1,7 +1,94 @@
-"""``railgang devcluster up|down|status``."""
+"""``railgang devcluster up|down|status``: a real local GPU Slurm cluster for trying and testing."""
 
 from __future__ import annotations
 
-import typer
+import json
+from pathlib import Path
+from typing import Annotated
 
-app = typer.Typer(help="A local GPU Slurm 22.05 test cluster on this machine.", no_args_is_help=True)
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from slurm_plugins.devcluster.cluster import DevCluster
+from slurm_plugins.devcluster.layout import ClusterSpec
+
+app = typer.Typer(help="A local GPU Slurm 22.05 test cluster on this machine (root, loopback only).",
+                  no_args_is_help=True)
+console = Console()
+
+
+def spec_from_settings(directory: Path | None = None, nodes: int | None = None) -> ClusterSpec:
+    from daemon.cli import settings
+
+    dc = settings().devcluster
+    return ClusterSpec(
+        dir=directory or dc.dir, cluster_name=dc.cluster_name, nodes=nodes or dc.nodes,
+        gpus_per_node=dc.gpus_per_node, nodes_per_leaf=dc.nodes_per_leaf,
+        slurmctld_port=dc.slurmctld_port, slurmdbd_port=dc.slurmdbd_port,
+        mariadb_port=dc.mariadb_port, slurmd_base_port=dc.slurmd_base_port,
+        accounting=dc.accounting,
+    )
+
+
+DirOpt = Annotated[Path | None, typer.Option("--dir", help="Cluster directory (default: devcluster.dir).")]
+
+
+@app.command("up")
+def up(
+    directory: DirOpt = None,
+    nodes: Annotated[int | None, typer.Option(help="Number of nodes (default: devcluster.nodes).")] = None,
+) -> None:
+    """Start munge, MariaDB + slurmdbd, slurmctld and one slurmd per node; wait until all are idle."""
+    spec = spec_from_settings(directory, nodes)
+    cluster = DevCluster(spec, progress=lambda m: console.print(f"[dim]·[/] {m}", highlight=False))
+    res = cluster.up()
+    if res.already_running:
+        console.print(f"already up: {spec.nodes} nodes under {spec.dir}")
+    else:
+        console.print(f"[green]up[/] in {res.seconds:.1f} s: {spec.nodes} nodes × {spec.gpus_per_node} GPUs, "
+                      f"{res.processes} processes")
+    console.print(f"export SLURM_CONF={spec.slurm_conf}", highlight=False, soft_wrap=True)
+
+
+@app.command("down")
+def down(directory: DirOpt = None) -> None:
+    """Stop exactly the processes `up` started (by recorded PID)."""
+    spec = spec_from_settings(directory)
+    n = DevCluster(spec).down()
+    console.print(f"stopped {n} processes" if n else "nothing running")
+
+
+@app.command("status")
+def status(
+    directory: DirOpt = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+) -> None:
+    """Processes, nodes, GPUs and states, and the SLURM_CONF line to use sinfo/sbatch against it."""
+    spec = spec_from_settings(directory)
+    cluster = DevCluster(spec)
+    running = cluster.running()
+    up_now = all(running.values())
+    nodes = cluster.node_states() if running.get("slurmctld") else {}
+    if as_json:
+        typer.echo(json.dumps({
+            "up": up_now, "dir": str(spec.dir), "slurm_conf": str(spec.slurm_conf),
+            "processes": running, "nodes": {n: {"state": st, "gpus": spec.gpus_per_node}
+                                            for n, st in nodes.items()},
+        }, indent=2))
+        raise typer.Exit(0 if up_now else 3)
+    down_procs = [n for n, ok in running.items() if not ok]
+    if up_now:
+        console.print(f"[green]up[/]: {len(running)} processes under {spec.dir}")
+    elif len(down_procs) == len(running):
+        console.print(f"[yellow]down[/]: nothing running under {spec.dir}")
+    else:
+        console.print(f"[red]degraded[/]: not running: {', '.join(down_procs)}")
+    if nodes:
+        table = Table("node", "leaf", "GPUs", "state")
+        leaf_of = {n: leaf for leaf, members in spec.leaves for n in members}
+        for name, state in nodes.items():
+            table.add_row(name, leaf_of.get(name, "?"), f"gpu:{spec.gpus_per_node}", state)
+        console.print(table)
+        console.print(f"export SLURM_CONF={spec.slurm_conf}", highlight=False, soft_wrap=True)
+    raise typer.Exit(0 if up_now else 3)

@@ -1,0 +1,63 @@
+"""Session-wide fixtures: the real Slurm test cluster and a real PostgreSQL server.
+
+Both are brought up once per test session, only if a selected test needs them. Where they cannot
+run (not root, packages missing) their tests are skipped with the reason — unless
+RAILGANG_TEST_REQUIRE lists them (CI sets ``slurm,postgres``), in which case that is a failure.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.support.postgres import PrivatePostgres
+
+REQUIRED = {s.strip() for s in os.environ.get("RAILGANG_TEST_REQUIRE", "").split(",") if s.strip()}
+TEST_ROOT = Path(os.environ.get("RAILGANG_TEST_ROOT", f"/tmp/railgang-pytest-{os.getuid()}"))
+
+
+def _unavailable(service: str, why: str) -> None:
+    if service in REQUIRED:
+        pytest.fail(f"{service} is required (RAILGANG_TEST_REQUIRE) but unavailable: {why}")
+    pytest.skip(f"{service} unavailable: {why}")
+
+
+@pytest.fixture(scope="session")
+def slurm_cluster() -> Iterator[object]:
+    """A real 16-node × 8-GPU Slurm 22.05 cluster with accounting, on its own ports."""
+    from daemon.errors import DevClusterError
+    from slurm_plugins.devcluster.cluster import DevCluster, preflight
+    from slurm_plugins.devcluster.layout import ClusterSpec
+
+    spec = ClusterSpec(dir=TEST_ROOT / "devcluster", slurmctld_port=26817, slurmdbd_port=26819,
+                       mariadb_port=26306, slurmd_base_port=26900)
+    cluster = DevCluster(spec)
+    cluster.down()  # leftovers of an interrupted earlier session (recorded PIDs only)
+    try:
+        preflight(spec)
+    except DevClusterError as exc:
+        _unavailable("slurm", str(exc))
+    cluster.up()
+    yield cluster
+    cluster.down()
+
+
+@pytest.fixture(scope="session")
+def postgres_url() -> Iterator[str]:
+    """A PostgreSQL URL: RAILGANG_TEST_PG_URL, or a private server started for this session."""
+    given = os.environ.get("RAILGANG_TEST_PG_URL")
+    if given:
+        yield given
+        return
+    server = PrivatePostgres(TEST_ROOT / "postgres")
+    try:
+        server.start()
+    except Exception as exc:  # noqa: BLE001 - any failure to start means "unavailable"
+        _unavailable("postgres", str(getattr(exc, "stderr", "") or exc))
+    try:
+        yield server.url
+    finally:
+        server.stop()

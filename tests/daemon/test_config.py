@@ -1,0 +1,78 @@
+"""Settings: TOML file + RAILGANG_* environment, validated with messages that name the key."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from daemon.cli import app
+from daemon.config import load_settings
+from daemon.errors import ConfigError
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    p = tmp_path / "railgang.toml"
+    p.write_text(text)
+    return p
+
+
+def test_defaults_use_embedded_sqlite() -> None:
+    s = load_settings()
+    assert s.db.url.startswith("sqlite:///")
+    assert s.devcluster.nodes == 16 and s.devcluster.gpus_per_node == 8
+
+
+def test_file_then_environment_precedence(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = write(tmp_path, '[devcluster]\nnodes = 8\n[daemon]\npolicy = "tiresias"\n')
+    monkeypatch.setenv("RAILGANG_DEVCLUSTER__NODES", "4")
+    s = load_settings(path)
+    assert s.devcluster.nodes == 4  # environment wins over the file
+    assert s.daemon.policy == "tiresias"
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("[devcluster]\nnodez = 3\n", "devcluster.nodez: unknown key"),
+        ("[devcluster]\nnodes = 0\n", "devcluster.nodes: Input should be greater than or equal to 1"),
+        ('[db]\nurl = "mysql://x"\n', "db.url: Value error, must start with sqlite"),
+        ('[slurm]\nbackend = "rest"\n', "slurm.backend: Input should be 'cli', 'pyslurm' or 'sim'"),
+        ("[db\n", "not valid TOML"),
+    ],
+    ids=["unknown-key", "out-of-range", "bad-url", "bad-enum", "bad-toml"],
+)
+def test_invalid_config_names_the_key(tmp_path: Path, text: str, expected: str) -> None:
+    with pytest.raises(ConfigError, match=expected.replace("(", r"\(").replace(")", r"\)")):
+        load_settings(write(tmp_path, text))
+
+
+def test_prod_refuses_the_dev_secret(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="api.secret_key"):
+        load_settings(write(tmp_path, 'environment = "prod"\n'))
+    s = load_settings(write(tmp_path, 'environment = "prod"\n[api]\nsecret_key = "s3cr3t-value"\n'))
+    assert s.api.secret_key.get_secret_value() == "s3cr3t-value"
+
+
+def test_config_show_masks_secrets(tmp_path: Path) -> None:
+    path = write(tmp_path, '[api]\nsecret_key = "hunter2-hunter2"\n')
+    res = CliRunner().invoke(app, ["--config", str(path), "config", "show", "--json"])
+    assert res.exit_code == 0, res.output
+    data = json.loads(res.output)
+    assert data["api"]["secret_key"] == "**********"
+    assert "hunter2" not in res.output
+
+
+def test_cli_reports_config_errors_in_one_line(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    path = write(tmp_path, "[devcluster]\nnodez = 3\n")
+    res = subprocess.run([sys.executable, "-c", "from daemon.cli import main; main()",
+                          "--config", str(path), "config", "show"],
+                         capture_output=True, text=True, check=False)
+    assert res.returncode == 1
+    assert "devcluster.nodez: unknown key" in res.stderr
+    assert "Traceback" not in res.stderr
