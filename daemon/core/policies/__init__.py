@@ -1,1 +1,1 @@
-"""policies."""
+"""Scheduling policies, one file each; ``daemon.core.policy`` discovers every module's ``POLICY``."""

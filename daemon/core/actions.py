@@ -1,0 +1,91 @@
+"""What the decision core asks a backend to do (immutable, applied in the order emitted).
+
+- :class:`Start`: run a pending job on exactly ``assignment`` (node -> GPU indices) with
+  ``replicas`` DP replicas (may be below the requested size when an elastic job starts small).
+- :class:`Resize`: change a running elastic job to ``replicas``; ``assignment`` is the complete new
+  assignment (a superset of the old one when growing, a subset when shrinking).
+- :class:`Preempt`: signal the job now (panic checkpoint), kill after ``grace_s``; the job goes
+  back to the queue. ``for_job`` names the job the GPUs are freed for.
+- :class:`SetPriority`: hand the job's rank to Slurm (for backends that order Slurm's own queue).
+- :class:`DrainNode` / :class:`TagNode`: node hygiene (e.g. limping links from ``topology``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+
+from daemon.core.reasons import Reason
+
+Assignment = Mapping[str, tuple[int, ...]]
+
+
+def _freeze(a: Assignment) -> Assignment:
+    return MappingProxyType({n: tuple(sorted(g)) for n, g in sorted(a.items()) if g})
+
+
+@dataclass(frozen=True)
+class Start:
+    job_id: str
+    assignment: Assignment
+    replicas: int
+    cost: float = 0.0  # placement locality cost reported by topology
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "assignment", _freeze(self.assignment))
+
+    @property
+    def gpus(self) -> int:
+        return sum(len(g) for g in self.assignment.values())
+
+
+@dataclass(frozen=True)
+class Resize:
+    job_id: str
+    replicas: int
+    assignment: Assignment  # the full new assignment
+    old_replicas: int = 0
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "assignment", _freeze(self.assignment))
+
+    @property
+    def gpus(self) -> int:
+        return sum(len(g) for g in self.assignment.values())
+
+    @property
+    def grow(self) -> bool:
+        return self.replicas > self.old_replicas
+
+
+@dataclass(frozen=True)
+class Preempt:
+    job_id: str
+    grace_s: float
+    reason: Reason = Reason.PRIORITY
+    for_job: str | None = None
+    gpus: int = 0
+
+
+@dataclass(frozen=True)
+class SetPriority:
+    job_id: str
+    priority: int  # larger = sooner (Slurm convention)
+
+
+@dataclass(frozen=True)
+class DrainNode:
+    node: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class TagNode:
+    node: str
+    tag: str
+
+
+Action = Start | Resize | Preempt | SetPriority | DrainNode | TagNode
+
+__all__ = ["Action", "DrainNode", "Preempt", "Resize", "SetPriority", "Start", "TagNode"]

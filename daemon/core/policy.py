@@ -1,0 +1,98 @@
+"""The policy seam: a one-method Protocol, the plan it returns, and the registry (STYLE 4).
+
+A policy orders the pending queue and sizes jobs; it never places, preempts or emits actions —
+the cycle (``daemon.core.cycle``) does that the same way for every policy.
+
+``plan(snapshot, now) -> Plan``:
+
+- ``Plan.order``: pending jobs in the order to try, each a :class:`Want` (start size, smallest
+  acceptable start size, and a preemption *level*: lower = more important). The cycle keeps the
+  policy's order inside each priority class and puts classes first (0 before 3), so a policy
+  cannot break DESIGN R-S7.
+- ``Plan.targets``: desired DP replicas for running elastic jobs (the cycle applies them with
+  hysteresis: minimum gain, minimum interval, amortised transition cost).
+- ``Plan.mode``: ``strict`` (stop at the first job that cannot start: FIFO), ``backfill`` (EASY:
+  later jobs start only if they do not delay the head job's reserved start), ``greedy`` (skip).
+- ``Plan.levels`` + ``preempt_within_class``: lets a policy (Tiresias) evict running work of the
+  same class whose level is strictly worse than the waiting job's, under the same budgets.
+
+The registry discovers every module in ``daemon.core.policies`` that defines ``POLICY`` (a class
+with a ``name`` and a ``plan`` method); adding a policy is adding one file.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, Literal, Protocol, runtime_checkable
+
+from daemon.core.snapshot import Snapshot
+
+Mode = Literal["strict", "backfill", "greedy"]
+
+
+@dataclass(frozen=True)
+class Want:
+    """One pending job as the policy wants it tried."""
+
+    job_id: str
+    replicas: int  # DP replicas to start with
+    min_replicas: int  # smallest start the policy accepts (== replicas: all or nothing)
+    level: float = 0.0  # preemption level inside the class; lower = more important
+
+
+@dataclass(frozen=True)
+class Plan:
+    order: tuple[Want, ...]
+    mode: Mode = "greedy"
+    targets: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
+    levels: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))
+    preempt_within_class: bool = False
+
+
+@runtime_checkable
+class Policy(Protocol):
+    """Orders and sizes; one method. ``name`` is the registry key."""
+
+    name: str
+
+    def plan(self, snapshot: Snapshot, now: float) -> Plan: ...
+
+
+def want(job_id: str, replicas: int, min_replicas: int | None = None, level: float = 0.0) -> Want:
+    return Want(job_id, replicas, replicas if min_replicas is None else min_replicas, level)
+
+
+# -- registry ----------------------------------------------------------------------------------
+def _discover() -> dict[str, type[Any]]:
+    import daemon.core.policies as pkg
+
+    found: dict[str, type[Any]] = {}
+    for info in sorted(pkgutil.iter_modules(pkg.__path__), key=lambda i: i.name):
+        if info.name.startswith("_"):
+            continue
+        mod = importlib.import_module(f"{pkg.__name__}.{info.name}")
+        cls = getattr(mod, "POLICY", None)
+        if cls is not None:
+            found[str(cls.name)] = cls
+    return found
+
+
+def names() -> tuple[str, ...]:
+    """Registered policy names, sorted."""
+    return tuple(sorted(_discover()))
+
+
+def get(name: str, **params: Any) -> Policy:
+    """Instantiate the policy ``name`` with optional parameters (raises ``KeyError`` if unknown)."""
+    classes = _discover()
+    if name not in classes:
+        raise KeyError(f"unknown policy {name!r}; known: {', '.join(sorted(classes))}")
+    policy: Policy = classes[name](**params)
+    return policy
+
+
+__all__ = ["Mode", "Plan", "Policy", "Want", "get", "names", "want"]

@@ -1,0 +1,76 @@
+"""Who may evict whom, what a budget allows, and in which order victims are taken (R-S7, R-S8).
+
+Priority classes (DESIGN R-S7): 0 serving is never preempted; 1 production is preempted only by
+serving; 2 interactive by classes 0-1; 3 batch by anything above it. A policy may additionally
+allow eviction *inside* a class (``Plan.preempt_within_class``) when the victim's level is strictly
+worse than the waiting job's (Tiresias: a higher attained-service queue).
+
+Budgets (:class:`PreemptionBudget`): a job is preempted at most once per ``job_min_interval_s``;
+at most ``churn_cap`` × capacity GPUs are preempted per ``churn_window_s`` (serving, class 0,
+is exempt from the cluster cap, never from the per-job interval); a job that was itself evicted
+less than ``cascade_window_s`` ago may not evict anybody (cascade damping). Shrinking an elastic
+job to its minimum is always tried before preempting anything and does not count as churn.
+
+Victim order, one documented key (STYLE 5): 1. lowest class first (3 before 2), 2. worst level
+first, 3. least work lost (GPU-seconds since the last checkpoint), 4. most recently started,
+5. job id.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from daemon.core.job import RunningJob
+from daemon.core.snapshot import Snapshot
+
+
+@dataclass(frozen=True)
+class PreemptionBudget:
+    job_min_interval_s: float = 3600.0  # a job is preempted at most once per hour
+    churn_window_s: float = 600.0  # the cluster churn window (10 minutes)
+    churn_cap: float = 0.05  # share of capacity that may be preempted per window
+    cascade_window_s: float = 1800.0  # an evicted job may not evict others for this long
+    grace_s: float = 120.0  # minimum signal-to-kill time (raised to the victim's checkpoint cost)
+
+
+def class_may_preempt(requester: int, victim: int) -> bool:
+    """DESIGN R-S7 as a predicate on priority classes."""
+    if victim == 0:
+        return False
+    if victim == 1:
+        return requester == 0
+    return requester < victim
+
+
+def churned_gpus(snapshot: Snapshot, now: float, window_s: float) -> int:
+    """GPUs preempted inside the trailing window (from the snapshot's preemption history)."""
+    return sum(e.gpus for e in snapshot.preemptions if now - e.time < window_s)
+
+
+def churn_cap_gpus(snapshot: Snapshot, budget: PreemptionBudget) -> int:
+    return int(budget.churn_cap * snapshot.total_gpus)
+
+
+def recently_preempted(last: float | None, now: float, window_s: float) -> bool:
+    return last is not None and now - last < window_s
+
+
+def victim_key(run: RunningJob, level: float, now: float) -> tuple[float, float, float, float, str]:
+    lost = run.work_since_checkpoint_s(now) * run.gpus
+    return (-run.priority_class, -level, lost, -run.start_time, run.job_id)
+
+
+def grace_for(run: RunningJob, budget: PreemptionBudget) -> float:
+    """Signal, then kill after enough time for a panic checkpoint."""
+    return max(budget.grace_s, run.job.checkpoint_cost_s)
+
+
+__all__ = [
+    "PreemptionBudget",
+    "churn_cap_gpus",
+    "churned_gpus",
+    "class_may_preempt",
+    "grace_for",
+    "recently_preempted",
+    "victim_key",
+]

@@ -1,0 +1,43 @@
+"""daemon/core imports only the standard library, numpy and topology (STYLE 1)."""
+
+from __future__ import annotations
+
+import ast
+import sys
+from pathlib import Path
+
+import pytest
+
+CORE = Path(__file__).resolve().parents[3] / "daemon" / "core"
+ALLOWED_THIRD_PARTY = {"numpy", "topology"}
+FORBIDDEN = ("daemon.slurm", "daemon.sim", "daemon.api", "daemon.loop", "daemon.clock", "db")
+
+
+def _imports(path: Path) -> list[str]:
+    tree = ast.parse(path.read_text(), filename=str(path))
+    out: list[str] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out.extend(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            out.append(node.module)
+    return out
+
+
+FILES = sorted(CORE.rglob("*.py"))
+
+
+@pytest.mark.parametrize("path", FILES, ids=[str(p.relative_to(CORE)) for p in FILES])
+def test_core_module_imports_only_stdlib_numpy_topology_and_core(path: Path) -> None:
+    for name in _imports(path):
+        top = name.split(".")[0]
+        assert not name.startswith(FORBIDDEN), f"{path.name} imports {name}"
+        if top == "daemon":
+            assert name == "daemon.core" or name.startswith("daemon.core."), f"{path.name}: {name}"
+        else:
+            assert top in sys.stdlib_module_names or top in ALLOWED_THIRD_PARTY, f"{path.name}: {name}"
+
+
+def test_boundary_test_sees_the_core_files() -> None:
+    names = {p.name for p in FILES}
+    assert {"cycle.py", "snapshot.py", "actions.py", "reasons.py", "job.py"} <= names

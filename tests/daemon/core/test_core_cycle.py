@@ -1,0 +1,70 @@
+"""decide(): the recipe, reasons as data, class ordering, quota, strict/backfill/greedy modes."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from daemon.core import Account, Decision, Reason, Start, decide
+from daemon.core.policy import get
+from daemon.core.snapshot import Snapshot
+from tests.daemon.core.core_builders import cluster, first_fit, job
+
+
+def run(snap: Snapshot, policy: str = "fifo", now: float | None = None) -> Decision:
+    return decide(snap, get(policy), snap.now if now is None else now, random.Random(0), placer=first_fit)
+
+
+def started(d: Decision) -> list[str]:
+    return [a.job_id for a in d.actions if isinstance(a, Start)]
+
+
+def test_fifo_starts_in_order_and_blocks_at_the_head() -> None:
+    snap = (cluster(2).running(job("r").gpus(8).work(100))
+            .pending(job("a").gpus(8).at(1), job("b").gpus(16).at(2), job("c").gpus(4).at(3)).build())
+    d = run(snap)
+    assert started(d) == ["a"]
+    assert d.reason("b").code is Reason.WAITING_FOR_GPUS  # type: ignore[union-attr]
+    assert d.reason("c").code is Reason.PRIORITY  # type: ignore[union-attr]
+
+
+def test_every_pending_job_gets_exactly_one_reason_or_a_start() -> None:
+    snap = cluster(1).pending(*(job(f"j{i}").gpus(4).at(i) for i in range(5))).build()
+    d = run(snap)
+    ids = started(d) + [r.job_id for r in d.reasons]
+    assert sorted(ids) == [f"j{i}" for i in range(5)]
+
+
+@pytest.mark.parametrize(
+    ("gpus", "code"),
+    [(64, Reason.LARGER_THAN_CLUSTER), (12, Reason.WAITING_FOR_GPUS)],
+    ids=["larger-than-cluster", "waits"],
+)
+def test_too_large_jobs_are_rejected_with_a_reason_not_a_hang(gpus: int, code: Reason) -> None:
+    snap = cluster(2).running(job("r").gpus(8)).pending(job("big").gpus(gpus)).build()
+    d = run(snap)
+    assert d.reason("big").code is code  # type: ignore[union-attr]
+
+
+def test_larger_than_cluster_does_not_block_fifo() -> None:
+    snap = cluster(1).pending(job("big").gpus(64).at(0), job("small").gpus(2).at(1)).build()
+    assert started(run(snap)) == ["small"]
+
+
+def test_quota_holds_the_job_with_a_quota_reason() -> None:
+    snap = (cluster(2).accounts(Account("ml", quota_gpus=8)).running(job("r").gpus(8).account("ml"))
+            .pending(job("q").gpus(4).account("ml"), job("o").gpus(4).at(1)).build())
+    d = run(snap, "fifo")
+    assert d.reason("q").code is Reason.QUOTA  # type: ignore[union-attr]
+    assert started(d) == ["o"]
+
+
+def test_higher_class_goes_first_whatever_the_policy_order() -> None:
+    snap = cluster(1).pending(job("batch").gpus(8).at(0).cls(3), job("prod").gpus(8).at(5).cls(1)).build()
+    assert started(run(snap)) == ["prod"]
+
+
+def test_decide_is_deterministic() -> None:
+    snap = cluster(4).pending(*(job(f"j{i}").gpus(1 + i % 8).at(i) for i in range(20))).build()
+    assert run(snap) == run(snap)
