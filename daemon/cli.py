@@ -32,13 +32,14 @@ err_console = Console(stderr=True)
 
 class _State:
     config_path: Path | None = None
+    settings: Settings | None = None
 
 
 def settings() -> Settings:
     """The effective settings for this invocation (built lazily, once)."""
-    if not hasattr(_State, "settings"):
-        _State.settings = load_settings(_State.config_path)  # type: ignore[attr-defined]
-    return _State.settings  # type: ignore[attr-defined,no-any-return]
+    if _State.settings is None:
+        _State.settings = load_settings(_State.config_path)
+    return _State.settings
 
 
 def _version(value: bool) -> None:
@@ -59,8 +60,7 @@ def _root(
     ] = False,
 ) -> None:
     _State.config_path = config
-    if hasattr(_State, "settings"):
-        del _State.settings  # type: ignore[attr-defined]
+    _State.settings = None
 
 
 @config_app.command("show")

@@ -132,13 +132,17 @@ class DevCluster:
             self._say("a previous bring-up is half running; stopping its processes first")
             self.down()
         preflight(self.spec)
-        self._write_tree()
-        self._start_munge()
-        if self.spec.accounting:
-            self._start_accounting()
-        self._start_slurmctld()
-        self._start_slurmds()
-        self._wait_nodes_idle(timeout_s)
+        try:
+            self._write_tree()
+            self._start_munge()
+            if self.spec.accounting:
+                self._start_accounting()
+            self._start_slurmctld()
+            self._start_slurmds()
+            self._wait_nodes_idle(timeout_s)
+        except BaseException:
+            self.down()  # never leave a half-started cluster behind
+            raise
         return UpResult(False, time.monotonic() - t0, len(self.expected_processes()))
 
     def _write_tree(self) -> None:
@@ -208,21 +212,21 @@ class DevCluster:
                   "--skip-test-db"], timeout=120, what="mariadb-install-db")
         shutil.chown(s.run, "mysql", "mysql")  # mariadbd writes its socket there
         self._say("starting MariaDB and slurmdbd")
-        self.procs.start("mariadbd", [
+        rec = self.procs.start("mariadbd", [
             "/usr/sbin/mariadbd", "--no-defaults", "--user=mysql", f"--datadir={datadir}",
             f"--socket={s.mysql_socket}", "--bind-address=127.0.0.1", f"--port={s.mariadb_port}",
             f"--pid-file={s.run / 'mariadbd.pid'}", f"--log-error={s.log / 'mariadbd.log'}",
             "--skip-name-resolve", "--innodb-buffer-pool-size=64M",
         ], log=s.log / "mariadbd.out")
-        wait_for_port(s.mariadb_port, timeout_s=30, what="mariadbd", log=s.log / "mariadbd.log")
+        wait_for_port(s.mariadb_port, timeout_s=30, what="mariadbd", log=s.log / "mariadbd.log", rec=rec)
         sql = ("CREATE DATABASE IF NOT EXISTS slurm_acct_db; "
                "CREATE USER IF NOT EXISTS 'slurm'@'127.0.0.1' IDENTIFIED BY 'slurm-devcluster'; "
                "GRANT ALL ON slurm_acct_db.* TO 'slurm'@'127.0.0.1'; FLUSH PRIVILEGES;")
         _run(["/usr/bin/mariadb", f"--socket={s.mysql_socket}", "-u", "root", "-e", sql],
              what="creating the accounting database")
-        self.procs.start("slurmdbd", [str(SLURM_BIN / "slurmdbd"), "-D"],
-                         log=s.log / "slurmdbd.out", env=slurm_env(s))
-        wait_for_port(s.slurmdbd_port, timeout_s=30, what="slurmdbd", log=s.log / "slurmdbd.log")
+        rec = self.procs.start("slurmdbd", [str(SLURM_BIN / "slurmdbd"), "-D"],
+                               log=s.log / "slurmdbd.out", env=slurm_env(s))
+        wait_for_port(s.slurmdbd_port, timeout_s=30, what="slurmdbd", log=s.log / "slurmdbd.out", rec=rec)
         self._register_accounts()
 
     def _register_accounts(self) -> None:
@@ -250,9 +254,9 @@ class DevCluster:
         self._say("starting slurmctld")
         # -c: clean state, so a node that once failed registration does not come back DRAINED
         env = slurm_env(s) | {"RAILGANG_HEARTBEAT_FILE": str(s.heartbeat_file)}  # job_submit.lua
-        self.procs.start("slurmctld", [str(s.bin / "slurmctld"), "-D", "-c", "-f", str(s.slurm_conf)],
-                         log=s.log / "slurmctld.out", env=env)
-        wait_for_port(s.slurmctld_port, timeout_s=30, what="slurmctld", log=s.log / "slurmctld.log")
+        rec = self.procs.start("slurmctld", [str(s.bin / "slurmctld"), "-D", "-c", "-f", str(s.slurm_conf)],
+                               log=s.log / "slurmctld.out", env=env)
+        wait_for_port(s.slurmctld_port, timeout_s=30, what="slurmctld", log=s.log / "slurmctld.out", rec=rec)
 
     def _start_slurmds(self) -> None:
         s = self.spec

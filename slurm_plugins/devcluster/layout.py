@@ -160,10 +160,9 @@ def render_slurm_conf(spec: ClusterSpec) -> str:
     # NodeAddr is not allowed on NodeName=DEFAULT; every slurmd needs its own port
     for i, name in enumerate(spec.node_names):
         lines.append(f"NodeName={name} NodeAddr=127.0.0.1 NodeHostname={name} Port={spec.slurmd_port(i)}")
-    lines.append(
-        f"PartitionName=gpu Nodes=ALL Default=YES MaxTime=INFINITE State=UP "
-        f'TRESBillingWeights="CPU=1.0,GRES/gpu=2.0"'
-    )
+    # GPU billing weights need gres/gpu as an accounted TRES, i.e. slurmdbd
+    billing = ' TRESBillingWeights="CPU=1.0,GRES/gpu=2.0"' if spec.accounting else ""
+    lines.append(f"PartitionName=gpu Nodes=ALL Default=YES MaxTime=INFINITE State=UP{billing}")
     return "\n".join(lines) + "\n"
 
 

@@ -20,6 +20,10 @@ from pathlib import Path
 
 from daemon.errors import DevClusterError
 
+# Popen objects of daemons started by this process. Kept so they are not garbage-collected while
+# running (Popen.__del__ warns) and so a long-lived parent (pytest) can reap them on stop.
+_CHILDREN: dict[int, subprocess.Popen[bytes]] = {}
+
 
 @dataclass(frozen=True)
 class ProcessRecord:
@@ -82,6 +86,7 @@ class ProcessTable:
                 )
             except OSError as exc:
                 raise DevClusterError(f"cannot start {name} ({argv[0]}): {exc}") from exc
+        _CHILDREN[proc.pid] = proc
         ticks = None
         for _ in range(50):
             ticks = _start_ticks(proc.pid)
@@ -108,14 +113,15 @@ class ProcessTable:
                     os.kill(rec.pid, signal.SIGKILL)
                 while is_running(rec):
                     time.sleep(0.05)
-        _reap(rec.pid)
+            _reap(rec.pid)
         self._path(rec.name).unlink(missing_ok=True)
 
 
 def _reap(pid: int) -> None:
     # our own children (when started from a long-lived process such as pytest) must be waited for
-    with contextlib.suppress(ChildProcessError, OSError):
-        os.waitpid(pid, os.WNOHANG)
+    proc = _CHILDREN.get(pid)
+    if proc is not None and proc.poll() is not None:
+        del _CHILDREN[pid]
 
 
 def port_in_use(port: int, host: str = "127.0.0.1") -> bool:
@@ -128,9 +134,20 @@ def port_in_use(port: int, host: str = "127.0.0.1") -> bool:
     return False
 
 
-def wait_for_port(port: int, *, timeout_s: float, what: str, log: Path | None = None) -> None:
+def _last_error(log: Path | None) -> str:
+    if log is None or not log.exists():
+        return ""
+    lines = [ln for ln in log.read_text(errors="replace").splitlines() if ln.strip()]
+    fatal = [ln for ln in lines if "fatal" in ln.lower() or "error" in ln.lower()]
+    return f": {(fatal or lines or [''])[-1].strip()}"
+
+
+def wait_for_port(port: int, *, timeout_s: float, what: str, log: Path | None = None,
+                  rec: ProcessRecord | None = None) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
+        if rec is not None and not is_running(rec):
+            raise DevClusterError(f"{what} exited during start-up{_last_error(log)} (log: {log})")
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
             s.settimeout(0.2)
             if s.connect_ex(("127.0.0.1", port)) == 0:
