@@ -1,0 +1,121 @@
+"""The job progress model: how fast a job advances on a given allocation.
+
+Work is measured in *seconds at the requested size on an ideal placement* (``TraceJob.duration_s``
+is the total). On ``k`` data-parallel replicas placed on a concrete set of GPUs a job advances at
+
+    rate = job.rate(k) × placement_factor
+
+- ``job.rate(k)`` = speedup(k) / speedup(requested) from the job's scaling curve (the core's
+  ``speedup_fn``): the measured per-size throughput table for Philly jobs, Amdahl with a 5 %
+  serial share per replica for CSV jobs (``GENERIC_SERIAL``).
+- ``placement_factor`` = 1 / ((1 − c) + c × T_ar(placement) / T_ar(best)), where ``c`` is the
+  job's communication share (the fraction of a step spent in the gradient all-reduce on the best
+  placement of its size) and ``T_ar`` the all-reduce time from ``topology.comm_model`` for the
+  actual placement and for the most compact placement of the same size on an empty cluster.
+  Single-node gangs have factor 1.
+- Nothing advances while a job restores after a restart (``restore_cost_s``) or transitions after
+  a resize (``transition_cost_s``); periodic checkpoint cost is assumed to be inside the trace's
+  durations.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+from daemon.core.job import Job, SpeedupFn, amdahl, table
+from daemon.sim.traces.model import TraceJob
+
+GENERIC_SERIAL = 0.05  # Amdahl serial share per replica for jobs without a measured curve
+DEFAULT_COMM_SHARE = 0.2  # share of a step in all-reduce on the best placement (multi-node jobs)
+ALLREDUCE_BYTES = 1 << 30  # gradient size used for the all-reduce ratio (only the ratio matters)
+
+
+def speedup_for(tj: TraceJob) -> SpeedupFn:
+    """The job's scaling curve in DP replicas (relative to one replica)."""
+    per_replica = tj.tp * tj.pp
+    if tj.throughput_by_gpus:
+        points = {g // per_replica: thr for g, thr in tj.throughput_by_gpus.items()
+                  if g % per_replica == 0 and g >= per_replica}
+        base = points.get(1)
+        if base:
+            return table({k: v / base for k, v in points.items()})
+    return amdahl(GENERIC_SERIAL)
+
+
+def core_job(tj: TraceJob, *, comm_share: float = DEFAULT_COMM_SHARE,
+             checkpoint_interval_s: float = 1800.0, checkpoint_cost_s: float = 60.0,
+             restore_cost_s: float = 120.0, transition_cost_s: float = 30.0) -> Job:
+    """The decision core's view of a trace job at submission (no service yet)."""
+    return Job(
+        job_id=tj.job_id, gpus=tj.gpus, account=tj.account, submit_time=tj.submit_time,
+        tp=tj.tp, pp=tj.pp, elastic_min=tj.elastic_min, elastic_max=tj.elastic_max,
+        priority_class=tj.klass, transition_cost_s=transition_cost_s,
+        checkpoint_interval_s=checkpoint_interval_s, checkpoint_cost_s=checkpoint_cost_s,
+        restore_cost_s=restore_cost_s, speedup_fn=speedup_for(tj),
+        work_remaining_s=tj.duration_s, comm_fraction=comm_share if tj.gpus > 1 else 0.0,
+        model=tj.model)
+
+
+class CommModel(Protocol):
+    def factor(self, job: Job, assignment: Mapping[str, tuple[int, ...]]) -> float:
+        """Placement factor in (0, 1]: 1 on the best placement of this size."""
+        ...
+
+
+class NoComm:
+    """Placement never matters (for tests and as a fallback)."""
+
+    def factor(self, job: Job, assignment: Mapping[str, tuple[int, ...]]) -> float:
+        return 1.0
+
+
+class TopologyComm:
+    """Placement factor from ``topology.comm_model.allreduce_time_s`` (cached per shape)."""
+
+    def __init__(self, fabric: Any, *, nbytes: int = ALLREDUCE_BYTES) -> None:
+        self.fabric = fabric
+        self.nbytes = nbytes
+        self._best: dict[tuple[int, int, int], float] = {}
+        self._cache: dict[tuple[tuple[str, int], ...], float] = {}
+
+    def _allreduce(self, assignment: Mapping[str, tuple[int, ...]]) -> float:
+        key = tuple(sorted((n, len(g)) for n, g in assignment.items()))
+        cached = self._cache.get(key)
+        if cached is None:
+            from topology.comm_model import allreduce_time_s
+
+            cached = float(allreduce_time_s(self.fabric, assignment, self.nbytes))
+            if len(self._cache) < 100_000:
+                self._cache[key] = cached
+        return cached
+
+    def _best_time(self, job: Job, gpus: int) -> float:
+        key = (gpus, job.tp, job.pp)
+        best = self._best.get(key)
+        if best is None:
+            from topology.placement import GangRequest, Unplaceable, place
+
+            free = {n: frozenset(range(self.fabric.facts(n).gpus)) for n in self.fabric.nodes}
+            result = place(self.fabric, free, GangRequest(gpus=gpus, tp=job.tp, pp=job.pp))
+            if isinstance(result, Unplaceable):
+                best = 0.0
+            else:
+                best = self._allreduce({str(n): tuple(g) for n, g in result.gpus.items()})
+            self._best[key] = best
+        return best
+
+    def factor(self, job: Job, assignment: Mapping[str, tuple[int, ...]]) -> float:
+        c = job.comm_fraction
+        if c <= 0 or len(assignment) <= 1:
+            return 1.0
+        gpus = sum(len(g) for g in assignment.values())
+        best = self._best_time(job, gpus)
+        if best <= 0:
+            return 1.0
+        ratio = max(1.0, self._allreduce(assignment) / best)
+        return 1.0 / ((1.0 - c) + c * ratio)
+
+
+__all__ = ["DEFAULT_COMM_SHARE", "GENERIC_SERIAL", "CommModel", "NoComm", "TopologyComm",
+           "core_job", "speedup_for"]

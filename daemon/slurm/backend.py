@@ -1,0 +1,40 @@
+"""The one backend seam (STYLE 7): real Slurm, the simulator and the test fake look alike.
+
+A backend observes the cluster as an immutable :class:`~daemon.core.snapshot.Snapshot` and applies
+the decision core's actions, reporting one :class:`ActionResult` per action (never raising for an
+action the cluster refuses: that is data, like a pending reason). Time is always passed in by the
+caller's :class:`~daemon.clock.Clock`, never read by the backend. Compare httpx: one
+``BaseTransport.handle_request`` implemented by the network transport and by ``MockTransport``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+from daemon.core.actions import Action
+from daemon.core.snapshot import Snapshot
+
+
+@dataclass(frozen=True, slots=True)
+class ActionResult:
+    """What became of one action: applied, or refused with a one-line reason."""
+
+    action: Action
+    ok: bool
+    detail: str = ""
+
+
+@runtime_checkable
+class Backend(Protocol):
+    def snapshot(self, now: float) -> Snapshot:
+        """The cluster as of ``now``: nodes, free GPUs, running jobs, the pending queue."""
+        ...
+
+    def apply(self, actions: Sequence[Action], now: float) -> list[ActionResult]:
+        """Carry out ``actions`` in order; one result per action, same order."""
+        ...
+
+
+__all__ = ["ActionResult", "Backend"]
