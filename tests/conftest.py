@@ -55,7 +55,7 @@ def postgres_url() -> Iterator[str]:
     server = PrivatePostgres(TEST_ROOT / "postgres")
     try:
         server.start()
-    except Exception as exc:  # noqa: BLE001 - any failure to start means "unavailable"
+    except Exception as exc:
         _unavailable("postgres", str(getattr(exc, "stderr", "") or exc))
     try:
         yield server.url
