@@ -1,0 +1,34 @@
+"""The public surface of ``topology`` is pinned: other components code against these names."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+
+import pytest
+
+EXPECTED = {
+    "topology": {
+        "Fabric", "GangRequest", "LinkHealth", "NodeFacts", "Placement", "RankSlot", "Unplaceable",
+        "allreduce_time_s", "fabric_from_shape", "load_fabric", "place",
+    },
+    "topology.fabric": {"Fabric", "NodeFacts", "fabric_from_conf", "fabric_from_shape", "load_fabric"},
+    "topology.placement": {
+        "CLASS_WEIGHTS", "UNPLACEABLE_CODES", "GangRequest", "JobClass", "Placement", "RankSlot",
+        "ScoreWeights", "Unplaceable", "distance_weight", "place", "score_layout",
+    },
+    "topology.comm_model": {
+        "CommParams", "DEFAULT_PARAMS", "allreduce_time_s", "ring_allreduce_time_s", "step_comm_time_s",
+    },
+    "topology.health": {"LinkHealth"},
+}
+
+
+@pytest.mark.parametrize("module", sorted(EXPECTED), ids=sorted(EXPECTED))
+def test_all_is_pinned(module: str) -> None:
+    mod = importlib.import_module(module)
+    assert set(mod.__all__) == EXPECTED[module]
+    for name in mod.__all__:
+        obj = getattr(mod, name)
+        if inspect.isclass(obj) or inspect.isfunction(obj):
+            assert obj.__doc__, f"{module}.{name} needs a docstring"

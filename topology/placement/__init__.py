@@ -1,0 +1,32 @@
+"""Topology-aware, all-or-nothing gang placement (R-T4 … R-T7).
+
+``place(fabric, free, request)`` returns a ``Placement`` (node -> GPUs, a rank layout and its
+cost) or an ``Unplaceable`` reason; it never raises for a request that merely does not fit.
+"""
+
+from topology.placement.cost import distance_weight, score_layout
+from topology.placement.search import place
+from topology.placement.types import (
+    CLASS_WEIGHTS,
+    UNPLACEABLE_CODES,
+    GangRequest,
+    JobClass,
+    Placement,
+    RankSlot,
+    ScoreWeights,
+    Unplaceable,
+)
+
+__all__ = [
+    "CLASS_WEIGHTS",
+    "UNPLACEABLE_CODES",
+    "GangRequest",
+    "JobClass",
+    "Placement",
+    "RankSlot",
+    "ScoreWeights",
+    "Unplaceable",
+    "distance_weight",
+    "place",
+    "score_layout",
+]

@@ -1,0 +1,124 @@
+"""Value types of the placement engine: the request, the answer, and why there is no answer.
+
+All frozen. ``Placement.gpus`` and ``Placement.breakdown`` are read-only mappings so a placement
+can be shared between the decision core, the simulator and the explain command without copies.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Literal
+
+__all__ = [
+    "CLASS_WEIGHTS",
+    "UNPLACEABLE_CODES",
+    "GangRequest",
+    "JobClass",
+    "Placement",
+    "RankSlot",
+    "ScoreWeights",
+    "Unplaceable",
+]
+
+JobClass = Literal["3d", "dp", "single"]
+
+UNPLACEABLE_CODES = (
+    "invalid_request",      # tp*pp*dp != gpus, non-positive sizes, TP wider than any NVLink domain
+    "insufficient_gpus",    # fewer free GPUs than requested in the whole fabric
+    "gpu_memory",           # enough GPUs, but not with min_gpu_mem_gb
+    "no_nvlink_domain",     # enough GPUs, but not on NVLink nodes (needs_nvlink or tp > 1)
+    "quarantined",          # enough GPUs only if lame-link nodes were used
+    "topology_fragmented",  # enough free GPUs, but not in the shape the gang needs
+)
+
+
+@dataclass(frozen=True)
+class GangRequest:
+    """A gang to place: ``gpus`` in total as ``tp`` x ``pp`` x ``dp``.
+
+    ``dp`` defaults to ``gpus // (tp * pp)``; ``job_class`` None is inferred ("single" if the
+    gang fits one node and has no pipeline, "3d" if tp or pp > 1, else "dp").
+    """
+
+    gpus: int
+    tp: int = 1
+    pp: int = 1
+    dp: int | None = None
+    job_class: JobClass | None = None
+    min_gpu_mem_gb: float = 0.0
+    needs_nvlink: bool = False
+
+
+@dataclass(frozen=True)
+class RankSlot:
+    """Where one rank runs and what it is in the 3D decomposition."""
+
+    node: str
+    gpu: int
+    tp_rank: int
+    pp_stage: int
+    dp_rank: int
+
+
+@dataclass(frozen=True)
+class Unplaceable:
+    """Why the gang cannot be placed *now* (data, not an exception); ``code`` is one of UNPLACEABLE_CODES."""
+
+    code: str
+    detail: str
+
+
+@dataclass(frozen=True)
+class ScoreWeights:
+    """Weights of the locality-cost terms (R-T4/R-T6); the cost is their weighted sum.
+
+    tp: TP groups leaving an NVLink domain; rail: DP peers on different rails; pp: distance
+    weight between adjacent pipeline stages; dp: distance weight along each DP ring; pack: nodes
+    left partially free (fragmentation).
+    """
+
+    tp: float
+    rail: float
+    pp: float
+    dp: float
+    pack: float
+
+
+# R-T6: 3D jobs weight TP locality highest, then rails, then rack locality; pure DP weights rails
+# highest; single-node jobs only care about packing.
+CLASS_WEIGHTS: Mapping[str, ScoreWeights] = MappingProxyType({
+    "3d": ScoreWeights(tp=100.0, rail=10.0, pp=3.0, dp=1.0, pack=0.5),
+    "dp": ScoreWeights(tp=100.0, rail=10.0, pp=0.0, dp=3.0, pack=0.5),
+    "single": ScoreWeights(tp=0.0, rail=0.0, pp=0.0, dp=0.0, pack=1.0),
+})
+
+
+@dataclass(frozen=True)
+class Placement:
+    """An exact, all-or-nothing assignment.
+
+    ``gpus`` maps node -> GPU indices; ``ranks`` lists every rank (global rank = position; tp is
+    fastest, then pipeline stage, then data-parallel replica); ``cost`` is the weighted locality
+    cost and ``breakdown`` its weighted terms (they sum to ``cost``).
+    """
+
+    gpus: Mapping[str, tuple[int, ...]]
+    ranks: tuple[RankSlot, ...]
+    cost: float
+    breakdown: Mapping[str, float]
+    job_class: JobClass = "dp"
+    scope: str = ""
+    candidates: int = 1
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def total_gpus(self) -> int:
+        """Number of GPUs used."""
+        return len(self.ranks)
+
+    @property
+    def nodes(self) -> tuple[str, ...]:
+        """Nodes used, in the order of ``gpus``."""
+        return tuple(self.gpus)
