@@ -1,0 +1,41 @@
+"""Shared helpers for simulator tests: shapes, a first-fit placer, a trace-job builder."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import pytest
+
+from daemon.core.gang import GangSpec, NotPlaced, Placed
+from daemon.sim.traces.model import TraceJob
+from topology.fabric import fabric_from_shape
+
+
+def first_fit(fabric: Any, free: Mapping[str, frozenset[int]], spec: GangSpec, *,
+              health: Any = None, seed: int = 0) -> Placed | NotPlaced:
+    """Lowest node, lowest GPU first: placements tests can predict exactly."""
+    out: dict[str, tuple[int, ...]] = {}
+    need = spec.gpus
+    for node in sorted(free):
+        take = sorted(free[node])[:need]
+        if take:
+            out[node] = tuple(take)
+            need -= len(take)
+        if need == 0:
+            return Placed(out)
+    return NotPlaced("insufficient_gpus", f"{spec.gpus} GPUs wanted")
+
+
+def tj(job_id: str, submit: float, gpus: int, duration: float, **kw: Any) -> TraceJob:
+    return TraceJob(job_id=job_id, submit_time=submit, gpus=gpus, duration_s=duration, **kw)
+
+
+@pytest.fixture
+def one_node() -> Any:
+    return fabric_from_shape(1, 8, 1)
+
+
+@pytest.fixture
+def two_nodes() -> Any:
+    return fabric_from_shape(2, 8, 2)
