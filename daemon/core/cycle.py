@@ -7,13 +7,14 @@ is excluded from equality). The recipe:
 1. **observe** — a private working copy of the free GPUs, per-account usage and the churn spent.
 2. **order**   — ``policy.plan``; the plan's order is kept inside each priority class, classes
    first (0 serving … 3 batch), so ordering key = (class, policy rank).
-3. **admit**   — reject what can never run (larger than the cluster), hold what breaks a quota.
-4. **place**   — walk the order; each job is placed all-or-nothing by ``topology`` at its wanted
+3. **size**    — shrinks the plan asks for (Pollux) run first; their GPUs serve this cycle.
+4. **admit + place** — reject what can never run (larger than the cluster), hold what breaks a
+   quota, then walk the order; each job is placed all-or-nothing by ``topology`` at its wanted
    size, or smaller down to its minimum if starting small beats waiting (``elastic``). ``strict``
    stops at the first miss, ``backfill`` reserves the head's start (EASY), ``greedy`` skips.
 5. **preempt** — for jobs still waiting: shrink elastic lower work first, then preempt whole jobs,
    within the class rules, budgets and cascade damping (``preemption``); signal + grace.
-6. **size**    — apply the plan's targets to running elastic jobs with anti-churn rules.
+6. **grow**    — grow running elastic jobs toward the plan's targets with anti-churn rules.
 7. **emit**    — actions in order (shrinks, preempts, starts, grows) + one reason per waiting job.
 
 Within one cycle free GPUs only shrink (shrinks release GPUs to the job they were made for), so a
@@ -89,14 +90,17 @@ def decide(
         key=lambda x: jobs[x.job_id].priority_class,  # stable: keeps the policy's rank
     )
     lap("order")
-    _place(w, plan, order, jobs)  # 3. admit + 4. place
+    if config.resize:  # 3. size: shrinks the plan asks for free GPUs for this cycle's starts
+        _shrink(w, plan, config.elastic)
+    lap("size")
+    _place(w, plan, order, jobs)  # 4. admit + place
     lap("place")
-    if config.preempt:  # 5. preempt
+    if config.preempt:  # 5. preempt: shrink lower work first, then evict within budgets
         _preempt(w, plan, order, jobs, config.budget)
     lap("preempt")
-    if config.resize:  # 6. size
-        _resize(w, plan, config.elastic)
-    lap("size")
+    if config.resize:  # 6. grow elastic jobs into what is left, if the marginal gain pays
+        _grow(w, plan, config.elastic)
+    lap("grow")
     for j in snapshot.pending:  # 7. emit: every job left waiting has a reason
         if j.job_id not in w.started and j.job_id not in w.reasons:
             w.wait(j, Reason.PRIORITY, "not ordered by the policy this cycle", j.min_gpus)
@@ -248,7 +252,9 @@ def _place(w: _Work, plan: Plan, order: list[Want], jobs: Mapping[str, Job]) -> 
             w.wait(job, why, "no node meets the job's GPU memory / NVLink needs", need)
             continue
         w.blocked_classes.add(job.priority_class)
-        if head is None and plan.mode in ("strict", "backfill"):
+        may_reserve = plan.mode == "strict" or (
+            plan.mode == "backfill" and (plan.reserve_for is None or job.job_id in plan.reserve_for))
+        if head is None and may_reserve:
             head = job.job_id
             if plan.mode == "backfill":
                 shadow_t, extra = w.shadow(x.replicas * job.replica_gpus)
@@ -344,20 +350,32 @@ def _preempt(w: _Work, plan: Plan, order: list[Want], jobs: Mapping[str, Job], b
                 w.reasons.pop(job.job_id, None)
 
 
-def _resize(w: _Work, plan: Plan, rules: elastic.ElasticRules) -> None:
+def _targets(w: _Work, plan: Plan) -> list[tuple[RunningJob, int]]:
+    out = []
     for run in w.snap.running.values():
         job = run.job
         if not job.elastic or run.job_id in w.touched or run.preempt_deadline is not None:
             continue
         target = plan.targets.get(run.job_id, elastic.default_target(run))
-        target = max(job.min_replicas, min(job.max_replicas, target))
-        if target < run.replicas:
-            if elastic.resize_pays(run, target, w.now, rules):
-                kept, _gone = elastic.shrink_assignment(run, target)
-                w.grows.append(Resize(run.job_id, target, kept, run.replicas))
-                w.touched.add(run.job_id)
-            continue
-        if target == run.replicas:
+        out.append((run, max(job.min_replicas, min(job.max_replicas, target))))
+    return out
+
+
+def _shrink(w: _Work, plan: Plan, rules: elastic.ElasticRules) -> None:
+    """Apply the plan's shrink targets first: the GPUs they free serve this cycle's starts."""
+    for run, target in _targets(w, plan):
+        if target < run.replicas and elastic.resize_pays(run, target, w.now, rules):
+            kept, gone = elastic.shrink_assignment(run, target)
+            w.shrinks.append(Resize(run.job_id, target, kept, run.replicas))
+            w.touched.add(run.job_id)
+            w.give(gone)
+
+
+def _grow(w: _Work, plan: Plan, rules: elastic.ElasticRules) -> None:
+    """Grow elastic jobs into what is left, by whole replicas, if the marginal gain pays."""
+    for run, target in _targets(w, plan):
+        job = run.job
+        if target <= run.replicas:
             continue
         waiting_above = any(c <= job.priority_class for c in w.blocked_classes)
         if waiting_above and (w.reserved or run.job_id not in plan.targets):

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from daemon.core.job import Assignment, Job
 
@@ -23,7 +23,7 @@ class GangSpec:
     tp: int = 1
     pp: int = 1
     dp: int | None = None
-    job_class: int | None = None
+    job_class: str | None = None  # topology workload class ("3d", "dp", "single"); None = inferred
     min_gpu_mem_gb: float = 0.0
     needs_nvlink: bool = False
 
@@ -34,7 +34,6 @@ class GangSpec:
             tp=job.tp,
             pp=job.pp,
             dp=replicas,
-            job_class=job.priority_class,
             min_gpu_mem_gb=job.min_gpu_mem_gb,
             needs_nvlink=job.needs_nvlink,
         )
@@ -58,9 +57,9 @@ class NotPlaced:
 
     @property
     def capability(self) -> bool:
-        """True when no amount of waiting helps (memory / NVLink needs unmet, too large)."""
-        c = self.code.lower()
-        return any(w in c for w in ("capab", "memory", "mem", "nvlink", "too_large", "larger"))
+        """True when the miss is about what the job needs (GPU memory, NVLink, an impossible shape)
+        rather than how many GPUs are free (``topology.placement.UNPLACEABLE_CODES``)."""
+        return self.code in ("gpu_memory", "no_nvlink_domain", "invalid_request")
 
 
 class Placer(Protocol):
@@ -91,7 +90,7 @@ def topology_placer(
         tp=spec.tp,
         pp=spec.pp,
         dp=spec.dp,
-        job_class=spec.job_class,
+        job_class=cast(Any, spec.job_class),
         min_gpu_mem_gb=spec.min_gpu_mem_gb,
         needs_nvlink=spec.needs_nvlink,
     )

@@ -46,6 +46,23 @@ class amdahl:  # lower case: reads as a function, amdahl(0.05)
 
 
 @dataclass(frozen=True)
+class allreduce:  # lower case: reads as a function, allreduce(0.1)
+    """Compute + ring all-reduce throughput model: step(k) = compute + comm · 2(k − 1)/k.
+
+    ``comm`` is the all-reduce time of a large ring relative to one replica's compute time, so
+    speedup(k) = k · (1 + 0) / (1 + comm · 2(k − 1)/k): linear for small ``comm``, sub-linear then
+    saturating as communication dominates (the three regimes of the seed's η(k)).
+    """
+
+    comm: float  # all-reduce seconds per compute second (the communication term)
+
+    def __call__(self, k: int) -> float:
+        if k <= 0:
+            return 0.0
+        return k / (1.0 + self.comm * 2.0 * (k - 1) / k)
+
+
+@dataclass(frozen=True)
 class table:  # lower case: reads as a function
     """Piecewise-linear speedup through measured points ``{replicas: speedup}``; flat past the last.
 
@@ -96,10 +113,10 @@ class Job:
     min_gpu_mem_gb: float = 0.0  # capability need (R-S10), not a SKU
     needs_nvlink: bool = False
     speedup_fn: SpeedupFn = field(default=linear, compare=False, repr=False)
-    attained_gpu_s: float = 0.0  # service so far, GPU-seconds (Tiresias 2D attained service)
+    attained_gpu_s: float = 0.0  # GPU-seconds received up to the snapshot (incl. the current run)
     work_remaining_s: float | None = None  # seconds left at the requested size; None = unknown
     time_limit_s: float | None = None  # user's wall-clock limit (Slurm backfill shadow time)
-    grad_noise_scale: float = 0.0  # Pollux φ: gradient noise scale in samples (0 = no stat. loss)
+    grad_noise_scale: float | None = None  # Pollux φ (samples); None = unknown, efficiency 1
     batch_per_replica: int = 32  # samples per replica per step (Pollux statistical efficiency)
     comm_fraction: float = 0.0  # share of a step spent in gradient all-reduce at full size
     last_preempted_at: float | None = None  # for budgets and cascade damping
@@ -213,4 +230,4 @@ class RunningJob:
         return since % self.job.checkpoint_interval_s if self.job.checkpoint_interval_s > 0 else since
 
 
-__all__ = ["Assignment", "Job", "RunningJob", "SpeedupFn", "amdahl", "linear", "table"]
+__all__ = ["Assignment", "Job", "RunningJob", "SpeedupFn", "allreduce", "amdahl", "linear", "table"]

@@ -13,6 +13,7 @@ the cycle (``daemon.core.cycle``) does that the same way for every policy.
   hysteresis: minimum gain, minimum interval, amortised transition cost).
 - ``Plan.mode``: ``strict`` (stop at the first job that cannot start: FIFO), ``backfill`` (EASY:
   later jobs start only if they do not delay the head job's reserved start), ``greedy`` (skip).
+  ``Plan.reserve_for`` narrows who may hold the backfill reservation (e.g. only starving jobs).
 - ``Plan.levels`` + ``preempt_within_class``: lets a policy (Tiresias) evict running work of the
   same class whose level is strictly worse than the waiting job's, under the same budgets.
 
@@ -51,6 +52,8 @@ class Plan:
     targets: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
     levels: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))
     preempt_within_class: bool = False
+    reserve_for: frozenset[str] | None = None  # backfill: who may hold the reservation (None: the
+    # first job that cannot start; a set: only those, e.g. starving jobs — others are skipped)
 
 
 @runtime_checkable

@@ -1,0 +1,94 @@
+"""Pollux: goodput-maximising allocation for elastic jobs with a fairness knob (DESIGN R-S4).
+
+goodput_i(k) = throughput_i(k) × efficiency_i(k):
+
+- throughput: the job's ``speedup_fn`` — a compute + communication model such as
+  ``allreduce(comm)`` (step = compute + comm · 2(k−1)/k) or measured points (``table``);
+- statistical efficiency (gradient noise scale φ, McCandlish et al., as in Pollux):
+  E(M) = (φ + M₀) / (φ + M) with M = k · batch_per_replica and M₀ the batch at the minimum size;
+  φ unknown → E = 1.
+
+Allocation, once per cycle over the GPUs it may move (free GPUs + what running elastic jobs of
+class ≥ 2 hold above their minimum; jobs running longer than ``lock_after_s`` keep their size, as
+production locks steady-state jobs): 1. admit waiting jobs at their minimum in submit order while
+GPUs last, 2. hand out single replicas by the highest marginal utility per GPU, utility
+u_i = (goodput_i(k) / goodput_i(min))^p. ``p`` is the fairness knob: p = 1 maximises total
+relative goodput, p → 0 levels the relative speedups across jobs. Ordering key: 1. admitted
+first, 2. submit time, 3. job id. Running elastic jobs get their allocation as ``targets`` (the
+cycle's anti-churn rules decide whether a resize is worth it). ``mode="greedy"``.
+"""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass
+
+from daemon.core.job import Job
+from daemon.core.policy import Plan, want
+from daemon.core.snapshot import Snapshot
+
+
+def statistical_efficiency(job: Job, replicas: int) -> float:
+    """E(M) = (φ + M₀)/(φ + M): progress per sample at batch M relative to the base batch M₀."""
+    if job.grad_noise_scale is None:
+        return 1.0
+    m0 = job.min_replicas * job.batch_per_replica
+    m = replicas * job.batch_per_replica
+    return (job.grad_noise_scale + m0) / (job.grad_noise_scale + m)
+
+
+def goodput(job: Job, replicas: int) -> float:
+    """Useful progress rate on ``replicas`` (throughput × statistical efficiency)."""
+    if replicas <= 0:
+        return 0.0
+    return job.speedup(replicas) * statistical_efficiency(job, replicas)
+
+
+@dataclass(frozen=True)
+class Pollux:
+    name = "pollux"
+    p: float = 0.5  # fairness knob: 1 = max total relative goodput, smaller = fairer
+    lock_after_s: float = 6 * 3600.0  # running this long → size locked (steady state)
+
+    def utility(self, job: Job, k: int) -> float:
+        base = goodput(job, job.min_replicas)
+        return float((goodput(job, k) / base) ** self.p) if base > 0 else 0.0
+
+    def plan(self, snapshot: Snapshot, now: float) -> Plan:
+        movable = [r for r in snapshot.running.values()
+                   if r.job.elastic and r.priority_class >= 2 and r.preempt_deadline is None
+                   and now - r.start_time < self.lock_after_s]
+        capacity = snapshot.free_gpus + sum(r.gpus - r.job.min_gpus for r in movable)
+        alloc: dict[str, int] = {r.job_id: r.job.min_replicas for r in movable}
+        jobs: dict[str, Job] = {r.job_id: r.job for r in movable}
+        queue = sorted(snapshot.pending, key=lambda j: (j.submit_time, j.job_id))
+        for j in queue:  # 1. admission at the minimum size
+            if j.min_gpus <= capacity:
+                alloc[j.job_id], jobs[j.job_id] = j.min_replicas, j
+                capacity -= j.min_gpus
+
+        def gain(i: str) -> float:
+            j, k = jobs[i], alloc[i]
+            return (self.utility(j, k + 1) - self.utility(j, k)) / j.replica_gpus
+
+        heap = [(-gain(i), i) for i in sorted(alloc) if alloc[i] < jobs[i].max_replicas]
+        heapq.heapify(heap)
+        while heap:  # 2. marginal utility per GPU
+            neg, i = heapq.heappop(heap)
+            j = jobs[i]
+            if neg >= 0 or j.replica_gpus > capacity:
+                continue
+            alloc[i] += 1
+            capacity -= j.replica_gpus
+            if alloc[i] < j.max_replicas:
+                heapq.heappush(heap, (-gain(i), i))
+
+        admitted = [j for j in queue if j.job_id in alloc]
+        order = [want(j.job_id, alloc[j.job_id], j.min_replicas) for j in admitted]
+        order += [want(j.job_id, j.replicas, j.min_replicas) for j in queue if j.job_id not in alloc]
+        targets = {r.job_id: r.replicas for r in snapshot.running.values()}
+        targets.update({i: alloc[i] for i in alloc if i in snapshot.running})
+        return Plan(order=tuple(order), mode="greedy", targets=targets)
+
+
+POLICY = Pollux

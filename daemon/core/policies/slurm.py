@@ -1,0 +1,65 @@
+"""Slurm-like baseline: multifactor priority (age + job size + fair-share) with EASY backfill.
+
+This is what users have today (``PriorityType=priority/multifactor``, ``SchedulerType=sched/backfill``).
+
+Priority = w_age · min(age / max_age, 1) + w_size · gpus / cluster_gpus + w_fs · 2^(−U/S), with U
+the account's normalised decayed usage and S its normalised share (Slurm's classic fair-share
+factor). Ordering key: 1. priority (higher first), 2. submit time, 3. job id.
+
+Backfill (``mode="backfill"``): the first job that cannot start gets a reservation at its shadow
+time (when running jobs' expected ends free enough GPUs); a later job may start only if it ends
+before that time or fits in the GPUs the reservation leaves spare. Jobs are rigid (requested size,
+all or nothing); no preemption inside a class.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from daemon.core.job import Job
+from daemon.core.policy import Plan, want
+from daemon.core.snapshot import Snapshot
+
+
+def fairshare_factors(snapshot: Snapshot) -> dict[str, float]:
+    """Slurm's classic 2^(−U/S) per account (1.0 = no usage, 0.5 = used exactly its share)."""
+    names = {j.account for j in snapshot.pending} | {r.job.account for r in snapshot.running.values()}
+    names |= set(snapshot.accounts)
+    accts = [snapshot.account(n) for n in sorted(names)]
+    total_use = sum(a.usage_gpu_s for a in accts) or 1.0
+    total_share = sum(a.share for a in accts) or 1.0
+    out = {}
+    for a in accts:
+        s = a.share / total_share
+        out[a.name] = 2.0 ** (-(a.usage_gpu_s / total_use) / s) if s > 0 else 0.0
+    return out
+
+
+@dataclass(frozen=True)
+class Slurm:
+    name = "slurm"
+    weight_age: float = 1000.0  # PriorityWeightAge
+    weight_size: float = 1000.0  # PriorityWeightJobSize (favours large jobs, as Slurm's default)
+    weight_fairshare: float = 10000.0  # PriorityWeightFairshare
+    max_age_s: float = 7 * 86400.0  # PriorityMaxAge
+
+    def priority(self, job: Job, now: float, cluster_gpus: int, fs: float) -> float:
+        age = min(max(0.0, now - job.submit_time) / self.max_age_s, 1.0)
+        size = job.gpus / max(1, cluster_gpus)
+        return self.weight_age * age + self.weight_size * size + self.weight_fairshare * fs
+
+    def plan(self, snapshot: Snapshot, now: float) -> Plan:
+        fs = fairshare_factors(snapshot)
+        total = snapshot.total_gpus
+        queue = sorted(
+            snapshot.pending,
+            key=lambda j: (-self.priority(j, now, total, fs.get(j.account, 1.0)), j.submit_time, j.job_id),
+        )
+        return Plan(
+            order=tuple(want(j.job_id, j.replicas) for j in queue),
+            mode="backfill",
+            targets={r.job_id: r.replicas for r in snapshot.running.values()},
+        )
+
+
+POLICY = Slurm

@@ -1,0 +1,104 @@
+"""Themis: finish-time fairness ρ with a partial-allocation auction (DESIGN R-S3).
+
+ρ = T_shared / T_independent. T_independent is the job's total running time on an independent
+1/N share of the cluster (N = jobs contending: running + pending); a share smaller than the job
+time-shares it proportionally. T_shared is time since submit + the time left at the allocation it
+would get now. Work left unknown → estimated as the work done so far (at least one hour): under
+heavy-tailed durations the expected remaining time grows with age.
+
+Allocation (the auction's equivalent, one round per cycle): the ``1 − fairness`` fraction of jobs
+with the highest ρ are offered the free GPUs first. Each gets its minimum size in ρ order, then
+spare replicas go, one at a time, to the highest bid = reduction of the bidder's ρ per GPU
+(marginal value from its η(k)); the rest follow in ρ order. Ordering key: 1. auction round
+(offered first), 2. ρ (higher first), 3. job id. ``mode="greedy"``.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from dataclasses import dataclass
+
+from daemon.core.job import Job
+from daemon.core.policy import Plan, want
+from daemon.core.snapshot import Snapshot
+
+HOUR = 3600.0
+
+
+def work_done_s(job: Job) -> float:
+    """Progress so far in seconds at the requested size (from attained GPU-seconds)."""
+    return job.attained_gpu_s / job.gpus
+
+
+def work_left_s(job: Job) -> float:
+    if job.work_remaining_s is not None:
+        return job.work_remaining_s
+    return max(work_done_s(job), HOUR)
+
+
+def independent_rate(job: Job, share_gpus: float) -> float:
+    """Progress rate (1.0 = requested size) on an exclusive ``share_gpus`` slice of the cluster."""
+    share_k = share_gpus / job.replica_gpus
+    if share_k >= job.min_replicas:
+        return job.rate(max(1, min(job.max_replicas, math.floor(share_k))))
+    return job.rate(job.min_replicas) * share_k / job.min_replicas  # time-shared
+
+
+def rho(job: Job, now: float, replicas: int, n_jobs: int, cluster_gpus: int) -> float:
+    """Finish-time fairness of ``job`` if it runs on ``replicas`` from now on."""
+    rate = job.rate(replicas)
+    if rate <= 0:
+        return math.inf
+    t_shared = max(0.0, now - job.submit_time) + work_left_s(job) / rate
+    t_indep = (work_done_s(job) + work_left_s(job)) / independent_rate(job, cluster_gpus / max(1, n_jobs))
+    return t_shared / t_indep
+
+
+@dataclass(frozen=True)
+class Themis:
+    name = "themis"
+    fairness: float = 0.8  # Themis f: the top (1 − f) of jobs by ρ bid in this round
+
+    def plan(self, snapshot: Snapshot, now: float) -> Plan:
+        total = snapshot.total_gpus
+        n = len(snapshot.pending) + len(snapshot.running)
+        rhos = {j.job_id: rho(j, now, j.replicas, n, total) for j in snapshot.pending}
+        ranked = sorted(snapshot.pending, key=lambda j: (-rhos[j.job_id], j.job_id))
+        offered = ranked[: max(1, math.ceil((1.0 - self.fairness) * len(ranked)))] if ranked else []
+        alloc = self.auction(offered, snapshot.free_gpus, now, n, total)
+        first = [j for j in offered if j.job_id in alloc]
+        rest = [j for j in ranked if j.job_id not in alloc]
+        order = [want(j.job_id, alloc[j.job_id], j.min_replicas) for j in first]
+        order += [want(j.job_id, j.replicas, j.min_replicas) for j in rest]
+        return Plan(order=tuple(order), mode="greedy",
+                    targets={r.job_id: r.replicas for r in snapshot.running.values()})
+
+    @staticmethod
+    def auction(bidders: list[Job], free: int, now: float, n: int, total: int) -> dict[str, int]:
+        """Minimum sizes in ρ order, then replicas to the highest marginal ρ reduction per GPU."""
+        alloc: dict[str, int] = {}
+        for j in bidders:
+            if j.min_gpus <= free:
+                alloc[j.job_id] = j.min_replicas
+                free -= j.min_gpus
+        jobs = {j.job_id: j for j in bidders}
+
+        def bid(j: Job, k: int) -> float:
+            return (rho(j, now, k, n, total) - rho(j, now, k + 1, n, total)) / j.replica_gpus
+
+        heap = [(-bid(jobs[i], k), i) for i, k in alloc.items() if k < jobs[i].max_replicas]
+        heapq.heapify(heap)
+        while heap:
+            neg, i = heapq.heappop(heap)
+            j = jobs[i]
+            if neg >= 0 or j.replica_gpus > free:
+                continue
+            alloc[i] += 1
+            free -= j.replica_gpus
+            if alloc[i] < j.max_replicas:
+                heapq.heappush(heap, (-bid(j, alloc[i]), i))
+        return alloc
+
+
+POLICY = Themis
