@@ -200,7 +200,7 @@ def parse_topology(text: str, path: str = "<string>") -> TopologyConf:
     problems: list[Problem] = []
     conf = _parse(text, path, problems)
     if problems:
-        raise TopologyError(tuple(problems))
+        raise TopologyError(_in_file_order(problems))
     return conf
 
 
@@ -208,7 +208,11 @@ def check_topology(text: str, path: str = "<string>") -> tuple[Problem, ...]:
     """Every problem in ``text`` (empty when the file is valid)."""
     problems: list[Problem] = []
     _parse(text, path, problems)
-    return tuple(problems)
+    return _in_file_order(problems)
+
+
+def _in_file_order(problems: list[Problem]) -> tuple[Problem, ...]:
+    return tuple(sorted(problems, key=lambda p: p.line or 0))
 
 
 def _parse(text: str, path: str, problems: list[Problem]) -> TopologyConf:

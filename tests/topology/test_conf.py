@@ -1,0 +1,123 @@
+"""topology.conf parser: both grammars, every validation rule, and a fuzz that never crashes it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from topology.conf import (
+    MAX_RANGE,
+    TopologyError,
+    check_topology,
+    expand_hosts,
+    parse_topology,
+)
+
+DATA = Path(__file__).parent / "data"
+
+
+def test_tree_file_parses_with_ranges_comments_and_continuations() -> None:
+    conf = parse_topology((DATA / "tree.conf").read_text(), "tree.conf")
+    assert conf.kind == "tree"
+    assert conf.roots == ("core",)
+    assert [s.name for s in conf.switches] == ["leaf1", "leaf2", "leaf3", "leaf4", "spine1", "spine2", "core"]
+    assert conf.switches[2].nodes == ("gpu009", "gpu010", "gpu011", "gpu016")
+    assert conf.switches[4].switches == ("leaf1", "leaf2")
+    assert conf.switches[4].line == 6  # a continued line reports where it starts
+    assert conf.switches[0].link_speed == 400
+    assert len(conf.nodes) == 16
+
+
+def test_block_file_parses() -> None:
+    conf = parse_topology((DATA / "block.conf").read_text(), "block.conf")
+    assert conf.kind == "block"
+    assert [b.name for b in conf.blocks] == ["b1", "b2", "b3", "b4"]
+    assert conf.block_sizes == (4, 8, 16)
+
+
+def test_keys_are_case_insensitive() -> None:
+    conf = parse_topology("switchname=s1 nodes=n[1-2]\n")
+    assert conf.switches[0].nodes == ("n1", "n2")
+
+
+def test_empty_file_is_an_empty_tree() -> None:
+    assert parse_topology("# nothing\n\n").switches == ()
+
+
+BAD = [
+    ("unknown-key", "SwitchName=s1 Nodes=n1 Color=red\n", 1, "unknown key"),
+    ("unknown-line", "Frobnicate=1\n", 1, "must start with"),
+    ("no-equals", "SwitchName=s1 Nodes\n", 1, "expected key=value"),
+    ("unknown-switch", "SwitchName=top Switches=s9\n", 1, "unknown switch 's9'"),
+    ("two-leaves", "SwitchName=a Nodes=n[1-2]\nSwitchName=b Nodes=n2\nSwitchName=t Switches=a,b\n", 2,
+     "under two leaves"),
+    ("cycle", "SwitchName=a Switches=b\nSwitchName=b Switches=a\nSwitchName=r Nodes=n1\n", 1, "cycle"),
+    ("self-loop", "SwitchName=a Switches=a Nodes=n1\n", 1, "lists itself"),
+    ("several-roots", "SwitchName=a Nodes=n1\nSwitchName=b Nodes=n2\n", 2, "several roots"),
+    ("duplicate-switch", "SwitchName=a Nodes=n1\nSwitchName=a Nodes=n2\n", 2, "duplicate switch"),
+    ("empty-range", "SwitchName=a Nodes=\n", 1, "empty host list"),
+    ("malformed-range", "SwitchName=a Nodes=n[1-\n", 1, "malformed host list"),
+    ("reversed-range", "SwitchName=a Nodes=n[5-1]\n", 1, "host list"),
+    ("huge-range", f"SwitchName=a Nodes=n[1-{MAX_RANGE * 10}]\n", 1, "more than"),
+    ("bad-linkspeed", "SwitchName=a Nodes=n1 LinkSpeed=fast\n", 1, "positive integer"),
+    ("empty-switch", "SwitchName=a\n", 1, "neither Nodes= nor Switches="),
+    ("node-is-switch", "SwitchName=a Nodes=b\nSwitchName=b Nodes=n1\nSwitchName=t Switches=a,b\n", 1,
+     "both a node and a switch"),
+    ("mixed-grammars", "SwitchName=a Nodes=n1\nBlockName=b Nodes=n2\n", 2, "mixes"),
+    ("duplicate-block", "BlockName=b Nodes=n1\nBlockName=b Nodes=n2\n", 2, "duplicate block"),
+    ("node-in-two-blocks", "BlockName=b Nodes=n[1-2]\nBlockName=c Nodes=n2\n", 2, "two blocks"),
+    ("block-sizes-order", "BlockName=b Nodes=n[1-4]\nBlockSizes=8,4\n", 2, "increasing"),
+    ("block-sizes-int", "BlockName=b Nodes=n[1-4]\nBlockSizes=4,x\n", 2, "positive integers"),
+    ("block-sizes-twice", "BlockName=b Nodes=n[1-4]\nBlockSizes=4\nBlockSizes=4\n", 3, "given twice"),
+    ("block-no-nodes", "BlockName=b\n", 1, "no Nodes="),
+    ("duplicate-key", "SwitchName=a Nodes=n1 Nodes=n2\n", 1, "given twice"),
+]
+
+
+@pytest.mark.parametrize(("text", "line", "needle"), [b[1:] for b in BAD], ids=[b[0] for b in BAD])
+def test_invalid_files_name_line_and_problem(text: str, line: int, needle: str) -> None:
+    problems = check_topology(text, "t.conf")
+    assert problems, "expected a problem"
+    assert any(p.line == line and needle in p.message for p in problems), [str(p) for p in problems]
+    with pytest.raises(TopologyError) as info:
+        parse_topology(text, "t.conf")
+    assert str(info.value).startswith("t.conf:")
+
+
+def test_every_problem_is_reported_at_once() -> None:
+    problems = check_topology((DATA / "bad.conf").read_text(), "bad.conf")
+    rendered = [str(p) for p in problems]
+    assert any("bad.conf:2: Nodes: node 'gpu004' is under two leaves" in r for r in rendered)
+    assert any("bad.conf:3: Color: unknown key" in r for r in rendered)
+    assert any("bad.conf:3: Switches: unknown switch 'leaf3'" in r for r in rendered)
+
+
+@pytest.mark.parametrize(
+    ("expr", "expected"),
+    [("n1", ("n1",)), ("gpu[01-03]", ("gpu01", "gpu02", "gpu03")), ("a[1,3],b2", ("a1", "a3", "b2"))],
+    ids=["single", "padded-range", "mixed"],
+)
+def test_expand_hosts(expr: str, expected: tuple[str, ...]) -> None:
+    assert expand_hosts(expr) == expected
+
+
+_TOKENS = st.sampled_from([
+    "SwitchName=", "Switches=", "Nodes=", "LinkSpeed=", "BlockName=", "BlockSizes=", "s1", "s2",
+    "n[1-4]", "n[", "]", "[", "-", ",", "=", " ", "  ", "\t", "#", "\\", "\n", "\\\n", "400", "0",
+    "n[1-3,5]", "x" * 3, "[9-1]", "é", "\x00", "n[00-99999999]",
+])
+
+
+@settings(max_examples=1200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.one_of(st.lists(_TOKENS, max_size=40).map("".join), st.text(max_size=200)))
+def test_fuzz_parser_never_crashes(text: str) -> None:
+    try:
+        conf = parse_topology(text, "fuzz.conf")
+    except TopologyError as exc:
+        assert exc.problems
+        assert all(p.path == "fuzz.conf" for p in exc.problems)
+    else:
+        assert conf.kind in ("tree", "block")
