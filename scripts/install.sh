@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Install what railgang needs on Debian 12, idempotently: Slurm 22.05 + munge + MariaDB (for the
+# local test cluster), PostgreSQL (for database tests), gcc (SPANK plugin), and a Python venv in
+# .venv with railgang and its dev tools. Safe to run again; it skips what is already there.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+APT_PACKAGES=(slurmctld slurmd slurm-client munge slurm-wlm-basic-plugins lua5.1 libslurm-dev
+              slurmdbd slurm-wlm-mysql-plugin mariadb-server postgresql gcc)
+
+missing=()
+for p in "${APT_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "missing Debian packages: ${missing[*]}; run as root or: sudo apt-get install -y ${missing[*]}" >&2
+    exit 1
+  fi
+  echo "installing Debian packages: ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  # keep Debian from starting the packaged services: railgang runs its own, on its own ports
+  created_policy=0
+  if [ ! -e /usr/sbin/policy-rc.d ]; then
+    printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d && chmod +x /usr/sbin/policy-rc.d
+    created_policy=1
+  fi
+  apt-get install -y -qq "${missing[@]}" >/dev/null
+  if [ "$created_policy" = 1 ]; then rm -f /usr/sbin/policy-rc.d; fi
+fi
+
+PY=${PYTHON:-python3}
+"$PY" -c 'import sys; sys.exit(sys.version_info < (3, 11))' || { echo "railgang needs Python >= 3.11 ($PY is $("$PY" --version))" >&2; exit 1; }
+if [ ! -x .venv/bin/python ]; then
+  "$PY" -m venv .venv
+fi
+stamp=.venv/.railgang-installed
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+  .venv/bin/pip install -q -e '.[dev]'
+  touch "$stamp"
+fi
+echo "railgang installed: $(.venv/bin/railgang --version)"
