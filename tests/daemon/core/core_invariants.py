@@ -1,0 +1,113 @@
+"""Random snapshots and the invariants every policy's decision must satisfy (shared contract)."""
+
+from __future__ import annotations
+
+import random
+
+from daemon.core import Decision, Job, Preempt, Reason, Resize, Start
+from daemon.core.preemption import PreemptionBudget, class_may_preempt
+from daemon.core.snapshot import Account, PreemptEvent, Snapshot
+from tests.daemon.core.core_builders import cluster, job
+
+
+def random_snapshot(seed: int, *, max_nodes: int = 8) -> Snapshot:
+    rng = random.Random(seed)
+    nodes = rng.randint(1, max_nodes)
+    now = 10_000.0
+    c = cluster(nodes).at(now)
+    capacity = nodes * 8
+    used = 0
+    for i in range(rng.randint(0, nodes * 2)):
+        tp = rng.choice([1, 1, 2, 4, 8])
+        reps = rng.randint(1, 3)
+        gpus = tp * reps
+        if used + gpus > capacity:
+            break
+        elastic = rng.random() < 0.4
+        b = (job(f"r{i}").gpus(gpus).tp(tp).cls(rng.randint(0, 3)).at(rng.uniform(0, now))
+             .service(rng.uniform(0, 500_000)).work(rng.uniform(60, 50_000)))
+        if elastic:
+            b = b.elastic(1, reps + rng.randint(0, 3))
+        if rng.random() < 0.2:
+            b = b.evicted(now - rng.uniform(0, 7200))
+        c.running(b, start=rng.uniform(0, now))
+        used += gpus
+    for i in range(rng.randint(0, 16)):
+        tp = rng.choice([1, 1, 2, 4, 8])
+        reps = rng.choice([1, 1, 2, 3, 4, 8])
+        b = (job(f"p{i:02d}").gpus(tp * reps).tp(tp).cls(rng.randint(0, 3)).at(rng.uniform(0, now))
+             .account(rng.choice(["a", "b", "c"])).service(rng.choice([0.0, 1e3, 5e4, 1e6])))
+        if rng.random() < 0.7:
+            b = b.work(rng.uniform(60, 80_000))
+        if rng.random() < 0.4 and reps > 1:
+            b = b.elastic(1, reps + rng.randint(0, 4))
+        if rng.random() < 0.15:
+            b = b.evicted(now - rng.uniform(0, 7200))
+        c.pending(b)
+    c.accounts(Account("a", quota_gpus=rng.choice([None, 16, 64])), Account("b", share=2.0))
+    if rng.random() < 0.3:
+        c.preempted(PreemptEvent(now - 60, "old", rng.randint(1, 8)))
+    return c.build()
+
+
+def check_decision(snap: Snapshot, d: Decision, budget: PreemptionBudget = PreemptionBudget()) -> None:
+    """The shared contract: no double booking, never over free, all-or-nothing gangs, a reason for
+    every waiting job, class rules and budgets on every preemption."""
+    free = {(n, g) for n, gs in snap.free.items() for g in gs}
+    pending = {j.job_id: j for j in snap.pending}
+    held = {r.job_id: {(n, g) for n, gs in r.assignment.items() for g in gs}
+            for r in snap.running.values()}
+    touched: set[str] = set()
+    for a in d.actions:
+        if isinstance(a, Resize):
+            run = snap.running[a.job_id]
+            assert a.job_id not in touched, f"{a.job_id} resized twice"
+            touched.add(a.job_id)
+            assert run.job.min_replicas <= a.replicas <= run.job.max_replicas
+            new = {(n, g) for n, gs in a.assignment.items() for g in gs}
+            assert len(new) == a.replicas * run.job.replica_gpus, "resize by whole replicas"
+            if a.replicas < run.replicas:
+                assert new <= held[a.job_id]
+                free |= held[a.job_id] - new
+            else:
+                assert held[a.job_id] <= new
+                extra = new - held[a.job_id]
+                assert extra <= free, f"grow of {a.job_id} takes GPUs that are not free"
+                free -= extra
+            held[a.job_id] = new
+        elif isinstance(a, Start):
+            j = pending.pop(a.job_id)
+            got = {(n, g) for n, gs in a.assignment.items() for g in gs}
+            assert got <= free, f"{a.job_id} double-booked or over free GPUs"
+            free -= got
+            assert len(got) == a.replicas * j.replica_gpus, "all or nothing"
+            assert j.min_replicas <= a.replicas <= j.max_replicas
+        elif isinstance(a, Preempt):
+            v = snap.running[a.job_id]
+            assert a.job_id not in touched, f"{a.job_id} resized and preempted in one cycle"
+            touched.add(a.job_id)
+            assert a.grace_s > 0
+            assert v.priority_class != 0, "serving is never preempted"
+            assert v.preempt_deadline is None
+            req = snap.pending[[j.job_id for j in snap.pending].index(a.for_job)] if a.for_job else None
+            assert req is not None
+            assert class_may_preempt(req.priority_class, v.priority_class) or (
+                req.priority_class == v.priority_class >= 2)
+            last = v.job.last_preempted_at
+            assert last is None or snap.now - last >= budget.job_min_interval_s
+            last_req = req.last_preempted_at
+            assert last_req is None or snap.now - last_req >= budget.cascade_window_s
+    churn = sum(a.gpus for a in d.actions if isinstance(a, Preempt))
+    if churn and all(_class(snap, a.for_job) > 0 for a in d.actions if isinstance(a, Preempt)):
+        before = sum(e.gpus for e in snap.preemptions if snap.now - e.time < budget.churn_window_s)
+        assert before + churn <= int(budget.churn_cap * snap.total_gpus)
+    reasons = [r.job_id for r in d.reasons]
+    assert len(reasons) == len(set(reasons)), "one reason per job"
+    assert set(reasons) == set(pending), "every waiting job has a reason, started jobs none"
+    for r in d.reasons:
+        assert isinstance(r.code, Reason)
+
+
+def _class(snap: Snapshot, job_id: str | None) -> int:
+    by: dict[str, Job] = {j.job_id: j for j in snap.pending}
+    return by[job_id].priority_class if job_id in by else 3
