@@ -304,7 +304,7 @@ def _fill(fabric: Fabric, conts: Sequence[Container], h: int, need: int, gran: i
         idx = _choose([c.units for c in conts], need)
         if idx is None:
             return None
-        chosen = [conts[i] for i in idx]
+        chosen = _rail_aligned(conts, need, len(idx)) or [conts[i] for i in idx]
         waste = sum(c.units for c in chosen) - need
         # The remainder comes out of the smallest chosen container: the rest are taken whole.
         small = min(range(len(chosen)), key=lambda j: (chosen[j].units, -j))
@@ -326,6 +326,25 @@ def _fill(fabric: Fabric, conts: Sequence[Container], h: int, need: int, gran: i
             return None
         out.extend((c, k) for c, k in part if k > 0)
     return out
+
+
+def _rail_aligned(conts: Sequence[Container], need: int, k: int) -> list[Container] | None:
+    """The same number of containers, all with identical free GPU indices, if that is possible:
+    then every DP ring stays on its rail (R-T5). Only single-node containers qualify."""
+    by_sig: dict[tuple[int, ...], list[Container]] = {}
+    for c in conts:
+        if c.units and all(n == c.first for n, _ in c.free):
+            by_sig.setdefault(tuple(i for _, i in c.free), []).append(c)
+    if len(by_sig) < 2:
+        return None
+    for sig in sorted(by_sig, key=lambda s: (-len(s) * len(by_sig[s]), s)):
+        group = by_sig[sig]
+        if sum(c.units for c in group) < need:
+            continue
+        idx = _choose([c.units for c in group], need)
+        if idx is not None and len(idx) <= k:
+            return [group[i] for i in idx]
+    return None
 
 
 def _cap(conts: Sequence[Container], gran: int, h: int, anc: Mapping[tuple[str, int], str]) -> int:
