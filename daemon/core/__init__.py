@@ -12,7 +12,7 @@ from daemon.core.actions import Action, DrainNode, Preempt, Resize, SetPriority,
 from daemon.core.cycle import CycleConfig, Decision, decide
 from daemon.core.elastic import ElasticRules
 from daemon.core.gang import GangSpec, NotPlaced, Placed, Placer, topology_placer
-from daemon.core.job import Job, RunningJob, SpeedupFn, amdahl, linear, table
+from daemon.core.job import Job, RunningJob, SpeedupFn, allreduce, amdahl, linear, table
 from daemon.core.policy import Plan, Policy, Want
 from daemon.core.preemption import PreemptionBudget
 from daemon.core.reasons import PendingReason, Reason
@@ -46,6 +46,7 @@ __all__ = [
     "Start",
     "TagNode",
     "Want",
+    "allreduce",
     "amdahl",
     "decide",
     "linear",

@@ -104,9 +104,14 @@ class ClusterB:
         self._events: list[PreemptEvent] = []
         self.now = 0.0
 
-    def running(self, j: JobB | Job, on: Mapping[str, tuple[int, ...]] | None = None, *,
+    def running(self, *js: JobB | Job, on: Mapping[str, tuple[int, ...]] | None = None,
                 start: float = 0.0, replicas: int | None = None, **kw: Any) -> ClusterB:
-        jj = as_job(j)
+        for j in js:
+            self._run_one(as_job(j), on, start, replicas, **kw)
+        return self
+
+    def _run_one(self, jj: Job, on: Mapping[str, tuple[int, ...]] | None, start: float,
+                 replicas: int | None, **kw: Any) -> None:
         if on is None:  # first fit over GPUs not yet used
             used = {(n, g) for r in self._running for n, gs in r.assignment.items() for g in gs}
             need = (replicas or jj.replicas) * jj.replica_gpus
@@ -118,7 +123,6 @@ class ClusterB:
                         need -= 1
             on = {n: tuple(g) for n, g in on_d.items()}
         self._running.append(RunningJob(jj, on, start, replicas or jj.replicas, **kw))
-        return self
 
     def pending(self, *jobs: JobB | Job) -> ClusterB:
         self._pending.extend(as_job(j) for j in jobs)

@@ -8,7 +8,7 @@ EXPECTED = {
     "Account", "Action", "CycleConfig", "Decision", "DrainNode", "ElasticRules", "GangSpec", "Job",
     "Node", "NotPlaced", "PendingReason", "Placed", "Placer", "Plan", "Policy", "Preempt",
     "PreemptEvent", "PreemptionBudget", "Reason", "Resize", "RunningJob", "SetPriority",
-    "SpeedupFn", "Snapshot", "Start", "TagNode", "Want", "amdahl", "decide", "linear",
+    "SpeedupFn", "Snapshot", "Start", "TagNode", "Want", "allreduce", "amdahl", "decide", "linear",
     "make_snapshot", "table", "topology_placer",
 }
 

@@ -34,7 +34,7 @@ def _with_real_fabric(snap: Snapshot) -> Snapshot:
     c = ClusterB(0)
     c.nodes = [type(n)(rename[n.name], n.gpus, n.state, n.tags) for n in snap.nodes.values()]
     for r in snap.running.values():
-        c.running(r.job, {rename[n]: g for n, g in r.assignment.items()}, start=r.start_time,
+        c.running(r.job, on={rename[n]: g for n, g in r.assignment.items()}, start=r.start_time,
                   replicas=r.replicas)
     c.pending(*snap.pending).accounts(*snap.accounts.values()).preempted(*snap.preemptions)
     return c.at(snap.now).build(fabric=fab)
