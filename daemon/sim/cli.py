@@ -1,10 +1,171 @@
-"""``railgang sim`` (filled in by the simulator work)."""
+"""``railgang sim``: replay a job trace through the decision core on a simulated cluster.
+
+Every policy runs through the same ``run_cycle`` → ``decide`` → ``SimBackend`` path the daemon
+uses with Slurm. Results go to stdout (a table, or ``--json``); the progress bar and warnings about
+skipped rows go to stderr. Errors are ``RailgangError``s: one line, exit code 1.
+"""
 
 from __future__ import annotations
 
+import dataclasses
+import json
+from pathlib import Path
+from typing import Annotated, Any, cast
+
 import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from daemon.core import policy as registry
+from daemon.errors import ConfigError, InputError
+from daemon.sim.engine import EngineConfig, RunResult, simulate
+from daemon.sim.progress import TopologyComm
+from daemon.sim.report import (
+    account_table,
+    ratio_table,
+    ratios,
+    results_tables,
+    to_json,
+    write_jobs_csv,
+)
+from daemon.sim.traces import Format, TraceJob, read_trace
+from daemon.slurm.sim import SimConfig
+
+ALL_POLICIES = "fifo,slurm,tiresias,themis,pollux,default"
 
 
-def sim() -> None:
-    """Replay a job trace through the decision core (not yet implemented)."""
-    raise typer.Exit(2)
+def build_fabric(topology: Path | None, nodes: int, gpus_per_node: int, leaf: int) -> Any:
+    from topology.conf import TopologyError
+    from topology.fabric import fabric_from_shape, load_fabric
+
+    if topology is not None:
+        try:
+            return load_fabric(topology, default_gpus=gpus_per_node)
+        except TopologyError as exc:
+            first = exc.problems[0] if exc.problems else None
+            raise InputError(str(exc) if first is None else first.message,
+                             path=getattr(first, "path", str(topology)),
+                             line=getattr(first, "line", None),
+                             field=getattr(first, "field", None)) from exc
+        except (OSError, UnicodeDecodeError) as exc:
+            raise InputError(f"cannot read topology: {exc}", path=str(topology)) from exc
+    if nodes < 1 or gpus_per_node < 1 or leaf < 1:
+        raise ConfigError("--nodes, --gpus-per-node and --leaf must be positive")
+    return fabric_from_shape(nodes, gpus_per_node, leaf)
+
+
+def make_elastic(jobs: list[TraceJob]) -> list[TraceJob]:
+    """Let every multi-replica job run anywhere from 1 replica up to its requested size."""
+    return [dataclasses.replace(j, elastic_min=1, elastic_max=j.replicas)
+            if j.replicas > 1 and j.elastic_min is None else j for j in jobs]
+
+
+def policy_names(policy: str, compare: str | None) -> list[str]:
+    known = registry.names()
+    wanted = [p.strip() for p in (compare or policy).split(",") if p.strip()]
+    unknown = [p for p in wanted if p not in known]
+    if unknown or not wanted:
+        raise ConfigError(f"unknown policy {', '.join(unknown) or '(none)'}; "
+                          f"known: {', '.join(known)}")
+    return list(dict.fromkeys(wanted))
+
+
+def sim(
+    trace: Annotated[Path, typer.Option("--trace", help="Trace file or Philly trace directory.")],
+    fmt: Annotated[str | None, typer.Option(
+        "--format", help="philly-gavel | csv (default: from the path)")] = None,
+    topology: Annotated[Path | None, typer.Option(
+        "--topology", help="Slurm topology.conf for the cluster (instead of a shape).")] = None,
+    nodes: Annotated[int, typer.Option("--nodes", help="Nodes (shape cluster).")] = 64,
+    gpus_per_node: Annotated[int, typer.Option("--gpus-per-node", help="GPUs per node.")] = 8,
+    leaf: Annotated[int, typer.Option("--leaf", help="Nodes per leaf switch.")] = 8,
+    policy: Annotated[str, typer.Option("--policy", help="Policy to replay.")] = "default",
+    compare: Annotated[str | None, typer.Option(
+        "--compare", help=f"Comma list of policies, e.g. {ALL_POLICIES}; "
+                          "ratios against fifo.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable results.")] = False,
+    jobs_csv: Annotated[Path | None, typer.Option(
+        "--jobs-csv", help="Write one row per job and policy.")] = None,
+    limit: Annotated[int | None, typer.Option(
+        "--limit", min=1, help="Replay only the first N jobs (by submit time).")] = None,
+    strict: Annotated[bool, typer.Option(
+        "--strict", help="Stop at the first malformed row instead of skipping it.")] = False,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the decision rng.")] = 0,
+    elastic: Annotated[bool, typer.Option(
+        "--elastic", help="Treat every multi-GPU job as elastic in [1, requested] replicas.",
+    )] = False,
+    cycle_s: Annotated[float, typer.Option(
+        "--cycle-s", min=0, help="Decision cycle quantum (0 = at every change).")] = 0.0,
+    tick_s: Annotated[float, typer.Option(
+        "--tick-s", min=0, help="Extra periodic cycles while jobs wait (0 = off).")] = 0.0,
+    panic_checkpoint: Annotated[bool, typer.Option(
+        "--panic-checkpoint", help="A signalled job checkpoints within its grace time.")] = False,
+    comm_share: Annotated[float, typer.Option(
+        "--comm-share", min=0, max=0.95,
+        help="All-reduce share of a multi-GPU job's step on its best placement.")] = 0.2,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
+) -> None:
+    """Replay a job trace through the decision core on a simulated cluster."""
+    err = Console(stderr=True)
+    out = Console()
+    if not out.is_terminal:
+        out = Console(width=160)
+    names = policy_names(policy, compare)
+    if fmt is not None and fmt not in ("philly-gavel", "csv"):
+        raise ConfigError(f"--format must be philly-gavel or csv, not {fmt!r}")
+    loaded = read_trace(trace, cast(Format | None, fmt), strict=strict)
+    for problem in loaded.problems[:10]:
+        err.print(f"[yellow]skipped[/] {problem.render()}", highlight=False, soft_wrap=True)
+    if len(loaded.problems) > 10:
+        err.print(f"[yellow]skipped[/] {len(loaded.problems) - 10} more malformed rows")
+    for note in loaded.notes:
+        err.print(f"[dim]note:[/] {note}", highlight=False)
+    jobs = list(loaded.jobs[:limit] if limit else loaded.jobs)
+    if elastic:
+        jobs = make_elastic(jobs)
+    if not jobs:
+        raise InputError("no valid jobs in the trace", path=str(trace))
+    fabric = build_fabric(topology, nodes, gpus_per_node, leaf)
+    config = EngineConfig(sim=SimConfig(comm_share=comm_share, panic_checkpoint=panic_checkpoint),
+                          cycle_s=cycle_s, tick_s=tick_s, seed=seed)
+    runs: list[RunResult] = []
+    with Progress(TextColumn("{task.description:>10}"), BarColumn(), MofNCompleteColumn(),
+                  TimeElapsedColumn(), console=err, transient=True, disable=quiet) as bar:
+        for name in names:
+            task = bar.add_task(name, total=len(jobs))
+            runs.append(simulate(
+                jobs, registry.get(name), fabric, config=config, comm=TopologyComm(fabric),
+                on_progress=lambda done, _total, t=task: bar.update(t, completed=done)))
+            bar.update(task, completed=len(jobs))
+    baseline = "fifo" if "fifo" in names and len(names) > 1 else None
+    if jobs_csv is not None:
+        write_jobs_csv(jobs_csv, runs)
+    total_gpus = sum(fabric.facts(n).gpus for n in fabric.nodes)
+    if as_json:
+        meta = {"trace": str(trace), "jobs": len(jobs), "skipped_rows": len(loaded.problems),
+                "cluster": {"nodes": len(fabric.nodes), "gpus": total_gpus,
+                            "topology": str(topology) if topology else
+                            f"{nodes}x{gpus_per_node}, {leaf} per leaf"},
+                "elastic": elastic, "seed": seed}
+        typer.echo(json.dumps(to_json(runs, meta, baseline), indent=2))
+        return
+    title = (f"{len(jobs):,} jobs on {total_gpus} GPUs ({len(fabric.nodes)} nodes)"
+             + (", elastic" if elastic else ""))
+    for table in results_tables(runs, title):
+        out.print(table)
+    if baseline is not None:
+        out.print(ratio_table(ratios({r.policy: r.metrics for r in runs}, baseline), baseline))
+    if len(runs) == 1:
+        out.print(account_table(runs[0]))
+    for run in runs:
+        if run.unfinished_reasons:
+            sample = "; ".join(list(run.unfinished_reasons.values())[:3])
+            err.print(f"[yellow]{run.policy}:[/] {len(run.unfinished_reasons)} jobs unfinished "
+                      f"({sample})", highlight=False, soft_wrap=True)
+        rejected = run.metrics.rejected
+        if rejected:
+            err.print(f"[yellow]{run.policy}:[/] {rejected} jobs rejected (larger than the "
+                      "cluster)", highlight=False)
+        err.print(f"[dim]{run.policy}: {run.cycles:,} cycles, {run.events:,} events, "
+                  f"{run.wall_s:.1f} s, {len(jobs) / max(run.wall_s, 1e-9):,.0f} jobs/s[/]",
+                  highlight=False)

@@ -71,26 +71,22 @@ class NoComm:
 
 
 class TopologyComm:
-    """Placement factor from ``topology.comm_model.allreduce_time_s`` (cached per shape)."""
+    """Placement factor from ``topology.comm_model`` ring all-reduce times."""
 
-    def __init__(self, fabric: Any, *, nbytes: int = ALLREDUCE_BYTES) -> None:
+    def __init__(self, fabric: Any, *, health: Any = None, nbytes: int = ALLREDUCE_BYTES) -> None:
         self.fabric = fabric
+        self.health = health
         self.nbytes = nbytes
         self._best: dict[tuple[int, int, int], float] = {}
-        self._cache: dict[tuple[tuple[str, int], ...], float] = {}
 
     def _allreduce(self, assignment: Mapping[str, tuple[int, ...]]) -> float:
-        key = tuple(sorted((n, len(g)) for n, g in assignment.items()))
-        cached = self._cache.get(key)
-        if cached is None:
-            from topology.comm_model import allreduce_time_s
+        from topology.comm_model import ring_allreduce_time_s
 
-            cached = float(allreduce_time_s(self.fabric, assignment, self.nbytes))
-            if len(self._cache) < 100_000:
-                self._cache[key] = cached
-        return cached
+        gpus = [(node, g) for node, idx in assignment.items() for g in idx]
+        return float(ring_allreduce_time_s(self.fabric, gpus, self.nbytes, health=self.health))
 
-    def _best_time(self, job: Job, gpus: int) -> float:
+    def best_time(self, job: Job, gpus: int) -> float:
+        """All-reduce time of the placement ``topology`` picks for this size on an empty cluster."""
         key = (gpus, job.tp, job.pp)
         best = self._best.get(key)
         if best is None:
@@ -98,10 +94,7 @@ class TopologyComm:
 
             free = {n: frozenset(range(self.fabric.facts(n).gpus)) for n in self.fabric.nodes}
             result = place(self.fabric, free, GangRequest(gpus=gpus, tp=job.tp, pp=job.pp))
-            if isinstance(result, Unplaceable):
-                best = 0.0
-            else:
-                best = self._allreduce({str(n): tuple(g) for n, g in result.gpus.items()})
+            best = 0.0 if isinstance(result, Unplaceable) else self._allreduce(result.gpus)
             self._best[key] = best
         return best
 
@@ -109,8 +102,7 @@ class TopologyComm:
         c = job.comm_fraction
         if c <= 0 or len(assignment) <= 1:
             return 1.0
-        gpus = sum(len(g) for g in assignment.values())
-        best = self._best_time(job, gpus)
+        best = self.best_time(job, sum(len(g) for g in assignment.values()))
         if best <= 0:
             return 1.0
         ratio = max(1.0, self._allreduce(assignment) / best)

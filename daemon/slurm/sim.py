@@ -60,8 +60,9 @@ class SimConfig:
 def _clone(obj: Any, **changes: Any) -> Any:
     """Copy a frozen (non-slots) dataclass with ``changes``, skipping validation (hot path)."""
     new = object.__new__(type(obj))
-    new.__dict__.update(obj.__dict__)
-    new.__dict__.update(changes)
+    fields = obj.__dict__.copy()
+    fields.update(changes)
+    object.__setattr__(new, "__dict__", fields)
     return new
 
 
@@ -278,18 +279,30 @@ class SimBackend:
     def snapshot(self, now: float) -> Snapshot:
         running: dict[str, RunningJob] = {}
         usage = dict(self._acc_base)
+        oracle = self.config.oracle
+        new = object.__new__
         for jid, sj in self.running.items():
             self._advance(sj, now)
-            view = _clone(sj.job, attained_gpu_s=sj.attained,
-                          work_remaining_s=sj.remaining if self.config.oracle else None,
-                          last_preempted_at=sj.last_preempted_at, preemptions=sj.preemptions)
-            if sj.frozen is None:
-                sj.frozen = RunningJob(job=view, assignment=sj.assignment or {},
-                                       start_time=sj.start_time, replicas=sj.replicas,
-                                       last_resize_time=sj.last_resize_time,
-                                       preempt_deadline=sj.kill_at,
-                                       last_checkpoint_time=sj.ckpt_time)
-            running[jid] = _clone(sj.frozen, job=view, last_checkpoint_time=sj.ckpt_time)
+            # hot path (every running job, every cycle): copy the frozen views field-wise
+            fields = sj.job.__dict__.copy()
+            fields["attained_gpu_s"] = sj.attained
+            fields["work_remaining_s"] = sj.remaining if oracle else None
+            fields["last_preempted_at"] = sj.last_preempted_at
+            fields["preemptions"] = sj.preemptions
+            view = new(Job)
+            object.__setattr__(view, "__dict__", fields)
+            frozen = sj.frozen
+            if frozen is None:
+                frozen = sj.frozen = RunningJob(
+                    job=view, assignment=sj.assignment or {}, start_time=sj.start_time,
+                    replicas=sj.replicas, last_resize_time=sj.last_resize_time,
+                    preempt_deadline=sj.kill_at, last_checkpoint_time=sj.ckpt_time)
+            rfields = frozen.__dict__.copy()
+            rfields["job"] = view
+            rfields["last_checkpoint_time"] = sj.ckpt_time
+            rj = new(RunningJob)
+            object.__setattr__(rj, "__dict__", rfields)
+            running[jid] = rj
             acc = sj.tj.account
             usage[acc] = usage.get(acc, 0.0) + sj.attained - sj.attained_at_start
         if self._pending_view is None:

@@ -1,0 +1,155 @@
+"""Rendering of simulation results: rich tables, JSON, per-job CSV, ratios against a baseline."""
+
+from __future__ import annotations
+
+import csv
+import math
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from rich.table import Table
+
+from daemon.errors import InputError
+from daemon.sim.engine import RunResult
+from daemon.sim.metrics import Metrics
+
+# metric, column label, how to show it
+COLUMNS: tuple[tuple[str, str, str], ...] = (
+    ("mean_jct_s", "mean JCT h", "h"),
+    ("median_jct_s", "median h", "h"),
+    ("p95_jct_s", "p95 h", "h"),
+    ("p99_jct_s", "p99 h", "h"),
+    ("mean_queueing_s", "queue h", "h"),
+    ("makespan_s", "makespan h", "h"),
+    ("util_allocated", "util alloc", "%"),
+    ("util_productive", "util prod", "%"),
+    ("rho_mean", "ρ mean", "x"),
+    ("rho_max", "ρ max", "x"),
+    ("rho_share_above_2", "ρ>2", "%"),
+    ("preemptions", "preempt", "n"),
+    ("resizes", "resizes", "n"),
+    ("gpu_hours_lost_to_preemption", "GPU-h lost", "n"),
+)
+# ratios shown by --compare (lower is better except utilisation)
+RATIO_KEYS = ("mean_jct_s", "median_jct_s", "p99_jct_s", "mean_queueing_s", "rho_max",
+              "util_allocated")
+
+
+def fmt(value: float, kind: str) -> str:
+    if isinstance(value, float) and math.isnan(value):
+        return "—"
+    if kind == "h":
+        return f"{value / 3600:.2f}"
+    if kind == "%":
+        return f"{100 * value:.1f}%"
+    if kind == "x":
+        return f"{value:.2f}"
+    return f"{value:,.0f}" if isinstance(value, int) or value >= 100 else f"{value:.1f}"
+
+
+def ratios(results: Mapping[str, Metrics], baseline: str) -> dict[str, dict[str, float]]:
+    base = results[baseline]
+    out: dict[str, dict[str, float]] = {}
+    for name, m in results.items():
+        row = {}
+        for key in RATIO_KEYS:
+            b = float(getattr(base, key))
+            v = float(getattr(m, key))
+            row[key] = v / b if b and not math.isnan(b) and not math.isnan(v) else math.nan
+        out[name] = row
+    return out
+
+
+def results_tables(runs: Sequence[RunResult], title: str) -> list[Table]:
+    """Two tables (time; utilisation, fairness and churn) so each fits a terminal."""
+    split = 6
+    tables = []
+    for part, (columns, subtitle) in enumerate(((COLUMNS[:split], "job completion"),
+                                                 (COLUMNS[split:], "utilisation, fairness"))):
+        table = Table(title=f"{title} — {subtitle}")
+        table.add_column("policy", style="bold")
+        if part == 0:
+            table.add_column("done", justify="right")
+        for _, label, _ in columns:
+            table.add_column(label, justify="right")
+        for run in runs:
+            m = run.metrics
+            lead = [run.policy] + ([f"{m.finished:,}/{m.jobs:,}"] if part == 0 else [])
+            table.add_row(*lead, *(fmt(getattr(m, k), kind) for k, _, kind in columns))
+        tables.append(table)
+    return tables
+
+
+def ratio_table(table_ratios: Mapping[str, Mapping[str, float]], baseline: str) -> Table:
+    labels = {k: label for k, label, _ in COLUMNS}
+    table = Table(title=f"ratio vs {baseline} (same run; < 1 is better, except util)")
+    table.add_column("policy", style="bold")
+    for key in RATIO_KEYS:
+        table.add_column(labels[key], justify="right")
+    for name, row in table_ratios.items():
+        table.add_row(name, *("—" if math.isnan(row[k]) else f"{row[k]:.2f}×" for k in RATIO_KEYS))
+    return table
+
+
+def account_table(run: RunResult, top: int = 15) -> Table:
+    table = Table(title=f"per account ({run.policy})")
+    for col in ("account", "jobs", "done", "mean JCT h", "queue h", "ρ max", "GPU-h"):
+        table.add_column(col, justify="left" if col == "account" else "right")
+    accounts = sorted(run.metrics.per_account, key=lambda a: -a.gpu_hours)[:top]
+    for a in accounts:
+        table.add_row(a.account, str(a.jobs), str(a.finished), fmt(a.mean_jct_s, "h"),
+                      fmt(a.mean_queueing_s, "h"), fmt(a.max_rho, "x"), f"{a.gpu_hours:,.0f}")
+    return table
+
+
+def _clean(value: Any) -> Any:
+    if isinstance(value, float) and (math.isnan(value) or math.isinf(value)):
+        return None
+    if isinstance(value, dict):
+        return {k: _clean(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_clean(v) for v in value]
+    return value
+
+
+def to_json(runs: Sequence[RunResult], meta: Mapping[str, Any], baseline: str | None,
+            ) -> dict[str, Any]:
+    results = {}
+    for run in runs:
+        data = run.metrics.to_dict()
+        data.update(cycles=run.cycles, events=run.events, wall_s=run.wall_s,
+                    unfinished=len(run.unfinished_reasons),
+                    failed_actions=dict(run.failed_actions))
+        results[run.policy] = data
+    out: dict[str, Any] = dict(meta)
+    out["results"] = results
+    if baseline is not None:
+        out[f"ratios_vs_{baseline}"] = ratios({r.policy: r.metrics for r in runs}, baseline)
+    return dict(_clean(out))
+
+
+JOB_COLUMNS = ("policy", "job_id", "account", "gpus", "submit_s", "start_s", "finish_s", "jct_s",
+               "queueing_s", "duration_s", "preemptions", "resizes", "lost_gpu_h", "rejected")
+
+
+def write_jobs_csv(path: Path, runs: Sequence[RunResult]) -> None:
+    try:
+        with path.open("w", newline="", encoding="utf-8") as fh:
+            out = csv.writer(fh)
+            out.writerow(JOB_COLUMNS)
+            for run in runs:
+                for r in run.records:
+                    out.writerow([run.policy, r.job_id, r.account, r.gpus, r.submit,
+                                  "" if r.start is None else r.start,
+                                  "" if r.finish is None else r.finish,
+                                  "" if r.jct is None else r.jct,
+                                  "" if r.queueing is None else r.queueing,
+                                  r.duration_s, r.preemptions, r.resizes,
+                                  round(r.lost_gpu_s / 3600, 6), r.rejected or ""])
+    except OSError as exc:
+        raise InputError(f"cannot write per-job CSV: {exc.strerror}", path=str(path)) from exc
+
+
+__all__ = ["COLUMNS", "RATIO_KEYS", "account_table", "fmt", "ratio_table", "ratios",
+           "results_tables", "to_json", "write_jobs_csv"]
