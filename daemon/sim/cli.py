@@ -14,7 +14,14 @@ from typing import Annotated, Any, cast
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+)
 
 from daemon.core import policy as registry
 from daemon.errors import ConfigError, InputError
@@ -133,9 +140,12 @@ def sim(
                   TimeElapsedColumn(), console=err, transient=True, disable=quiet) as bar:
         for name in names:
             task = bar.add_task(name, total=len(jobs))
-            runs.append(simulate(
-                jobs, registry.get(name), fabric, config=config, comm=TopologyComm(fabric),
-                on_progress=lambda done, _total, t=task: bar.update(t, completed=done)))
+
+            def advance(done: int, _total: int, task: TaskID = task) -> None:
+                bar.update(task, completed=done)
+
+            runs.append(simulate(jobs, registry.get(name), fabric, config=config,
+                                 comm=TopologyComm(fabric), on_progress=advance))
             bar.update(task, completed=len(jobs))
     baseline = "fifo" if "fifo" in names and len(names) > 1 else None
     if jobs_csv is not None:

@@ -310,14 +310,14 @@ class SimBackend:
         pending = self._pending_view
         if self.max_pending is not None and len(pending) > self.max_pending:
             pending = pending[: self.max_pending]
-        free = {}
+        free: dict[str, frozenset[int]] = {}
         for node, gpus in self.free.items():
             if self.nodes[node].state in ("drain", "down"):
                 continue
-            frozen = self._frozen_free.get(node)
-            if frozen is None:
-                frozen = self._frozen_free[node] = frozenset(gpus)
-            free[node] = frozen
+            cached = self._frozen_free.get(node)
+            if cached is None:
+                cached = self._frozen_free[node] = frozenset(gpus)
+            free[node] = cached
         horizon = now - self.config.preempt_window_s
         while self.preempt_log and self.preempt_log[0].time < horizon:
             self.preempt_log.pop(0)
