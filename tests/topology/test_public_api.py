@@ -21,6 +21,20 @@ EXPECTED = {
         "CommParams", "DEFAULT_PARAMS", "allreduce_time_s", "ring_allreduce_time_s", "step_comm_time_s",
     },
     "topology.health": {"LinkHealth"},
+    "topology.conf": {
+        "MAX_RANGE", "BlockDef", "Problem", "SwitchDef", "TopologyConf", "TopologyError",
+        "check_topology", "expand_hosts", "parse_topology",
+    },
+    "topology.counters": {
+        "ERROR_COUNTERS", "PortKey", "PortRates", "PortSample", "parse_node_exporter",
+        "parse_perfquery", "port_rates", "read_sysfs",
+    },
+    "topology.linkstate": {
+        "Assessment", "LinkState", "QuarantineEntry", "Thresholds", "assess", "classify",
+        "quarantine_entries", "rail_from_device",
+    },
+    "topology.fakefabric": {"FakeIBFabric", "Injection"},
+    "topology.occupancy": {"FreeMap", "all_free", "random_occupancy"},
 }
 
 
