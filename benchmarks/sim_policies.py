@@ -1,0 +1,101 @@
+"""Every policy on the Philly-derived trace, side by side in one run, plus simulator speed.
+
+    .venv/bin/python benchmarks/sim_policies.py [--limit N] [--nodes 64 --gpus-per-node 8
+        --leaf 8] [--policies fifo,slurm,tiresias,themis,pollux,default] [--elastic]
+
+Prints Markdown for BENCHMARKS.md: results per policy, ratios against fifo and against slurm,
+and speed (jobs/s per policy, the replay time, extrapolated linearly to 100k jobs). All VCs of
+../shared/traces/philly-gavel are merged (or $RAILGANG_PHILLY_DIR).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import platform
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from daemon.core.policy import get
+from daemon.sim.cli import make_elastic
+from daemon.sim.engine import EngineConfig, RunResult, simulate
+from daemon.sim.progress import TopologyComm
+from daemon.sim.report import ratios
+from daemon.sim.traces.philly import default_dir, read_philly
+from topology.fabric import fabric_from_shape
+
+H = 3600.0
+
+
+def h(x: float) -> str:
+    return "—" if math.isnan(x) else f"{x / H:.2f}"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--trace", type=Path, default=None)
+    ap.add_argument("--limit", type=int, default=None)
+    ap.add_argument("--nodes", type=int, default=64)
+    ap.add_argument("--gpus-per-node", type=int, default=8)
+    ap.add_argument("--leaf", type=int, default=8)
+    ap.add_argument("--policies", default="fifo,slurm,tiresias,themis,pollux,default")
+    ap.add_argument("--elastic", action="store_true")
+    ap.add_argument("--cycle-s", type=float, default=0.0)
+    args = ap.parse_args()
+
+    t0 = time.perf_counter()
+    trace = read_philly(args.trace or default_dir())
+    read_s = time.perf_counter() - t0
+    jobs = list(trace.jobs[: args.limit] if args.limit else trace.jobs)
+    if args.elastic:
+        jobs = make_elastic(jobs)
+    fabric = fabric_from_shape(args.nodes, args.gpus_per_node, args.leaf)
+    gpus = args.nodes * args.gpus_per_node
+    runs: list[RunResult] = []
+    for name in args.policies.split(","):
+        run = simulate(jobs, get(name), fabric, comm=TopologyComm(fabric),
+                       config=EngineConfig(cycle_s=args.cycle_s))
+        runs.append(run)
+        m = run.metrics
+        print(f"# {name}: {run.wall_s:.1f} s, mean JCT {m.mean_jct_s / H:.2f} h", file=sys.stderr,
+              flush=True)
+
+    print(f"{len(jobs):,} jobs (trace read in {read_s:.2f} s), {gpus} GPUs = {args.nodes} nodes x "
+          f"{args.gpus_per_node}, {args.leaf} nodes per leaf"
+          + (", multi-GPU jobs elastic in [1, requested] replicas" if args.elastic else "")
+          + f"; Python {platform.python_version()}\n")
+    print("| policy | done | mean JCT h | median h | p95 h | p99 h | mean queue h | makespan h "
+          "| util alloc | util prod | ρ mean | ρ max | ρ>2 | preempt | resizes | GPU-h lost |")
+    print("|---" * 16 + "|")
+    for run in runs:
+        m = run.metrics
+        print(f"| {run.policy} | {m.finished}/{m.jobs} | {h(m.mean_jct_s)} | {h(m.median_jct_s)} "
+              f"| {h(m.p95_jct_s)} | {h(m.p99_jct_s)} | {h(m.mean_queueing_s)} | "
+              f"{h(m.makespan_s)} | {100 * m.util_allocated:.1f}% | "
+              f"{100 * m.util_productive:.1f}% | {m.rho_mean:.2f} | {m.rho_max:.2f} | "
+              f"{100 * m.rho_share_above_2:.1f}% | {m.preemptions} | {m.resizes} | "
+              f"{m.gpu_hours_lost_to_preemption:,.0f} |")
+    metrics = {r.policy: r.metrics for r in runs}
+    for base in ("fifo", "slurm"):
+        if base not in metrics:
+            continue
+        print(f"\nRatios vs {base} (< 1 is better except utilisation):\n")
+        print("| policy | mean JCT | median JCT | p99 JCT | mean queue | max ρ | util alloc |")
+        print("|---" * 7 + "|")
+        for name, row in ratios(metrics, base).items():
+            cells = " | ".join("—" if math.isnan(v) else f"{v:.2f}×" for v in row.values())
+            print(f"| {name} | {cells} |")
+    print("\nSimulator speed (this machine, one process):\n")
+    print("| policy | cycles | events | wall s | jobs/s | extrapolated 100k jobs s |")
+    print("|---" * 6 + "|")
+    for run in runs:
+        rate = len(jobs) / run.wall_s
+        print(f"| {run.policy} | {run.cycles:,} | {run.events:,} | {run.wall_s:.1f} | "
+              f"{rate:,.0f} | {100_000 / rate:.0f} |")
+
+
+if __name__ == "__main__":
+    main()
