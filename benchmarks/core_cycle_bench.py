@@ -13,13 +13,9 @@ from __future__ import annotations
 import argparse
 import random
 import statistics
-import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from daemon.core import (  # noqa: E402
+from daemon.core import (
     Job,
     Node,
     Preempt,
@@ -30,8 +26,8 @@ from daemon.core import (  # noqa: E402
     decide,
     make_snapshot,
 )
-from daemon.core.policy import get, names  # noqa: E402
-from daemon.core.snapshot import Snapshot  # noqa: E402
+from daemon.core.policy import get, names
+from daemon.core.snapshot import Snapshot
 
 SIZES = [1, 1, 1, 1, 2, 2, 4, 4, 8, 8, 16, 32, 64]
 

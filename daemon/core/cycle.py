@@ -291,11 +291,14 @@ def _preempt(w: _Work, plan: Plan, order: list[Want], jobs: Mapping[str, Job], b
     )
     by_key: dict[tuple[int, float], list[RunningJob]] = {}
     hopeless: dict[tuple[object, ...], Reason | None] = {}
+    served = 0
     for x in order:
         job = jobs[x.job_id]
         r = w.reasons.get(job.job_id)
         if r is None or r.code not in (Reason.WAITING_FOR_GPUS, Reason.FRAGMENTED, Reason.RESERVED):
             continue
+        if served >= budget.max_evictions_per_cycle:
+            break
         need = x.min_replicas * job.replica_gpus
         ck = (job.priority_class, x.level)
         if ck not in by_key:
@@ -326,6 +329,7 @@ def _preempt(w: _Work, plan: Plan, order: list[Want], jobs: Mapping[str, Job], b
                 w.wait(job, outcome, "eviction would exceed a preemption budget", need)
             continue
         placed, shrinks, kills = outcome
+        served += 1
         for v, kept, gone in shrinks:
             w.shrinks.append(Resize(v.job_id, v.job.min_replicas, kept, v.replicas))
             w.touched.add(v.job_id)

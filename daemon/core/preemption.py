@@ -8,7 +8,9 @@ worse than the waiting job's (Tiresias: a higher attained-service queue).
 Budgets (:class:`PreemptionBudget`): a job is preempted at most once per ``job_min_interval_s``;
 at most ``churn_cap`` × capacity GPUs are preempted per ``churn_window_s`` (serving, class 0,
 is exempt from the cluster cap, never from the per-job interval); a job that was itself evicted
-less than ``cascade_window_s`` ago may not evict anybody (cascade damping). Shrinking an elastic
+less than ``cascade_window_s`` ago may not evict anybody (cascade damping); one cycle frees room
+for at most ``max_evictions_per_cycle`` waiting jobs (storm damping: the next cycle sees the
+result of this one before it evicts more). Shrinking an elastic
 job to its minimum is always tried before preempting anything and does not count as churn.
 
 Victim order, one documented key (STYLE 5): 1. lowest class first (3 before 2), 2. worst level
@@ -31,6 +33,7 @@ class PreemptionBudget:
     churn_cap: float = 0.05  # share of capacity that may be preempted per window
     cascade_window_s: float = 1800.0  # an evicted job may not evict others for this long
     grace_s: float = 120.0  # minimum signal-to-kill time (raised to the victim's checkpoint cost)
+    max_evictions_per_cycle: int = 32  # storm damping: at most this many jobs freed per cycle
 
 
 def class_may_preempt(requester: int, victim: int) -> bool:
