@@ -1,18 +1,233 @@
-"""``railgang topology check|show`` and ``railgang place`` (filled in by the topology work)."""
+"""``railgang topology check|show`` and ``railgang place``: the thin shell over the pure package.
+
+Results go to stdout (text or ``--json``), problems and warnings to stderr. A malformed input
+becomes ``daemon.errors.InputError`` (one line, exit 1, via ``daemon.cli.main``); ``check`` lists
+every problem itself and exits 1. ``place`` exits 0 when the gang was placed and 3 when it cannot be
+placed now (the reason is printed, it is not an error).
+"""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import hostlist
 import typer
+
+from daemon.errors import InputError
+from topology.comm_model import allreduce_time_s, step_comm_time_s
+from topology.conf import TopologyConf, TopologyError, check_topology, parse_topology
+from topology.fabric import Fabric, NodeFacts, fabric_from_conf
+from topology.fragmentation import fragmentation_index
+from topology.inputs import InputProblem, facts_from_slurm_json, parse_facts, parse_free
+from topology.occupancy import random_occupancy
+from topology.placement import GangRequest, Placement, Unplaceable
+from topology.placement import place as place_gang
+
+__all__ = ["app", "place"]
+
+EXIT_UNPLACEABLE = 3
 
 app = typer.Typer(help="Check and show Slurm topology.conf files.", no_args_is_help=True)
 
 
+def _read(path: Path, what: str) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError as exc:
+        raise InputError(f"{what} not found", path=str(path)) from exc
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"cannot read {what}: {exc}", path=str(path)) from exc
+
+
+def _conf(path: Path) -> TopologyConf:
+    try:
+        return parse_topology(_read(path, "topology file"), str(path))
+    except TopologyError as exc:
+        first = exc.problems[0]
+        more = f" (and {len(exc.problems) - 1} more; run 'railgang topology check')" if len(exc.problems) > 1 else ""
+        raise InputError(first.message + more, path=first.path, line=first.line, field=first.field) from exc
+
+
+def _input_error(exc: InputProblem) -> InputError:
+    return InputError(exc.message, path=exc.path, line=exc.line, field=exc.field)
+
+
+def _fabric(path: Path, facts_path: Path | None, blocks_nvlink: bool) -> Fabric:
+    conf = _conf(path)
+    facts: dict[str, NodeFacts] | None = None
+    default_gpus = 8
+    if facts_path is not None:
+        text = _read(facts_path, "facts file")
+        try:
+            if facts_path.suffix == ".toml" or not _looks_like_slurm(text):
+                table = parse_facts(text, str(facts_path))
+                facts = table.for_nodes(conf.nodes)
+                default_gpus = table.default.gpus
+            else:
+                facts = facts_from_slurm_json(text, str(facts_path))
+        except InputProblem as exc:
+            raise _input_error(exc) from exc
+    return fabric_from_conf(conf, facts, default_gpus, blocks_are_nvlink=blocks_nvlink)
+
+
+def _looks_like_slurm(text: str) -> bool:
+    head = text[:4000]
+    return '"sinfo"' in head or '"nodes": [' in head or '"nodes":[' in head
+
+
+FactsOpt = Annotated[Path | None, typer.Option(
+    "--facts", help="Node facts: TOML/JSON description, or `scontrol show nodes --json` / `sinfo --json`.")]
+BlocksOpt = Annotated[bool, typer.Option(
+    "--blocks-nvlink", help="topology/block: each block is a multi-node NVLink domain.")]
+
+
 @app.command("check")
-def check() -> None:
-    """Validate a topology.conf (not yet implemented)."""
-    raise typer.Exit(2)
+def check(file: Annotated[Path, typer.Argument(help="topology.conf to validate.")]) -> None:
+    """Validate a topology.conf: exit 0 if valid, 1 with every problem on stderr."""
+    try:
+        text = file.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        typer.echo(f"{file}: cannot read: {exc}", err=True)
+        raise typer.Exit(1) from exc
+    problems = check_topology(text, str(file))
+    if problems:
+        for p in problems:
+            typer.echo(str(p), err=True)
+        typer.echo(f"{file}: {len(problems)} problem(s)", err=True)
+        raise typer.Exit(1)
+    conf = parse_topology(text, str(file))
+    count = len(conf.switches) if conf.kind == "tree" else len(conf.blocks)
+    noun = "switches" if conf.kind == "tree" else "blocks"
+    typer.echo(f"{file}: ok (topology/{conf.kind}, {count} {noun}, {len(conf.nodes)} nodes)")
 
 
-def place() -> None:
-    """Place a gang on a topology (not yet implemented)."""
-    raise typer.Exit(2)
+def _show_json(fabric: Fabric, conf: TopologyConf) -> dict[str, Any]:
+    switches = []
+    for sw in fabric.switches:
+        under = fabric.nodes_under(sw)
+        switches.append({
+            "name": sw, "level": fabric.height(sw), "parent": fabric.parent(sw),
+            "children": list(fabric.children(sw)),
+            "nodes": hostlist.collect_hostlist(list(fabric.direct_nodes(sw))) if fabric.direct_nodes(sw) else "",
+            "node_count": len(under), "gpus": sum(fabric.facts(n).gpus for n in under),
+        })
+    return {"path": conf.path, "kind": conf.kind, "roots": list(fabric.roots), "depth": fabric.depth,
+            "nodes": len(fabric.nodes), "gpus": fabric.total_gpus, "switches": switches,
+            "block_sizes": list(conf.block_sizes)}
+
+
+@app.command("show")
+def show(
+    file: Annotated[Path, typer.Argument(help="topology.conf to show.")],
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+    facts: FactsOpt = None,
+    blocks_nvlink: BlocksOpt = False,
+) -> None:
+    """Print the switch tree with levels, node and GPU counts."""
+    conf = _conf(file)
+    fabric = _fabric(file, facts, blocks_nvlink)
+    if as_json:
+        typer.echo(json.dumps(_show_json(fabric, conf), indent=2))
+        return
+    typer.echo(f"{file}: topology/{conf.kind}, {len(fabric.nodes)} nodes, {fabric.total_gpus} GPUs, "
+               f"{fabric.depth} levels")
+
+    def walk(sw: str, indent: int) -> None:
+        under = fabric.nodes_under(sw)
+        direct = fabric.direct_nodes(sw)
+        hosts = f": {hostlist.collect_hostlist(list(direct))}" if direct else ""
+        typer.echo(f"{'  ' * indent}{sw}  (level {fabric.height(sw)}, {len(under)} nodes, "
+                   f"{sum(fabric.facts(n).gpus for n in under)} GPUs){hosts}")
+        for kid in fabric.children(sw):
+            walk(kid, indent + 1)
+
+    for root in fabric.roots:
+        walk(root, 1)
+
+
+def _placement_json(fabric: Fabric, p: Placement, seconds: float, step: dict[str, float]) -> dict[str, Any]:
+    return {
+        "placed": True, "job_class": p.job_class, "scope": p.scope, "cost": p.cost,
+        "breakdown": dict(p.breakdown), "candidates": p.candidates,
+        "gpus": {n: list(g) for n, g in p.gpus.items()},
+        "leaves": sorted({fabric.leaf_of(n) for n in p.gpus}),
+        "allreduce_1gb_ms": seconds * 1e3,
+        "step_comm_ms": {k: v * 1e3 for k, v in step.items()},
+        "ranks": [{"rank": i, "node": r.node, "gpu": r.gpu, "tp": r.tp_rank, "pp": r.pp_stage, "dp": r.dp_rank}
+                  for i, r in enumerate(p.ranks)],
+    }
+
+
+def place(
+    topology: Annotated[Path, typer.Option("--topology", "-t", help="Slurm topology.conf.")],
+    gpus: Annotated[int, typer.Option("--gpus", "-n", help="Total GPUs of the gang.")],
+    tp: Annotated[int, typer.Option("--tp", help="Tensor-parallel degree (inside one NVLink domain).")] = 1,
+    pp: Annotated[int, typer.Option("--pp", help="Pipeline-parallel stages.")] = 1,
+    dp: Annotated[int | None, typer.Option("--dp", help="Data-parallel replicas (default gpus/(tp*pp)).")] = None,
+    job_class: Annotated[str | None, typer.Option("--class", help="3d, dp or single (default: inferred).")] = None,
+    free: Annotated[Path | None, typer.Option("--free", help="Free-GPU file (see docs/topology.md).")] = None,
+    occupancy: Annotated[float | None, typer.Option("--occupancy", help="Synthetic busy fraction, 0..1.")] = None,
+    seed: Annotated[int, typer.Option("--seed", help="Seed for --occupancy and the search.")] = 0,
+    min_mem: Annotated[float, typer.Option("--min-gpu-mem", help="Minimum GPU memory, GB.")] = 0.0,
+    nvlink: Annotated[bool, typer.Option("--nvlink", help="Require NVLink nodes.")] = False,
+    facts: FactsOpt = None,
+    blocks_nvlink: BlocksOpt = False,
+    explain: Annotated[bool, typer.Option("--explain", help="Show the rank layout and cost terms.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+) -> None:
+    """Place a gang on a topology: exit 0 placed, 3 cannot be placed now (reason printed)."""
+    if job_class not in (None, "3d", "dp", "single"):
+        raise InputError(f"--class must be 3d, dp or single, got {job_class!r}", field="--class")
+    if free is not None and occupancy is not None:
+        raise InputError("give either --free or --occupancy, not both", field="--free")
+    if occupancy is not None and not 0.0 <= occupancy <= 1.0:
+        raise InputError(f"--occupancy must be within [0, 1], got {occupancy}", field="--occupancy")
+    fabric = _fabric(topology, facts, blocks_nvlink)
+    if free is not None:
+        try:
+            free_map, warnings = parse_free(_read(free, "free-GPU file"), str(free), fabric)
+        except InputProblem as exc:
+            raise _input_error(exc) from exc
+        for w in warnings:
+            typer.echo(f"warning: {w}", err=True)
+    elif occupancy is not None:
+        free_map = random_occupancy(fabric, occupancy, seed)
+    else:
+        free_map = {n: frozenset(range(fabric.facts(n).gpus)) for n in fabric.nodes}
+    request = GangRequest(gpus, tp, pp, dp, job_class, min_mem, nvlink)  # type: ignore[arg-type]
+    result = place_gang(fabric, free_map, request, seed=seed)
+    frag = fragmentation_index(fabric, free_map, [request])
+    if isinstance(result, Unplaceable):
+        if as_json:
+            typer.echo(json.dumps({"placed": False, "code": result.code, "detail": result.detail,
+                                   "fragmentation_index": frag.index}))
+        else:
+            typer.echo(f"cannot place now: {result.code}: {result.detail}")
+        raise typer.Exit(EXIT_UNPLACEABLE)
+    seconds = allreduce_time_s(fabric, result, 1e9)
+    step = step_comm_time_s(fabric, result, 1e9, 64e6)
+    if as_json:
+        out = _placement_json(fabric, result, seconds, step)
+        out["fragmentation_index"] = frag.index
+        typer.echo(json.dumps(out, indent=2))
+        return
+    leaves = sorted({fabric.leaf_of(n) for n in result.gpus}, key=fabric.leaves.index)
+    typer.echo(f"placed {len(result.ranks)} GPUs ({result.job_class}) on {len(result.gpus)} node(s) "
+               f"under {result.scope or leaves[0]}: {hostlist.collect_hostlist(list(result.gpus))}")
+    typer.echo(f"leaves: {', '.join(leaves)}; cost {result.cost:g}; "
+               f"modeled 1 GB all-reduce {seconds * 1e3:.1f} ms")
+    if not explain:
+        return
+    typer.echo("cost terms: " + ", ".join(f"{k}={v:g}" for k, v in result.breakdown.items()))
+    after = {n: g - frozenset(result.gpus.get(n, ())) for n, g in free_map.items()}
+    frag_after = fragmentation_index(fabric, after)
+    typer.echo(f"candidates scored: {result.candidates}; fragmentation index (whole-node gangs) "
+               f"before {fragmentation_index(fabric, free_map).index:.2f}, after {frag_after.index:.2f}")
+    typer.echo("step communication (1 GB grads, 64 MB activations): "
+               + ", ".join(f"{k} {v * 1e3:.2f} ms" for k, v in step.items()))
+    typer.echo("rank  node  gpu  tp  pp  dp  leaf")
+    for i, r in enumerate(result.ranks):
+        typer.echo(f"{i:>4}  {r.node}  {r.gpu:>3}  {r.tp_rank:>2}  {r.pp_stage:>2}  {r.dp_rank:>2}  "
+                   f"{fabric.leaf_of(r.node)}")

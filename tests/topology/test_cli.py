@@ -1,0 +1,130 @@
+"""``railgang topology check|show`` and ``railgang place`` through the real ``railgang`` app."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from daemon.cli import app
+from daemon.errors import InputError
+
+DATA = Path(__file__).parent / "data"
+runner = CliRunner()
+
+
+def test_check_valid_file() -> None:
+    res = runner.invoke(app, ["topology", "check", str(DATA / "tree.conf")])
+    assert res.exit_code == 0
+    assert "ok (topology/tree, 7 switches, 16 nodes)" in res.stdout
+
+
+def test_check_invalid_file_lists_every_problem_on_stderr() -> None:
+    res = runner.invoke(app, ["topology", "check", str(DATA / "bad.conf")])
+    assert res.exit_code == 1
+    assert res.stdout == ""
+    assert "bad.conf:2: Nodes: node 'gpu004' is under two leaves" in res.stderr
+    assert "bad.conf:3: Switches: unknown switch 'leaf3'" in res.stderr
+    assert "3 problem(s)" in res.stderr
+
+
+def test_check_missing_file() -> None:
+    res = runner.invoke(app, ["topology", "check", str(DATA / "nope.conf")])
+    assert res.exit_code == 1 and "cannot read" in res.stderr
+
+
+def test_show_text_and_json() -> None:
+    res = runner.invoke(app, ["topology", "show", str(DATA / "tree.conf")])
+    assert res.exit_code == 0
+    assert "leaf3  (level 1, 4 nodes, 32 GPUs): gpu[009-011,016]" in res.stdout
+    res = runner.invoke(app, ["topology", "show", str(DATA / "block.conf"), "--json", "--blocks-nvlink"])
+    data = json.loads(res.stdout)
+    assert data["kind"] == "block" and data["nodes"] == 16 and data["roots"] == ["blocks"]
+    assert {s["name"]: s["level"] for s in data["switches"]}["b1"] == 1
+
+
+def test_show_invalid_file_is_an_input_error() -> None:
+    res = runner.invoke(app, ["topology", "show", str(DATA / "bad.conf")])
+    assert res.exit_code == 1
+    assert isinstance(res.exception, InputError)
+    assert res.exception.path and res.exception.path.endswith("bad.conf") and res.exception.line == 2
+
+
+def test_place_with_free_file_explain() -> None:
+    res = runner.invoke(app, ["place", "--topology", str(DATA / "tree.conf"), "--free", str(DATA / "free.txt"),
+                              "--gpus", "32", "--tp", "8", "--pp", "2", "--explain"])
+    assert res.exit_code == 0, res.output
+    assert "placed 32 GPUs (3d) on 4 node(s)" in res.stdout and "gpu[001-004]" in res.stdout
+    assert "cost terms:" in res.stdout and "rank  node" in res.stdout
+
+
+def test_place_json_with_occupancy() -> None:
+    res = runner.invoke(app, ["place", "--topology", str(DATA / "tree.conf"), "--occupancy", "0.3",
+                              "--seed", "4", "--gpus", "16", "--class", "dp", "--json"])
+    assert res.exit_code in (0, 3)
+    data = json.loads(res.stdout)
+    if data["placed"]:
+        assert sum(len(v) for v in data["gpus"].values()) == 16
+        assert len(data["ranks"]) == 16 and data["allreduce_1gb_ms"] > 0
+
+
+def test_place_unplaceable_exits_3_with_reason() -> None:
+    res = runner.invoke(app, ["place", "--topology", str(DATA / "tree.conf"), "--free", str(DATA / "free.txt"),
+                              "--gpus", "40", "--tp", "8"])
+    assert res.exit_code == 3
+    assert "cannot place now: topology_fragmented" in res.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["--class", "huge"], "--class must be"),
+        (["--occupancy", "1.5"], "--occupancy must be"),
+        (["--occupancy", "0.5", "--free", "x"], "either --free or --occupancy"),
+    ],
+    ids=["bad-class", "bad-occupancy", "both-sources"],
+)
+def test_place_bad_options(args: list[str], needle: str) -> None:
+    res = runner.invoke(app, ["place", "--topology", str(DATA / "tree.conf"), "--gpus", "8", *args])
+    assert res.exit_code == 1 and isinstance(res.exception, InputError)
+    assert needle in str(res.exception)
+
+
+BAD_FREE = [
+    ("bad-gpus", "gpu001 0-9\n", 1, "outside 0-7"),
+    ("bad-shape", "gpu001\n", 1, "HOSTLIST GPUS"),
+    ("bad-list", "gpu001 zero\n", 1, "is not 'all'"),
+    ("bad-hosts", "gpu[001- all\n", 1, "malformed host list"),
+    ("bad-json", "{\"gpu001\": 3}", None, "not 'all'"),
+]
+
+
+@pytest.mark.parametrize(("text", "line", "needle"), [b[1:] for b in BAD_FREE], ids=[b[0] for b in BAD_FREE])
+def test_place_bad_free_file(tmp_path: Path, text: str, line: int | None, needle: str) -> None:
+    f = tmp_path / "free.txt"
+    f.write_text(text)
+    res = runner.invoke(app, ["place", "--topology", str(DATA / "tree.conf"), "--free", str(f), "--gpus", "8"])
+    assert res.exit_code == 1 and isinstance(res.exception, InputError), res.output
+    assert res.exception.line == line and needle in str(res.exception)
+
+
+def test_place_unknown_nodes_warn_and_are_skipped(tmp_path: Path) -> None:
+    f = tmp_path / "free.json"
+    f.write_text(json.dumps({"gpu001": "all", "ghost[1-3]": "all"}))
+    res = runner.invoke(app, ["place", "--topology", str(DATA / "tree.conf"), "--free", str(f), "--gpus", "8"])
+    assert res.exit_code == 0
+    assert "3 node(s) not in the topology" in res.stderr
+
+
+def test_place_with_facts_file(tmp_path: Path) -> None:
+    facts = tmp_path / "facts.toml"
+    facts.write_text('[defaults]\ngpus = 4\ngpu_mem_gb = 40\n[nodes."gpu[001-002]"]\ngpu_mem_gb = 80\n')
+    res = runner.invoke(app, ["place", "--topology", str(DATA / "tree.conf"), "--facts", str(facts),
+                              "--gpus", "8", "--min-gpu-mem", "80", "--class", "dp", "--json"])
+    assert res.exit_code == 0, res.output
+    assert set(json.loads(res.stdout)["gpus"]) == {"gpu001", "gpu002"}
+    facts.write_text("[defaults]\ngpus = 0\n")
+    res = runner.invoke(app, ["place", "--topology", str(DATA / "tree.conf"), "--facts", str(facts), "--gpus", "8"])
+    assert res.exit_code == 1 and isinstance(res.exception, InputError)

@@ -1,0 +1,247 @@
+"""Offline inputs of the topology tools: node-facts files, ``sinfo``/``scontrol --json`` output and
+free-GPU files. Pure parsing; problems raise ``InputProblem`` carrying file, line and field so the
+CLI can turn them into ``daemon.errors.InputError``.
+
+Free-GPU file (``railgang place --free``), one line per host list, ``#`` comments::
+
+    gpu[001-004]   all        # every GPU free
+    gpu005         0-3        # indices, ranges and commas
+    gpu006         0,2,4,6
+    gpu[007-008]   none
+
+A JSON object ``{"gpu[001-004]": "all", "gpu005": [0, 1, 2, 3]}`` is accepted too.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import tomllib
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+from topology.conf import expand_hosts
+from topology.fabric import Fabric, NodeFacts
+
+__all__ = [
+    "FactsTable",
+    "InputProblem",
+    "facts_from_slurm_json",
+    "parse_facts",
+    "parse_free",
+]
+
+# Memory per GPU when Slurm only tells the type; a ``gpumem_<GB>`` node feature overrides it.
+GPU_MEMORY_GB = {"h100": 80.0, "h200": 141.0, "a100": 80.0, "a100-40": 40.0, "a100_40g": 40.0,
+                 "v100": 32.0, "l40s": 48.0, "b200": 180.0, "gb200": 186.0}
+_PCIE_TYPES = {"l40s"}
+
+
+class InputProblem(ValueError):
+    """A malformed input, located: ``path:line: field: message``."""
+
+    def __init__(self, message: str, *, path: str, line: int | None = None, field: str | None = None) -> None:
+        self.message, self.path, self.line, self.field = message, path, line, field
+        where = path + (f":{line}" if line is not None else "")
+        super().__init__(f"{where}: {field + ': ' if field else ''}{message}")
+
+
+@dataclass(frozen=True)
+class FactsTable:
+    """Facts for named nodes plus a default for every other node."""
+
+    default: NodeFacts
+    nodes: Mapping[str, NodeFacts]
+
+    def for_nodes(self, names: Iterable[str]) -> dict[str, NodeFacts]:
+        """Facts for exactly ``names``: the listed entry, or the default renamed."""
+        return {n: self.nodes.get(n) or replace(self.default, name=n) for n in names}
+
+
+_FACT_KEYS = {"gpus": int, "gpu_type": str, "gpu_mem_gb": float, "nvlink_domain": str, "nvlink": bool}
+
+
+def _facts_from(entry: Mapping[str, Any], base: NodeFacts, path: str, field: str) -> NodeFacts:
+    changes: dict[str, Any] = {}
+    for key, value in entry.items():
+        kind = _FACT_KEYS.get(key)
+        if kind is None:
+            raise InputProblem(f"unknown key {key!r} (expected {', '.join(sorted(_FACT_KEYS))})",
+                               path=path, field=field)
+        ok = isinstance(value, bool) if kind is bool else (
+            isinstance(value, int | float) and not isinstance(value, bool) if kind in (int, float)
+            else isinstance(value, str))
+        if not ok or (kind is int and (not isinstance(value, int) or value < 1)) or (
+                kind is float and value <= 0):
+            raise InputProblem(f"{key} = {value!r} is not a valid {kind.__name__}", path=path, field=field)
+        changes[key] = kind(value)
+    return replace(base, **changes)
+
+
+def parse_facts(text: str, path: str) -> FactsTable:
+    """A static node-facts file (TOML if ``path`` ends in .toml, else JSON)::
+
+        [defaults]
+        gpus = 8
+        gpu_type = "h100"
+        gpu_mem_gb = 80
+        [nodes."gpu[001-016]"]
+        nvlink_domain = "nvl1"
+    """
+    try:
+        data = tomllib.loads(text) if path.endswith(".toml") else json.loads(text)
+    except (tomllib.TOMLDecodeError, json.JSONDecodeError) as exc:
+        line = getattr(exc, "lineno", None)
+        raise InputProblem(f"not valid {'TOML' if path.endswith('.toml') else 'JSON'}: {exc}",
+                           path=path, line=line) from exc
+    if not isinstance(data, dict):
+        raise InputProblem("expected a table with [defaults] and [nodes]", path=path)
+    unknown = set(data) - {"defaults", "nodes"}
+    if unknown:
+        raise InputProblem(f"unknown section(s) {sorted(unknown)}", path=path)
+    defaults = data.get("defaults", {})
+    nodes = data.get("nodes", {})
+    if not isinstance(defaults, dict) or not isinstance(nodes, dict):
+        raise InputProblem("[defaults] and [nodes] must be tables", path=path)
+    default = _facts_from(defaults, NodeFacts(name="*"), path, "defaults")
+    out: dict[str, NodeFacts] = {}
+    for expr, entry in nodes.items():
+        if not isinstance(entry, dict):
+            raise InputProblem("must be a table of facts", path=path, field=f"nodes.{expr}")
+        try:
+            names = expand_hosts(expr)
+        except ValueError as exc:
+            raise InputProblem(str(exc), path=path, field=f"nodes.{expr}") from exc
+        for name in names:
+            out[name] = _facts_from(entry, replace(default, name=name), path, f"nodes.{expr}")
+    return FactsTable(default, out)
+
+
+_GRES = re.compile(r"(?:^|,)gpu(?::([A-Za-z0-9_.\-]+))?:(\d+)")
+
+
+def _node_facts(name: str, gres: str, features: Iterable[str], default_gpus: int) -> NodeFacts:
+    m = _GRES.search(gres or "")
+    gpu_type = (m.group(1) or "gpu") if m else "gpu"
+    gpus = int(m.group(2)) if m else default_gpus
+    mem = GPU_MEMORY_GB.get(gpu_type.lower(), 80.0)
+    nvlink = gpu_type.lower() not in _PCIE_TYPES
+    domain = None
+    for feat in features:
+        f = feat.strip().lower()
+        if f.startswith("gpumem_") and f[7:].replace(".", "", 1).isdigit():
+            mem = float(f[7:])
+        elif f in ("pcie", "no_nvlink"):
+            nvlink = False
+        elif f == "nvlink":
+            nvlink = True
+        elif f.startswith("nvl_") and len(f) > 4:
+            domain = feat.strip()[4:]
+    return NodeFacts(name, max(gpus, 1), gpu_type, mem, domain, nvlink, frozenset(features))
+
+
+def _features(value: Any) -> list[str]:
+    if isinstance(value, list):
+        return [str(v) for v in value]
+    if isinstance(value, dict):
+        return _features(value.get("active") or value.get("total") or "")
+    return [f for f in str(value or "").split(",") if f]
+
+
+def facts_from_slurm_json(text: str, path: str = "<slurm json>", default_gpus: int = 8) -> dict[str, NodeFacts]:
+    """Node facts from ``scontrol show nodes --json`` or ``sinfo --json`` (Slurm 22.05+ shapes).
+
+    GPU count and type come from gres (``gpu:h100:8(S:0-1)``); node features may refine them:
+    ``gpumem_<GB>``, ``nvlink``, ``pcie``/``no_nvlink``, ``nvl_<domain>``.
+    """
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputProblem(f"not valid JSON: {exc}", path=path, line=exc.lineno) from exc
+    out: dict[str, NodeFacts] = {}
+    if isinstance(data, dict) and isinstance(data.get("nodes"), list):
+        for node in data["nodes"]:
+            if isinstance(node, dict) and isinstance(node.get("name"), str):
+                gres = node.get("gres") or ""
+                out[node["name"]] = _node_facts(node["name"], str(gres), _features(
+                    node.get("active_features") or node.get("features")), default_gpus)
+    elif isinstance(data, dict) and isinstance(data.get("sinfo"), list):
+        for row in data["sinfo"]:
+            if not isinstance(row, dict):
+                continue
+            names = (row.get("nodes") or {}).get("nodes") or []
+            gres = row.get("gres") or {}
+            gres_text = gres.get("total", "") if isinstance(gres, dict) else str(gres)
+            feats = _features(row.get("features"))
+            for name in names:
+                if isinstance(name, str):
+                    out[name] = _node_facts(name, str(gres_text), feats, default_gpus)
+    else:
+        raise InputProblem("expected 'nodes' (scontrol --json) or 'sinfo' (sinfo --json)", path=path)
+    return out
+
+
+_INDEXES = re.compile(r"^\d+(-\d+)?(,\d+(-\d+)?)*$")
+
+
+def _indices(spec: str, gpus: int, path: str, line: int | None, node: str) -> frozenset[int]:
+    spec = spec.strip().lower()
+    if spec == "all":
+        return frozenset(range(gpus))
+    if spec in ("none", "-", ""):
+        return frozenset()
+    if not _INDEXES.match(spec):
+        raise InputProblem(f"GPU list {spec!r} is not 'all', 'none' or like 0-3,6", path=path, line=line, field=node)
+    out: set[int] = set()
+    for part in spec.split(","):
+        lo, _, hi = part.partition("-")
+        a, b = int(lo), int(hi or lo)
+        if a > b or b >= gpus:
+            raise InputProblem(f"GPU range {part!r} outside 0-{gpus - 1}", path=path, line=line, field=node)
+        out.update(range(a, b + 1))
+    return frozenset(out)
+
+
+def parse_free(text: str, path: str, fabric: Fabric) -> tuple[dict[str, frozenset[int]], tuple[str, ...]]:
+    """Free GPUs per node from a free-GPU file, and warnings for nodes not in the fabric (skipped)."""
+    entries: list[tuple[int | None, str, str]] = []
+    if text.lstrip().startswith("{"):
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise InputProblem(f"not valid JSON: {exc}", path=path, line=exc.lineno) from exc
+        if not isinstance(data, dict):
+            raise InputProblem("expected an object of host list -> GPUs", path=path)
+        for key, value in data.items():
+            if isinstance(value, list) and all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+                spec = ",".join(str(v) for v in value) if value else "none"
+            elif isinstance(value, str):
+                spec = value
+            else:
+                raise InputProblem(f"{value!r} is not 'all', 'none' or a list of indices", path=path, field=key)
+            entries.append((None, key, spec))
+    else:
+        for number, raw in enumerate(text.splitlines(), start=1):
+            line = raw.split("#", 1)[0].strip()
+            if not line:
+                continue
+            parts = line.split()
+            if len(parts) != 2:
+                raise InputProblem("expected 'HOSTLIST GPUS'", path=path, line=number)
+            entries.append((number, parts[0], parts[1]))
+    free: dict[str, frozenset[int]] = {}
+    unknown: list[str] = []
+    for where, expr, spec in entries:
+        try:
+            names = expand_hosts(expr)
+        except ValueError as exc:
+            raise InputProblem(str(exc), path=path, line=where, field="hosts") from exc
+        for name in names:
+            if name not in fabric:
+                unknown.append(name)
+                continue
+            free[name] = _indices(spec, fabric.facts(name).gpus, path, where, name)
+    warnings = (f"{path}: {len(unknown)} node(s) not in the topology, skipped: "
+                f"{', '.join(unknown[:5])}{' …' if len(unknown) > 5 else ''}",) if unknown else ()
+    return free, warnings
