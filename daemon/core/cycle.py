@@ -129,7 +129,13 @@ class _Work:
         self.grows: list[Action] = []
         self.blocked_classes: set[int] = set()  # classes with a job waiting for GPUs
         self.reserved = False
-        self.ends = sorted((r.expected_end(now), r.gpus) for r in snap.running.values())
+        self._ends: list[tuple[float, int]] | None = None  # running jobs' expected ends, lazily
+
+    @property
+    def ends(self) -> list[tuple[float, int]]:
+        if self._ends is None:
+            self._ends = sorted((r.expected_end(self.now), r.gpus) for r in self.snap.running.values())
+        return self._ends
 
     # -- placement ---------------------------------------------------------------------------
     def place(self, spec: GangSpec, free: Mapping[str, frozenset[int]] | None = None) -> Placed | NotPlaced:
@@ -162,8 +168,9 @@ class _Work:
         self.starts.append(Start(job.job_id, placed.assignment, replicas, placed.cost))
         self.started.add(job.job_id)
         self.account_gpus[job.account] = self.account_gpus.get(job.account, 0) + replicas * job.replica_gpus
-        left = job.remaining_at(replicas)
-        bisect.insort(self.ends, (self.now + left if left is not None else INF, replicas * job.replica_gpus))
+        if self._ends is not None:
+            left = job.remaining_at(replicas)
+            bisect.insort(self._ends, (self.now + left if left is not None else INF, replicas * job.replica_gpus))
 
     def wait(self, job: Job, code: Reason, detail: str, needed: int) -> None:
         self.reasons[job.job_id] = PendingReason(job.job_id, code, detail, needed, self.free_count)
@@ -177,6 +184,10 @@ class _Work:
                 break
             avail, t = avail + g, end
         return (t, avail - need) if avail >= need else (INF, 0)
+
+
+def res_gpus(placed: Placed) -> int:
+    return sum(len(g) for g in placed.assignment.values())
 
 
 def _runtime(job: Job, replicas: int) -> float:
@@ -236,8 +247,12 @@ def _place(w: _Work, plan: Plan, order: list[Want], jobs: Mapping[str, Job]) -> 
             w.wait(job, Reason.PRIORITY, f"FIFO: behind {head}", need)
             continue
 
+        room = INF if quota is None else quota - w.account_gpus.get(job.account, 0)
+
         def fits(k: int, job: Job = job, head: str | None = head, shadow_t: float = shadow_t,
-                 extra: int = extra) -> bool:
+                 extra: int = extra, room: float = room) -> bool:
+            if k * job.replica_gpus > room:
+                return False  # a start above the minimum must respect the quota too
             if head is None or plan.mode != "backfill":
                 return True
             return w.now + _runtime(job, k) <= shadow_t or k * job.replica_gpus <= extra
@@ -285,10 +300,7 @@ def _preempt(w: _Work, plan: Plan, order: list[Want], jobs: Mapping[str, Job], b
     inflight = sum(gpus_of[r.job_id] for r in snap.running.values() if r.preempt_deadline is not None)
     churn = pre.churned_gpus(snap, now, budget.churn_window_s)
     cap = pre.churn_cap_gpus(snap, budget)
-    ranked = sorted(
-        (r for r in snap.running.values() if r.preempt_deadline is None and r.priority_class != 0),
-        key=lambda v: pre.victim_key(v, plan.levels.get(v.job_id, 0.0), now),
-    )
+    ranked: list[RunningJob] | None = None  # victims in rank order, built on first need
     by_key: dict[tuple[int, float], list[RunningJob]] = {}
     hopeless: dict[tuple[object, ...], Reason | None] = {}
     served = 0
@@ -300,8 +312,15 @@ def _preempt(w: _Work, plan: Plan, order: list[Want], jobs: Mapping[str, Job], b
         if served >= budget.max_evictions_per_cycle:
             break
         need = x.min_replicas * job.replica_gpus
+        if job.priority_class == 3 and not plan.preempt_within_class:
+            continue  # batch evicts nobody unless the policy ranks inside the class
         ck = (job.priority_class, x.level)
         if ck not in by_key:
+            if ranked is None:
+                ranked = sorted(
+                    (r for r in snap.running.values() if r.preempt_deadline is None and r.priority_class != 0),
+                    key=lambda v: pre.victim_key(v, plan.levels.get(v.job_id, 0.0), now),
+                )
             by_key[ck] = [v for v in ranked if _eligible(plan, job, x.level, v)]
         cands = [v for v in by_key[ck] if v.job_id not in w.touched]
         if not cands:
@@ -421,13 +440,16 @@ def _grow(w: _Work, plan: Plan, rules: elastic.ElasticRules) -> None:
         waiting_above = any(c <= job.priority_class for c in w.blocked_classes)
         if waiting_above and (w.reserved or run.job_id not in plan.targets):
             continue  # leftover GPUs belong to waiting work of the same or a higher class
-        k = min(target, run.replicas + w.free_count // job.replica_gpus)
+        quota = w.snap.account(job.account).quota_gpus
+        room = w.free_count if quota is None else min(w.free_count, quota - w.account_gpus.get(job.account, 0))
+        k = min(target, run.replicas + max(0, room) // job.replica_gpus)
         while k > run.replicas and elastic.resize_pays(run, k, w.now, rules):
             res = w.place(GangSpec.for_job(job, k - run.replicas))
             if isinstance(res, Placed):
                 merged = {n: tuple(run.assignment.get(n, ())) + tuple(res.assignment.get(n, ()))
                           for n in set(run.assignment) | set(res.assignment)}
                 w.take(res.assignment)
+                w.account_gpus[job.account] = w.account_gpus.get(job.account, 0) + res_gpus(res)
                 w.grows.append(Resize(run.job_id, k, merged, run.replicas))
                 w.touched.add(run.job_id)
                 break

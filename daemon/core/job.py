@@ -123,6 +123,12 @@ class Job:
     preemptions: int = 0
     model: str = ""
 
+    replica_gpus: int = field(init=False, repr=False, compare=False)
+    replicas: int = field(init=False, repr=False, compare=False)
+    min_replicas: int = field(init=False, repr=False, compare=False)
+    max_replicas: int = field(init=False, repr=False, compare=False)
+    elastic: bool = field(init=False, repr=False, compare=False)
+
     def __post_init__(self) -> None:
         if self.gpus < 1:
             raise ValueError(f"{self.job_id}: gpus must be >= 1")
@@ -130,33 +136,19 @@ class Job:
             raise ValueError(f"{self.job_id}: gpus {self.gpus} is not a multiple of tp×pp")
         if not 0 <= self.priority_class <= 3:
             raise ValueError(f"{self.job_id}: priority_class must be 0-3")
-        lo, hi = self.min_replicas, self.max_replicas
+        per = self.tp * self.pp
+        reps = self.gpus // per
+        lo = self.elastic_min if self.elastic_min is not None else reps
+        hi = self.elastic_max if self.elastic_max is not None else reps
         if not 1 <= lo <= hi:
             raise ValueError(f"{self.job_id}: elastic range [{lo}, {hi}] is empty")
+        for name, value in (("replica_gpus", per), ("replicas", reps), ("min_replicas", lo),
+                            ("max_replicas", hi), ("elastic", lo != hi)):
+            object.__setattr__(self, name, value)
 
-    # -- sizes ---------------------------------------------------------------------------------
-    @property
-    def replica_gpus(self) -> int:
-        """GPUs in one DP replica (tp × pp): the atomic unit of growth and shrink."""
-        return self.tp * self.pp
-
-    @property
-    def replicas(self) -> int:
-        """Requested DP degree."""
-        return self.gpus // self.replica_gpus
-
-    @property
-    def elastic(self) -> bool:
-        return self.min_replicas != self.max_replicas
-
-    @property
-    def min_replicas(self) -> int:
-        return self.elastic_min if self.elastic_min is not None else self.replicas
-
-    @property
-    def max_replicas(self) -> int:
-        return self.elastic_max if self.elastic_max is not None else self.replicas
-
+    # -- sizes (derived once in __post_init__; the cycle reads them thousands of times) -----------
+    # replica_gpus: GPUs in one DP replica (tp × pp), the atomic unit of growth and shrink
+    # replicas: requested DP degree; min_replicas/max_replicas: the elastic range; elastic: lo < hi
     @property
     def min_gpus(self) -> int:
         return self.min_replicas * self.replica_gpus
@@ -198,21 +190,16 @@ class RunningJob:
     preempt_deadline: float | None = None  # set while a Preempt is in flight (signal sent)
     last_checkpoint_time: float | None = None
 
+    gpus: int = field(init=False, repr=False, compare=False)  # GPUs held (derived)
+    job_id: str = field(init=False, repr=False, compare=False)  # = job.job_id
+    priority_class: int = field(init=False, repr=False, compare=False)  # = job.priority_class
+
     def __post_init__(self) -> None:
         frozen = MappingProxyType({n: tuple(sorted(g)) for n, g in sorted(self.assignment.items())})
         object.__setattr__(self, "assignment", frozen)
-
-    @property
-    def job_id(self) -> str:
-        return self.job.job_id
-
-    @property
-    def gpus(self) -> int:
-        return sum(len(g) for g in self.assignment.values())
-
-    @property
-    def priority_class(self) -> int:
-        return self.job.priority_class
+        object.__setattr__(self, "gpus", sum(len(g) for g in frozen.values()))
+        object.__setattr__(self, "job_id", self.job.job_id)
+        object.__setattr__(self, "priority_class", self.job.priority_class)
 
     def expected_end(self, now: float) -> float:
         """Best estimate of when the GPUs come back: work left, else the time limit, else never."""

@@ -25,6 +25,7 @@ def random_snapshot(seed: int, *, max_nodes: int = 8) -> Snapshot:
             break
         elastic = rng.random() < 0.4
         b = (job(f"r{i}").gpus(gpus).tp(tp).cls(rng.randint(0, 3)).at(rng.uniform(0, now))
+             .account(rng.choice(["a", "b", "c"]))
              .service(rng.uniform(0, 500_000)).work(rng.uniform(60, 50_000)))
         if elastic:
             b = b.elastic(1, reps + rng.randint(0, 3))
@@ -101,6 +102,17 @@ def check_decision(snap: Snapshot, d: Decision, budget: PreemptionBudget = Preem
     if churn and all(_class(snap, a.for_job) > 0 for a in d.actions if isinstance(a, Preempt)):
         before = sum(e.gpus for e in snap.preemptions if snap.now - e.time < budget.churn_window_s)
         assert before + churn <= int(budget.churn_cap * snap.total_gpus)
+    used = snap.account_running_gpus()
+    for a in d.actions:
+        if isinstance(a, Start | Resize):
+            if isinstance(a, Start):
+                acct, before = next(j for j in snap.pending if j.job_id == a.job_id).account, 0
+            else:
+                acct, before = snap.running[a.job_id].job.account, snap.running[a.job_id].gpus
+            used[acct] = used.get(acct, 0) + a.gpus - before
+            quota = snap.account(acct).quota_gpus
+            if a.gpus > before:
+                assert quota is None or used[acct] <= quota, f"{a.job_id} breaks {acct}'s quota"
     reasons = [r.job_id for r in d.reasons]
     assert len(reasons) == len(set(reasons)), "one reason per job"
     assert set(reasons) == set(pending), "every waiting job has a reason, started jobs none"
