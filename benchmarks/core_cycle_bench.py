@@ -14,6 +14,7 @@ import argparse
 import random
 import statistics
 import time
+from typing import Any
 
 from daemon.core import (
     Job,
@@ -25,6 +26,7 @@ from daemon.core import (
     amdahl,
     decide,
     make_snapshot,
+    topology_placer,
 )
 from daemon.core.policy import get, names
 from daemon.core.snapshot import Snapshot
@@ -96,17 +98,31 @@ def main() -> None:
     snap = build(args.nodes, args.pending, args.busy)
     print(f"cluster {args.nodes}x8 = {snap.total_gpus} GPUs, {len(snap.running)} running, "
           f"{snap.free_gpus} free on {len(snap.free)} nodes, {len(snap.pending)} pending")
-    print(f"{'policy':10} {'median ms':>10} {'max ms':>8} {'starts':>7} {'preempt':>7} {'resize':>7}")
+    print("| policy | median ms | max ms | in place() ms | place() calls | starts | preempts | resizes |")
+    print("|---|---|---|---|---|---|---|---|")
+    spent = {"s": 0.0, "n": 0}
+
+    def timed(*a: Any, **k: Any) -> Any:
+        t = time.perf_counter()
+        try:
+            return topology_placer(*a, **k)
+        finally:
+            spent["s"] += time.perf_counter() - t
+            spent["n"] += 1
+
     for name in args.policy or names():
         policy = get(name)
-        times = []
+        times, inside = [], []
         for r in range(args.runs):
+            spent.update(s=0.0, n=0)
             t = time.perf_counter()
-            d = decide(snap, policy, snap.now, random.Random(r))
+            d = decide(snap, policy, snap.now, random.Random(r), placer=timed)
             times.append((time.perf_counter() - t) * 1e3)
+            inside.append(spent["s"] * 1e3)
         count = {k: sum(isinstance(a, k) for a in d.actions) for k in (Start, Preempt, Resize)}
-        print(f"{name:10} {statistics.median(times):10.1f} {max(times):8.1f} {count[Start]:7d} "
-              f"{count[Preempt]:7d} {count[Resize]:7d}")
+        print(f"| {name} | {statistics.median(times):.1f} | {max(times):.1f} | "
+              f"{statistics.median(inside):.1f} | {spent['n']} | {count[Start]} | {count[Preempt]} | "
+              f"{count[Resize]} |")
 
 
 if __name__ == "__main__":
