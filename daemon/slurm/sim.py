@@ -84,6 +84,7 @@ class _SimJob:
         "last_preempted_at",
         "last_resize_time",
         "preemptions",
+        "qkey",
         "rate",
         "record",
         "remaining",
@@ -130,6 +131,7 @@ class _SimJob:
         self.restore_needed = False
         self.version = 0
         self.submit_integral = integral
+        self.qkey: tuple[float, int, str] = (tj.submit_time, 0, tj.job_id)
 
 
 class SimBackend:
@@ -149,6 +151,7 @@ class SimBackend:
         self._frozen_free: dict[str, frozenset[int]] = {}
         self.jobs: dict[str, _SimJob] = {}
         self.pending: list[tuple[float, int, str]] = []  # (submit, seq, job_id), kept sorted
+        self._pending_jobs: list[Job] = []  # the core's views, aligned with ``pending``
         self._pending_view: tuple[Job, ...] | None = None
         self.running: dict[str, _SimJob] = {}
         self.records: list[JobRecord] = []
@@ -177,15 +180,18 @@ class SimBackend:
 
     def _enqueue(self, sj: _SimJob) -> None:
         self._seq += 1
-        bisect.insort(self.pending, (sj.tj.submit_time, self._seq, sj.tj.job_id))
+        sj.qkey = (sj.tj.submit_time, self._seq, sj.tj.job_id)
+        i = bisect.bisect_left(self.pending, sj.qkey)
+        self.pending.insert(i, sj.qkey)
+        self._pending_jobs.insert(i, sj.view)
         self._pending_view = None
 
-    def _dequeue(self, job_id: str) -> None:
-        for i, (_, _, jid) in enumerate(self.pending):
-            if jid == job_id:
-                del self.pending[i]
-                self._pending_view = None
-                return
+    def _dequeue(self, sj: _SimJob) -> None:
+        i = bisect.bisect_left(self.pending, sj.qkey)
+        if i < len(self.pending) and self.pending[i] == sj.qkey:
+            del self.pending[i]
+            del self._pending_jobs[i]
+            self._pending_view = None
 
     def _take(self, assignment: Mapping[str, tuple[int, ...]]) -> str | None:
         for node, gpus in assignment.items():
@@ -269,10 +275,11 @@ class SimBackend:
         return True
 
     def reject(self, job_id: str, reason: str, now: float) -> None:
-        sj = self.jobs.pop(job_id, None)
+        sj = self.jobs.get(job_id)
         if sj is None or sj.assignment is not None:
             return
-        self._dequeue(job_id)
+        del self.jobs[job_id]
+        self._dequeue(sj)
         sj.record.rejected = reason
         self._count(now, -1)
 
@@ -306,7 +313,7 @@ class SimBackend:
             acc = sj.tj.account
             usage[acc] = usage.get(acc, 0.0) + sj.attained - sj.attained_at_start
         if self._pending_view is None:
-            self._pending_view = tuple(self.jobs[jid].view for _, _, jid in self.pending)
+            self._pending_view = tuple(self._pending_jobs)
         pending = self._pending_view
         if self.max_pending is not None and len(pending) > self.max_pending:
             pending = pending[: self.max_pending]
@@ -371,7 +378,7 @@ class SimBackend:
         problem = self._take(action.assignment)
         if problem:
             return problem
-        self._dequeue(sj.tj.job_id)
+        self._dequeue(sj)
         sj.as_of = now
         self._set_allocation(sj, action.assignment, action.replicas)
         sj.start_time = now
