@@ -8,6 +8,11 @@ one is set, like the daemon's timer — plus optional periodic ``tick_s`` cycles
 (for time-driven priorities such as starvation promotion). The run always ends: ticks are only
 scheduled while other events remain, and after the last event one final cycle runs; whatever is
 still pending then is reported as unfinished with the core's reason.
+
+Checkpoints and the end of a restore or resize transition need no events of their own: the
+backend integrates each job's progress piecewise (constant rate between changes) and finds the
+last periodic checkpoint arithmetically when it needs it (at a kill), so the heap only holds
+events that change what the decision core would see.
 """
 
 from __future__ import annotations
