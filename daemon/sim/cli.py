@@ -176,6 +176,10 @@ def sim(
         if rejected:
             err.print(f"[yellow]{run.policy}:[/] {rejected} jobs rejected (larger than the "
                       "cluster)", highlight=False)
+        if run.failed_actions:
+            failed = ", ".join(f"{k} x{v}" for k, v in run.failed_actions.most_common(5))
+            err.print(f"[yellow]{run.policy}:[/] actions refused by the cluster: {failed}",
+                      highlight=False, soft_wrap=True)
         err.print(f"[dim]{run.policy}: {run.cycles:,} cycles, {run.events:,} events, "
                   f"{run.wall_s:.1f} s, {len(jobs) / max(run.wall_s, 1e-9):,.0f} jobs/s[/]",
                   highlight=False)
