@@ -82,3 +82,21 @@ def test_every_job_is_accounted_for(two_nodes: Any, policy: str) -> None:
     m = result.metrics
     assert m.finished + m.rejected + m.unfinished == 40 and m.finished == 40
     assert 0 < m.util_productive <= m.util_allocated <= 1.0
+
+
+def test_tiresias_preemption_through_the_engine_exact_loss(one_node: Any) -> None:
+    from daemon.core.cycle import CycleConfig
+    from daemon.core.preemption import PreemptionBudget
+
+    # a long job has 11 GPU-h of service when a short one arrives: Tiresias evicts it. Grace
+    # 120 s (the core's default), checkpoints every 1800 s, restore 120 s.
+    config = EngineConfig(cycle=CycleConfig(budget=PreemptionBudget(churn_cap=1.0)))
+    jobs = [tj("long", 0, 8, 100_000.0), tj("short", 5000, 8, 100.0)]
+    recs = by_id(simulate(jobs, get("tiresias"), one_node, placer=first_fit, config=config))
+    assert (recs["short"].start, recs["short"].finish) == (5120.0, 5220.0)
+    long = recs["long"]
+    assert long.preemptions == 1
+    # killed at 5120, last checkpoint at 3600: 1520 s x 8 GPUs lost, plus 120 s x 8 restoring
+    assert long.lost_gpu_s == pytest.approx(1520 * 8 + 120 * 8)
+    # restarts at 5220, restores until 5340, then the 96,400 s left since the checkpoint
+    assert long.finish == pytest.approx(5220 + 120 + 96_400)
