@@ -16,9 +16,11 @@ import platform
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import daemon.loop
 from daemon.core.policy import get
 from daemon.sim.cli import make_elastic
 from daemon.sim.engine import EngineConfig, RunResult, simulate
@@ -28,6 +30,19 @@ from daemon.sim.traces.philly import default_dir, read_philly
 from topology.fabric import fabric_from_shape
 
 H = 3600.0
+_DECIDE_S = [0.0]
+_decide = daemon.loop.decide
+
+
+def _timed_decide(*args: Any, **kwargs: Any) -> Any:
+    t = time.perf_counter()
+    try:
+        return _decide(*args, **kwargs)
+    finally:
+        _DECIDE_S[0] += time.perf_counter() - t
+
+
+daemon.loop.decide = _timed_decide  # measurement only: how much of a replay is the core
 
 
 def h(x: float) -> str:
@@ -55,10 +70,13 @@ def main() -> None:
     fabric = fabric_from_shape(args.nodes, args.gpus_per_node, args.leaf)
     gpus = args.nodes * args.gpus_per_node
     runs: list[RunResult] = []
+    decide_s: dict[str, float] = {}
     for name in args.policies.split(","):
+        _DECIDE_S[0] = 0.0
         run = simulate(jobs, get(name), fabric, comm=TopologyComm(fabric),
                        config=EngineConfig(cycle_s=args.cycle_s))
         runs.append(run)
+        decide_s[name] = _DECIDE_S[0]
         m = run.metrics
         print(f"# {name}: {run.wall_s:.1f} s, mean JCT {m.mean_jct_s / H:.2f} h", file=sys.stderr,
               flush=True)
@@ -89,12 +107,14 @@ def main() -> None:
             cells = " | ".join("—" if math.isnan(v) else f"{v:.2f}×" for v in row.values())
             print(f"| {name} | {cells} |")
     print("\nSimulator speed (this machine, one process):\n")
-    print("| policy | cycles | events | wall s | jobs/s | extrapolated 100k jobs s |")
-    print("|---" * 6 + "|")
+    print("| policy | cycles | events | wall s | in decide() s | simulator s | jobs/s "
+          "| extrapolated 100k jobs s |")
+    print("|---" * 8 + "|")
     for run in runs:
         rate = len(jobs) / run.wall_s
+        core = decide_s[run.policy]
         print(f"| {run.policy} | {run.cycles:,} | {run.events:,} | {run.wall_s:.1f} | "
-              f"{rate:,.0f} | {100_000 / rate:.0f} |")
+              f"{core:.1f} | {run.wall_s - core:.1f} | {rate:,.0f} | {100_000 / rate:.0f} |")
 
 
 if __name__ == "__main__":
