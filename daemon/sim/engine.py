@@ -30,7 +30,7 @@ from daemon.clock import SimClock
 from daemon.core.cycle import CycleConfig
 from daemon.core.gang import Placer, topology_placer
 from daemon.core.policy import Policy
-from daemon.core.reasons import Reason
+from daemon.core.reasons import PendingReason, Reason
 from daemon.loop import run_cycle
 from daemon.sim.metrics import JobRecord, Metrics, compute
 from daemon.sim.progress import CommModel
@@ -103,7 +103,7 @@ def simulate(
     tick_at: float | None = None  # time of the one periodic tick already queued
     cycles = events = 0
     failed: Counter[str] = Counter()
-    reasons: dict[str, str] = {}
+    last_reasons: list[tuple[PendingReason, ...]] = [()]  # rendered only at the end
     total = len(jobs)
     step = max(1, total // 200)
     done_reported = 0
@@ -123,11 +123,11 @@ def simulate(
         cycles += 1
         for result in outcome.failed:
             failed[f"{type(result.action).__name__}: {result.detail.split(' ')[0]}"] += 1
+        larger = Reason.LARGER_THAN_CLUSTER
         for pr in outcome.reasons:
-            if pr.code is Reason.LARGER_THAN_CLUSTER:
+            if pr.code is larger:
                 backend.reject(pr.job_id, pr.detail or "larger than the cluster", now)
-        reasons.clear()
-        reasons.update({pr.job_id: pr.render() for pr in outcome.reasons})
+        last_reasons[0] = outcome.reasons
         nonlocal tick_at
         if (config.tick_s > 0 and tick_at is None and backend.pending
                 and backend.running):
@@ -165,6 +165,7 @@ def simulate(
             break  # the core starts nothing more: what waits is reported unfinished
     if on_progress is not None:
         on_progress(backend.finished, total)
+    reasons = {pr.job_id: pr.render() for pr in last_reasons[0]}
     unfinished = {jid: reasons.get(jid, "") for jid in backend.pending_ids()}
     unfinished.update({jid: "still running" for jid in backend.running})
     metrics = compute(backend.records, backend.total_gpus)
