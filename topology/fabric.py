@@ -119,6 +119,12 @@ class Fabric:
             domains.setdefault(self.domain_of(node), []).append(node)
         self.domains: Mapping[str, tuple[str, ...]] = MappingProxyType({d: tuple(m) for d, m in domains.items()})
         self.rails = max((f.gpus for f in self._facts.values()), default=0)
+        self.max_node_gpus = self.rails
+        self.max_domain_gpus = max((sum(self._facts[n].gpus for n in m) for m in self.domains.values()), default=0)
+        self.multi_node_domains = any(len(m) > 1 for m in self.domains.values())
+        # Hot-path tuple per node for the placement scan: (gpus, gpu_mem_gb, nvlink, index, leaf).
+        self._hot = {n: (f.gpus, f.gpu_mem_gb, f.nvlink, self._index[n], leaf_of[n])
+                     for n, f in self._facts.items()}
         self.graph = self._build_graph()
 
     # -- queries used on the hot path -------------------------------------------------------
@@ -129,6 +135,10 @@ class Fabric:
 
     def __contains__(self, node: object) -> bool:
         return node in self._facts
+
+    def hot(self, node: str) -> tuple[int, float, bool, int, str] | None:
+        """``(gpus, gpu_mem_gb, nvlink, index, leaf)`` of ``node``, or None if unknown (hot path)."""
+        return self._hot.get(node)
 
     def index(self, node: str) -> int:
         """Position of ``node`` in topology order."""

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from topology.fabric import Fabric
 from topology.health import LinkHealth
-from topology.placement.search import eligible_containers, normalise
+from topology.placement.model import eligible_containers, normalise
 from topology.placement.types import GangRequest, Unplaceable
 
 __all__ = ["Fragmentation", "fragmentation_index"]

@@ -9,8 +9,8 @@ path divides its weight by the path's bandwidth factor.
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Mapping, Sequence
+from itertools import pairwise
 
 from topology.fabric import Fabric
 from topology.health import LinkHealth
@@ -42,11 +42,23 @@ def _ring(fabric: Fabric, members: Sequence[RankSlot], health: LinkHealth | None
     return total
 
 
-def _misaligned(group: Sequence[RankSlot]) -> int:
-    """Members not on the group's most common rail (GPU index)."""
-    if len(group) < 2:
+def _rail_breaks(fabric: Fabric, group: Sequence[RankSlot]) -> int:
+    """Hops of the group's inter-node ring whose two nodes share no rail.
+
+    Members on one node talk over NVLink, so only the node-to-node hops matter, and a hop stays
+    on one rail when the two nodes hold the group on at least one common GPU index (NCCL then
+    enters and leaves each node on that rail).
+    """
+    rails: dict[str, set[int]] = {}
+    for r in group:
+        rails.setdefault(r.node, set()).add(r.gpu)
+    if len(rails) < 2:
         return 0
-    return len(group) - Counter(r.gpu for r in group).most_common(1)[0][1]
+    nodes = sorted(rails, key=fabric.index)
+    hops = list(pairwise(nodes))
+    if len(nodes) > 2:
+        hops.append((nodes[-1], nodes[0]))
+    return sum(1 for a, b in hops if not rails[a] & rails[b])
 
 
 def score_layout(
@@ -77,19 +89,16 @@ def score_layout(
         by_node: dict[str, list[RankSlot]] = {}
         for r in ranks:
             by_node.setdefault(r.node, []).append(r)
-        heads = [members[0] for members in by_node.values()]
+        heads = sorted((members[0] for members in by_node.values()), key=lambda r: fabric.index(r.node))
         terms["dp"] = _ring(fabric, heads, health)
-        if len(by_node) > 1:
-            depth = max(len(m) for m in by_node.values())
-            for j in range(depth):
-                terms["rail"] += _misaligned([m[j] for m in by_node.values() if len(m) > j])
+        terms["rail"] = float(_rail_breaks(fabric, ranks))
     elif dp > 1:
         for s in range(pp):
             for t in range(tp):
                 group = [ranks[d * pp * tp + s * tp + t] for d in range(dp)]
                 if t == 0:
-                    terms["dp"] += _ring(fabric, group, health)
-                terms["rail"] += _misaligned(group) / tp
+                    terms["dp"] += _ring(fabric, sorted(group, key=lambda r: fabric.index(r.node)), health)
+                terms["rail"] += _rail_breaks(fabric, group) / tp
     terms["pack"] = float(sum(1 for left in free_after.values() if left > 0))
     breakdown = {
         "tp": weights.tp * terms["tp"],

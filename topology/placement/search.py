@@ -1,136 +1,54 @@
-"""The placement engine (R-T4, R-T5, R-T7): eligibility, a single-node fast path, and for gangs a
-greedy bottom-up fill with a pruned tree search at every level, over a few sampled scopes whose
-complete layouts are scored; the cheapest wins.
+"""The placement engine (R-T4, R-T7): a single-node fast path, and for gangs a greedy bottom-up fill
+with a pruned tree search at every level, over a few best-fit and sampled scopes whose complete
+layouts are scored; the cheapest wins.
 
-Everything is deterministic for a given ``seed``: sampling uses ``random.Random(seed)`` and every
-tie is broken by topology order.
+Search, per candidate scope (a leaf, a spine, …): at each level choose the fewest children that
+cover the need with the least waste (greedy best fit, then a depth-first search pruned by the
+largest sums still reachable), down to nodes. Scopes: the best-fitting ones at the lowest level
+that can hold the gang, a seeded sample of the others there, the best fit one and two levels up,
+and a flat "fewest nodes anywhere" candidate. Pipeline replicas are first kept whole inside leaves
+(granularity ``pp``), then not. Deterministic for a given ``seed``; ties go to topology order.
 """
 
 from __future__ import annotations
 
 import random
-from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from itertools import pairwise
 from types import MappingProxyType
 
 from topology.fabric import Fabric
 from topology.health import LinkHealth
-from topology.placement.cost import score_layout
+from topology.placement.layout import best_window, layout
+from topology.placement.model import (
+    Container,
+    Shape,
+    eligible_containers,
+    normalise,
+    usable_indices,
+)
 from topology.placement.types import (
     CLASS_WEIGHTS,
     GangRequest,
-    JobClass,
     Placement,
-    RankSlot,
     ScoreWeights,
     Unplaceable,
 )
 
-__all__ = ["Container", "Shape", "eligible_containers", "layout", "normalise", "place"]
+__all__ = ["choose", "place"]
 
 # Tree-search budget per level: enough to find exact best fits among a few dozen leaves/nodes,
 # small enough that a 256-GPU gang on 1,250 nodes stays within a few milliseconds per candidate.
 _SEARCH_BUDGET = 400
 _BEST_FIT_SCOPES = 3
-_SAMPLED_SCOPES = 3
+_SAMPLED_SCOPES = 2
+_EXTRA_LEVELS = 2  # also score the best-fit scope one and two levels above the lowest that fits
+
+Alloc = list[tuple[Container, int]]
 
 
-@dataclass(frozen=True)
-class Shape:
-    """A validated request: ``units`` TP groups of ``tp`` GPUs, ``pp`` stages x ``dp`` replicas."""
-
-    gpus: int
-    tp: int
-    pp: int
-    dp: int
-    job_class: JobClass
-
-    @property
-    def units(self) -> int:
-        return self.pp * self.dp
-
-
-@dataclass(frozen=True)
-class Container:
-    """An NVLink domain (usually one node) with its usable free GPUs, in topology order."""
-
-    name: str
-    free: tuple[tuple[str, int], ...]
-    units: int
-    first: str
-
-
-def normalise(request: GangRequest, fabric: Fabric) -> Shape | Unplaceable:
-    """Check sizes and infer dp and the job class."""
-    tp, pp, gpus = request.tp, request.pp, request.gpus
-    if gpus < 1 or tp < 1 or pp < 1 or (request.dp is not None and request.dp < 1):
-        return Unplaceable("invalid_request", "gpus, tp, pp and dp must be positive")
-    dp = request.dp if request.dp is not None else gpus // (tp * pp)
-    if tp * pp * dp != gpus:
-        return Unplaceable("invalid_request", f"tp*pp*dp = {tp}*{pp}*{dp} = {tp * pp * dp} != gpus = {gpus}")
-    biggest = max((sum(fabric.facts(n).gpus for n in m) for m in fabric.domains.values()), default=0)
-    if tp > biggest:
-        return Unplaceable("invalid_request", f"tp={tp} is wider than the largest NVLink domain ({biggest} GPUs)")
-    job_class = request.job_class
-    if job_class is None:
-        per_node = max((fabric.facts(n).gpus for n in fabric.nodes), default=0)
-        if pp == 1 and gpus <= per_node and (tp == 1 or tp == gpus):
-            job_class = "single"
-        elif tp > 1 or pp > 1:
-            job_class = "3d"
-        else:
-            job_class = "dp"
-    return Shape(gpus, tp, pp, dp, job_class)
-
-
-def eligible_containers(
-    fabric: Fabric,
-    free: Mapping[str, frozenset[int]],
-    request: GangRequest,
-    shape: Shape,
-    health: LinkHealth | None,
-) -> list[Container] | Unplaceable:
-    """Containers (NVLink domains) whose free GPUs meet every resource dimension, or why none do."""
-    need_nvlink = request.needs_nvlink or shape.tp > 1
-    avoid_lame = shape.job_class != "single" and health is not None and bool(health.quarantined)
-    total = mem_ok = link_ok = 0
-    per_domain: dict[str, list[tuple[str, int]]] = {}
-    for node, idxs in free.items():
-        if not idxs or node not in fabric:
-            continue
-        facts = fabric.facts(node)
-        usable = sorted(i for i in idxs if 0 <= i < facts.gpus)
-        total += len(usable)
-        if facts.gpu_mem_gb < request.min_gpu_mem_gb:
-            continue
-        mem_ok += len(usable)
-        if need_nvlink and not facts.nvlink:
-            continue
-        link_ok += len(usable)
-        if avoid_lame and health is not None and health.is_quarantined(node):
-            continue
-        per_domain.setdefault(fabric.domain_of(node), []).extend((node, i) for i in usable)
-    g = shape.gpus
-    if total < g:
-        return Unplaceable("insufficient_gpus", f"{g} GPUs requested, {total} free")
-    if mem_ok < g:
-        return Unplaceable("gpu_memory", f"{mem_ok} free GPUs have >= {request.min_gpu_mem_gb:g} GB, {g} needed")
-    if link_ok < g:
-        return Unplaceable("no_nvlink_domain", f"{link_ok} free GPUs are on NVLink nodes, {g} needed")
-    usable_total = sum(len(v) for v in per_domain.values())
-    if usable_total < g:
-        return Unplaceable("quarantined", f"only {usable_total} free GPUs avoid quarantined nodes, {g} needed")
-    out = []
-    for name, gpus in per_domain.items():
-        gpus.sort(key=lambda ng: (fabric.index(ng[0]), ng[1]))
-        out.append(Container(name, tuple(gpus), len(gpus) // shape.tp, gpus[0][0]))
-    out.sort(key=lambda c: fabric.index(c.first))
-    return out
-
-
-def _choose(caps: Sequence[int], need: int, budget: int = _SEARCH_BUDGET) -> list[int] | None:
-    """Indices of the fewest items covering ``need``, then the least waste (best fit).
+def choose(caps: Sequence[int], need: int, budget: int = _SEARCH_BUDGET) -> list[int] | None:
+    """Indices of the fewest items covering ``need``, then the least waste (best fit), sorted.
 
     Greedy first (largest items, then the smallest item that covers the rest: Slurm's best fit),
     then a depth-first search over same-size subsets, pruned by the largest sums still reachable.
@@ -146,8 +64,7 @@ def _choose(caps: Sequence[int], need: int, budget: int = _SEARCH_BUDGET) -> lis
         return None
     head = order[: k - 1]
     rem = need - sum(caps[i] for i in head)
-    fits = [i for i in order[k - 1:] if caps[i] >= rem]
-    last = min(fits, key=lambda i: (caps[i], i))
+    last = min((i for i in order[k - 1:] if caps[i] >= rem), key=lambda i: (caps[i], i))
     best = [*head, last]
     best_waste = sum(caps[i] for i in best) - need
     if best_waste == 0 or k == 1:
@@ -160,17 +77,14 @@ def _choose(caps: Sequence[int], need: int, budget: int = _SEARCH_BUDGET) -> lis
         steps += 1
         left = k - len(chosen)
         if left == 0:
-            waste = total - need
-            if 0 <= waste < best_waste:
-                best, best_waste = [order[j] for j in chosen], waste
+            if 0 <= total - need < best_waste:
+                best, best_waste = [order[j] for j in chosen], total - need
             return best_waste == 0
         for j in range(start, len(order) - left + 1):
             if steps > budget:
                 return True
             if total + sum(sorted_caps[j:j + left]) < need:
                 return False  # sorted descending: later j reach even less
-            if total + sorted_caps[j] - need >= best_waste and left == 1:
-                continue
             if dfs(j + 1, [*chosen, j], total + sorted_caps[j]):
                 return True
         return False
@@ -179,161 +93,18 @@ def _choose(caps: Sequence[int], need: int, budget: int = _SEARCH_BUDGET) -> lis
     return sorted(best)
 
 
-def _pick(c: Container, k: int, tp: int, fabric: Fabric, freq: Counter[int]) -> list[tuple[tuple[str, int], ...]]:
-    """``k`` TP groups from container ``c``: aligned NVLink blocks on the rails most peers use."""
-    if len({n for n, _ in c.free}) > 1:  # multi-node NVLink domain: keep topology order
-        return [c.free[u * tp:(u + 1) * tp] for u in range(k)]
-    node = c.first
-    idxs = [i for _, i in c.free]
-    if tp == 1:
-        chosen = sorted(sorted(idxs, key=lambda i: (-freq[i], i))[:k])
-        return [((node, i),) for i in chosen]
-    fs = set(idxs)
-    blocks = [b for b in range(0, fabric.facts(node).gpus - tp + 1, tp) if all(b + j in fs for j in range(tp))]
-    blocks.sort(key=lambda b: (-freq[b], b))
-    picked = sorted(blocks[:k])
-    groups = [tuple((node, b + j) for j in range(tp)) for b in picked]
-    if len(groups) < k:
-        used = {b + j for b in picked for j in range(tp)}
-        rest = [i for i in idxs if i not in used]
-        for u in range(k - len(groups)):
-            groups.append(tuple((node, i) for i in rest[u * tp:(u + 1) * tp]))
-    return groups
-
-
-def layout(
-    fabric: Fabric,
-    shape: Shape,
-    alloc: Sequence[tuple[Container, int]],
-    weights: ScoreWeights,
-    health: LinkHealth | None = None,
-) -> Placement:
-    """Turn "k TP groups from each container" into ranks, and score it.
-
-    Unit u (a TP group, in topology order) is replica ``u // pp``, stage ``u % pp``: a replica's
-    stages are consecutive, hence on one node or one leaf; replicas, and so each DP group, spread
-    along the tree. Unit blocks are chosen on the rails that most containers have free, so DP peers
-    sit on the same rail (R-T5).
-    """
-    alloc = sorted(alloc, key=lambda ck: fabric.index(ck[0].first))
-    freq: Counter[int] = Counter()
-    for c, _ in alloc:
-        idxs = {i for _, i in c.free}
-        if shape.tp == 1:
-            freq.update(idxs)
-        else:
-            freq.update(b for b in range(0, fabric.facts(c.first).gpus, shape.tp)
-                        if all(b + j in idxs for j in range(shape.tp)))
-    units: list[tuple[tuple[str, int], ...]] = []
-    for c, k in alloc:
-        units.extend(_pick(c, k, shape.tp, fabric, freq))
-    ranks: list[RankSlot] = []
-    gpus: dict[str, list[int]] = {}
-    for u, group in enumerate(units[: shape.units]):
-        d, s = divmod(u, shape.pp)
-        for t, (node, i) in enumerate(group):
-            ranks.append(RankSlot(node, i, t, s, d))
-            gpus.setdefault(node, []).append(i)
-    # Global rank order: tp fastest, then stage, then replica.
-    ranks.sort(key=lambda r: (r.dp_rank, r.pp_stage, r.tp_rank))
-    free_after: dict[str, int] = {}
-    for c, _ in alloc:
-        for node, _i in c.free:
-            free_after[node] = free_after.get(node, 0) + 1
-    for node, used in gpus.items():
-        free_after[node] -= len(used)
-    cost, breakdown = score_layout(fabric, ranks, shape.tp, shape.pp, shape.dp, weights, free_after, health)
-    return Placement(
-        gpus=MappingProxyType({n: tuple(sorted(v)) for n, v in gpus.items()}),
-        ranks=tuple(ranks),
-        cost=cost,
-        breakdown=MappingProxyType(breakdown),
-        job_class=shape.job_class,
-    )
-
-
-def _window(free_idx: Sequence[int], need: int, gpus: int) -> list[int]:
-    """Best-fit GPUs inside one node: an aligned power-of-two window whose buddy is busiest."""
-    fs = set(free_idx)
-    if need & (need - 1) == 0 and need <= gpus:
-        best: tuple[int, int] | None = None
-        for start in range(0, gpus - need + 1, need):
-            if all(start + j in fs for j in range(need)):
-                parent = start - start % (2 * need)
-                buddy_free = sum(1 for j in range(parent, min(parent + 2 * need, gpus)) if j in fs)
-                key = (buddy_free, start)
-                if best is None or key < best:
-                    best = key
-        if best is not None:
-            return list(range(best[1], best[1] + need))
-    return sorted(free_idx)[:need]
-
-
-def _single(fabric: Fabric, conts: Sequence[Container], shape: Shape, weights: ScoreWeights,
-            health: LinkHealth | None) -> Placement | None:
-    """Fast path for gangs that fit one NVLink domain: best-fit container, tightest leaf first."""
-    leaf_free: Counter[str] = Counter()
-    for c in conts:
-        leaf_free[fabric.leaf_of(c.first)] += len(c.free)
-    best: tuple[int, int, int] | None = None
-    pick: Container | None = None
-    for c in conts:
-        if c.units * shape.tp < shape.gpus:
-            continue
-        key = (len(c.free) - shape.gpus, leaf_free[fabric.leaf_of(c.first)], fabric.index(c.first))
-        if best is None or key < best:
-            best, pick = key, c
-    if pick is None:
-        return None
-    if len({n for n, _ in pick.free}) == 1 and (shape.tp == 1 or shape.tp == shape.gpus):
-        chosen = _window([i for _, i in pick.free], shape.gpus, fabric.facts(pick.first).gpus)
-        narrowed = Container(pick.name, tuple((pick.first, i) for i in chosen), shape.units, pick.first)
-        placement = layout(fabric, shape, [(narrowed, shape.units)], weights, health)
-        left = len(pick.free) - shape.gpus
-        pack = weights.pack * (1.0 if left > 0 else 0.0)
-        breakdown = {**placement.breakdown, "pack": pack}
-        return Placement(placement.gpus, placement.ranks, sum(breakdown.values()),
-                         MappingProxyType(breakdown), shape.job_class, fabric.leaf_of(pick.first))
-    return layout(fabric, shape, [(pick, shape.units)], weights, health)
-
-
-def _fill(fabric: Fabric, conts: Sequence[Container], h: int, need: int, gran: int,
-          anc: Mapping[tuple[str, int], str]) -> list[tuple[Container, int]] | None:
-    """Allocate ``need`` units below one scope at height ``h`` (-1: choose containers)."""
-    if h < 0:
-        idx = _choose([c.units for c in conts], need)
-        if idx is None:
-            return None
-        chosen = _rail_aligned(conts, need, len(idx)) or [conts[i] for i in idx]
-        waste = sum(c.units for c in chosen) - need
-        # The remainder comes out of the smallest chosen container: the rest are taken whole.
-        small = min(range(len(chosen)), key=lambda j: (chosen[j].units, -j))
-        return [(c, c.units - (waste if j == small else 0)) for j, c in enumerate(chosen)]
-    groups: dict[str, list[Container]] = {}
-    for c in conts:
-        groups.setdefault(anc[(c.first, h)], []).append(c)
-    names = list(groups)
-    caps = [_cap(groups[n], gran, h, anc) for n in names]
-    idx = _choose(caps, need)
-    if idx is None:
-        return None
-    waste = sum(caps[i] for i in idx) - need
-    small = min(idx, key=lambda i: (caps[i], -i))
-    out: list[tuple[Container, int]] = []
-    for i in idx:
-        part = _fill(fabric, groups[names[i]], h - 1, caps[i] - (waste if i == small else 0), gran, anc)
-        if part is None:
-            return None
-        out.extend((c, k) for c, k in part if k > 0)
-    return out
+def _splits_rails(chosen: Sequence[Container]) -> bool:
+    """True if two neighbouring containers share no free GPU index."""
+    sets = [{i for _, i in c.free} for c in chosen]
+    return any(not a & b for a, b in pairwise(sets))
 
 
 def _rail_aligned(conts: Sequence[Container], need: int, k: int) -> list[Container] | None:
-    """The same number of containers, all with identical free GPU indices, if that is possible:
-    then every DP ring stays on its rail (R-T5). Only single-node containers qualify."""
+    """As many containers, all with identical free GPU indices, if that covers the need: then
+    every DP ring stays on its rail (R-T5). Only single-node containers qualify."""
     by_sig: dict[tuple[int, ...], list[Container]] = {}
     for c in conts:
-        if c.units and all(n == c.first for n, _ in c.free):
+        if c.units and c.free[0][0] == c.free[-1][0]:
             by_sig.setdefault(tuple(i for _, i in c.free), []).append(c)
     if len(by_sig) < 2:
         return None
@@ -341,20 +112,111 @@ def _rail_aligned(conts: Sequence[Container], need: int, k: int) -> list[Contain
         group = by_sig[sig]
         if sum(c.units for c in group) < need:
             continue
-        idx = _choose([c.units for c in group], need)
+        idx = choose([c.units for c in group], need)
         if idx is not None and len(idx) <= k:
             return [group[i] for i in idx]
     return None
 
 
-def _cap(conts: Sequence[Container], gran: int, h: int, anc: Mapping[tuple[str, int], str]) -> int:
-    """Units below a scope, counting only whole replicas (``gran`` units) per leaf."""
-    if h == 0:
-        return sum(c.units for c in conts) // gran * gran
-    per_leaf: Counter[str] = Counter()
-    for c in conts:
-        per_leaf[anc[(c.first, 0)]] += c.units
-    return sum(v // gran * gran for v in per_leaf.values())
+def _fill_leaf(conts: Sequence[Container], need: int, tie_last: bool) -> Alloc | None:
+    """Choose nodes (containers) inside one leaf; the waste stays in the smallest one."""
+    idx = choose([c.units for c in conts], need)
+    if idx is None:
+        return None
+    chosen = [conts[i] for i in idx]
+    waste = sum(c.units for c in chosen) - need
+    if waste or _splits_rails(chosen):
+        aligned = _rail_aligned(conts, need, len(idx))
+        if aligned is not None and (sum(c.units for c in aligned) - need <= waste or _splits_rails(chosen)):
+            chosen, waste = aligned, sum(c.units for c in aligned) - need
+    small = min(range(len(chosen)), key=lambda j: (chosen[j].units, -j if tie_last else j))
+    return [(c, c.units - (waste if j == small else 0)) for j, c in enumerate(chosen)]
+
+
+class _Tree:
+    """Leaf-level aggregates of one request, so every scope's capacity is a sum over its leaves."""
+
+    def __init__(self, fabric: Fabric, conts: Sequence[Container]) -> None:
+        self.fabric = fabric
+        self.leaf_conts: dict[str, list[Container]] = {}
+        for c in conts:
+            self.leaf_conts.setdefault(c.leaf, []).append(c)
+        self.leaf_units = {leaf: sum(c.units for c in cs) for leaf, cs in self.leaf_conts.items()}
+        self.depth = fabric.depth
+        self._anc: dict[tuple[str, int], str] = {}
+
+    def anc(self, leaf: str, h: int) -> str:
+        """The scope ``h`` levels above ``leaf`` (0 = the leaf itself; past the roots: ``*``)."""
+        key = (leaf, h)
+        found = self._anc.get(key)
+        if found is None:
+            first = self.leaf_conts[leaf][0].first
+            found = self.fabric.ancestor(first, h) if h < self.depth else "*"
+            self._anc[key] = found
+        return found
+
+    def cap(self, leaves: Sequence[str], gran: int) -> int:
+        """Units below these leaves, counting whole replicas (``gran`` units) per leaf."""
+        return sum(self.leaf_units[lf] // gran * gran for lf in leaves)
+
+    def scopes(self, h: int) -> dict[str, list[str]]:
+        out: dict[str, list[str]] = {}
+        for leaf in self.leaf_conts:
+            out.setdefault(self.anc(leaf, h), []).append(leaf)
+        return out
+
+    def fill(self, leaves: Sequence[str], h: int, need: int, gran: int, tie_last: bool) -> Alloc | None:
+        """Allocate ``need`` units below the scope made of ``leaves`` at height ``h``."""
+        if h == 0:
+            return _fill_leaf(self.leaf_conts[leaves[0]], need, tie_last)
+        groups: dict[str, list[str]] = {}
+        for leaf in leaves:
+            groups.setdefault(self.anc(leaf, h - 1), []).append(leaf)
+        names = list(groups)
+        caps = [self.cap(groups[n], gran) for n in names]
+        idx = choose(caps, need)
+        if idx is None:
+            return None
+        waste = sum(caps[i] for i in idx) - need
+        small = min(idx, key=lambda i: (caps[i], -i if tie_last else i))
+        out: Alloc = []
+        for i in idx:
+            part = self.fill(groups[names[i]], h - 1, caps[i] - (waste if i == small else 0), gran, tie_last)
+            if part is None:
+                return None
+            out.extend((c, k) for c, k in part if k > 0)
+        return out
+
+
+def _single(fabric: Fabric, free: Mapping[str, frozenset[int]], request: GangRequest, shape: Shape,
+            weights: ScoreWeights, health: LinkHealth | None) -> Placement | None:
+    """Fast path for gangs that fit one node: the best-fit node (fewest GPUs left over), on the
+    leaf with the least free capacity, keeping emptier nodes and leaves whole for gangs."""
+    need = shape.gpus
+    need_nvlink = request.needs_nvlink or shape.tp > 1
+    lame = health.quarantined if (health is not None and shape.job_class != "single") else {}
+    min_mem = request.min_gpu_mem_gb
+    leaf_free: dict[str, int] = {}
+    fits: list[tuple[int, int, str, str, frozenset[int], int]] = []
+    for node, idxs in free.items():
+        hot = fabric.hot(node) if idxs else None
+        if hot is None:
+            continue
+        gpus, mem, nvlink, index, leaf = hot
+        idxs = usable_indices(idxs, gpus)
+        n = len(idxs)
+        leaf_free[leaf] = leaf_free.get(leaf, 0) + n
+        if n >= need and mem >= min_mem and (nvlink or not need_nvlink) and node not in lame:
+            fits.append((n - need, index, node, leaf, idxs, gpus))
+    if not fits:
+        return None
+    slack, _, node, leaf, idxs, gpus = min(fits, key=lambda f: (f[0], leaf_free[f[3]], f[1]))
+    window = best_window(sorted(idxs), need, gpus)
+    narrowed = Container(node, tuple((node, i) for i in window), need // shape.tp, node, leaf)
+    p = layout(fabric, shape, [(narrowed, narrowed.units)], weights, health)
+    breakdown = {**p.breakdown, "pack": weights.pack * (1.0 if slack else 0.0)}
+    return Placement(p.gpus, p.ranks, sum(breakdown.values()), MappingProxyType(breakdown),
+                     shape.job_class, leaf)
 
 
 def place(
@@ -373,47 +235,56 @@ def place(
     shape = normalise(request, fabric)
     if isinstance(shape, Unplaceable):
         return shape
+    weights = CLASS_WEIGHTS[shape.job_class]
+    if shape.gpus <= fabric.max_node_gpus and not fabric.multi_node_domains:
+        single = _single(fabric, free, request, shape, weights, health)
+        if single is not None:
+            return single
     conts = eligible_containers(fabric, free, request, shape, health)
     if isinstance(conts, Unplaceable):
         return conts
-    weights = CLASS_WEIGHTS[shape.job_class]
-    single = _single(fabric, conts, shape, weights, health)
-    if single is not None or shape.job_class == "single":
-        return single or Unplaceable(
-            "topology_fragmented", f"no single node has {shape.gpus} free GPUs (single-node job)")
+    if shape.job_class == "single" or shape.units == 1:
+        one = [c for c in conts if c.units >= shape.units]
+        if not one:
+            return Unplaceable("topology_fragmented",
+                               f"no single NVLink domain has {shape.gpus} free GPUs")
+        best = min(one, key=lambda c: (len(c.free) - shape.gpus, fabric.index(c.first)))
+        p = layout(fabric, shape, [(best, shape.units)], weights, health)
+        return Placement(p.gpus, p.ranks, p.cost, p.breakdown, p.job_class, best.leaf)
     total = sum(c.units for c in conts)
     if total < shape.units:
         return Unplaceable("topology_fragmented",
-                           f"{shape.units} groups of {shape.tp} NVLink GPUs needed, {total} available")
-    depth = max(fabric.depth, 1)
-    anc = {(c.first, h): (fabric.ancestor(c.first, h) if h < fabric.depth else "*")
-           for c in conts for h in range(depth + 1)}
+                           f"{shape.units} groups of {shape.tp} NVLink-connected GPUs needed, {total} available")
+    tree = _Tree(fabric, conts)
     rng = random.Random(seed)
-    candidates: list[tuple[list[tuple[Container, int]], str]] = []
+    candidates: list[tuple[Alloc, str]] = []
     grans = [shape.pp, 1] if shape.pp > 1 else [1]
-    for gran in grans:
-        for h in range(depth + 1):
-            scopes: dict[str, list[Container]] = {}
-            for c in conts:
-                scopes.setdefault(anc[(c.first, h)], []).append(c)
-            fitting = [(cap - shape.units, i, s) for i, (s, members) in enumerate(scopes.items())
-                       if (cap := _cap(members, gran, h, anc)) >= shape.units]
+    for g, gran in enumerate(grans):
+        found = 0
+        for h in range(tree.depth + 1):
+            scopes = tree.scopes(h)
+            fitting = sorted((cap - shape.units, i, name) for i, (name, leaves) in enumerate(scopes.items())
+                             if (cap := tree.cap(leaves, gran)) >= shape.units)
             if not fitting:
                 continue
-            fitting.sort()
-            picks = fitting[:_BEST_FIT_SCOPES]
-            rest = fitting[_BEST_FIT_SCOPES:]
-            picks += rng.sample(rest, min(_SAMPLED_SCOPES, len(rest)))
-            for _slack, _i, scope in picks:
-                alloc = _fill(fabric, scopes[scope], h - 1, shape.units, gran, anc)
-                if alloc is not None:
-                    candidates.append((alloc, scope))
-            break
-    if not candidates:
-        return Unplaceable("topology_fragmented",
-                           f"{total} groups of {shape.tp} free but none combine into {shape.units} "
-                           f"with whole pipeline replicas")
-    best: Placement | None = None
+            picks = fitting[:1]
+            if found == 0 and g == 0:
+                rest = fitting[_BEST_FIT_SCOPES:]
+                picks = fitting[:_BEST_FIT_SCOPES] + rng.sample(rest, min(_SAMPLED_SCOPES, len(rest)))
+            for p_i, (_slack, _i, scope) in enumerate(picks):
+                for tie_last in ((True, False) if p_i == 0 else (True,)):
+                    alloc = tree.fill(scopes[scope], h, shape.units, gran, tie_last)
+                    if alloc is not None:
+                        candidates.append((alloc, scope))
+            found += 1
+            if found > (_EXTRA_LEVELS if g == 0 else 0):
+                break
+    # A flat candidate: the fewest, fullest containers anywhere. It wins when packing pipeline
+    # stages onto fewer nodes beats staying under one leaf (pp-heavy gangs on fragmented leaves).
+    flat = _fill_leaf(conts, shape.units, True)
+    if flat is not None:
+        candidates.append((flat, "*"))
+    best_p: Placement | None = None
     seen: set[tuple[tuple[str, int], ...]] = set()
     for alloc, scope in candidates:
         key = tuple(sorted((c.name, k) for c, k in alloc))
@@ -421,7 +292,10 @@ def place(
             continue
         seen.add(key)
         p = layout(fabric, shape, alloc, weights, health)
-        if best is None or p.cost < best.cost:
-            best = Placement(p.gpus, p.ranks, p.cost, p.breakdown, p.job_class, scope, len(candidates))
-    assert best is not None
-    return best
+        if best_p is None or p.cost < best_p.cost:
+            best_p = Placement(p.gpus, p.ranks, p.cost, p.breakdown, p.job_class, scope, len(seen))
+    if best_p is None:
+        return Unplaceable("topology_fragmented",
+                           f"{total} groups of {shape.tp} free, but none combine into {shape.units}")
+    return Placement(best_p.gpus, best_p.ranks, best_p.cost, best_p.breakdown, best_p.job_class,
+                     best_p.scope, len(seen))

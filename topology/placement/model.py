@@ -1,0 +1,126 @@
+"""Request normalisation and eligibility: which NVLink domains can take part in a placement, and
+why none can (R-T4: every resource dimension — GPU count, memory, NVLink, link health).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from topology.fabric import Fabric
+from topology.health import LinkHealth
+from topology.placement.types import GangRequest, JobClass, Unplaceable
+
+__all__ = ["Container", "Shape", "eligible_containers", "normalise"]
+
+
+@dataclass(frozen=True)
+class Shape:
+    """A validated request: ``units`` TP groups of ``tp`` GPUs, ``pp`` stages x ``dp`` replicas."""
+
+    gpus: int
+    tp: int
+    pp: int
+    dp: int
+    job_class: JobClass
+
+    @property
+    def units(self) -> int:
+        return self.pp * self.dp
+
+
+@dataclass(frozen=True)
+class Container:
+    """An NVLink domain (usually one node) with its usable free GPUs, in topology order."""
+
+    name: str
+    free: tuple[tuple[str, int], ...]
+    units: int
+    first: str
+    leaf: str
+
+
+def normalise(request: GangRequest, fabric: Fabric) -> Shape | Unplaceable:
+    """Check sizes and infer dp and the job class."""
+    tp, pp, gpus = request.tp, request.pp, request.gpus
+    if gpus < 1 or tp < 1 or pp < 1 or (request.dp is not None and request.dp < 1):
+        return Unplaceable("invalid_request", "gpus, tp, pp and dp must be positive")
+    dp = request.dp if request.dp is not None else gpus // (tp * pp)
+    if tp * pp * dp != gpus:
+        return Unplaceable("invalid_request", f"tp*pp*dp = {tp}*{pp}*{dp} = {tp * pp * dp} != gpus = {gpus}")
+    if tp > fabric.max_domain_gpus:
+        return Unplaceable("invalid_request",
+                           f"tp={tp} is wider than the largest NVLink domain ({fabric.max_domain_gpus} GPUs)")
+    job_class = request.job_class
+    if job_class is None:
+        if pp == 1 and gpus <= fabric.max_node_gpus and (tp == 1 or tp == gpus):
+            job_class = "single"
+        elif tp > 1 or pp > 1:
+            job_class = "3d"
+        else:
+            job_class = "dp"
+    return Shape(gpus, tp, pp, dp, job_class)
+
+
+def usable_indices(idxs: frozenset[int], gpus: int) -> frozenset[int]:
+    """``idxs`` without indices a node does not have (a malformed free map must not crash us)."""
+    if idxs and (max(idxs) >= gpus or min(idxs) < 0):
+        return frozenset(i for i in idxs if 0 <= i < gpus)
+    return idxs
+
+
+def eligible_containers(
+    fabric: Fabric,
+    free: Mapping[str, frozenset[int]],
+    request: GangRequest,
+    shape: Shape,
+    health: LinkHealth | None,
+) -> list[Container] | Unplaceable:
+    """Containers (NVLink domains) whose free GPUs meet every resource dimension, or why none do."""
+    need_nvlink = request.needs_nvlink or shape.tp > 1
+    lame = health.quarantined if (health is not None and shape.job_class != "single") else {}
+    min_mem = request.min_gpu_mem_gb
+    total = mem_ok = link_ok = 0
+    rows: list[tuple[int, str, str, frozenset[int]]] = []
+    for node, idxs in free.items():
+        if not idxs:
+            continue
+        hot = fabric.hot(node)
+        if hot is None:
+            continue
+        gpus, mem, nvlink, index, leaf = hot
+        idxs = usable_indices(idxs, gpus)
+        n = len(idxs)
+        total += n
+        if mem < min_mem:
+            continue
+        mem_ok += n
+        if need_nvlink and not nvlink:
+            continue
+        link_ok += n
+        if node in lame:
+            continue
+        if n:
+            rows.append((index, node, leaf, idxs))
+    g = shape.gpus
+    if total < g:
+        return Unplaceable("insufficient_gpus", f"{g} GPUs requested, {total} free")
+    if mem_ok < g:
+        return Unplaceable("gpu_memory", f"{mem_ok} free GPUs have >= {min_mem:g} GB, {g} needed")
+    if link_ok < g:
+        return Unplaceable("no_nvlink_domain", f"{link_ok} free GPUs are on NVLink nodes, {g} needed")
+    if sum(len(r[3]) for r in rows) < g:
+        return Unplaceable("quarantined", f"only {sum(len(r[3]) for r in rows)} free GPUs avoid "
+                                          f"quarantined nodes, {g} needed")
+    rows.sort()
+    tp = shape.tp
+    if not fabric.multi_node_domains:
+        return [Container(node, tuple((node, i) for i in sorted(idxs)), len(idxs) // tp, node, leaf)
+                for _, node, leaf, idxs in rows]
+    per_domain: dict[str, list[tuple[str, int]]] = {}
+    leaf_of: dict[str, str] = {}
+    for _, node, leaf, idxs in rows:
+        domain = fabric.domain_of(node)
+        per_domain.setdefault(domain, []).extend((node, i) for i in sorted(idxs))
+        leaf_of.setdefault(domain, leaf)
+    return [Container(d, tuple(m), len(m) // tp, m[0][0], leaf_of[d]) for d, m in per_domain.items()]
