@@ -173,7 +173,7 @@ def _check(fabric: Fabric, free: dict[str, frozenset[int]], req: GangRequest,
             assert len(group) == 1, "TP group inside one NVLink domain"
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=300, deadline=None)
 @given(seed=st.integers(0, 10_000), occ=st.floats(0.0, 0.95), shape=st.sampled_from(SHAPES))
 def test_invariants_on_random_states(seed: int, occ: float, shape: GangRequest) -> None:
     free = random_occupancy(FABRIC, occ, seed)

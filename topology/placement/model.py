@@ -75,8 +75,14 @@ def eligible_containers(
     request: GangRequest,
     shape: Shape,
     health: LinkHealth | None,
+    *,
+    min_units: int = 0,
 ) -> list[Container] | Unplaceable:
-    """Containers (NVLink domains) whose free GPUs meet every resource dimension, or why none do."""
+    """Containers (NVLink domains) whose free GPUs meet every resource dimension, or why none do.
+
+    With ``min_units`` > 0, nodes that cannot hold that many TP groups are left out (a gang search
+    never uses them, and building them is most of the cost on a large, fragmented cluster).
+    """
     need_nvlink = request.needs_nvlink or shape.tp > 1
     lame = health.quarantined if (health is not None and shape.job_class != "single") else {}
     min_mem = request.min_gpu_mem_gb
@@ -116,7 +122,7 @@ def eligible_containers(
     tp = shape.tp
     if not fabric.multi_node_domains:
         return [Container(node, tuple((node, i) for i in sorted(idxs)), len(idxs) // tp, node, leaf)
-                for _, node, leaf, idxs in rows]
+                for _, node, leaf, idxs in rows if len(idxs) >= min_units * tp]
     per_domain: dict[str, list[tuple[str, int]]] = {}
     leaf_of: dict[str, str] = {}
     for _, node, leaf, idxs in rows:

@@ -240,7 +240,7 @@ def place(
         single = _single(fabric, free, request, shape, weights, health)
         if single is not None:
             return single
-    conts = eligible_containers(fabric, free, request, shape, health)
+    conts = eligible_containers(fabric, free, request, shape, health, min_units=1)
     if isinstance(conts, Unplaceable):
         return conts
     if shape.job_class == "single" or shape.units == 1:
