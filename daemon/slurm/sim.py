@@ -289,11 +289,17 @@ class SimBackend:
         oracle = self.config.oracle
         new = object.__new__
         for jid, sj in self.running.items():
-            self._advance(sj, now)
-            # hot path (every running job, every cycle): copy the frozen views field-wise
+            # hot path (every running job, every cycle): read progress as of `now` without
+            # integrating it (no state changes), and copy the frozen views field-wise
+            attained = sj.attained + sj.gpus * max(0.0, now - sj.as_of)
+            remaining = sj.remaining
+            if not sj.stopped:
+                moving_since = sj.as_of if sj.as_of > sj.busy_until else sj.busy_until
+                if now > moving_since:
+                    remaining = max(0.0, remaining - sj.rate * (now - moving_since))
             fields = sj.job.__dict__.copy()
-            fields["attained_gpu_s"] = sj.attained
-            fields["work_remaining_s"] = sj.remaining if oracle else None
+            fields["attained_gpu_s"] = attained
+            fields["work_remaining_s"] = remaining if oracle else None
             fields["last_preempted_at"] = sj.last_preempted_at
             fields["preemptions"] = sj.preemptions
             view = new(Job)
@@ -311,7 +317,7 @@ class SimBackend:
             object.__setattr__(rj, "__dict__", rfields)
             running[jid] = rj
             acc = sj.tj.account
-            usage[acc] = usage.get(acc, 0.0) + sj.attained - sj.attained_at_start
+            usage[acc] = usage.get(acc, 0.0) + attained - sj.attained_at_start
         if self._pending_view is None:
             self._pending_view = tuple(self._pending_jobs)
         pending = self._pending_view
@@ -391,10 +397,11 @@ class SimBackend:
         sj.kill_at = None
         sj.last_resize_time = None
         sj.attained_at_start = sj.attained
-        sj.ckpt_time = now
+        # the restored state is the newest checkpoint; restore time is already counted as lost
+        sj.ckpt_time = sj.run_origin
         sj.ckpt_remaining = sj.remaining
         sj.ckpt_productive = sj.record.productive_gpu_s
-        sj.ckpt_allocated = sj.record.allocated_gpu_s
+        sj.ckpt_allocated = sj.record.allocated_gpu_s + sj.gpus * (sj.run_origin - now)
         if sj.record.start is None:
             sj.record.start = now
         self.running[sj.tj.job_id] = sj
