@@ -1,0 +1,32 @@
+"""The public surface of the foundation modules is declared with __all__ and pinned here."""
+
+from __future__ import annotations
+
+import importlib
+
+import pytest
+
+PUBLIC = {
+    "daemon.errors": {"ConfigError", "DatabaseError", "DevClusterError", "InputError",
+                      "RailgangError", "SlurmError"},
+    "daemon.config": {"Settings", "load_settings", "masked_dump"},
+    "db.session": {"check_connection", "make_engine", "session_scope"},
+    "db.migrate": {"current", "head", "upgrade"},
+    "db.models": {"Account", "Job", "UsageRecord"},
+}
+
+
+@pytest.mark.parametrize("module", sorted(PUBLIC))
+def test_exported_members(module: str) -> None:
+    mod = importlib.import_module(module)
+    assert set(mod.__all__) == PUBLIC[module]
+    for name in mod.__all__:
+        assert hasattr(mod, name)
+
+
+def test_errors_render_location() -> None:
+    from daemon.errors import InputError
+
+    err = InputError("unknown switch 'leaf9'", path="topology.conf", line=12, field="Switches")
+    assert str(err) == "topology.conf:12: Switches: unknown switch 'leaf9'"
+    assert str(InputError("bad", line=3)) == "line 3: bad"
