@@ -56,24 +56,37 @@ DEFAULT_PARAMS = CommParams()
 
 
 def _ring_order(fabric: Fabric, gpus: Sequence[tuple[str, int]]) -> list[tuple[str, int]]:
-    """Nodes in topology order; inside a node, enter and leave on a rail shared with the neighbours
-    when possible (NCCL builds rail-local rings the same way)."""
+    """Nodes in topology order; inside a node, enter and leave on rails shared with the previous
+    and next node when possible, closing the loop too (NCCL builds rail-local rings the same way)."""
     by_node: dict[str, list[int]] = {}
     for node, i in gpus:
         by_node.setdefault(node, []).append(i)
     nodes = sorted(by_node, key=fabric.index)
+    sets = [sorted(by_node[n]) for n in nodes]
+    m = len(nodes)
+    if m == 1:
+        return [(nodes[0], i) for i in sets[0]]
+    first_common = sorted(set(sets[0]) & set(sets[-1]))
+    first_entry = first_common[0] if first_common else sets[0][0]
     order: list[tuple[str, int]] = []
-    prev: int | None = None
+    entry = first_entry
     for k, node in enumerate(nodes):
-        idxs = sorted(by_node[node])
-        nxt = set(by_node[nodes[(k + 1) % len(nodes)]]) if len(nodes) > 1 else set()
-        entry = prev if prev in idxs else idxs[0]
-        exits = [i for i in idxs if i in nxt and i != entry] or [i for i in idxs if i in nxt]
-        exit_ = exits[0] if exits else idxs[-1]
+        idxs = sets[k]
+        if entry not in idxs:
+            entry = idxs[0]
+        nxt = set(sets[(k + 1) % m])
+        if k == m - 1 and first_entry in idxs and (first_entry != entry or len(idxs) == 1):
+            exit_ = first_entry
+        else:
+            shared = [i for i in idxs if i in nxt]
+            others = [i for i in shared if i != entry]
+            if k == m - 2:  # leave first_entry to the last node, which must exit on it
+                others = [i for i in others if i != first_entry] or others
+            exit_ = (others or shared or [i for i in idxs if i != entry] or [entry])[0]
         middle = [i for i in idxs if i not in (entry, exit_)]
         seq = [entry, *middle] + ([exit_] if exit_ != entry else [])
         order.extend((node, i) for i in seq)
-        prev = exit_
+        entry = exit_
     return order
 
 
@@ -90,6 +103,10 @@ def ring_allreduce_time_s(
     if n < 2 or nbytes <= 0:
         return 0.0
     ring = _ring_order(fabric, gpus)
+    node_ports: dict[str, float] = {}
+    if health is not None:
+        for node, i in gpus:
+            node_ports[node] = min(node_ports.get(node, 1.0), health.port_factor(node, i))
     slowest = float("inf")
     worst_latency = 0.0
     aggregate = True
@@ -109,7 +126,9 @@ def ring_allreduce_time_s(
                 aggregate = False
             bw = params.ib_gbps / contention
             if health is not None:
-                factor = health.path_factor(fabric, a, b)
+                # NCCL spreads inter-node traffic over every NIC of the job on a node, so the
+                # slowest of them paces its channel and with it the collective.
+                factor = min(health.path_factor(fabric, a, b), node_ports[a[0]], node_ports[b[0]])
                 if factor < 1.0:
                     aggregate = False
                 bw *= max(factor, 1e-3)
