@@ -15,7 +15,8 @@ is excluded from equality). The recipe:
 5. **preempt** — for jobs still waiting: shrink elastic lower work first, then preempt whole jobs,
    within the class rules, budgets and cascade damping (``preemption``); signal + grace.
 6. **grow**    — grow running elastic jobs toward the plan's targets with anti-churn rules.
-7. **emit**    — actions in order (shrinks, preempts, starts, grows) + one reason per waiting job.
+7. **emit**    — actions in order (shrinks, preempts, starts, grows, node tags, priorities) and
+   one reason per waiting job; nodes the link health quarantines get a ``TagNode``.
 
 Within one cycle free GPUs only shrink (shrinks release GPUs to the job they were made for), so a
 gang shape that failed once fails for the rest of the cycle: such shapes are cached.
@@ -24,6 +25,7 @@ gang shape that failed once fails for the rest of the cycle: such shapes are cac
 from __future__ import annotations
 
 import bisect
+import logging
 import random
 import time
 from collections.abc import Callable, Mapping
@@ -32,7 +34,7 @@ from types import MappingProxyType
 
 from daemon.core import elastic
 from daemon.core import preemption as pre
-from daemon.core.actions import Action, Assignment, Preempt, Resize, Start
+from daemon.core.actions import Action, Assignment, Preempt, Resize, SetPriority, Start, TagNode
 from daemon.core.gang import GangSpec, NotPlaced, Placed, Placer, topology_placer
 from daemon.core.job import Job, RunningJob
 from daemon.core.policy import Plan, Policy, Want
@@ -40,6 +42,7 @@ from daemon.core.reasons import PendingReason, Reason
 from daemon.core.snapshot import Snapshot
 
 INF = float("inf")
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -47,7 +50,10 @@ class CycleConfig:
     budget: pre.PreemptionBudget = field(default_factory=pre.PreemptionBudget)
     elastic: elastic.ElasticRules = field(default_factory=elastic.ElasticRules)
     preempt: bool = True  # allow the preempt phase at all
-    resize: bool = True  # allow the size phase at all
+    resize: bool = True  # allow the size and grow phases at all
+    emit_priorities: bool = False  # also emit SetPriority per waiting job (backends that reorder
+    # Slurm's own queue); rank = position in the final order, larger = sooner
+    lame_link_tag: str = "lame-link"  # TagNode for nodes the link health quarantines
 
 
 @dataclass(frozen=True)
@@ -104,10 +110,26 @@ def decide(
     for j in snapshot.pending:  # 7. emit: every job left waiting has a reason
         if j.job_id not in w.started and j.job_id not in w.reasons:
             w.wait(j, Reason.PRIORITY, "not ordered by the policy this cycle", j.min_gpus)
-    actions = tuple(w.shrinks + w.preempts + w.starts + w.grows)
+    hygiene: list[Action] = [
+        TagNode(n, config.lame_link_tag) for n in sorted(_quarantined(snapshot))
+        if n in snapshot.nodes and config.lame_link_tag not in snapshot.nodes[n].tags
+    ]
+    if config.emit_priorities:
+        waiting = [x.job_id for x in order if x.job_id not in w.started]
+        hygiene += [SetPriority(j, len(waiting) - i) for i, j in enumerate(waiting)]
+    actions = tuple(w.shrinks + w.preempts + w.starts + w.grows + hygiene)
     reasons = tuple(w.reasons[j.job_id] for j in snapshot.pending if j.job_id in w.reasons)
     lap("emit")
+    if log.isEnabledFor(logging.DEBUG):
+        log.debug("cycle %s now=%.0f pending=%d actions=%d phases=%s", policy.name, now,
+                  len(snapshot.pending), len(actions), {k: round(v, 2) for k, v in ms.items()})
     return Decision(actions, reasons, MappingProxyType(ms))
+
+
+def _quarantined(snapshot: Snapshot) -> set[str]:
+    """Nodes the topology link health quarantines (empty without health data)."""
+    q = getattr(snapshot.health, "quarantined", None)
+    return set(q) if q else set()
 
 
 class _Work:

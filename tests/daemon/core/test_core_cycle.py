@@ -68,3 +68,24 @@ def test_higher_class_goes_first_whatever_the_policy_order() -> None:
 def test_decide_is_deterministic() -> None:
     snap = cluster(4).pending(*(job(f"j{i}").gpus(1 + i % 8).at(i) for i in range(20))).build()
     assert run(snap) == run(snap)
+
+
+def test_quarantined_nodes_are_tagged_once() -> None:
+    from daemon.core import TagNode
+    from topology.health import LinkHealth
+
+    snap = cluster(2).build().replace(health=LinkHealth(quarantined={"n001": "crc errors"}))
+    d = run(snap)
+    assert d.actions == (TagNode("n001", "lame-link"),)
+    tagged = snap.replace(nodes={**snap.nodes, "n001": snap.nodes["n001"].__class__(
+        "n001", 8, tags=frozenset({"lame-link"}))})
+    assert run(tagged).actions == ()
+
+
+def test_priorities_can_be_emitted_in_final_order() -> None:
+    from daemon.core import CycleConfig, SetPriority
+
+    snap = cluster(1).running(job("r").gpus(8)).pending(job("a").gpus(8).at(0), job("b").gpus(8).at(1)).build()
+    d = decide(snap, get("fifo"), 0.0, random.Random(0), placer=first_fit,
+               config=CycleConfig(emit_priorities=True))
+    assert [a for a in d.actions if isinstance(a, SetPriority)] == [SetPriority("a", 2), SetPriority("b", 1)]
