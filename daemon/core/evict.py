@@ -1,0 +1,149 @@
+"""The preempt phase: free GPUs for waiting jobs by shrinking, then evicting, lower work.
+
+Rules and budgets live in :mod:`daemon.core.preemption`; this module applies them in order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from daemon.core import elastic
+from daemon.core import preemption as pre
+from daemon.core.actions import Assignment, Preempt, Resize
+from daemon.core.gang import GangSpec, Placed
+from daemon.core.job import Job, RunningJob
+from daemon.core.policy import Plan, Want
+from daemon.core.reasons import Reason
+from daemon.core.work import Work
+
+
+def _eligible(plan: Plan, requester: Job, level: float, v: RunningJob) -> bool:
+    if pre.class_may_preempt(requester.priority_class, v.priority_class):
+        return True
+    return (plan.preempt_within_class and v.priority_class == requester.priority_class >= 2
+            and plan.levels.get(v.job_id, level) > level)
+
+
+def preempt_phase(w: Work, plan: Plan, order: list[Want], jobs: Mapping[str, Job], budget: pre.PreemptionBudget) -> None:
+    """Free GPUs for waiting jobs, in order: shrink elastic lower work, then evict whole jobs.
+
+    Victims are ranked once (``preemption.victim_key``); a job with no eviction set leaves a
+    memo for its (shape, class, level) so identical jobs behind it are answered without a search.
+    """
+    now, snap = w.now, w.snap
+    gpus_of = {r.job_id: r.gpus for r in snap.running.values()}
+    inflight = sum(gpus_of[r.job_id] for r in snap.running.values() if r.preempt_deadline is not None)
+    churn = pre.churned_gpus(snap, now, budget.churn_window_s)
+    cap = pre.churn_cap_gpus(snap, budget)
+    ranked: list[RunningJob] | None = None  # victims in rank order, built on first need
+    by_key: dict[tuple[int, float], list[RunningJob]] = {}
+    hopeless: dict[tuple[object, ...], Reason | None] = {}
+    served = 0
+    for x in order:
+        job = jobs[x.job_id]
+        r = w.reasons.get(job.job_id)
+        if r is None or r.code not in (Reason.WAITING_FOR_GPUS, Reason.FRAGMENTED, Reason.RESERVED):
+            continue
+        if served >= budget.max_evictions_per_cycle:
+            break
+        need = x.min_replicas * job.replica_gpus
+        if job.priority_class == 3 and not plan.preempt_within_class:
+            continue  # batch evicts nobody unless the policy ranks inside the class
+        ck = (job.priority_class, x.level)
+        if ck not in by_key:
+            if ranked is None:
+                ranked = sorted(
+                    (r for r in snap.running.values() if r.preempt_deadline is None and r.priority_class != 0),
+                    key=lambda v: pre.victim_key(v, plan.levels.get(v.job_id, 0.0), now),
+                )
+            by_key[ck] = [v for v in ranked if _eligible(plan, job, x.level, v)]
+        cands = [v for v in by_key[ck] if v.job_id not in w.touched]
+        if not cands:
+            continue
+        if inflight > 0 and w.free_count < need <= w.free_count + inflight:
+            inflight -= need - w.free_count  # GPUs already signalled are this job's
+            w.wait(job, Reason.PREEMPTING, "waiting for signalled jobs to exit", need)
+            continue
+        if pre.recently_preempted(job.last_preempted_at, now, budget.cascade_window_s):
+            w.wait(job, Reason.CASCADE_DAMPED, "evicted recently; may not evict others yet", need)
+            continue
+        memo = (GangSpec.for_job(job, x.min_replicas).key, ck, job.priority_class == 0)
+        if memo in hopeless:
+            code = hopeless[memo]
+            if code is not None:
+                w.wait(job, code, "eviction would exceed a preemption budget", need)
+            continue
+        if w.free_count + sum(gpus_of[v.job_id] for v in cands) < need:
+            hopeless[memo] = None
+            continue
+        outcome = _evict_for(w, job, x, cands, gpus_of, budget, churn, cap)
+        if outcome is None or isinstance(outcome, Reason):
+            hopeless[memo] = outcome
+            if outcome is not None:
+                w.wait(job, outcome, "eviction would exceed a preemption budget", need)
+            continue
+        placed, shrinks, kills = outcome
+        served += 1
+        for v, kept, gone in shrinks:
+            w.shrinks.append(Resize(v.job_id, v.job.min_replicas, kept, v.replicas))
+            w.touched.add(v.job_id)
+            w.give(gone)
+        for v in kills:
+            w.preempts.append(Preempt(v.job_id, pre.grace_for(v, budget), Reason.PRIORITY, job.job_id,
+                                      gpus_of[v.job_id]))
+            w.touched.add(v.job_id)
+            churn += gpus_of[v.job_id]
+        if kills:
+            w.wait(job, Reason.PREEMPTING, f"signalled {', '.join(k.job_id for k in kills)}", need)
+        else:  # shrinks alone made room: start now on exactly the GPUs they released
+            w.start(job, placed, x.min_replicas)
+            w.reasons.pop(job.job_id, None)
+        hopeless.clear()  # free GPUs changed
+
+
+_Shrink = tuple[RunningJob, Assignment, Assignment]
+
+
+def _evict_for(
+    w: Work, job: Job, x: Want, cands: list[RunningJob], gpus_of: Mapping[str, int],
+    budget: pre.PreemptionBudget, churn: int, cap: int,
+) -> tuple[Placed, list[_Shrink], list[RunningJob]] | Reason | None:
+    """The first victim set (shrinks first, then whole jobs, in rank order) that lets ``job`` be
+    placed; a Reason when only a budget stands in the way; ``None`` when nothing would do."""
+    now, need = w.now, x.min_replicas * job.replica_gpus
+    shrinks: list[_Shrink] = []
+    kills: list[RunningJob] = []
+    extra: dict[str, frozenset[int]] = dict(w.free)
+    got, killed, budget_hit, tries = w.free_count, 0, False, 0
+    steps = [(False, v) for v in cands if v.replicas > v.job.min_replicas] + [(True, v) for v in cands]
+    for kill, v in steps:
+        if kill:
+            if pre.recently_preempted(v.job.last_preempted_at, now, budget.job_min_interval_s):
+                budget_hit = True
+                continue
+            if job.priority_class > 0 and churn + killed + gpus_of[v.job_id] > cap:
+                budget_hit = True
+                continue
+            shrunk = next((s for s in shrinks if s[0].job_id == v.job_id), None)
+            gone: Assignment = v.assignment
+            if shrunk is not None:
+                shrinks.remove(shrunk)
+                gone = shrunk[1]  # the part the shrink would have kept goes too
+            kills.append(v)
+            killed += gpus_of[v.job_id]
+        else:
+            kept, gone = elastic.shrink_assignment(v, v.job.min_replicas)
+            shrinks.append((v, kept, gone))
+        for n, gs in gone.items():
+            extra[n] = extra.get(n, frozenset()) | frozenset(gs)
+            got += len(gs)
+        if got >= need and tries < 4:
+            tries += 1
+            placed = w.place(GangSpec.for_job(job, x.min_replicas), extra)
+            if isinstance(placed, Placed):
+                return placed, shrinks, kills
+    return Reason.PREEMPTION_BUDGET if budget_hit else None
+
+
+
+__all__ = ["preempt_phase"]

@@ -1,0 +1,161 @@
+"""Cycle phases that start and size jobs: admit + place (with start-small and backfill), shrink
+before placement, grow after it. Each takes the cycle's :class:`~daemon.core.work.Work`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+from daemon.core import elastic
+from daemon.core.actions import Resize, Start
+from daemon.core.gang import GangSpec, Placed
+from daemon.core.job import Job, RunningJob
+from daemon.core.policy import Plan, Want
+from daemon.core.reasons import Reason
+from daemon.core.work import INF, Work
+
+
+def _gpus_of(placed: Placed) -> int:
+    return sum(len(g) for g in placed.assignment.values())
+
+
+def _runtime(job: Job, replicas: int) -> float:
+    left = job.remaining_at(replicas)
+    if left is not None:
+        return left
+    return job.time_limit_s if job.time_limit_s is not None else INF
+
+
+def _sizes(job: Job, want: Want, free_count: int) -> list[int]:
+    """Start sizes to try: the wanted size, then smaller (halving) down to the minimum."""
+    out = [want.replicas]
+    k = min(want.replicas - 1, free_count // job.replica_gpus)
+    while k > want.min_replicas:
+        out.append(k)
+        k //= 2
+    if want.min_replicas < want.replicas:
+        out.append(want.min_replicas)
+    return sorted(set(out), reverse=True)
+
+
+def _try_start(w: Work, job: Job, want: Want, fits: Callable[[int], bool]) -> Reason | None:
+    """Start ``job`` at the largest acceptable size; return why not (``None`` when started)."""
+    why = Reason.WAITING_FOR_GPUS
+    for k in _sizes(job, want, w.free_count):
+        gpus = k * job.replica_gpus
+        if gpus > w.free_count or not fits(k):
+            continue
+        if k < want.replicas:
+            wait_s = w.shadow(want.replicas * job.replica_gpus)[0] - w.now
+            if not elastic.start_small_pays(job, k, want.replicas, wait_s):
+                continue
+        res = w.place(GangSpec.for_job(job, k))
+        if isinstance(res, Placed):
+            w.start(job, res, k)
+            return None
+        if res.capability:
+            return Reason.CAPABILITY
+        why = Reason.FRAGMENTED
+    return why
+
+
+def place_phase(w: Work, plan: Plan, order: list[Want], jobs: Mapping[str, Job]) -> None:
+    head: str | None = None
+    shadow_t, extra = INF, 0
+    for x in order:
+        job = jobs[x.job_id]
+        need = x.min_replicas * job.replica_gpus
+        if job.min_gpus > w.total:
+            w.wait(job, Reason.LARGER_THAN_CLUSTER, f"cluster has {w.total} GPUs", job.min_gpus)
+            continue
+        quota = w.snap.account(job.account).quota_gpus
+        if quota is not None and w.account_gpus.get(job.account, 0) + need > quota:
+            w.wait(job, Reason.QUOTA, f"account {job.account} quota {quota} GPUs", need)
+            continue
+        if head is not None and plan.mode == "strict":
+            w.wait(job, Reason.PRIORITY, f"FIFO: behind {head}", need)
+            continue
+
+        room = INF if quota is None else quota - w.account_gpus.get(job.account, 0)
+
+        def fits(k: int, job: Job = job, head: str | None = head, shadow_t: float = shadow_t,
+                 extra: int = extra, room: float = room) -> bool:
+            if k * job.replica_gpus > room:
+                return False  # a start above the minimum must respect the quota too
+            if head is None or plan.mode != "backfill":
+                return True
+            return w.now + _runtime(job, k) <= shadow_t or k * job.replica_gpus <= extra
+
+        why = _try_start(w, job, x, fits)
+        if why is None:
+            st = w.starts[-1]
+            if head is not None and isinstance(st, Start) and w.now + _runtime(job, st.replicas) > shadow_t:
+                extra -= st.gpus  # backfilled beside the reservation: uses the spare GPUs
+            continue
+        if why is Reason.CAPABILITY:
+            w.wait(job, why, "no node meets the job's GPU memory / NVLink needs", need)
+            continue
+        w.blocked_classes.add(job.priority_class)
+        may_reserve = plan.mode == "strict" or (
+            plan.mode == "backfill" and (plan.reserve_for is None or job.job_id in plan.reserve_for))
+        if head is None and may_reserve:
+            head = job.job_id
+            if plan.mode == "backfill":
+                shadow_t, extra = w.shadow(x.replicas * job.replica_gpus)
+                w.reserved = True
+                w.wait(job, Reason.RESERVED, f"reserved start at t={shadow_t:.0f}", need)
+                continue
+        elif head is not None and plan.mode == "backfill" and why is Reason.WAITING_FOR_GPUS:
+            why = Reason.PRIORITY  # would delay the reserved head job
+        detail = "topology has no valid gang slot" if why is Reason.FRAGMENTED else ""
+        w.wait(job, why, detail, need)
+
+
+
+def _targets(w: Work, plan: Plan) -> list[tuple[RunningJob, int]]:
+    out = []
+    for run in w.snap.running.values():
+        job = run.job
+        if not job.elastic or run.job_id in w.touched or run.preempt_deadline is not None:
+            continue
+        target = plan.targets.get(run.job_id, elastic.default_target(run))
+        out.append((run, max(job.min_replicas, min(job.max_replicas, target))))
+    return out
+
+
+def shrink_phase(w: Work, plan: Plan, rules: elastic.ElasticRules) -> None:
+    """Apply the plan's shrink targets first: the GPUs they free serve this cycle's starts."""
+    for run, target in _targets(w, plan):
+        if target < run.replicas and elastic.resize_pays(run, target, w.now, rules):
+            kept, gone = elastic.shrink_assignment(run, target)
+            w.shrinks.append(Resize(run.job_id, target, kept, run.replicas))
+            w.touched.add(run.job_id)
+            w.give(gone)
+
+
+def grow_phase(w: Work, plan: Plan, rules: elastic.ElasticRules) -> None:
+    """Grow elastic jobs into what is left, by whole replicas, if the marginal gain pays."""
+    for run, target in _targets(w, plan):
+        job = run.job
+        if target <= run.replicas:
+            continue
+        waiting_above = any(c <= job.priority_class for c in w.blocked_classes)
+        if waiting_above and (w.reserved or run.job_id not in plan.targets):
+            continue  # leftover GPUs belong to waiting work of the same or a higher class
+        quota = w.snap.account(job.account).quota_gpus
+        room = w.free_count if quota is None else min(w.free_count, quota - w.account_gpus.get(job.account, 0))
+        k = min(target, run.replicas + max(0, room) // job.replica_gpus)
+        while k > run.replicas and elastic.resize_pays(run, k, w.now, rules):
+            res = w.place(GangSpec.for_job(job, k - run.replicas))
+            if isinstance(res, Placed):
+                merged = {n: tuple(run.assignment.get(n, ())) + tuple(res.assignment.get(n, ()))
+                          for n in set(run.assignment) | set(res.assignment)}
+                w.take(res.assignment)
+                w.account_gpus[job.account] = w.account_gpus.get(job.account, 0) + _gpus_of(res)
+                w.grows.append(Resize(run.job_id, k, merged, run.replicas))
+                w.touched.add(run.job_id)
+                break
+            k = run.replicas + (k - run.replicas) // 2
+
+
+__all__ = ["grow_phase", "place_phase", "shrink_phase"]

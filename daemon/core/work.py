@@ -1,0 +1,98 @@
+"""Scratch state of one ``decide`` call: the working copy of free GPUs and what was decided.
+
+Mutable on purpose and private to a single call (it never escapes ``decide``): the snapshot stays
+immutable, and everything a phase learns (starts, shrinks, reasons, failed gang shapes) lives here.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Mapping
+
+from daemon.core.actions import Action, Assignment, Start
+from daemon.core.gang import GangSpec, NotPlaced, Placed, Placer
+from daemon.core.job import Job
+from daemon.core.reasons import PendingReason, Reason
+from daemon.core.snapshot import Snapshot
+
+INF = float("inf")
+
+
+class Work:
+    """Mutable scratch state private to one ``decide`` call (never escapes it)."""
+
+    def __init__(self, snap: Snapshot, now: float, placer: Placer, seed: int) -> None:
+        self.snap, self.now, self.placer, self.seed = snap, now, placer, seed
+        self.free: dict[str, frozenset[int]] = {n: g for n, g in snap.free.items() if g}
+        self.free_count = sum(len(g) for g in self.free.values())
+        self.total = snap.total_gpus
+        self.failed: set[tuple[int, int, int, float, bool]] = set()
+        self.account_gpus = snap.account_running_gpus()
+        self.started: set[str] = set()
+        self.touched: set[str] = set()  # running jobs shrunk, grown or preempted this cycle
+        self.reasons: dict[str, PendingReason] = {}
+        self.starts: list[Action] = []
+        self.shrinks: list[Action] = []
+        self.preempts: list[Action] = []
+        self.grows: list[Action] = []
+        self.blocked_classes: set[int] = set()  # classes with a job waiting for GPUs
+        self.reserved = False
+        self._ends: list[tuple[float, int]] | None = None  # running jobs' expected ends, lazily
+
+    @property
+    def ends(self) -> list[tuple[float, int]]:
+        if self._ends is None:
+            self._ends = sorted((r.expected_end(self.now), r.gpus) for r in self.snap.running.values())
+        return self._ends
+
+    # -- placement ---------------------------------------------------------------------------
+    def place(self, spec: GangSpec, free: Mapping[str, frozenset[int]] | None = None) -> Placed | NotPlaced:
+        if free is None:
+            if spec.key in self.failed:
+                return NotPlaced("cached", "same gang shape failed earlier this cycle")
+            res = self.placer(self.snap.fabric, self.free, spec, health=self.snap.health, seed=self.seed)
+            if isinstance(res, NotPlaced):
+                self.failed.add(spec.key)
+            return res
+        return self.placer(self.snap.fabric, free, spec, health=self.snap.health, seed=self.seed)
+
+    def take(self, assignment: Assignment) -> None:
+        for n, gs in assignment.items():
+            left = self.free.get(n, frozenset()) - frozenset(gs)
+            if left:
+                self.free[n] = left
+            else:
+                self.free.pop(n, None)
+            self.free_count -= len(gs)
+
+    def give(self, assignment: Assignment) -> None:
+        for n, gs in assignment.items():
+            self.free[n] = self.free.get(n, frozenset()) | frozenset(gs)
+            self.free_count += len(gs)
+        self.failed.clear()  # more free GPUs: earlier failures may now succeed
+
+    def start(self, job: Job, placed: Placed, replicas: int) -> None:
+        self.take(placed.assignment)
+        self.starts.append(Start(job.job_id, placed.assignment, replicas, placed.cost))
+        self.started.add(job.job_id)
+        self.account_gpus[job.account] = self.account_gpus.get(job.account, 0) + replicas * job.replica_gpus
+        if self._ends is not None:
+            left = job.remaining_at(replicas)
+            bisect.insort(self._ends, (self.now + left if left is not None else INF, replicas * job.replica_gpus))
+
+    def wait(self, job: Job, code: Reason, detail: str, needed: int) -> None:
+        self.reasons[job.job_id] = PendingReason(job.job_id, code, detail, needed, self.free_count)
+
+    def shadow(self, need: int) -> tuple[float, int]:
+        """EASY shadow time: when ``need`` GPUs are free by running jobs' expected ends, and the
+        GPUs spare at that time (count-based; topology is checked when the job actually starts)."""
+        avail, t = self.free_count, self.now
+        for end, g in self.ends:
+            if avail >= need:
+                break
+            avail, t = avail + g, end
+        return (t, avail - need) if avail >= need else (INF, 0)
+
+
+
+__all__ = ["INF", "Work"]
