@@ -234,9 +234,24 @@ class Fabric:
                 graph.add_edge(parent, kid, speed=self.link_speed.get(kid))
         for node in self.nodes:
             f = self._facts[node]
-            graph.add_node(node, kind="node", gpus=f.gpus, gpu_type=f.gpu_type, gpu_mem_gb=f.gpu_mem_gb)
-            graph.add_edge(self._leaf_of[node], node, speed=self.link_speed.get(self._leaf_of[node]))
+            leaf = self._leaf_of[node]
+            graph.add_node(node, kind="node", gpus=f.gpus, gpu_type=f.gpu_type, gpu_mem_gb=f.gpu_mem_gb,
+                           nvlink_domain=self.domain_of(node))
+            if not self.rail_optimised:
+                graph.add_edge(leaf, node, speed=self.link_speed.get(leaf))
+                continue
+            # Rail-optimised: the leaf is a group of rail switches, GPU k's NIC on rail switch k.
+            for k in range(f.gpus):
+                rail = self.rail_switch(node, k)
+                if rail not in graph:
+                    graph.add_node(rail, kind="rail", rail=k, height=1)
+                    graph.add_edge(leaf, rail, speed=self.link_speed.get(leaf))
+                graph.add_edge(rail, node, rail=k, speed=self.link_speed.get(leaf))
         return nx.freeze(graph)
+
+    def rail_switch(self, node: str, rail: int) -> str:
+        """Name of the rail switch GPU ``rail`` of ``node`` hangs off (``leaf/rail<k>``)."""
+        return f"{self._leaf_of[node]}/rail{rail}"
 
     def __repr__(self) -> str:
         return (f"Fabric({self.name!r}, nodes={len(self.nodes)}, leaves={len(self.leaves)}, "

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import networkx as nx
 import pytest
 
 from topology.conf import TopologyError
@@ -55,8 +56,20 @@ def test_load_tree_file_with_facts() -> None:
     assert f.leaf_of("gpu016") == "leaf3"
     assert f.distance("gpu001", "gpu016") == 3
     assert f.link_speed["leaf1"] == 400.0
-    assert f.graph.number_of_nodes() == 16 + 7
+    rails = 4 * 8  # four leaves, eight rail switches each (gpu001 has 4 GPUs, its leaf-mates 8)
+    assert f.graph.number_of_nodes() == 16 + 7 + rails
     assert f.graph.nodes["gpu001"]["gpu_type"] == "a100"
+    assert f.graph.degree("gpu001") == 4 and f.graph.degree("gpu002") == 8
+    assert f.rail_switch("gpu002", 3) == "leaf1/rail3"
+    assert f.graph.edges["gpu002", "leaf1/rail3"]["rail"] == 3
+
+
+def test_graph_paths_follow_rails() -> None:
+    f = fabric_from_shape(8, 8, nodes_per_leaf=4)
+    assert nx.shortest_path_length(f.graph, "n01", "n02") == 2  # n01 - s1/rail0 - n02
+    flat = fabric_from_shape(8, 8, nodes_per_leaf=4, rail_optimised=False)
+    assert flat.graph.number_of_nodes() == 8 + 3
+    assert nx.shortest_path(flat.graph, "n01", "n05") == ["n01", "s1", "core", "s2", "n05"]
 
 
 def test_load_block_file_as_nvlink_domains() -> None:

@@ -198,3 +198,23 @@ def test_unknown_nodes_and_indices_are_ignored() -> None:
     free = {"ghost": frozenset({0}), "n01": frozenset({0, 1, 99, -1})}
     p = _placed(place(FABRIC, free, GangRequest(2)))
     assert dict(p.gpus) == {"n01": (0, 1)}
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    gpus=st.integers(-2, 80), tp=st.integers(-1, 10), pp=st.integers(-1, 5),
+    dp=st.one_of(st.none(), st.integers(-1, 20)),
+    job_class=st.sampled_from([None, "3d", "dp", "single"]),
+    mem=st.floats(0, 200), nvlink=st.booleans(),
+    free=st.dictionaries(st.sampled_from([*FABRIC.nodes[:8], "ghost"]),
+                         st.frozensets(st.integers(-3, 12), max_size=10), max_size=9),
+)
+def test_place_never_raises(gpus: int, tp: int, pp: int, dp: int | None, job_class: str | None,
+                            mem: float, nvlink: bool, free: dict[str, frozenset[int]]) -> None:
+    req = GangRequest(gpus, tp, pp, dp, job_class, mem, nvlink)  # type: ignore[arg-type]
+    result = place(FABRIC, free, req)
+    assert isinstance(result, Placement | Unplaceable)
+    if isinstance(result, Placement):
+        valid = {n: {i for i in g if 0 <= i < 8} for n, g in free.items() if n in FABRIC}
+        assert all(s.gpu in valid[s.node] for s in result.ranks)
+        assert len({(s.node, s.gpu) for s in result.ranks}) == len(result.ranks) == gpus

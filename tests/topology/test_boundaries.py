@@ -1,0 +1,37 @@
+"""The topology package is pure: nothing but topology/cli.py may import the daemon, the DB or Slurm,
+and nothing imports subprocess or sockets (STYLE.md: pure core, thin shells)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2] / "topology"
+FORBIDDEN = ("daemon", "db", "slurm_plugins", "pyslurm", "subprocess", "socket", "sqlalchemy", "requests")
+MODULES = sorted(p for p in ROOT.rglob("*.py"))
+
+
+def _imports(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module)
+    return found
+
+
+@pytest.mark.parametrize("path", MODULES, ids=[str(p.relative_to(ROOT)) for p in MODULES])
+def test_pure_modules(path: Path) -> None:
+    allowed = {"daemon.errors"} if path.name == "cli.py" and path.parent == ROOT else set()
+    bad = {m for m in _imports(path) if m.split(".")[0] in FORBIDDEN and m not in allowed}
+    assert not bad, f"{path.name} imports {sorted(bad)}"
+
+
+@pytest.mark.parametrize("path", MODULES, ids=[str(p.relative_to(ROOT)) for p in MODULES])
+def test_module_size(path: Path) -> None:
+    # STYLE.md: 150-400 lines is the norm, more than 600 needs a split.
+    assert len(path.read_text(encoding="utf-8").splitlines()) <= 600
