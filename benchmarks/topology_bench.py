@@ -228,7 +228,8 @@ def degraded(fabric: Fabric, frees: list[Free]) -> list[str]:
         f"Same cluster and states, with spine1 at half bandwidth and {len(lame_nodes)} nodes (3 %) with one "
         "lame HCA at half rate (quarantined); times modeled with that link health:",
         "",
-        "| job | placement | 1 GB all-reduce (ms) | step comm total (ms) | jobs touching a lame node |",
+        "| job | placement | 1 GB all-reduce, median / worst (ms) | step comm total, median / worst (ms) "
+        "| placements touching a lame node |",
         "| --- | --- | --- | --- | --- |",
     ]
     for label, req in (("64 GPUs, data parallel", GangRequest(64, job_class="dp")),
@@ -243,8 +244,8 @@ def degraded(fabric: Fabric, frees: list[Free]) -> list[str]:
                 if req.tp > 1:
                     steps.append(step_comm_time_s(fabric, p, 8e9, 64e6, health=health)["total"] * 1e3)
                 touched += any(n in health.quarantined for n in p.gpus)
-            step = f"{statistics.median(steps):.1f}" if steps else "n/a"
-            lines.append(f"| {label} | {name} | {statistics.median(times):.1f} | {step} | "
+            step = f"{statistics.median(steps):.1f} / {max(steps):.1f}" if steps else "n/a"
+            lines.append(f"| {label} | {name} | {statistics.median(times):.1f} / {max(times):.1f} | {step} | "
                          f"{touched}/{len(times)} |")
     return lines
 
