@@ -13,7 +13,9 @@ is excluded from equality). The recipe:
    size, or smaller down to its minimum if starting small beats waiting (``elastic``). ``strict``
    stops at the first miss, ``backfill`` reserves the head's start (EASY), ``greedy`` skips.
 5. **preempt** — for jobs still waiting: shrink elastic lower work first, then preempt whole jobs,
-   within the class rules, budgets and cascade damping (``preemption``); signal + grace.
+   within the class rules, budgets and cascade damping (``preemption``); signal + grace. Steps 4
+   and 5 run one priority class at a time, higher first, so a lower class never takes the free
+   GPUs a higher class could have combined with a shrink or an eviction.
 6. **grow**    — grow running elastic jobs toward the plan's targets with anti-churn rules.
 7. **emit**    — actions in order (shrinks, preempts, starts, grows, node tags, priorities) and
    one reason per waiting job; nodes the link health quarantines get a ``TagNode``.
@@ -29,20 +31,22 @@ import random
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from itertools import groupby
 from types import MappingProxyType
 
 from daemon.core import elastic
 from daemon.core import preemption as pre
 from daemon.core.actions import Action, SetPriority, TagNode
-from daemon.core.evict import preempt_phase
+from daemon.core.evict import EvictPhase
 from daemon.core.gang import Placer, topology_placer
-from daemon.core.phases import grow_phase, place_phase, shrink_phase
+from daemon.core.phases import PlacePhase, grow_phase, shrink_phase
 from daemon.core.policy import Policy
 from daemon.core.reasons import PendingReason, Reason
 from daemon.core.snapshot import Snapshot
 from daemon.core.work import Work
 
 log = logging.getLogger(__name__)
+PHASES = ("observe", "order", "size", "place", "preempt", "grow", "emit")
 
 
 @dataclass(frozen=True)
@@ -79,12 +83,12 @@ def decide(
     placer: Placer = topology_placer,
 ) -> Decision:
     """Run one cycle (see the module docstring for the recipe)."""
-    clock, ms = time.perf_counter(), {}
+    clock, ms = time.perf_counter(), dict.fromkeys(PHASES, 0.0)
 
     def lap(phase: str) -> None:
         nonlocal clock
         t = time.perf_counter()
-        ms[phase] = (t - clock) * 1e3
+        ms[phase] += (t - clock) * 1e3
         clock = t
 
     w = Work(snapshot, now, placer, rng.randrange(2**31))  # 1. observe
@@ -99,11 +103,14 @@ def decide(
     if config.resize:  # 3. size: shrinks the plan asks for free GPUs for this cycle's starts
         shrink_phase(w, plan, config.elastic)
     lap("size")
-    place_phase(w, plan, order, jobs)  # 4. admit + place
-    lap("place")
-    if config.preempt:  # 5. preempt: shrink lower work first, then evict within budgets
-        preempt_phase(w, plan, order, jobs, config.budget)
-    lap("preempt")
+    placing, evicting = PlacePhase(w, plan), EvictPhase(w, plan, config.budget)
+    for _, batch in groupby(order, key=lambda x: jobs[x.job_id].priority_class):
+        this_class = list(batch)  # 4-5. one priority class at a time, higher classes first:
+        placing.run(this_class, jobs)  # 4. admit + place
+        lap("place")
+        if config.preempt:  # 5. preempt: shrink lower work first, then evict within budgets
+            evicting.run(this_class, jobs)
+        lap("preempt")
     if config.resize:  # 6. grow elastic jobs into what is left, if the marginal gain pays
         grow_phase(w, plan, config.elastic)
     lap("grow")

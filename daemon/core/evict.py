@@ -24,81 +24,91 @@ def _eligible(plan: Plan, requester: Job, level: float, v: RunningJob) -> bool:
             and plan.levels.get(v.job_id, level) > level)
 
 
-def preempt_phase(w: Work, plan: Plan, order: list[Want], jobs: Mapping[str, Job], budget: pre.PreemptionBudget) -> None:
+class EvictPhase:
     """Free GPUs for waiting jobs, in order: shrink elastic lower work, then evict whole jobs.
 
-    Victims are ranked once (``preemption.victim_key``); a job with no eviction set leaves a
-    memo for its (shape, class, level) so identical jobs behind it are answered without a search.
+    Called once per priority class (higher first), right after that class was placed, so lower
+    classes never take the GPUs a higher class could have had by shrinking or evicting. Victims are
+    ranked once (``preemption.victim_key``); a job with no eviction set leaves a memo for its
+    (shape, class, level) so identical jobs behind it are answered without a search.
     """
-    now, snap = w.now, w.snap
-    gpus_of = {r.job_id: r.gpus for r in snap.running.values()}
-    inflight = sum(gpus_of[r.job_id] for r in snap.running.values() if r.preempt_deadline is not None)
-    churn = pre.churned_gpus(snap, now, budget.churn_window_s)
-    cap = pre.churn_cap_gpus(snap, budget)
-    ranked: list[RunningJob] | None = None  # victims in rank order, built on first need
-    by_key: dict[tuple[int, float], list[RunningJob]] = {}
-    hopeless: dict[tuple[object, ...], Reason | None] = {}
-    served = 0
-    for x in order:
-        job = jobs[x.job_id]
-        r = w.reasons.get(job.job_id)
-        if r is None or r.code not in (Reason.WAITING_FOR_GPUS, Reason.FRAGMENTED, Reason.RESERVED):
-            continue
-        if served >= budget.max_evictions_per_cycle:
-            break
-        need = x.min_replicas * job.replica_gpus
-        if job.priority_class == 3 and not plan.preempt_within_class:
-            continue  # batch evicts nobody unless the policy ranks inside the class
-        ck = (job.priority_class, x.level)
-        if ck not in by_key:
-            if ranked is None:
-                ranked = sorted(
-                    (r for r in snap.running.values() if r.preempt_deadline is None and r.priority_class != 0),
-                    key=lambda v: pre.victim_key(v, plan.levels.get(v.job_id, 0.0), now),
-                )
-            by_key[ck] = [v for v in ranked if _eligible(plan, job, x.level, v)]
-        cands = [v for v in by_key[ck] if v.job_id not in w.touched]
-        if not cands:
-            continue
-        if inflight > 0 and w.free_count < need <= w.free_count + inflight:
-            inflight -= need - w.free_count  # GPUs already signalled are this job's
-            w.wait(job, Reason.PREEMPTING, "waiting for signalled jobs to exit", need)
-            continue
-        if pre.recently_preempted(job.last_preempted_at, now, budget.cascade_window_s):
-            w.wait(job, Reason.CASCADE_DAMPED, "evicted recently; may not evict others yet", need)
-            continue
-        memo = (GangSpec.for_job(job, x.min_replicas).key, ck, job.priority_class == 0)
-        if memo in hopeless:
-            code = hopeless[memo]
-            if code is not None:
-                w.wait(job, code, "eviction would exceed a preemption budget", need)
-            continue
-        if w.free_count + sum(gpus_of[v.job_id] for v in cands) < need:
-            hopeless[memo] = None
-            continue
-        outcome = _evict_for(w, job, x, cands, gpus_of, budget, churn, cap)
-        if outcome is None or isinstance(outcome, Reason):
-            hopeless[memo] = outcome
-            if outcome is not None:
-                w.wait(job, outcome, "eviction would exceed a preemption budget", need)
-            continue
-        placed, shrinks, kills = outcome
-        served += 1
-        for v, kept, gone in shrinks:
-            w.shrinks.append(Resize(v.job_id, v.job.min_replicas, kept, v.replicas))
-            w.touched.add(v.job_id)
-            w.give(gone)
-        for v in kills:
-            w.preempts.append(Preempt(v.job_id, pre.grace_for(v, budget), Reason.PRIORITY, job.job_id,
-                                      gpus_of[v.job_id]))
-            w.touched.add(v.job_id)
-            churn += gpus_of[v.job_id]
-        if kills:
-            w.wait(job, Reason.PREEMPTING, f"signalled {', '.join(k.job_id for k in kills)}", need)
-        else:  # shrinks alone made room: start now on exactly the GPUs they released
-            w.start(job, placed, x.min_replicas)
-            w.reasons.pop(job.job_id, None)
-        hopeless.clear()  # free GPUs changed
+
+    def __init__(self, w: Work, plan: Plan, budget: pre.PreemptionBudget) -> None:
+        snap = w.snap
+        self.w, self.plan, self.budget = w, plan, budget
+        self.gpus_of = {r.job_id: r.gpus for r in snap.running.values()}
+        self.inflight = sum(self.gpus_of[r.job_id] for r in snap.running.values()
+                            if r.preempt_deadline is not None)
+        self.churn = pre.churned_gpus(snap, w.now, budget.churn_window_s)
+        self.cap = pre.churn_cap_gpus(snap, budget)
+        self.ranked: list[RunningJob] | None = None  # victims in rank order, built on first need
+        self.by_key: dict[tuple[int, float], list[RunningJob]] = {}
+        self.hopeless: dict[tuple[object, ...], Reason | None] = {}
+        self.served = 0
+
+    def run(self, order: list[Want], jobs: Mapping[str, Job]) -> None:
+        w, plan, budget, now, snap = self.w, self.plan, self.budget, self.w.now, self.w.snap
+        gpus_of, by_key, hopeless = self.gpus_of, self.by_key, self.hopeless
+        for x in order:
+            job = jobs[x.job_id]
+            r = w.reasons.get(job.job_id)
+            if r is None or r.code not in (Reason.WAITING_FOR_GPUS, Reason.FRAGMENTED, Reason.RESERVED):
+                continue
+            if self.served >= budget.max_evictions_per_cycle:
+                break
+            need = x.min_replicas * job.replica_gpus
+            if job.priority_class == 3 and not plan.preempt_within_class:
+                continue  # batch evicts nobody unless the policy ranks inside the class
+            ck = (job.priority_class, x.level)
+            if ck not in by_key:
+                if self.ranked is None:
+                    self.ranked = sorted(
+                        (r for r in snap.running.values() if r.preempt_deadline is None and r.priority_class != 0),
+                        key=lambda v: pre.victim_key(v, plan.levels.get(v.job_id, 0.0), now),
+                    )
+                by_key[ck] = [v for v in self.ranked if _eligible(plan, job, x.level, v)]
+            cands = [v for v in by_key[ck] if v.job_id not in w.touched]
+            if not cands:
+                continue
+            if self.inflight > 0 and w.free_count < need <= w.free_count + self.inflight:
+                self.inflight -= need - w.free_count  # GPUs already signalled are this job's
+                w.wait(job, Reason.PREEMPTING, "waiting for signalled jobs to exit", need)
+                continue
+            if pre.recently_preempted(job.last_preempted_at, now, budget.cascade_window_s):
+                w.wait(job, Reason.CASCADE_DAMPED, "evicted recently; may not evict others yet", need)
+                continue
+            memo = (GangSpec.for_job(job, x.min_replicas).key, ck, job.priority_class == 0)
+            if memo in hopeless:
+                code = hopeless[memo]
+                if code is not None:
+                    w.wait(job, code, "eviction would exceed a preemption budget", need)
+                continue
+            if w.free_count + sum(gpus_of[v.job_id] for v in cands) < need:
+                hopeless[memo] = None
+                continue
+            outcome = _evict_for(w, job, x, cands, gpus_of, budget, self.churn, self.cap)
+            if outcome is None or isinstance(outcome, Reason):
+                hopeless[memo] = outcome
+                if outcome is not None:
+                    w.wait(job, outcome, "eviction would exceed a preemption budget", need)
+                continue
+            placed, shrinks, kills = outcome
+            self.served += 1
+            for v, kept, gone in shrinks:
+                w.shrinks.append(Resize(v.job_id, v.job.min_replicas, kept, v.replicas))
+                w.touched.add(v.job_id)
+                w.give(gone)
+            for v in kills:
+                w.preempts.append(Preempt(v.job_id, pre.grace_for(v, budget), Reason.PRIORITY, job.job_id,
+                                          gpus_of[v.job_id]))
+                w.touched.add(v.job_id)
+                self.churn += gpus_of[v.job_id]
+            if kills:
+                w.wait(job, Reason.PREEMPTING, f"signalled {', '.join(k.job_id for k in kills)}", need)
+            else:  # shrinks alone made room: start now on exactly the GPUs they released
+                w.start(job, placed, x.min_replicas)
+                w.reasons.pop(job.job_id, None)
+            hopeless.clear()  # free GPUs changed
 
 
 _Shrink = tuple[RunningJob, Assignment, Assignment]
@@ -146,4 +156,4 @@ def _evict_for(
 
 
 
-__all__ = ["preempt_phase"]
+__all__ = ["EvictPhase"]

@@ -59,57 +59,71 @@ def _try_start(w: Work, job: Job, want: Want, fits: Callable[[int], bool]) -> Re
     return why
 
 
-def place_phase(w: Work, plan: Plan, order: list[Want], jobs: Mapping[str, Job]) -> None:
-    head: str | None = None
-    shadow_t, extra = INF, 0
-    for x in order:
-        job = jobs[x.job_id]
-        need = x.min_replicas * job.replica_gpus
-        if job.min_gpus > w.total:
-            w.wait(job, Reason.LARGER_THAN_CLUSTER, f"cluster has {w.total} GPUs", job.min_gpus)
-            continue
-        quota = w.snap.account(job.account).quota_gpus
-        if quota is not None and w.account_gpus.get(job.account, 0) + need > quota:
-            w.wait(job, Reason.QUOTA, f"account {job.account} quota {quota} GPUs", need)
-            continue
-        if head is not None and plan.mode == "strict":
-            w.wait(job, Reason.PRIORITY, f"FIFO: behind {head}", need)
-            continue
+class PlacePhase:
+    """Admit + place, called once per priority class (higher first); keeps the queue state
+    (strict head, backfill reservation) across classes."""
 
+    def __init__(self, w: Work, plan: Plan) -> None:
+        self.w, self.plan = w, plan
+        self.head: str | None = None
+        self.shadow_t, self.extra = INF, 0
+
+    def run(self, order: list[Want], jobs: Mapping[str, Job]) -> None:
+        w, plan = self.w, self.plan
+        for x in order:
+            job = jobs[x.job_id]
+            need = x.min_replicas * job.replica_gpus
+            if job.min_gpus > w.total:
+                w.wait(job, Reason.LARGER_THAN_CLUSTER, f"cluster has {w.total} GPUs", job.min_gpus)
+                continue
+            quota = w.snap.account(job.account).quota_gpus
+            if quota is not None and w.account_gpus.get(job.account, 0) + need > quota:
+                w.wait(job, Reason.QUOTA, f"account {job.account} quota {quota} GPUs", need)
+                continue
+            if self.head is not None and plan.mode == "strict":
+                w.wait(job, Reason.PRIORITY, f"FIFO: behind {self.head}", need)
+                continue
+            why = _try_start(w, job, x, self._fits(job, quota))
+            if why is None:
+                st = w.starts[-1]
+                if (self.head is not None and isinstance(st, Start)
+                        and w.now + _runtime(job, st.replicas) > self.shadow_t):
+                    self.extra -= st.gpus  # backfilled beside the reservation: uses spare GPUs
+                continue
+            if why is Reason.CAPABILITY:
+                w.wait(job, why, "no node meets the job's GPU memory / NVLink needs", need)
+                continue
+            self._missed(job, x, why, need)
+
+    def _fits(self, job: Job, quota: int | None) -> Callable[[int], bool]:
+        w, mode, head, shadow_t, extra = self.w, self.plan.mode, self.head, self.shadow_t, self.extra
         room = INF if quota is None else quota - w.account_gpus.get(job.account, 0)
 
-        def fits(k: int, job: Job = job, head: str | None = head, shadow_t: float = shadow_t,
-                 extra: int = extra, room: float = room) -> bool:
+        def fits(k: int) -> bool:
             if k * job.replica_gpus > room:
                 return False  # a start above the minimum must respect the quota too
-            if head is None or plan.mode != "backfill":
+            if head is None or mode != "backfill":
                 return True
             return w.now + _runtime(job, k) <= shadow_t or k * job.replica_gpus <= extra
 
-        why = _try_start(w, job, x, fits)
-        if why is None:
-            st = w.starts[-1]
-            if head is not None and isinstance(st, Start) and w.now + _runtime(job, st.replicas) > shadow_t:
-                extra -= st.gpus  # backfilled beside the reservation: uses the spare GPUs
-            continue
-        if why is Reason.CAPABILITY:
-            w.wait(job, why, "no node meets the job's GPU memory / NVLink needs", need)
-            continue
+        return fits
+
+    def _missed(self, job: Job, x: Want, why: Reason, need: int) -> None:
+        w, plan = self.w, self.plan
         w.blocked_classes.add(job.priority_class)
         may_reserve = plan.mode == "strict" or (
             plan.mode == "backfill" and (plan.reserve_for is None or job.job_id in plan.reserve_for))
-        if head is None and may_reserve:
-            head = job.job_id
+        if self.head is None and may_reserve:
+            self.head = job.job_id
             if plan.mode == "backfill":
-                shadow_t, extra = w.shadow(x.replicas * job.replica_gpus)
+                self.shadow_t, self.extra = w.shadow(x.replicas * job.replica_gpus)
                 w.reserved = True
-                w.wait(job, Reason.RESERVED, f"reserved start at t={shadow_t:.0f}", need)
-                continue
-        elif head is not None and plan.mode == "backfill" and why is Reason.WAITING_FOR_GPUS:
+                w.wait(job, Reason.RESERVED, f"reserved start at t={self.shadow_t:.0f}", need)
+                return
+        elif self.head is not None and plan.mode == "backfill" and why is Reason.WAITING_FOR_GPUS:
             why = Reason.PRIORITY  # would delay the reserved head job
         detail = "topology has no valid gang slot" if why is Reason.FRAGMENTED else ""
         w.wait(job, why, detail, need)
-
 
 
 def _targets(w: Work, plan: Plan) -> list[tuple[RunningJob, int]]:
@@ -158,4 +172,4 @@ def grow_phase(w: Work, plan: Plan, rules: elastic.ElasticRules) -> None:
             k = run.replicas + (k - run.replicas) // 2
 
 
-__all__ = ["grow_phase", "place_phase", "shrink_phase"]
+__all__ = ["PlacePhase", "grow_phase", "shrink_phase"]

@@ -25,7 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from daemon.core.policies.pollux import Pollux
-from daemon.core.policies.themis import rho
+from daemon.core.policies.themis import contenders, rho
 from daemon.core.policies.tiresias import Tiresias, bucket, queued_since
 from daemon.core.policy import Plan, want
 from daemon.core.snapshot import Snapshot
@@ -39,11 +39,11 @@ class Default:
 
     def plan(self, snapshot: Snapshot, now: float) -> Plan:
         total = snapshot.total_gpus
-        n = len(snapshot.pending) + len(snapshot.running)
+        n = contenders(snapshot)
         sizing = self.pollux.plan(snapshot, now)
         sized = {w.job_id: w for w in sizing.order}
         keyed = sorted(
-            (self.tiresias.queue(j, now), -rho(j, now, j.replicas, n, total), j.job_id, j)
+            (self.tiresias.queue(j, now), -rho(j, now, j.replicas, n[j.priority_class], total), j.job_id, j)
             for j in snapshot.pending
         )
         order = []

@@ -10,11 +10,12 @@ goodput_i(k) = throughput_i(k) × efficiency_i(k):
 
 Allocation, once per cycle over the GPUs it may move (free GPUs + what running elastic jobs of
 class ≥ 2 hold above their minimum; jobs running longer than ``lock_after_s`` keep their size, as
-production locks steady-state jobs): 1. admit waiting jobs at their minimum in submit order while
-GPUs last, 2. hand out single replicas by the highest marginal utility per GPU, utility
+production locks steady-state jobs), one priority class at a time (higher first): 1. admit the
+class's waiting jobs at their minimum in submit order while GPUs last, 2. hand out single replicas
+to the class's jobs by the highest marginal utility per GPU, utility
 u_i = (goodput_i(k) / goodput_i(min))^p. ``p`` is the fairness knob: p = 1 maximises total
 relative goodput, p → 0 levels the relative speedups across jobs. Ordering key: 1. admitted
-first, 2. submit time, 3. job id. Running elastic jobs get their allocation as ``targets`` (the
+first, 2. class, 3. submit time, 4. job id. Running elastic jobs get their allocation as ``targets`` (the
 cycle's anti-churn rules decide whether a resize is worth it). ``mode="greedy"``.
 """
 
@@ -61,19 +62,31 @@ class Pollux:
         capacity = snapshot.free_gpus + sum(r.gpus - r.job.min_gpus for r in movable)
         alloc: dict[str, int] = {r.job_id: r.job.min_replicas for r in movable}
         jobs: dict[str, Job] = {r.job_id: r.job for r in movable}
-        queue = sorted(snapshot.pending, key=lambda j: (j.submit_time, j.job_id))
-        for j in queue:  # 1. admission at the minimum size
-            if j.min_gpus <= capacity:
-                alloc[j.job_id], jobs[j.job_id] = j.min_replicas, j
-                capacity -= j.min_gpus
+        queue = sorted(snapshot.pending, key=lambda j: (j.priority_class, j.submit_time, j.job_id))
+        for c in range(4):  # higher classes are admitted and grown before lower ones
+            members = [r.job_id for r in movable if r.priority_class == c]
+            for j in queue:  # 1. admission at the minimum size, in submit order
+                if j.priority_class == c and j.min_gpus <= capacity:
+                    alloc[j.job_id], jobs[j.job_id] = j.min_replicas, j
+                    capacity -= j.min_gpus
+                    members.append(j.job_id)
+            capacity = self._grow(members, alloc, jobs, capacity)  # 2. marginal utility per GPU
 
+        admitted = [j for j in queue if j.job_id in alloc]
+        order = [want(j.job_id, alloc[j.job_id], j.min_replicas) for j in admitted]
+        order += [want(j.job_id, j.replicas, j.min_replicas) for j in queue if j.job_id not in alloc]
+        targets = {r.job_id: r.replicas for r in snapshot.running.values()}
+        targets.update({i: alloc[i] for i in alloc if i in snapshot.running})
+        return Plan(order=tuple(order), mode="greedy", targets=targets)
+
+    def _grow(self, members: list[str], alloc: dict[str, int], jobs: dict[str, Job], capacity: int) -> int:
         def gain(i: str) -> float:
             j, k = jobs[i], alloc[i]
             return (self.utility(j, k + 1) - self.utility(j, k)) / j.replica_gpus
 
-        heap = [(-gain(i), i) for i in sorted(alloc) if alloc[i] < jobs[i].max_replicas]
+        heap = [(-gain(i), i) for i in sorted(members) if alloc[i] < jobs[i].max_replicas]
         heapq.heapify(heap)
-        while heap:  # 2. marginal utility per GPU
+        while heap:
             neg, i = heapq.heappop(heap)
             j = jobs[i]
             if neg >= 0 or j.replica_gpus > capacity:
@@ -82,13 +95,7 @@ class Pollux:
             capacity -= j.replica_gpus
             if alloc[i] < j.max_replicas:
                 heapq.heappush(heap, (-gain(i), i))
-
-        admitted = [j for j in queue if j.job_id in alloc]
-        order = [want(j.job_id, alloc[j.job_id], j.min_replicas) for j in admitted]
-        order += [want(j.job_id, j.replicas, j.min_replicas) for j in queue if j.job_id not in alloc]
-        targets = {r.job_id: r.replicas for r in snapshot.running.values()}
-        targets.update({i: alloc[i] for i in alloc if i in snapshot.running})
-        return Plan(order=tuple(order), mode="greedy", targets=targets)
+        return capacity
 
 
 POLICY = Pollux

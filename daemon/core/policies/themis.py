@@ -1,13 +1,15 @@
 """Themis: finish-time fairness ρ with a partial-allocation auction (DESIGN R-S3).
 
 ρ = T_shared / T_independent. T_independent is the job's total running time on an independent
-1/N share of the cluster (N = jobs contending: running + pending); a share smaller than the job
-time-shares it proportionally. T_shared is time since submit + the time left at the allocation it
+1/N share of the cluster (N = jobs contending: running + pending of the job's priority class or a
+higher one — lower classes are preemptible by it); a share smaller than the job time-shares it
+proportionally. T_shared is time since submit + the time left at the allocation it
 would get now. Work left unknown → estimated as the work done so far (at least one hour): under
 heavy-tailed durations the expected remaining time grows with age.
 
-Allocation (the auction's equivalent, one round per cycle): the ``1 − fairness`` fraction of jobs
-with the highest ρ are offered the free GPUs first. Each gets its minimum size in ρ order, then
+Allocation (the auction's equivalent, one round per cycle and priority class, higher classes
+first): the ``1 − fairness`` fraction of a class's jobs with the highest ρ are offered the free
+GPUs first. Each gets its minimum size in ρ order, then
 spare replicas go, one at a time, to the highest bid = reduction of the bidder's ρ per GPU
 (marginal value from its η(k)); the rest follow in ρ order. Ordering key: 1. auction round
 (offered first), 2. ρ (higher first), 3. job id. ``mode="greedy"``.
@@ -45,6 +47,17 @@ def independent_rate(job: Job, share_gpus: float) -> float:
     return job.rate(job.min_replicas) * share_k / job.min_replicas  # time-shared
 
 
+def contenders(snapshot: Snapshot) -> dict[int, int]:
+    """N per priority class: running + waiting jobs of that class or a higher one (lower-class
+    work is preemptible by it, so it does not dilute its fair share)."""
+    per = [0, 0, 0, 0]
+    for j in snapshot.pending:
+        per[j.priority_class] += 1
+    for r in snapshot.running.values():
+        per[r.priority_class] += 1
+    return {c: max(1, sum(per[: c + 1])) for c in range(4)}
+
+
 def rho(job: Job, now: float, replicas: int, n_jobs: int, cluster_gpus: int) -> float:
     """Finish-time fairness of ``job`` if it runs on ``replicas`` from now on."""
     rate = job.rate(replicas)
@@ -61,16 +74,18 @@ class Themis:
     fairness: float = 0.8  # Themis f: the top (1 − f) of jobs by ρ bid in this round
 
     def plan(self, snapshot: Snapshot, now: float) -> Plan:
-        total = snapshot.total_gpus
-        n = len(snapshot.pending) + len(snapshot.running)
-        rhos = {j.job_id: rho(j, now, j.replicas, n, total) for j in snapshot.pending}
-        ranked = sorted(snapshot.pending, key=lambda j: (-rhos[j.job_id], j.job_id))
-        offered = ranked[: max(1, math.ceil((1.0 - self.fairness) * len(ranked)))] if ranked else []
-        alloc = self.auction(offered, snapshot.free_gpus, now, n, total)
-        first = [j for j in offered if j.job_id in alloc]
-        rest = [j for j in ranked if j.job_id not in alloc]
-        order = [want(j.job_id, alloc[j.job_id], j.min_replicas) for j in first]
-        order += [want(j.job_id, j.replicas, j.min_replicas) for j in rest]
+        total, free = snapshot.total_gpus, snapshot.free_gpus
+        n = contenders(snapshot)
+        order = []
+        for c in sorted({j.priority_class for j in snapshot.pending}):  # higher classes bid first
+            jobs = [j for j in snapshot.pending if j.priority_class == c]
+            rhos = {j.job_id: rho(j, now, j.replicas, n[c], total) for j in jobs}
+            ranked = sorted(jobs, key=lambda j: (-rhos[j.job_id], j.job_id))
+            offered = ranked[: max(1, math.ceil((1.0 - self.fairness) * len(ranked)))]
+            alloc = self.auction(offered, free, now, n[c], total)
+            free -= sum(alloc[j.job_id] * j.replica_gpus for j in offered if j.job_id in alloc)
+            order += [want(j.job_id, alloc[j.job_id], j.min_replicas) for j in offered if j.job_id in alloc]
+            order += [want(j.job_id, j.replicas, j.min_replicas) for j in ranked if j.job_id not in alloc]
         return Plan(order=tuple(order), mode="greedy",
                     targets={r.job_id: r.replicas for r in snapshot.running.values()})
 

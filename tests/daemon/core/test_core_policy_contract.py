@@ -89,3 +89,24 @@ def test_empty_cluster_runs_everything_that_fits(name: str) -> None:
     d = run(snap, name, first_fit)
     assert sorted(a.job_id for a in d.actions if isinstance(a, Start)) == ["j0", "j1", "j2", "j3"]
     assert d.reasons == ()
+
+
+@pytest.mark.parametrize("name", POLICIES)
+def test_higher_class_gets_first_pick_whatever_the_policy_order(name: str) -> None:
+    snap = (cluster(2).at(5000.0).pending(
+        job("batch-old").gpus(8).at(0).cls(3),
+        job("interactive").gpus(8).at(4000).cls(2),
+        job("prod-new").gpus(8).at(4999).cls(1)).build())
+    assert sorted(a.job_id for a in run(snap, name, first_fit).actions) == ["interactive", "prod-new"]
+
+
+@pytest.mark.parametrize("name", POLICIES)
+def test_lower_classes_never_change_which_higher_class_jobs_start(name: str) -> None:
+    for seed in range(30):
+        snap = random_snapshot(seed)
+        top = min((j.priority_class for j in snap.pending), default=3)
+        only_top = snap.replace(pending=tuple(j for j in snap.pending if j.priority_class == top))
+        started_top = {a.job_id for a in run(snap, name, first_fit).actions
+                       if isinstance(a, Start) and a.job_id in {j.job_id for j in only_top.pending}}
+        assert started_top == {a.job_id for a in run(only_top, name, first_fit).actions
+                               if isinstance(a, Start)}, seed
