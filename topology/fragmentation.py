@@ -56,7 +56,7 @@ def fragmentation_index(
         if isinstance(conts, Unplaceable):
             continue
         if shape.job_class == "single":
-            per = {c.name: (len(c.free) // shape.gpus) * shape.gpus for c in conts}
+            per = {c.name: (c.count // shape.gpus) * shape.gpus for c in conts}
             if not any(per.values()):
                 continue
         else:

@@ -21,10 +21,10 @@ Unit = tuple[tuple[str, int], ...]
 
 def _pick(c: Container, k: int, tp: int, gpus: int, freq: Counter[int]) -> list[Unit]:
     """``k`` TP groups from container ``c``: aligned NVLink blocks on the rails most peers use."""
-    if c.free[0][0] != c.free[-1][0]:  # multi-node NVLink domain: keep topology order
+    if not c.single_node:  # multi-node NVLink domain: keep topology order
         return [c.free[u * tp:(u + 1) * tp] for u in range(k)]
     node = c.first
-    idxs = [i for _, i in c.free]
+    idxs = c.indices
     if tp == 1:
         if k == len(idxs):
             return [((node, i),) for i in idxs]
@@ -62,10 +62,10 @@ def layout(
     alloc = sorted(alloc, key=lambda ck: fabric.index(ck[0].first))
     tp = shape.tp
     freq: Counter[int] = Counter()
-    partial = any(k * tp < len(c.free) for c, k in alloc)
+    partial = any(k * tp < c.count for c, k in alloc)
     if partial:
         for c, _ in alloc:
-            idxs = {i for _, i in c.free}
+            idxs = c.slots[0][1]
             if tp == 1:
                 freq.update(idxs)
             else:
@@ -98,8 +98,8 @@ def layout(
     # Global rank order: tp fastest, then stage, then replica (units are replica-major already).
     free_after: dict[str, int] = {}
     for c, _ in alloc:
-        for node, _i in c.free:
-            free_after[node] = free_after.get(node, 0) + 1
+        for node, idxs in c.slots:
+            free_after[node] = free_after.get(node, 0) + len(idxs)
     for node, used in gpus.items():
         free_after[node] -= len(used)
     cost, breakdown = score_layout(fabric, ranks, tp, shape.pp, shape.dp, weights, free_after, health)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import cached_property
 
 from topology.fabric import Fabric
 from topology.health import LinkHealth
@@ -31,13 +32,32 @@ class Shape:
 
 @dataclass(frozen=True)
 class Container:
-    """An NVLink domain (usually one node) with its usable free GPUs, in topology order."""
+    """An NVLink domain (usually one node) with its usable free GPUs, in topology order.
+
+    ``slots`` holds (node, free indices) per member node; the sorted views are computed on first
+    use only, because a large cluster has hundreds of containers and a search touches few of them.
+    """
 
     name: str
-    free: tuple[tuple[str, int], ...]
+    slots: tuple[tuple[str, frozenset[int]], ...]
+    count: int
     units: int
     first: str
     leaf: str
+
+    @property
+    def single_node(self) -> bool:
+        return len(self.slots) == 1
+
+    @cached_property
+    def indices(self) -> tuple[int, ...]:
+        """Sorted free indices (of the first node, for a multi-node domain)."""
+        return tuple(sorted(self.slots[0][1]))
+
+    @cached_property
+    def free(self) -> tuple[tuple[str, int], ...]:
+        """Every free (node, index), node by node."""
+        return tuple((n, i) for n, idxs in self.slots for i in sorted(idxs))
 
 
 def normalise(request: GangRequest, fabric: Fabric) -> Shape | Unplaceable:
@@ -121,12 +141,17 @@ def eligible_containers(
     rows.sort()
     tp = shape.tp
     if not fabric.multi_node_domains:
-        return [Container(node, tuple((node, i) for i in sorted(idxs)), len(idxs) // tp, node, leaf)
-                for _, node, leaf, idxs in rows if len(idxs) >= min_units * tp]
-    per_domain: dict[str, list[tuple[str, int]]] = {}
+        floor = min_units * tp
+        return [Container(node, ((node, idxs),), n, n // tp, node, leaf)
+                for _, node, leaf, idxs in rows if (n := len(idxs)) >= floor]
+    per_domain: dict[str, list[tuple[str, frozenset[int]]]] = {}
     leaf_of: dict[str, str] = {}
     for _, node, leaf, idxs in rows:
         domain = fabric.domain_of(node)
-        per_domain.setdefault(domain, []).extend((node, i) for i in sorted(idxs))
+        per_domain.setdefault(domain, []).append((node, idxs))
         leaf_of.setdefault(domain, leaf)
-    return [Container(d, tuple(m), len(m) // tp, m[0][0], leaf_of[d]) for d, m in per_domain.items()]
+    out = []
+    for d, slots in per_domain.items():
+        n = sum(len(i) for _, i in slots)
+        out.append(Container(d, tuple(slots), n, n // tp, slots[0][0], leaf_of[d]))
+    return out

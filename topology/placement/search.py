@@ -95,7 +95,7 @@ def choose(caps: Sequence[int], need: int, budget: int = _SEARCH_BUDGET) -> list
 
 def _splits_rails(chosen: Sequence[Container]) -> bool:
     """True if two neighbouring containers share no free GPU index."""
-    sets = [{i for _, i in c.free} for c in chosen]
+    sets = [c.slots[0][1] for c in chosen]
     return any(not a & b for a, b in pairwise(sets))
 
 
@@ -104,8 +104,8 @@ def _rail_aligned(conts: Sequence[Container], need: int, k: int) -> list[Contain
     every DP ring stays on its rail (R-T5). Only single-node containers qualify."""
     by_sig: dict[tuple[int, ...], list[Container]] = {}
     for c in conts:
-        if c.units and c.free[0][0] == c.free[-1][0]:
-            by_sig.setdefault(tuple(i for _, i in c.free), []).append(c)
+        if c.units and c.single_node:
+            by_sig.setdefault(c.indices, []).append(c)
     if len(by_sig) < 2:
         return None
     for sig in sorted(by_sig, key=lambda s: (-len(s) * len(by_sig[s]), s)):
@@ -212,7 +212,7 @@ def _single(fabric: Fabric, free: Mapping[str, frozenset[int]], request: GangReq
         return None
     slack, _, node, leaf, idxs, gpus = min(fits, key=lambda f: (f[0], leaf_free[f[3]], f[1]))
     window = best_window(sorted(idxs), need, gpus)
-    narrowed = Container(node, tuple((node, i) for i in window), need // shape.tp, node, leaf)
+    narrowed = Container(node, ((node, frozenset(window)),), need, need // shape.tp, node, leaf)
     p = layout(fabric, shape, [(narrowed, narrowed.units)], weights, health)
     breakdown = {**p.breakdown, "pack": weights.pack * (1.0 if slack else 0.0)}
     return Placement(p.gpus, p.ranks, sum(breakdown.values()), MappingProxyType(breakdown),
@@ -248,7 +248,7 @@ def place(
         if not one:
             return Unplaceable("topology_fragmented",
                                f"no single NVLink domain has {shape.gpus} free GPUs")
-        best = min(one, key=lambda c: (len(c.free) - shape.gpus, fabric.index(c.first)))
+        best = min(one, key=lambda c: (c.count - shape.gpus, fabric.index(c.first)))
         p = layout(fabric, shape, [(best, shape.units)], weights, health)
         return Placement(p.gpus, p.ranks, p.cost, p.breakdown, p.job_class, best.leaf)
     total = sum(c.units for c in conts)

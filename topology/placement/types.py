@@ -7,7 +7,7 @@ can be shared between the decision core, the simulator and the explain command w
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Literal
 
@@ -101,7 +101,9 @@ class Placement:
 
     ``gpus`` maps node -> GPU indices; ``ranks`` lists every rank (global rank = position; tp is
     fastest, then pipeline stage, then data-parallel replica); ``cost`` is the weighted locality
-    cost and ``breakdown`` its weighted terms (they sum to ``cost``).
+    cost and ``breakdown`` its weighted terms (they sum to ``cost``); ``scope`` is the switch the
+    winning candidate was searched under (``*``: the whole fabric) and ``candidates`` how many
+    distinct candidate layouts were scored.
     """
 
     gpus: Mapping[str, tuple[int, ...]]
@@ -111,7 +113,6 @@ class Placement:
     job_class: JobClass = "dp"
     scope: str = ""
     candidates: int = 1
-    notes: tuple[str, ...] = field(default=())
 
     @property
     def total_gpus(self) -> int:
