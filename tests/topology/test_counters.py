@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from topology.counters import (
     PortKey,
@@ -141,3 +143,17 @@ def test_rates_need_the_same_port_and_forward_time() -> None:
 def test_bytes_scale_for_exporter_samples() -> None:
     r = port_rates(_sample(0.0, scale=1, port_xmit_data=0), _sample(1.0, scale=1, port_xmit_data=50 * 10**9))
     assert r is not None and r.xmit_gbps == pytest.approx(50.0)
+
+
+_JUNK = st.sampled_from([
+    "# Port counters: Lid 3 port 1\n", "# Port extended counters: Lid 9 port 2\n", "SymbolErrorCounter:....",
+    "PortXmitData:.......", "42\n", "-7\n", "0xffff\n", "N/A\n", "node_infiniband_symbol_error_total",
+    '{device="mlx5_0",port="1"} ', '{device="mlx5_0",port="x"} ', "1e400\n", "NaN\n", "\n", ":", "{", "}",
+])
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.one_of(st.lists(_JUNK, max_size=30).map("".join), st.text(max_size=300)))
+def test_fuzz_text_readers_never_crash(text: str) -> None:
+    for sample in parse_perfquery(text, "sw", 0.0) + parse_node_exporter(text, "n01", 0.0):
+        assert all(v >= 0 for v in sample.counters.values())

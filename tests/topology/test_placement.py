@@ -218,3 +218,36 @@ def test_place_never_raises(gpus: int, tp: int, pp: int, dp: int | None, job_cla
         valid = {n: {i for i in g if 0 <= i < 8} for n, g in free.items() if n in FABRIC}
         assert all(s.gpu in valid[s.node] for s in result.ranks)
         assert len({(s.node, s.gpu) for s in result.ranks}) == len(result.ranks) == gpus
+
+
+def test_unbalanced_tree() -> None:
+    # A leaf straight under the core next to a spine with two leaves.
+    nodes = {f"u{i}": NodeFacts(f"u{i}") for i in range(12)}
+    names = list(nodes)
+    fabric = Fabric({"core": ["lone", "spine"], "spine": ["l1", "l2"]},
+                    {"lone": names[:4], "l1": names[4:8], "l2": names[8:]}, nodes)
+    assert fabric.distance("u0", "u4") == 3 and fabric.distance("u4", "u8") == 2
+    for req in (GangRequest(64, tp=8, pp=2), GangRequest(40, job_class="dp"), GangRequest(96, tp=8)):
+        free = all_free(fabric)
+        _check(fabric, free, req, place(fabric, free, req))
+    p = _placed(place(fabric, all_free(fabric), GangRequest(64, tp=8, pp=2)))
+    assert {fabric.leaf_of(n) for n in p.gpus} == {"l1", "l2"}  # one spine beats lone + core
+
+
+def test_disconnected_trees_still_place_across_roots() -> None:
+    nodes = {f"d{i}": NodeFacts(f"d{i}") for i in range(4)}
+    fabric = Fabric({}, {"a": ["d0", "d1"], "b": ["d2", "d3"]}, nodes)
+    assert fabric.roots == ("a", "b") and fabric.distance("d0", "d2") == fabric.depth + 1
+    p = _placed(place(fabric, all_free(fabric), GangRequest(32, tp=8)))
+    assert len(p.gpus) == 4
+
+
+@settings(max_examples=100, deadline=None)
+@given(seed=st.integers(0, 10_000), shape=st.sampled_from(SHAPES),
+       lame=st.sets(st.sampled_from(FABRIC.nodes), max_size=6))
+def test_quarantined_nodes_never_host_gangs(seed: int, shape: GangRequest, lame: set[str]) -> None:
+    free = random_occupancy(FABRIC, 0.3, seed)
+    health = LinkHealth(quarantined=dict.fromkeys(lame, "lame"))
+    result = place(FABRIC, free, shape, health=health)
+    if isinstance(result, Placement) and result.job_class != "single":
+        assert not set(result.gpus) & lame
