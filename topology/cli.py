@@ -1,4 +1,4 @@
-"""``railgang topology check|show`` and ``railgang place``: the thin shell over the pure package.
+"""``railgang topology check|show|links`` and ``railgang place``: the thin shell over the pure package.
 
 Results go to stdout (text or ``--json``), problems and warnings to stderr. A malformed input
 becomes ``daemon.errors.InputError`` (one line, exit 1, via ``daemon.cli.main``); ``check`` lists
@@ -18,9 +18,17 @@ import typer
 from daemon.errors import InputError
 from topology.comm_model import allreduce_time_s, step_comm_time_s
 from topology.conf import TopologyConf, TopologyError, check_topology, parse_topology
+from topology.counters import (
+    PortSample,
+    parse_node_exporter,
+    parse_perfquery,
+    port_rates,
+    read_sysfs,
+)
 from topology.fabric import Fabric, NodeFacts, fabric_from_conf
 from topology.fragmentation import fragmentation_index
 from topology.inputs import InputProblem, facts_from_slurm_json, parse_facts, parse_free
+from topology.linkstate import Thresholds, assess, quarantine_entries
 from topology.occupancy import random_occupancy
 from topology.placement import GangRequest, Placement, Unplaceable
 from topology.placement import place as place_gang
@@ -145,6 +153,76 @@ def show(
 
     for root in fabric.roots:
         walk(root, 1)
+
+
+def _snapshot(root: Path, t: float) -> tuple[list[PortSample], list[str]]:
+    """Counter samples of every host under ``root``: ``<host>/`` sysfs trees (``class/infiniband``
+    inside, or the devices directly), ``<host>.prom`` node_exporter text, ``<host>.perfquery``."""
+    if not root.is_dir():
+        raise InputError("counter snapshot must be a directory", path=str(root))
+    samples: list[PortSample] = []
+    warnings: list[str] = []
+    for entry in sorted(root.iterdir()):
+        if entry.is_dir():
+            tree = entry / "class" / "infiniband"
+            found = read_sysfs(tree if tree.is_dir() else entry, entry.name, t)
+        elif entry.suffix in (".prom", ".perfquery"):
+            text = _read(entry, "counter file")
+            reader = parse_node_exporter if entry.suffix == ".prom" else parse_perfquery
+            found = reader(text, entry.stem, t)
+        else:
+            warnings.append(f"{entry}: not a host directory, .prom or .perfquery file, skipped")
+            continue
+        for sample in found:
+            warnings.extend(sample.warnings)
+        samples.extend(found)
+    return samples, warnings
+
+
+@app.command("links")
+def links(
+    topology: Annotated[Path, typer.Option("--topology", "-t", help="Slurm topology.conf.")],
+    before: Annotated[Path, typer.Argument(help="Counter snapshot directory, taken first.")],
+    after: Annotated[Path, typer.Argument(help="Counter snapshot directory, taken --interval later.")],
+    interval: Annotated[float, typer.Option("--interval", help="Seconds between the snapshots.")] = 10.0,
+    nominal: Annotated[float, typer.Option("--nominal-gbps", help="Expected GB/s per port.")] = 50.0,
+    lame_rate: Annotated[float, typer.Option("--lame-errors-per-s", help="Error rate that makes a link lame.")] = 0.01,
+    show_all: Annotated[bool, typer.Option("--all", help="List healthy ports too.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+    facts: FactsOpt = None,
+) -> None:
+    """Classify InfiniBand links from two counter snapshots and list the nodes to quarantine."""
+    if interval <= 0:
+        raise InputError(f"--interval must be positive, got {interval}", field="--interval")
+    fabric = _fabric(topology, facts, False)
+    old, warn_a = _snapshot(before, 0.0)
+    new, warn_b = _snapshot(after, interval)
+    previous = {s.key: s for s in old}
+    rates = [r for s in new if (p := previous.get(s.key)) is not None and (r := port_rates(p, s)) is not None]
+    missing = len(new) - len(rates)
+    result = assess(fabric, rates, Thresholds(nominal_gbps=nominal, lame_errors_per_s=lame_rate))
+    for w in (*warn_a, *warn_b, *result.warnings,
+              *([f"{missing} port(s) only in the second snapshot, skipped"] if missing else [])):
+        typer.echo(f"warning: {w}", err=True)
+    entries = quarantine_entries(result.health)
+    if as_json:
+        typer.echo(json.dumps({
+            "ports": [{"host": st.key.host, "device": st.key.device, "port": st.key.port, "status": st.status,
+                       "effective_gbps": st.effective_gbps, "reasons": list(st.reasons)}
+                      for st in result.states if show_all or st.status != "healthy"],
+            "quarantine": [{"node": e.node, "reason": e.reason} for e in entries],
+        }, indent=2))
+        return
+    counts = {k: sum(1 for st in result.states if st.status == k) for k in ("healthy", "congested", "lame")}
+    typer.echo(f"{len(result.states)} ports: {counts['healthy']} healthy, {counts['congested']} congested, "
+               f"{counts['lame']} lame")
+    for st in result.states:
+        if show_all or st.status != "healthy":
+            typer.echo(f"  {st.key.host} {st.key.device} port {st.key.port}: {st.status}, "
+                       f"{st.effective_gbps:.1f} GB/s" + (f" ({'; '.join(st.reasons)})" if st.reasons else ""))
+    typer.echo(f"quarantine ({len(entries)} node(s)):" if entries else "quarantine: none")
+    for e in entries:
+        typer.echo(f"  {e.node}: {e.reason}")
 
 
 def _placement_json(fabric: Fabric, p: Placement, seconds: float, step: dict[str, float]) -> dict[str, Any]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -128,3 +129,50 @@ def test_place_with_facts_file(tmp_path: Path) -> None:
     facts.write_text("[defaults]\ngpus = 0\n")
     res = runner.invoke(app, ["place", "--topology", str(DATA / "tree.conf"), "--facts", str(facts), "--gpus", "8"])
     assert res.exit_code == 1 and isinstance(res.exception, InputError)
+
+
+def _fake_snapshots(tmp_path: Path) -> tuple[Path, Path]:
+    from topology.fabric import load_fabric
+    from topology.fakefabric import FakeIBFabric
+
+    fabric = load_fabric(DATA / "tree.conf")
+    live = tmp_path / "live"
+    fake = FakeIBFabric(live, fabric)
+    fake.inject("gpu003", 5, symbol_error=4)
+    before = tmp_path / "before"
+    shutil.copytree(live, before)
+    fake.step(10.0)
+    after = tmp_path / "after"
+    shutil.copytree(live, after)
+    (after / "leaf2.perfquery").write_text("# Port counters: Lid 4 port 7\nLinkDownedCounter:....1\n")
+    (before / "leaf2.perfquery").write_text("# Port counters: Lid 4 port 7\nLinkDownedCounter:....0\n")
+    (after / "README").write_text("not counters")
+    return before, after
+
+
+def test_links_finds_lame_links_and_quarantines(tmp_path: Path) -> None:
+    before, after = _fake_snapshots(tmp_path)
+    res = runner.invoke(app, ["topology", "links", "--topology", str(DATA / "tree.conf"),
+                              str(before), str(after), "--interval", "10"])
+    assert res.exit_code == 0, res.output
+    assert "gpu003 mlx5_5 port 1: lame" in res.stdout and "symbol_error 4/s" in res.stdout
+    assert "leaf2 lid4 port 7: lame" in res.stdout
+    assert "quarantine (5 node(s)):" in res.stdout  # gpu003 + the four nodes of leaf2
+    assert "README" in res.stderr
+
+
+def test_links_json(tmp_path: Path) -> None:
+    before, after = _fake_snapshots(tmp_path)
+    res = runner.invoke(app, ["topology", "links", "-t", str(DATA / "tree.conf"), str(before), str(after),
+                              "--json", "--lame-errors-per-s", "5"])
+    data = json.loads(res.stdout)
+    assert [q["node"] for q in data["quarantine"]] == ["gpu005", "gpu006", "gpu007", "gpu008"]
+
+
+def test_links_bad_inputs(tmp_path: Path) -> None:
+    res = runner.invoke(app, ["topology", "links", "-t", str(DATA / "tree.conf"), str(tmp_path / "no"),
+                              str(tmp_path), "--interval", "5"])
+    assert res.exit_code == 1 and isinstance(res.exception, InputError)
+    res = runner.invoke(app, ["topology", "links", "-t", str(DATA / "tree.conf"), str(tmp_path),
+                              str(tmp_path), "--interval", "0"])
+    assert res.exit_code == 1 and "--interval" in str(res.exception)
