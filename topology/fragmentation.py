@@ -48,10 +48,16 @@ def fragmentation_index(
         per_node = max((fabric.facts(n).gpus for n in fabric.nodes), default=1)
         gangs = [GangRequest(per_node, tp=per_node)]
     usable: dict[str, int] = {}
+    seen: set[tuple[object, ...]] = set()
     for gang in gangs:
         shape = normalise(gang, fabric)
         if isinstance(shape, Unplaceable):
             continue
+        # A queue holds many gangs of the same shape; each shape is evaluated once.
+        key = (shape, gang.min_gpu_mem_gb, gang.needs_nvlink)
+        if key in seen:
+            continue
+        seen.add(key)
         conts = eligible_containers(fabric, valid, gang, shape, health)
         if isinstance(conts, Unplaceable):
             continue

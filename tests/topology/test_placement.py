@@ -251,3 +251,21 @@ def test_quarantined_nodes_never_host_gangs(seed: int, shape: GangRequest, lame:
     result = place(FABRIC, free, shape, health=health)
     if isinstance(result, Placement) and result.job_class != "single":
         assert not set(result.gpus) & lame
+
+
+def test_pure_dp_rank_r_on_gpu_r_mod_8() -> None:
+    p = _placed(place(FABRIC, all_free(FABRIC), GangRequest(16, job_class="dp")))
+    assert [s.gpu for s in p.ranks] == [r % 8 for r in range(16)]
+    assert [s.dp_rank for s in p.ranks] == list(range(16))
+
+
+def test_tp4_dp_peers_share_rails_across_nodes() -> None:
+    p = _placed(place(FABRIC, all_free(FABRIC), GangRequest(16, tp=4, dp=4)))
+    assert len(p.gpus) == 2
+    for t in range(4):
+        by_node: dict[str, set[int]] = {}
+        for s in p.ranks:
+            if s.tp_rank == t:
+                by_node.setdefault(s.node, set()).add(s.gpu)
+        a, b = by_node.values()
+        assert a & b  # the inter-node hop of every DP group stays on one rail
