@@ -154,7 +154,7 @@ def grow_phase(w: Work, plan: Plan, rules: elastic.ElasticRules) -> None:
         if target <= run.replicas:
             continue
         waiting_above = any(c <= job.priority_class for c in w.blocked_classes)
-        if waiting_above and (w.reserved or run.job_id not in plan.targets):
+        if waiting_above and (w.reserved or not plan.sized):
             continue  # leftover GPUs belong to waiting work of the same or a higher class
         quota = w.snap.account(job.account).quota_gpus
         room = w.free_count if quota is None else min(w.free_count, quota - w.account_gpus.get(job.account, 0))

@@ -10,7 +10,8 @@ the cycle (``daemon.core.cycle``) does that the same way for every policy.
   policy's order inside each priority class and puts classes first (0 before 3), so a policy
   cannot break DESIGN R-S7.
 - ``Plan.targets``: desired DP replicas for running elastic jobs (the cycle applies them with
-  hysteresis: minimum gain, minimum interval, amortised transition cost).
+  hysteresis: minimum gain, minimum interval, amortised transition cost); a job not in
+  ``targets`` wants its maximum. ``Plan.sized`` says the targets already weigh the waiting jobs.
 - ``Plan.mode``: ``strict`` (stop at the first job that cannot start: FIFO), ``backfill`` (EASY:
   later jobs start only if they do not delay the head job's reserved start), ``greedy`` (skip).
   ``Plan.reserve_for`` narrows who may hold the backfill reservation (e.g. only starving jobs).
@@ -54,6 +55,8 @@ class Plan:
     preempt_within_class: bool = False
     reserve_for: frozenset[str] | None = None  # backfill: who may hold the reservation (None: the
     # first job that cannot start; a set: only those, e.g. starving jobs — others are skipped)
+    sized: bool = False  # targets already weigh the waiting jobs (Pollux): growth may proceed
+    # while same-class work waits; otherwise growth only uses GPUs nobody of that class waits for
 
 
 @runtime_checkable
@@ -67,6 +70,12 @@ class Policy(Protocol):
 
 def want(job_id: str, replicas: int, min_replicas: int | None = None, level: float = 0.0) -> Want:
     return Want(job_id, replicas, replicas if min_replicas is None else min_replicas, level)
+
+
+def regrow_targets(snapshot: Snapshot) -> dict[str, int]:
+    """Targets of a rigid-minded policy: an elastic job shrunk below its requested size (to make
+    room for a higher class) grows back to it, never beyond."""
+    return {r.job_id: max(r.replicas, r.job.replicas) for r in snapshot.running.values() if r.job.elastic}
 
 
 # -- registry ----------------------------------------------------------------------------------
@@ -98,4 +107,4 @@ def get(name: str, **params: Any) -> Policy:
     return policy
 
 
-__all__ = ["Mode", "Plan", "Policy", "Want", "get", "names", "want"]
+__all__ = ["Mode", "Plan", "Policy", "Want", "get", "names", "regrow_targets", "want"]

@@ -36,6 +36,7 @@ class Default:
     name = "default"
     tiresias: Tiresias = field(default_factory=Tiresias)
     pollux: Pollux = field(default_factory=Pollux)
+    reserve_starving: bool = True  # starving jobs hold an EASY reservation (False: pure greedy)
 
     def plan(self, snapshot: Snapshot, now: float) -> Plan:
         total = snapshot.total_gpus
@@ -52,12 +53,14 @@ class Default:
             replicas = s.replicas if s is not None and j.elastic else j.replicas
             order.append(want(j.job_id, replicas, j.min_replicas, level=q))
         starving = frozenset(j.job_id for j in snapshot.pending
-                             if now - queued_since(j) >= self.tiresias.promote_after_s)
+                             if self.reserve_starving
+                             and now - queued_since(j) >= self.tiresias.promote_after_s)
         return Plan(
             order=tuple(order),
             mode="backfill",
             reserve_for=starving,
             targets=sizing.targets,
+            sized=True,
             levels={r.job_id: float(bucket(r.job.attained_gpu_s, self.tiresias.thresholds_gpu_h))
                     for r in snapshot.running.values()},
             preempt_within_class=True,

@@ -2,14 +2,15 @@
 
 Ordering key: 1. submit time, 2. job id. Every job is tried at its requested size, all or nothing
 (no start-small); the first job that cannot start blocks all later jobs of its class and below
-(``mode="strict"``). No preemption inside a class, no resizing (targets = current sizes).
+(``mode="strict"``). No preemption inside a class; an elastic job shrunk for a higher class grows
+back to its requested size, never beyond (``regrow_targets``).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from daemon.core.policy import Plan, want
+from daemon.core.policy import Plan, regrow_targets, want
 from daemon.core.snapshot import Snapshot
 
 
@@ -22,7 +23,7 @@ class Fifo:
         return Plan(
             order=tuple(want(j.job_id, j.replicas) for j in queue),
             mode="strict",
-            targets={r.job_id: r.replicas for r in snapshot.running.values()},
+            targets=regrow_targets(snapshot),
         )
 
 

@@ -77,7 +77,7 @@ class Pollux:
         order += [want(j.job_id, j.replicas, j.min_replicas) for j in queue if j.job_id not in alloc]
         targets = {r.job_id: r.replicas for r in snapshot.running.values()}
         targets.update({i: alloc[i] for i in alloc if i in snapshot.running})
-        return Plan(order=tuple(order), mode="greedy", targets=targets)
+        return Plan(order=tuple(order), mode="greedy", targets=targets, sized=True)
 
     def _grow(self, members: list[str], alloc: dict[str, int], jobs: dict[str, Job], capacity: int) -> int:
         def gain(i: str) -> float:

@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from daemon.core.job import Job
-from daemon.core.policy import Plan, want
+from daemon.core.policy import Plan, regrow_targets, want
 from daemon.core.snapshot import Snapshot
 
 
@@ -58,7 +58,7 @@ class Slurm:
         return Plan(
             order=tuple(want(j.job_id, j.replicas) for j in queue),
             mode="backfill",
-            targets={r.job_id: r.replicas for r in snapshot.running.values()},
+            targets=regrow_targets(snapshot),
         )
 
 

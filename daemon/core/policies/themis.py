@@ -86,8 +86,7 @@ class Themis:
             free -= sum(alloc[j.job_id] * j.replica_gpus for j in offered if j.job_id in alloc)
             order += [want(j.job_id, alloc[j.job_id], j.min_replicas) for j in offered if j.job_id in alloc]
             order += [want(j.job_id, j.replicas, j.min_replicas) for j in ranked if j.job_id not in alloc]
-        return Plan(order=tuple(order), mode="greedy",
-                    targets={r.job_id: r.replicas for r in snapshot.running.values()})
+        return Plan(order=tuple(order), mode="greedy")  # running elastic jobs grow into spare GPUs
 
     @staticmethod
     def auction(bidders: list[Job], free: int, now: float, n: int, total: int) -> dict[str, int]:

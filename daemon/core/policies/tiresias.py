@@ -16,7 +16,7 @@ import bisect
 from dataclasses import dataclass
 
 from daemon.core.job import Job
-from daemon.core.policy import Plan, want
+from daemon.core.policy import Plan, regrow_targets, want
 from daemon.core.snapshot import Snapshot
 
 GPU_HOUR = 3600.0
@@ -47,7 +47,7 @@ class Tiresias:
         return Plan(
             order=tuple(want(j.job_id, j.replicas, level=q) for q, _, _, j in keyed),
             mode="greedy",
-            targets={r.job_id: r.replicas for r in snapshot.running.values()},
+            targets=regrow_targets(snapshot),
             levels={r.job_id: float(bucket(r.job.attained_gpu_s, self.thresholds_gpu_h))
                     for r in snapshot.running.values()},
             preempt_within_class=True,

@@ -106,3 +106,17 @@ def test_no_grow_while_same_class_work_waits_for_gpus_unless_the_policy_sized_it
     snap = (cluster(2).at(2 * H).running(job("e").gpus(8).elastic(1, 12).work(40 * H), start=0)
             .pending(job("big").gpus(16).work(H)).build())
     assert not [a for a in run(snap, "fifo").actions if isinstance(a, Resize)]
+
+
+@pytest.mark.parametrize(
+    ("policy", "grows_to"),
+    [("fifo", 2), ("slurm", 2), ("tiresias", 2), ("themis", 4), ("default", 4)],
+    ids=["fifo", "slurm", "tiresias", "themis", "default"],
+)
+def test_shrunk_job_grows_back_rigid_policies_only_to_the_requested_size(policy: str, grows_to: int) -> None:
+    # requested 2 replicas of 4 GPUs, elastic 1..4, shrunk to 1 earlier; the cluster is idle.
+    snap = (cluster(2).at(4 * H)
+            .running(job("e").gpus(8).tp(4).elastic(1, 4).work(40 * H), replicas=1, start=0)
+            .build())
+    (r,) = run(snap, policy).actions
+    assert isinstance(r, Resize) and (r.replicas, r.gpus) == (grows_to, 4 * grows_to)
