@@ -5,6 +5,8 @@ from __future__ import annotations
 import random
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from daemon.core import Decision, Resize, Start, decide, table
 from daemon.core.elastic import (
@@ -120,3 +122,21 @@ def test_shrunk_job_grows_back_rigid_policies_only_to_the_requested_size(policy:
             .build())
     (r,) = run(snap, policy).actions
     assert isinstance(r, Resize) and (r.replicas, r.gpus) == (grows_to, 4 * grows_to)
+
+
+@settings(max_examples=60, deadline=None)
+@given(tp=st.sampled_from([1, 2, 4, 8]), nodes=st.integers(1, 6), keep=st.integers(1, 48),
+       data=st.data())
+def test_shrink_keeps_whole_replicas_and_releases_the_rest(tp: int, nodes: int, keep: int,
+                                                           data: st.DataObject) -> None:
+    per_node = data.draw(st.lists(st.integers(1, 8 // tp), min_size=nodes, max_size=nodes))
+    assignment = {f"n{i}": tuple(range(c * tp)) for i, c in enumerate(per_node)}
+    reps = sum(per_node)
+    j = job("e").gpus(reps * tp).tp(tp).elastic(1, reps).build()
+    run_ = RunningJob(j, assignment, 0.0, reps)
+    k = min(keep, reps)
+    kept, gone = shrink_assignment(run_, k)
+    flat = lambda a: {(n, g) for n, gs in a.items() for g in gs}  # noqa: E731
+    assert flat(kept) | flat(gone) == flat(assignment) and not flat(kept) & flat(gone)
+    assert len(flat(kept)) == k * tp
+    assert all(len(g) % tp == 0 for g in kept.values())  # TP groups stay on one node
