@@ -202,13 +202,16 @@ class RunningJob:
         object.__setattr__(self, "priority_class", self.job.priority_class)
 
     def expected_end(self, now: float) -> float:
-        """Best estimate of when the GPUs come back: work left, else the time limit, else never."""
+        """Best estimate of when the GPUs come back: the preemption deadline if signalled, else
+        the work left, else the time limit, else never."""
         left = self.job.remaining_at(self.replicas)
         if left is not None:
-            return now + left
-        if self.job.time_limit_s is not None:
-            return max(now, self.start_time + self.job.time_limit_s)
-        return float("inf")
+            end = now + left
+        elif self.job.time_limit_s is not None:
+            end = max(now, self.start_time + self.job.time_limit_s)
+        else:
+            end = float("inf")
+        return end if self.preempt_deadline is None else min(end, max(now, self.preempt_deadline))
 
     def work_since_checkpoint_s(self, now: float) -> float:
         """Wall-clock seconds of progress a preemption now would lose."""

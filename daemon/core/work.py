@@ -37,12 +37,15 @@ class Work:
         self.grows: list[Action] = []
         self.blocked_classes: set[int] = set()  # classes with a job waiting for GPUs
         self.reserved = False
-        self._ends: list[tuple[float, int]] | None = None  # running jobs' expected ends, lazily
+        self._started_ends: list[tuple[float, int]] = []  # (expected end, GPUs) of this cycle's starts
+        self._ends: list[tuple[float, int]] | None = None  # all expected ends, sorted, built lazily
 
     @property
     def ends(self) -> list[tuple[float, int]]:
+        """(expected end, GPUs) of running jobs and of jobs started this cycle, soonest first."""
         if self._ends is None:
-            self._ends = sorted((r.expected_end(self.now), r.gpus) for r in self.snap.running.values())
+            running = [(r.expected_end(self.now), r.gpus) for r in self.snap.running.values()]
+            self._ends = sorted(running + self._started_ends)
         return self._ends
 
     # -- placement ---------------------------------------------------------------------------
@@ -76,9 +79,11 @@ class Work:
         self.starts.append(Start(job.job_id, placed.assignment, replicas, placed.cost))
         self.started.add(job.job_id)
         self.account_gpus[job.account] = self.account_gpus.get(job.account, 0) + replicas * job.replica_gpus
+        left = job.remaining_at(replicas)
+        end = (self.now + left if left is not None else INF, replicas * job.replica_gpus)
+        self._started_ends.append(end)
         if self._ends is not None:
-            left = job.remaining_at(replicas)
-            bisect.insort(self._ends, (self.now + left if left is not None else INF, replicas * job.replica_gpus))
+            bisect.insort(self._ends, end)
 
     def wait(self, job: Job, code: Reason, detail: str, needed: int) -> None:
         self.reasons[job.job_id] = PendingReason(job.job_id, code, detail, needed, self.free_count)
@@ -92,7 +97,6 @@ class Work:
                 break
             avail, t = avail + g, end
         return (t, avail - need) if avail >= need else (INF, 0)
-
 
 
 __all__ = ["INF", "Work"]

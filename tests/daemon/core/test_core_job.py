@@ -69,3 +69,8 @@ def test_running_job_expected_end_and_lost_work() -> None:
     assert r.work_since_checkpoint_s(2500.0) == 500.0
     limited = RunningJob(job("b").gpus(1).limit(600).build(), {"n0": (0,)}, 100.0, 1)
     assert limited.expected_end(200.0) == 700.0
+
+
+def test_a_signalled_job_ends_at_its_preemption_deadline() -> None:
+    r = RunningJob(job("a").gpus(1).work(1e6).build(), {"n0": (0,)}, 0.0, 1, preempt_deadline=120.0)
+    assert r.expected_end(100.0) == 120.0

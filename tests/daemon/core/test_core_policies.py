@@ -205,3 +205,21 @@ def test_default_reserves_only_for_starving_jobs() -> None:
              .pending(job("big").gpus(16).at(0).work(H), job("long").gpus(8).at(H - 60).work(9 * H))
              .build())
     assert started(run(fresh, "default")) == ["long"]
+
+
+def test_backfill_shadow_counts_jobs_started_earlier_in_the_same_cycle() -> None:
+    # "a" (8 GPUs, 1 h) is ordered first (head's account used far more than its share) and starts;
+    # head (24 GPUs) then needs r's 8 GPUs (free at 2 h) and a's (1 h): shadow = 2 h. Without a's
+    # end the shadow would be "never" and "long" (3 h) would wrongly pass the reservation.
+    snap = (cluster(3).at(0).accounts(Account("hog", usage_gpu_s=1e9), Account("lean"))
+            .running(job("r").gpus(8).work(2 * H).account("lean"), start=0)
+            .pending(job("a").gpus(8).at(-30).work(H).account("lean"),
+                     job("head").gpus(24).at(-20).work(H).account("hog"),
+                     job("long").gpus(8).at(-10).work(3 * H).account("hog"),
+                     job("short").gpus(8).at(-5).work(1.5 * H).account("hog"))
+            .build())
+    assert [w.job_id for w in get("slurm").plan(snap, 0).order][:2] == ["a", "head"]
+    d = run(snap, "slurm")
+    assert started(d) == ["a", "short"]
+    assert d.reason("head").code is Reason.RESERVED  # type: ignore[union-attr]
+    assert d.reason("long").code is Reason.PRIORITY  # type: ignore[union-attr]
