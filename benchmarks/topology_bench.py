@@ -21,6 +21,7 @@ from pathlib import Path
 from types import MappingProxyType
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from topology.comm_model import allreduce_time_s, step_comm_time_s
 from topology.fabric import Fabric, fabric_from_shape
@@ -309,6 +310,11 @@ def main() -> None:
         print(line)
     print()
     for line in degraded(fabric, frees):
+        print(line)
+    print()
+    from topology_stream import stream  # the stream replay reuses slurm_like from this module
+
+    for line in stream(300, (1, 2, 3) if args.quick else (1, 2, 3, 4, 5, 6, 7, 8)):
         print(line)
     print()
     for line in speed(fabric, frees, repeats):
