@@ -174,6 +174,7 @@ def big_cluster(states: int) -> tuple[list[str], Fabric, list[Free]]:
     jobs: list[tuple[str, GangRequest]] = [
         ("64 GPUs, data parallel", GangRequest(64, job_class="dp")),
         ("256 GPUs, tp8 pp4 dp8", GangRequest(256, tp=8, pp=4, dp=8)),
+        ("128 GPUs, tp4 pp2 dp16", GangRequest(128, tp=4, pp=2, dp=16)),
     ]
     strategies: list[tuple[str, Callable[[Free, GangRequest, int], Placement | None]]] = [
         ("railgang", lambda f, r, s: p if isinstance(p := place(fabric, f, r, seed=s), Placement) else None),
