@@ -113,6 +113,9 @@ class Job:
     min_gpu_mem_gb: float = 0.0  # capability need (R-S10), not a SKU
     needs_nvlink: bool = False
     speedup_fn: SpeedupFn = field(default=linear, compare=False, repr=False)
+    goodput_fn: SpeedupFn | None = field(default=None, compare=False, repr=False)  # measured
+    # goodput on k replicas (throughput × statistical efficiency, e.g. from the job's own
+    # gradient-noise telemetry); None = Pollux's model from speedup_fn and grad_noise_scale
     attained_gpu_s: float = 0.0  # GPU-seconds received up to the snapshot (incl. the current run)
     work_remaining_s: float | None = None  # seconds left at the requested size; None = unknown
     time_limit_s: float | None = None  # user's wall-clock limit (Slurm backfill shadow time)

@@ -6,7 +6,8 @@ goodput_i(k) = throughput_i(k) × efficiency_i(k):
   ``allreduce(comm)`` (step = compute + comm · 2(k−1)/k) or measured points (``table``);
 - statistical efficiency (gradient noise scale φ, McCandlish et al., as in Pollux):
   E(M) = (φ + M₀) / (φ + M) with M = k · batch_per_replica and M₀ the batch at the minimum size;
-  φ unknown → E = 1.
+  φ unknown → E = 1;
+- or the job's own ``goodput_fn`` (a measured model), which replaces both.
 
 Allocation, once per cycle over the GPUs it may move (free GPUs + what running elastic jobs of
 class ≥ 2 hold above their minimum; jobs running longer than ``lock_after_s`` keep their size, as
@@ -42,6 +43,8 @@ def goodput(job: Job, replicas: int) -> float:
     """Useful progress rate on ``replicas`` (throughput × statistical efficiency)."""
     if replicas <= 0:
         return 0.0
+    if job.goodput_fn is not None:
+        return job.goodput_fn(replicas)
     return job.speedup(replicas) * statistical_efficiency(job, replicas)
 
 

@@ -223,3 +223,8 @@ def test_backfill_shadow_counts_jobs_started_earlier_in_the_same_cycle() -> None
     assert started(d) == ["a", "short"]
     assert d.reason("head").code is Reason.RESERVED  # type: ignore[union-attr]
     assert d.reason("long").code is Reason.PRIORITY  # type: ignore[union-attr]
+
+
+def test_a_measured_goodput_fn_replaces_the_model() -> None:
+    j = job("a").gpus(2).elastic(1, 8).with_(goodput_fn=lambda k: min(k, 3) * 0.5).build()
+    assert [goodput(j, k) for k in (1, 3, 8)] == [0.5, 1.5, 1.5]
