@@ -64,11 +64,13 @@ class Fabric:
     ) -> None:
         self.name = name
         self.rail_optimised = rail_optimised
-        switches = list(dict.fromkeys([*children, *leaf_nodes]))
-        child_set = {c for kids in children.values() for c in kids}
+        child_list = [c for kids in children.values() for c in kids]
+        switches = list(dict.fromkeys([*children, *leaf_nodes, *child_list]))
+        child_set = set(child_list)
         roots = [s for s in switches if s not in child_set]
         self.roots: tuple[str, ...] = tuple(roots)
         self._children = {s: tuple(children.get(s, ())) for s in switches}
+        self._height = self._heights()  # also rejects cycles, which would make every walk endless
         self._parent: dict[str, str] = {}
         for parent, kids in self._children.items():
             for kid in kids:
@@ -217,8 +219,24 @@ class Fabric:
 
     def height(self, switch: str) -> int:
         """Levels above the nodes: 1 for a leaf, 2 for a spine, …"""
-        kids = self._children[switch]
-        return 1 + max((self.height(k) for k in kids), default=0)
+        return self._height[switch]
+
+    def _heights(self) -> dict[str, int]:
+        heights: dict[str, int] = {}
+        visiting: set[str] = set()
+
+        def h(switch: str) -> int:
+            if switch in heights:
+                return heights[switch]
+            if switch in visiting:
+                raise ValueError(f"switch {switch!r} is part of a cycle")
+            visiting.add(switch)
+            heights[switch] = 1 + max((h(k) for k in self._children[switch]), default=0)
+            return heights[switch]
+
+        for switch in self._children:
+            h(switch)
+        return heights
 
     @property
     def total_gpus(self) -> int:

@@ -8,7 +8,7 @@ import networkx as nx
 import pytest
 
 from topology.conf import TopologyError
-from topology.fabric import NodeFacts, fabric_from_shape, load_fabric
+from topology.fabric import Fabric, NodeFacts, fabric_from_shape, load_fabric
 
 DATA = Path(__file__).parent / "data"
 
@@ -86,3 +86,13 @@ def test_load_invalid_file_raises_with_location() -> None:
     with pytest.raises(TopologyError) as info:
         load_fabric(DATA / "bad.conf")
     assert "bad.conf:2" in str(info.value)
+
+
+def test_direct_construction_rejects_cycles() -> None:
+    with pytest.raises(ValueError, match="cycle"):
+        Fabric({"a": ["b"], "b": ["a"]}, {"a": ["n1"]})
+
+
+def test_empty_child_switch_is_allowed() -> None:
+    f = Fabric({"top": ["l1", "spare"]}, {"l1": ["n1", "n2"]})
+    assert f.height("spare") == 1 and f.height("top") == 2 and f.nodes == ("n1", "n2")
