@@ -1,4 +1,4 @@
-"""``railgang topology check|show|links`` and ``railgang place``: the thin shell over the pure package.
+"""``railgang topology check|show|links|generate`` and ``railgang place``: the thin shell over the pure package.
 
 Results go to stdout (text or ``--json``), problems and warnings to stderr. A malformed input
 becomes ``daemon.errors.InputError`` (one line, exit 1, via ``daemon.cli.main``); ``check`` lists
@@ -25,7 +25,7 @@ from topology.counters import (
     port_rates,
     read_sysfs,
 )
-from topology.fabric import Fabric, NodeFacts, fabric_from_conf
+from topology.fabric import Fabric, NodeFacts, fabric_from_conf, fabric_from_shape, render_topology
 from topology.fragmentation import fragmentation_index
 from topology.inputs import InputProblem, facts_from_slurm_json, parse_facts, parse_free
 from topology.linkstate import Thresholds, assess, quarantine_entries
@@ -223,6 +223,23 @@ def links(
     typer.echo(f"quarantine ({len(entries)} node(s)):" if entries else "quarantine: none")
     for e in entries:
         typer.echo(f"  {e.node}: {e.reason}")
+
+
+@app.command("generate")
+def generate(
+    nodes: Annotated[int, typer.Option("--nodes", help="Number of nodes.")] = 64,
+    nodes_per_leaf: Annotated[int, typer.Option("--nodes-per-leaf", help="Nodes under each leaf.")] = 8,
+    leaves_per_spine: Annotated[int | None, typer.Option(
+        "--leaves-per-spine", help="Leaves per spine (three levels); default: two levels.")] = None,
+    prefix: Annotated[str, typer.Option("--prefix", help="Node name prefix.")] = "n",
+) -> None:
+    """Print a regular fat-tree topology.conf (for demos, tests and the simulator)."""
+    if nodes < 1 or nodes_per_leaf < 1 or (leaves_per_spine is not None and leaves_per_spine < 1):
+        raise InputError("--nodes, --nodes-per-leaf and --leaves-per-spine must be positive", field="--nodes")
+    if not prefix or not prefix.replace("-", "").replace("_", "").isalnum():
+        raise InputError(f"--prefix must be letters, digits, '-' or '_', got {prefix!r}", field="--prefix")
+    typer.echo(render_topology(fabric_from_shape(nodes, 8, nodes_per_leaf, leaves_per_spine, prefix=prefix)),
+               nl=False)
 
 
 def _placement_json(fabric: Fabric, p: Placement, seconds: float, step: dict[str, float]) -> dict[str, Any]:

@@ -98,7 +98,7 @@ def ring_allreduce_time_s(
     health: LinkHealth | None = None,
     params: CommParams = DEFAULT_PARAMS,
 ) -> float:
-    """Modeled ring all-reduce of ``nbytes`` over ``gpus`` ((node, gpu index) pairs)."""
+    """Modeled ring all-reduce of ``nbytes`` over ``gpus`` ((node, gpu index) pairs of the fabric)."""
     n = len(gpus)
     if n < 2 or nbytes <= 0:
         return 0.0

@@ -17,11 +17,12 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from types import MappingProxyType
 
+import hostlist
 import networkx as nx
 
 from topology.conf import TopologyConf, parse_topology
 
-__all__ = ["Fabric", "NodeFacts", "fabric_from_conf", "fabric_from_shape", "load_fabric"]
+__all__ = ["Fabric", "NodeFacts", "fabric_from_conf", "fabric_from_shape", "load_fabric", "render_topology"]
 
 
 @dataclass(frozen=True)
@@ -390,3 +391,22 @@ def load_fabric(
     conf = parse_topology(path.read_text(encoding="utf-8"), str(path))
     return fabric_from_conf(conf, facts, default_gpus, blocks_are_nvlink=blocks_are_nvlink,
                             rail_optimised=rail_optimised)
+
+
+def render_topology(fabric: Fabric) -> str:
+    """The fabric as a topology/tree ``topology.conf`` (leaves first, then upward), e.g. to hand a
+    generated shape to Slurm or to ``railgang place``."""
+    lines = [f"# {fabric.name}: {len(fabric.nodes)} nodes, {len(fabric.leaves)} leaves, {fabric.depth} levels"]
+    for switch in sorted(fabric.switches, key=lambda sw: (fabric.height(sw), fabric.switches.index(sw))):
+        parts = [f"SwitchName={switch}"]
+        direct = fabric.direct_nodes(switch)
+        if direct:
+            parts.append(f"Nodes={hostlist.collect_hostlist(list(direct))}")
+        kids = fabric.children(switch)
+        if kids:
+            parts.append(f"Switches={hostlist.collect_hostlist(list(kids))}")
+        speed = fabric.link_speed.get(switch)
+        if speed:
+            parts.append(f"LinkSpeed={int(speed)}")
+        lines.append(" ".join(parts))
+    return "\n".join(lines) + "\n"

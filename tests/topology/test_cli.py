@@ -176,3 +176,23 @@ def test_links_bad_inputs(tmp_path: Path) -> None:
     res = runner.invoke(app, ["topology", "links", "-t", str(DATA / "tree.conf"), str(tmp_path),
                               str(tmp_path), "--interval", "0"])
     assert res.exit_code == 1 and "--interval" in str(res.exception)
+
+
+def test_generate_then_place_the_issue_example(tmp_path: Path) -> None:
+    res = runner.invoke(app, ["topology", "generate", "--nodes", "1250", "--nodes-per-leaf", "32",
+                              "--leaves-per-spine", "8", "--prefix", "gpu"])
+    assert res.exit_code == 0
+    conf = tmp_path / "topology.conf"
+    conf.write_text(res.stdout)
+    check = runner.invoke(app, ["topology", "check", str(conf)])
+    assert check.exit_code == 0 and "1250 nodes" in check.stdout
+    res = runner.invoke(app, ["place", "--topology", str(conf), "--occupancy", "0.5", "--seed", "1",
+                              "--gpus", "256", "--tp", "8", "--pp", "4", "--dp", "8", "--class", "3d", "--json"])
+    assert res.exit_code == 0, res.output
+    data = json.loads(res.stdout)
+    assert len(data["ranks"]) == 256 and all(len(g) == 8 for g in data["gpus"].values())
+
+
+def test_generate_rejects_bad_shapes() -> None:
+    res = runner.invoke(app, ["topology", "generate", "--nodes", "0"])
+    assert res.exit_code == 1 and isinstance(res.exception, InputError)

@@ -8,7 +8,7 @@ import networkx as nx
 import pytest
 
 from topology.conf import TopologyError
-from topology.fabric import Fabric, NodeFacts, fabric_from_shape, load_fabric
+from topology.fabric import Fabric, NodeFacts, fabric_from_shape, load_fabric, render_topology
 
 DATA = Path(__file__).parent / "data"
 
@@ -96,3 +96,16 @@ def test_direct_construction_rejects_cycles() -> None:
 def test_empty_child_switch_is_allowed() -> None:
     f = Fabric({"top": ["l1", "spare"]}, {"l1": ["n1", "n2"]})
     assert f.height("spare") == 1 and f.height("top") == 2 and f.nodes == ("n1", "n2")
+
+
+@pytest.mark.parametrize(("nodes", "per_leaf", "per_spine"), [(16, 4, None), (100, 8, 3), (1, 1, None)],
+                         ids=["two-level", "three-level-partial", "tiny"])
+def test_render_roundtrip(tmp_path: Path, nodes: int, per_leaf: int, per_spine: int | None) -> None:
+    original = fabric_from_shape(nodes, 8, per_leaf, per_spine)
+    path = tmp_path / "topology.conf"
+    path.write_text(render_topology(original))
+    loaded = load_fabric(path)
+    assert loaded.nodes == original.nodes
+    for a in original.nodes[:: max(1, nodes // 7)]:
+        for b in original.nodes[:: max(1, nodes // 5)]:
+            assert loaded.distance(a, b) == original.distance(a, b)

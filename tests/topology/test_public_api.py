@@ -12,7 +12,9 @@ EXPECTED = {
         "Fabric", "GangRequest", "LinkHealth", "NodeFacts", "Placement", "RankSlot", "Unplaceable",
         "allreduce_time_s", "fabric_from_shape", "load_fabric", "place",
     },
-    "topology.fabric": {"Fabric", "NodeFacts", "fabric_from_conf", "fabric_from_shape", "load_fabric"},
+    "topology.fabric": {
+        "Fabric", "NodeFacts", "fabric_from_conf", "fabric_from_shape", "load_fabric", "render_topology",
+    },
     "topology.placement": {
         "CLASS_WEIGHTS", "UNPLACEABLE_CODES", "GangRequest", "JobClass", "Placement", "RankSlot",
         "ScoreWeights", "Unplaceable", "distance_weight", "place", "score_layout",
