@@ -26,13 +26,13 @@ def all_free(fabric: Fabric) -> FreeMap:
 
 
 def _shared_node(gpus: int, rng: random.Random) -> frozenset[int]:
-    """Free GPUs of a node half-filled with aligned 1/2/4-GPU jobs."""
+    """Free GPUs of a node exactly half-filled with aligned 1/2/4-GPU jobs."""
     busy: set[int] = set()
     target = gpus // 2
     while len(busy) < target:
-        size = rng.choice([s for s in (1, 2, 4) if s <= gpus])
-        start = rng.randrange(0, gpus, size) if size <= gpus else 0
-        block = set(range(start, min(start + size, gpus)))
+        size = rng.choice([s for s in (1, 2, 4) if s <= target - len(busy)])
+        start = rng.randrange(0, gpus - size + 1, size)
+        block = set(range(start, start + size))
         if not block & busy:
             busy |= block
     return frozenset(set(range(gpus)) - busy)
