@@ -59,6 +59,7 @@ def main() -> None:
     ap.add_argument("--policies", default="fifo,slurm,tiresias,themis,pollux,default")
     ap.add_argument("--elastic", action="store_true")
     ap.add_argument("--cycle-s", type=float, default=0.0)
+    ap.add_argument("--max-pending", type=int, default=None)
     args = ap.parse_args()
 
     t0 = time.perf_counter()
@@ -74,7 +75,8 @@ def main() -> None:
     for name in args.policies.split(","):
         _DECIDE_S[0] = 0.0
         run = simulate(jobs, get(name), fabric, comm=TopologyComm(fabric),
-                       config=EngineConfig(cycle_s=args.cycle_s))
+                       config=EngineConfig(cycle_s=args.cycle_s,
+                                           max_pending=args.max_pending))
         runs.append(run)
         decide_s[name] = _DECIDE_S[0]
         m = run.metrics
@@ -84,6 +86,8 @@ def main() -> None:
     print(f"{len(jobs):,} jobs (trace read in {read_s:.2f} s), {gpus} GPUs = {args.nodes} nodes x "
           f"{args.gpus_per_node}, {args.leaf} nodes per leaf"
           + (", multi-GPU jobs elastic in [1, requested] replicas" if args.elastic else "")
+          + (f", cycle quantum {args.cycle_s:g} s" if args.cycle_s else "")
+          + (f", at most {args.max_pending} pending jobs per cycle" if args.max_pending else "")
           + f"; Python {platform.python_version()}\n")
     print("| policy | done | mean JCT h | median h | p95 h | p99 h | mean queue h | makespan h "
           "| util alloc | util prod | ρ mean | ρ max | ρ>2 | preempt | resizes | GPU-h lost |")

@@ -105,6 +105,11 @@ def sim(
         "--cycle-s", min=0, help="Decision cycle quantum (0 = at every change).")] = 0.0,
     tick_s: Annotated[float, typer.Option(
         "--tick-s", min=0, help="Extra periodic cycles while jobs wait (0 = off).")] = 0.0,
+    max_pending: Annotated[int | None, typer.Option(
+        "--max-pending", min=1,
+        help="Show the core at most N pending jobs per cycle, oldest first (like Slurm's "
+             "bf_max_job_test); caps per-cycle work but changes what reordering policies see.",
+    )] = None,
     panic_checkpoint: Annotated[bool, typer.Option(
         "--panic-checkpoint", help="A signalled job checkpoints within its grace time.")] = False,
     comm_share: Annotated[float, typer.Option(
@@ -134,7 +139,7 @@ def sim(
         raise InputError("no valid jobs in the trace", path=str(trace))
     fabric = build_fabric(topology, nodes, gpus_per_node, leaf)
     config = EngineConfig(sim=SimConfig(comm_share=comm_share, panic_checkpoint=panic_checkpoint),
-                          cycle_s=cycle_s, tick_s=tick_s, seed=seed)
+                          cycle_s=cycle_s, tick_s=tick_s, seed=seed, max_pending=max_pending)
     runs: list[RunResult] = []
     with Progress(TextColumn("{task.description:>10}"), BarColumn(), MofNCompleteColumn(),
                   TimeElapsedColumn(), console=err, transient=True, disable=quiet) as bar:

@@ -100,3 +100,12 @@ def test_tiresias_preemption_through_the_engine_exact_loss(one_node: Any) -> Non
     assert long.lost_gpu_s == pytest.approx(1520 * 8 + 120 * 8)
     # restarts at 5220, restores until 5340, then the 96,400 s left since the checkpoint
     assert long.finish == pytest.approx(5220 + 120 + 96_400)
+
+
+def test_pending_cap_bounds_what_the_core_sees_without_changing_fifo(two_nodes: Any) -> None:
+    jobs = [tj(f"j{i}", i * 5.0, [1, 4, 8, 16][i % 4], 100.0 + 37 * i) for i in range(30)]
+    full = simulate(jobs, get("fifo"), two_nodes, placer=first_fit)
+    capped = simulate(jobs, get("fifo"), two_nodes, placer=first_fit,
+                      config=EngineConfig(max_pending=1))
+    assert [(r.start, r.finish) for r in capped.records] == \
+        [(r.start, r.finish) for r in full.records]
