@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from daemon.clock import SimClock
+from daemon.core.actions import Start
 from daemon.core.cycle import CycleConfig
 from daemon.core.gang import Placer, topology_placer
 from daemon.core.policy import Policy
@@ -119,8 +120,11 @@ def simulate(
 
     def cycle(now: float) -> None:
         nonlocal cycles
+        truncated = config.max_pending is not None and len(backend.pending) > config.max_pending
         outcome = run_cycle(backend, policy, clock, rng, config=config.cycle, placer=placer)
         cycles += 1
+        if truncated and any(isinstance(r.action, Start) and r.ok for r in outcome.results):
+            want_cycle(now)  # the core saw only part of the queue and made room: look again
         for result in outcome.failed:
             failed[f"{type(result.action).__name__}: {result.detail.split(' ')[0]}"] += 1
         larger = Reason.LARGER_THAN_CLUSTER
