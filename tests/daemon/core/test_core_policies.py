@@ -228,3 +228,14 @@ def test_backfill_shadow_counts_jobs_started_earlier_in_the_same_cycle() -> None
 def test_a_measured_goodput_fn_replaces_the_model() -> None:
     j = job("a").gpus(2).elastic(1, 8).with_(goodput_fn=lambda k: min(k, 3) * 0.5).build()
     assert [goodput(j, k) for k in (1, 3, 8)] == [0.5, 1.5, 1.5]
+
+
+def test_default_without_starvation_reservations_is_greedy() -> None:
+    from daemon.core.policies.default import Default
+
+    snap = (cluster(2).at(5 * H).running(job("r").gpus(8).work(H), start=0)
+            .pending(job("big").gpus(16).at(0).work(H), job("long").gpus(8).at(5 * H - 60).work(9 * H))
+            .build())
+    d = decide(snap, Default(reserve_starving=False), snap.now, random.Random(0), placer=first_fit)
+    assert started(d) == ["long"]
+    assert d.reason("big").code is Reason.WAITING_FOR_GPUS  # type: ignore[union-attr]
