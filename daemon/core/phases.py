@@ -151,25 +151,41 @@ def grow_phase(w: Work, plan: Plan, rules: elastic.ElasticRules) -> None:
     """Grow elastic jobs into what is left, by whole replicas, if the marginal gain pays."""
     for run, target in _targets(w, plan):
         job = run.job
-        if target <= run.replicas:
+        if target <= run.replicas or run.job_id in w.touched:
             continue
-        waiting_above = any(c <= job.priority_class for c in w.blocked_classes)
-        if waiting_above and (w.reserved or not plan.sized):
-            continue  # leftover GPUs belong to waiting work of the same or a higher class
-        quota = w.snap.account(job.account).quota_gpus
-        room = w.free_count if quota is None else min(w.free_count, quota - w.account_gpus.get(job.account, 0))
-        k = min(target, run.replicas + max(0, room) // job.replica_gpus)
-        while k > run.replicas and elastic.resize_pays(run, k, w.now, rules):
-            res = w.place(GangSpec.for_job(job, k - run.replicas))
-            if isinstance(res, Placed):
-                merged = {n: tuple(run.assignment.get(n, ())) + tuple(res.assignment.get(n, ()))
-                          for n in set(run.assignment) | set(res.assignment)}
-                w.take(res.assignment)
-                w.account_gpus[job.account] = w.account_gpus.get(job.account, 0) + _gpus_of(res)
-                w.grows.append(Resize(run.job_id, k, merged, run.replicas))
-                w.touched.add(run.job_id)
-                break
-            k = run.replicas + (k - run.replicas) // 2
+        higher_waits = any(c < job.priority_class for c in w.blocked_classes)
+        same_waits = job.priority_class in w.blocked_classes
+        if (higher_waits or same_waits) and w.reserved:
+            continue  # growing could delay the reserved job
+        if higher_waits and not plan.sized:
+            continue  # leftover GPUs belong to waiting work of a higher class
+        if same_waits and not plan.sized:
+            # a job started small (or shrunk) regrows to its requested size first — that is the
+            # promise start-small was made on; growing beyond it waits until nobody of its class does
+            target = min(target, max(run.replicas, job.replicas))
+            if target <= run.replicas:
+                continue
+        _grow_to(w, run, target, rules)
+
+
+def _grow_to(w: Work, run: RunningJob, target: int, rules: elastic.ElasticRules) -> None:
+    job = run.job
+    if target <= run.replicas:
+        return
+    quota = w.snap.account(job.account).quota_gpus
+    room = w.free_count if quota is None else min(w.free_count, quota - w.account_gpus.get(job.account, 0))
+    k = min(target, run.replicas + max(0, room) // job.replica_gpus)
+    while k > run.replicas and elastic.resize_pays(run, k, w.now, rules):
+        res = w.place(GangSpec.for_job(job, k - run.replicas))
+        if isinstance(res, Placed):
+            merged = {n: tuple(run.assignment.get(n, ())) + tuple(res.assignment.get(n, ()))
+                      for n in set(run.assignment) | set(res.assignment)}
+            w.take(res.assignment)
+            w.account_gpus[job.account] = w.account_gpus.get(job.account, 0) + _gpus_of(res)
+            w.grows.append(Resize(run.job_id, k, merged, run.replicas))
+            w.touched.add(run.job_id)
+            break
+        k = run.replicas + (k - run.replicas) // 2
 
 
 __all__ = ["PlacePhase", "grow_phase", "shrink_phase"]

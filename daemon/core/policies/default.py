@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from daemon.core.policies.pollux import Pollux
 from daemon.core.policies.themis import contenders, rho
 from daemon.core.policies.tiresias import Tiresias, bucket, queued_since
-from daemon.core.policy import Plan, want
+from daemon.core.policy import Plan, regrow_targets, want
 from daemon.core.snapshot import Snapshot
 
 
@@ -37,12 +37,16 @@ class Default:
     tiresias: Tiresias = field(default_factory=Tiresias)
     pollux: Pollux = field(default_factory=Pollux)
     reserve_starving: bool = True  # starving jobs hold an EASY reservation (False: pure greedy)
+    evict_within_class: bool = True  # Tiresias-level eviction inside a class (under budgets)
+    sizing: str = "pollux"  # "pollux": goodput allocation; "requested": start at the requested size
+    # (smaller only when waiting costs more), regrow shrunk jobs to it
 
     def plan(self, snapshot: Snapshot, now: float) -> Plan:
         total = snapshot.total_gpus
         n = contenders(snapshot)
-        sizing = self.pollux.plan(snapshot, now)
-        sized = {w.job_id: w for w in sizing.order}
+        by_pollux = self.sizing == "pollux"
+        sizing = self.pollux.plan(snapshot, now) if by_pollux else None
+        sized = {w.job_id: w for w in sizing.order} if sizing is not None else {}
         keyed = sorted(
             (self.tiresias.queue(j, now), -rho(j, now, j.replicas, n[j.priority_class], total), j.job_id, j)
             for j in snapshot.pending
@@ -59,11 +63,11 @@ class Default:
             order=tuple(order),
             mode="backfill",
             reserve_for=starving,
-            targets=sizing.targets,
-            sized=True,
+            targets=sizing.targets if sizing is not None else regrow_targets(snapshot),
+            sized=by_pollux,
             levels={r.job_id: float(bucket(r.job.attained_gpu_s, self.tiresias.thresholds_gpu_h))
                     for r in snapshot.running.values()},
-            preempt_within_class=True,
+            preempt_within_class=self.evict_within_class,
         )
 
 

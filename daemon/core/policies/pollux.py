@@ -10,8 +10,8 @@ goodput_i(k) = throughput_i(k) × efficiency_i(k):
 - or the job's own ``goodput_fn`` (a measured model), which replaces both.
 
 Allocation, once per cycle over the GPUs it may move (free GPUs + what running elastic jobs of
-class ≥ 2 hold above their minimum; jobs running longer than ``lock_after_s`` keep their size, as
-production locks steady-state jobs), one priority class at a time (higher first): 1. admit the
+class ≥ 2 hold above their minimum; jobs running longer than ``lock_after_s`` are locked, as
+production locks steady-state jobs: never shrunk, only regrown to their requested size), one priority class at a time (higher first): 1. admit the
 class's waiting jobs at their minimum in submit order while GPUs last, 2. hand out single replicas
 to the class's jobs by the highest marginal utility per GPU, utility
 u_i = (goodput_i(k) / goodput_i(min))^p. ``p`` is the fairness knob: p = 1 maximises total
@@ -26,7 +26,7 @@ import heapq
 from dataclasses import dataclass
 
 from daemon.core.job import Job
-from daemon.core.policy import Plan, want
+from daemon.core.policy import Plan, regrow_targets, want
 from daemon.core.snapshot import Snapshot
 
 
@@ -78,7 +78,7 @@ class Pollux:
         admitted = [j for j in queue if j.job_id in alloc]
         order = [want(j.job_id, alloc[j.job_id], j.min_replicas) for j in admitted]
         order += [want(j.job_id, j.replicas, j.min_replicas) for j in queue if j.job_id not in alloc]
-        targets = {r.job_id: r.replicas for r in snapshot.running.values()}
+        targets = regrow_targets(snapshot)  # locked jobs keep their size or regrow to the request
         targets.update({i: alloc[i] for i in alloc if i in snapshot.running})
         return Plan(order=tuple(order), mode="greedy", targets=targets, sized=True)
 

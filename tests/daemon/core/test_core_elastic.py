@@ -140,3 +140,22 @@ def test_shrink_keeps_whole_replicas_and_releases_the_rest(tp: int, nodes: int, 
     assert flat(kept) | flat(gone) == flat(assignment) and not flat(kept) & flat(gone)
     assert len(flat(kept)) == k * tp
     assert all(len(g) % tp == 0 for g in kept.values())  # TP groups stay on one node
+
+
+def test_regrow_to_the_requested_size_even_while_same_class_work_waits() -> None:
+    # e requested 2 replicas (8 GPUs), runs on 1; "big" (24 GPUs) waits and cannot fit anyway.
+    snap = (cluster(2).at(4 * H)
+            .running(job("e").gpus(8).tp(4).elastic(1, 4).work(40 * H), replicas=1, start=0)
+            .pending(job("big").gpus(24).work(H)).build())
+    grows = [a for a in run(snap, "fifo").actions if isinstance(a, Resize)]
+    assert [(r.job_id, r.replicas) for r in grows] == [("e", 2)]
+
+
+def test_pollux_locked_jobs_are_never_shrunk_but_regrow_to_their_request() -> None:
+    from daemon.core.policies.pollux import Pollux
+
+    snap = (cluster(2).at(10 * H)
+            .running(job("old").gpus(8).tp(4).elastic(1, 4).work(40 * H), replicas=1, start=0)
+            .pending(job("new").gpus(8).elastic(1, 8).at(9 * H)).build())
+    plan = Pollux(lock_after_s=6 * H).plan(snap, 10 * H)
+    assert plan.targets["old"] == 2

@@ -239,3 +239,20 @@ def test_default_without_starvation_reservations_is_greedy() -> None:
     d = decide(snap, Default(reserve_starving=False), snap.now, random.Random(0), placer=first_fit)
     assert started(d) == ["long"]
     assert d.reason("big").code is Reason.WAITING_FOR_GPUS  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    ("kw", "replicas", "evicts"),
+    [({}, 1, True), ({"sizing": "requested"}, 4, True), ({"evict_within_class": False}, 1, False)],
+    ids=["pollux-sizing", "requested-sizing", "no-eviction-within-class"],
+)
+def test_default_knobs(kw: dict[str, object], replicas: int, evicts: bool) -> None:
+    from daemon.core.policies.default import Default
+
+    # 8 GPUs free, 8 elastic jobs wanting 4 each: Pollux admits all at 1 replica.
+    snap = (cluster(2).at(10 * H).running(job("heavy").gpus(8).service(200 * H).work(50 * H), start=0)
+            .pending(*[job(f"w{i}").gpus(4).elastic(1, 4).at(9 * H + i).work(H) for i in range(8)])
+            .build())
+    plan = Default(**kw).plan(snap, 10 * H)  # type: ignore[arg-type]
+    assert plan.order[0].replicas == replicas
+    assert plan.preempt_within_class is evicts
