@@ -45,6 +45,28 @@ class EvictPhase:
         self.by_key: dict[tuple[int, float], list[RunningJob]] = {}
         self.hopeless: dict[tuple[object, ...], Reason | None] = {}
         self.served = 0
+        # quick exits without ranking: the worst level per class among possible victims, whether
+        # any of them could shrink, and how much churn the window still allows
+        self.worst: dict[int, float] = {}
+        self.shrinkable = False
+        for r in snap.running.values():
+            if r.preempt_deadline is None and r.priority_class != 0:
+                lvl = plan.levels.get(r.job_id, 0.0)
+                self.worst[r.priority_class] = max(self.worst.get(r.priority_class, lvl), lvl)
+                self.shrinkable = self.shrinkable or r.replicas > r.job.min_replicas
+
+    def _may_find_victims_ignoring_budget(self, job: Job, level: float) -> bool:
+        """Is anybody running whom this job's class (or level) may evict?"""
+        c = job.priority_class
+        if any(pre.class_may_preempt(c, v) for v in self.worst):
+            return True
+        return self.plan.preempt_within_class and c >= 2 and self.worst.get(c, -1.0) > level
+
+    def _may_find_victims(self, job: Job, level: float) -> bool:
+        """Cheap necessary condition for an eviction search to succeed."""
+        if not self._may_find_victims_ignoring_budget(job, level):
+            return False
+        return job.priority_class == 0 or self.churn < self.cap or self.shrinkable
 
     def run(self, order: list[Want], jobs: Mapping[str, Job]) -> None:
         w, plan, budget, now, snap = self.w, self.plan, self.budget, self.w.now, self.w.snap
@@ -59,6 +81,18 @@ class EvictPhase:
             need = x.min_replicas * job.replica_gpus
             if job.priority_class == 3 and not plan.preempt_within_class:
                 continue  # batch evicts nobody unless the policy ranks inside the class
+            if not self._may_find_victims_ignoring_budget(job, x.level):
+                continue  # nobody this job may evict is running
+            if self.inflight > 0 and w.free_count < need <= w.free_count + self.inflight:
+                self.inflight -= need - w.free_count  # GPUs already signalled are this job's
+                w.wait(job, Reason.PREEMPTING, "waiting for signalled jobs to exit", need)
+                continue
+            if pre.recently_preempted(job.last_preempted_at, now, budget.cascade_window_s):
+                w.wait(job, Reason.CASCADE_DAMPED, "evicted recently; may not evict others yet", need)
+                continue
+            if not self._may_find_victims(job, x.level):
+                w.wait(job, Reason.PREEMPTION_BUDGET, "eviction would exceed a preemption budget", need)
+                continue
             ck = (job.priority_class, x.level)
             if ck not in by_key:
                 if self.ranked is None:
@@ -69,13 +103,6 @@ class EvictPhase:
                 by_key[ck] = [v for v in self.ranked if _eligible(plan, job, x.level, v)]
             cands = [v for v in by_key[ck] if v.job_id not in w.touched]
             if not cands:
-                continue
-            if self.inflight > 0 and w.free_count < need <= w.free_count + self.inflight:
-                self.inflight -= need - w.free_count  # GPUs already signalled are this job's
-                w.wait(job, Reason.PREEMPTING, "waiting for signalled jobs to exit", need)
-                continue
-            if pre.recently_preempted(job.last_preempted_at, now, budget.cascade_window_s):
-                w.wait(job, Reason.CASCADE_DAMPED, "evicted recently; may not evict others yet", need)
                 continue
             memo = (GangSpec.for_job(job, x.min_replicas).key, ck, job.priority_class == 0)
             if memo in hopeless:

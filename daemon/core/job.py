@@ -71,17 +71,19 @@ class table:  # lower case: reads as a function
     """
 
     points: tuple[tuple[int, float], ...]
+    xs: tuple[int, ...] = field(repr=False, compare=False)
 
     def __init__(self, points: Mapping[int, float]) -> None:
         pts = tuple(sorted((int(k), float(v)) for k, v in points.items()))
         if not pts or pts[0][0] < 1:
             raise ValueError("table() needs points with replicas >= 1")
         object.__setattr__(self, "points", pts)
+        object.__setattr__(self, "xs", tuple(p[0] for p in pts))
 
     def __call__(self, k: int) -> float:
         if k <= 0:
             return 0.0
-        xs = [p[0] for p in self.points]
+        xs = self.xs
         i = bisect.bisect_left(xs, k)
         if i < len(xs) and xs[i] == k:
             return self.points[i][1]
@@ -171,6 +173,8 @@ class Job:
 
     def rate(self, replicas: int) -> float:
         """Progress per second on ``replicas``, in units of the requested size (1.0 at ``gpus``)."""
+        if replicas == self.replicas:
+            return 1.0
         return self.speedup(replicas) / self.speedup(self.replicas)
 
     def remaining_at(self, replicas: int) -> float | None:
