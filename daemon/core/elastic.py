@@ -11,10 +11,14 @@ Growth and shrink change the number of DP replicas only; a replica (``tp × pp``
   ``wait_s`` for the full gang, when the expected wait + run is lower (seed: 32→64→128 beats
   waiting 8 h for 128).
 - :func:`shrink_assignment` — which GPUs a shrink gives back (whole replicas, last nodes first).
+- :func:`fill_by_marginal_gain` — hand out spare GPUs one replica at a time to the highest gain
+  per GPU (the water-filling step Pollux uses for goodput and Themis for its ρ auction).
 """
 
 from __future__ import annotations
 
+import heapq
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from daemon.core.job import Assignment, Job, RunningJob
@@ -99,6 +103,33 @@ def shrink_assignment(run: RunningJob, replicas: int) -> tuple[Assignment, Assig
     return kept, released
 
 
+def fill_by_marginal_gain(members: Iterable[str], alloc: dict[str, int], jobs: Mapping[str, Job],
+                          capacity: int, gain: Callable[[Job, int], float]) -> int:
+    """Grow ``alloc`` (job id -> replicas, updated in place) one replica at a time.
+
+    Each step goes to the job whose next replica has the highest ``gain(job, replicas_now)`` per
+    GPU; a job stops at its ``max_replicas``, when its gain is no longer positive, or when its
+    replica no longer fits. Ties break by job id, so the result is deterministic. Returns the
+    capacity left over.
+    """
+
+    def per_gpu(i: str) -> float:
+        return gain(jobs[i], alloc[i]) / jobs[i].replica_gpus
+
+    heap = [(-per_gpu(i), i) for i in sorted(members) if alloc[i] < jobs[i].max_replicas]
+    heapq.heapify(heap)
+    while heap:
+        neg, i = heapq.heappop(heap)
+        j = jobs[i]
+        if neg >= 0 or j.replica_gpus > capacity:
+            continue
+        alloc[i] += 1
+        capacity -= j.replica_gpus
+        if alloc[i] < j.max_replicas:
+            heapq.heappush(heap, (-per_gpu(i), i))
+    return capacity
+
+
 def default_target(run: RunningJob) -> int:
     """Without a goodput model, an elastic job wants its maximum (growth is gated by rules)."""
     return run.job.max_replicas
@@ -108,6 +139,7 @@ __all__ = [
     "ElasticRules",
     "completion_if_small",
     "default_target",
+    "fill_by_marginal_gain",
     "marginal_gain",
     "resize_pays",
     "shrink_assignment",

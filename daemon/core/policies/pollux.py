@@ -22,9 +22,9 @@ cycle's anti-churn rules decide whether a resize is worth it). ``mode="greedy"``
 
 from __future__ import annotations
 
-import heapq
 from dataclasses import dataclass
 
+from daemon.core.elastic import fill_by_marginal_gain
 from daemon.core.job import Job
 from daemon.core.policy import Plan, regrow_targets, want
 from daemon.core.snapshot import Snapshot
@@ -83,22 +83,9 @@ class Pollux:
         return Plan(order=tuple(order), mode="greedy", targets=targets, sized=True)
 
     def _grow(self, members: list[str], alloc: dict[str, int], jobs: dict[str, Job], capacity: int) -> int:
-        def gain(i: str) -> float:
-            j, k = jobs[i], alloc[i]
-            return (self.utility(j, k + 1) - self.utility(j, k)) / j.replica_gpus
-
-        heap = [(-gain(i), i) for i in sorted(members) if alloc[i] < jobs[i].max_replicas]
-        heapq.heapify(heap)
-        while heap:
-            neg, i = heapq.heappop(heap)
-            j = jobs[i]
-            if neg >= 0 or j.replica_gpus > capacity:
-                continue
-            alloc[i] += 1
-            capacity -= j.replica_gpus
-            if alloc[i] < j.max_replicas:
-                heapq.heappush(heap, (-gain(i), i))
-        return capacity
+        return fill_by_marginal_gain(
+            members, alloc, jobs, capacity,
+            lambda j, k: self.utility(j, k + 1) - self.utility(j, k))
 
 
 POLICY = Pollux

@@ -17,10 +17,10 @@ spare replicas go, one at a time, to the highest bid = reduction of the bidder's
 
 from __future__ import annotations
 
-import heapq
 import math
 from dataclasses import dataclass
 
+from daemon.core.elastic import fill_by_marginal_gain
 from daemon.core.job import Job
 from daemon.core.policy import Plan, want
 from daemon.core.snapshot import Snapshot
@@ -98,20 +98,10 @@ class Themis:
                 free -= j.min_gpus
         jobs = {j.job_id: j for j in bidders}
 
-        def bid(j: Job, k: int) -> float:
-            return (rho(j, now, k, n, total) - rho(j, now, k + 1, n, total)) / j.replica_gpus
+        def rho_drop(j: Job, k: int) -> float:  # the bid: how much one more replica lowers ρ
+            return rho(j, now, k, n, total) - rho(j, now, k + 1, n, total)
 
-        heap = [(-bid(jobs[i], k), i) for i, k in alloc.items() if k < jobs[i].max_replicas]
-        heapq.heapify(heap)
-        while heap:
-            neg, i = heapq.heappop(heap)
-            j = jobs[i]
-            if neg >= 0 or j.replica_gpus > free:
-                continue
-            alloc[i] += 1
-            free -= j.replica_gpus
-            if alloc[i] < j.max_replicas:
-                heapq.heappush(heap, (-bid(j, alloc[i]), i))
+        fill_by_marginal_gain(list(alloc), alloc, jobs, free, rho_drop)
         return alloc
 
 
