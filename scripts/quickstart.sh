@@ -24,14 +24,26 @@ job=$(sbatch --parsable --account=team-a -N4 --gres=gpu:8 --hold --output="$out"
 scontrol show job "$job" | grep -E 'JobState|AdminComment'
 scontrol update jobid="$job" ReqNodeList='n[05-08]'
 scontrol release "$job"
-for _ in $(seq 50); do
-  state=$(squeue -h -j "$job" -o %T 2>/dev/null || true)
-  [ -z "$state" ] && break
+for _ in $(seq 100); do  # until accounting has the finished job
+  state=$(sacct -n -X -j "$job" -o State 2>/dev/null | tr -d ' ' || true)
+  [ "$state" = COMPLETED ] && break
   sleep 0.2
 done
-sacct -j "$job" -X -o JobID,Account,State,NodeList%12,AllocTRES%50
+sacct -j "$job" -X -o JobID,Account,State,NNodes,NodeList%20,AllocTRES%50
 echo "-- job output (one line per node):"
 sort "$out"
+echo
+echo "== where railgang would put a 32-GPU tp8/pp2/dp2 gang on this cluster's fabric (30 % busy)"
+$rg place --topology "$(dirname "$conf")/topology.conf" --occupancy 0.3 --seed 1 \
+  --gpus 32 --tp 8 --pp 2 --dp 2 | head -6
+
+trace=${RAILGANG_PHILLY_DIR:-../shared/traces/philly-gavel}
+if [ -d "$trace" ]; then
+  echo "== the decision core on the first 2,000 jobs of the Philly-derived trace (512 simulated GPUs)"
+  $rg sim --trace "$trace" --limit 2000 --compare fifo,default
+else
+  echo "(no Philly-derived trace at $trace: skipping the simulator demo; set RAILGANG_PHILLY_DIR)"
+fi
 echo
 echo "railgang is installed. Try: export SLURM_CONF=$conf; sinfo; $rg --help"
 echo "Stop the cluster with: $rg devcluster down"
