@@ -29,7 +29,7 @@ for _ in $(seq 100); do  # until accounting has the finished job
   [ "$state" = COMPLETED ] && break
   sleep 0.2
 done
-sacct -j "$job" -X -o JobID,Account,State,NNodes,NodeList%20,AllocTRES%50
+sacct -j "$job" -X -o JobID,Account,State,NNodes,AllocTRES%50
 echo "-- job output (one line per node):"
 sort "$out"
 echo
