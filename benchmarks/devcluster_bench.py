@@ -32,8 +32,8 @@ def main() -> None:
     root = Path("/tmp/railgang-bench-devcluster")
     shutil.rmtree(root, ignore_errors=True)
     spec = ClusterSpec(dir=root, nodes=args.nodes, accounting=not args.no_accounting,
-                       slurmctld_port=46817, slurmdbd_port=46819, mariadb_port=46306,
-                       slurmd_base_port=46900)
+                       slurmctld_port=28817, slurmdbd_port=28819, mariadb_port=28306,
+                       slurmd_base_port=28900)  # ports below the ephemeral range (32768+)
     cluster = DevCluster(spec)
     ups, downs = [], []
     rss: dict[str, int] = {}

@@ -61,14 +61,28 @@ def _required_programs(spec: ClusterSpec) -> dict[str, Path]:
     return progs
 
 
+def ephemeral_port_range() -> tuple[int, int]:
+    """Local ports Linux gives outgoing connections: a listener there can lose its port at random."""
+    try:
+        lo, hi = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
+        return int(lo), int(hi)
+    except (OSError, ValueError):
+        return 32768, 60999
+
+
 def preflight(spec: ClusterSpec) -> None:
-    """Root, packages, ports: each problem is one line saying what to do."""
+    """Ports, root, packages: each problem is one line saying what to do."""
+    lo, hi = ephemeral_port_range()
+    ephemeral = [f"{what} {port}" for what, port in spec.ports.items() if lo <= port <= hi]
+    if ephemeral:
+        raise DevClusterError(
+            f"ports {', '.join(ephemeral[:3])}{' …' if len(ephemeral) > 3 else ''} are in the kernel's "
+            f"ephemeral range {lo}-{hi}, where any client connection may take them; "
+            f"choose devcluster ports outside it")
     if os.geteuid() != 0:
         raise DevClusterError("the local Slurm cluster needs root (device nodes, slurmd); run as root")
     missing = [name for name, path in _required_programs(spec).items() if not path.exists()]
-    if spec.accounting and not Path(
-        "/usr/lib/x86_64-linux-gnu/slurm-wlm/accounting_storage_mysql.so").exists() and not list(
-            Path("/usr/lib").glob("*/slurm-wlm/accounting_storage_mysql.so")):
+    if spec.accounting and not any(Path("/usr/lib").glob("*/slurm-wlm/accounting_storage_mysql.so")):
         missing.append("slurm-wlm-mysql-plugin")
     if Path("/etc/alternatives/slurmctld").exists() and "emulator" in os.path.realpath(
             "/etc/alternatives/slurmctld"):

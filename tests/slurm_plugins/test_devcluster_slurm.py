@@ -172,7 +172,7 @@ def test_small_cluster_lifecycle_leaves_nothing_behind(tmp_path: Path) -> None:
     if os.geteuid() != 0:
         pytest.skip("needs root")
     spec = ClusterSpec(dir=tmp_path / "mini", nodes=2, nodes_per_leaf=2, accounting=False,
-                       slurmctld_port=36817, slurmd_base_port=36900)
+                       slurmctld_port=27817, slurmd_base_port=27900)  # below the ephemeral range
     cluster = DevCluster(spec)
     try:
         first = cluster.up()

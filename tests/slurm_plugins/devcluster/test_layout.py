@@ -77,3 +77,13 @@ def test_gres_conf_points_at_device_nodes(tmp_path: Path, gpus: int, files: str)
 def test_plugstack(tmp_path: Path) -> None:
     assert f"optional {tmp_path}/x.so" in render_plugstack_conf(tmp_path / "x.so")
     assert "not built" in render_plugstack_conf(None)
+
+
+def test_preflight_refuses_ports_in_the_ephemeral_range(tmp_path: Path) -> None:
+    from daemon.errors import DevClusterError
+    from slurm_plugins.devcluster.cluster import ephemeral_port_range, preflight
+
+    lo, _ = ephemeral_port_range()
+    spec = ClusterSpec(dir=tmp_path, slurmctld_port=lo + 10, slurmd_base_port=lo + 100)
+    with pytest.raises(DevClusterError, match="ephemeral range"):
+        preflight(spec)
