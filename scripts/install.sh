@@ -19,14 +19,21 @@ if ((${#missing[@]})); then
   fi
   echo "installing Debian packages: ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq
+  for try in 1 2 3; do  # mirrors hiccup; a second try usually goes through
+    apt-get update -qq && break
+    echo "apt-get update failed (try $try); retrying" >&2; sleep 5
+  done
   # keep Debian from starting the packaged services: railgang runs its own, on its own ports
   created_policy=0
   if [ ! -e /usr/sbin/policy-rc.d ]; then
     printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d && chmod +x /usr/sbin/policy-rc.d
     created_policy=1
   fi
-  apt-get install -y -qq "${missing[@]}" >/dev/null
+  for try in 1 2 3; do
+    apt-get install -y -qq "${missing[@]}" >/dev/null && break
+    [ "$try" = 3 ] && { echo "apt-get install ${missing[*]} failed" >&2; exit 1; }
+    echo "apt-get install failed (try $try); retrying" >&2; sleep 5
+  done
   if [ "$created_policy" = 1 ]; then rm -f /usr/sbin/policy-rc.d; fi
 fi
 
