@@ -4,7 +4,7 @@
 
 The cluster is ~90 % busy (running jobs of Philly-like sizes, first-fit packed, leaving free GPUs
 scattered over many nodes); the queue mixes sizes 1-64 GPUs, TP 1/8, ~20 % elastic, classes 1-3,
-known work. Placement goes through the real ``topology.placement.place``. Prints the median and
+known work. Placement goes through the real ``railgang.topology.placement.place``. Prints the median and
 max wall time of ``decide`` per policy plus the number of starts/preemptions/resizes.
 """
 
@@ -16,7 +16,7 @@ import statistics
 import time
 from typing import Any
 
-from daemon.core import (
+from railgang.daemon.core import (
     Job,
     Node,
     Preempt,
@@ -28,14 +28,14 @@ from daemon.core import (
     make_snapshot,
     topology_placer,
 )
-from daemon.core.policy import get, names
-from daemon.core.snapshot import Snapshot
+from railgang.daemon.core.policy import get, names
+from railgang.daemon.core.snapshot import Snapshot
 
 SIZES = [1, 1, 1, 1, 2, 2, 4, 4, 8, 8, 16, 32, 64]
 
 
 def build(nodes: int, pending: int, busy: float, seed: int = 1) -> Snapshot:
-    from topology.fabric import fabric_from_shape
+    from railgang.topology.fabric import fabric_from_shape
 
     rng = random.Random(seed)
     fabric = fabric_from_shape(nodes, 8, 4)

@@ -12,8 +12,8 @@ import statistics
 import time
 from pathlib import Path
 
-from slurm_plugins.devcluster.cluster import DevCluster
-from slurm_plugins.devcluster.layout import ClusterSpec
+from railgang.slurm_plugins.devcluster.cluster import DevCluster
+from railgang.slurm_plugins.devcluster.layout import ClusterSpec
 
 
 def rss_kib(pid: int) -> int:

@@ -20,18 +20,18 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import daemon.loop
-from daemon.core.policy import get
-from daemon.sim.cli import make_elastic
-from daemon.sim.engine import EngineConfig, RunResult, simulate
-from daemon.sim.progress import TopologyComm
-from daemon.sim.report import ratios
-from daemon.sim.traces.philly import default_dir, read_philly
-from topology.fabric import fabric_from_shape
+import railgang.daemon.loop
+from railgang.daemon.core.policy import get
+from railgang.daemon.sim.cli import make_elastic
+from railgang.daemon.sim.engine import EngineConfig, RunResult, simulate
+from railgang.daemon.sim.progress import TopologyComm
+from railgang.daemon.sim.report import ratios
+from railgang.daemon.sim.traces.philly import default_dir, read_philly
+from railgang.topology.fabric import fabric_from_shape
 
 H = 3600.0
 _DECIDE_S = [0.0]
-_decide = daemon.loop.decide
+_decide = railgang.daemon.loop.decide
 
 
 def _timed_decide(*args: Any, **kwargs: Any) -> Any:
@@ -42,7 +42,7 @@ def _timed_decide(*args: Any, **kwargs: Any) -> Any:
         _DECIDE_S[0] += time.perf_counter() - t
 
 
-daemon.loop.decide = _timed_decide  # measurement only: how much of a replay is the core
+railgang.daemon.loop.decide = _timed_decide  # measurement only: how much of a replay is the core
 
 
 def h(x: float) -> str:

@@ -23,13 +23,20 @@ from types import MappingProxyType
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from topology.comm_model import allreduce_time_s, step_comm_time_s
-from topology.fabric import Fabric, fabric_from_shape
-from topology.health import LinkHealth
-from topology.occupancy import random_occupancy
-from topology.placement import CLASS_WEIGHTS, GangRequest, Placement, RankSlot, Unplaceable, place
-from topology.placement.layout import layout
-from topology.placement.model import Container, eligible_containers, normalise
+from railgang.topology.comm_model import allreduce_time_s, step_comm_time_s
+from railgang.topology.fabric import Fabric, fabric_from_shape
+from railgang.topology.health import LinkHealth
+from railgang.topology.occupancy import random_occupancy
+from railgang.topology.placement import (
+    CLASS_WEIGHTS,
+    GangRequest,
+    Placement,
+    RankSlot,
+    Unplaceable,
+    place,
+)
+from railgang.topology.placement.layout import layout
+from railgang.topology.placement.model import Container, eligible_containers, normalise
 
 Free = Mapping[str, frozenset[int]]
 

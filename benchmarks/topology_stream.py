@@ -22,8 +22,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from topology_bench import slurm_like
 
-from topology.fabric import Fabric, fabric_from_shape
-from topology.placement import GangRequest, Placement, place
+from railgang.topology.fabric import Fabric, fabric_from_shape
+from railgang.topology.placement import GangRequest, Placement, place
 
 Placer = Callable[[Fabric, Mapping[str, frozenset[int]], GangRequest], Placement | None]
 

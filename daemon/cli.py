@@ -13,9 +13,9 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from daemon import __version__
-from daemon.config import Settings, load_settings, masked_dump
-from daemon.errors import RailgangError
+from railgang.daemon import __version__
+from railgang.daemon.config import Settings, load_settings, masked_dump
+from railgang.daemon.errors import RailgangError
 
 app = typer.Typer(
     name="railgang",
@@ -84,11 +84,11 @@ def config_show(
 
 def _register_components() -> None:
     # Imported here so that `railgang --help` lists them while each stays in its own package.
-    from daemon.sim.cli import sim
-    from db.cli import app as db_app
-    from slurm_plugins.devcluster.cli import app as devcluster_app
-    from topology.cli import app as topology_app
-    from topology.cli import place
+    from railgang.daemon.sim.cli import sim
+    from railgang.db.cli import app as db_app
+    from railgang.slurm_plugins.devcluster.cli import app as devcluster_app
+    from railgang.topology.cli import app as topology_app
+    from railgang.topology.cli import place
 
     app.add_typer(db_app, name="db")
     app.add_typer(devcluster_app, name="devcluster")

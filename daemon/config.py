@@ -15,7 +15,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
-from daemon.errors import ConfigError
+from railgang.daemon.errors import ConfigError
 
 DEFAULT_STATE_DIR = Path(os.environ.get("RAILGANG_HOME", "/var/lib/railgang"))
 DEV_API_SECRET = "railgang-dev-secret-change-me"

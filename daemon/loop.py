@@ -1,7 +1,7 @@
 """One scheduling cycle, shared by the daemon and the simulator: observe → decide → act.
 
-``run_cycle`` is the only place that connects a :class:`~daemon.slurm.backend.Backend`, the pure
-decision core and a :class:`~daemon.clock.Clock`. The daemon calls it on a timer with the Slurm
+``run_cycle`` is the only place that connects a :class:`~railgang.daemon.slurm.backend.Backend`, the pure
+decision core and a :class:`~railgang.daemon.clock.Clock`. The daemon calls it on a timer with the Slurm
 backend and the wall clock; the simulator calls it on its events with ``SimBackend`` and a
 ``SimClock``; unit tests call it with ``FakeBackend``. There is no simulation flag anywhere.
 """
@@ -12,13 +12,13 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from daemon.clock import Clock
-from daemon.core.actions import Action
-from daemon.core.cycle import CycleConfig, decide
-from daemon.core.gang import Placer, topology_placer
-from daemon.core.policy import Policy
-from daemon.core.reasons import PendingReason
-from daemon.slurm.backend import ActionResult, Backend
+from railgang.daemon.clock import Clock
+from railgang.daemon.core.actions import Action
+from railgang.daemon.core.cycle import CycleConfig, decide
+from railgang.daemon.core.gang import Placer, topology_placer
+from railgang.daemon.core.policy import Policy
+from railgang.daemon.core.reasons import PendingReason
+from railgang.daemon.slurm.backend import ActionResult, Backend
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,7 +11,7 @@ app = typer.Typer(help="Database migrations (SQLite by default, PostgreSQL by UR
 
 
 def _url(url: str | None) -> str:
-    from daemon.cli import settings
+    from railgang.daemon.cli import settings
 
     return url or settings().db.url
 
@@ -22,7 +22,7 @@ def upgrade(
     url: Annotated[str | None, typer.Option(help="Database URL (default: db.url).")] = None,
 ) -> None:
     """Apply Alembic migrations up to REVISION (default: head). Safe to run repeatedly."""
-    from db import migrate
+    from railgang.db import migrate
 
     target = _url(url)
     rev = migrate.upgrade(target, revision)
@@ -34,7 +34,7 @@ def current(
     url: Annotated[str | None, typer.Option(help="Database URL (default: db.url).")] = None,
 ) -> None:
     """Print the database's current revision and the newest one available."""
-    from db import migrate
+    from railgang.db import migrate
 
     target = _url(url)
     typer.echo(f"current: {migrate.current(target) or '(empty database)'}  head: {migrate.head()}")

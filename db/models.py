@@ -11,7 +11,7 @@ from datetime import datetime
 from sqlalchemy import CheckConstraint, Float, ForeignKey, Integer, String, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
-from db.base import Base, UTCDateTime
+from railgang.db.base import Base, UTCDateTime
 
 
 class Account(Base):

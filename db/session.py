@@ -11,7 +11,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
-from daemon.errors import DatabaseError
+from railgang.daemon.errors import DatabaseError
 
 
 def make_engine(url: str, *, echo: bool = False) -> Engine:

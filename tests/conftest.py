@@ -17,6 +17,9 @@ from tests.support.postgres import PrivatePostgres
 
 REQUIRED = {s.strip() for s in os.environ.get("RAILGANG_TEST_REQUIRE", "").split(",") if s.strip()}
 TEST_ROOT = Path(os.environ.get("RAILGANG_TEST_ROOT", f"/tmp/railgang-pytest-{os.getuid()}"))
+# Ports of the test cluster: slurmctld, slurmdbd, MariaDB at BASE, BASE+2, BASE-511, slurmds from
+# BASE+83 on. Two test sessions at once (say, two checkouts) need two roots and two bases.
+PORT_BASE = int(os.environ.get("RAILGANG_TEST_PORT_BASE", "26817"))
 
 
 def _unavailable(service: str, why: str) -> None:
@@ -28,12 +31,13 @@ def _unavailable(service: str, why: str) -> None:
 @pytest.fixture(scope="session")
 def slurm_cluster() -> Iterator[object]:
     """A real 16-node × 8-GPU Slurm 22.05 cluster with accounting, on its own ports."""
-    from daemon.errors import DevClusterError
-    from slurm_plugins.devcluster.cluster import DevCluster, preflight
-    from slurm_plugins.devcluster.layout import ClusterSpec
+    from railgang.daemon.errors import DevClusterError
+    from railgang.slurm_plugins.devcluster.cluster import DevCluster, preflight
+    from railgang.slurm_plugins.devcluster.layout import ClusterSpec
 
-    spec = ClusterSpec(dir=TEST_ROOT / "devcluster", slurmctld_port=26817, slurmdbd_port=26819,
-                       mariadb_port=26306, slurmd_base_port=26900)
+    spec = ClusterSpec(dir=TEST_ROOT / "devcluster", slurmctld_port=PORT_BASE,
+                       slurmdbd_port=PORT_BASE + 2, mariadb_port=PORT_BASE - 511,
+                       slurmd_base_port=PORT_BASE + 83)
     cluster = DevCluster(spec)
     cluster.down()  # leftovers of an interrupted earlier session (recorded PIDs only)
     try:

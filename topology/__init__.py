@@ -4,10 +4,10 @@ The names below are the public surface other packages code against; ``tests/topo
 pins it.
 """
 
-from topology.comm_model import allreduce_time_s
-from topology.fabric import Fabric, NodeFacts, fabric_from_shape, load_fabric
-from topology.health import LinkHealth
-from topology.placement import GangRequest, Placement, RankSlot, Unplaceable, place
+from railgang.topology.comm_model import allreduce_time_s
+from railgang.topology.fabric import Fabric, NodeFacts, fabric_from_shape, load_fabric
+from railgang.topology.health import LinkHealth
+from railgang.topology.placement import GangRequest, Placement, RankSlot, Unplaceable, place
 
 __all__ = [
     "Fabric",

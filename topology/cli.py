@@ -1,7 +1,7 @@
 """``railgang topology check|show|links|generate`` and ``railgang place``: the thin shell over the pure package.
 
 Results go to stdout (text or ``--json``), problems and warnings to stderr. A malformed input
-becomes ``daemon.errors.InputError`` (one line, exit 1, via ``daemon.cli.main``); ``check`` lists
+becomes ``railgang.daemon.errors.InputError`` (one line, exit 1, via ``railgang.daemon.cli.main``); ``check`` lists
 every problem itself and exits 1. ``place`` exits 0 when the gang was placed and 3 when it cannot be
 placed now (the reason is printed, it is not an error).
 """
@@ -15,23 +15,29 @@ from typing import Annotated, Any
 import hostlist
 import typer
 
-from daemon.errors import InputError
-from topology.comm_model import allreduce_time_s, step_comm_time_s
-from topology.conf import TopologyConf, TopologyError, check_topology, parse_topology
-from topology.counters import (
+from railgang.daemon.errors import InputError
+from railgang.topology.comm_model import allreduce_time_s, step_comm_time_s
+from railgang.topology.conf import TopologyConf, TopologyError, check_topology, parse_topology
+from railgang.topology.counters import (
     PortSample,
     parse_node_exporter,
     parse_perfquery,
     port_rates,
     read_sysfs,
 )
-from topology.fabric import Fabric, NodeFacts, fabric_from_conf, fabric_from_shape, render_topology
-from topology.fragmentation import fragmentation_index
-from topology.inputs import InputProblem, facts_from_slurm_json, parse_facts, parse_free
-from topology.linkstate import Thresholds, assess, quarantine_entries
-from topology.occupancy import random_occupancy
-from topology.placement import GangRequest, Placement, Unplaceable
-from topology.placement import place as place_gang
+from railgang.topology.fabric import (
+    Fabric,
+    NodeFacts,
+    fabric_from_conf,
+    fabric_from_shape,
+    render_topology,
+)
+from railgang.topology.fragmentation import fragmentation_index
+from railgang.topology.inputs import InputProblem, facts_from_slurm_json, parse_facts, parse_free
+from railgang.topology.linkstate import Thresholds, assess, quarantine_entries
+from railgang.topology.occupancy import random_occupancy
+from railgang.topology.placement import GangRequest, Placement, Unplaceable
+from railgang.topology.placement import place as place_gang
 
 __all__ = ["app", "place"]
 

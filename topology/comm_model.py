@@ -19,9 +19,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from topology.fabric import Fabric
-from topology.health import LinkHealth
-from topology.placement.types import Placement, RankSlot
+from railgang.topology.fabric import Fabric
+from railgang.topology.health import LinkHealth
+from railgang.topology.placement.types import Placement, RankSlot
 
 __all__ = [
     "DEFAULT_PARAMS",

@@ -2,7 +2,7 @@
 
 Pure: text in, a frozen ``TopologyConf`` out, or a ``TopologyError`` carrying *every* problem found
 with its file and line, so ``railgang topology check`` can list them all at once. The CLI turns the
-first problem into ``daemon.errors.InputError``; this module imports nothing from the daemon.
+first problem into ``railgang.daemon.errors.InputError``; this module imports nothing from the daemon.
 
 Grammar (as slurmctld reads it): ``key=value`` pairs separated by blanks, keys case-insensitive,
 ``#`` starts a comment, a trailing backslash continues the line. Tree lines start with

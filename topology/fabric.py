@@ -20,7 +20,7 @@ from types import MappingProxyType
 import hostlist
 import networkx as nx
 
-from topology.conf import TopologyConf, parse_topology
+from railgang.topology.conf import TopologyConf, parse_topology
 
 __all__ = ["Fabric", "NodeFacts", "fabric_from_conf", "fabric_from_shape", "load_fabric", "render_topology"]
 

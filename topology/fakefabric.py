@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from topology.fabric import Fabric
+from railgang.topology.fabric import Fabric
 
 __all__ = ["FakeIBFabric", "Injection"]
 

@@ -12,10 +12,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from topology.fabric import Fabric
-from topology.health import LinkHealth
-from topology.placement.model import eligible_containers, normalise
-from topology.placement.types import GangRequest, Unplaceable
+from railgang.topology.fabric import Fabric
+from railgang.topology.health import LinkHealth
+from railgang.topology.placement.model import eligible_containers, normalise
+from railgang.topology.placement.types import GangRequest, Unplaceable
 
 __all__ = ["Fragmentation", "fragmentation_index"]
 

@@ -2,7 +2,7 @@
 the quarantine set (R-T2, R-T3).
 
 ``LinkHealth`` is the immutable summary the placement engine and the communication model read; it
-is built by ``topology.linkstate.assess`` from counter rates, or by hand in tests.
+is built by ``railgang.topology.linkstate.assess`` from counter rates, or by hand in tests.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-from topology.fabric import Fabric
+from railgang.topology.fabric import Fabric
 
 __all__ = ["LinkHealth"]
 

@@ -1,6 +1,6 @@
 """Offline inputs of the topology tools: node-facts files, ``sinfo``/``scontrol --json`` output and
 free-GPU files. Pure parsing; problems raise ``InputProblem`` carrying file, line and field so the
-CLI can turn them into ``daemon.errors.InputError``.
+CLI can turn them into ``railgang.daemon.errors.InputError``.
 
 Free-GPU file (``railgang place --free``), one line per host list, ``#`` comments::
 
@@ -21,8 +21,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from topology.conf import expand_hosts
-from topology.fabric import Fabric, NodeFacts
+from railgang.topology.conf import expand_hosts
+from railgang.topology.fabric import Fabric, NodeFacts
 
 __all__ = [
     "FactsTable",

@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Literal
 
-from topology.counters import ERROR_COUNTERS, PortKey, PortRates
-from topology.fabric import Fabric
-from topology.health import LinkHealth
+from railgang.topology.counters import ERROR_COUNTERS, PortKey, PortRates
+from railgang.topology.fabric import Fabric
+from railgang.topology.health import LinkHealth
 
 __all__ = [
     "Assessment",

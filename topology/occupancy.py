@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import random
 
-from topology.fabric import Fabric
+from railgang.topology.fabric import Fabric
 
 __all__ = ["FreeMap", "all_free", "random_occupancy"]
 

@@ -2,21 +2,29 @@
 
 Public API::
 
-    from daemon.core import decide, Decision, CycleConfig, Snapshot, make_snapshot, Job, ...
+    from railgang.daemon.core import decide, Decision, CycleConfig, Snapshot, make_snapshot, Job, ...
     decision = decide(snapshot, policies.get("default"), now, random.Random(0))
 
 Imports only the standard library, numpy and ``topology`` (a test enforces the boundary).
 """
 
-from daemon.core.actions import Action, DrainNode, Preempt, Resize, SetPriority, Start, TagNode
-from daemon.core.cycle import CycleConfig, Decision, decide
-from daemon.core.elastic import ElasticRules
-from daemon.core.gang import GangSpec, NotPlaced, Placed, Placer, topology_placer
-from daemon.core.job import Job, RunningJob, SpeedupFn, allreduce, amdahl, linear, table
-from daemon.core.policy import Plan, Policy, Want
-from daemon.core.preemption import PreemptionBudget
-from daemon.core.reasons import PendingReason, Reason
-from daemon.core.snapshot import Account, Node, PreemptEvent, Snapshot, make_snapshot
+from railgang.daemon.core.actions import (
+    Action,
+    DrainNode,
+    Preempt,
+    Resize,
+    SetPriority,
+    Start,
+    TagNode,
+)
+from railgang.daemon.core.cycle import CycleConfig, Decision, decide
+from railgang.daemon.core.elastic import ElasticRules
+from railgang.daemon.core.gang import GangSpec, NotPlaced, Placed, Placer, topology_placer
+from railgang.daemon.core.job import Job, RunningJob, SpeedupFn, allreduce, amdahl, linear, table
+from railgang.daemon.core.policy import Plan, Policy, Want
+from railgang.daemon.core.preemption import PreemptionBudget
+from railgang.daemon.core.reasons import PendingReason, Reason
+from railgang.daemon.core.snapshot import Account, Node, PreemptEvent, Snapshot, make_snapshot
 
 __all__ = [
     "Account",

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
-from daemon.core.reasons import Reason
+from railgang.daemon.core.reasons import Reason
 
 Assignment = Mapping[str, tuple[int, ...]]
 

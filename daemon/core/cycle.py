@@ -34,16 +34,16 @@ from dataclasses import dataclass, field
 from itertools import groupby
 from types import MappingProxyType
 
-from daemon.core import elastic
-from daemon.core import preemption as pre
-from daemon.core.actions import Action, SetPriority, TagNode
-from daemon.core.evict import EvictPhase
-from daemon.core.gang import Placer, topology_placer
-from daemon.core.phases import PlacePhase, grow_phase, shrink_phase
-from daemon.core.policy import Policy
-from daemon.core.reasons import PendingReason, Reason
-from daemon.core.snapshot import Snapshot
-from daemon.core.work import Work
+from railgang.daemon.core import elastic
+from railgang.daemon.core import preemption as pre
+from railgang.daemon.core.actions import Action, SetPriority, TagNode
+from railgang.daemon.core.evict import EvictPhase
+from railgang.daemon.core.gang import Placer, topology_placer
+from railgang.daemon.core.phases import PlacePhase, grow_phase, shrink_phase
+from railgang.daemon.core.policy import Policy
+from railgang.daemon.core.reasons import PendingReason, Reason
+from railgang.daemon.core.snapshot import Snapshot
+from railgang.daemon.core.work import Work
 
 log = logging.getLogger(__name__)
 PHASES = ("observe", "order", "size", "place", "preempt", "grow", "emit")

@@ -21,7 +21,7 @@ import heapq
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
-from daemon.core.job import Assignment, Job, RunningJob
+from railgang.daemon.core.job import Assignment, Job, RunningJob
 
 
 @dataclass(frozen=True)

@@ -1,20 +1,20 @@
 """The preempt phase: free GPUs for waiting jobs by shrinking, then evicting, lower work.
 
-Rules and budgets live in :mod:`daemon.core.preemption`; this module applies them in order.
+Rules and budgets live in :mod:`railgang.daemon.core.preemption`; this module applies them in order.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
-from daemon.core import elastic
-from daemon.core import preemption as pre
-from daemon.core.actions import Assignment, Preempt, Resize
-from daemon.core.gang import GangSpec, Placed
-from daemon.core.job import Job, RunningJob
-from daemon.core.policy import Plan, Want
-from daemon.core.reasons import Reason
-from daemon.core.work import Work
+from railgang.daemon.core import elastic
+from railgang.daemon.core import preemption as pre
+from railgang.daemon.core.actions import Assignment, Preempt, Resize
+from railgang.daemon.core.gang import GangSpec, Placed
+from railgang.daemon.core.job import Job, RunningJob
+from railgang.daemon.core.policy import Plan, Want
+from railgang.daemon.core.reasons import Reason
+from railgang.daemon.core.work import Work
 
 
 def _eligible(plan: Plan, requester: Job, level: float, v: RunningJob) -> bool:

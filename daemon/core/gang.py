@@ -1,7 +1,7 @@
 """The core's seam to the topology placement engine (all-or-nothing gangs).
 
 The core never searches placements itself: :func:`topology_placer` forwards a :class:`GangSpec`
-to ``topology.placement.place`` and converts the answer into :class:`Placed` or
+to ``railgang.topology.placement.place`` and converts the answer into :class:`Placed` or
 :class:`NotPlaced`. Tests may inject another :class:`Placer` (e.g. a first-fit fake), which is why
 the seam is a Protocol.
 """
@@ -12,12 +12,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol, cast
 
-from daemon.core.job import Assignment, Job
+from railgang.daemon.core.job import Assignment, Job
 
 
 @dataclass(frozen=True)
 class GangSpec:
-    """One gang request (mirrors ``topology.placement.GangRequest``)."""
+    """One gang request (mirrors ``railgang.topology.placement.GangRequest``)."""
 
     gpus: int
     tp: int = 1
@@ -58,7 +58,7 @@ class NotPlaced:
     @property
     def capability(self) -> bool:
         """True when the miss is about what the job needs (GPU memory, NVLink, an impossible shape)
-        rather than how many GPUs are free (``topology.placement.UNPLACEABLE_CODES``)."""
+        rather than how many GPUs are free (``railgang.topology.placement.UNPLACEABLE_CODES``)."""
         return self.code in ("gpu_memory", "no_nvlink_domain", "invalid_request")
 
 
@@ -82,8 +82,8 @@ def topology_placer(
     health: Any = None,
     seed: int = 0,
 ) -> Placed | NotPlaced:
-    """Place through ``topology.placement.place`` (imported lazily: the core stays importable)."""
-    from topology.placement import GangRequest, Unplaceable, place
+    """Place through ``railgang.topology.placement.place`` (imported lazily: the core stays importable)."""
+    from railgang.topology.placement import GangRequest, Unplaceable, place
 
     request = GangRequest(
         gpus=spec.gpus,

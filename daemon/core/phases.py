@@ -1,18 +1,18 @@
 """Cycle phases that start and size jobs: admit + place (with start-small and backfill), shrink
-before placement, grow after it. Each takes the cycle's :class:`~daemon.core.work.Work`.
+before placement, grow after it. Each takes the cycle's :class:`~railgang.daemon.core.work.Work`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
-from daemon.core import elastic
-from daemon.core.actions import Resize, Start
-from daemon.core.gang import GangSpec, Placed
-from daemon.core.job import Job, RunningJob
-from daemon.core.policy import Plan, Want
-from daemon.core.reasons import Reason
-from daemon.core.work import INF, Work
+from railgang.daemon.core import elastic
+from railgang.daemon.core.actions import Resize, Start
+from railgang.daemon.core.gang import GangSpec, Placed
+from railgang.daemon.core.job import Job, RunningJob
+from railgang.daemon.core.policy import Plan, Want
+from railgang.daemon.core.reasons import Reason
+from railgang.daemon.core.work import INF, Work
 
 
 def _gpus_of(placed: Placed) -> int:

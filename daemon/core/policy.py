@@ -1,7 +1,7 @@
 """The policy seam: a one-method Protocol, the plan it returns, and the registry (STYLE 4).
 
 A policy orders the pending queue and sizes jobs; it never places, preempts or emits actions —
-the cycle (``daemon.core.cycle``) does that the same way for every policy.
+the cycle (``railgang.daemon.core.cycle``) does that the same way for every policy.
 
 ``plan(snapshot, now) -> Plan``:
 
@@ -18,7 +18,7 @@ the cycle (``daemon.core.cycle``) does that the same way for every policy.
 - ``Plan.levels`` + ``preempt_within_class``: lets a policy (Tiresias) evict running work of the
   same class whose level is strictly worse than the waiting job's, under the same budgets.
 
-The registry discovers every module in ``daemon.core.policies`` that defines ``POLICY`` (a class
+The registry discovers every module in ``railgang.daemon.core.policies`` that defines ``POLICY`` (a class
 with a ``name`` and a ``plan`` method); adding a policy is adding one file.
 """
 
@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Literal, Protocol, runtime_checkable
 
-from daemon.core.snapshot import Snapshot
+from railgang.daemon.core.snapshot import Snapshot
 
 Mode = Literal["strict", "backfill", "greedy"]
 
@@ -80,7 +80,7 @@ def regrow_targets(snapshot: Snapshot) -> dict[str, int]:
 
 # -- registry ----------------------------------------------------------------------------------
 def _discover() -> dict[str, type[Any]]:
-    import daemon.core.policies as pkg
+    import railgang.daemon.core.policies as pkg
 
     found: dict[str, type[Any]] = {}
     for info in sorted(pkgutil.iter_modules(pkg.__path__), key=lambda i: i.name):

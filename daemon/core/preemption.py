@@ -22,8 +22,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from daemon.core.job import RunningJob
-from daemon.core.snapshot import Snapshot
+from railgang.daemon.core.job import RunningJob
+from railgang.daemon.core.snapshot import Snapshot
 
 
 @dataclass(frozen=True)

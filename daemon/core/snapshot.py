@@ -2,18 +2,18 @@
 
 A :class:`Snapshot` is built once per cycle by a backend (real Slurm, the simulator, a test fake)
 and never mutated: a what-if is a new snapshot (:meth:`Snapshot.replace`). Names follow Slurm's
-nouns: :class:`Node`, :class:`Account`, jobs (``daemon.core.job``).
+nouns: :class:`Node`, :class:`Account`, jobs (``railgang.daemon.core.job``).
 
 Fields
 ------
 ``now``         clock of the observation (seconds; the cycle also receives ``now`` explicitly)
-``fabric``      ``topology.fabric.Fabric`` the placement engine searches (opaque to the core)
+``fabric``      ``railgang.topology.fabric.Fabric`` the placement engine searches (opaque to the core)
 ``health``      optional link health from ``topology`` (passed through to ``place``)
 ``nodes``       :class:`Node` per name: GPU count, state (``idle``/``drain``/``down``), tags
 ``free``        free GPU indices per node, ``Mapping[str, frozenset[int]]``; drained/down nodes
                 must already be absent or empty
-``running``     :class:`~daemon.core.job.RunningJob` per job id
-``pending``     the queue, :class:`~daemon.core.job.Job` in submit order
+``running``     :class:`~railgang.daemon.core.job.RunningJob` per job id
+``pending``     the queue, :class:`~railgang.daemon.core.job.Job` in submit order
 ``accounts``    :class:`Account` per name (fair-share, usage, optional GPU quota)
 ``preemptions`` recent :class:`PreemptEvent` (for the churn budget window)
 """
@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from daemon.core.job import Job, RunningJob
+from railgang.daemon.core.job import Job, RunningJob
 
 
 @dataclass(frozen=True)
@@ -67,7 +67,7 @@ class Snapshot:
     """Everything one decision cycle may look at. Build with :func:`make_snapshot`."""
 
     now: float
-    fabric: Any  # topology.fabric.Fabric (kept opaque so the core never inspects its internals)
+    fabric: Any  # railgang.topology.fabric.Fabric (kept opaque so the core never inspects its internals)
     nodes: Mapping[str, Node]
     free: Mapping[str, frozenset[int]]
     running: Mapping[str, RunningJob]

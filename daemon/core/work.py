@@ -9,11 +9,11 @@ from __future__ import annotations
 import bisect
 from collections.abc import Mapping
 
-from daemon.core.actions import Action, Assignment, Start
-from daemon.core.gang import GangSpec, NotPlaced, Placed, Placer
-from daemon.core.job import Job
-from daemon.core.reasons import PendingReason, Reason
-from daemon.core.snapshot import Snapshot
+from railgang.daemon.core.actions import Action, Assignment, Start
+from railgang.daemon.core.gang import GangSpec, NotPlaced, Placed, Placer
+from railgang.daemon.core.job import Job
+from railgang.daemon.core.reasons import PendingReason, Reason
+from railgang.daemon.core.snapshot import Snapshot
 
 INF = float("inf")
 

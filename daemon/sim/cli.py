@@ -23,11 +23,11 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 
-from daemon.core import policy as registry
-from daemon.errors import ConfigError, InputError
-from daemon.sim.engine import EngineConfig, RunResult, simulate
-from daemon.sim.progress import TopologyComm
-from daemon.sim.report import (
+from railgang.daemon.core import policy as registry
+from railgang.daemon.errors import ConfigError, InputError
+from railgang.daemon.sim.engine import EngineConfig, RunResult, simulate
+from railgang.daemon.sim.progress import TopologyComm
+from railgang.daemon.sim.report import (
     account_table,
     ratio_table,
     ratios,
@@ -35,15 +35,15 @@ from daemon.sim.report import (
     to_json,
     write_jobs_csv,
 )
-from daemon.sim.traces import Format, TraceJob, read_trace
-from daemon.slurm.sim import SimConfig
+from railgang.daemon.sim.traces import Format, TraceJob, read_trace
+from railgang.daemon.slurm.sim import SimConfig
 
 ALL_POLICIES = "fifo,slurm,tiresias,themis,pollux,default"
 
 
 def build_fabric(topology: Path | None, nodes: int, gpus_per_node: int, leaf: int) -> Any:
-    from topology.conf import TopologyError
-    from topology.fabric import fabric_from_shape, load_fabric
+    from railgang.topology.conf import TopologyError
+    from railgang.topology.fabric import fabric_from_shape, load_fabric
 
     if topology is not None:
         try:

@@ -26,17 +26,17 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from daemon.clock import SimClock
-from daemon.core.actions import Start
-from daemon.core.cycle import CycleConfig
-from daemon.core.gang import Placer, topology_placer
-from daemon.core.policy import Policy
-from daemon.core.reasons import PendingReason, Reason
-from daemon.loop import run_cycle
-from daemon.sim.metrics import JobRecord, Metrics, compute
-from daemon.sim.progress import CommModel
-from daemon.sim.traces.model import TraceJob
-from daemon.slurm.sim import COMPLETE, KILL, SimBackend, SimConfig
+from railgang.daemon.clock import SimClock
+from railgang.daemon.core.actions import Start
+from railgang.daemon.core.cycle import CycleConfig
+from railgang.daemon.core.gang import Placer, topology_placer
+from railgang.daemon.core.policy import Policy
+from railgang.daemon.core.reasons import PendingReason, Reason
+from railgang.daemon.loop import run_cycle
+from railgang.daemon.sim.metrics import JobRecord, Metrics, compute
+from railgang.daemon.sim.progress import CommModel
+from railgang.daemon.sim.traces.model import TraceJob
+from railgang.daemon.slurm.sim import COMPLETE, KILL, SimBackend, SimConfig
 
 # event kinds in the order they are handled within one instant
 _ORDER = {COMPLETE: 0, KILL: 1, "arrival": 2, "cycle": 3, "tick": 4}

@@ -10,7 +10,7 @@ is the total). On ``k`` data-parallel replicas placed on a concrete set of GPUs 
   serial share per replica for CSV jobs (``GENERIC_SERIAL``).
 - ``placement_factor`` = 1 / ((1 − c) + c × T_ar(placement) / T_ar(best)), where ``c`` is the
   job's communication share (the fraction of a step spent in the gradient all-reduce on the best
-  placement of its size) and ``T_ar`` the all-reduce time from ``topology.comm_model`` for the
+  placement of its size) and ``T_ar`` the all-reduce time from ``railgang.topology.comm_model`` for the
   actual placement and for the most compact placement of the same size on an empty cluster.
   Single-node gangs have factor 1.
 - Nothing advances while a job restores after a restart (``restore_cost_s``) or transitions after
@@ -23,8 +23,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Protocol
 
-from daemon.core.job import Job, SpeedupFn, amdahl, table
-from daemon.sim.traces.model import TraceJob
+from railgang.daemon.core.job import Job, SpeedupFn, amdahl, table
+from railgang.daemon.sim.traces.model import TraceJob
 
 GENERIC_SERIAL = 0.05  # Amdahl serial share per replica for jobs without a measured curve
 DEFAULT_COMM_SHARE = 0.2  # share of a step in all-reduce on the best placement (multi-node jobs)
@@ -71,7 +71,7 @@ class NoComm:
 
 
 class TopologyComm:
-    """Placement factor from ``topology.comm_model`` ring all-reduce times."""
+    """Placement factor from ``railgang.topology.comm_model`` ring all-reduce times."""
 
     def __init__(self, fabric: Any, *, health: Any = None, nbytes: int = ALLREDUCE_BYTES) -> None:
         self.fabric = fabric
@@ -80,7 +80,7 @@ class TopologyComm:
         self._best: dict[tuple[int, int, int], float] = {}
 
     def _allreduce(self, assignment: Mapping[str, tuple[int, ...]]) -> float:
-        from topology.comm_model import ring_allreduce_time_s
+        from railgang.topology.comm_model import ring_allreduce_time_s
 
         gpus = [(node, g) for node, idx in assignment.items() for g in idx]
         return float(ring_allreduce_time_s(self.fabric, gpus, self.nbytes, health=self.health))
@@ -90,7 +90,7 @@ class TopologyComm:
         key = (gpus, job.tp, job.pp)
         best = self._best.get(key)
         if best is None:
-            from topology.placement import GangRequest, Unplaceable, place
+            from railgang.topology.placement import GangRequest, Unplaceable, place
 
             free = {n: frozenset(range(self.fabric.facts(n).gpus)) for n in self.fabric.nodes}
             result = place(self.fabric, free, GangRequest(gpus=gpus, tp=job.tp, pp=job.pp))

@@ -10,9 +10,9 @@ from typing import Any
 
 from rich.table import Table
 
-from daemon.errors import InputError
-from daemon.sim.engine import RunResult
-from daemon.sim.metrics import Metrics
+from railgang.daemon.errors import InputError
+from railgang.daemon.sim.engine import RunResult
+from railgang.daemon.sim.metrics import Metrics
 
 # metric, column label, how to show it
 COLUMNS: tuple[tuple[str, str, str], ...] = (

@@ -1,9 +1,9 @@
 """The one backend seam (STYLE 7): real Slurm, the simulator and the test fake look alike.
 
-A backend observes the cluster as an immutable :class:`~daemon.core.snapshot.Snapshot` and applies
+A backend observes the cluster as an immutable :class:`~railgang.daemon.core.snapshot.Snapshot` and applies
 the decision core's actions, reporting one :class:`ActionResult` per action (never raising for an
 action the cluster refuses: that is data, like a pending reason). Time is always passed in by the
-caller's :class:`~daemon.clock.Clock`, never read by the backend. Compare httpx: one
+caller's :class:`~railgang.daemon.clock.Clock`, never read by the backend. Compare httpx: one
 ``BaseTransport.handle_request`` implemented by the network transport and by ``MockTransport``.
 """
 
@@ -13,8 +13,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-from daemon.core.actions import Action
-from daemon.core.snapshot import Snapshot
+from railgang.daemon.core.actions import Action
+from railgang.daemon.core.snapshot import Snapshot
 
 
 @dataclass(frozen=True, slots=True)

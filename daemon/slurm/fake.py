@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from daemon.core.actions import Action
-from daemon.core.snapshot import Snapshot
-from daemon.slurm.backend import ActionResult
+from railgang.daemon.core.actions import Action
+from railgang.daemon.core.snapshot import Snapshot
+from railgang.daemon.slurm.backend import ActionResult
 
 
 class FakeBackend:

@@ -21,13 +21,21 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from daemon.core.actions import Action, DrainNode, Preempt, Resize, SetPriority, Start, TagNode
-from daemon.core.job import Job, RunningJob
-from daemon.core.snapshot import Account, Node, PreemptEvent, Snapshot
-from daemon.sim.metrics import JobRecord
-from daemon.sim.progress import CommModel, NoComm, core_job
-from daemon.sim.traces.model import TraceJob
-from daemon.slurm.backend import ActionResult
+from railgang.daemon.core.actions import (
+    Action,
+    DrainNode,
+    Preempt,
+    Resize,
+    SetPriority,
+    Start,
+    TagNode,
+)
+from railgang.daemon.core.job import Job, RunningJob
+from railgang.daemon.core.snapshot import Account, Node, PreemptEvent, Snapshot
+from railgang.daemon.sim.metrics import JobRecord
+from railgang.daemon.sim.progress import CommModel, NoComm, core_job
+from railgang.daemon.sim.traces.model import TraceJob
+from railgang.daemon.slurm.backend import ActionResult
 
 COMPLETE = "complete"
 KILL = "kill"

@@ -1,12 +1,12 @@
-"""Alembic environment: the URL comes from the Config built by db.migrate (never from a file)."""
+"""Alembic environment: the URL comes from the Config built by railgang.db.migrate (never from a file)."""
 
 from __future__ import annotations
 
 from alembic import context
 
-from db import models  # noqa: F401  (registers the tables on Base.metadata)
-from db.base import Base
-from db.session import make_engine
+from railgang.db import models  # noqa: F401  (registers the tables on Base.metadata)
+from railgang.db.base import Base
+from railgang.db.session import make_engine
 
 config = context.config
 target_metadata = Base.metadata

@@ -10,8 +10,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from slurm_plugins.devcluster.cluster import DevCluster
-from slurm_plugins.devcluster.layout import ClusterSpec
+from railgang.slurm_plugins.devcluster.cluster import DevCluster
+from railgang.slurm_plugins.devcluster.layout import ClusterSpec
 
 app = typer.Typer(help="A local GPU Slurm 22.05 test cluster on this machine (root, loopback only).",
                   no_args_is_help=True)
@@ -19,7 +19,7 @@ console = Console()
 
 
 def spec_from_settings(directory: Path | None = None, nodes: int | None = None) -> ClusterSpec:
-    from daemon.cli import settings
+    from railgang.daemon.cli import settings
 
     dc = settings().devcluster
     return ClusterSpec(

@@ -16,10 +16,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from daemon.errors import DevClusterError
-from slurm_plugins.devcluster import layout
-from slurm_plugins.devcluster.layout import GPU_DEVICE_MAJOR, SLURM_BIN, ClusterSpec
-from slurm_plugins.devcluster.processes import (
+from railgang.daemon.errors import DevClusterError
+from railgang.slurm_plugins.devcluster import layout
+from railgang.slurm_plugins.devcluster.layout import GPU_DEVICE_MAJOR, SLURM_BIN, ClusterSpec
+from railgang.slurm_plugins.devcluster.processes import (
     ProcessTable,
     is_running,
     port_in_use,

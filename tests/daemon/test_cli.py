@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typer.testing import CliRunner
 
-from daemon import __version__
-from daemon.cli import app
+from railgang.daemon import __version__
+from railgang.daemon.cli import app
 
 
 def test_help_lists_subcommands() -> None:

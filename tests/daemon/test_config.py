@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from daemon.cli import app
-from daemon.config import load_settings
-from daemon.errors import ConfigError
+from railgang.daemon.cli import app
+from railgang.daemon.config import load_settings
+from railgang.daemon.errors import ConfigError
 
 
 def write(tmp_path: Path, text: str) -> Path:
@@ -71,7 +71,7 @@ def test_cli_reports_config_errors_in_one_line(tmp_path: Path) -> None:
     import sys
 
     path = write(tmp_path, "[devcluster]\nnodez = 3\n")
-    res = subprocess.run([sys.executable, "-c", "from daemon.cli import main; main()",
+    res = subprocess.run([sys.executable, "-c", "from railgang.daemon.cli import main; main()",
                           "--config", str(path), "config", "show"],
                          capture_output=True, text=True, check=False)
     assert res.returncode == 1

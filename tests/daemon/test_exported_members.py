@@ -7,12 +7,12 @@ import importlib
 import pytest
 
 PUBLIC = {
-    "daemon.errors": {"ConfigError", "DatabaseError", "DevClusterError", "InputError",
+    "railgang.daemon.errors": {"ConfigError", "DatabaseError", "DevClusterError", "InputError",
                       "RailgangError", "SlurmError"},
-    "daemon.config": {"Settings", "load_settings", "masked_dump"},
-    "db.session": {"check_connection", "make_engine", "session_scope"},
-    "db.migrate": {"current", "head", "upgrade"},
-    "db.models": {"Account", "Job", "UsageRecord"},
+    "railgang.daemon.config": {"Settings", "load_settings", "masked_dump"},
+    "railgang.db.session": {"check_connection", "make_engine", "session_scope"},
+    "railgang.db.migrate": {"current", "head", "upgrade"},
+    "railgang.db.models": {"Account", "Job", "UsageRecord"},
 }
 
 
@@ -25,7 +25,7 @@ def test_exported_members(module: str) -> None:
 
 
 def test_errors_render_location() -> None:
-    from daemon.errors import InputError
+    from railgang.daemon.errors import InputError
 
     err = InputError("unknown switch 'leaf9'", path="topology.conf", line=12, field="Switches")
     assert str(err) == "topology.conf:12: Switches: unknown switch 'leaf9'"

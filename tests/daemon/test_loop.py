@@ -4,16 +4,16 @@ import random
 
 import pytest
 
-from daemon.clock import Clock, SimClock, WallClock
-from daemon.core.actions import Start
-from daemon.core.job import Job
-from daemon.core.policy import get
-from daemon.core.snapshot import Node, make_snapshot
-from daemon.loop import run_cycle
-from daemon.slurm.backend import Backend
-from daemon.slurm.fake import FakeBackend
+from railgang.daemon.clock import Clock, SimClock, WallClock
+from railgang.daemon.core.actions import Start
+from railgang.daemon.core.job import Job
+from railgang.daemon.core.policy import get
+from railgang.daemon.core.snapshot import Node, make_snapshot
+from railgang.daemon.loop import run_cycle
+from railgang.daemon.slurm.backend import Backend
+from railgang.daemon.slurm.fake import FakeBackend
+from railgang.topology.fabric import fabric_from_shape
 from tests.daemon.sim.conftest import first_fit
-from topology.fabric import fabric_from_shape
 
 
 def snapshot(now: float = 0.0):  # type: ignore[no-untyped-def]

@@ -10,11 +10,11 @@ from sqlalchemy import inspect, select
 from sqlalchemy.exc import IntegrityError
 from typer.testing import CliRunner
 
-from daemon.cli import app
-from daemon.errors import DatabaseError
-from db import migrate
-from db.models import Account, Job, UsageRecord
-from db.session import make_engine, session_scope
+from railgang.daemon.cli import app
+from railgang.daemon.errors import DatabaseError
+from railgang.db import migrate
+from railgang.db.models import Account, Job, UsageRecord
+from railgang.db.session import make_engine, session_scope
 
 EXPECTED_TABLES = {"accounts", "jobs", "usage_records", "alembic_version"}
 

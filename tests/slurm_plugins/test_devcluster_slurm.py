@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from daemon.cli import app
-from slurm_plugins.devcluster.cluster import DevCluster, slurm_env
-from slurm_plugins.devcluster.layout import ClusterSpec
-from slurm_plugins.devcluster.processes import is_running
+from railgang.daemon.cli import app
+from railgang.slurm_plugins.devcluster.cluster import DevCluster, slurm_env
+from railgang.slurm_plugins.devcluster.layout import ClusterSpec
+from railgang.slurm_plugins.devcluster.processes import is_running
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 

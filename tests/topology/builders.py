@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from topology.fabric import Fabric
+from railgang.topology.fabric import Fabric
 
 
 def free_map(fabric: Fabric, spec: dict[str, Iterable[int] | str]) -> dict[str, frozenset[int]]:

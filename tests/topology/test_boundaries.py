@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2] / "topology"
-FORBIDDEN = ("daemon", "db", "slurm_plugins", "pyslurm", "subprocess", "socket", "sqlalchemy", "requests")
+FORBIDDEN = ("railgang.daemon", "railgang.db", "railgang.slurm_plugins", "pyslurm", "subprocess",
+             "socket", "sqlalchemy", "requests")
 MODULES = sorted(p for p in ROOT.rglob("*.py"))
 
 
@@ -26,8 +27,8 @@ def _imports(path: Path) -> set[str]:
 
 @pytest.mark.parametrize("path", MODULES, ids=[str(p.relative_to(ROOT)) for p in MODULES])
 def test_pure_modules(path: Path) -> None:
-    allowed = {"daemon.errors"} if path.name == "cli.py" and path.parent == ROOT else set()
-    bad = {m for m in _imports(path) if m.split(".")[0] in FORBIDDEN and m not in allowed}
+    allowed = {"railgang.daemon.errors"} if path.name == "cli.py" and path.parent == ROOT else set()
+    bad = {m for m in _imports(path) if m.startswith(FORBIDDEN) and m not in allowed}
     assert not bad, f"{path.name} imports {sorted(bad)}"
 
 

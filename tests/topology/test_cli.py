@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from daemon.cli import app
-from daemon.errors import InputError
+from railgang.daemon.cli import app
+from railgang.daemon.errors import InputError
 
 DATA = Path(__file__).parent / "data"
 runner = CliRunner()
@@ -132,8 +132,8 @@ def test_place_with_facts_file(tmp_path: Path) -> None:
 
 
 def _fake_snapshots(tmp_path: Path) -> tuple[Path, Path]:
-    from topology.fabric import load_fabric
-    from topology.fakefabric import FakeIBFabric
+    from railgang.topology.fabric import load_fabric
+    from railgang.topology.fakefabric import FakeIBFabric
 
     fabric = load_fabric(DATA / "tree.conf")
     live = tmp_path / "live"

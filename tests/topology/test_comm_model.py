@@ -6,16 +6,16 @@ import random
 
 import pytest
 
-from topology.comm_model import (
+from railgang.topology.comm_model import (
     CommParams,
     allreduce_time_s,
     ring_allreduce_time_s,
     step_comm_time_s,
 )
-from topology.fabric import fabric_from_shape
-from topology.health import LinkHealth
-from topology.occupancy import all_free
-from topology.placement import GangRequest, Placement, place
+from railgang.topology.fabric import fabric_from_shape
+from railgang.topology.health import LinkHealth
+from railgang.topology.occupancy import all_free
+from railgang.topology.placement import GangRequest, Placement, place
 
 BIG = fabric_from_shape(1250, 8, nodes_per_leaf=32, leaves_per_spine=8)
 

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from topology.conf import (
+from railgang.topology.conf import (
     MAX_RANGE,
     TopologyError,
     check_topology,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from topology.fabric import fabric_from_shape
-from topology.placement import CLASS_WEIGHTS, RankSlot, distance_weight, score_layout
+from railgang.topology.fabric import fabric_from_shape
+from railgang.topology.placement import CLASS_WEIGHTS, RankSlot, distance_weight, score_layout
 
 F = fabric_from_shape(16, 8, nodes_per_leaf=4, leaves_per_spine=2)
 

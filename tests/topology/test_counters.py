@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from topology.counters import (
+from railgang.topology.counters import (
     PortKey,
     PortSample,
     parse_node_exporter,

@@ -7,8 +7,14 @@ from pathlib import Path
 import networkx as nx
 import pytest
 
-from topology.conf import TopologyError
-from topology.fabric import Fabric, NodeFacts, fabric_from_shape, load_fabric, render_topology
+from railgang.topology.conf import TopologyError
+from railgang.topology.fabric import (
+    Fabric,
+    NodeFacts,
+    fabric_from_shape,
+    load_fabric,
+    render_topology,
+)
 
 DATA = Path(__file__).parent / "data"
 

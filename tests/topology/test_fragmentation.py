@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from railgang.topology.fabric import fabric_from_shape
+from railgang.topology.fragmentation import fragmentation_index
+from railgang.topology.placement import GangRequest
 from tests.topology.builders import free_map
-from topology.fabric import fabric_from_shape
-from topology.fragmentation import fragmentation_index
-from topology.placement import GangRequest
 
 F = fabric_from_shape(8, 8, nodes_per_leaf=4)
 

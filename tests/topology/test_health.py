@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from topology.fabric import fabric_from_shape
-from topology.health import LinkHealth
+from railgang.topology.fabric import fabric_from_shape
+from railgang.topology.health import LinkHealth
 
 F = fabric_from_shape(16, 8, nodes_per_leaf=4, leaves_per_spine=2)
 

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from topology.fabric import fabric_from_shape
-from topology.inputs import InputProblem, facts_from_slurm_json, parse_facts, parse_free
+from railgang.topology.fabric import fabric_from_shape
+from railgang.topology.inputs import InputProblem, facts_from_slurm_json, parse_facts, parse_free
 
 F = fabric_from_shape(4, 8, nodes_per_leaf=2)
 

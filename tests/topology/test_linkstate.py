@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from topology.counters import PortKey, PortRates, port_rates, read_sysfs
-from topology.fabric import fabric_from_shape
-from topology.fakefabric import FakeIBFabric
-from topology.linkstate import Thresholds, assess, classify, quarantine_entries
+from railgang.topology.counters import PortKey, PortRates, port_rates, read_sysfs
+from railgang.topology.fabric import fabric_from_shape
+from railgang.topology.fakefabric import FakeIBFabric
+from railgang.topology.linkstate import Thresholds, assess, classify, quarantine_entries
 
 FABRIC = fabric_from_shape(8, 4, nodes_per_leaf=4)
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from topology.fabric import fabric_from_shape
-from topology.occupancy import all_free, random_occupancy
+from railgang.topology.fabric import fabric_from_shape
+from railgang.topology.occupancy import all_free, random_occupancy
 
 F = fabric_from_shape(1000, 8, nodes_per_leaf=20)
 

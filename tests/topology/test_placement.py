@@ -10,11 +10,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from railgang.topology.fabric import Fabric, NodeFacts, fabric_from_shape
+from railgang.topology.health import LinkHealth
+from railgang.topology.occupancy import all_free, random_occupancy
+from railgang.topology.placement import GangRequest, Placement, Unplaceable, place
 from tests.topology.builders import free_map
-from topology.fabric import Fabric, NodeFacts, fabric_from_shape
-from topology.health import LinkHealth
-from topology.occupancy import all_free, random_occupancy
-from topology.placement import GangRequest, Placement, Unplaceable, place
 
 FABRIC = fabric_from_shape(16, 8, nodes_per_leaf=4, leaves_per_spine=2)
 

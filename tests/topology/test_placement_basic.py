@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from topology import GangRequest, Placement, Unplaceable, fabric_from_shape, place
+from railgang.topology import GangRequest, Placement, Unplaceable, fabric_from_shape, place
 
 
 def _all_free(fabric):  # type: ignore[no-untyped-def]

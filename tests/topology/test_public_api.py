@@ -12,31 +12,31 @@ EXPECTED = {
         "Fabric", "GangRequest", "LinkHealth", "NodeFacts", "Placement", "RankSlot", "Unplaceable",
         "allreduce_time_s", "fabric_from_shape", "load_fabric", "place",
     },
-    "topology.fabric": {
+    "railgang.topology.fabric": {
         "Fabric", "NodeFacts", "fabric_from_conf", "fabric_from_shape", "load_fabric", "render_topology",
     },
-    "topology.placement": {
+    "railgang.topology.placement": {
         "CLASS_WEIGHTS", "UNPLACEABLE_CODES", "GangRequest", "JobClass", "Placement", "RankSlot",
         "ScoreWeights", "Unplaceable", "distance_weight", "place", "score_layout",
     },
-    "topology.comm_model": {
+    "railgang.topology.comm_model": {
         "CommParams", "DEFAULT_PARAMS", "allreduce_time_s", "ring_allreduce_time_s", "step_comm_time_s",
     },
-    "topology.health": {"LinkHealth"},
+    "railgang.topology.health": {"LinkHealth"},
     "topology.conf": {
         "MAX_RANGE", "BlockDef", "Problem", "SwitchDef", "TopologyConf", "TopologyError",
         "check_topology", "expand_hosts", "parse_topology",
     },
-    "topology.counters": {
+    "railgang.topology.counters": {
         "ERROR_COUNTERS", "PortKey", "PortRates", "PortSample", "parse_node_exporter",
         "parse_perfquery", "port_rates", "read_sysfs",
     },
-    "topology.linkstate": {
+    "railgang.topology.linkstate": {
         "Assessment", "LinkState", "QuarantineEntry", "Thresholds", "assess", "classify",
         "quarantine_entries", "rail_from_device",
     },
-    "topology.fakefabric": {"FakeIBFabric", "Injection"},
-    "topology.occupancy": {"FreeMap", "all_free", "random_occupancy"},
+    "railgang.topology.fakefabric": {"FakeIBFabric", "Injection"},
+    "railgang.topology.occupancy": {"FreeMap", "all_free", "random_occupancy"},
 }
 
 

@@ -4,9 +4,9 @@
 cost) or an ``Unplaceable`` reason; it never raises for a request that merely does not fit.
 """
 
-from topology.placement.cost import distance_weight, score_layout
-from topology.placement.search import place
-from topology.placement.types import (
+from railgang.topology.placement.cost import distance_weight, score_layout
+from railgang.topology.placement.search import place
+from railgang.topology.placement.types import (
     CLASS_WEIGHTS,
     UNPLACEABLE_CODES,
     GangRequest,

@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from itertools import pairwise
 
-from topology.fabric import Fabric
-from topology.health import LinkHealth
-from topology.placement.types import RankSlot, ScoreWeights
+from railgang.topology.fabric import Fabric
+from railgang.topology.health import LinkHealth
+from railgang.topology.placement.types import RankSlot, ScoreWeights
 
 __all__ = ["distance_weight", "score_layout"]
 

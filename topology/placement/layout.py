@@ -8,11 +8,11 @@ from collections import Counter
 from collections.abc import Sequence
 from types import MappingProxyType
 
-from topology.fabric import Fabric
-from topology.health import LinkHealth
-from topology.placement.cost import score_layout
-from topology.placement.model import Container, Shape
-from topology.placement.types import Placement, RankSlot, ScoreWeights
+from railgang.topology.fabric import Fabric
+from railgang.topology.health import LinkHealth
+from railgang.topology.placement.cost import score_layout
+from railgang.topology.placement.model import Container, Shape
+from railgang.topology.placement.types import Placement, RankSlot, ScoreWeights
 
 __all__ = ["best_window", "layout"]
 

@@ -8,9 +8,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cached_property
 
-from topology.fabric import Fabric
-from topology.health import LinkHealth
-from topology.placement.types import GangRequest, JobClass, Unplaceable
+from railgang.topology.fabric import Fabric
+from railgang.topology.health import LinkHealth
+from railgang.topology.placement.types import GangRequest, JobClass, Unplaceable
 
 __all__ = ["Container", "Shape", "eligible_containers", "normalise"]
 

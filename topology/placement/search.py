@@ -17,17 +17,17 @@ from collections.abc import Mapping, Sequence
 from itertools import pairwise
 from types import MappingProxyType
 
-from topology.fabric import Fabric
-from topology.health import LinkHealth
-from topology.placement.layout import best_window, layout
-from topology.placement.model import (
+from railgang.topology.fabric import Fabric
+from railgang.topology.health import LinkHealth
+from railgang.topology.placement.layout import best_window, layout
+from railgang.topology.placement.model import (
     Container,
     Shape,
     eligible_containers,
     normalise,
     usable_indices,
 )
-from topology.placement.types import (
+from railgang.topology.placement.types import (
     CLASS_WEIGHTS,
     GangRequest,
     Placement,

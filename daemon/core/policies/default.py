@@ -24,11 +24,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from daemon.core.policies.pollux import Pollux
-from daemon.core.policies.themis import contenders, rho
-from daemon.core.policies.tiresias import Tiresias, bucket, queued_since
-from daemon.core.policy import Plan, regrow_targets, want
-from daemon.core.snapshot import Snapshot
+from railgang.daemon.core.policies.pollux import Pollux
+from railgang.daemon.core.policies.themis import contenders, rho
+from railgang.daemon.core.policies.tiresias import Tiresias, bucket, queued_since
+from railgang.daemon.core.policy import Plan, regrow_targets, want
+from railgang.daemon.core.snapshot import Snapshot
 
 
 @dataclass(frozen=True)

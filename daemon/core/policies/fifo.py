@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from daemon.core.policy import Plan, regrow_targets, want
-from daemon.core.snapshot import Snapshot
+from railgang.daemon.core.policy import Plan, regrow_targets, want
+from railgang.daemon.core.snapshot import Snapshot
 
 
 @dataclass(frozen=True)

@@ -24,10 +24,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from daemon.core.elastic import fill_by_marginal_gain
-from daemon.core.job import Job
-from daemon.core.policy import Plan, regrow_targets, want
-from daemon.core.snapshot import Snapshot
+from railgang.daemon.core.elastic import fill_by_marginal_gain
+from railgang.daemon.core.job import Job
+from railgang.daemon.core.policy import Plan, regrow_targets, want
+from railgang.daemon.core.snapshot import Snapshot
 
 
 def statistical_efficiency(job: Job, replicas: int) -> float:

@@ -15,9 +15,9 @@ from __future__ import annotations
 import bisect
 from dataclasses import dataclass
 
-from daemon.core.job import Job
-from daemon.core.policy import Plan, regrow_targets, want
-from daemon.core.snapshot import Snapshot
+from railgang.daemon.core.job import Job
+from railgang.daemon.core.policy import Plan, regrow_targets, want
+from railgang.daemon.core.snapshot import Snapshot
 
 GPU_HOUR = 3600.0
 

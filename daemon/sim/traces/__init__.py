@@ -5,10 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from daemon.errors import InputError
-from daemon.sim.traces.csv_trace import parse_csv, read_csv
-from daemon.sim.traces.model import Problem, Trace, TraceJob
-from daemon.sim.traces.philly import read_philly
+from railgang.daemon.errors import InputError
+from railgang.daemon.sim.traces.csv_trace import parse_csv, read_csv
+from railgang.daemon.sim.traces.model import Problem, Trace, TraceJob
+from railgang.daemon.sim.traces.philly import read_philly
 
 Format = Literal["philly-gavel", "csv"]
 

@@ -21,8 +21,8 @@ import math
 from collections.abc import Iterable
 from pathlib import Path
 
-from daemon.errors import InputError
-from daemon.sim.traces.model import Problem, Trace, TraceJob
+from railgang.daemon.errors import InputError
+from railgang.daemon.sim.traces.model import Problem, Trace, TraceJob
 
 REQUIRED = ("job_id", "submit_time", "gpus", "duration_s")
 OPTIONAL = ("account", "tp", "pp", "dp", "elastic_min", "elastic_max", "class", "model")

@@ -29,8 +29,8 @@ from collections import Counter
 from collections.abc import Mapping
 from pathlib import Path
 
-from daemon.errors import InputError
-from daemon.sim.traces.model import Problem, Trace, TraceJob
+from railgang.daemon.errors import InputError
+from railgang.daemon.sim.traces.model import Problem, Trace, TraceJob
 
 GPU_TYPE = "v100"
 _REPO_ROOT = Path(__file__).resolve().parents[3]

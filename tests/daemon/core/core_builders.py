@@ -2,7 +2,7 @@
 
 ``job("a").gpus(8).tp(8).cls(1).build()``; ``cluster(4).pending(job("a").gpus(8)).build()``.
 The fake placer is *not* a placement engine: it exists so the cycle can be tested without
-``topology``; contract tests also run against the real ``topology.placement.place``.
+``topology``; contract tests also run against the real ``railgang.topology.placement.place``.
 """
 
 from __future__ import annotations
@@ -11,9 +11,18 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
-from daemon.core import Account, GangSpec, Job, Node, NotPlaced, Placed, RunningJob, make_snapshot
-from daemon.core.job import SpeedupFn
-from daemon.core.snapshot import PreemptEvent, Snapshot
+from railgang.daemon.core import (
+    Account,
+    GangSpec,
+    Job,
+    Node,
+    NotPlaced,
+    Placed,
+    RunningJob,
+    make_snapshot,
+)
+from railgang.daemon.core.job import SpeedupFn
+from railgang.daemon.core.snapshot import PreemptEvent, Snapshot
 
 
 class JobB:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import random
 
-from daemon.core import Decision, Job, Preempt, Reason, Resize, Start
-from daemon.core.preemption import PreemptionBudget, class_may_preempt
-from daemon.core.snapshot import Account, PreemptEvent, Snapshot
+from railgang.daemon.core import Decision, Job, Preempt, Reason, Resize, Start
+from railgang.daemon.core.preemption import PreemptionBudget, class_may_preempt
+from railgang.daemon.core.snapshot import Account, PreemptEvent, Snapshot
 from tests.daemon.core.core_builders import cluster, job
 
 

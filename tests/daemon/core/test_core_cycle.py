@@ -6,9 +6,9 @@ import random
 
 import pytest
 
-from daemon.core import Account, Decision, Reason, Start, decide
-from daemon.core.policy import get
-from daemon.core.snapshot import Snapshot
+from railgang.daemon.core import Account, Decision, Reason, Start, decide
+from railgang.daemon.core.policy import get
+from railgang.daemon.core.snapshot import Snapshot
 from tests.daemon.core.core_builders import cluster, first_fit, job
 
 
@@ -71,8 +71,8 @@ def test_decide_is_deterministic() -> None:
 
 
 def test_quarantined_nodes_are_tagged_once() -> None:
-    from daemon.core import TagNode
-    from topology.health import LinkHealth
+    from railgang.daemon.core import TagNode
+    from railgang.topology.health import LinkHealth
 
     snap = cluster(2).build().replace(health=LinkHealth(quarantined={"n001": "crc errors"}))
     d = run(snap)
@@ -83,7 +83,7 @@ def test_quarantined_nodes_are_tagged_once() -> None:
 
 
 def test_priorities_can_be_emitted_in_final_order() -> None:
-    from daemon.core import CycleConfig, SetPriority
+    from railgang.daemon.core import CycleConfig, SetPriority
 
     snap = cluster(1).running(job("r").gpus(8)).pending(job("a").gpus(8).at(0), job("b").gpus(8).at(1)).build()
     d = decide(snap, get("fifo"), 0.0, random.Random(0), placer=first_fit,

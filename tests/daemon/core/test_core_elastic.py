@@ -8,17 +8,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from daemon.core import Decision, Resize, Start, decide, table
-from daemon.core.elastic import (
+from railgang.daemon.core import Decision, Resize, Start, decide, table
+from railgang.daemon.core.elastic import (
     ElasticRules,
     marginal_gain,
     resize_pays,
     shrink_assignment,
     start_small_pays,
 )
-from daemon.core.job import RunningJob
-from daemon.core.policy import get
-from daemon.core.snapshot import Snapshot
+from railgang.daemon.core.job import RunningJob
+from railgang.daemon.core.policy import get
+from railgang.daemon.core.snapshot import Snapshot
 from tests.daemon.core.core_builders import cluster, first_fit, job
 
 H = 3600.0
@@ -152,7 +152,7 @@ def test_regrow_to_the_requested_size_even_while_same_class_work_waits() -> None
 
 
 def test_pollux_locked_jobs_are_never_shrunk_but_regrow_to_their_request() -> None:
-    from daemon.core.policies.pollux import Pollux
+    from railgang.daemon.core.policies.pollux import Pollux
 
     snap = (cluster(2).at(10 * H)
             .running(job("old").gpus(8).tp(4).elastic(1, 4).work(40 * H), replicas=1, start=0)

@@ -1,8 +1,8 @@
-"""The public surface of daemon.core is declared and pinned (STYLE 14)."""
+"""The public surface of railgang.daemon.core is declared and pinned (STYLE 14)."""
 
 from __future__ import annotations
 
-import daemon.core as core
+import railgang.daemon.core as core
 
 EXPECTED = {
     "Account", "Action", "CycleConfig", "Decision", "DrainNode", "ElasticRules", "GangSpec", "Job",

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from daemon.core import Job, RunningJob, allreduce, amdahl, linear, table
+from railgang.daemon.core import Job, RunningJob, allreduce, amdahl, linear, table
 from tests.daemon.core.core_builders import job
 
 

@@ -7,14 +7,14 @@ import random
 
 import pytest
 
-from daemon.core import Decision, Start, allreduce, decide, table
-from daemon.core.policies.pollux import Pollux, goodput, statistical_efficiency
-from daemon.core.policies.slurm import Slurm, fairshare_factors
-from daemon.core.policies.themis import rho
-from daemon.core.policies.tiresias import Tiresias, bucket
-from daemon.core.policy import get
-from daemon.core.reasons import Reason
-from daemon.core.snapshot import Account, Snapshot
+from railgang.daemon.core import Decision, Start, allreduce, decide, table
+from railgang.daemon.core.policies.pollux import Pollux, goodput, statistical_efficiency
+from railgang.daemon.core.policies.slurm import Slurm, fairshare_factors
+from railgang.daemon.core.policies.themis import rho
+from railgang.daemon.core.policies.tiresias import Tiresias, bucket
+from railgang.daemon.core.policy import get
+from railgang.daemon.core.reasons import Reason
+from railgang.daemon.core.snapshot import Account, Snapshot
 from tests.daemon.core.core_builders import cluster, first_fit, job
 
 H = 3600.0
@@ -135,7 +135,7 @@ def test_themis_favours_the_highest_rho() -> None:
 def test_themis_auction_gives_spare_replicas_to_the_best_marginal_bid() -> None:
     lin = job("lin").gpus(2).elastic(1, 6).at(0).work(10 * H).build()
     flat = job("flat").gpus(2).elastic(1, 6).at(0).work(10 * H).speedup(table({1: 1.0, 2: 1.05})).build()
-    from daemon.core.policies.themis import Themis
+    from railgang.daemon.core.policies.themis import Themis
 
     alloc = Themis.auction([lin, flat], free=8, now=H, n=2, total=8)
     assert alloc["lin"] > alloc["flat"]
@@ -231,7 +231,7 @@ def test_a_measured_goodput_fn_replaces_the_model() -> None:
 
 
 def test_default_without_starvation_reservations_is_greedy() -> None:
-    from daemon.core.policies.default import Default
+    from railgang.daemon.core.policies.default import Default
 
     snap = (cluster(2).at(5 * H).running(job("r").gpus(8).work(H), start=0)
             .pending(job("big").gpus(16).at(0).work(H), job("long").gpus(8).at(5 * H - 60).work(9 * H))
@@ -247,7 +247,7 @@ def test_default_without_starvation_reservations_is_greedy() -> None:
     ids=["pollux-sizing", "requested-sizing", "no-eviction-within-class"],
 )
 def test_default_knobs(kw: dict[str, object], replicas: int, evicts: bool) -> None:
-    from daemon.core.policies.default import Default
+    from railgang.daemon.core.policies.default import Default
 
     # 8 GPUs free, 8 elastic jobs wanting 4 each: Pollux admits all at 1 replica.
     snap = (cluster(2).at(10 * H).running(job("heavy").gpus(8).service(200 * H).work(50 * H), start=0)

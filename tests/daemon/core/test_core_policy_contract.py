@@ -9,10 +9,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from daemon.core import Decision, Start, decide, topology_placer
-from daemon.core.gang import Placer
-from daemon.core.policy import Plan, Policy, get, names
-from daemon.core.snapshot import Snapshot
+from railgang.daemon.core import Decision, Start, decide, topology_placer
+from railgang.daemon.core.gang import Placer
+from railgang.daemon.core.policy import Plan, Policy, get, names
+from railgang.daemon.core.snapshot import Snapshot
 from tests.daemon.core.core_builders import cluster, first_fit, job
 from tests.daemon.core.core_invariants import check_decision, random_snapshot
 
@@ -20,7 +20,7 @@ POLICIES = names()
 
 
 def _fabric(snap: Snapshot) -> Any:
-    from topology.fabric import fabric_from_shape
+    from railgang.topology.fabric import fabric_from_shape
 
     return fabric_from_shape(len(snap.nodes), 8, 4, prefix="n")
 

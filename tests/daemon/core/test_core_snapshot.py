@@ -6,7 +6,7 @@ import dataclasses
 
 import pytest
 
-from daemon.core import Account, Node, Preempt, Reason, Resize, Start, make_snapshot
+from railgang.daemon.core import Account, Node, Preempt, Reason, Resize, Start, make_snapshot
 from tests.daemon.core.core_builders import cluster, job
 
 

@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from daemon.core.gang import GangSpec, NotPlaced, Placed
-from daemon.sim.traces.model import TraceJob
-from topology.fabric import fabric_from_shape
+from railgang.daemon.core.gang import GangSpec, NotPlaced, Placed
+from railgang.daemon.sim.traces.model import TraceJob
+from railgang.topology.fabric import fabric_from_shape
 
 
 def first_fit(fabric: Any, free: Mapping[str, frozenset[int]], spec: GangSpec, *,

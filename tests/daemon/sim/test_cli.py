@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from daemon.cli import app
+from railgang.daemon.cli import app
 
 runner = CliRunner()
 
@@ -97,7 +97,7 @@ def test_bad_options_are_railgang_errors(tmp_path: Path, args: list[str], fragme
 
 def test_main_prints_one_line_and_exits_1(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                           monkeypatch: pytest.MonkeyPatch) -> None:
-    from daemon import cli
+    from railgang.daemon import cli
 
     monkeypatch.setattr("sys.argv", ["railgang", "sim", "--trace", str(tmp_path / "missing.csv")])
     with pytest.raises(SystemExit) as exit_info:

@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from daemon.sim.metrics import JobRecord, compute, percentile
+from railgang.daemon.sim.metrics import JobRecord, compute, percentile
 
 
 def rec(job_id: str, submit: float, start: float | None, finish: float | None, *, gpus: int = 1,

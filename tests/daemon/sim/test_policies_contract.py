@@ -7,11 +7,11 @@ from typing import Any
 
 import pytest
 
-from daemon.core.policy import get, names
-from daemon.sim.engine import simulate
-from daemon.sim.progress import TopologyComm
-from daemon.sim.traces.model import TraceJob
-from topology.fabric import fabric_from_shape
+from railgang.daemon.core.policy import get, names
+from railgang.daemon.sim.engine import simulate
+from railgang.daemon.sim.progress import TopologyComm
+from railgang.daemon.sim.traces.model import TraceJob
+from railgang.topology.fabric import fabric_from_shape
 
 
 def random_trace(seed: int, n: int = 30) -> list[TraceJob]:

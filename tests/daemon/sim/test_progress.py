@@ -2,9 +2,9 @@ from __future__ import annotations
 
 import pytest
 
-from daemon.sim.progress import NoComm, TopologyComm, core_job, speedup_for
-from daemon.sim.traces.model import TraceJob
-from topology.fabric import fabric_from_shape
+from railgang.daemon.sim.progress import NoComm, TopologyComm, core_job, speedup_for
+from railgang.daemon.sim.traces.model import TraceJob
+from railgang.topology.fabric import fabric_from_shape
 
 
 def test_measured_throughputs_become_the_scaling_curve() -> None:

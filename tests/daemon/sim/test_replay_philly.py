@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from daemon.core.policy import get
-from daemon.sim.engine import simulate
-from daemon.sim.progress import TopologyComm
-from daemon.sim.traces.philly import default_dir, read_philly
-from topology.fabric import fabric_from_shape
+from railgang.daemon.core.policy import get
+from railgang.daemon.sim.engine import simulate
+from railgang.daemon.sim.progress import TopologyComm
+from railgang.daemon.sim.traces.philly import default_dir, read_philly
+from railgang.topology.fabric import fabric_from_shape
 
 pytestmark = pytest.mark.slow
 

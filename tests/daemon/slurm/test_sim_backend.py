@@ -4,11 +4,11 @@ from typing import Any
 
 import pytest
 
-from daemon.core.actions import DrainNode, Preempt, Resize, SetPriority, Start
-from daemon.sim.traces.model import TraceJob
-from daemon.slurm.backend import Backend
-from daemon.slurm.sim import COMPLETE, KILL, SimBackend, SimConfig
-from topology.fabric import fabric_from_shape
+from railgang.daemon.core.actions import DrainNode, Preempt, Resize, SetPriority, Start
+from railgang.daemon.sim.traces.model import TraceJob
+from railgang.daemon.slurm.backend import Backend
+from railgang.daemon.slurm.sim import COMPLETE, KILL, SimBackend, SimConfig
+from railgang.topology.fabric import fabric_from_shape
 
 
 class Sink:
