@@ -86,6 +86,7 @@ def _register_components() -> None:
     # Imported here so that `railgang --help` lists them while each stays in its own package.
     from railgang.daemon.sim.cli import sim
     from railgang.db.cli import app as db_app
+    from railgang.slurm_plugins.demo.cli import demo
     from railgang.slurm_plugins.devcluster.cli import app as devcluster_app
     from railgang.topology.cli import app as topology_app
     from railgang.topology.cli import place
@@ -95,6 +96,7 @@ def _register_components() -> None:
     app.add_typer(topology_app, name="topology")
     app.command("place")(place)
     app.command("sim")(sim)
+    app.command("demo")(demo)
 
 
 _register_components()

@@ -1,0 +1,73 @@
+"""``railgang demo``: submit the demo workload (about 30 hinted jobs) to a Slurm cluster."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from railgang.daemon.errors import InputError
+from railgang.slurm_plugins.demo.workload import make_workload, submit
+
+console = Console()
+
+
+def _slurm_conf() -> Path:
+    """SLURM_CONF if exported, else the local cluster's (``railgang devcluster up`` prints it)."""
+    from railgang.slurm_plugins.devcluster.cli import spec_from_settings
+
+    if os.environ.get("SLURM_CONF"):
+        return Path(os.environ["SLURM_CONF"])
+    conf = spec_from_settings().slurm_conf
+    if not conf.is_file():
+        raise InputError("no Slurm cluster: export SLURM_CONF, or start one with "
+                         "`railgang devcluster up`", path=str(conf))
+    return conf
+
+
+def demo(
+    jobs: Annotated[int, typer.Option("--jobs", min=1, max=500, help="How many jobs.")] = 30,
+    seed: Annotated[int, typer.Option(help="Seed of the workload mix.")] = 1,
+    step_s: Annotated[float, typer.Option("--step-s", min=0.01,
+                                          help="Seconds per training step on one replica.")] = 1.0,
+    out: Annotated[Path, typer.Option(help="Directory for the jobs' output files.")]
+        = Path("/tmp/railgang-demo"),
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the sbatch lines only.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+) -> None:
+    """Submit a reproducible mix of hinted training jobs (1-32 GPUs, tp/pp/dp, elastic, classes
+    0-3), each running the example training job, to the cluster in SLURM_CONF."""
+    workload = make_workload(jobs, seed)
+    if dry_run:
+        import shlex
+        import sys
+
+        for job in workload:
+            typer.echo(shlex.join(job.sbatch_argv(sys.executable, str(out), step_s)))
+        return
+    os.environ["SLURM_CONF"] = str(_slurm_conf())
+    out.mkdir(parents=True, exist_ok=True)
+    try:
+        submitted = submit(workload, out_dir=str(out), step_s=step_s)
+    except (RuntimeError, OSError) as exc:
+        raise InputError(str(exc)) from exc
+    if as_json:
+        typer.echo(json.dumps([{"job_id": jid, "name": j.name, "account": j.account,
+                                "gpus": j.gpus, "nodes": j.nodes, "tp": j.tp, "pp": j.pp,
+                                "dp": j.dp, "elastic": j.elastic, "class": j.priority_class}
+                               for j, jid in submitted], indent=2))
+        return
+    table = Table("job", "name", "account", "GPUs", "shape", "elastic", "class")
+    for j, jid in submitted:
+        table.add_row(jid, j.name, j.account, str(j.gpus), f"tp{j.tp} pp{j.pp} dp{j.dp}",
+                      f"{j.elastic[0]}:{j.elastic[1]}" if j.elastic else "-", str(j.priority_class))
+    console.print(table)
+    console.print(f"submitted {len(submitted)} jobs; output in {out}; watch with `railgang top`")
+
+
+__all__ = ["demo"]

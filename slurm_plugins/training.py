@@ -1,0 +1,217 @@
+"""The training-side contract: what a job script imports to cooperate with railgang.
+
+A training script (PyTorch, JAX, anything: this module needs only the standard library) uses
+:class:`TrainingContext` to
+
+* learn its **parallel shape and current size**: the hints it was submitted with
+  (``--rg-parallel``/``--rg-elastic``/``--rg-class``) and, after railgang shrank it in place, the
+  nodes and GPUs Slurm gives it now (:meth:`TrainingContext.world`, read from ``squeue --json``;
+  Slurm is the truth, the batch script's ``SLURM_*`` variables are frozen at start);
+* hear the **preemption signal** (``SIGUSR1`` by default, sent by the daemon before a requeue or a
+  grow-by-requeue) and checkpoint within the grace time (:attr:`TrainingContext.stop_requested`,
+  :meth:`TrainingContext.wait_for_requeue`);
+* know whether it is a **restart** (``SLURM_RESTART_COUNT``) so it resumes from its checkpoint;
+* **report progress** (step, samples/s) back to the daemon through the job's own Slurm
+  ``Comment`` (``rg-progress:step=…,sps=…,t=…``), rate-limited: Slurm is the only channel a job
+  needs, so nothing here opens a socket to the daemon.
+
+Runnable example: ``slurm_plugins/demo/train_example.py``; the contract is described for users in
+docs/training.md.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from types import FrameType
+
+import hostlist
+
+PROGRESS_PREFIX = "rg-progress:"
+DEFAULT_STOP_SIGNALS = (signal.SIGUSR1, signal.SIGTERM)
+
+Runner = Callable[[Sequence[str]], str]
+"""Runs a Slurm command (argument list) and returns its stdout; raises on failure."""
+
+
+def _run_slurm(argv: Sequence[str]) -> str:
+    res = subprocess.run(list(argv), capture_output=True, text=True, timeout=30, check=False)
+    if res.returncode != 0:
+        last = (res.stderr.strip().splitlines() or ["no output"])[-1]
+        raise RuntimeError(f"{argv[0]} exited {res.returncode}: {last}")
+    return res.stdout
+
+
+@dataclass(frozen=True)
+class Shape:
+    """The parallel shape the job was submitted with (``--rg-parallel``, ``--rg-elastic``)."""
+
+    tp: int = 1
+    pp: int = 1
+    dp: int = 1
+    elastic_min: int | None = None  # DP replicas
+    elastic_max: int | None = None
+    priority_class: int = 3
+
+    @property
+    def replica_gpus(self) -> int:
+        return self.tp * self.pp
+
+
+@dataclass(frozen=True)
+class World:
+    """Where the job runs right now, as Slurm says."""
+
+    nodes: tuple[str, ...]
+    gpus: int  # GPUs the job holds across all nodes
+    state: str  # RUNNING, PENDING, ...
+
+    def replicas(self, shape: Shape) -> int:
+        """Current data-parallel degree: TP×PP groups are atomic, so only DP changes."""
+        return self.gpus // shape.replica_gpus
+
+
+def shape_from_env(env: Mapping[str, str]) -> Shape:
+    """The shape from the SPANK plugin's variables (Slurm exports them to the job as
+    ``SLURM_SPANK_RAILGANG_*``; plain ``RAILGANG_*`` is accepted for runs outside Slurm)."""
+
+    def get(name: str) -> str | None:
+        return env.get(f"SLURM_SPANK_RAILGANG_{name}") or env.get(f"RAILGANG_{name}")
+
+    tp = pp = dp = 1
+    if parallel := get("PARALLEL"):
+        for part in parallel.split(","):
+            key, num = part.strip()[:2], int(part.strip()[2:])
+            tp, pp, dp = (num if key == "tp" else tp, num if key == "pp" else pp,
+                          num if key == "dp" else dp)
+    lo = hi = None
+    if elastic := get("ELASTIC"):
+        a, _, b = elastic.partition(":")
+        lo, hi = int(a), int(b)
+    cls = int(get("CLASS") or 3)
+    return Shape(tp=tp, pp=pp, dp=dp, elastic_min=lo, elastic_max=hi, priority_class=cls)
+
+
+def world_from_squeue(doc: Mapping[str, object], job_id: str) -> World:
+    """The job's nodes and GPUs from ``squeue --json -j ID`` (22.05 openapi 0.0.38 data)."""
+    jobs = doc.get("jobs")
+    if not isinstance(jobs, list):
+        raise ValueError("squeue --json: no 'jobs' list")
+    for job in jobs:
+        if str(job.get("job_id")) != str(job_id):
+            continue
+        nodes = tuple(hostlist.expand_hostlist(job.get("nodes") or "")) if job.get("nodes") else ()
+        gpus = 0
+        for item in job.get("gres_detail") or []:  # e.g. "gpu:8(IDX:0-7)", one per node
+            name, _, rest = str(item).partition(":")
+            if name == "gpu":
+                count = rest.split("(")[0].split(":")[-1]
+                gpus += int(count) if count.isdigit() else 0
+        return World(nodes=nodes, gpus=gpus, state=str(job.get("job_state", "UNKNOWN")))
+    raise ValueError(f"squeue --json: job {job_id} not found")
+
+
+class TrainingContext:
+    """One per training process. Cheap to create; reads Slurm only when asked."""
+
+    def __init__(self, env: Mapping[str, str] | None = None, *, runner: Runner = _run_slurm,
+                 clock: Callable[[], float] = time.monotonic,
+                 report_every_s: float = 60.0) -> None:
+        self.env = dict(os.environ if env is None else env)
+        self.job_id = self.env.get("SLURM_JOB_ID", "")
+        self.shape = shape_from_env(self.env)
+        self.restart_count = int(self.env.get("SLURM_RESTART_COUNT", "0") or 0)
+        self.grace_s = float(self.env.get("RAILGANG_GRACE_S", "120"))
+        self._runner = runner
+        self._clock = clock
+        self._report_every_s = report_every_s
+        self._last_report: float | None = None
+        self._stop = threading.Event()
+        self._stop_signal: int | None = None
+        self._stop_at: float | None = None
+
+    # -- preemption -------------------------------------------------------------------------
+    def install_signal_handlers(self, signals: Sequence[int] = DEFAULT_STOP_SIGNALS) -> None:
+        """Turn the preemption signal into a flag the training loop polls between steps."""
+        for sig in signals:
+            signal.signal(sig, self._on_signal)
+
+    def _on_signal(self, signum: int, _frame: FrameType | None) -> None:
+        self.request_stop(signum)
+
+    def request_stop(self, signum: int = int(signal.SIGUSR1)) -> None:
+        if not self._stop.is_set():
+            self._stop_signal, self._stop_at = signum, self._clock()
+        self._stop.set()
+
+    @property
+    def stop_requested(self) -> bool:
+        """True once the daemon signalled: checkpoint now, then :meth:`wait_for_requeue`."""
+        return self._stop.is_set()
+
+    @property
+    def grace_left_s(self) -> float:
+        if self._stop_at is None:
+            return float("inf")
+        return max(0.0, self.grace_s - (self._clock() - self._stop_at))
+
+    def wait_for_requeue(self, sleep: Callable[[float], None] = time.sleep) -> None:
+        """After the last checkpoint, keep the allocation until Slurm requeues (kills) the job.
+
+        Exiting early would end the job as COMPLETED and lose the requeue, so the process waits
+        out the grace time (plus a minute of slack for a slow daemon), then returns.
+        """
+        deadline = self.grace_left_s + 60.0
+        waited = 0.0
+        while waited < deadline:
+            sleep(1.0)
+            waited += 1.0
+
+    # -- size ------------------------------------------------------------------------------
+    def world(self) -> World:
+        """Nodes and GPUs now (after a shrink in place they differ from ``SLURM_JOB_NODELIST``)."""
+        out = self._runner(["squeue", "--json", "-j", self.job_id])
+        return world_from_squeue(json.loads(out), self.job_id)
+
+    # -- progress --------------------------------------------------------------------------
+    def report(self, step: int, samples_per_s: float, *, force: bool = False) -> bool:
+        """Publish progress in the job's Comment, at most every ``report_every_s``.
+
+        Returns whether a report was sent. A failed report is not fatal to training: the daemon
+        only uses it to improve its estimates.
+        """
+        now = self._clock()
+        if not force and self._last_report is not None \
+                and now - self._last_report < self._report_every_s:
+            return False
+        self._last_report = now
+        comment = f"{PROGRESS_PREFIX}step={step},sps={samples_per_s:.1f},t={int(time.time())}"
+        try:
+            self._runner(["scontrol", "update", f"JobId={self.job_id}", f"Comment={comment}"])
+        except (RuntimeError, OSError, subprocess.TimeoutExpired):
+            return False
+        return True
+
+
+def parse_progress(comment: str) -> dict[str, float] | None:
+    """The daemon's side of :meth:`TrainingContext.report`: ``None`` unless a progress comment."""
+    if not comment.startswith(PROGRESS_PREFIX):
+        return None
+    out: dict[str, float] = {}
+    for part in comment[len(PROGRESS_PREFIX):].split(","):
+        key, _, value = part.partition("=")
+        try:
+            out[key] = float(value)
+        except ValueError:
+            return None
+    return out if {"step", "sps", "t"} <= out.keys() else None
+
+
+__all__ = ["PROGRESS_PREFIX", "Shape", "TrainingContext", "World", "parse_progress",
+           "shape_from_env", "world_from_squeue"]

@@ -1,0 +1,75 @@
+"""The example training job on the real cluster: preempted with the daemon's signal, it writes a
+last checkpoint, is requeued, resumes from that step as restart 1 and finishes; a shrink in place
+is seen by the job through Slurm."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from railgang.slurm_plugins.devcluster.cluster import DevCluster, slurm_env
+
+pytestmark = [pytest.mark.slurm, pytest.mark.slow]
+
+
+def sl(cluster: DevCluster, *argv: str) -> str:
+    res = subprocess.run(list(argv), capture_output=True, text=True, env=slurm_env(cluster.spec),
+                         timeout=60, check=True)
+    return res.stdout
+
+
+def wait_for(pred, timeout_s: float = 60, what: str = "") -> None:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if pred():
+            return
+        time.sleep(0.3)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def state(cluster: DevCluster, job: str) -> str:
+    out = sl(cluster, "scontrol", "show", "job", "-o", job)
+    return dict(kv.split("=", 1) for kv in out.split() if "=" in kv)["JobState"]
+
+
+def submit_example(cluster: DevCluster, tmp_path: Path, nodes: int, *args: str) -> str:
+    wrap = (f"RAILGANG_GRACE_S=3 {sys.executable} -m railgang.slurm_plugins.demo.train_example "
+            f"--checkpoint-dir {tmp_path} " + " ".join(args))
+    out = sl(cluster, "sbatch", "--parsable", "--account=team-a", f"-N{nodes}", "--gres=gpu:8",
+             f"--rg-parallel=tp8,dp{nodes}", f"--output={tmp_path}/out-%j-%s.txt",
+             f"--chdir={tmp_path}", f"--wrap={wrap}")
+    return out.strip().split(";")[0]
+
+
+def test_preempted_example_checkpoints_requeues_and_resumes(slurm_cluster: DevCluster,
+                                                             tmp_path: Path) -> None:
+    job = submit_example(slurm_cluster, tmp_path, 1, "--steps 40 --step-s 0.25")
+    ckpt = tmp_path / f"job-{job}.json"
+    wait_for(lambda: ckpt.exists(), what="first checkpoint")
+    sl(slurm_cluster, "scancel", "--full", "--signal=USR1", job)
+    wait_for(lambda: "preempted" in "".join(p.read_text() for p in tmp_path.glob("out-*")),
+             what="the preemption checkpoint")
+    step_at_preempt = json.loads(ckpt.read_text())["step"]
+    assert 10 <= step_at_preempt < 40
+    sl(slurm_cluster, "scontrol", "requeue", job)
+    sl(slurm_cluster, "scontrol", "update", f"jobid={job}", "StartTime=now")
+    wait_for(lambda: state(slurm_cluster, job) == "COMPLETED", timeout_s=90, what="completion")
+    assert json.loads(ckpt.read_text())["step"] == 40
+    log = "".join(p.read_text() for p in tmp_path.glob("out-*"))
+    assert f"start at step {step_at_preempt} (restart 1)" in log
+
+
+def test_example_sees_a_shrink_in_place(slurm_cluster: DevCluster, tmp_path: Path) -> None:
+    job = submit_example(slurm_cluster, tmp_path, 2, "--steps 60 --step-s 0.4",
+                         "--resize-check-every 2")
+    wait_for(lambda: state(slurm_cluster, job) == "RUNNING", what="start")
+    time.sleep(1.5)
+    sl(slurm_cluster, "scontrol", "update", f"jobid={job}", "NumNodes=1")
+    wait_for(lambda: "resized: 2 -> 1" in "".join(p.read_text() for p in tmp_path.glob("out-*")),
+             timeout_s=30, what="the job to see its new size")
+    sl(slurm_cluster, "scancel", job)
