@@ -55,11 +55,28 @@ class DevClusterError(RailgangError):
     """The local test cluster cannot be brought up or down."""
 
 
+class DaemonError(RailgangError):
+    """The daemon cannot start or keep running (lock file, backend, metrics port)."""
+
+
+class NotLeaderError(DaemonError):
+    """Another daemon holds the leader lock (``railgang daemon run --no-wait``)."""
+
+    exit_code = 4
+
+
+class UnknownJobError(RailgangError):
+    """``railgang explain``: the daemon has no record of this job."""
+
+
 __all__ = [
     "ConfigError",
+    "DaemonError",
     "DatabaseError",
     "DevClusterError",
     "InputError",
+    "NotLeaderError",
     "RailgangError",
     "SlurmError",
+    "UnknownJobError",
 ]

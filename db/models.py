@@ -1,14 +1,27 @@
-"""Typed ORM models: the account hierarchy, jobs railgang has seen, and the usage ledger.
+"""Typed ORM models: the account hierarchy, jobs railgang has seen, the usage ledger, and the
+daemon's own state (action journal, cycles, per-job explanations, leader).
 
 The usage ledger is append-only and keyed by (job, segment) so a daemon that restarts and
 re-reads Slurm records the same interval once (idempotent), never twice and never zero times.
+The action journal is written ``planned`` and committed before an action is sent to Slurm, then
+``applied``/``failed``; after a crash, reconciliation against Slurm settles what is left
+``planned`` as ``applied`` or ``abandoned`` (docs/daemon.md).
 """
 
 from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import CheckConstraint, Float, ForeignKey, Integer, String, UniqueConstraint
+from sqlalchemy import (
+    CheckConstraint,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    String,
+    Text,
+    UniqueConstraint,
+)
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from railgang.db.base import Base, UTCDateTime
@@ -81,4 +94,95 @@ class UsageRecord(Base):
     )
 
 
-__all__ = ["Account", "Job", "UsageRecord"]
+JOURNAL_STATES = ("planned", "applied", "failed", "abandoned")
+
+
+class JournalEntry(Base):
+    """One action of one cycle: written ``planned`` (and committed) before it is sent."""
+
+    __tablename__ = "action_journal"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    cycle_id: Mapped[int] = mapped_column(Integer, index=True)
+    seq: Mapped[int] = mapped_column(Integer)  # position in the cycle's batch (apply order)
+    kind: Mapped[str] = mapped_column(String(16))  # start | resize | preempt | set_priority | ...
+    job_id: Mapped[str | None] = mapped_column(String(32))
+    node: Mapped[str | None] = mapped_column(String(64))
+    payload: Mapped[str] = mapped_column(Text)  # canonical JSON of the action (sorted keys)
+    idem_key: Mapped[str] = mapped_column(String(64), unique=True)  # sha256(cycle, kind, payload)
+    state: Mapped[str] = mapped_column(String(12))
+    detail: Mapped[str] = mapped_column(String(512), default="")  # Slurm's answer / verdict why
+    planned_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    settled_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+
+    __table_args__ = (
+        CheckConstraint("state IN ('planned', 'applied', 'failed', 'abandoned')", name="state"),
+        Index("ix_action_journal_state_id", "state", "id"),
+    )
+
+
+class DaemonCycle(Base):
+    """One daemon cycle: who ran it, what it saw and did, how long each phase took."""
+
+    __tablename__ = "daemon_cycles"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    started_at: Mapped[datetime] = mapped_column(UTCDateTime(), index=True)
+    finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    leader: Mapped[str] = mapped_column(String(128))  # "host:pid"
+    policy: Mapped[str] = mapped_column(String(32))
+    pending: Mapped[int] = mapped_column(Integer, default=0)
+    running: Mapped[int] = mapped_column(Integer, default=0)
+    actions: Mapped[int] = mapped_column(Integer, default=0)
+    failed: Mapped[int] = mapped_column(Integer, default=0)
+    timings: Mapped[str] = mapped_column(Text, default="{}")  # JSON: phase -> milliseconds
+    error: Mapped[str | None] = mapped_column(String(512))
+
+
+class JobExplanation(Base):
+    """The latest word of the core on one job (one row per job; ``explain`` reads it)."""
+
+    __tablename__ = "job_explanations"
+
+    job_id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    cycle_id: Mapped[int] = mapped_column(Integer)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), index=True)
+    state: Mapped[str] = mapped_column(String(12))  # waiting | running | gone
+    account: Mapped[str] = mapped_column(String(64), default="")
+    priority_class: Mapped[int] = mapped_column(Integer, default=3)
+    gpus: Mapped[int] = mapped_column(Integer, default=0)
+    reason: Mapped[str | None] = mapped_column(String(32))  # Reason.value while waiting
+    detail: Mapped[str] = mapped_column(String(512), default="")
+    position: Mapped[int | None] = mapped_column(Integer)  # 1-based place in the policy's order
+    queue_length: Mapped[int | None] = mapped_column(Integer)
+    nodes: Mapped[str] = mapped_column(String(1024), default="")  # hostlist while running
+    data: Mapped[str] = mapped_column(Text, default="{}")  # JSON: numbers, blockers, placement
+
+    __table_args__ = (
+        CheckConstraint("state IN ('waiting', 'running', 'gone')", name="state"),
+    )
+
+
+class DaemonLeader(Base):
+    """Who holds (or last held) the leader lock; the lock itself lives in PostgreSQL or a file."""
+
+    __tablename__ = "daemon_leader"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)  # always 1
+    host: Mapped[str] = mapped_column(String(128))
+    pid: Mapped[int] = mapped_column(Integer)
+    acquired_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    backend: Mapped[str] = mapped_column(String(16))
+    policy: Mapped[str] = mapped_column(String(32))
+
+
+__all__ = [
+    "JOURNAL_STATES",
+    "Account",
+    "DaemonCycle",
+    "DaemonLeader",
+    "Job",
+    "JobExplanation",
+    "JournalEntry",
+    "UsageRecord",
+]

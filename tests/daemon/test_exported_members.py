@@ -7,12 +7,14 @@ import importlib
 import pytest
 
 PUBLIC = {
-    "railgang.daemon.errors": {"ConfigError", "DatabaseError", "DevClusterError", "InputError",
-                      "RailgangError", "SlurmError"},
+    "railgang.daemon.errors": {"ConfigError", "DaemonError", "DatabaseError", "DevClusterError",
+                               "InputError", "NotLeaderError", "RailgangError", "SlurmError",
+                               "UnknownJobError"},
     "railgang.daemon.config": {"Settings", "load_settings", "masked_dump"},
     "railgang.db.session": {"check_connection", "make_engine", "session_scope"},
     "railgang.db.migrate": {"current", "head", "upgrade"},
-    "railgang.db.models": {"Account", "Job", "UsageRecord"},
+    "railgang.db.models": {"JOURNAL_STATES", "Account", "DaemonCycle", "DaemonLeader", "Job",
+                           "JobExplanation", "JournalEntry", "UsageRecord"},
 }
 
 

@@ -56,7 +56,8 @@ def test_migrations_on_postgres(postgres_url: str) -> None:
     _exercise(postgres_url)
     engine = make_engine(postgres_url)
     with engine.begin() as conn:  # leave the shared server clean for other tests
-        for table in ("usage_records", "jobs", "accounts", "alembic_version"):
+        for table in ("action_journal", "daemon_cycles", "job_explanations", "daemon_leader",
+                      "usage_records", "jobs", "accounts", "alembic_version"):
             conn.exec_driver_sql(f"DROP TABLE IF EXISTS {table} CASCADE")
     engine.dispose()
 

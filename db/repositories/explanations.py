@@ -1,0 +1,82 @@
+"""Per-job explanations: the latest reason (waiting) or placement (running) the core gave a job.
+
+One row per job keeps the table bounded by the jobs the cluster knows; a job that leaves the
+queue is marked ``gone`` and dropped after a retention time. The daemon writes only the rows that
+changed since its previous cycle, so a steady queue costs no writes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import delete, select, update
+from sqlalchemy.orm import Session
+
+from railgang.db.models import JobExplanation
+
+_CHUNK = 500  # ids per IN (...) list, well under every backend's bound-parameter limit
+
+
+@dataclass(frozen=True, slots=True)
+class ExplanationRow:
+    job_id: str
+    state: str  # waiting | running
+    account: str
+    priority_class: int
+    gpus: int
+    reason: str | None = None
+    detail: str = ""
+    position: int | None = None
+    queue_length: int | None = None
+    nodes: str = ""
+    data: str = "{}"  # canonical JSON
+
+
+def upsert(s: Session, rows: Sequence[ExplanationRow], *, cycle_id: int, at: datetime) -> None:
+    """Insert or overwrite the rows for these jobs."""
+    by_id = {r.job_id: r for r in rows}
+    keys = list(by_id)
+    existing: dict[str, JobExplanation] = {}
+    for i in range(0, len(keys), _CHUNK):
+        chunk = keys[i:i + _CHUNK]
+        existing.update({e.job_id: e for e in s.scalars(
+            select(JobExplanation).where(JobExplanation.job_id.in_(chunk)))})
+    for job_id, r in by_id.items():
+        row = existing.get(job_id)
+        if row is None:
+            row = JobExplanation(job_id=job_id)
+            s.add(row)
+        row.cycle_id, row.updated_at, row.state = cycle_id, at, r.state
+        row.account, row.priority_class, row.gpus = r.account, r.priority_class, r.gpus
+        row.reason, row.detail = r.reason, r.detail[:512]
+        row.position, row.queue_length = r.position, r.queue_length
+        row.nodes, row.data = r.nodes[:1024], r.data
+
+
+def mark_gone(s: Session, job_ids: Iterable[str], *, cycle_id: int, at: datetime) -> None:
+    keys = list(job_ids)
+    for i in range(0, len(keys), _CHUNK):
+        s.execute(update(JobExplanation).where(JobExplanation.job_id.in_(keys[i:i + _CHUNK]))
+                  .values(state="gone", cycle_id=cycle_id, updated_at=at))
+
+
+def drop_gone(s: Session, *, before: datetime) -> None:
+    s.execute(delete(JobExplanation).where(JobExplanation.state == "gone",
+                                           JobExplanation.updated_at < before))
+
+
+def live(s: Session) -> dict[str, tuple[str, str]]:
+    """``job -> (state, nodes)`` of jobs not marked gone (a restarted daemon tracks changes
+    from these)."""
+    q = select(JobExplanation.job_id, JobExplanation.state, JobExplanation.nodes).where(
+        JobExplanation.state != "gone")
+    return {j: (state, nodes) for j, state, nodes in s.execute(q)}
+
+
+def get(s: Session, job_id: str) -> JobExplanation | None:
+    return s.get(JobExplanation, job_id)
+
+
+__all__ = ["ExplanationRow", "drop_gone", "get", "live", "mark_gone", "upsert"]
