@@ -42,6 +42,18 @@ class SlurmSettings(BaseModel):
     # slurm.conf of the cluster to drive; empty = the client's default lookup
     conf: Path | None = None
     command_timeout_s: float = Field(default=30.0, gt=0)
+    # transient failures (slurmctld busy/unreachable, timeouts) are retried this often, with
+    # exponential backoff from retry_backoff_s; refusals are never retried
+    retries: int = Field(default=2, ge=0, le=10)
+    retry_backoff_s: float = Field(default=0.5, ge=0)
+    # begin-time lease of waiting railgang jobs (job_submit.lua); renewed every cycle, so keep
+    # it several cycle intervals long: a dead daemon's jobs run natively after at most this long
+    lease_s: int = Field(default=120, ge=5, le=86400)
+    # topology.conf to build the fabric from; empty = topology.conf beside slurm.conf, else
+    # `scontrol show topology`
+    topology: Path | None = None
+    # a grow is checkpoint + requeue: seconds between the checkpoint signal and the requeue
+    resize_grace_s: float = Field(default=60.0, ge=0)
 
 
 class DevClusterSettings(BaseModel):
@@ -64,6 +76,19 @@ class DaemonSettings(BaseModel):
     policy: str = "default"
     cycle_interval_s: float = Field(default=10.0, gt=0)
     heartbeat_file: Path = DEFAULT_STATE_DIR / "heartbeat"
+    # the core's cycle knobs (daemon/core/cycle.py CycleConfig)
+    preempt: bool = True  # allow the preempt phase
+    resize: bool = True  # allow shrinking and growing elastic jobs
+    emit_priorities: bool = False  # also hand the policy's order to Slurm as job priorities
+    seed: int = 0  # seed of the core's tie-breaking rng (and of the sim demo's workload)
+    # Prometheus /metrics on metrics_host:metrics_port; port 0 turns the endpoint off
+    metrics_host: str = "127.0.0.1"
+    metrics_port: int = Field(default=9781, ge=0, le=65535)
+    # bounded tables: settled journal entries and departed jobs' explanations are kept this long
+    journal_retention_days: float = Field(default=7.0, gt=0)
+    explain_retention_s: float = Field(default=86400.0, gt=0)
+    keep_cycles: int = Field(default=10000, ge=10)  # rows of the cycle log
+    demo_jobs: int = Field(default=30, ge=0, le=100000)  # slurm.backend = "sim": jobs to replay
 
 
 class ApiSettings(BaseModel):

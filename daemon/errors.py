@@ -51,6 +51,21 @@ class SlurmError(RailgangError):
     """A Slurm command failed or returned something we cannot read."""
 
 
+class SlurmCommandError(SlurmError):
+    """A Slurm command could not be run or exited non-zero (after any retries).
+
+    ``command`` is the argument list, ``rc`` the exit status (``None`` when it timed out or could
+    not start), ``stderr`` the last line of its error output.
+    """
+
+    def __init__(self, command: list[str], rc: int | None, stderr: str) -> None:
+        self.command = list(command)
+        self.rc = rc
+        self.stderr = stderr
+        status = "timed out" if rc is None else f"exited {rc}"
+        super().__init__(f"`{' '.join(self.command[:3])}` {status}: {stderr or '(no error output)'}")
+
+
 class DevClusterError(RailgangError):
     """The local test cluster cannot be brought up or down."""
 
@@ -77,6 +92,7 @@ __all__ = [
     "InputError",
     "NotLeaderError",
     "RailgangError",
+    "SlurmCommandError",
     "SlurmError",
     "UnknownJobError",
 ]

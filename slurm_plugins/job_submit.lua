@@ -1,7 +1,7 @@
 --[[
-railgang job_submit.lua (Slurm 22.05+): validate railgang hints, tag ML jobs, hold them for the
-railgang daemon while it is alive, and reject bad or untagged input with a message that says
-what to change.
+railgang job_submit.lua (Slurm 22.05+): validate railgang hints, tag ML jobs, put them under a
+begin-time lease for the railgang daemon while it is alive, and reject bad or untagged input with
+a message that says what to change.
 
 Hints reach this script in one of two ways:
   * the railgang SPANK plugin (`sbatch --rg-parallel=tp8,pp4,dp8 --rg-elastic=4:16 --rg-class=1`)
@@ -9,14 +9,19 @@ Hints reach this script in one of two ways:
   * without the plugin, `--comment="rg:parallel=tp8,pp4,dp8;elastic=4:16;class=1"`.
 A valid ML job is tagged in admin_comment as "railgang:tp=8,pp=4,dp=8;elastic=4:16;class=1".
 
-Fail open: the daemon writes the epoch time into RAILGANG_HEARTBEAT_FILE every cycle. Jobs are
-held (priority 0) only while that time is younger than RAILGANG_HEARTBEAT_MAX_AGE seconds;
-otherwise Slurm schedules them natively. This runs inside slurmctld with its locks held: no
-network, only one small local file read.
+Fail open (a lease, not a hold): the daemon writes "EPOCH [LEASE_S]" into RAILGANG_HEARTBEAT_FILE
+every cycle. While that EPOCH is younger than RAILGANG_HEARTBEAT_MAX_AGE seconds, a new ML job
+gets begin_time = now + LEASE_S (the heartbeat's second field, else RAILGANG_LEASE_S, else 120):
+it waits with Reason=BeginTime, the daemon extends the lease every cycle and ends it
+(StartTime=now) when it places the job. If the daemon dies nobody extends the lease and Slurm
+schedules the job natively once it expires -- no railgang process needs to be alive for that.
+This runs inside slurmctld with its locks held: no network, only one small local file read.
 ]]
 
 local HEARTBEAT_FILE = os.getenv("RAILGANG_HEARTBEAT_FILE")
 local HEARTBEAT_MAX_AGE = tonumber(os.getenv("RAILGANG_HEARTBEAT_MAX_AGE") or "60") or 60
+local DEFAULT_LEASE_S = tonumber(os.getenv("RAILGANG_LEASE_S") or "120") or 120
+local MAX_LEASE_S = 86400  -- a corrupt heartbeat must not park jobs for longer than a day
 
 local function reject(msg)
     slurm.log_user("%s", "railgang: " .. msg)
@@ -95,13 +100,24 @@ local function requested_gpus(job_desc)
     return nil
 end
 
-local function daemon_alive()
-    if HEARTBEAT_FILE == nil then return false end
+-- The heartbeat file's first line is "EPOCH [LEASE_S]". Returns the lease length in seconds
+-- while the daemon is alive, nil when it is not (missing, unreadable, stale or garbled file).
+local function daemon_lease()
+    if HEARTBEAT_FILE == nil then return nil end
     local f = io.open(HEARTBEAT_FILE, "r")
-    if f == nil then return false end
-    local beat = tonumber(f:read("*l") or "")
+    if f == nil then return nil end
+    local line = f:read("*l") or ""
     f:close()
-    return beat ~= nil and (os.time() - beat) <= HEARTBEAT_MAX_AGE
+    local beat, lease = string.match(line, "^%s*(%d+)%s*(%d*)%s*$")
+    beat = tonumber(beat)
+    if beat == nil or (os.time() - beat) > HEARTBEAT_MAX_AGE then return nil end
+    lease = tonumber(lease) or DEFAULT_LEASE_S
+    if lease < 1 then return nil end
+    return math.min(lease, MAX_LEASE_S)
+end
+
+local function is_set(v)
+    return v ~= nil and v ~= 0 and v ~= slurm.NO_VAL
 end
 
 function slurm_job_submit(job_desc, part_list, submit_uid)
@@ -148,19 +164,33 @@ function slurm_job_submit(job_desc, part_list, submit_uid)
     table.insert(tag, string.format("class=%d", class))
 
     job_desc.admin_comment = "railgang:" .. table.concat(tag, ";")
-    if daemon_alive() then
-        job_desc.priority = 0  -- held: the daemon places and releases it
-        slurm.log_user("%s", "railgang: job held for topology-aware placement by the railgang daemon")
+    local lease = daemon_lease()
+    if lease ~= nil then
+        local until_t = os.time() + lease
+        -- a later --begin of the user's own is kept: the lease only ever delays
+        if not is_set(job_desc.begin_time) or job_desc.begin_time < until_t then
+            job_desc.begin_time = until_t
+        end
+        slurm.log_user("%s", string.format(
+            "railgang: job waits for topology-aware placement by the railgang daemon "
+            .. "(lease %ds; if the daemon stops, Slurm schedules it when the lease ends); "
+            .. "ask why it waits with `railgang explain JOBID`", lease))
     end
     return slurm.SUCCESS
 end
 
 function slurm_job_modify(job_desc, job_rec, part_list, modify_uid)
-    -- a held railgang job must not be released by its owner while the daemon is placing it
-    if modify_uid ~= 0 and job_desc.priority ~= nil and job_desc.priority ~= slurm.NO_VAL
+    -- While the daemon holds a railgang job's lease, its owner must not end the lease early
+    -- (StartTime=now) nor bump its priority: the daemon decides when and where it starts.
+    -- Root (the daemon itself, admins) may. The other fields (TimeLimit, Name...) stay editable.
+    if modify_uid ~= 0 and (is_set(job_desc.begin_time) or is_set(job_desc.priority))
         and job_rec.admin_comment ~= nil and string.sub(job_rec.admin_comment, 1, 9) == "railgang:"
-        and daemon_alive() then
-        return reject("this job is placed by the railgang daemon; ask why it waits with `railgang explain JOBID`")
+        and daemon_lease() ~= nil then
+        -- 22.05 discards log_user in job_modify (scontrol shows "Access/permission denied");
+        -- the submit message already points the owner at `railgang explain JOBID`
+        slurm.log_info("%s", "railgang: refused uid " .. tostring(modify_uid) .. " moving the lease or "
+            .. "priority of job " .. tostring(job_rec.job_id) .. "; see `railgang explain`")
+        return slurm.ESLURM_ACCESS_DENIED or slurm.ERROR
     end
     return slurm.SUCCESS
 end

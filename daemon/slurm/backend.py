@@ -37,4 +37,13 @@ class Backend(Protocol):
         ...
 
 
-__all__ = ["ActionResult", "Backend"]
+@runtime_checkable
+class LeaseBackend(Backend, Protocol):
+    """A backend whose waiting jobs sit under a begin-time lease (real Slurm, job_submit.lua)."""
+
+    def renew_leases(self, job_ids: Sequence[str], now: float) -> dict[str, str]:
+        """Extend the lease of ``job_ids``; returns ``{job_id: why not}`` for those refused."""
+        ...
+
+
+__all__ = ["ActionResult", "Backend", "LeaseBackend"]

@@ -1,0 +1,279 @@
+"""Carry out the decision core's actions on Slurm with a constant number of processes.
+
+One apply runs at most: one ``scontrol`` reading every per-job update on stdin (Starts, shrinks,
+priorities, preemption marks), one ``scancel --signal`` for all checkpoint signals, one
+``scontrol update nodename=...`` per node action (rare), and the requeues that fall due
+(:func:`finish_due`). A refusal is an :class:`ActionResult` with ``ok=False`` and Slurm's own
+one-line message; nothing here raises for a refused action.
+
+Preemption and grow are two-phase and restart-safe: the first apply sends the checkpoint signal
+and writes ``preempt=DEADLINE@RESTARTS`` (or ``grow=...@TARGET``) into the job's AdminComment;
+whichever backend instance observes the job after DEADLINE requeues it (and for a grow starts it
+again at the new size). The mark is bound to the job's restart count, so it lapses once the job
+was requeued, and nothing but Slurm has to remember it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from railgang.daemon.core.actions import (
+    Action,
+    DrainNode,
+    Preempt,
+    Resize,
+    SetPriority,
+    Start,
+    TagNode,
+)
+from railgang.daemon.slurm.backend import ActionResult
+from railgang.daemon.slurm.cli import commands as cmd
+from railgang.daemon.slurm.cli.parse import Pending, RailgangTag
+from railgang.daemon.slurm.cli.records import SqueueJob
+from railgang.daemon.slurm.cli.runner import SlurmRunner
+from railgang.daemon.slurm.cli.snapshot import TAG_FEATURE_PREFIX, Observation
+
+log = logging.getLogger(__name__)
+
+_SCANCEL_FAIL = re.compile(r"job id (\S+?):?\s+(.*)$", re.IGNORECASE)
+DRAIN_PREFIX = "railgang: "
+
+
+@dataclass(frozen=True, slots=True)
+class ApplyConfig:
+    lease_s: float = 120.0  # lease given back to a preempted (requeued) job
+    resize_grace_s: float = 60.0  # checkpoint time before a grow requeues the job
+
+
+def _refuse(action: Action, why: str) -> ActionResult:
+    return ActionResult(action, False, why)
+
+
+def _running_tagged(obs: Observation, job_id: str) -> tuple[SqueueJob, RailgangTag] | str:
+    rec = obs.jobs.get(job_id)
+    if rec is None:
+        return f"job {job_id} is not in Slurm's queue (finished or cancelled?)"
+    if rec.state != "RUNNING" or rec.tag is None:
+        return f"job {job_id} is {rec.state}{'' if rec.tag else ' and not a railgang job'}; only running railgang jobs can be signalled or resized"
+    return rec, rec.tag
+
+
+def _node_problem(obs: Observation, nodes: Sequence[str]) -> str | None:
+    for node in nodes:
+        if not cmd.valid_node(node):
+            return f"node name {node!r} is not a Slurm node name"
+        info = obs.snapshot.nodes.get(node)
+        if info is None:
+            return f"node {node} is not in sinfo"
+        if not info.state.usable:
+            return f"node {node} is {info.state.value}; it takes no new work"
+    return None
+
+
+def _shrink_nodes(rec: SqueueJob, action: Resize) -> list[str] | str:
+    """The NodeList for a shrink in place, or why Slurm 22.05 cannot do this one."""
+    current = dict(rec.allocation)
+    new = dict(action.assignment)
+    if not set(new) <= set(current):
+        return f"shrink of job {rec.job_id} names nodes it does not hold: {sorted(set(new) - set(current))}"
+    for node, idx in new.items():
+        if len(idx) != len(current[node]):
+            return (f"job {rec.job_id}: Slurm 22.05 shrinks by whole nodes only ({node} would keep "
+                    f"{len(idx)} of {len(current[node])} GPUs)")
+    keep = [n for n, _ in rec.allocation if n in new]
+    if rec.batch_host and rec.batch_host not in keep and keep:
+        # Slurm refuses to drop the node running the batch script: keep it instead of the last
+        keep[-1] = rec.batch_host
+    return keep
+
+
+class _Batch:
+    """What one apply sends, and which action owns which part."""
+
+    def __init__(self) -> None:
+        self.script = cmd.ScontrolScript()
+        self.signals: list[tuple[str, int]] = []  # (job id, action index)
+        self.node_ops: list[tuple[list[str], int]] = []
+        self.results: dict[int, ActionResult] = {}
+        self.notes: dict[int, str] = {}
+
+
+def apply_actions(runner: SlurmRunner, obs: Observation, actions: Sequence[Action], now: float,
+                  config: ApplyConfig) -> list[ActionResult]:
+    """Apply ``actions`` (one result each, same order) against the state seen in ``obs``."""
+    b = _Batch()
+    for i, action in enumerate(actions):
+        problem = _plan(b, i, action, obs, now, config)
+        if problem is not None:
+            b.results[i] = _refuse(action, problem)
+    _run_script(runner, b, actions)
+    _run_signals(runner, b, actions)
+    for argv, i in b.node_ops:
+        res = runner.attempt(argv)
+        if not res.ok:
+            b.results[i] = _refuse(actions[i], res.message)
+    return [b.results.get(i) or ActionResult(a, True, b.notes.get(i, "")) for i, a in enumerate(actions)]
+
+
+def _plan(b: _Batch, i: int, action: Action, obs: Observation, now: float, config: ApplyConfig) -> str | None:
+    job_id = getattr(action, "job_id", None)
+    if job_id is not None and not cmd.valid_job_id(job_id):
+        return f"job id {job_id!r} is not a Slurm job id"
+    if isinstance(action, Start):
+        if not action.assignment:
+            return "empty assignment"
+        problem = _node_problem(obs, list(action.assignment))
+        if problem:
+            return problem
+        rec = obs.jobs.get(action.job_id)
+        if rec is not None and not rec.pending:
+            return f"job {action.job_id} is {rec.state}, not pending"
+        b.script.add(action.job_id, cmd.start_fields(action.assignment), i)
+        if len({len(g) for g in action.assignment.values()}) > 1:
+            b.notes[i] = "unequal GPUs per node: asked Slurm for the total, Slurm picks the split"
+    elif isinstance(action, Resize):
+        found = _running_tagged(obs, action.job_id)
+        if isinstance(found, str):
+            return found
+        rec, tag = found
+        if sum(len(g) for _, g in rec.allocation) < action.gpus:  # grow: checkpoint + requeue
+            problem = _node_problem(obs, list(action.assignment))
+            if problem:
+                return problem
+            target = tuple((n, len(g)) for n, g in action.assignment.items())
+            mark = Pending(now + config.resize_grace_s, rec.restarts, target)
+            b.script.add(rec.job_id, [f"AdminComment={dataclasses.replace(tag, grow=mark).render()}"], i)
+            b.signals.append((rec.job_id, i))
+            b.notes[i] = f"grow by requeue: checkpoint signal now, restart on {action.gpus} GPUs after {config.resize_grace_s:g}s"
+        else:
+            keep = _shrink_nodes(rec, action)
+            if isinstance(keep, str):
+                return keep
+            if set(keep) == {n for n, _ in rec.allocation}:
+                b.notes[i] = "no change"
+            else:
+                b.script.add(rec.job_id, [f"NodeList={cmd.hosts(keep)}"], i)
+                if set(keep) != set(action.assignment):
+                    b.notes[i] = f"kept batch host {rec.batch_host}: now on {cmd.hosts(keep)}"
+    elif isinstance(action, Preempt):
+        found = _running_tagged(obs, action.job_id)
+        if isinstance(found, str):
+            return found
+        rec, tag = found
+        mark = Pending(now + max(0.0, action.grace_s), rec.restarts)
+        b.script.add(rec.job_id, [f"AdminComment={dataclasses.replace(tag, preempt=mark).render()}"], i)
+        b.signals.append((rec.job_id, i))
+    elif isinstance(action, SetPriority):
+        b.script.add(action.job_id, [f"Priority={max(1, int(action.priority))}"], i)
+    elif isinstance(action, DrainNode):
+        if not cmd.valid_node(action.node):
+            return f"node name {action.node!r} is not a Slurm node name"
+        reason = " ".join(action.reason.split()) or "unspecified"
+        reason = reason if reason.startswith(DRAIN_PREFIX.strip()) else DRAIN_PREFIX + reason
+        b.node_ops.append((cmd.drain_argv(action.node, reason), i))
+    elif isinstance(action, TagNode):
+        if not cmd.valid_node(action.node) or not cmd.valid_tag(action.tag):
+            return f"tag {action.tag!r} on {action.node!r}: tags are 1-40 letters, digits or _"
+        raw = obs.nodes_raw.get(action.node)
+        if raw is None:
+            return f"node {action.node} is not in sinfo"
+        feature = TAG_FEATURE_PREFIX + action.tag
+        if feature in raw.features:
+            b.notes[i] = "already tagged"
+        else:
+            b.node_ops.append((cmd.features_argv(action.node, raw.features | {feature}), i))
+    else:  # pragma: no cover - the Action union is closed
+        return f"unknown action {type(action).__name__}"
+    return None
+
+
+def _run_script(runner: SlurmRunner, b: _Batch, actions: Sequence[Action]) -> None:
+    if not b.script:
+        return
+    res = runner.attempt([cmd.SCONTROL], stdin=b.script.text)
+    failed = cmd.failures_by_job(res.stderr)
+    for job_id, i in b.script.owners:
+        if i in b.results:
+            continue
+        if job_id in failed:
+            b.results[i] = _refuse(actions[i], f"{failed[job_id]} (job {job_id})")
+        elif not res.ok and not failed:
+            b.results[i] = _refuse(actions[i], res.message)
+    # a job whose mark was refused must not be signalled: nobody would requeue it
+    b.signals = [(j, i) for j, i in b.signals if i not in b.results]
+
+
+def _run_signals(runner: SlurmRunner, b: _Batch, actions: Sequence[Action]) -> None:
+    if not b.signals:
+        return
+    res = runner.attempt(cmd.signal_argv([j for j, _ in b.signals]))
+    failed: dict[str, str] = {}
+    for line in res.stderr.splitlines():
+        m = _SCANCEL_FAIL.search(line.strip())
+        if m:
+            failed[m.group(1)] = m.group(2)
+    for job_id, i in b.signals:
+        if job_id in failed:
+            b.results[i] = _refuse(actions[i], f"signal: {failed[job_id]}")
+        elif not res.ok and not failed:
+            b.results[i] = _refuse(actions[i], f"signal: {res.message}")
+
+
+def due(obs: Observation, now: float) -> tuple[list[SqueueJob], list[SqueueJob]]:
+    """Running railgang jobs whose preemption / grow grace has passed (marks of this run only)."""
+    preempts, grows = [], []
+    for rec in obs.jobs.values():
+        tag = rec.tag
+        if rec.state != "RUNNING" or tag is None:
+            continue
+        if tag.preempt and tag.preempt.restarts == rec.restarts and tag.preempt.deadline <= now:
+            preempts.append(rec)
+        elif tag.grow and tag.grow.restarts == rec.restarts and tag.grow.deadline <= now:
+            grows.append(rec)
+    return preempts, grows
+
+
+def finish_due(runner: SlurmRunner, obs: Observation, now: float, config: ApplyConfig) -> list[str]:
+    """Requeue the preempted/growing jobs whose grace is over; one line per job done or failed.
+
+    A preempted job goes back under a lease (the daemon places it again); a growing job is
+    pinned to its new nodes at its new size and made eligible at once.
+    """
+    preempts, grows = due(obs, now)
+    if not preempts and not grows:
+        return []
+    notes: list[str] = []
+    ids = [r.job_id for r in preempts + grows]
+    res = runner.attempt(cmd.requeue_argv(ids))
+    failed = cmd.failures_by_job(res.stderr) if not res.ok else {}
+    if not res.ok and not failed:
+        return [f"requeue {','.join(ids)} failed: {res.message}"]
+    notes += [f"job {j}: requeue failed: {m}" for j, m in failed.items()]
+    back = [r.job_id for r in preempts if r.job_id not in failed]
+    for argv in cmd.lease_argvs(back, now + config.lease_s) if back else []:
+        lease = runner.attempt(argv)
+        if not lease.ok:
+            notes.append(f"lease after requeue: {lease.message}")
+    notes += [f"job {j}: preempted, requeued under a lease" for j in back]
+    script = cmd.ScontrolScript()
+    for rec in grows:
+        if rec.job_id in failed or rec.tag is None or rec.tag.grow is None:
+            continue
+        target: Mapping[str, Sequence[int]] = {n: range(g) for n, g in rec.tag.grow.target}
+        script.add(rec.job_id, cmd.start_fields(target), 0)
+    if script:
+        started = runner.attempt([cmd.SCONTROL], stdin=script.text)
+        bad = cmd.failures_by_job(started.stderr)
+        for job_id, _ in script.owners:
+            notes.append(f"job {job_id}: grow restart refused: {bad[job_id]}" if job_id in bad
+                         else f"job {job_id}: requeued to grow, starting at its new size")
+    for note in notes:
+        log.info("slurm: %s", note)
+    return notes
+
+
+__all__ = ["DRAIN_PREFIX", "ApplyConfig", "apply_actions", "due", "finish_due"]

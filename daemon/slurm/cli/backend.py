@@ -1,0 +1,162 @@
+"""``CliBackend``: the real Slurm cluster behind the backend seam, through the 22.05 CLI.
+
+Per cycle it forks a small constant number of processes, independent of the number of jobs:
+
+- ``snapshot(now)``: ``squeue --json``, ``sinfo --json``, ``sshare`` (fair-share; skipped after
+  it fails once, e.g. without slurmdbd), plus the requeues of preemptions/grows whose grace is
+  over (one ``scontrol requeue`` and one lease update for all of them). The topology is read
+  once (topology.conf) and rebuilt only when the file or the nodes' GPU counts change.
+- ``apply(actions, now)``: see ``apply.py`` (one scontrol on stdin for every per-job update, one
+  scancel for every checkpoint signal).
+- ``renew_leases(job_ids, now)``: one ``scontrol update jobid=A,B,... StartTime=...`` per 300 ids.
+
+Call ``renew_leases`` for the queue right after ``snapshot`` and before ``apply``: a Start ends
+a job's lease, and a renewal after it would set the lease again.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from railgang.daemon.config import SlurmSettings
+from railgang.daemon.core.actions import Action
+from railgang.daemon.core.snapshot import Snapshot
+from railgang.daemon.errors import SlurmCommandError, SlurmError
+from railgang.daemon.slurm.backend import ActionResult
+from railgang.daemon.slurm.cli import commands as cmd
+from railgang.daemon.slurm.cli.apply import ApplyConfig, apply_actions, finish_due
+from railgang.daemon.slurm.cli.parse import ParseProblem
+from railgang.daemon.slurm.cli.records import (
+    SinfoNode,
+    parse_sinfo,
+    parse_squeue,
+    parse_sshare,
+    topology_from_show,
+)
+from railgang.daemon.slurm.cli.runner import SlurmRunner
+from railgang.daemon.slurm.cli.snapshot import Observation, build_observation
+
+log = logging.getLogger(__name__)
+
+SSHARE_ARGV = [cmd.SSHARE, "-a", "-P", "-n", "-o", "Account,User,NormShares,RawUsage"]
+
+
+class CliBackend:
+    """Observe and drive one Slurm cluster with its command-line clients.
+
+    ``settings``: the ``[slurm]`` group (``conf``, ``command_timeout_s``, ``retries``,
+    ``retry_backoff_s``, ``lease_s``, ``topology``, ``resize_grace_s``). ``runner``: inject one to
+    count or trace processes (default: built from ``settings``). ``read_shares``: call ``sshare``.
+    """
+
+    def __init__(self, settings: SlurmSettings | None = None, runner: SlurmRunner | None = None, *,
+                 read_shares: bool = True) -> None:
+        self.settings = settings or SlurmSettings()
+        self.runner = runner or SlurmRunner.from_settings(self.settings)
+        self.config = ApplyConfig(lease_s=float(self.settings.lease_s),
+                                  resize_grace_s=self.settings.resize_grace_s)
+        self.read_shares = read_shares
+        self.last: Observation | None = None
+        self.finished: list[str] = []  # what the last snapshot's requeues did, one line each
+        self._fabric_key: tuple[Any, ...] | None = None
+        self._fabric: Any = None
+        self._topology_text: str | None = None
+
+    # -- observe -------------------------------------------------------------------------------
+    def observe(self, now: float) -> Observation:
+        """One read of the cluster (and the requeues that fell due); kept as ``self.last``."""
+        try:
+            jobs, job_notes = parse_squeue(self.runner.run([cmd.SQUEUE, "--json"]).stdout)
+            nodes, node_notes = parse_sinfo(self.runner.run([cmd.SINFO, "--json"]).stdout)
+        except ParseProblem as exc:
+            raise SlurmError(f"cannot read the cluster: {exc}") from exc
+        shares, share_notes = self._shares()
+        obs = build_observation(now, jobs, nodes, self._fabric_for(nodes), shares,
+                                [*job_notes, *node_notes, *share_notes])
+        for note in obs.skipped:
+            log.warning("slurm: %s", note)
+        self.finished = finish_due(self.runner, obs, now, self.config)
+        self.last = obs
+        return obs
+
+    def snapshot(self, now: float) -> Snapshot:
+        return self.observe(now).snapshot
+
+    def _shares(self) -> tuple[list[Any], list[str]]:
+        if not self.read_shares:
+            return [], []
+        res = self.runner.attempt(SSHARE_ARGV)
+        if not res.ok:  # no slurmdbd: fair-share is simply unknown; do not ask every cycle
+            self.read_shares = False
+            return [], [f"sshare failed ({res.message}); fair-share left out from now on"]
+        return parse_sshare(res.stdout)
+
+    # -- topology ------------------------------------------------------------------------------
+    def topology_path(self) -> Path | None:
+        """settings.topology, else topology.conf beside slurm.conf (where slurmctld reads it)."""
+        if self.settings.topology is not None:
+            return self.settings.topology
+        conf = self.settings.conf or (Path(os.environ["SLURM_CONF"]) if os.environ.get("SLURM_CONF") else None)
+        candidate = (conf.parent if conf else Path("/etc/slurm")) / "topology.conf"
+        return candidate if candidate.exists() else None
+
+    def _fabric_for(self, nodes: Sequence[SinfoNode]) -> Any:
+        from railgang.topology.conf import TopologyError, parse_topology
+        from railgang.topology.fabric import NodeFacts, fabric_from_conf
+
+        path = self.topology_path()
+        mtime = path.stat().st_mtime if path is not None and path.exists() else None
+        key = (str(path), mtime, tuple((n.name, n.gpus) for n in nodes))
+        if key == self._fabric_key:
+            return self._fabric
+        if path is not None:
+            text, source = path.read_text(encoding="utf-8"), str(path)
+        else:
+            if self._topology_text is None:
+                self._topology_text = topology_from_show(
+                    self.runner.run([cmd.SCONTROL, "show", "topology"]).stdout)
+            text, source = self._topology_text, "scontrol show topology"
+        try:
+            conf = parse_topology(text, source)
+        except TopologyError as exc:
+            raise SlurmError(f"{source}: {exc}") from exc
+        facts = {n.name: NodeFacts(name=n.name, gpus=n.gpus) for n in nodes if n.name in set(conf.nodes)}
+        missing = sorted({n.name for n in nodes} - set(conf.nodes))
+        if missing:
+            log.warning("slurm: nodes %s are not in %s; railgang cannot place on them", missing, source)
+        self._fabric = fabric_from_conf(conf, facts, default_gpus=max((n.gpus for n in nodes), default=8))
+        self._fabric_key = key
+        return self._fabric
+
+    # -- act -----------------------------------------------------------------------------------
+    def apply(self, actions: Sequence[Action], now: float) -> list[ActionResult]:
+        if not actions:
+            return []
+        obs = self.last if self.last is not None else self.observe(now)
+        try:
+            return apply_actions(self.runner, obs, actions, now, self.config)
+        except SlurmCommandError as exc:  # slurmctld unreachable after retries: every action failed
+            return [ActionResult(a, False, str(exc)) for a in actions]
+
+    def renew_leases(self, job_ids: Sequence[str], now: float) -> dict[str, str]:
+        """Extend the lease of ``job_ids`` to ``now + lease_s``; returns {job id: why not} for
+        those Slurm refused (e.g. finished meanwhile). One process per 300 ids."""
+        ids = [j for j in dict.fromkeys(job_ids) if cmd.valid_job_id(j)]
+        failed = {j: "not a Slurm job id" for j in job_ids if not cmd.valid_job_id(j)}
+        for argv in cmd.lease_argvs(ids, now + self.settings.lease_s):
+            try:
+                res = self.runner.attempt(argv)
+            except SlurmCommandError as exc:
+                failed.update({j: str(exc) for j in argv[2].removeprefix("jobid=").split(",")})
+                continue
+            if not res.ok:
+                per_job = cmd.failures_by_job(res.stderr)
+                failed.update(per_job or {j: res.message for j in argv[2].removeprefix("jobid=").split(",")})
+        return failed
+
+
+__all__ = ["SSHARE_ARGV", "CliBackend"]

@@ -1,0 +1,257 @@
+"""Typed records of one Slurm observation: jobs, nodes, fair-share rows (pure parsing).
+
+``parse_squeue``/``parse_sinfo``/``parse_sshare`` take the raw command output and return records
+plus a list of one-line problems for the records they had to skip (a malformed job never stops
+the observation of the others). Field names follow ``squeue --json``/``sinfo --json`` of 22.05.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from railgang.daemon.slurm.cli.parse import (
+    ParseProblem,
+    RailgangTag,
+    expand_hosts,
+    gpu_count,
+    gpu_indices,
+    parse_tag,
+)
+
+# squeue job states that hold or will hold resources; everything else (COMPLETED, CANCELLED...)
+# is history the snapshot ignores
+PENDING_STATES = frozenset({"PENDING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED"})
+ACTIVE_STATES = frozenset({"RUNNING", "CONFIGURING", "COMPLETING", "SUSPENDED", "RESIZING",
+                           "SIGNALING", "STAGE_OUT"})
+
+
+@dataclass(frozen=True, slots=True)
+class SqueueJob:
+    """One job from ``squeue --json`` with the fields the backend uses."""
+
+    job_id: str
+    state: str  # PENDING, RUNNING, ...
+    reason: str  # state_reason: BeginTime, Resources, JobHeldUser, None...
+    account: str
+    user: str
+    name: str
+    submit_time: float
+    eligible_time: float
+    start_time: float
+    resize_time: float  # 0 when never resized
+    time_limit_s: float | None
+    priority: int
+    restarts: int  # restart_cnt: bumped by every requeue
+    nodes_requested: int  # node_count (pending: the minimum asked for)
+    gpus_requested: int  # total GPUs asked for (per job, or per node x nodes)
+    batch_host: str
+    required_nodes: tuple[str, ...]  # ReqNodeList (set by a railgang Start)
+    allocation: tuple[tuple[str, tuple[int, ...]], ...]  # (node, GPU indices), allocation order
+    admin_comment: str
+    tag: RailgangTag | None  # None: not a railgang job (or a malformed tag, see tag_problem)
+    tag_problem: str = ""  # why a railgang: AdminComment was not understood
+
+    @property
+    def pending(self) -> bool:
+        return self.state in PENDING_STATES
+
+    @property
+    def active(self) -> bool:
+        return self.state in ACTIVE_STATES
+
+
+@dataclass(frozen=True, slots=True)
+class SinfoNode:
+    """One node from ``sinfo --json``."""
+
+    name: str
+    gpus: int
+    state: str  # the core's vocabulary: idle | mixed | alloc | drain | down
+    reason: str
+    features: frozenset[str]
+
+
+@dataclass(frozen=True, slots=True)
+class ShareRow:
+    """An account row of ``sshare -a -P``: normalised shares and raw (decayed) usage."""
+
+    account: str
+    norm_shares: float
+    raw_usage: float
+
+
+def load_json(text: str, command: str) -> dict[str, Any]:
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ParseProblem(f"{command}: output is not JSON ({exc.msg} at line {exc.lineno})") from exc
+    if not isinstance(data, dict):
+        raise ParseProblem(f"{command}: output is not a JSON object")
+    return data
+
+
+def _num(raw: Mapping[str, Any], key: str, default: float = 0.0) -> float:
+    value = raw.get(key)
+    if value is None:
+        return default
+    if isinstance(value, dict):  # later openapi versions wrap numbers as {"set":..,"number":..}
+        value = value.get("number", default) if value.get("set", True) else default
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        raise ParseProblem(f"field {key} is {value!r}, not a number")
+    return float(value)
+
+
+def _allocation(raw: Mapping[str, Any], job_id: str) -> tuple[tuple[str, tuple[int, ...]], ...]:
+    """Per-node GPU indices: ``gres_detail[i]`` belongs to ``job_resources.allocated_nodes[i]``."""
+    res = raw.get("job_resources") or {}
+    nodes = [n.get("nodename", "") for n in res.get("allocated_nodes") or []]
+    if not nodes and raw.get("nodes"):
+        nodes = list(expand_hosts(str(raw["nodes"])))
+    details = list(raw.get("gres_detail") or [])
+    if not details:
+        return tuple((n, ()) for n in nodes)
+    if len(details) != len(nodes):
+        raise ParseProblem(f"job {job_id}: {len(details)} gres_detail entries for {len(nodes)} nodes")
+    return tuple((n, gpu_indices(d)) for n, d in zip(nodes, details, strict=True))
+
+
+def squeue_job(raw: Mapping[str, Any]) -> SqueueJob:
+    """One ``jobs[]`` entry -> :class:`SqueueJob`; raises :class:`ParseProblem` naming the field."""
+    job_id = str(raw.get("job_id", "?"))
+    try:
+        nodes_requested = int(_num(raw, "node_count", 1)) or 1
+        per_job = gpu_count(str(raw.get("tres_per_job") or ""))
+        per_node = gpu_count(str(raw.get("tres_per_node") or ""))
+        limit = raw.get("time_limit")
+        comment = str(raw.get("admin_comment") or "")
+        try:
+            tag, tag_problem = parse_tag(comment), ""
+        except ParseProblem as exc:  # the job still holds its GPUs: keep it, just not as ours
+            tag, tag_problem = None, f"job {job_id}: {exc}; skipped by railgang (fix the AdminComment)"
+        return SqueueJob(
+            job_id=job_id,
+            state=str(raw.get("job_state", "")),
+            reason=str(raw.get("state_reason") or "None"),
+            account=str(raw.get("account") or "default"),
+            user=str(raw.get("user_name") or ""),
+            name=str(raw.get("name") or ""),
+            submit_time=_num(raw, "submit_time"),
+            eligible_time=_num(raw, "eligible_time"),
+            start_time=_num(raw, "start_time"),
+            resize_time=_num(raw, "resize_time"),
+            time_limit_s=None if limit is None else _num(raw, "time_limit") * 60.0,
+            priority=int(_num(raw, "priority")),
+            restarts=int(_num(raw, "restart_cnt")),
+            nodes_requested=nodes_requested,
+            gpus_requested=per_job or per_node * nodes_requested,
+            batch_host=str(raw.get("batch_host") or ""),
+            required_nodes=expand_hosts(str(raw.get("required_nodes") or "")),
+            allocation=_allocation(raw, job_id),
+            admin_comment=comment,
+            tag=tag,
+            tag_problem=tag_problem,
+        )
+    except ParseProblem as exc:
+        raise ParseProblem(f"job {job_id}: {exc}") from exc
+
+
+def parse_squeue(text: str) -> tuple[list[SqueueJob], list[str]]:
+    """``squeue --json`` output -> (jobs that hold or wait for resources, skip messages)."""
+    data = load_json(text, "squeue --json")
+    jobs: list[SqueueJob] = []
+    problems: list[str] = []
+    for raw in data.get("jobs") or []:
+        if str(raw.get("job_state", "")) not in PENDING_STATES | ACTIVE_STATES:
+            continue
+        try:
+            job = squeue_job(raw)
+        except ParseProblem as exc:
+            problems.append(str(exc))
+            continue
+        jobs.append(job)
+        if job.tag_problem:
+            problems.append(job.tag_problem)
+    return jobs, problems
+
+
+def node_state(base: str, flags: list[str]) -> str:
+    """sinfo's state and flags -> ``idle | mixed | alloc | drain | down`` (drain wins over busy)."""
+    flagset = {f.upper() for f in flags}
+    base = base.lower()
+    if base in ("down", "error", "future", "unknown") or flagset & {"NOT_RESPONDING", "POWERED_DOWN",
+                                                                   "POWERING_DOWN", "FAIL"}:
+        return "down"
+    if flagset & {"DRAIN", "MAINTENANCE", "REBOOT_REQUESTED", "REBOOT_ISSUED"}:
+        return "drain"
+    return {"allocated": "alloc", "mixed": "mixed", "idle": "idle"}.get(base, "down")
+
+
+def parse_sinfo(text: str) -> tuple[list[SinfoNode], list[str]]:
+    """``sinfo --json`` output -> (nodes, skip messages)."""
+    data = load_json(text, "sinfo --json")
+    nodes: list[SinfoNode] = []
+    problems: list[str] = []
+    for raw in data.get("nodes") or []:
+        name = str(raw.get("name") or "")
+        if not name:
+            problems.append("sinfo: a node without a name")
+            continue
+        feats = str(raw.get("active_features") or raw.get("features") or "")
+        nodes.append(SinfoNode(
+            name=name,
+            gpus=gpu_count(str(raw.get("gres") or "")),
+            state=node_state(str(raw.get("state") or ""), list(raw.get("state_flags") or [])),
+            reason=str(raw.get("reason") or ""),
+            features=frozenset(f for f in feats.split(",") if f),
+        ))
+    return nodes, problems
+
+
+def parse_sshare(text: str) -> tuple[list[ShareRow], list[str]]:
+    """``sshare -a -P -n -o Account,User,NormShares,RawUsage`` -> account rows (users skipped)."""
+    rows: list[ShareRow] = []
+    problems: list[str] = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        parts = line.strip().split("|")
+        if len(parts) < 4 or not parts[0] or parts[1]:
+            continue  # blank line or a user's row: fair-share is per account here
+        try:
+            rows.append(ShareRow(parts[0], float(parts[2] or 0), float(parts[3] or 0)))
+        except ValueError:
+            problems.append(f"sshare line {number}: '{line.strip()}' has no numeric shares/usage")
+    return rows, problems
+
+
+def topology_from_show(text: str) -> str:
+    """``scontrol show topology`` -> topology.conf text (for sites without a readable file).
+
+    The show form adds ``Level=`` and lists, on every upper switch, all nodes below it; a
+    topology.conf names only the nodes attached directly, so upper switches keep ``Switches=``.
+    """
+    lines = []
+    for line in text.splitlines():
+        pairs = [p for p in line.split() if "=" in p and not p.startswith("Level=")]
+        if any(p.startswith("Switches=") for p in pairs):
+            pairs = [p for p in pairs if not p.startswith("Nodes=")]
+        if pairs:
+            lines.append(" ".join(pairs))
+    return "\n".join(lines) + "\n"
+
+
+__all__ = [
+    "ACTIVE_STATES",
+    "PENDING_STATES",
+    "ShareRow",
+    "SinfoNode",
+    "SqueueJob",
+    "load_json",
+    "node_state",
+    "parse_sinfo",
+    "parse_squeue",
+    "parse_sshare",
+    "squeue_job",
+    "topology_from_show",
+]

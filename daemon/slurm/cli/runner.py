@@ -1,0 +1,166 @@
+"""Run Slurm commands: argument lists (never a shell), one timeout, typed errors, bounded retries.
+
+Every Slurm client call of the CLI backend goes through one :class:`SlurmRunner`, so the
+environment (``SLURM_CONF``), the timeout and the retry rule live in one place, and a test or a
+benchmark can count the processes a cycle forks (``runner.calls``).
+
+Retry rule: only *transient* failures are retried — slurmctld busy or unreachable, a timed-out
+command — with exponential backoff. A refusal ("Invalid job id", "Requested node configuration
+is not available", "Access/permission denied") is an answer, not a hiccup: it is returned at once
+(:meth:`SlurmRunner.attempt`) or raised as :class:`SlurmCommandError` (:meth:`SlurmRunner.run`).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from railgang.daemon.config import SlurmSettings
+from railgang.daemon.errors import SlurmCommandError
+
+log = logging.getLogger(__name__)
+
+# stderr fragments of Slurm 22.05 clients that mean "try again", not "no"
+TRANSIENT_MARKERS = (
+    "unable to contact slurm controller",
+    "slurm_persist_conn_open",
+    "socket timed out",
+    "connection refused",
+    "connection timed out",
+    "resource temporarily unavailable",
+    "slurm temporarily unable",
+    "zero bytes were transmitted",
+    "slurmctld is busy",
+    "try again",
+    "communication connection failure",
+)
+
+
+def is_transient(stderr: str) -> bool:
+    """True when ``stderr`` says slurmctld was busy or unreachable (worth a retry)."""
+    low = stderr.lower()
+    return any(marker in low for marker in TRANSIENT_MARKERS)
+
+
+def last_line(text: str) -> str:
+    """The last non-empty line of ``text`` (Slurm prints its verdict last), stripped."""
+    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
+    return lines[-1] if lines else ""
+
+
+@dataclass(frozen=True, slots=True)
+class CommandResult:
+    """One finished command (after retries): argv, exit status, output, attempts and seconds."""
+
+    argv: tuple[str, ...]
+    rc: int
+    stdout: str
+    stderr: str
+    attempts: int = 1
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.rc == 0
+
+    @property
+    def message(self) -> str:
+        """Slurm's one-line verdict: the last line of stderr, else of stdout."""
+        return last_line(self.stderr) or last_line(self.stdout)
+
+
+Exec = Callable[[Sequence[str], Mapping[str, str], float, str | None], tuple[int, str, str]]
+"""How a process is run: ``(argv, env, timeout_s, stdin) -> (rc, stdout, stderr)``; raises
+``subprocess.TimeoutExpired`` or ``OSError``. The default is :func:`subprocess_exec`."""
+
+
+def subprocess_exec(argv: Sequence[str], env: Mapping[str, str], timeout_s: float,
+                    stdin: str | None = None) -> tuple[int, str, str]:
+    res = subprocess.run(list(argv), capture_output=True, text=True, env=dict(env), timeout=timeout_s,
+                         check=False, input=stdin if stdin is not None else "")
+    return res.returncode, res.stdout, res.stderr
+
+
+@dataclass
+class SlurmRunner:
+    """Runs Slurm client commands for one cluster.
+
+    ``conf``: slurm.conf of the cluster (exported as ``SLURM_CONF``; without it 22.05 clients try
+    DNS SRV and die). ``timeout_s``: per attempt. ``retries``: extra attempts for transient
+    failures, sleeping ``backoff_s``, 2×, 4×… in between. ``calls`` counts processes started.
+    """
+
+    conf: Path | None = None
+    timeout_s: float = 30.0
+    retries: int = 2
+    backoff_s: float = 0.5
+    exec_fn: Exec = subprocess_exec
+    sleep: Callable[[float], None] = time.sleep
+    calls: int = 0
+    history: list[CommandResult] = field(default_factory=list, repr=False)
+    keep_history: int = 200  # recent commands kept for `explain`/debugging and for tests
+
+    @classmethod
+    def from_settings(cls, slurm: SlurmSettings) -> SlurmRunner:
+        """From ``Settings.slurm``."""
+        return cls(conf=slurm.conf, timeout_s=slurm.command_timeout_s, retries=slurm.retries,
+                   backoff_s=slurm.retry_backoff_s)
+
+    def env(self) -> dict[str, str]:
+        env = dict(os.environ)
+        if self.conf is not None:
+            env["SLURM_CONF"] = str(self.conf)
+        return env
+
+    def attempt(self, argv: Sequence[str], stdin: str | None = None) -> CommandResult:
+        """Run ``argv`` (feeding ``stdin``); retry transient failures; return the final result
+        whatever its rc. Callers only retry-wrap idempotent commands (absolute updates).
+
+        Raises :class:`SlurmCommandError` only when the command could not produce an answer at
+        all: not installed, or timed out / unreachable on every attempt.
+        """
+        args = tuple(str(a) for a in argv)
+        env = self.env()
+        t0 = time.monotonic()
+        for attempt in range(1, self.retries + 2):
+            self.calls += 1
+            try:
+                rc, out, err = self.exec_fn(args, env, self.timeout_s, stdin)
+            except subprocess.TimeoutExpired:
+                rc, out, err = -1, "", f"timed out after {self.timeout_s:g}s"
+                transient = True
+            except OSError as exc:  # not installed / not executable: no retry helps
+                raise SlurmCommandError(list(args), None, f"cannot run: {exc.strerror or exc}") from exc
+            else:
+                transient = rc != 0 and is_transient(err)
+            if not transient or attempt > self.retries:
+                break
+            delay = self.backoff_s * (2 ** (attempt - 1))
+            log.warning("slurm: %s transient failure (%s); retry %d/%d in %.1fs",
+                        args[0], last_line(err), attempt, self.retries, delay)
+            self.sleep(delay)
+        result = CommandResult(args, rc, out, err, attempt, time.monotonic() - t0)
+        self._remember(result)
+        if rc == -1 or (rc != 0 and transient):
+            raise SlurmCommandError(list(args), None if rc == -1 else rc, last_line(err))
+        return result
+
+    def run(self, argv: Sequence[str], stdin: str | None = None) -> CommandResult:
+        """Like :meth:`attempt`, but a non-zero exit is a :class:`SlurmCommandError` (for reads)."""
+        result = self.attempt(argv, stdin)
+        if not result.ok:
+            raise SlurmCommandError(list(result.argv), result.rc, result.message)
+        return result
+
+    def _remember(self, result: CommandResult) -> None:
+        self.history.append(result)
+        if len(self.history) > self.keep_history:
+            del self.history[: len(self.history) - self.keep_history]
+
+
+__all__ = ["CommandResult", "Exec", "SlurmRunner", "is_transient", "last_line", "subprocess_exec"]

@@ -1,0 +1,176 @@
+"""Typed Slurm records -> the decision core's immutable :class:`Snapshot` (pure, no I/O).
+
+Which jobs are railgang's: those whose AdminComment carries a valid ``railgang:`` tag. Pending
+ones that wait on the lease (or that Slurm would run natively after a lease lapsed) form the
+core's queue; running ones become :class:`RunningJob` with their exact assignment. Every other
+job is invisible to the core except that the GPUs it holds are not free.
+
+The core's job and node types are built in exactly one function each (:func:`core_job`,
+:func:`core_running`, :func:`core_node`), so a change of those types touches one place here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from railgang.daemon.core.job import Job, JobRequest, JobState, RunningJob
+from railgang.daemon.core.snapshot import Account, Node, Snapshot, make_snapshot
+from railgang.daemon.slurm.cli.parse import RailgangTag
+from railgang.daemon.slurm.cli.records import ShareRow, SinfoNode, SqueueJob
+
+# pending reasons under which a railgang job is the daemon's to place: waiting on its lease, or
+# already eligible under plain Slurm (a lapsed lease the daemon takes back by renewing it). Held,
+# dependent or invalid jobs are not placeable, whoever schedules them.
+QUEUE_REASONS = frozenset({"BeginTime", "None", "Priority", "Resources", "ReqNodeNotAvail"})
+# a job railgang started (lease ended, pinned to its nodes by ReqNodeList) gets this long to be
+# run by Slurm before it counts as waiting again (pinned to a node that went away, say)
+STARTING_GRACE_S = 120.0
+TAG_FEATURE_PREFIX = "rg_"  # TagNode("n07", "lame") is node feature rg_lame
+
+
+@dataclass(frozen=True, slots=True)
+class Observation:
+    """A snapshot plus what the backend itself needs from the same read."""
+
+    snapshot: Snapshot
+    jobs: Mapping[str, SqueueJob]  # every active/pending job by id (railgang or not)
+    nodes_raw: Mapping[str, SinfoNode] = field(default_factory=dict)  # sinfo's view, by name
+    skipped: tuple[str, ...] = ()  # one line per record left out, and why
+    leased: tuple[str, ...] = field(default=())  # pending railgang jobs in the queue
+
+
+def core_job(rec: SqueueJob, tag: RailgangTag) -> Job:
+    """The core's :class:`Job` for a railgang job (raises ValueError if the sizes disagree)."""
+    per_replica = tag.tp * tag.pp
+    gpus = per_replica * tag.dp if tag.dp is not None else rec.gpus_requested
+    request = JobRequest(
+        job_id=rec.job_id,
+        gpus=gpus,
+        account=rec.account,
+        submit_time=rec.submit_time,
+        tp=tag.tp,
+        pp=tag.pp,
+        elastic_min=tag.elastic[0] if tag.elastic else None,
+        elastic_max=tag.elastic[1] if tag.elastic else None,
+        priority_class=tag.klass,
+        time_limit_s=rec.time_limit_s,
+        model=rec.name,
+    )
+    # every requeue (a railgang preemption or grow, a node failure) bumps Slurm's restart count
+    return Job(request, JobState(preemptions=rec.restarts))
+
+
+def core_running(rec: SqueueJob, tag: RailgangTag, job: Job) -> RunningJob:
+    """The core's :class:`RunningJob`: exact node -> GPU indices, replicas from the GPUs held."""
+    assignment = {node: idx for node, idx in rec.allocation if idx}
+    held = sum(len(idx) for idx in assignment.values())
+    preempt = tag.preempt if tag.preempt and tag.preempt.restarts == rec.restarts else None
+    return RunningJob(
+        job=job,
+        assignment=assignment,
+        start_time=rec.start_time,
+        replicas=held // job.replica_gpus,
+        last_resize_time=rec.resize_time or None,
+        preempt_deadline=preempt.deadline if preempt else None,
+    )
+
+
+def core_node(rec: SinfoNode) -> Node:
+    """The core's :class:`Node`; railgang tags are the node's ``rg_*`` features."""
+    tags = frozenset(f[len(TAG_FEATURE_PREFIX):] for f in rec.features if f.startswith(TAG_FEATURE_PREFIX))
+    return Node(name=rec.name, gpus=rec.gpus, state=rec.state, tags=tags)
+
+
+def core_account(row: ShareRow) -> Account:
+    # RawUsage is decayed TRES-billing-seconds (GPU weight from TRESBillingWeights), the closest
+    # thing Slurm keeps to decayed GPU-seconds
+    return Account(name=row.account, share=row.norm_shares, usage_gpu_s=row.raw_usage)
+
+
+def starting(rec: SqueueJob, now: float) -> bool:
+    """Started by railgang a moment ago: lease ended, pinned to nodes, not yet running."""
+    return (rec.pending and rec.tag is not None and bool(rec.required_nodes)
+            and rec.eligible_time <= now < rec.eligible_time + STARTING_GRACE_S)
+
+
+def free_gpus(nodes: Iterable[SinfoNode], jobs: Iterable[SqueueJob], now: float) -> dict[str, frozenset[int]]:
+    """GPU indices no job holds, on nodes that can run work (drained/down nodes get none).
+
+    GPUs of a job that is :func:`starting` count as taken already (the lowest free indices of
+    its pinned nodes): Slurm is about to run it there, so the core must not plan them twice.
+    """
+    gpus = {n.name: n.gpus for n in nodes}
+    used: dict[str, set[int]] = {}
+    for job in jobs:
+        if job.active:
+            for node, idx in job.allocation:
+                used.setdefault(node, set()).update(idx)
+    for job in jobs:
+        if starting(job, now):
+            per_node = -(-job.gpus_requested // max(1, len(job.required_nodes)))
+            for node in job.required_nodes:
+                taken = used.setdefault(node, set())
+                spare = [g for g in range(gpus.get(node, 0)) if g not in taken]
+                taken.update(spare[:per_node])
+    return {n.name: frozenset(range(n.gpus)) - used.get(n.name, set())
+            for n in nodes if n.state not in ("drain", "down")}
+
+
+def build_observation(now: float, jobs: Iterable[SqueueJob], nodes: Iterable[SinfoNode], fabric: Any,
+                      shares: Iterable[ShareRow] = (), skipped: Iterable[str] = ()) -> Observation:
+    """Everything the core sees, from one read of squeue, sinfo and sshare."""
+    job_list = list(jobs)
+    node_list = list(nodes)
+    notes = list(skipped)
+    pending: list[Job] = []
+    running: list[RunningJob] = []
+    for rec in job_list:
+        tag = rec.tag
+        if tag is None:
+            continue
+        if rec.pending and (rec.reason.split(",")[0] not in QUEUE_REASONS or rec.priority == 0
+                            or starting(rec, now)):
+            continue  # held, dependent, invalid, or just started: not the core's to place now
+        if not rec.pending and not rec.active:
+            continue
+        try:
+            job = core_job(rec, tag)
+            if rec.pending:
+                pending.append(job)
+            elif rec.state == "RUNNING":
+                run = core_running(rec, tag, job)
+                if run.replicas < 1:
+                    raise ValueError(f"holds {run.gpus} GPUs, less than one replica ({job.replica_gpus})")
+                running.append(run)
+        except ValueError as exc:
+            notes.append(f"job {rec.job_id}: {exc}; skipped by railgang")
+    pending.sort(key=lambda j: (j.submit_time, _id_key(j.job_id)))
+    snapshot = make_snapshot(
+        now=now, fabric=fabric, nodes=[core_node(n) for n in node_list],
+        free=free_gpus(node_list, job_list, now), running=running, pending=pending,
+        accounts=[core_account(r) for r in shares],
+    )
+    return Observation(snapshot=snapshot, jobs={j.job_id: j for j in job_list},
+                       nodes_raw={n.name: n for n in node_list}, skipped=tuple(notes),
+                       leased=tuple(j.job_id for j in pending))
+
+
+def _id_key(job_id: str) -> tuple[int, str]:
+    return (int(job_id), job_id) if job_id.isdigit() else (1 << 62, job_id)
+
+
+__all__ = [
+    "QUEUE_REASONS",
+    "STARTING_GRACE_S",
+    "TAG_FEATURE_PREFIX",
+    "Observation",
+    "build_observation",
+    "core_account",
+    "core_job",
+    "core_node",
+    "core_running",
+    "free_gpus",
+    "starting",
+]
