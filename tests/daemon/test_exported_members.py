@@ -8,7 +8,7 @@ import pytest
 
 PUBLIC = {
     "railgang.daemon.errors": {"ConfigError", "DaemonError", "DatabaseError", "DevClusterError",
-                               "InputError", "NotLeaderError", "RailgangError", "SlurmError",
+                               "InputError", "NotLeaderError", "RailgangError", "SlurmCommandError", "SlurmError",
                                "UnknownJobError"},
     "railgang.daemon.config": {"Settings", "load_settings", "masked_dump"},
     "railgang.db.session": {"check_connection", "make_engine", "session_scope"},

@@ -53,6 +53,7 @@ class SqueueJob:
     admin_comment: str
     tag: RailgangTag | None  # None: not a railgang job (or a malformed tag, see tag_problem)
     tag_problem: str = ""  # why a railgang: AdminComment was not understood
+    alloc_problem: str = ""  # GPU indices unreadable: its nodes count as fully used
 
     @property
     def pending(self) -> bool:
@@ -114,7 +115,7 @@ def _allocation(raw: Mapping[str, Any], job_id: str) -> tuple[tuple[str, tuple[i
     if not details:
         return tuple((n, ()) for n in nodes)
     if len(details) != len(nodes):
-        raise ParseProblem(f"job {job_id}: {len(details)} gres_detail entries for {len(nodes)} nodes")
+        raise ParseProblem(f"{len(details)} gres_detail entries for {len(nodes)} nodes")
     return tuple((n, gpu_indices(d)) for n, d in zip(nodes, details, strict=True))
 
 
@@ -127,6 +128,12 @@ def squeue_job(raw: Mapping[str, Any]) -> SqueueJob:
         per_node = gpu_count(str(raw.get("tres_per_node") or ""))
         limit = raw.get("time_limit")
         comment = str(raw.get("admin_comment") or "")
+        try:
+            allocation, alloc_problem = _allocation(raw, job_id), ""
+        except ParseProblem as exc:  # keep the job: its nodes must not look free
+            nodes = expand_hosts(str(raw.get("nodes") or ""))
+            allocation = tuple((n, ()) for n in nodes)
+            alloc_problem = f"job {job_id}: {exc}; its nodes count as fully used"
         try:
             tag, tag_problem = parse_tag(comment), ""
         except ParseProblem as exc:  # the job still holds its GPUs: keep it, just not as ours
@@ -149,7 +156,8 @@ def squeue_job(raw: Mapping[str, Any]) -> SqueueJob:
             gpus_requested=per_job or per_node * nodes_requested,
             batch_host=str(raw.get("batch_host") or ""),
             required_nodes=expand_hosts(str(raw.get("required_nodes") or "")),
-            allocation=_allocation(raw, job_id),
+            allocation=allocation,
+            alloc_problem=alloc_problem,
             admin_comment=comment,
             tag=tag,
             tag_problem=tag_problem,
@@ -172,8 +180,7 @@ def parse_squeue(text: str) -> tuple[list[SqueueJob], list[str]]:
             problems.append(str(exc))
             continue
         jobs.append(job)
-        if job.tag_problem:
-            problems.append(job.tag_problem)
+        problems.extend(p for p in (job.tag_problem, job.alloc_problem) if p)
     return jobs, problems
 
 

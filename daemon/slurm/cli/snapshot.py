@@ -106,7 +106,7 @@ def free_gpus(nodes: Iterable[SinfoNode], jobs: Iterable[SqueueJob], now: float)
     for job in jobs:
         if job.active:
             for node, idx in job.allocation:
-                used.setdefault(node, set()).update(idx)
+                used.setdefault(node, set()).update(range(gpus.get(node, 0)) if job.alloc_problem else idx)
     for job in jobs:
         if starting(job, now):
             per_node = -(-job.gpus_requested // max(1, len(job.required_nodes)))
@@ -133,7 +133,7 @@ def build_observation(now: float, jobs: Iterable[SqueueJob], nodes: Iterable[Sin
         if rec.pending and (rec.reason.split(",")[0] not in QUEUE_REASONS or rec.priority == 0
                             or starting(rec, now)):
             continue  # held, dependent, invalid, or just started: not the core's to place now
-        if not rec.pending and not rec.active:
+        if (not rec.pending and not rec.active) or rec.alloc_problem:
             continue
         try:
             job = core_job(rec, tag)
