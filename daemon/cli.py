@@ -84,6 +84,7 @@ def config_show(
 
 def _register_components() -> None:
     # Imported here so that `railgang --help` lists them while each stays in its own package.
+    from railgang.daemon.service.cli import daemon_app, explain
     from railgang.daemon.sim.cli import sim
     from railgang.db.cli import app as db_app
     from railgang.slurm_plugins.demo.cli import demo
@@ -91,6 +92,8 @@ def _register_components() -> None:
     from railgang.topology.cli import app as topology_app
     from railgang.topology.cli import place
 
+    app.add_typer(daemon_app, name="daemon")
+    app.command("explain")(explain)
     app.add_typer(db_app, name="db")
     app.add_typer(devcluster_app, name="devcluster")
     app.add_typer(topology_app, name="topology")

@@ -4,13 +4,23 @@
 decision core and a :class:`~railgang.daemon.clock.Clock`. The daemon calls it on a timer with the Slurm
 backend and the wall clock; the simulator calls it on its events with ``SimBackend`` and a
 ``SimClock``; unit tests call it with ``FakeBackend``. There is no simulation flag anywhere.
+
+The daemon passes a :class:`CycleJournal` (``railgang.daemon.service``): it reconciles the
+journal against the fresh snapshot before the core decides, and writes every action down
+(durably) before the backend sends it and again once the backend answered — so a crash between
+the two leaves a ``planned`` entry the next cycle can settle from Slurm. Each step is timed;
+``CycleOutcome.timings`` holds the backend's and the journal's milliseconds next to the core's
+phases.
 """
 
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
-from dataclasses import dataclass
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Protocol
 
 from railgang.daemon.clock import Clock
 from railgang.daemon.core.actions import Action
@@ -18,7 +28,24 @@ from railgang.daemon.core.cycle import CycleConfig, decide
 from railgang.daemon.core.gang import Placer, topology_placer
 from railgang.daemon.core.policy import Policy
 from railgang.daemon.core.reasons import PendingReason
+from railgang.daemon.core.snapshot import Snapshot
 from railgang.daemon.slurm.backend import ActionResult, Backend
+
+
+class CycleJournal(Protocol):
+    """Where the daemon's cycle writes its actions down (the simulator passes none)."""
+
+    def observed(self, snapshot: Snapshot, now: float) -> None:
+        """The fresh snapshot, before deciding: settle what an earlier cycle left open."""
+        ...
+
+    def planned(self, actions: Sequence[Action], now: float) -> None:
+        """Record ``actions`` durably; returns only once they would survive a crash."""
+        ...
+
+    def settled(self, results: Sequence[ActionResult], now: float) -> None:
+        """Record what the backend answered, one result per planned action."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,6 +54,9 @@ class CycleOutcome:
     actions: tuple[Action, ...]
     reasons: tuple[PendingReason, ...]
     results: tuple[ActionResult, ...]
+    snapshot: Snapshot | None = field(default=None, repr=False)  # what the core decided on
+    # milliseconds: "snapshot", the core's phases, "reconcile", "journal", "apply"
+    timings: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}), repr=False)
 
     @property
     def failed(self) -> Sequence[ActionResult]:
@@ -35,18 +65,44 @@ class CycleOutcome:
 
 def run_cycle(backend: Backend, policy: Policy, clock: Clock, rng: random.Random, *,
               config: CycleConfig | None = None, placer: Placer = topology_placer,
-              ) -> CycleOutcome:
-    """1. read the clock, 2. observe, 3. decide (pure), 4. apply, 5. report.
+              journal: CycleJournal | None = None) -> CycleOutcome:
+    """1. read the clock, 2. observe (and reconcile), 3. decide (pure), 4. journal, apply,
+    journal, 5. report.
 
     ``config`` and ``placer`` are the core's own knobs, passed through unchanged (the default
     placer is the topology engine; tests may inject a first-fit one).
     """
+    ms: dict[str, float] = {}
+    t = time.perf_counter()
+
+    def lap(step: str) -> None:
+        nonlocal t
+        t1 = time.perf_counter()
+        ms[step] = ms.get(step, 0.0) + (t1 - t) * 1e3
+        t = t1
+
     now = clock.now()
     snapshot = backend.snapshot(now)
+    lap("snapshot")
+    if journal is not None:
+        journal.observed(snapshot, now)
+        lap("reconcile")
     decision = decide(snapshot, policy, now, rng, config=config or CycleConfig(), placer=placer)
+    ms.update(decision.phase_ms)
+    t = time.perf_counter()
     actions = tuple(decision.actions)
-    results = tuple(backend.apply(actions, now)) if actions else ()
-    return CycleOutcome(now=now, actions=actions, reasons=tuple(decision.reasons), results=results)
+    results: tuple[ActionResult, ...] = ()
+    if actions:
+        if journal is not None:
+            journal.planned(actions, now)
+            lap("journal")
+        results = tuple(backend.apply(actions, now))
+        lap("apply")
+        if journal is not None:
+            journal.settled(results, now)
+            lap("journal")
+    return CycleOutcome(now=now, actions=actions, reasons=tuple(decision.reasons),
+                        results=results, snapshot=snapshot, timings=MappingProxyType(ms))
 
 
-__all__ = ["CycleOutcome", "run_cycle"]
+__all__ = ["CycleJournal", "CycleOutcome", "run_cycle"]

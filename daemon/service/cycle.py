@@ -1,0 +1,189 @@
+"""One daemon cycle around ``run_cycle``: journal, explanations, leases, heartbeat, metrics, log.
+
+The recipe (each step timed; the log line and ``/metrics`` show the milliseconds):
+
+1. open the cycle row (its id tags every journal entry),
+2. ``run_cycle`` with the database journal: observe, reconcile what an earlier cycle left
+   ``planned``, decide, write ``planned`` + commit, apply, write outcomes + commit,
+3. record: per-job explanations (only what changed), close the cycle row, prune old rows, commit,
+4. renew the begin-time leases of the jobs railgang still holds (backends that have leases),
+5. beat: write the heartbeat file ``EPOCH LEASE_S`` that ``job_submit.lua`` reads.
+
+A cycle that raises (Slurm or the database unreachable) is logged and counted; its cycle row
+keeps the error, nothing half-written is committed, and the next cycle starts by reconciling.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Engine
+from sqlalchemy.orm import Session, sessionmaker
+
+from railgang.daemon.clock import Clock
+from railgang.daemon.core.actions import Start
+from railgang.daemon.core.cycle import CycleConfig
+from railgang.daemon.core.gang import Placer, topology_placer
+from railgang.daemon.core.policy import Plan, Policy
+from railgang.daemon.core.snapshot import Snapshot
+from railgang.daemon.loop import CycleOutcome, run_cycle
+from railgang.daemon.service import explain
+from railgang.daemon.service.journal import SessionJournal, utc
+from railgang.daemon.service.metrics import DaemonMetrics
+from railgang.daemon.slurm.backend import Backend
+from railgang.db.repositories import explanations as explain_repo
+from railgang.db.repositories import journal as repo
+
+log = logging.getLogger("railgang.daemon")
+PRUNE_EVERY = 100  # cycles between prunes of the bounded tables
+
+
+class RecordingPolicy:
+    """The policy as the core sees it, keeping the last plan so ``explain`` can show the order
+    without planning twice."""
+
+    def __init__(self, inner: Policy) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.last: Plan | None = None
+
+    def plan(self, snapshot: Snapshot, now: float) -> Plan:
+        self.last = self.inner.plan(snapshot, now)
+        return self.last
+
+
+def write_heartbeat(path: Path, now: float, lease_s: int) -> None:
+    """``EPOCH LEASE_S`` written atomically (job_submit.lua may read it at any moment)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}")
+    tmp.write_text(f"{int(now)} {int(lease_s)}\n")
+    os.replace(tmp, path)
+
+
+@dataclass
+class CycleReport:
+    cycle_id: int
+    now: float
+    timings_ms: dict[str, float]
+    pending: int = 0
+    running: int = 0
+    actions: Counter[str] = field(default_factory=Counter)  # by kind
+    failed: int = 0
+    reconciled: Counter[str] = field(default_factory=Counter)  # verdict -> entries
+    reasons: Counter[str] = field(default_factory=Counter)  # reason code -> waiting jobs
+    leases_renewed: int = 0
+    error: str | None = None
+
+    def as_log(self) -> dict[str, Any]:
+        return {"cycle": self.cycle_id, "now": round(self.now, 3),
+                "ms": {k: round(v, 2) for k, v in self.timings_ms.items()},
+                "pending": self.pending, "running": self.running,
+                "actions": dict(self.actions), "failed": self.failed,
+                "reconciled": dict(self.reconciled), "reasons": dict(self.reasons),
+                "leases_renewed": self.leases_renewed, "error": self.error}
+
+
+class DaemonService:
+    """Runs cycles; owns the session per cycle and every commit (repositories never commit)."""
+
+    def __init__(self, *, engine: Engine, backend: Backend, policy: Policy, clock: Clock,
+                 leader: str, config: CycleConfig | None = None, placer: Placer = topology_placer,
+                 seed: int = 0, heartbeat_file: Path | None = None, lease_s: int = 120,
+                 metrics: DaemonMetrics | None = None, journal_retention_s: float = 7 * 86400,
+                 explain_retention_s: float = 86400, keep_cycles: int = 10000) -> None:
+        self.engine, self.backend, self.clock = engine, backend, clock
+        self.policy = RecordingPolicy(policy)
+        self.leader, self.config, self.placer = leader, config or CycleConfig(), placer
+        self.rng = random.Random(seed)
+        self.heartbeat_file, self.lease_s, self.metrics = heartbeat_file, lease_s, metrics
+        self.journal_retention_s, self.explain_retention_s = journal_retention_s, explain_retention_s
+        self.keep_cycles = keep_cycles
+        self.sessions = sessionmaker(engine, expire_on_commit=False)
+        self.tracker: explain.Tracker | None = None
+        self.cycles = 0
+
+    def run_once(self) -> CycleReport:
+        t0 = time.perf_counter()
+        with self.sessions() as s:
+            cycle = repo.begin_cycle(s, started_at=utc(self.clock.now()), leader=self.leader,
+                                     policy=self.policy.name)
+            s.commit()
+            report = CycleReport(cycle.id, 0.0, {})
+            journal = SessionJournal(s, cycle.id, self.backend)
+            try:
+                outcome = run_cycle(self.backend, self.policy, self.clock, self.rng,
+                                    config=self.config, placer=self.placer, journal=journal)
+                report.now = outcome.now
+                t1 = time.perf_counter()
+                self._record(s, cycle.id, outcome, report, journal)
+                report.timings_ms = dict(outcome.timings)
+                report.timings_ms["record"] = (time.perf_counter() - t1) * 1e3
+                repo.finish_cycle(s, cycle, finished_at=utc(self.clock.now()),
+                                  pending=report.pending, running=report.running,
+                                  actions=sum(report.actions.values()), failed=report.failed,
+                                  timings=report.timings_ms)
+                s.commit()
+            except Exception as exc:
+                s.rollback()
+                report.error = f"{type(exc).__name__}: {exc}"
+                repo.finish_cycle(s, cycle, finished_at=utc(self.clock.now()), pending=0,
+                                  running=0, actions=0, failed=0, timings={},
+                                  error=report.error)
+                s.commit()
+                if self.metrics is not None:
+                    self.metrics.cycles.labels("error").inc()
+                raise
+        t2 = time.perf_counter()
+        report.leases_renewed = self._renew_leases(outcome)
+        if self.heartbeat_file is not None:
+            write_heartbeat(self.heartbeat_file, outcome.now, self.lease_s)
+        report.timings_ms["leases"] = (time.perf_counter() - t2) * 1e3
+        report.timings_ms["total"] = (time.perf_counter() - t0) * 1e3
+        if self.metrics is not None:
+            self.metrics.observe_cycle(report.timings_ms, report.reasons, report.running,
+                                       journal.outcomes, outcome.snapshot, self.clock.now())
+        self.cycles += 1
+        return report
+
+    def _record(self, s: Session, cycle_id: int, outcome: CycleOutcome, report: CycleReport,
+                journal: SessionJournal) -> None:
+        snap = outcome.snapshot
+        assert snap is not None  # run_cycle always returns the snapshot it decided on
+        report.pending, report.running = len(snap.pending), len(snap.running)
+        report.actions = Counter(type(a).__name__ for a in outcome.actions)
+        report.failed = len(outcome.failed)
+        report.reconciled = journal.reconciled
+        report.reasons = Counter(r.code.value for r in outcome.reasons)
+        if self.tracker is None:
+            self.tracker = explain.Tracker(explain_repo.live(s))
+        at = utc(outcome.now)
+        rows = explain.build_rows(outcome, self.policy.last, self.policy.name)
+        write, gone = self.tracker.changes(rows)
+        explain_repo.upsert(s, write, cycle_id=cycle_id, at=at)
+        explain_repo.mark_gone(s, gone, cycle_id=cycle_id, at=at)
+        if self.cycles % PRUNE_EVERY == 0:
+            repo.prune(s, settled_before=at - timedelta(seconds=self.journal_retention_s),
+                       keep_cycles=self.keep_cycles)
+            explain_repo.drop_gone(s, before=at - timedelta(seconds=self.explain_retention_s))
+
+    def _renew_leases(self, outcome: CycleOutcome) -> int:
+        renew = getattr(self.backend, "renew_leases", None)
+        if renew is None or outcome.snapshot is None:
+            return 0
+        started = {a.job_id for a, r in zip(outcome.actions, outcome.results, strict=False)
+                   if isinstance(a, Start) and r.ok}
+        held = [j.job_id for j in outcome.snapshot.pending if j.job_id not in started]
+        if held:
+            renew(held, outcome.now)
+        return len(held)
+
+
+__all__ = ["CycleReport", "DaemonService", "RecordingPolicy", "write_heartbeat"]

@@ -1,0 +1,141 @@
+"""What ``railgang explain`` reads: one row per job, built from each cycle's decision.
+
+For a waiting job: the core's reason code and detail, its 1-based position in the order the
+cycle tried jobs in (priority class first, then the policy's rank), how many waiting jobs are
+ahead, and what blocks it (the jobs being preempted for it, the backfill reservation holder, the
+head of the queue). For a running job: its nodes and GPUs, and when railgang placed it, the
+placement's locality cost, the leaf switches it spans and whether it is rail-aligned (the same
+GPU indices on every node, so that cross-node traffic stays on one rail). :class:`Tracker`
+writes only what changed since the previous cycle.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import hostlist
+
+from railgang.daemon.core.actions import Preempt, Resize, Start
+from railgang.daemon.core.policy import Plan
+from railgang.daemon.core.reasons import Reason
+from railgang.daemon.loop import CycleOutcome
+from railgang.db.repositories.explanations import ExplanationRow
+
+
+def _json(data: Mapping[str, Any]) -> str:
+    return json.dumps(data, sort_keys=True, separators=(",", ":"))
+
+
+def placement(fabric: Any, assignment: Mapping[str, Sequence[int]]) -> dict[str, Any]:
+    """Leaves spanned and rail alignment of an assignment (node -> GPU indices)."""
+    nodes = sorted(assignment)
+    leaf_of = getattr(fabric, "leaf_of", None)
+    leaves = sorted({leaf_of(n) for n in nodes}) if callable(leaf_of) else []
+    rails = {tuple(sorted(g)) for g in assignment.values()}
+    return {"nodes": nodes, "gpus_per_node": {n: list(assignment[n]) for n in nodes},
+            "leaves": leaves, "rail_aligned": len(rails) <= 1}
+
+
+def build_rows(outcome: CycleOutcome, plan: Plan | None, policy: str) -> list[ExplanationRow]:
+    """Rows for every job of the cycle's snapshot (waiting and running)."""
+    snap = outcome.snapshot
+    if snap is None:
+        return []
+    jobs = {j.job_id: j for j in snap.pending}
+    started = {a.job_id: a for a in outcome.actions if isinstance(a, Start)}
+    resized = {a.job_id: a for a in outcome.actions if isinstance(a, Resize)}
+    ok = {id(r.action) for r in outcome.results if r.ok}
+    victims: dict[str, list[str]] = {}
+    for a in outcome.actions:
+        if isinstance(a, Preempt) and a.for_job:
+            victims.setdefault(a.for_job, []).append(a.job_id)
+    order = [w.job_id for w in (plan.order if plan else ()) if w.job_id in jobs]
+    order.sort(key=lambda j: jobs[j].priority_class)  # the cycle's own key: class, then rank
+    position = {j: i + 1 for i, j in enumerate(order)}
+    reasons = {r.job_id: r for r in outcome.reasons}
+    reserved = next((r.job_id for r in outcome.reasons if r.code is Reason.RESERVED), None)
+    rows: list[ExplanationRow] = []
+    waiting_ahead = 0
+    for job_id in order + [j for j in jobs if j not in position]:
+        job = jobs[job_id]
+        start = started.get(job_id)
+        if start is not None and id(start) in ok:
+            rows.append(_running_row(job_id, job.account, job.priority_class, start.assignment,
+                                     snap.fabric, policy, start.cost, start.replicas, "started"))
+            continue
+        r = reasons.get(job_id)
+        blocked_by = victims.get(job_id, [])
+        if not blocked_by and r is not None and r.code in (Reason.PRIORITY, Reason.PREEMPTION_BUDGET):
+            head = order[0] if order and order[0] != job_id else None
+            blocked_by = [b for b in (reserved, head) if b and b != job_id][:1]
+        data = {"needed": r.needed if r else job.min_gpus, "free": r.free if r else snap.free_gpus,
+                "ahead": waiting_ahead, "blocked_by": blocked_by, "policy": policy,
+                "mode": plan.mode if plan else None}
+        if start is not None:
+            data["start_refused"] = next((x.detail for x in outcome.results
+                                          if x.action is start), "")
+        rows.append(ExplanationRow(
+            job_id=job_id, state="waiting", account=job.account,
+            priority_class=job.priority_class, gpus=job.gpus,
+            reason=r.code.value if r else None, detail=r.detail if r else "",
+            position=position.get(job_id), queue_length=len(order), data=_json(data)))
+        waiting_ahead += 1
+    for job_id, run in snap.running.items():
+        rz = resized.get(job_id)
+        if rz is not None and id(rz) in ok:
+            rows.append(_running_row(job_id, run.job.account, run.priority_class, rz.assignment,
+                                     snap.fabric, policy, None, rz.replicas, "resized"))
+        else:
+            rows.append(_running_row(job_id, run.job.account, run.priority_class,
+                                     run.assignment, snap.fabric, policy, None, run.replicas,
+                                     "observed"))
+    return rows
+
+
+def _running_row(job_id: str, account: str, klass: int, assignment: Mapping[str, Sequence[int]],
+                 fabric: Any, policy: str, cost: float | None, replicas: int,
+                 how: str) -> ExplanationRow:
+    data = placement(fabric, assignment)
+    data.update({"cost": cost, "replicas": replicas, "how": how, "policy": policy})
+    return ExplanationRow(
+        job_id=job_id, state="running", account=account, priority_class=klass,
+        gpus=sum(len(g) for g in assignment.values()),
+        nodes=hostlist.collect_hostlist(sorted(assignment)), data=_json(data))
+
+
+class Tracker:
+    """Remembers what was last written per job, so a cycle writes only changes.
+
+    A running job that was merely observed (not placed or resized by this cycle) keeps its
+    stored row while its nodes stay the same: the row written when railgang placed it carries
+    the placement's cost and leaves, which a later observation cannot know.
+    """
+
+    def __init__(self, stored: Mapping[str, tuple[str, str]] | None = None) -> None:
+        self.last: dict[str, tuple[Any, ...]] = {
+            j: (state, nodes) for j, (state, nodes) in (stored or {}).items()}
+
+    def changes(self, rows: Iterable[ExplanationRow]) -> tuple[list[ExplanationRow], list[str]]:
+        """(rows to write, jobs gone since the previous cycle); updates the memory."""
+        seen: dict[str, tuple[Any, ...]] = {}
+        write = []
+        for r in rows:
+            key: tuple[Any, ...]
+            if r.state == "running" and '"how":"observed"' in r.data:
+                key = ("running", r.nodes)
+                if self.last.get(r.job_id, ("",))[:2] == key:
+                    seen[r.job_id] = self.last[r.job_id]
+                    continue
+            else:
+                key = (r.state, r.nodes, r.reason, r.detail, r.position, r.queue_length, r.data)
+            seen[r.job_id] = key
+            if self.last.get(r.job_id) != key:
+                write.append(r)
+        gone = [j for j in self.last if j not in seen]
+        self.last = seen
+        return write, gone
+
+
+__all__ = ["Tracker", "build_rows", "placement"]

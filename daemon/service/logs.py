@@ -1,0 +1,53 @@
+"""Structured logs: ``--log-format json`` writes one JSON object per line, ``text`` a readable line.
+
+Every record carries ``ts`` (epoch seconds), ``level``, ``logger`` and ``msg``; a cycle's record
+adds the fields of :meth:`~railgang.daemon.service.cycle.CycleReport.as_log` (cycle id, phase
+milliseconds, action counts, ...) passed as ``extra={"fields": {...}}``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from typing import Any, Literal
+
+LogFormat = Literal["json", "text"]
+
+
+class JsonFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        out: dict[str, Any] = {"ts": round(record.created, 3), "level": record.levelname.lower(),
+                               "logger": record.name, "msg": record.getMessage()}
+        out.update(getattr(record, "fields", None) or {})
+        if record.exc_info:
+            out["exc"] = self.formatException(record.exc_info).splitlines()[-1]
+        return json.dumps(out, default=str)
+
+
+class TextFormatter(logging.Formatter):
+    def __init__(self) -> None:
+        super().__init__("%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+    def format(self, record: logging.LogRecord) -> str:
+        line = super().format(record)
+        fields = getattr(record, "fields", None)
+        if fields:
+            line += " " + " ".join(f"{k}={json.dumps(v, default=str, separators=(',', ':'))}"
+                                   for k, v in fields.items() if v not in (None, {}, 0))
+        return line
+
+
+def setup_logging(fmt: LogFormat, level: int = logging.INFO) -> None:
+    """Send railgang's and apscheduler's logs to stderr in ``fmt``."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(JsonFormatter() if fmt == "json" else TextFormatter())
+    root = logging.getLogger()
+    for h in list(root.handlers):
+        root.removeHandler(h)
+    root.addHandler(handler)
+    root.setLevel(level)
+    logging.getLogger("apscheduler").setLevel(logging.WARNING)  # one line per job run is noise
+
+
+__all__ = ["JsonFormatter", "LogFormat", "TextFormatter", "setup_logging"]

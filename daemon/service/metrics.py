@@ -1,0 +1,99 @@
+"""Prometheus metrics of the daemon, on a registry of its own (served at ``/metrics``).
+
+=====================================  =========  =============================================
+name                                   type       labels / meaning
+=====================================  =========  =============================================
+railgang_cycle_phase_seconds           histogram  ``phase``: snapshot, reconcile, the core's
+                                                  phases, journal, apply, record, total
+railgang_cycles_total                  counter    ``result``: ok | error
+railgang_last_cycle_timestamp_seconds  gauge      end of the last successful cycle (epoch)
+railgang_pending_jobs                  gauge      ``reason``: the core's reason code
+railgang_running_jobs                  gauge      jobs running at the start of the cycle
+railgang_actions_total                 counter    ``kind``, ``result``: applied | failed |
+                                                  abandoned
+railgang_leaf_gpus                     gauge      ``leaf``, ``state``: allocated | free
+railgang_leader                        gauge      1 while this process holds the leader lock
+=====================================  =========  =============================================
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Gauge, Histogram, start_http_server
+from prometheus_client import Counter as PromCounter
+
+from railgang.daemon.core.reasons import Reason
+from railgang.daemon.core.snapshot import Snapshot
+
+# from 1 ms to about 30 s: a core phase at small scale up to a slow Slurm call at large scale
+BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+
+
+class DaemonMetrics:
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry or CollectorRegistry()
+        r = self.registry
+        self.phase = Histogram("railgang_cycle_phase_seconds", "Cycle time by phase",
+                               ["phase"], buckets=BUCKETS, registry=r)
+        self.cycles = PromCounter("railgang_cycles", "Cycles run", ["result"], registry=r)
+        self.last_cycle = Gauge("railgang_last_cycle_timestamp_seconds",
+                                "End of the last successful cycle (epoch seconds)", registry=r)
+        self.pending = Gauge("railgang_pending_jobs", "Pending jobs by the core's reason",
+                             ["reason"], registry=r)
+        self.running = Gauge("railgang_running_jobs", "Running jobs", registry=r)
+        self.actions = PromCounter("railgang_actions", "Actions by kind and result",
+                                   ["kind", "result"], registry=r)
+        self.leaf_gpus = Gauge("railgang_leaf_gpus", "GPUs per leaf switch",
+                               ["leaf", "state"], registry=r)
+        self.leader = Gauge("railgang_leader", "1 while this process is the leader", registry=r)
+        for reason in Reason:  # every reason is a series from the first scrape on
+            self.pending.labels(reason.value).set(0)
+        self._server: Any = None
+
+    def serve(self, port: int, host: str = "127.0.0.1") -> int:
+        """Serve ``/metrics`` on ``host:port`` (0 = any free port); returns the port."""
+        server, _thread = start_http_server(port, addr=host, registry=self.registry)
+        self._server = server
+        return int(server.server_port)
+
+    def close(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+
+    def observe_cycle(self, timings_ms: Mapping[str, float], reasons: Counter[str],
+                      running: int, actions: Counter[tuple[str, str]],
+                      snapshot: Snapshot | None, finished_at: float) -> None:
+        for phase, ms in timings_ms.items():
+            self.phase.labels(phase).observe(ms / 1e3)
+        for reason in Reason:
+            self.pending.labels(reason.value).set(reasons.get(reason.value, 0))
+        self.running.set(running)
+        for (kind, result), n in actions.items():
+            self.actions.labels(kind, result).inc(n)
+        if snapshot is not None:
+            for (leaf, state), n in leaf_gpus(snapshot).items():
+                self.leaf_gpus.labels(leaf, state).set(n)
+        self.cycles.labels("ok").inc()
+        self.last_cycle.set(finished_at)
+
+
+def leaf_gpus(snapshot: Snapshot) -> dict[tuple[str, str], int]:
+    """``(leaf, allocated|free) -> GPUs`` as observed (drained and down nodes count as neither)."""
+    leaf_of = getattr(snapshot.fabric, "leaf_of", None)
+    out: dict[tuple[str, str], int] = {}
+    for name, node in snapshot.nodes.items():
+        if node.state in ("drain", "down"):
+            continue
+        leaf = leaf_of(name) if callable(leaf_of) and name in snapshot.fabric else "-"
+        free = len(snapshot.free.get(name, ()))
+        out[(leaf, "free")] = out.get((leaf, "free"), 0) + free
+        out[(leaf, "allocated")] = out.get((leaf, "allocated"), 0) + node.gpus - free
+    return out
+
+
+__all__ = ["BUCKETS", "DaemonMetrics", "leaf_gpus"]

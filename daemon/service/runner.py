@@ -1,0 +1,168 @@
+"""``railgang daemon run``: lead, then run a cycle every ``daemon.cycle_interval_s`` seconds.
+
+1. migrate the database to head (idempotent), 2. take the leader lock — or wait as standby
+(``--no-wait``: exit 4), 3. record the leader, serve ``/metrics``, build the backend,
+4. run cycles on an apscheduler interval job (one at a time; a late cycle is coalesced, never
+stacked), 5. on SIGTERM/SIGINT let the running cycle finish, release the lock, exit 0.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import threading
+from datetime import UTC, datetime
+from types import FrameType
+
+from apscheduler.executors.pool import ThreadPoolExecutor
+from apscheduler.schedulers.background import BackgroundScheduler
+
+from railgang.daemon.clock import WallClock
+from railgang.daemon.config import Settings
+from railgang.daemon.core import policy as registry
+from railgang.daemon.core.cycle import CycleConfig
+from railgang.daemon.errors import ConfigError, DaemonError, NotLeaderError
+from railgang.daemon.service.backends import make_backend
+from railgang.daemon.service.cycle import DaemonService
+from railgang.daemon.service.leader import LeaderLock, lock_for
+from railgang.daemon.service.metrics import DaemonMetrics
+from railgang.db import migrate
+from railgang.db.repositories import journal as repo
+from railgang.db.session import make_engine, session_scope
+
+log = logging.getLogger("railgang.daemon")
+
+
+def leader_name() -> str:
+    return f"{os.uname().nodename}:{os.getpid()}"
+
+
+def cycle_config(settings: Settings) -> CycleConfig:
+    d = settings.daemon
+    return CycleConfig(preempt=d.preempt, resize=d.resize, emit_priorities=d.emit_priorities)
+
+
+def _policy(settings: Settings) -> registry.Policy:
+    try:
+        return registry.get(settings.daemon.policy)
+    except KeyError as exc:
+        raise ConfigError(f"daemon.policy: unknown policy {settings.daemon.policy!r}; known: "
+                          f"{', '.join(registry.names())}") from exc
+
+
+def _install_signals(stop: threading.Event) -> None:
+    if threading.current_thread() is not threading.main_thread():
+        return  # signal handlers can only be set from the main thread (e.g. in some tests)
+
+    def handler(signum: int, _frame: FrameType | None) -> None:
+        log.info("signal %s: finishing the current cycle, then stopping",
+                 signal.Signals(signum).name)
+        stop.set()
+
+    signal.signal(signal.SIGTERM, handler)
+    signal.signal(signal.SIGINT, handler)
+
+
+def _who_leads(settings: Settings) -> str:
+    engine = make_engine(settings.db.url)
+    try:
+        with session_scope(engine) as s:
+            row = repo.get_leader(s)
+            return f"pid {row.pid} on {row.host}" if row else "unknown process"
+    finally:
+        engine.dispose()
+
+
+def _lead(lock: LeaderLock, settings: Settings, wait: bool, stop: threading.Event) -> bool:
+    """Take the lock, waiting as standby if asked; False when stopped before leading."""
+    announced = False
+    while not lock.try_acquire():
+        who = _who_leads(settings)
+        if not wait:
+            raise NotLeaderError(f"another railgang daemon is the leader ({who}, "
+                                 f"{lock.describe()}); stop it or run without --no-wait to "
+                                 "stand by")
+        if not announced:
+            log.info("standby: the leader is %s; taking over when it stops", who)
+            announced = True
+        if stop.wait(min(settings.daemon.cycle_interval_s, 5.0)):
+            return False
+    return True
+
+
+def run_daemon(settings: Settings, *, once: bool = False, wait: bool = True,
+               stop: threading.Event | None = None) -> int:
+    """Run the daemon until stopped (or one cycle with ``once``); returns the exit code."""
+    stop = stop or threading.Event()
+    _install_signals(stop)
+    policy = _policy(settings)
+    migrate.upgrade(settings.db.url)
+    engine = make_engine(settings.db.url)
+    lock = lock_for(engine)
+    metrics = DaemonMetrics()
+    try:
+        if not _lead(lock, settings, wait, stop):
+            return 0
+        clock = WallClock()
+        with session_scope(engine) as s:
+            repo.set_leader(s, host=os.uname().nodename, pid=os.getpid(),
+                            acquired_at=datetime.now(UTC), backend=settings.slurm.backend,
+                            policy=policy.name)
+        metrics.leader.set(1)
+        d = settings.daemon
+        if d.metrics_port and not once:
+            try:
+                port = metrics.serve(d.metrics_port, d.metrics_host)
+            except OSError as exc:
+                raise DaemonError(f"daemon.metrics_port: cannot serve /metrics on "
+                                  f"{d.metrics_host}:{d.metrics_port}: {exc.strerror}; pick "
+                                  "another port or 0 to turn it off") from exc
+            log.info("metrics on http://%s:%d/metrics", d.metrics_host, port)
+        service = DaemonService(
+            engine=engine, backend=make_backend(settings, clock.now()), policy=policy,
+            clock=clock, leader=leader_name(), config=cycle_config(settings), seed=d.seed,
+            heartbeat_file=d.heartbeat_file, lease_s=_lease_s(settings), metrics=metrics,
+            journal_retention_s=d.journal_retention_days * 86400,
+            explain_retention_s=d.explain_retention_s, keep_cycles=d.keep_cycles)
+        log.info("leader: %s, %s backend, policy %s, every %g s", lock.describe(),
+                 settings.slurm.backend, policy.name, d.cycle_interval_s)
+        if once:
+            return 0 if _cycle(service) else 1
+        scheduler = BackgroundScheduler(
+            executors={"default": ThreadPoolExecutor(1)},
+            job_defaults={"coalesce": True, "max_instances": 1,
+                          "misfire_grace_time": max(1, int(d.cycle_interval_s))})
+        scheduler.add_job(_cycle, "interval", args=[service], seconds=d.cycle_interval_s,
+                          next_run_time=datetime.now(UTC), id="cycle")
+        scheduler.start()
+        try:
+            stop.wait()
+        finally:
+            scheduler.shutdown(wait=True)  # the running cycle, if any, finishes first
+        log.info("stopped after %d cycles", service.cycles)
+        return 0
+    finally:
+        metrics.leader.set(0)
+        metrics.close()
+        lock.release()
+        engine.dispose()
+
+
+def _lease_s(settings: Settings) -> int:
+    return int(getattr(settings.slurm, "lease_s", 120))
+
+
+def _cycle(service: DaemonService) -> bool:
+    """One cycle, logged; a failure is logged and counted, and the daemon carries on."""
+    try:
+        report = service.run_once()
+    except Exception as exc:
+        log.error("cycle failed: %s: %s", type(exc).__name__, exc,
+                  extra={"fields": {"error": f"{type(exc).__name__}: {exc}"}})
+        return False
+    log.info("cycle %d", report.cycle_id, extra={"fields": report.as_log()})
+    return True
+
+
+__all__ = ["cycle_config", "leader_name", "run_daemon"]

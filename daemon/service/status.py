@@ -1,0 +1,141 @@
+"""What ``railgang daemon status`` and ``railgang explain`` read: the database the daemon writes
+(and the heartbeat file). Both work while the daemon runs and after it stopped."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from sqlalchemy.exc import OperationalError, ProgrammingError
+
+from railgang.daemon.config import Settings
+from railgang.daemon.errors import UnknownJobError
+from railgang.daemon.service.leader import lock_for, probe
+from railgang.db.models import JobExplanation
+from railgang.db.repositories import explanations as explain_repo
+from railgang.db.repositories import journal as repo
+from railgang.db.session import make_engine, session_scope
+
+_REASON_TEXT = {  # one line per reason code for people (codes the core may not emit are harmless)
+    "waiting_for_gpus": "fewer GPUs are free than its minimum size",
+    "fragmented": "enough GPUs are free in total, but no topology-valid gang slot",
+    "quarantined": "enough GPUs are free only on nodes with lame links",
+    "gpu_memory": "too few free GPUs have the memory it needs",
+    "no_nvlink": "too few free GPUs sit in NVLink domains",
+    "invalid_shape": "its tp × pp × dp shape cannot be laid out on this cluster",
+    "capability": "no node meets its GPU memory / NVLink needs",
+    "larger_than_cluster": "it is larger than the cluster and can never run",
+    "quota": "its account's GPU quota would be exceeded",
+    "priority": "higher-priority work goes first",
+    "reserved": "it holds the backfill reservation: its start is guaranteed",
+    "preempting": "lower-priority work was signalled for it; it starts after the grace time",
+    "preemption_budget": "it would need a preemption, but a budget forbids one now",
+    "cascade_damped": "it was preempted recently and may not preempt others yet",
+}
+
+
+def _heartbeat(settings: Settings, now: float) -> dict[str, Any]:
+    path = settings.daemon.heartbeat_file
+    try:
+        first = path.read_text().split()
+        beat = float(first[0])
+    except (OSError, ValueError, IndexError):
+        return {"file": str(path), "age_s": None}
+    return {"file": str(path), "epoch": beat, "age_s": round(now - beat, 1),
+            "lease_s": int(first[1]) if len(first) > 1 and first[1].isdigit() else None}
+
+
+def daemon_status(settings: Settings) -> dict[str, Any]:
+    """Leader, last cycle, heartbeat and journal counts; ``running`` is False with no leader."""
+    now = time.time()
+    engine = make_engine(settings.db.url)
+    try:
+        running = probe(lock_for(engine))
+        out: dict[str, Any] = {"running": running, "leader": None, "last_cycle": None,
+                               "heartbeat": _heartbeat(settings, now), "journal": None}
+        try:
+            with session_scope(engine) as s:
+                leader = repo.get_leader(s)
+                last = repo.last_cycle(s)
+                counts = repo.counts_by_state(s)
+        except (OperationalError, ProgrammingError):
+            return out  # no tables yet: no daemon ever ran against this database
+        if leader is not None:
+            out["leader"] = {"host": leader.host, "pid": leader.pid,
+                             "since": leader.acquired_at.isoformat(),
+                             "backend": leader.backend, "policy": leader.policy}
+        if last is not None and last.finished_at is not None:
+            out["last_cycle"] = {
+                "id": last.id, "finished_at": last.finished_at.isoformat(),
+                "age_s": round(now - last.finished_at.timestamp(), 1),
+                "duration_ms": json.loads(last.timings).get("total"),
+                "pending": last.pending, "running": last.running, "actions": last.actions,
+                "failed": last.failed, "error": last.error}
+        out["journal"] = counts
+        return out
+    finally:
+        engine.dispose()
+
+
+def explanation(settings: Settings, job_id: str) -> dict[str, Any]:
+    engine = make_engine(settings.db.url)
+    try:
+        try:
+            with session_scope(engine) as s:
+                row = explain_repo.get(s, job_id)
+        except (OperationalError, ProgrammingError):
+            row = None
+    finally:
+        engine.dispose()
+    if row is None:
+        raise UnknownJobError(f"job {job_id}: railgang has no record of it (the daemon has not "
+                              "seen it, or it left the queue over a day ago); check the id with "
+                              f"`squeue -j {job_id}`")
+    return as_dict(row, time.time())
+
+
+def as_dict(row: JobExplanation, now: float) -> dict[str, Any]:
+    data = json.loads(row.data or "{}")
+    out: dict[str, Any] = {
+        "job_id": row.job_id, "state": row.state, "account": row.account,
+        "priority_class": row.priority_class, "gpus": row.gpus, "cycle": row.cycle_id,
+        "as_of": row.updated_at.isoformat(), "age_s": round(now - row.updated_at.timestamp(), 1)}
+    if row.state == "waiting":
+        out.update({"reason": row.reason, "reason_text": _REASON_TEXT.get(row.reason or "", ""),
+                    "detail": row.detail, "position": row.position,
+                    "queue_length": row.queue_length, **data})
+    elif row.state == "running":
+        out.update({**data, "nodes": row.nodes})
+    return out
+
+
+def render(e: dict[str, Any]) -> str:
+    head = f"job {e['job_id']} ({e['account']}, class {e['priority_class']}, {e['gpus']} GPUs)"
+    when = f"  as of cycle {e['cycle']}, {e['age_s']:.0f} s ago"
+    if e["state"] == "waiting":
+        lines = [f"{head}: waiting — {e['reason'] or 'not yet considered'}"]
+        if e.get("reason_text"):
+            lines.append(f"  {e['reason_text']}" + (f" ({e['detail']})" if e.get("detail") else ""))
+        lines.append(f"  needs {e.get('needed')} GPUs, {e.get('free')} free; position "
+                     f"{e.get('position') or '-'} of {e.get('queue_length')} in the "
+                     f"{e.get('policy')} policy's order ({e.get('ahead', 0)} waiting ahead)")
+        if e.get("blocked_by"):
+            lines.append(f"  blocked by: {', '.join(e['blocked_by'])}")
+        if e.get("start_refused"):
+            lines.append(f"  Slurm refused its start: {e['start_refused']}")
+        return "\n".join([*lines, when])
+    if e["state"] == "running":
+        how = {"started": "placed by railgang", "resized": "resized by railgang"}.get(
+            e.get("how", ""), "observed running (placed before this record)")
+        cost = f", cost {e['cost']:.2f}" if e.get("cost") is not None else ""
+        rail = "rail-aligned" if e.get("rail_aligned") else "not rail-aligned"
+        leaves = ", ".join(e.get("leaves") or []) or "-"
+        return "\n".join([
+            f"{head}: running on {e['nodes']}",
+            f"  {how} ({e.get('policy')} policy){cost}; leaves {leaves}; {rail}; "
+            f"{e.get('replicas')} replica(s)", when])
+    return f"{head}: no longer queued or running (last seen in cycle {e['cycle']})"
+
+
+__all__ = ["daemon_status", "explanation", "render"]
