@@ -35,7 +35,7 @@ from railgang.daemon.slurm.cli import commands as cmd
 from railgang.daemon.slurm.cli.parse import Pending, RailgangTag
 from railgang.daemon.slurm.cli.records import SqueueJob
 from railgang.daemon.slurm.cli.runner import SlurmRunner
-from railgang.daemon.slurm.cli.snapshot import TAG_FEATURE_PREFIX, Observation
+from railgang.daemon.slurm.cli.snapshot import TAG_FEATURE_PREFIX, Observation, regrowing
 
 log = logging.getLogger(__name__)
 
@@ -223,44 +223,45 @@ def _run_signals(runner: SlurmRunner, b: _Batch, actions: Sequence[Action]) -> N
             b.results[i] = _refuse(actions[i], f"signal: {res.message}")
 
 
-def due(obs: Observation, now: float) -> tuple[list[SqueueJob], list[SqueueJob]]:
-    """Running railgang jobs whose preemption / grow grace has passed (marks of this run only)."""
-    preempts, grows = [], []
+def due(obs: Observation, now: float) -> tuple[list[SqueueJob], list[SqueueJob], list[SqueueJob]]:
+    """Jobs with a second phase to run now: preemptions and grows whose grace has passed (marks
+    of this run only), and grown jobs whose requeue is done but whose BeginTime still waits."""
+    preempts, grows, regrows = [], [], []
     for rec in obs.jobs.values():
         tag = rec.tag
-        if rec.state != "RUNNING" or tag is None:
+        if tag is None:
             continue
-        if tag.preempt and tag.preempt.restarts == rec.restarts and tag.preempt.deadline <= now:
-            preempts.append(rec)
-        elif tag.grow and tag.grow.restarts == rec.restarts and tag.grow.deadline <= now:
-            grows.append(rec)
-    return preempts, grows
+        if rec.state == "RUNNING":
+            if tag.preempt and tag.preempt.restarts == rec.restarts and tag.preempt.deadline <= now:
+                preempts.append(rec)
+            elif tag.grow and tag.grow.restarts == rec.restarts and tag.grow.deadline <= now:
+                grows.append(rec)
+        elif regrowing(rec, now) and rec.eligible_time > now:
+            regrows.append(rec)
+    return preempts, grows, regrows
 
 
 def finish_due(runner: SlurmRunner, obs: Observation, now: float, config: ApplyConfig) -> list[str]:
-    """Requeue the preempted/growing jobs whose grace is over; one line per job done or failed.
+    """Second phases that fell due; one line per job done or failed.
 
-    A preempted job goes back under a lease (the daemon places it again); a growing job is
-    pinned to its new nodes at its new size and made eligible at once.
+    A preempted job is requeued; Slurm gives it a BeginTime about two minutes out (a lease the
+    daemon then renews like any other). A growing job is requeued and pinned to its new nodes at
+    its new size; once Slurm shows it pending again (a later snapshot: the requeue resets the
+    BeginTime only when the old run has ended), its BeginTime is ended so it starts at once.
     """
-    preempts, grows = due(obs, now)
-    if not preempts and not grows:
-        return []
+    preempts, grows, regrows = due(obs, now)
     notes: list[str] = []
     ids = [r.job_id for r in preempts + grows]
-    res = runner.attempt(cmd.requeue_argv(ids))
-    failed = cmd.failures_by_job(res.stderr) if not res.ok else {}
-    if not res.ok and not failed:
-        return [f"requeue {','.join(ids)} failed: {res.message}"]
-    notes += [f"job {j}: requeue failed: {m}" for j, m in failed.items()]
-    back = [r.job_id for r in preempts if r.job_id not in failed]
-    for argv in cmd.lease_argvs(back, now + config.lease_s) if back else []:
-        lease = runner.attempt(argv)
-        if not lease.ok:
-            notes.append(f"lease after requeue: {lease.message}")
-    notes += [f"job {j}: preempted, requeued under a lease" for j in back]
+    failed: dict[str, str] = {}
+    if ids:
+        res = runner.attempt(cmd.requeue_argv(ids))
+        failed = cmd.failures_by_job(res.stderr) if not res.ok else {}
+        if not res.ok and not failed:
+            return [f"requeue {','.join(ids)} failed: {res.message}"]
+        notes += [f"job {j}: requeue failed: {m}" for j, m in failed.items()]
+        notes += [f"job {r.job_id}: preempted, requeued" for r in preempts if r.job_id not in failed]
     script = cmd.ScontrolScript()
-    for rec in grows:
+    for rec in grows + regrows:
         if rec.job_id in failed or rec.tag is None or rec.tag.grow is None:
             continue
         target: Mapping[str, Sequence[int]] = {n: range(g) for n, g in rec.tag.grow.target}
@@ -270,7 +271,7 @@ def finish_due(runner: SlurmRunner, obs: Observation, now: float, config: ApplyC
         bad = cmd.failures_by_job(started.stderr)
         for job_id, _ in script.owners:
             notes.append(f"job {job_id}: grow restart refused: {bad[job_id]}" if job_id in bad
-                         else f"job {job_id}: requeued to grow, starting at its new size")
+                         else f"job {job_id}: growing by requeue, pinned to its new size")
     for note in notes:
         log.info("slurm: %s", note)
     return notes

@@ -89,10 +89,20 @@ def core_account(row: ShareRow) -> Account:
     return Account(name=row.account, share=row.norm_shares, usage_gpu_s=row.raw_usage)
 
 
+def regrowing(rec: SqueueJob, now: float) -> bool:
+    """Requeued by railgang to grow (its grow mark is from the run before): it is pinned to its
+    new size and must not be placed again; the requeue's own BeginTime is ended on a later
+    snapshot (``apply.due``), since Slurm sets it only once the old run has ended."""
+    grow = rec.tag.grow if rec.tag is not None else None
+    return (rec.pending and grow is not None and grow.restarts + 1 == rec.restarts
+            and now < rec.submit_time + 2 * STARTING_GRACE_S)
+
+
 def starting(rec: SqueueJob, now: float) -> bool:
     """Started by railgang a moment ago: lease ended, pinned to nodes, not yet running."""
-    return (rec.pending and rec.tag is not None and bool(rec.required_nodes)
-            and rec.eligible_time <= now < rec.eligible_time + STARTING_GRACE_S)
+    pinned = (rec.pending and rec.tag is not None and bool(rec.required_nodes)
+              and rec.eligible_time <= now < rec.eligible_time + STARTING_GRACE_S)
+    return pinned or regrowing(rec, now)
 
 
 def free_gpus(nodes: Iterable[SinfoNode], jobs: Iterable[SqueueJob], now: float) -> dict[str, frozenset[int]]:
@@ -172,5 +182,6 @@ __all__ = [
     "core_node",
     "core_running",
     "free_gpus",
+    "regrowing",
     "starting",
 ]
