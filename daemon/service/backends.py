@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 import random
 from typing import Any
@@ -68,14 +69,13 @@ class LiveSim:
 
 
 def _at(tj: TraceJob, t: float) -> TraceJob:
-    import dataclasses
-
     return dataclasses.replace(tj, submit_time=t)
 
 
 def demo_jobs(n: int, seed: int, *, max_gpus: int, spread_s: float = 120.0) -> list[TraceJob]:
-    """A seeded mix: 1–32 GPUs (capped at the cluster), tp/pp hints, some elastic, classes 0–3,
-    arriving over ``spread_s`` seconds and running one to ten minutes."""
+    """A seeded mix: 1–32 GPUs (capped at the cluster), tp hints, some elastic, classes 0–3;
+    a third queued at once (something to place in the first cycle), the rest arriving over
+    ``spread_s`` seconds; each runs one to ten minutes."""
     rng = random.Random(seed)
     jobs = []
     for i in range(n):
@@ -84,7 +84,8 @@ def demo_jobs(n: int, seed: int, *, max_gpus: int, spread_s: float = 120.0) -> l
         dp = gpus // tp
         elastic = dp > 1 and rng.random() < 0.3
         jobs.append(TraceJob(
-            job_id=f"demo-{i + 1}", submit_time=round(rng.uniform(0, spread_s), 1), gpus=tp * dp,
+            job_id=f"demo-{i + 1}", gpus=tp * dp,
+            submit_time=0.0 if i < n // 3 else round(rng.uniform(0, spread_s), 1),
             duration_s=round(rng.uniform(60, 600)), account=rng.choice(("team-a", "team-b")),
             tp=tp, dp=dp, elastic_min=1 if elastic else None, elastic_max=dp if elastic else None,
             klass=rng.choice((0, 1, 2, 3, 3, 3))))
@@ -102,13 +103,9 @@ def make_backend(settings: Settings, now: float) -> Backend:
                          max_gpus=dc.nodes * dc.gpus_per_node)
         return LiveSim(fabric, jobs, now)
     if kind == "cli":
-        try:
-            from railgang.daemon.slurm.cli import make_cli_backend  # type: ignore[attr-defined,unused-ignore]
-        except ImportError as exc:
-            raise ConfigError("slurm.backend = 'cli': the Slurm CLI backend is not installed in "
-                              f"this build ({exc}); use slurm.backend = 'sim' for a demo") from exc
-        backend: Backend = make_cli_backend(settings)
-        return backend
+        from railgang.daemon.slurm.cli import CliBackend
+
+        return CliBackend(settings.slurm)
     raise ConfigError(f"slurm.backend = {kind!r}: not supported by the daemon (pyslurm needs "
                       "Slurm 25.11; see docs/daemon.md); use 'cli' or 'sim'")
 

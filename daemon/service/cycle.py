@@ -4,10 +4,11 @@ The recipe (each step timed; the log line and ``/metrics`` show the milliseconds
 
 1. open the cycle row (its id tags every journal entry),
 2. ``run_cycle`` with the database journal: observe, reconcile what an earlier cycle left
-   ``planned``, decide, write ``planned`` + commit, apply, write outcomes + commit,
+   ``planned``, renew the begin-time leases of the queue (backends with leases: right after
+   observing and before applying, because a Start ends a job's lease and a renewal after it
+   would set it again), decide, write ``planned`` + commit, apply, write outcomes + commit,
 3. record: per-job explanations (only what changed), close the cycle row, prune old rows, commit,
-4. renew the begin-time leases of the jobs railgang still holds (backends that have leases),
-5. beat: write the heartbeat file ``EPOCH LEASE_S`` that ``job_submit.lua`` reads.
+4. beat: write the heartbeat file ``EPOCH LEASE_S`` that ``job_submit.lua`` reads.
 
 A cycle that raises (Slurm or the database unreachable) is logged and counted; its cycle row
 keeps the error, nothing half-written is committed, and the next cycle starts by reconciling.
@@ -16,10 +17,10 @@ keeps the error, nothing half-written is committed, and the next cycle starts by
 from __future__ import annotations
 
 import logging
-import os
 import random
 import time
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
@@ -29,7 +30,7 @@ from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
 from railgang.daemon.clock import Clock
-from railgang.daemon.core.actions import Start
+from railgang.daemon.core.actions import Action
 from railgang.daemon.core.cycle import CycleConfig
 from railgang.daemon.core.gang import Placer, topology_placer
 from railgang.daemon.core.policy import Plan, Policy
@@ -38,7 +39,8 @@ from railgang.daemon.loop import CycleOutcome, run_cycle
 from railgang.daemon.service import explain
 from railgang.daemon.service.journal import SessionJournal, utc
 from railgang.daemon.service.metrics import DaemonMetrics
-from railgang.daemon.slurm.backend import Backend
+from railgang.daemon.slurm.backend import ActionResult, Backend
+from railgang.daemon.slurm.cli.lease import write_heartbeat
 from railgang.db.repositories import explanations as explain_repo
 from railgang.db.repositories import journal as repo
 
@@ -60,12 +62,27 @@ class RecordingPolicy:
         return self.last
 
 
-def write_heartbeat(path: Path, now: float, lease_s: int) -> None:
-    """``EPOCH LEASE_S`` written atomically (job_submit.lua may read it at any moment)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}")
-    tmp.write_text(f"{int(now)} {int(lease_s)}\n")
-    os.replace(tmp, path)
+class _Hooks:
+    """The journal, plus the lease renewal that must sit between observing and applying."""
+
+    def __init__(self, journal: SessionJournal, backend: Backend) -> None:
+        self.journal = journal
+        self.renew = getattr(backend, "renew_leases", None)
+        self.renewed = 0
+        self.refused: dict[str, str] = {}
+
+    def observed(self, snapshot: Snapshot, now: float) -> None:
+        self.journal.observed(snapshot, now)
+        if self.renew is not None and snapshot.pending:
+            held = [j.job_id for j in snapshot.pending]
+            self.refused = dict(self.renew(held, now) or {})
+            self.renewed = len(held) - len(self.refused)
+
+    def planned(self, actions: Sequence[Action], now: float) -> None:
+        self.journal.planned(actions, now)
+
+    def settled(self, results: Sequence[ActionResult], now: float) -> None:
+        self.journal.settled(results, now)
 
 
 @dataclass
@@ -118,9 +135,10 @@ class DaemonService:
             s.commit()
             report = CycleReport(cycle.id, 0.0, {})
             journal = SessionJournal(s, cycle.id, self.backend)
+            hooks = _Hooks(journal, self.backend)
             try:
                 outcome = run_cycle(self.backend, self.policy, self.clock, self.rng,
-                                    config=self.config, placer=self.placer, journal=journal)
+                                    config=self.config, placer=self.placer, journal=hooks)
                 report.now = outcome.now
                 t1 = time.perf_counter()
                 self._record(s, cycle.id, outcome, report, journal)
@@ -141,11 +159,12 @@ class DaemonService:
                 if self.metrics is not None:
                     self.metrics.cycles.labels("error").inc()
                 raise
-        t2 = time.perf_counter()
-        report.leases_renewed = self._renew_leases(outcome)
+        report.leases_renewed = hooks.renewed
+        if hooks.refused:
+            log.warning("lease renewal refused for %d job(s), e.g. %s", len(hooks.refused),
+                        "; ".join(f"{j}: {w}" for j, w in list(hooks.refused.items())[:3]))
         if self.heartbeat_file is not None:
             write_heartbeat(self.heartbeat_file, outcome.now, self.lease_s)
-        report.timings_ms["leases"] = (time.perf_counter() - t2) * 1e3
         report.timings_ms["total"] = (time.perf_counter() - t0) * 1e3
         if self.metrics is not None:
             self.metrics.observe_cycle(report.timings_ms, report.reasons, report.running,
@@ -174,16 +193,5 @@ class DaemonService:
                        keep_cycles=self.keep_cycles)
             explain_repo.drop_gone(s, before=at - timedelta(seconds=self.explain_retention_s))
 
-    def _renew_leases(self, outcome: CycleOutcome) -> int:
-        renew = getattr(self.backend, "renew_leases", None)
-        if renew is None or outcome.snapshot is None:
-            return 0
-        started = {a.job_id for a, r in zip(outcome.actions, outcome.results, strict=False)
-                   if isinstance(a, Start) and r.ok}
-        held = [j.job_id for j in outcome.snapshot.pending if j.job_id not in started]
-        if held:
-            renew(held, outcome.now)
-        return len(held)
 
-
-__all__ = ["CycleReport", "DaemonService", "RecordingPolicy", "write_heartbeat"]
+__all__ = ["CycleReport", "DaemonService", "RecordingPolicy"]

@@ -122,7 +122,7 @@ def run_daemon(settings: Settings, *, once: bool = False, wait: bool = True,
         service = DaemonService(
             engine=engine, backend=make_backend(settings, clock.now()), policy=policy,
             clock=clock, leader=leader_name(), config=cycle_config(settings), seed=d.seed,
-            heartbeat_file=d.heartbeat_file, lease_s=_lease_s(settings), metrics=metrics,
+            heartbeat_file=d.heartbeat_file, lease_s=settings.slurm.lease_s, metrics=metrics,
             journal_retention_s=d.journal_retention_days * 86400,
             explain_retention_s=d.explain_retention_s, keep_cycles=d.keep_cycles)
         log.info("leader: %s, %s backend, policy %s, every %g s", lock.describe(),
@@ -147,10 +147,6 @@ def run_daemon(settings: Settings, *, once: bool = False, wait: bool = True,
         metrics.close()
         lock.release()
         engine.dispose()
-
-
-def _lease_s(settings: Settings) -> int:
-    return int(getattr(settings.slurm, "lease_s", 120))
 
 
 def _cycle(service: DaemonService) -> bool:

@@ -162,14 +162,17 @@ class Leasing(Recording):
 
     def __init__(self, inner: LiveSim) -> None:
         super().__init__(inner)
-        self.renewed: list[tuple[list[str], float]] = []
+        self.renewed: list[tuple[list[str], float, int]] = []
 
-    def renew_leases(self, job_ids: list[str], now: float) -> None:
-        self.renewed.append((list(job_ids), now))
+    def renew_leases(self, job_ids: list[str], now: float) -> dict[str, str]:
+        self.renewed.append((list(job_ids), now, len(self.accepted)))
+        return {"d": "Invalid job id specified"} if "d" in job_ids else {}
 
 
-def test_leases_are_renewed_for_jobs_still_held(engine: Engine) -> None:
+def test_leases_are_renewed_after_observing_and_before_applying(engine: Engine) -> None:
     backend = Leasing(cluster())
     report = service(engine, backend, SimClock(3.0)).run_once()
-    assert backend.renewed == [(["zbig"], 3.0)]  # the four started jobs need no lease any more
-    assert report.leases_renewed == 1
+    # the whole queue, before any Start was sent (a Start ends a lease; renewing after it would
+    # set the lease again)
+    assert backend.renewed == [(["a", "b", "c", "d", "zbig"], 3.0, 0)]
+    assert report.leases_renewed == 4 and len(backend.accepted) == 4
