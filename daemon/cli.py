@@ -86,6 +86,7 @@ def _register_components() -> None:
     # Imported here so that `railgang --help` lists them while each stays in its own package.
     from railgang.daemon.service.cli import daemon_app, explain
     from railgang.daemon.sim.cli import sim
+    from railgang.daemon.top import top
     from railgang.db.cli import app as db_app
     from railgang.slurm_plugins.demo.cli import demo
     from railgang.slurm_plugins.devcluster.cli import app as devcluster_app
@@ -100,6 +101,7 @@ def _register_components() -> None:
     app.command("place")(place)
     app.command("sim")(sim)
     app.command("demo")(demo)
+    app.command("top")(top)
 
 
 _register_components()

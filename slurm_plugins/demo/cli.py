@@ -40,8 +40,10 @@ def demo(
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the sbatch lines only.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
 ) -> None:
-    """Submit a reproducible mix of hinted training jobs (1-32 GPUs, tp/pp/dp, elastic, classes
-    0-3), each running the example training job, to the cluster in SLURM_CONF."""
+    """Submit a reproducible mix of hinted training jobs to the cluster in SLURM_CONF.
+
+    1-32 GPUs, tp/pp/dp shapes, elastic ranges and classes 0-3; each job runs the example
+    training job (railgang.slurm_plugins.demo.train_example)."""
     workload = make_workload(jobs, seed)
     if dry_run:
         import shlex

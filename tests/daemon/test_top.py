@@ -1,0 +1,61 @@
+"""`railgang top` frames from real Slurm 22.05 output (the CLI backend's captured fixtures)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rich.console import Console
+
+from railgang.daemon.slurm.cli.records import parse_sinfo, parse_squeue, topology_from_show
+from railgang.daemon.top import Frame, build_frame, leaves_of, render
+
+DATA = Path(__file__).parent / "slurm" / "cli" / "data"
+
+
+def frame() -> Frame:
+    jobs, p1 = parse_squeue((DATA / "squeue_mixed.json").read_text())
+    nodes, p2 = parse_sinfo((DATA / "sinfo_mixed.json").read_text())
+    leaves = leaves_of(topology_from_show((DATA / "scontrol_topology.txt").read_text()))
+    return build_frame(jobs, nodes, leaves, [*p1, *p2])
+
+
+def test_leaves_come_from_the_topology() -> None:
+    leaves = leaves_of(topology_from_show((DATA / "scontrol_topology.txt").read_text()))
+    assert list(leaves) == ["leaf1", "leaf2", "leaf3", "leaf4"]
+    assert leaves["leaf1"] == ["n01", "n02", "n03", "n04"]
+
+
+def test_frame_counts_gpus_and_owners_per_index() -> None:
+    f = frame()
+    assert f.gpus_used == 8 + 8 + 4 + 2 + 2
+    n01 = next(n for n in f.leaves["leaf1"] if n.name == "n01")
+    assert n01.owners == ("9",) * 8
+    n05 = next(n for n in f.leaves["leaf2"] if n.name == "n05")
+    assert n05.owners[:4] == ("10",) * 4 and n05.owners[4:] == ("",) * 4
+
+
+def test_frame_lists_live_jobs_only_running_first() -> None:
+    f = frame()
+    ids = [j.job_id for j in f.jobs]
+    assert "6" not in ids and "7" not in ids  # cancelled: history, not the queue
+    running = [j for j in f.jobs if j.state == "RUNNING"]
+    assert ids[: len(running)] == [j.job_id for j in running]
+    gang = next(j for j in f.jobs if j.job_id == "9")
+    assert gang.shape == "tp8 pp1 dp2" and gang.klass == 1 and gang.leaves == 1
+    plain = next(j for j in f.jobs if j.job_id == "8")
+    assert plain.shape == "" and plain.klass is None
+
+
+def test_a_malformed_tag_is_reported_not_fatal() -> None:
+    f = frame()
+    assert any("13" in p for p in f.problems) or any(j.job_id == "13" for j in f.jobs)
+
+
+def test_render_shows_every_leaf_and_job() -> None:
+    console = Console(width=160, record=True)
+    console.print(render(frame()))
+    text = console.export_text()
+    for leaf in ("leaf1", "leaf2", "leaf3", "leaf4"):
+        assert leaf in text
+    assert "GPUs in use 24/" in text
+    assert "tp8 pp1 dp2" in text
