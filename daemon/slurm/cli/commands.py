@@ -31,7 +31,8 @@ CHECKPOINT_SIGNAL = "USR1"
 _JOB_ID = re.compile(r"^\d+(_\d+)?$")
 _NODE = re.compile(r"^[A-Za-z0-9._-]+$")
 _TAG = re.compile(r"^[A-Za-z0-9_]{1,40}$")
-_FOR_JOB = re.compile(r"for job (\S+)$")
+# "<why> for job N" (update, requeue) and "... for job N: <why>" (scontrol loading the job first)
+_FOR_JOB = re.compile(r"for job (\d+(?:_\d+)?)(?::\s*(.*))?$")
 
 
 def valid_job_id(job_id: str) -> bool:
@@ -109,7 +110,8 @@ def failures_by_job(stderr: str) -> dict[str, str]:
         line = line.strip()
         m = _FOR_JOB.search(line)
         if m:
-            out.setdefault(m.group(1), line[: m.start()].strip() or line)
+            why = m.group(2) or line[: m.start()].removeprefix("scontrol: error:").strip()
+            out.setdefault(m.group(1), why or line)
     return out
 
 

@@ -124,9 +124,11 @@ def test_lease_argvs_chunk() -> None:
 
 
 def test_failures_by_job() -> None:
-    err = "Invalid job id specified for job 99999\nAccess/permission denied for job 5\n"
+    err = ("Invalid job id specified for job 99999\nAccess/permission denied for job 5\n"
+           "scontrol: error: Could not load state information for job 7: Invalid job id specified\n")
     assert cmd.failures_by_job(err) == {"99999": "Invalid job id specified",
-                                        "5": "Access/permission denied"}
+                                        "5": "Access/permission denied",
+                                        "7": "Invalid job id specified"}
 
 
 def test_names_are_validated() -> None:
