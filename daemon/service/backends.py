@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import heapq
 import random
+from collections.abc import Sequence
 from typing import Any
 
 from railgang.daemon.config import Settings
@@ -64,7 +65,7 @@ class LiveSim:
         self._catch_up(now)
         return self.sim.snapshot(now)
 
-    def apply(self, actions: list[Action], now: float) -> list[ActionResult]:
+    def apply(self, actions: Sequence[Action], now: float) -> list[ActionResult]:
         return self.sim.apply(actions, now)
 
 

@@ -39,7 +39,7 @@ from railgang.daemon.loop import CycleOutcome, run_cycle
 from railgang.daemon.service import explain
 from railgang.daemon.service.journal import SessionJournal, utc
 from railgang.daemon.service.metrics import DaemonMetrics
-from railgang.daemon.slurm.backend import ActionResult, Backend
+from railgang.daemon.slurm.backend import ActionResult, Backend, LeaseBackend
 from railgang.daemon.slurm.cli.lease import write_heartbeat
 from railgang.db.repositories import explanations as explain_repo
 from railgang.db.repositories import journal as repo
@@ -67,7 +67,7 @@ class _Hooks:
 
     def __init__(self, journal: SessionJournal, backend: Backend) -> None:
         self.journal = journal
-        self.renew = getattr(backend, "renew_leases", None)
+        self.renew = backend.renew_leases if isinstance(backend, LeaseBackend) else None
         self.renewed = 0
         self.refused: dict[str, str] = {}
 
