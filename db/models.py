@@ -13,6 +13,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from sqlalchemy import (
+    BigInteger,
     CheckConstraint,
     Float,
     ForeignKey,
@@ -84,13 +85,22 @@ class UsageRecord(Base):
     tier: Mapped[str] = mapped_column(String(16), default="guaranteed")
     compute_fraction: Mapped[float | None] = mapped_column(Float)  # GPU kernels active
     productive_fraction: Mapped[float | None] = mapped_column(Float)  # advancing model state
+    # issue 8: the segment's key is (job, start); epochs make interval sums portable SQL
+    user: Mapped[str] = mapped_column(String(64), default="")
+    capacity: Mapped[str] = mapped_column(String(16), default="reserved")  # rates' tier
+    start_epoch: Mapped[int] = mapped_column(BigInteger, default=0)
+    end_epoch: Mapped[int | None] = mapped_column(BigInteger)  # None while the segment is open
+    gpu_ids: Mapped[str] = mapped_column(String(1024), default="")  # "n01:0-3,n02:0-3" if known
+    source: Mapped[str] = mapped_column(String(16), default="sacct")
 
     job: Mapped[Job] = relationship()
 
     __table_args__ = (
-        UniqueConstraint("job_id", "segment", name="job_segment"),
+        UniqueConstraint("job_id", "start_epoch", name="job_start"),
         CheckConstraint("gpus > 0", name="gpus_positive"),
         CheckConstraint("tier IN ('guaranteed', 'borrowed', 'opportunistic')", name="tier"),
+        Index("ix_usage_records_account_start", "account", "start_epoch"),
+        Index("ix_usage_records_end_epoch", "end_epoch"),
     )
 
 
@@ -175,6 +185,10 @@ class DaemonLeader(Base):
     backend: Mapped[str] = mapped_column(String(16))
     policy: Mapped[str] = mapped_column(String(32))
 
+
+# the issue-8 tables (quotas, classes, rates, tokens, audit, ledger side tables) live in their own
+# modules; importing them here registers them on Base.metadata wherever the models are loaded
+from railgang.db import auth, ledger, org  # noqa: E402, F401
 
 __all__ = [
     "JOURNAL_STATES",

@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 from railgang.daemon.cli import app
 from railgang.daemon.errors import DatabaseError
 from railgang.db import migrate
+from railgang.db.base import Base
 from railgang.db.models import Account, Job, UsageRecord
 from railgang.db.session import make_engine, session_scope
 
@@ -56,8 +57,7 @@ def test_migrations_on_postgres(postgres_url: str) -> None:
     _exercise(postgres_url)
     engine = make_engine(postgres_url)
     with engine.begin() as conn:  # leave the shared server clean for other tests
-        for table in ("action_journal", "daemon_cycles", "job_explanations", "daemon_leader",
-                      "usage_records", "jobs", "accounts", "alembic_version"):
+        for table in (*Base.metadata.tables, "alembic_version"):  # every table of head
             conn.exec_driver_sql(f"DROP TABLE IF EXISTS {table} CASCADE")
     engine.dispose()
 
