@@ -78,7 +78,10 @@ def decode(kind: str, payload: str) -> Action:
         if hint is None:
             raise PayloadError(f"{kind}: unknown field {name!r}")
         if isinstance(hint, type) and issubclass(hint, enum.Enum):
-            value = hint(value)
+            try:
+                value = hint(value)
+            except ValueError as exc:
+                raise PayloadError(f"{kind}: {name}: {exc}") from exc
         elif isinstance(value, dict):  # an assignment: node -> GPU indices
             value = {str(n): tuple(int(g) for g in gs) for n, gs in value.items()}
         args[name] = value

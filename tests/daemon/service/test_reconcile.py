@@ -17,53 +17,60 @@ from railgang.daemon.core.actions import (
     TagNode,
 )
 from railgang.daemon.core.reasons import Reason
-from railgang.daemon.core.snapshot import Node, Snapshot
+from railgang.daemon.core.snapshot import Snapshot
 from railgang.daemon.service import codec
+from railgang.daemon.service.backends import LiveSim
 from railgang.daemon.service.reconcile import OpenEntry, Verdict, judge, reconcile
-from tests.daemon.core.core_builders import cluster, job
+from railgang.daemon.sim.traces.model import TraceJob
+from railgang.topology.fabric import fabric_from_shape
 
 A, X, R = Verdict.APPLIED, Verdict.ABANDONED, Verdict.RESEND
-ON_01 = {"n000": (0, 1, 2, 3), "n001": (0, 1, 2, 3)}
+ON_01 = {"n01": (0, 1, 2, 3), "n02": (0, 1, 2, 3)}
 
 
 def world(*, running_on: dict[str, tuple[int, ...]] | None = None, replicas: int = 2,
           signalled: bool = False, pending: bool = False, drained: bool = False,
           tagged: bool = False) -> Snapshot:
-    """Job "j" (8 GPUs, tp 4, elastic 1..2 replicas) running, pending, or gone; node n002."""
-    c = cluster(3)
-    j = job("j").gpus(8).tp(4).elastic(1, 2)
+    """Job "j" (8 GPUs, tp 4, elastic 1..2 replicas) running, pending, or gone, on a simulated
+    3-node cluster; node n03 drained or tagged. Built by applying actions, so every snapshot
+    is one a backend really produces."""
+    jobs = [TraceJob("j", 0.0, 8, 3600.0, tp=4, elastic_min=1, elastic_max=2)]
+    sim = LiveSim(fabric_from_shape(3, 8, 3), jobs if running_on or pending else [], start=0.0)
+    sim.snapshot(0.0)
+    todo: list[Action] = []
     if running_on is not None:
-        c.running(j, on=running_on, replicas=replicas,
-                  preempt_deadline=100.0 if signalled else None)
-    if pending:
-        c.pending(j)
-    snap = c.build()
-    n2 = Node("n002", 8, "drain" if drained else "idle",
-              frozenset({"lame-link"}) if tagged else frozenset())
-    return snap.replace(nodes={**snap.nodes, "n002": n2})
+        todo.append(Start("j", running_on, replicas))
+    if signalled:
+        todo.append(Preempt("j", grace_s=600.0))
+    if drained:
+        todo.append(DrainNode("n03", "lame link"))
+    if tagged:
+        todo.append(TagNode("n03", "lame-link"))
+    assert all(r.ok for r in sim.apply(todo, 0.0))
+    return sim.snapshot(1.0)
 
 
 START = Start("j", ON_01, replicas=2, cost=1.0)
-SHRINK = Resize("j", replicas=1, assignment={"n000": (0, 1, 2, 3)}, old_replicas=2)
+SHRINK = Resize("j", replicas=1, assignment={"n01": (0, 1, 2, 3)}, old_replicas=2)
 PREEMPT = Preempt("j", grace_s=60.0, reason=Reason.PRIORITY, for_job="k", gpus=8)
 
 CASES = [
     ("start-running-as-planned", START, world(running_on=ON_01), A),
     ("start-still-pending", START, world(pending=True), X),
-    ("start-elsewhere", START, world(running_on={"n001": (0, 1, 2, 3), "n002": (0, 1, 2, 3)}), X),
+    ("start-elsewhere", START, world(running_on={"n02": (0, 1, 2, 3), "n03": (0, 1, 2, 3)}), X),
     ("start-vanished", START, world(), X),
-    ("resize-took", SHRINK, world(running_on={"n000": (0, 1, 2, 3)}, replicas=1), A),
+    ("resize-took", SHRINK, world(running_on={"n01": (0, 1, 2, 3)}, replicas=1), A),
     ("resize-not-yet", SHRINK, world(running_on=ON_01), X),
     ("resize-vanished", SHRINK, world(), X),
     ("preempt-signalled", PREEMPT, world(running_on=ON_01, signalled=True), A),
     ("preempt-requeued", PREEMPT, world(pending=True), A),
     ("preempt-vanished", PREEMPT, world(), A),
     ("preempt-not-sent", PREEMPT, world(running_on=ON_01), X),
-    ("drain-took", DrainNode("n002", "lame link"), world(drained=True), A),
-    ("drain-not-yet", DrainNode("n002", "lame link"), world(), X),
-    ("drain-node-vanished", DrainNode("n999", "lame link"), world(), X),
-    ("tag-took", TagNode("n002", "lame-link"), world(tagged=True), A),
-    ("tag-not-yet", TagNode("n002", "lame-link"), world(), X),
+    ("drain-took", DrainNode("n03", "lame link"), world(drained=True), A),
+    ("drain-not-yet", DrainNode("n03", "lame link"), world(), X),
+    ("drain-node-vanished", DrainNode("n99", "lame link"), world(), X),
+    ("tag-took", TagNode("n03", "lame-link"), world(tagged=True), A),
+    ("tag-not-yet", TagNode("n03", "lame-link"), world(), X),
     ("priority-pending-resend", SetPriority("j", 7), world(pending=True), R),
     ("priority-running", SetPriority("j", 7), world(running_on=ON_01), X),
     ("priority-vanished", SetPriority("j", 7), world(), X),
@@ -99,8 +106,8 @@ def test_codec_round_trip_is_exact_and_canonical(action: Action) -> None:
 
 
 def test_codec_is_independent_of_input_order() -> None:
-    a = Start("j", {"n001": (3, 1), "n000": (2, 0)}, replicas=2)
-    b = Start("j", {"n000": (0, 2), "n001": (1, 3)}, replicas=2)
+    a = Start("j", {"n02": (3, 1), "n01": (2, 0)}, replicas=2)
+    b = Start("j", {"n01": (0, 2), "n02": (1, 3)}, replicas=2)
     assert codec.encode(a) == codec.encode(b)
 
 
