@@ -144,6 +144,7 @@ class DaemonService:
                 self._record(s, cycle.id, outcome, report, journal)
                 report.timings_ms = dict(outcome.timings)
                 report.timings_ms["record"] = (time.perf_counter() - t1) * 1e3
+                report.timings_ms["total"] = (time.perf_counter() - t0) * 1e3  # the row's total
                 repo.finish_cycle(s, cycle, finished_at=utc(self.clock.now()),
                                   pending=report.pending, running=report.running,
                                   actions=sum(report.actions.values()), failed=report.failed,

@@ -47,7 +47,9 @@ def setup_logging(fmt: LogFormat, level: int = logging.INFO) -> None:
         root.removeHandler(h)
     root.addHandler(handler)
     root.setLevel(level)
-    logging.getLogger("apscheduler").setLevel(logging.WARNING)  # one line per job run is noise
+    # one line per job run, and alembic's per-connection chatter, are noise in a service log
+    logging.getLogger("apscheduler").setLevel(logging.WARNING)
+    logging.getLogger("alembic").setLevel(logging.WARNING)
 
 
 __all__ = ["JsonFormatter", "LogFormat", "TextFormatter", "setup_logging"]
