@@ -185,8 +185,9 @@ class DaemonService:
         if self.tracker is None:
             self.tracker = explain.Tracker(explain_repo.live(s))
         at = utc(outcome.now)
-        rows = explain.build_rows(outcome, self.policy.last, self.policy.name)
-        write, gone = self.tracker.changes(rows)
+        rows = explain.build_rows(outcome, self.policy.last, self.policy.name,
+                                  keep=self.tracker.keep)
+        write, gone = self.tracker.changes(rows, [*snap.running, *(j.job_id for j in snap.pending)])
         explain_repo.upsert(s, write, cycle_id=cycle_id, at=at)
         explain_repo.mark_gone(s, gone, cycle_id=cycle_id, at=at)
         if self.cycles % PRUNE_EVERY == 0:

@@ -12,7 +12,7 @@ writes only what changed since the previous cycle.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import hostlist
@@ -38,8 +38,11 @@ def placement(fabric: Any, assignment: Mapping[str, Sequence[int]]) -> dict[str,
             "leaves": leaves, "rail_aligned": len(rails) <= 1}
 
 
-def build_rows(outcome: CycleOutcome, plan: Plan | None, policy: str) -> list[ExplanationRow]:
-    """Rows for every job of the cycle's snapshot (waiting and running)."""
+def build_rows(outcome: CycleOutcome, plan: Plan | None, policy: str,
+               keep: Callable[[str, tuple[str, ...]], bool] | None = None) -> list[ExplanationRow]:
+    """Rows for every job of the cycle's snapshot (waiting and running). A running job this
+    cycle did not touch, for which ``keep(job_id, nodes)`` says the stored row still holds, gets
+    no row (building one for every running job each cycle is most of this step's cost)."""
     snap = outcome.snapshot
     if snap is None:
         return []
@@ -87,7 +90,7 @@ def build_rows(outcome: CycleOutcome, plan: Plan | None, policy: str) -> list[Ex
         if rz is not None and id(rz) in ok:
             rows.append(_running_row(job_id, run.job.account, run.priority_class, rz.assignment,
                                      snap.fabric, policy, None, rz.replicas, "resized"))
-        else:
+        elif keep is None or not keep(job_id, tuple(run.assignment)):
             rows.append(_running_row(job_id, run.job.account, run.priority_class,
                                      run.assignment, snap.fabric, policy, None, run.replicas,
                                      "observed"))
@@ -108,32 +111,43 @@ def _running_row(job_id: str, account: str, klass: int, assignment: Mapping[str,
 class Tracker:
     """Remembers what was last written per job, so a cycle writes only changes.
 
-    A running job that was merely observed (not placed or resized by this cycle) keeps its
-    stored row while its nodes stay the same: the row written when railgang placed it carries
-    the placement's cost and leaves, which a later observation cannot know.
+    A running job keeps its stored row while its nodes stay the same: the row written when
+    railgang placed it carries the placement's cost and leaves, which a later observation cannot
+    know. Use :meth:`keep` as ``build_rows``' ``keep`` and pass every job of the snapshot to
+    :meth:`changes` (``present``), so that only jobs that left are reported gone.
     """
 
     def __init__(self, stored: Mapping[str, tuple[str, str]] | None = None) -> None:
-        self.last: dict[str, tuple[Any, ...]] = {
-            j: (state, nodes) for j, (state, nodes) in (stored or {}).items()}
+        self.last: dict[str, tuple[Any, ...]] = {}
+        self.nodes: dict[str, tuple[str, ...]] = {}  # running jobs: the nodes of the stored row
+        for job_id, (state, nodes) in (stored or {}).items():
+            self.last[job_id] = (state,)
+            if state == "running":
+                self.nodes[job_id] = tuple(sorted(hostlist.expand_hostlist(nodes)))
 
-    def changes(self, rows: Iterable[ExplanationRow]) -> tuple[list[ExplanationRow], list[str]]:
+    def keep(self, job_id: str, nodes: tuple[str, ...]) -> bool:
+        return self.nodes.get(job_id) == nodes
+
+    def changes(self, rows: Iterable[ExplanationRow], present: Iterable[str],
+                ) -> tuple[list[ExplanationRow], list[str]]:
         """(rows to write, jobs gone since the previous cycle); updates the memory."""
         seen: dict[str, tuple[Any, ...]] = {}
         write = []
         for r in rows:
-            key: tuple[Any, ...]
-            if r.state == "running" and '"how":"observed"' in r.data:
-                key = ("running", r.nodes)
-                if self.last.get(r.job_id, ("",))[:2] == key:
-                    seen[r.job_id] = self.last[r.job_id]
-                    continue
-            else:
-                key = (r.state, r.nodes, r.reason, r.detail, r.position, r.queue_length, r.data)
+            key = (r.state, r.nodes, r.reason, r.detail, r.position, r.queue_length, r.data)
             seen[r.job_id] = key
+            if r.state == "running":
+                self.nodes[r.job_id] = tuple(sorted(json.loads(r.data).get("nodes", ())))
+            else:
+                self.nodes.pop(r.job_id, None)
             if self.last.get(r.job_id) != key:
                 write.append(r)
+        for job_id in present:
+            if job_id not in seen and job_id in self.last:
+                seen[job_id] = self.last[job_id]  # kept: unchanged running job
         gone = [j for j in self.last if j not in seen]
+        for j in gone:
+            self.nodes.pop(j, None)
         self.last = seen
         return write, gone
 

@@ -150,7 +150,14 @@ def test_unchanged_jobs_are_not_rewritten_and_departed_jobs_marked_gone(engine: 
     assert {j: c for j, c in second.items() if j != "zbig"} == {
         j: c for j, c in first.items() if j != "zbig"}
     assert second["zbig"] == 2
+    clock.advance(5.0)
+    service(engine, sim, clock).run_once()  # a restarted daemon picks the memory up from the db
+    with Session(engine) as s:
+        third = {e.job_id: e.cycle_id for e in s.scalars(select(JobExplanation))}
+    assert {j: c for j, c in third.items() if j != "zbig"} == {
+        j: c for j, c in first.items() if j != "zbig"}
     clock.advance(4000.0)  # every job finishes
+    svc.run_once()
     svc.run_once()
     with Session(engine) as s:
         states = {e.job_id: e.state for e in s.scalars(select(JobExplanation))}
