@@ -139,18 +139,20 @@ def test_spank_options_reach_job_submit(slurm_cluster: DevCluster, tmp_path: Pat
     assert fields["AdminComment"] == "railgang:tp=8,pp=1,dp=2;elastic=1:4;class=1"
 
 
-def test_ml_jobs_held_only_while_daemon_heartbeats(slurm_cluster: DevCluster, tmp_path: Path) -> None:
+def test_ml_jobs_leased_only_while_daemon_heartbeats(slurm_cluster: DevCluster, tmp_path: Path) -> None:
     beat = slurm_cluster.spec.heartbeat_file
-    beat.write_text(f"{int(time.time())}\n")
+    beat.write_text(f"{int(time.time())} 600\n")  # epoch, lease seconds (the daemon's lease_s)
     try:
-        held = submit(slurm_cluster, tmp_path, "--account=team-a", "--gres=gpu:8",
-                      "--comment=rg:parallel=tp8", cmd="true")
-        fields = wait_state(slurm_cluster, held, {"PENDING"})
-        assert fields["Priority"] == "0"
-        # its owner (non-root) could not release it; root (the daemon) can
-        sl(slurm_cluster, "scontrol", "release", str(held))
-        wait_state(slurm_cluster, held, {"COMPLETED", "RUNNING"})
-        beat.write_text(f"{int(time.time()) - 3600}\n")  # stale: fail open
+        leased = submit(slurm_cluster, tmp_path, "--account=team-a", "--gres=gpu:8",
+                        "--comment=rg:parallel=tp8", cmd="true")
+        fields = wait_state(slurm_cluster, leased, {"PENDING"})
+        assert fields["Reason"] in ("BeginTime", "None") and fields["Priority"] != "0"
+        eligible = time.mktime(time.strptime(fields["EligibleTime"], "%Y-%m-%dT%H:%M:%S"))
+        assert 500 < eligible - time.time() <= 600
+        # root (the daemon) ends the lease when it places the job
+        sl(slurm_cluster, "scontrol", "update", f"jobid={leased}", "StartTime=now")
+        wait_state(slurm_cluster, leased, {"COMPLETED", "RUNNING"})
+        beat.write_text(f"{int(time.time()) - 3600} 600\n")  # stale: fail open, no lease at all
         free = submit(slurm_cluster, tmp_path, "--account=team-a", "--gres=gpu:8",
                       "--comment=rg:parallel=tp8", cmd="true")
         wait_state(slurm_cluster, free, {"COMPLETED", "RUNNING"})
