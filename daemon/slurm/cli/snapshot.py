@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from railgang.daemon.core.job import Job, JobRequest, JobState, RunningJob
-from railgang.daemon.core.snapshot import Account, Node, Snapshot, make_snapshot
+from railgang.daemon.core.snapshot import Account, Node, NodeState, Snapshot, make_snapshot
 from railgang.daemon.slurm.cli.parse import RailgangTag
 from railgang.daemon.slurm.cli.records import ShareRow, SinfoNode, SqueueJob
 
@@ -80,7 +80,7 @@ def core_running(rec: SqueueJob, tag: RailgangTag, job: Job) -> RunningJob:
 def core_node(rec: SinfoNode) -> Node:
     """The core's :class:`Node`; railgang tags are the node's ``rg_*`` features."""
     tags = frozenset(f[len(TAG_FEATURE_PREFIX):] for f in rec.features if f.startswith(TAG_FEATURE_PREFIX))
-    return Node(name=rec.name, gpus=rec.gpus, state=rec.state, tags=tags)
+    return Node(name=rec.name, gpus=rec.gpus, state=NodeState.parse(rec.state), tags=tags)
 
 
 def core_account(row: ShareRow) -> Account:
