@@ -1,0 +1,53 @@
+"""The daemon service's public surface is declared with __all__ and pinned here."""
+
+from __future__ import annotations
+
+import importlib
+
+import pytest
+
+PUBLIC = {
+    "railgang.daemon.loop": {"CycleJournal", "CycleOutcome", "run_cycle"},
+    "railgang.daemon.service.backends": {"LiveSim", "demo_jobs", "make_backend"},
+    "railgang.daemon.service.cli": {"EXIT_NOT_RUNNING", "daemon_app", "explain"},
+    "railgang.daemon.service.codec": {"KINDS", "PayloadError", "decode", "encode", "kind_of",
+                                      "subject"},
+    "railgang.daemon.service.cycle": {"CycleReport", "DaemonService", "RecordingPolicy"},
+    "railgang.daemon.service.explain": {"Tracker", "build_rows", "placement"},
+    "railgang.daemon.service.journal": {"SessionJournal", "open_entries", "utc"},
+    "railgang.daemon.service.leader": {"PG_KEY", "AdvisoryLock", "FileLock", "LeaderLock",
+                                       "lock_for", "probe"},
+    "railgang.daemon.service.logs": {"JsonFormatter", "LogFormat", "TextFormatter",
+                                     "setup_logging"},
+    "railgang.daemon.service.metrics": {"BUCKETS", "DaemonMetrics", "leaf_gpus"},
+    "railgang.daemon.service.reconcile": {"OpenEntry", "Settlement", "Verdict", "judge",
+                                          "reconcile"},
+    "railgang.daemon.service.runner": {"cycle_config", "leader_name", "run_daemon"},
+    "railgang.daemon.service.status": {"daemon_status", "explanation", "render"},
+    "railgang.db.repositories.journal": {
+        "SETTLED", "PlannedRow", "add_planned", "begin_cycle", "counts_by_state",
+        "entries_of_cycle", "finish_cycle", "get_leader", "idempotency_key", "last_cycle",
+        "open_entries", "prune", "set_leader", "settle"},
+    "railgang.db.repositories.explanations": {"ExplanationRow", "drop_gone", "get", "live",
+                                              "mark_gone", "upsert"},
+}
+
+
+@pytest.mark.parametrize("module", sorted(PUBLIC))
+def test_exported_members(module: str) -> None:
+    mod = importlib.import_module(module)
+    assert set(mod.__all__) == PUBLIC[module]
+    for name in mod.__all__:
+        assert hasattr(mod, name)
+
+
+def test_the_service_never_reaches_into_the_core_internals() -> None:
+    """The service uses the core's public seams (decide via run_cycle, actions, reasons,
+    snapshot, policy registry), never its working state."""
+    import pathlib
+
+    root = pathlib.Path(importlib.import_module("railgang.daemon.service").__file__).parent
+    for path in root.glob("*.py"):
+        text = path.read_text()
+        for private in ("core.work", "core.phases", "core.evict", "core.elastic"):
+            assert private not in text, f"{path.name} imports railgang.daemon.{private}"
