@@ -18,6 +18,8 @@ from typing import Any
 
 from railgang.daemon.core import (
     Job,
+    JobRequest,
+    JobState,
     Node,
     Preempt,
     Resize,
@@ -50,10 +52,12 @@ def build(nodes: int, pending: int, busy: float, seed: int = 1) -> Snapshot:
         g = rng.choice(SIZES)
         tp = 8 if g >= 8 and rng.random() < 0.5 else 1
         elastic = g >= 2 and rng.random() < 0.2
-        j = Job(f"r{i:05d}", g, account=rng.choice("abcd"), submit_time=now - rng.uniform(1e3, 1e5),
-                tp=tp, elastic_min=1 if elastic else None, elastic_max=g // tp * 2 if elastic else None,
-                priority_class=rng.choice([1, 2, 3, 3, 3]), work_remaining_s=rng.uniform(600, 2e5),
-                attained_gpu_s=rng.uniform(0, 1e6), speedup_fn=amdahl(0.05))
+        j = Job(JobRequest(f"r{i:05d}", g, account=rng.choice("abcd"),
+                           submit_time=now - rng.uniform(1e3, 1e5), tp=tp,
+                           elastic_min=1 if elastic else None,
+                           elastic_max=g // tp * 2 if elastic else None,
+                           priority_class=rng.choice([1, 2, 3, 3, 3]), speedup_fn=amdahl(0.05)),
+                JobState(work_remaining_s=rng.uniform(600, 2e5), attained_gpu_s=rng.uniform(0, 1e6)))
         # scatter: pick a random node with room for whole TP groups, first-fit from there
         start = rng.randrange(len(order))
         assign: dict[str, tuple[int, ...]] = {}
@@ -77,12 +81,14 @@ def build(nodes: int, pending: int, busy: float, seed: int = 1) -> Snapshot:
         g = rng.choice(SIZES)
         tp = 8 if g >= 8 and rng.random() < 0.5 else 1
         elastic = g >= 2 and rng.random() < 0.2
-        queue.append(Job(f"p{k:05d}", g, account=rng.choice("abcd"), submit_time=now - rng.uniform(0, 5e4),
-                         tp=tp, elastic_min=1 if elastic else None,
-                         elastic_max=g // tp * 2 if elastic else None,
-                         priority_class=rng.choice([1, 2, 3, 3, 3, 3]),
-                         work_remaining_s=rng.uniform(600, 2e5), speedup_fn=amdahl(0.05),
-                         attained_gpu_s=rng.choice([0.0, 0.0, 5e3, 5e4, 5e5])))
+        queue.append(Job(
+            JobRequest(f"p{k:05d}", g, account=rng.choice("abcd"),
+                       submit_time=now - rng.uniform(0, 5e4), tp=tp,
+                       elastic_min=1 if elastic else None,
+                       elastic_max=g // tp * 2 if elastic else None,
+                       priority_class=rng.choice([1, 2, 3, 3, 3, 3]), speedup_fn=amdahl(0.05)),
+            JobState(work_remaining_s=rng.uniform(600, 2e5),
+                     attained_gpu_s=rng.choice([0.0, 0.0, 5e3, 5e4, 5e5]))))
     return make_snapshot(now=now, fabric=fabric, nodes=[Node(n, 8) for n in names_],
                          free={n: g for n, g in free.items() if g}, running=running, pending=queue)
 

@@ -19,26 +19,53 @@ from railgang.daemon.core.actions import (
 )
 from railgang.daemon.core.cycle import CycleConfig, Decision, decide
 from railgang.daemon.core.elastic import ElasticRules
-from railgang.daemon.core.gang import GangSpec, NotPlaced, Placed, Placer, topology_placer
-from railgang.daemon.core.job import Job, RunningJob, SpeedupFn, allreduce, amdahl, linear, table
+from railgang.daemon.core.gang import (
+    GangRequest,
+    Placed,
+    Placer,
+    Unplaceable,
+    gang_for,
+    topology_placer,
+)
+from railgang.daemon.core.job import (
+    Assignment,
+    Job,
+    JobRequest,
+    JobState,
+    RunningJob,
+    gpu_count,
+)
 from railgang.daemon.core.policy import Plan, Policy, Want
 from railgang.daemon.core.preemption import PreemptionBudget
-from railgang.daemon.core.reasons import PendingReason, Reason
-from railgang.daemon.core.snapshot import Account, Node, PreemptEvent, Snapshot, make_snapshot
+from railgang.daemon.core.reasons import PendingReason, Reason, reason_for
+from railgang.daemon.core.scaling import SpeedupFn, allreduce, amdahl, linear, table
+from railgang.daemon.core.snapshot import (
+    Account,
+    Node,
+    NodeState,
+    PreemptEvent,
+    Snapshot,
+    make_snapshot,
+)
+from railgang.topology.placement.types import PlacementFailure
 
 __all__ = [
     "Account",
     "Action",
+    "Assignment",
     "CycleConfig",
     "Decision",
     "DrainNode",
     "ElasticRules",
-    "GangSpec",
+    "GangRequest",
     "Job",
+    "JobRequest",
+    "JobState",
     "Node",
-    "NotPlaced",
+    "NodeState",
     "PendingReason",
     "Placed",
+    "PlacementFailure",
     "Placer",
     "Plan",
     "Policy",
@@ -53,12 +80,16 @@ __all__ = [
     "SpeedupFn",
     "Start",
     "TagNode",
+    "Unplaceable",
     "Want",
     "allreduce",
     "amdahl",
     "decide",
+    "gang_for",
+    "gpu_count",
     "linear",
     "make_snapshot",
+    "reason_for",
     "table",
     "topology_placer",
 ]

@@ -12,17 +12,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
-from types import MappingProxyType
 
+from railgang.daemon.core.job import Assignment, freeze_assignment, gpu_count
 from railgang.daemon.core.reasons import Reason
-
-Assignment = Mapping[str, tuple[int, ...]]
-
-
-def _freeze(a: Assignment) -> Assignment:
-    return MappingProxyType({n: tuple(sorted(g)) for n, g in sorted(a.items()) if g})
 
 
 @dataclass(frozen=True)
@@ -33,11 +26,11 @@ class Start:
     cost: float = 0.0  # placement locality cost reported by topology
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "assignment", _freeze(self.assignment))
+        object.__setattr__(self, "assignment", freeze_assignment(self.assignment))
 
     @property
     def gpus(self) -> int:
-        return sum(len(g) for g in self.assignment.values())
+        return gpu_count(self.assignment)
 
 
 @dataclass(frozen=True)
@@ -48,11 +41,11 @@ class Resize:
     old_replicas: int = 0
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "assignment", _freeze(self.assignment))
+        object.__setattr__(self, "assignment", freeze_assignment(self.assignment))
 
     @property
     def gpus(self) -> int:
-        return sum(len(g) for g in self.assignment.values())
+        return gpu_count(self.assignment)
 
     @property
     def grow(self) -> bool:

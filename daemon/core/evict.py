@@ -6,15 +6,20 @@ Rules and budgets live in :mod:`railgang.daemon.core.preemption`; this module ap
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 from railgang.daemon.core import elastic
 from railgang.daemon.core import preemption as pre
-from railgang.daemon.core.actions import Assignment, Preempt, Resize
-from railgang.daemon.core.gang import GangSpec, Placed
-from railgang.daemon.core.job import Job, RunningJob
+from railgang.daemon.core.actions import Preempt, Resize
+from railgang.daemon.core.gang import Placed, gang_for
+from railgang.daemon.core.job import Assignment, Job, RunningJob
 from railgang.daemon.core.policy import Plan, Want
 from railgang.daemon.core.reasons import Reason
 from railgang.daemon.core.work import Work
+
+# reasons of jobs that more free GPUs would let start (a quota or a request no node meets would not)
+_GPUS_WOULD_HELP = frozenset({Reason.WAITING_FOR_GPUS, Reason.FRAGMENTED, Reason.QUARANTINED,
+                              Reason.RESERVED})
 
 
 def _eligible(plan: Plan, requester: Job, level: float, v: RunningJob) -> bool:
@@ -74,7 +79,7 @@ class EvictPhase:
         for x in order:
             job = jobs[x.job_id]
             r = w.reasons.get(job.job_id)
-            if r is None or r.code not in (Reason.WAITING_FOR_GPUS, Reason.FRAGMENTED, Reason.RESERVED):
+            if r is None or r.code not in _GPUS_WOULD_HELP:
                 continue
             if self.served >= budget.max_evictions_per_cycle:
                 break
@@ -104,7 +109,7 @@ class EvictPhase:
             cands = [v for v in by_key[ck] if v.job_id not in w.touched]
             if not cands:
                 continue
-            memo = (GangSpec.for_job(job, x.min_replicas).key, ck, job.priority_class == 0)
+            memo = (gang_for(job, x.min_replicas), ck, job.priority_class == 0)
             if memo in hopeless:
                 code = hopeless[memo]
                 if code is not None:
@@ -113,13 +118,13 @@ class EvictPhase:
             if w.free_count + sum(gpus_of[v.job_id] for v in cands) < need:
                 hopeless[memo] = None
                 continue
-            outcome = _evict_for(w, job, x, cands, gpus_of, budget, self.churn, self.cap)
-            if outcome is None or isinstance(outcome, Reason):
-                hopeless[memo] = outcome
-                if outcome is not None:
-                    w.wait(job, outcome, "eviction would exceed a preemption budget", need)
+            found = _evict_for(w, job, x, cands, gpus_of, budget, self.churn, self.cap)
+            placed, shrinks, kills = found.placed, found.shrinks, found.kills
+            if placed is None:
+                hopeless[memo] = Reason.PREEMPTION_BUDGET if found.budget_hit else None
+                if found.budget_hit:
+                    w.wait(job, Reason.PREEMPTION_BUDGET, "eviction would exceed a preemption budget", need)
                 continue
-            placed, shrinks, kills = outcome
             self.served += 1
             for v, kept, gone in shrinks:
                 w.shrinks.append(Resize(v.job_id, v.job.min_replicas, kept, v.replicas))
@@ -138,15 +143,25 @@ class EvictPhase:
             hopeless.clear()  # free GPUs changed
 
 
-_Shrink = tuple[RunningJob, Assignment, Assignment]
+_Shrink = tuple[RunningJob, Assignment, Assignment]  # (victim, GPUs it keeps, GPUs it gives)
+
+
+@dataclass(frozen=True, slots=True)
+class Eviction:
+    """What an eviction search found: where the job goes and whom that costs, or nothing."""
+
+    placed: Placed | None = None  # None: no victim set within the rules makes room
+    shrinks: tuple[_Shrink, ...] = ()
+    kills: tuple[RunningJob, ...] = ()
+    budget_hit: bool = False  # a preemption budget ruled out a victim that might have helped
 
 
 def _evict_for(
     w: Work, job: Job, x: Want, cands: list[RunningJob], gpus_of: Mapping[str, int],
     budget: pre.PreemptionBudget, churn: int, cap: int,
-) -> tuple[Placed, list[_Shrink], list[RunningJob]] | Reason | None:
+) -> Eviction:
     """The first victim set (shrinks first, then whole jobs, in rank order) that lets ``job`` be
-    placed; a Reason when only a budget stands in the way; ``None`` when nothing would do."""
+    placed."""
     now, need = w.now, x.min_replicas * job.replica_gpus
     shrinks: list[_Shrink] = []
     kills: list[RunningJob] = []
@@ -176,10 +191,10 @@ def _evict_for(
             got += len(gs)
         if got >= need and tries < 4:
             tries += 1
-            placed = w.place(GangSpec.for_job(job, x.min_replicas), extra)
+            placed = w.place(gang_for(job, x.min_replicas), extra)
             if isinstance(placed, Placed):
-                return placed, shrinks, kills
-    return Reason.PREEMPTION_BUDGET if budget_hit else None
+                return Eviction(placed, tuple(shrinks), tuple(kills))
+    return Eviction(budget_hit=budget_hit)
 
 
 

@@ -1,103 +1,50 @@
-"""Jobs as the decision core sees them: what was asked for, and what is running where.
+"""Jobs as the decision core sees them: what was asked for, what it has received, where it runs.
 
-A :class:`Job` is immutable. Sizes are in GPUs and in data-parallel (DP) *replicas*: one replica is
-``tp × pp`` GPUs and is atomic (a tensor-parallel group is never split); elasticity only changes
-the number of replicas, inside ``[elastic_min, elastic_max]`` (``None`` means rigid at
-``gpus // (tp × pp)`` replicas).
+Three values, one idea each (STYLE 16):
 
-The scaling curve enters as a callable (STYLE 6): ``speedup_fn(k)`` is the throughput on ``k``
-replicas in units of the throughput of one replica, so the scaling efficiency is
-``η(k) = speedup_fn(k) / k``. Helpers build common curves: :func:`linear`, :func:`amdahl` and
-:func:`table` (piecewise-linear through measured points).
+- :class:`JobRequest` — what the user asked for (size, shape, elasticity, class, account, needs,
+  scaling curve, costs). Immutable and built once per job; every snapshot shares the same object.
+- :class:`JobState` — what has happened to it so far (attained service, remaining work,
+  preemptions). Small and immutable: a new snapshot builds a new one, never copies the request.
+- :class:`Job` — the pair the core reads. It forwards the request's and the state's fields, so
+  policies write ``job.gpus`` and ``job.attained_gpu_s``; :meth:`Job.with_state` is the one way to
+  move a job forward in time.
 
-Time is in seconds, work in *seconds at the requested size* (``work_remaining_s``; the simulator
-fills it, ``None`` means unknown) and service in GPU-seconds (``attained_gpu_s``).
+:class:`RunningJob` adds where a started job runs (its exact :data:`Assignment`) and its resize and
+preemption history.
+
+Sizes are in GPUs and in data-parallel (DP) *replicas*: one replica is ``tp × pp`` GPUs and is
+atomic (a tensor-parallel group is never split); elasticity only changes the number of replicas,
+inside ``[elastic_min, elastic_max]`` (``None`` means rigid at ``gpus // (tp × pp)`` replicas).
+Time is in seconds, work in *seconds at the requested size* (``work_remaining_s``; ``None`` means
+unknown) and service in GPU-seconds (``attained_gpu_s``).
 """
 
 from __future__ import annotations
 
-import bisect
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-SpeedupFn = Callable[[int], float]
-"""``speedup_fn(k)``: throughput on ``k`` DP replicas relative to one replica (1.0 at k=1)."""
+from railgang.daemon.core.scaling import SpeedupFn, linear
 
 Assignment = Mapping[str, tuple[int, ...]]
-"""Exact GPU assignment: node name -> sorted GPU indices on that node."""
+"""Exact GPU assignment: node name -> sorted GPU indices on that node (no empty nodes)."""
 
 
-def linear(k: int) -> float:
-    """Perfect scaling: speedup(k) = k, η(k) = 1."""
-    return float(k)
+def freeze_assignment(assignment: Assignment) -> Assignment:
+    """A read-only copy with nodes and GPU indices sorted and empty nodes dropped."""
+    return MappingProxyType({n: tuple(sorted(g)) for n, g in sorted(assignment.items()) if g})
 
 
-@dataclass(frozen=True)
-class amdahl:  # lower case: reads as a function, amdahl(0.05)
-    """Amdahl scaling: speedup(k) = 1 / (s + (1 − s)/k) for serial (communication) fraction s."""
-
-    serial: float  # s: share of a one-replica step that does not parallelise
-
-    def __call__(self, k: int) -> float:
-        if k <= 0:
-            return 0.0
-        return 1.0 / (self.serial + (1.0 - self.serial) / k)
+def gpu_count(assignment: Assignment) -> int:
+    """GPUs in an assignment (the one GPU-count helper of the core)."""
+    return sum(map(len, assignment.values()))
 
 
-@dataclass(frozen=True)
-class allreduce:  # lower case: reads as a function, allreduce(0.1)
-    """Compute + ring all-reduce throughput model: step(k) = compute + comm · 2(k − 1)/k.
-
-    ``comm`` is the all-reduce time of a large ring relative to one replica's compute time, so
-    speedup(k) = k · (1 + 0) / (1 + comm · 2(k − 1)/k): linear for small ``comm``, sub-linear then
-    saturating as communication dominates (the three regimes of the seed's η(k)).
-    """
-
-    comm: float  # all-reduce seconds per compute second (the communication term)
-
-    def __call__(self, k: int) -> float:
-        if k <= 0:
-            return 0.0
-        return k / (1.0 + self.comm * 2.0 * (k - 1) / k)
-
-
-@dataclass(frozen=True)
-class table:  # lower case: reads as a function
-    """Piecewise-linear speedup through measured points ``{replicas: speedup}``; flat past the last.
-
-    Example from the seed: 128 GPUs = 1 epoch/h, 256 = 1.8, 512 = 3.2 → ``table({1: 1.0, 2: 1.8,
-    4: 3.2})`` with one replica = 128 GPUs.
-    """
-
-    points: tuple[tuple[int, float], ...]
-    xs: tuple[int, ...] = field(repr=False, compare=False)
-
-    def __init__(self, points: Mapping[int, float]) -> None:
-        pts = tuple(sorted((int(k), float(v)) for k, v in points.items()))
-        if not pts or pts[0][0] < 1:
-            raise ValueError("table() needs points with replicas >= 1")
-        object.__setattr__(self, "points", pts)
-        object.__setattr__(self, "xs", tuple(p[0] for p in pts))
-
-    def __call__(self, k: int) -> float:
-        if k <= 0:
-            return 0.0
-        xs = self.xs
-        i = bisect.bisect_left(xs, k)
-        if i < len(xs) and xs[i] == k:
-            return self.points[i][1]
-        if i == 0:  # below the first point: scale linearly from zero
-            return self.points[0][1] * k / xs[0]
-        if i == len(xs):  # saturated past the last measured point
-            return self.points[-1][1]
-        (x0, y0), (x1, y1) = self.points[i - 1], self.points[i]
-        return y0 + (y1 - y0) * (k - x0) / (x1 - x0)
-
-
-@dataclass(frozen=True)
-class Job:
-    """A job as submitted plus the service it has received so far (immutable)."""
+@dataclass(frozen=True, slots=True)
+class JobRequest:
+    """What was asked for: never changes while the job exists."""
 
     job_id: str
     gpus: int  # requested size (rigid size; for elastic jobs the preferred size)
@@ -118,16 +65,15 @@ class Job:
     goodput_fn: SpeedupFn | None = field(default=None, compare=False, repr=False)  # measured
     # goodput on k replicas (throughput × statistical efficiency, e.g. from the job's own
     # gradient-noise telemetry); None = Pollux's model from speedup_fn and grad_noise_scale
-    attained_gpu_s: float = 0.0  # GPU-seconds received up to the snapshot (incl. the current run)
-    work_remaining_s: float | None = None  # seconds left at the requested size; None = unknown
     time_limit_s: float | None = None  # user's wall-clock limit (Slurm backfill shadow time)
     grad_noise_scale: float | None = None  # Pollux φ (samples); None = unknown, efficiency 1
     batch_per_replica: int = 32  # samples per replica per step (Pollux statistical efficiency)
     comm_fraction: float = 0.0  # share of a step spent in gradient all-reduce at full size
-    last_preempted_at: float | None = None  # for budgets and cascade damping
-    preemptions: int = 0
     model: str = ""
 
+    # sizes, derived once in __post_init__ (the cycle reads them thousands of times):
+    # replica_gpus: GPUs in one DP replica (tp × pp), the atomic unit of growth and shrink;
+    # replicas: requested DP degree; min_replicas/max_replicas: the elastic range; elastic: lo < hi
     replica_gpus: int = field(init=False, repr=False, compare=False)
     replicas: int = field(init=False, repr=False, compare=False)
     min_replicas: int = field(init=False, repr=False, compare=False)
@@ -151,9 +97,6 @@ class Job:
                             ("max_replicas", hi), ("elastic", lo != hi)):
             object.__setattr__(self, name, value)
 
-    # -- sizes (derived once in __post_init__; the cycle reads them thousands of times) -----------
-    # replica_gpus: GPUs in one DP replica (tp × pp), the atomic unit of growth and shrink
-    # replicas: requested DP degree; min_replicas/max_replicas: the elastic range; elastic: lo < hi
     @property
     def min_gpus(self) -> int:
         return self.min_replicas * self.replica_gpus
@@ -162,7 +105,6 @@ class Job:
     def max_gpus(self) -> int:
         return self.max_replicas * self.replica_gpus
 
-    # -- scaling -------------------------------------------------------------------------------
     def speedup(self, replicas: int) -> float:
         """Throughput on ``replicas`` relative to one replica (the job's ``speedup_fn``)."""
         return self.speedup_fn(replicas) if replicas > 0 else 0.0
@@ -177,15 +119,121 @@ class Job:
             return 1.0
         return self.speedup(replicas) / self.speedup(self.replicas)
 
+
+@dataclass(frozen=True, slots=True)
+class JobState:
+    """The service a job has received up to one snapshot."""
+
+    attained_gpu_s: float = 0.0  # GPU-seconds received (incl. the current run)
+    work_remaining_s: float | None = None  # seconds left at the requested size; None = unknown
+    preemptions: int = 0
+    last_preempted_at: float | None = None  # for budgets and cascade damping
+
+
+NO_SERVICE = JobState()
+"""The state of a job nothing has happened to yet (shared: states are immutable)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    """A request and its state as of one snapshot; read as one job (fields are forwarded)."""
+
+    request: JobRequest
+    state: JobState = NO_SERVICE
+
+    def with_state(self, state: JobState) -> Job:
+        """The same request with newer service state (the request object is shared, not copied)."""
+        return Job(self.request, state)
+
+    # -- the request (forwarded: policies read ``job.gpus``, not ``job.request.gpus``) ---------
+    @property
+    def job_id(self) -> str: return self.request.job_id
+    @property
+    def gpus(self) -> int: return self.request.gpus
+    @property
+    def account(self) -> str: return self.request.account
+    @property
+    def submit_time(self) -> float: return self.request.submit_time
+    @property
+    def elastic_min(self) -> int | None: return self.request.elastic_min
+    @property
+    def elastic_max(self) -> int | None: return self.request.elastic_max
+    @property
+    def tp(self) -> int: return self.request.tp
+    @property
+    def pp(self) -> int: return self.request.pp
+    @property
+    def priority_class(self) -> int: return self.request.priority_class
+    @property
+    def transition_cost_s(self) -> float: return self.request.transition_cost_s
+    @property
+    def checkpoint_interval_s(self) -> float: return self.request.checkpoint_interval_s
+    @property
+    def checkpoint_cost_s(self) -> float: return self.request.checkpoint_cost_s
+    @property
+    def restore_cost_s(self) -> float: return self.request.restore_cost_s
+    @property
+    def min_gpu_mem_gb(self) -> float: return self.request.min_gpu_mem_gb
+    @property
+    def needs_nvlink(self) -> bool: return self.request.needs_nvlink
+    @property
+    def speedup_fn(self) -> SpeedupFn: return self.request.speedup_fn
+    @property
+    def goodput_fn(self) -> SpeedupFn | None: return self.request.goodput_fn
+    @property
+    def time_limit_s(self) -> float | None: return self.request.time_limit_s
+    @property
+    def grad_noise_scale(self) -> float | None: return self.request.grad_noise_scale
+    @property
+    def batch_per_replica(self) -> int: return self.request.batch_per_replica
+    @property
+    def comm_fraction(self) -> float: return self.request.comm_fraction
+    @property
+    def model(self) -> str: return self.request.model
+    @property
+    def replica_gpus(self) -> int: return self.request.replica_gpus
+    @property
+    def replicas(self) -> int: return self.request.replicas
+    @property
+    def min_replicas(self) -> int: return self.request.min_replicas
+    @property
+    def max_replicas(self) -> int: return self.request.max_replicas
+    @property
+    def elastic(self) -> bool: return self.request.elastic
+    @property
+    def min_gpus(self) -> int: return self.request.min_gpus
+    @property
+    def max_gpus(self) -> int: return self.request.max_gpus
+
+    def speedup(self, replicas: int) -> float:
+        return self.request.speedup(replicas)
+
+    def efficiency(self, replicas: int) -> float:
+        return self.request.efficiency(replicas)
+
+    def rate(self, replicas: int) -> float:
+        return self.request.rate(replicas)
+
+    # -- the state ---------------------------------------------------------------------------
+    @property
+    def attained_gpu_s(self) -> float: return self.state.attained_gpu_s
+    @property
+    def work_remaining_s(self) -> float | None: return self.state.work_remaining_s
+    @property
+    def preemptions(self) -> int: return self.state.preemptions
+    @property
+    def last_preempted_at(self) -> float | None: return self.state.last_preempted_at
+
     def remaining_at(self, replicas: int) -> float | None:
         """Seconds to finish on ``replicas`` (``None`` when the work left is unknown)."""
-        if self.work_remaining_s is None:
+        work = self.state.work_remaining_s
+        if work is None:
             return None
-        r = self.rate(replicas)
-        return self.work_remaining_s / r if r > 0 else float("inf")
+        r = self.request.rate(replicas)
+        return work / r if r > 0 else float("inf")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class RunningJob:
     """A started job: its exact assignment and resize/preemption history (immutable)."""
 
@@ -202,11 +250,32 @@ class RunningJob:
     priority_class: int = field(init=False, repr=False, compare=False)  # = job.priority_class
 
     def __post_init__(self) -> None:
-        frozen = MappingProxyType({n: tuple(sorted(g)) for n, g in sorted(self.assignment.items())})
+        frozen = freeze_assignment(self.assignment)
         object.__setattr__(self, "assignment", frozen)
-        object.__setattr__(self, "gpus", sum(len(g) for g in frozen.values()))
-        object.__setattr__(self, "job_id", self.job.job_id)
-        object.__setattr__(self, "priority_class", self.job.priority_class)
+        object.__setattr__(self, "gpus", gpu_count(frozen))
+        object.__setattr__(self, "job_id", self.job.request.job_id)
+        object.__setattr__(self, "priority_class", self.job.request.priority_class)
+
+    def with_job(self, job: Job) -> RunningJob:
+        """The same run as of a newer snapshot of its job (``job`` must be the same request).
+
+        Every field but ``job`` is taken over as it is, already validated and derived: a
+        simulator snapshot renews every running job every cycle, and ``__init__`` would freeze
+        the assignment and count its GPUs again.
+        """
+        new = object.__new__(RunningJob)
+        put = object.__setattr__
+        put(new, "job", job)
+        put(new, "assignment", self.assignment)
+        put(new, "start_time", self.start_time)
+        put(new, "replicas", self.replicas)
+        put(new, "last_resize_time", self.last_resize_time)
+        put(new, "preempt_deadline", self.preempt_deadline)
+        put(new, "last_checkpoint_time", self.last_checkpoint_time)
+        put(new, "gpus", self.gpus)
+        put(new, "job_id", self.job_id)
+        put(new, "priority_class", self.priority_class)
+        return new
 
     def expected_end(self, now: float) -> float:
         """Best estimate of when the GPUs come back: the preemption deadline if signalled, else
@@ -224,7 +293,9 @@ class RunningJob:
         """Wall-clock seconds of progress a preemption now would lose."""
         last = self.last_checkpoint_time if self.last_checkpoint_time is not None else self.start_time
         since = max(0.0, now - last)
-        return since % self.job.checkpoint_interval_s if self.job.checkpoint_interval_s > 0 else since
+        interval = self.job.checkpoint_interval_s
+        return since % interval if interval > 0 else since
 
 
-__all__ = ["Assignment", "Job", "RunningJob", "SpeedupFn", "allreduce", "amdahl", "linear", "table"]
+__all__ = ["NO_SERVICE", "Assignment", "Job", "JobRequest", "JobState", "RunningJob",
+           "freeze_assignment", "gpu_count"]

@@ -5,18 +5,28 @@ before placement, grow after it. Each takes the cycle's :class:`~railgang.daemon
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 
 from railgang.daemon.core import elastic
 from railgang.daemon.core.actions import Resize, Start
-from railgang.daemon.core.gang import GangSpec, Placed
-from railgang.daemon.core.job import Job, RunningJob
+from railgang.daemon.core.gang import Placed, Unplaceable, gang_for
+from railgang.daemon.core.job import Job, RunningJob, gpu_count
 from railgang.daemon.core.policy import Plan, Want
-from railgang.daemon.core.reasons import Reason
+from railgang.daemon.core.reasons import Reason, reason_for
 from railgang.daemon.core.work import INF, Work
 
 
-def _gpus_of(placed: Placed) -> int:
-    return sum(len(g) for g in placed.assignment.values())
+@dataclass(frozen=True, slots=True)
+class Attempt:
+    """What one start attempt did: the ``Start`` it emitted, or why the job waits."""
+
+    started: Start | None = None
+    failure: Unplaceable | None = None  # the last placement miss; None: no size was tried
+
+    @property
+    def reason(self) -> Reason:
+        """Why the job waits (only meaningful when nothing started)."""
+        return Reason.WAITING_FOR_GPUS if self.failure is None else reason_for(self.failure.code)
 
 
 def _runtime(job: Job, replicas: int) -> float:
@@ -38,9 +48,10 @@ def _sizes(job: Job, want: Want, free_count: int) -> list[int]:
     return sorted(set(out), reverse=True)
 
 
-def _try_start(w: Work, job: Job, want: Want, fits: Callable[[int], bool]) -> Reason | None:
-    """Start ``job`` at the largest acceptable size; return why not (``None`` when started)."""
-    why = Reason.WAITING_FOR_GPUS
+def _try_start(w: Work, job: Job, want: Want, fits: Callable[[int], bool]) -> Attempt:
+    """Start ``job`` at the largest acceptable size that places; stop at a miss that no freed
+    GPU can cure (the request itself cannot be met)."""
+    failure: Unplaceable | None = None
     for k in _sizes(job, want, w.free_count):
         gpus = k * job.replica_gpus
         if gpus > w.free_count or not fits(k):
@@ -49,14 +60,13 @@ def _try_start(w: Work, job: Job, want: Want, fits: Callable[[int], bool]) -> Re
             wait_s = w.shadow(want.replicas * job.replica_gpus)[0] - w.now
             if not elastic.start_small_pays(job, k, want.replicas, wait_s):
                 continue
-        res = w.place(GangSpec.for_job(job, k))
+        res = w.place(gang_for(job, k))
         if isinstance(res, Placed):
-            w.start(job, res, k)
-            return None
-        if res.capability:
-            return Reason.CAPABILITY
-        why = Reason.FRAGMENTED
-    return why
+            return Attempt(started=w.start(job, res, k))
+        failure = res
+        if res.code.about_the_request:
+            break
+    return Attempt(failure=failure)
 
 
 class PlacePhase:
@@ -83,17 +93,16 @@ class PlacePhase:
             if self.head is not None and plan.mode == "strict":
                 w.wait(job, Reason.PRIORITY, f"FIFO: behind {self.head}", need)
                 continue
-            why = _try_start(w, job, x, self._fits(job, quota))
-            if why is None:
-                st = w.starts[-1]
-                if (self.head is not None and isinstance(st, Start)
-                        and w.now + _runtime(job, st.replicas) > self.shadow_t):
+            attempt = _try_start(w, job, x, self._fits(job, quota))
+            st = attempt.started
+            if st is not None:
+                if self.head is not None and w.now + _runtime(job, st.replicas) > self.shadow_t:
                     self.extra -= st.gpus  # backfilled beside the reservation: uses spare GPUs
                 continue
-            if why is Reason.CAPABILITY:
-                w.wait(job, why, "no node meets the job's GPU memory / NVLink needs", need)
+            if attempt.failure is not None and attempt.failure.code.about_the_request:
+                w.wait(job, attempt.reason, attempt.failure.detail, need)  # no eviction can help
                 continue
-            self._missed(job, x, why, need)
+            self._missed(job, x, attempt.reason, need)
 
     def _fits(self, job: Job, quota: int | None) -> Callable[[int], bool]:
         w, mode, head, shadow_t, extra = self.w, self.plan.mode, self.head, self.shadow_t, self.extra
@@ -122,7 +131,8 @@ class PlacePhase:
                 return
         elif self.head is not None and plan.mode == "backfill" and why is Reason.WAITING_FOR_GPUS:
             why = Reason.PRIORITY  # would delay the reserved head job
-        detail = "topology has no valid gang slot" if why is Reason.FRAGMENTED else ""
+        detail = {Reason.FRAGMENTED: "topology has no valid gang slot",
+                  Reason.QUARANTINED: "the free GPUs that fit are on quarantined nodes"}.get(why, "")
         w.wait(job, why, detail, need)
 
 
@@ -176,12 +186,12 @@ def _grow_to(w: Work, run: RunningJob, target: int, rules: elastic.ElasticRules)
     room = w.free_count if quota is None else min(w.free_count, quota - w.account_gpus.get(job.account, 0))
     k = min(target, run.replicas + max(0, room) // job.replica_gpus)
     while k > run.replicas and elastic.resize_pays(run, k, w.now, rules):
-        res = w.place(GangSpec.for_job(job, k - run.replicas))
+        res = w.place(gang_for(job, k - run.replicas))
         if isinstance(res, Placed):
             merged = {n: tuple(run.assignment.get(n, ())) + tuple(res.assignment.get(n, ()))
                       for n in set(run.assignment) | set(res.assignment)}
             w.take(res.assignment)
-            w.account_gpus[job.account] = w.account_gpus.get(job.account, 0) + _gpus_of(res)
+            w.account_gpus[job.account] = w.account_gpus.get(job.account, 0) + gpu_count(res.assignment)
             w.grows.append(Resize(run.job_id, k, merged, run.replicas))
             w.touched.add(run.job_id)
             break

@@ -3,12 +3,19 @@
 Every pending job the cycle does not start gets exactly one :class:`PendingReason`. ``code`` is a
 stable :class:`Reason` the ``explain`` command and the API render; ``detail`` is a one-line human
 explanation; ``needed``/``free`` give the numbers behind it.
+
+Placement failures from ``topology`` map one to one onto reasons (:func:`reason_for`): a job that
+fits only on quarantined nodes says so, it is not reported as fragmentation.
 """
 
 from __future__ import annotations
 
 import enum
+from collections.abc import Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
+
+from railgang.topology.placement.types import PlacementFailure
 
 
 class Reason(enum.Enum):
@@ -16,7 +23,10 @@ class Reason(enum.Enum):
 
     WAITING_FOR_GPUS = "waiting_for_gpus"  # fewer free GPUs than the job's minimum size
     FRAGMENTED = "fragmented"  # enough GPUs free in total, but no topology-valid gang slot
-    CAPABILITY = "capability"  # no node meets GPU memory / NVLink needs
+    QUARANTINED = "quarantined"  # enough GPUs free only on nodes with lame links
+    GPU_MEMORY = "gpu_memory"  # too few free GPUs have the memory the job needs
+    NO_NVLINK = "no_nvlink"  # too few free GPUs sit in NVLink domains (tp > 1 or needs_nvlink)
+    INVALID_SHAPE = "invalid_shape"  # tp × pp × dp cannot be laid out (e.g. TP wider than a domain)
     LARGER_THAN_CLUSTER = "larger_than_cluster"  # can never run on this cluster (rejected)
     QUOTA = "quota"  # the account's GPU quota would be exceeded
     PRIORITY = "priority"  # waiting behind higher-priority work (blocking FIFO head, reservation)
@@ -40,4 +50,19 @@ class PendingReason:
         return f"{self.job_id}: {self.code.value} (needs {self.needed}, free {self.free}) {self.detail}".rstrip()
 
 
-__all__ = ["PendingReason", "Reason"]
+_FOR_FAILURE: Mapping[PlacementFailure, Reason] = MappingProxyType({
+    PlacementFailure.INSUFFICIENT_GPUS: Reason.WAITING_FOR_GPUS,
+    PlacementFailure.TOPOLOGY_FRAGMENTED: Reason.FRAGMENTED,
+    PlacementFailure.QUARANTINED: Reason.QUARANTINED,
+    PlacementFailure.GPU_MEMORY: Reason.GPU_MEMORY,
+    PlacementFailure.NO_NVLINK_DOMAIN: Reason.NO_NVLINK,
+    PlacementFailure.INVALID_REQUEST: Reason.INVALID_SHAPE,
+})
+
+
+def reason_for(failure: PlacementFailure) -> Reason:
+    """The pending reason of a placement failure (total and one to one; a test pins both)."""
+    return _FOR_FAILURE[failure]
+
+
+__all__ = ["PendingReason", "Reason", "reason_for"]

@@ -9,7 +9,7 @@ Fields
 ``now``         clock of the observation (seconds; the cycle also receives ``now`` explicitly)
 ``fabric``      ``railgang.topology.fabric.Fabric`` the placement engine searches (opaque to the core)
 ``health``      optional link health from ``topology`` (passed through to ``place``)
-``nodes``       :class:`Node` per name: GPU count, state (``idle``/``drain``/``down``), tags
+``nodes``       :class:`Node` per name: GPU count, :class:`NodeState`, tags
 ``free``        free GPU indices per node, ``Mapping[str, frozenset[int]]``; drained/down nodes
                 must already be absent or empty
 ``running``     :class:`~railgang.daemon.core.job.RunningJob` per job id
@@ -21,6 +21,7 @@ Fields
 from __future__ import annotations
 
 import dataclasses
+import enum
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -29,14 +30,71 @@ from typing import Any
 from railgang.daemon.core.job import Job, RunningJob
 
 
+class NodeState(enum.StrEnum):
+    """What a node can do for the scheduler (the value is what logs and the API show)."""
+
+    IDLE = "idle"
+    MIXED = "mixed"  # some GPUs allocated
+    ALLOCATED = "alloc"
+    DRAIN = "drain"  # draining or drained: runs what it has, takes nothing new
+    DOWN = "down"  # down, failed or not responding
+
+    @property
+    def usable(self) -> bool:
+        """True when new work may be placed on the node."""
+        return self not in (NodeState.DRAIN, NodeState.DOWN)
+
+    @classmethod
+    def parse(cls, text: str) -> NodeState:
+        """A Slurm node state as ``sinfo``/``scontrol`` print it (``IDLE``, ``mix``, ``ALLOCATED``,
+        ``IDLE+DRAIN``, ``DRAINING``, ``down*``, ``MIXED+COMPLETING``, ...) or one of our values.
+
+        Drain and down flags win over the base state; a trailing ``*`` (not responding) means down.
+        Raises ``ValueError`` for anything else (the caller names the node and the source).
+        """
+        raw = text.strip().lower()
+        if not raw:
+            raise ValueError("empty node state")
+        words = [w.rstrip("*~#!%$@^-") for w in raw.split("+")]
+        if words[0] not in _BASE and words[0] not in _DOWN and words[0] not in _DRAIN:
+            raise ValueError(f"unknown node state {text.strip()!r} (expected one of Slurm's, "
+                             "e.g. idle, mixed, allocated, drain, down)")
+        if raw.endswith("*") or any(w in _DOWN for w in words):  # '*': not responding
+            return cls.DOWN
+        if any(w in _DRAIN for w in words):
+            return cls.DRAIN
+        return _BASE[words[0]]
+
+
+_DOWN = frozenset({"down", "fail", "failing", "not_responding", "no_respond", "future", "futr",
+                   "unknown", "unk"})
+_DRAIN = frozenset({"drain", "drained", "draining", "drng"})
+# base states; flags such as +maint, +reserved, +powered_down or a ``~`` suffix leave the base
+# state as it is (Slurm itself decides who may run in a reservation or powers a node up)
+_BASE = {"idle": NodeState.IDLE, "mix": NodeState.MIXED, "mixed": NodeState.MIXED,
+         "alloc": NodeState.ALLOCATED, "allocated": NodeState.ALLOCATED,
+         "comp": NodeState.ALLOCATED, "completing": NodeState.ALLOCATED,
+         "plnd": NodeState.IDLE, "planned": NodeState.IDLE}
+
+
 @dataclass(frozen=True)
 class Node:
     """A compute node (Slurm ``NodeName``) as far as scheduling is concerned."""
 
     name: str
     gpus: int
-    state: str = "idle"  # idle | mixed | alloc | drain | down
+    state: NodeState = NodeState.IDLE
     tags: frozenset[str] = frozenset()
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.state, NodeState):  # a Slurm string from an adapter: parse it once
+            object.__setattr__(self, "state", NodeState.parse(str(self.state)))
+
+    def with_state(self, state: NodeState) -> Node:
+        return dataclasses.replace(self, state=state)
+
+    def with_tag(self, tag: str) -> Node:
+        return dataclasses.replace(self, tags=self.tags | {tag})
 
 
 @dataclass(frozen=True)
@@ -88,7 +146,7 @@ class Snapshot:
     @property
     def total_gpus(self) -> int:
         """GPUs on nodes that can run work (not drained or down)."""
-        return sum(n.gpus for n in self.nodes.values() if n.state not in ("drain", "down"))
+        return sum(n.gpus for n in self.nodes.values() if n.state.usable)
 
     @property
     def free_gpus(self) -> int:
@@ -132,7 +190,7 @@ def make_snapshot(
         free = {
             n.name: frozenset(range(n.gpus)) - used.get(n.name, set())
             for n in node_map.values()
-            if n.state not in ("drain", "down")
+            if n.state.usable
         }
     return Snapshot(
         now=now,
@@ -147,4 +205,4 @@ def make_snapshot(
     )
 
 
-__all__ = ["Account", "Node", "PreemptEvent", "Snapshot", "make_snapshot"]
+__all__ = ["Account", "Node", "NodeState", "PreemptEvent", "Snapshot", "make_snapshot"]

@@ -9,9 +9,9 @@ from __future__ import annotations
 import bisect
 from collections.abc import Mapping
 
-from railgang.daemon.core.actions import Action, Assignment, Start
-from railgang.daemon.core.gang import GangSpec, NotPlaced, Placed, Placer
-from railgang.daemon.core.job import Job
+from railgang.daemon.core.actions import Action, Start
+from railgang.daemon.core.gang import GangRequest, Placed, Placer, Unplaceable
+from railgang.daemon.core.job import Assignment, Job
 from railgang.daemon.core.reasons import PendingReason, Reason
 from railgang.daemon.core.snapshot import Snapshot
 
@@ -26,7 +26,7 @@ class Work:
         self.free: dict[str, frozenset[int]] = {n: g for n, g in snap.free.items() if g}
         self.free_count = sum(len(g) for g in self.free.values())
         self.total = snap.total_gpus
-        self.failed: set[tuple[int, int, int, float, bool]] = set()
+        self.failed: dict[GangRequest, Unplaceable] = {}  # gang shapes that failed this cycle
         self.account_gpus = snap.account_running_gpus()
         self.started: set[str] = set()
         self.touched: set[str] = set()  # running jobs shrunk, grown or preempted this cycle
@@ -49,15 +49,19 @@ class Work:
         return self._ends
 
     # -- placement ---------------------------------------------------------------------------
-    def place(self, spec: GangSpec, free: Mapping[str, frozenset[int]] | None = None) -> Placed | NotPlaced:
+    def place(self, gang: GangRequest,
+              free: Mapping[str, frozenset[int]] | None = None) -> Placed | Unplaceable:
+        """Place ``gang`` on this cycle's free GPUs (or on ``free``, a what-if); a shape that
+        failed on the free GPUs fails again until some are given back, for the same reason."""
         if free is None:
-            if spec.key in self.failed:
-                return NotPlaced("cached", "same gang shape failed earlier this cycle")
-            res = self.placer(self.snap.fabric, self.free, spec, health=self.snap.health, seed=self.seed)
-            if isinstance(res, NotPlaced):
-                self.failed.add(spec.key)
+            failed = self.failed.get(gang)
+            if failed is not None:
+                return failed
+            res = self.placer(self.snap.fabric, self.free, gang, health=self.snap.health, seed=self.seed)
+            if isinstance(res, Unplaceable):
+                self.failed[gang] = res
             return res
-        return self.placer(self.snap.fabric, free, spec, health=self.snap.health, seed=self.seed)
+        return self.placer(self.snap.fabric, free, gang, health=self.snap.health, seed=self.seed)
 
     def take(self, assignment: Assignment) -> None:
         for n, gs in assignment.items():
@@ -74,9 +78,11 @@ class Work:
             self.free_count += len(gs)
         self.failed.clear()  # more free GPUs: earlier failures may now succeed
 
-    def start(self, job: Job, placed: Placed, replicas: int) -> None:
+    def start(self, job: Job, placed: Placed, replicas: int) -> Start:
+        """Start ``job`` on ``placed``; returns the action emitted."""
         self.take(placed.assignment)
-        self.starts.append(Start(job.job_id, placed.assignment, replicas, placed.cost))
+        start = Start(job.job_id, placed.assignment, replicas, placed.cost)
+        self.starts.append(start)
         self.started.add(job.job_id)
         self.account_gpus[job.account] = self.account_gpus.get(job.account, 0) + replicas * job.replica_gpus
         left = job.remaining_at(replicas)
@@ -84,6 +90,7 @@ class Work:
         self._started_ends.append(end)
         if self._ends is not None:
             bisect.insort(self._ends, end)
+        return start
 
     def wait(self, job: Job, code: Reason, detail: str, needed: int) -> None:
         self.reasons[job.job_id] = PendingReason(job.job_id, code, detail, needed, self.free_count)

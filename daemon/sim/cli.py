@@ -25,6 +25,7 @@ from rich.progress import (
 
 from railgang.daemon.core import policy as registry
 from railgang.daemon.errors import ConfigError, InputError
+from railgang.daemon.sim.backend import SimConfig
 from railgang.daemon.sim.engine import EngineConfig, RunResult, simulate
 from railgang.daemon.sim.progress import TopologyComm
 from railgang.daemon.sim.report import (
@@ -36,7 +37,6 @@ from railgang.daemon.sim.report import (
     write_jobs_csv,
 )
 from railgang.daemon.sim.traces import Format, TraceJob, read_trace
-from railgang.daemon.slurm.sim import SimConfig
 
 ALL_POLICIES = "fifo,slurm,tiresias,themis,pollux,default"
 

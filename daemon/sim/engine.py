@@ -33,10 +33,10 @@ from railgang.daemon.core.gang import Placer, topology_placer
 from railgang.daemon.core.policy import Policy
 from railgang.daemon.core.reasons import PendingReason, Reason
 from railgang.daemon.loop import run_cycle
+from railgang.daemon.sim.backend import COMPLETE, KILL, SimBackend, SimConfig
 from railgang.daemon.sim.metrics import JobRecord, Metrics, compute
 from railgang.daemon.sim.progress import CommModel
 from railgang.daemon.sim.traces.model import TraceJob
-from railgang.daemon.slurm.sim import COMPLETE, KILL, SimBackend, SimConfig
 
 # event kinds in the order they are handled within one instant
 _ORDER = {COMPLETE: 0, KILL: 1, "arrival": 2, "cycle": 3, "tick": 4}
@@ -75,8 +75,109 @@ class _Heap:
         self.seq += 1
         heapq.heappush(self.items, (t, _ORDER[kind], self.seq, kind, job_id, version))
 
+    def pop(self) -> tuple[float, str, str, int]:
+        t, _, _, kind, job_id, version = heapq.heappop(self.items)
+        return t, kind, job_id, version
+
     def __len__(self) -> int:
         return len(self.items)
+
+
+class _Replay:
+    """One replay: the event heap, the clock, the backend and the counters the result reports."""
+
+    def __init__(self, jobs: Sequence[TraceJob], policy: Policy, fabric: Any, config: EngineConfig,
+                 comm: CommModel | None, placer: Placer,
+                 on_progress: Callable[[int, int], None] | None) -> None:
+        self.policy, self.config, self.placer, self.on_progress = policy, config, placer, on_progress
+        self.heap = _Heap()
+        self.clock = SimClock(jobs[0].submit_time if jobs else 0.0)
+        self.backend = SimBackend(fabric, config=config.sim, comm=comm, events=self.heap,
+                                  max_pending=config.max_pending)
+        self.rng = random.Random(config.seed)
+        self.by_id = {tj.job_id: tj for tj in jobs}
+        for tj in jobs:
+            self.heap.at(tj.submit_time, "arrival", tj.job_id, 0)
+        self.cycle_at: float | None = None  # time of the one cycle already queued
+        self.tick_at: float | None = None  # time of the one periodic tick already queued
+        self.cycles = self.events = 0
+        self.failed: Counter[str] = Counter()
+        self.last_reasons: tuple[PendingReason, ...] = ()  # rendered only at the end
+        self.total = len(jobs)
+        self.step = max(1, self.total // 200)
+        self.done_reported = 0
+
+    def run(self) -> None:
+        """Drain the heap; when it is empty but jobs still wait, one last look, until stable."""
+        while True:
+            self.drain()
+            if not self.backend.pending:
+                break
+            self.cycle(self.clock.now())  # nothing left to wake up for: one last look
+            if not self.heap.items:
+                break  # the core starts nothing more: what waits is reported unfinished
+        if self.on_progress is not None:
+            self.on_progress(self.backend.finished, self.total)
+
+    def drain(self) -> None:
+        heap, backend = self.heap, self.backend
+        while heap.items:
+            t, kind, job_id, version = heap.pop()
+            self.clock.advance_to(t)
+            self.events += 1
+            if kind == "arrival":
+                if backend.submit(self.by_id[job_id], t):
+                    self.want_cycle(t)
+            elif kind == "cycle":
+                if self.cycle_at is not None and t >= self.cycle_at:
+                    self.cycle_at = None
+                self.cycle(t)
+            elif kind == "tick":
+                self.tick_at = None
+                if self.cycle_at is None or self.cycle_at > t:
+                    self.cycle(t)
+            elif backend.on_event(kind, job_id, version, t):
+                self.want_cycle(t)
+            if self.on_progress is not None and backend.finished - self.done_reported >= self.step:
+                self.done_reported = backend.finished
+                self.on_progress(self.done_reported, self.total)
+
+    def want_cycle(self, now: float) -> None:
+        """Queue a decision cycle at ``now`` (or at the next quantum boundary), once."""
+        t = now
+        if self.config.cycle_s > 0:
+            t = math.ceil(now / self.config.cycle_s) * self.config.cycle_s
+        if self.cycle_at is None or self.cycle_at > t:
+            self.cycle_at = t
+            self.heap.at(t, "cycle", "", 0)
+
+    def cycle(self, now: float) -> None:
+        config, backend = self.config, self.backend
+        truncated = config.max_pending is not None and len(backend.pending) > config.max_pending
+        outcome = run_cycle(backend, self.policy, self.clock, self.rng, config=config.cycle,
+                            placer=self.placer)
+        self.cycles += 1
+        if truncated and any(isinstance(r.action, Start) and r.ok for r in outcome.results):
+            self.want_cycle(now)  # the core saw only part of the queue and made room: look again
+        for result in outcome.failed:
+            self.failed[f"{type(result.action).__name__}: {result.detail.split(' ')[0]}"] += 1
+        for pr in outcome.reasons:
+            if pr.code is Reason.LARGER_THAN_CLUSTER:
+                backend.reject(pr.job_id, pr.detail or "larger than the cluster", now)
+        self.last_reasons = outcome.reasons
+        if config.tick_s > 0 and self.tick_at is None and backend.pending and backend.running:
+            self.tick_at = now + config.tick_s
+            self.heap.at(self.tick_at, "tick", "", 0)
+
+    def result(self, wall_s: float) -> RunResult:
+        backend = self.backend
+        reasons = {pr.job_id: pr.render() for pr in self.last_reasons}
+        unfinished = {jid: reasons.get(jid, "") for jid in backend.pending_ids()}
+        unfinished.update({jid: "still running" for jid in backend.running})
+        return RunResult(policy=getattr(self.policy, "name", type(self.policy).__name__),
+                         metrics=compute(backend.records, backend.total_gpus),
+                         records=backend.records, cycles=self.cycles, events=self.events,
+                         wall_s=wall_s, unfinished_reasons=unfinished, failed_actions=self.failed)
 
 
 def simulate(
@@ -91,92 +192,9 @@ def simulate(
 ) -> RunResult:
     """Replay ``jobs`` (ordered by submit time) under ``policy`` on ``fabric``."""
     started = time.perf_counter()
-    heap = _Heap()
-    clock = SimClock(jobs[0].submit_time if jobs else 0.0)
-    backend = SimBackend(fabric, config=config.sim, comm=comm, events=heap,
-                         max_pending=config.max_pending)
-    rng = random.Random(config.seed)
-    by_id = {}
-    for tj in jobs:
-        by_id[tj.job_id] = tj
-        heap.at(tj.submit_time, "arrival", tj.job_id, 0)
-    cycle_at: float | None = None  # time of the one cycle already queued
-    tick_at: float | None = None  # time of the one periodic tick already queued
-    cycles = events = 0
-    failed: Counter[str] = Counter()
-    last_reasons: list[tuple[PendingReason, ...]] = [()]  # rendered only at the end
-    total = len(jobs)
-    step = max(1, total // 200)
-    done_reported = 0
-
-    def want_cycle(now: float) -> None:
-        nonlocal cycle_at
-        t = now
-        if config.cycle_s > 0:
-            t = math.ceil(now / config.cycle_s) * config.cycle_s
-        if cycle_at is None or cycle_at > t:
-            cycle_at = t
-            heap.at(t, "cycle", "", 0)
-
-    def cycle(now: float) -> None:
-        nonlocal cycles
-        truncated = config.max_pending is not None and len(backend.pending) > config.max_pending
-        outcome = run_cycle(backend, policy, clock, rng, config=config.cycle, placer=placer)
-        cycles += 1
-        if truncated and any(isinstance(r.action, Start) and r.ok for r in outcome.results):
-            want_cycle(now)  # the core saw only part of the queue and made room: look again
-        for result in outcome.failed:
-            failed[f"{type(result.action).__name__}: {result.detail.split(' ')[0]}"] += 1
-        larger = Reason.LARGER_THAN_CLUSTER
-        for pr in outcome.reasons:
-            if pr.code is larger:
-                backend.reject(pr.job_id, pr.detail or "larger than the cluster", now)
-        last_reasons[0] = outcome.reasons
-        nonlocal tick_at
-        if (config.tick_s > 0 and tick_at is None and backend.pending
-                and backend.running):
-            tick_at = now + config.tick_s
-            heap.at(tick_at, "tick", "", 0)
-
-    def _drain() -> None:
-        nonlocal cycle_at, tick_at, events, done_reported
-        while heap.items:
-            t, _, _, kind, job_id, version = heapq.heappop(heap.items)
-            clock.advance_to(t)
-            events += 1
-            if kind == "arrival":
-                if backend.submit(by_id[job_id], t):
-                    want_cycle(t)
-            elif kind == "cycle":
-                if cycle_at is not None and t >= cycle_at:
-                    cycle_at = None
-                cycle(t)
-            elif kind == "tick":
-                tick_at = None
-                if cycle_at is None or cycle_at > t:
-                    cycle(t)
-            elif backend.on_event(kind, job_id, version, t):
-                want_cycle(t)
-            if on_progress is not None and backend.finished - done_reported >= step:
-                done_reported = backend.finished
-                on_progress(done_reported, total)
-    while True:
-        _drain()
-        if not backend.pending:
-            break
-        cycle(clock.now())  # nothing left to wake up for: one last look
-        if not heap.items:
-            break  # the core starts nothing more: what waits is reported unfinished
-    if on_progress is not None:
-        on_progress(backend.finished, total)
-    reasons = {pr.job_id: pr.render() for pr in last_reasons[0]}
-    unfinished = {jid: reasons.get(jid, "") for jid in backend.pending_ids()}
-    unfinished.update({jid: "still running" for jid in backend.running})
-    metrics = compute(backend.records, backend.total_gpus)
-    return RunResult(policy=getattr(policy, "name", type(policy).__name__), metrics=metrics,
-                     records=backend.records, cycles=cycles, events=events,
-                     wall_s=time.perf_counter() - started, unfinished_reasons=unfinished,
-                     failed_actions=failed)
+    replay = _Replay(jobs, policy, fabric, config, comm, placer, on_progress)
+    replay.run()
+    return replay.result(time.perf_counter() - started)
 
 
 __all__ = ["EngineConfig", "RunResult", "simulate"]

@@ -20,10 +20,10 @@ is the total). On ``k`` data-parallel replicas placed on a concrete set of GPUs 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any, Protocol
 
-from railgang.daemon.core.job import Job, SpeedupFn, amdahl, table
+from railgang.daemon.core.job import Assignment, JobRequest, gpu_count
+from railgang.daemon.core.scaling import SpeedupFn, amdahl, table
 from railgang.daemon.sim.traces.model import TraceJob
 
 GENERIC_SERIAL = 0.05  # Amdahl serial share per replica for jobs without a measured curve
@@ -43,22 +43,21 @@ def speedup_for(tj: TraceJob) -> SpeedupFn:
     return amdahl(GENERIC_SERIAL)
 
 
-def core_job(tj: TraceJob, *, comm_share: float = DEFAULT_COMM_SHARE,
-             checkpoint_interval_s: float = 1800.0, checkpoint_cost_s: float = 60.0,
-             restore_cost_s: float = 120.0, transition_cost_s: float = 30.0) -> Job:
-    """The decision core's view of a trace job at submission (no service yet)."""
-    return Job(
+def job_request(tj: TraceJob, *, comm_share: float = DEFAULT_COMM_SHARE,
+                checkpoint_interval_s: float = 1800.0, checkpoint_cost_s: float = 60.0,
+                restore_cost_s: float = 120.0, transition_cost_s: float = 30.0) -> JobRequest:
+    """What a trace job asks the decision core for (built once, at submission)."""
+    return JobRequest(
         job_id=tj.job_id, gpus=tj.gpus, account=tj.account, submit_time=tj.submit_time,
         tp=tj.tp, pp=tj.pp, elastic_min=tj.elastic_min, elastic_max=tj.elastic_max,
         priority_class=tj.klass, transition_cost_s=transition_cost_s,
         checkpoint_interval_s=checkpoint_interval_s, checkpoint_cost_s=checkpoint_cost_s,
         restore_cost_s=restore_cost_s, speedup_fn=speedup_for(tj),
-        work_remaining_s=tj.duration_s, comm_fraction=comm_share if tj.gpus > 1 else 0.0,
-        model=tj.model)
+        comm_fraction=comm_share if tj.gpus > 1 else 0.0, model=tj.model)
 
 
 class CommModel(Protocol):
-    def factor(self, job: Job, assignment: Mapping[str, tuple[int, ...]]) -> float:
+    def factor(self, job: JobRequest, assignment: Assignment) -> float:
         """Placement factor in (0, 1]: 1 on the best placement of this size."""
         ...
 
@@ -66,7 +65,7 @@ class CommModel(Protocol):
 class NoComm:
     """Placement never matters (for tests and as a fallback)."""
 
-    def factor(self, job: Job, assignment: Mapping[str, tuple[int, ...]]) -> float:
+    def factor(self, job: JobRequest, assignment: Assignment) -> float:
         return 1.0
 
 
@@ -79,13 +78,13 @@ class TopologyComm:
         self.nbytes = nbytes
         self._best: dict[tuple[int, int, int], float] = {}
 
-    def _allreduce(self, assignment: Mapping[str, tuple[int, ...]]) -> float:
+    def _allreduce(self, assignment: Assignment) -> float:
         from railgang.topology.comm_model import ring_allreduce_time_s
 
         gpus = [(node, g) for node, idx in assignment.items() for g in idx]
         return float(ring_allreduce_time_s(self.fabric, gpus, self.nbytes, health=self.health))
 
-    def best_time(self, job: Job, gpus: int) -> float:
+    def best_time(self, job: JobRequest, gpus: int) -> float:
         """All-reduce time of the placement ``topology`` picks for this size on an empty cluster."""
         key = (gpus, job.tp, job.pp)
         best = self._best.get(key)
@@ -98,11 +97,11 @@ class TopologyComm:
             self._best[key] = best
         return best
 
-    def factor(self, job: Job, assignment: Mapping[str, tuple[int, ...]]) -> float:
+    def factor(self, job: JobRequest, assignment: Assignment) -> float:
         c = job.comm_fraction
         if c <= 0 or len(assignment) <= 1:
             return 1.0
-        best = self.best_time(job, sum(len(g) for g in assignment.values()))
+        best = self.best_time(job, gpu_count(assignment))
         if best <= 0:
             return 1.0
         ratio = max(1.0, self._allreduce(assignment) / best)
@@ -110,4 +109,4 @@ class TopologyComm:
 
 
 __all__ = ["DEFAULT_COMM_SHARE", "GENERIC_SERIAL", "CommModel", "NoComm", "TopologyComm",
-           "core_job", "speedup_for"]
+           "job_request", "speedup_for"]

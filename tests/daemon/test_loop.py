@@ -6,7 +6,7 @@ import pytest
 
 from railgang.daemon.clock import Clock, SimClock, WallClock
 from railgang.daemon.core.actions import Start
-from railgang.daemon.core.job import Job
+from railgang.daemon.core.job import Job, JobRequest
 from railgang.daemon.core.policy import get
 from railgang.daemon.core.snapshot import Node, make_snapshot
 from railgang.daemon.loop import run_cycle
@@ -19,7 +19,8 @@ from tests.daemon.sim.conftest import first_fit
 def snapshot(now: float = 0.0):  # type: ignore[no-untyped-def]
     fabric = fabric_from_shape(1, 8, 1)
     return make_snapshot(now=now, fabric=fabric, nodes=[Node("n01", 8)],
-                         pending=[Job("a", 4, submit_time=0.0), Job("b", 8, submit_time=1.0)])
+                         pending=[Job(JobRequest("a", 4, submit_time=0.0)),
+                                  Job(JobRequest("b", 8, submit_time=1.0))])
 
 
 def test_cycle_observes_at_clock_time_decides_and_applies() -> None:

@@ -16,7 +16,7 @@ EXPECTED = {
         "Fabric", "NodeFacts", "fabric_from_conf", "fabric_from_shape", "load_fabric", "render_topology",
     },
     "railgang.topology.placement": {
-        "CLASS_WEIGHTS", "UNPLACEABLE_CODES", "GangRequest", "JobClass", "Placement", "RankSlot",
+        "CLASS_WEIGHTS", "GangRequest", "JobClass", "Placement", "PlacementFailure", "RankSlot",
         "ScoreWeights", "Unplaceable", "distance_weight", "place", "score_layout",
     },
     "railgang.topology.comm_model": {

@@ -8,10 +8,10 @@ from railgang.topology.placement.cost import distance_weight, score_layout
 from railgang.topology.placement.search import place
 from railgang.topology.placement.types import (
     CLASS_WEIGHTS,
-    UNPLACEABLE_CODES,
     GangRequest,
     JobClass,
     Placement,
+    PlacementFailure,
     RankSlot,
     ScoreWeights,
     Unplaceable,
@@ -19,10 +19,10 @@ from railgang.topology.placement.types import (
 
 __all__ = [
     "CLASS_WEIGHTS",
-    "UNPLACEABLE_CODES",
     "GangRequest",
     "JobClass",
     "Placement",
+    "PlacementFailure",
     "RankSlot",
     "ScoreWeights",
     "Unplaceable",

@@ -10,7 +10,7 @@ from functools import cached_property
 
 from railgang.topology.fabric import Fabric
 from railgang.topology.health import LinkHealth
-from railgang.topology.placement.types import GangRequest, JobClass, Unplaceable
+from railgang.topology.placement.types import GangRequest, JobClass, PlacementFailure, Unplaceable
 
 __all__ = ["Container", "Shape", "eligible_containers", "normalise"]
 
@@ -64,12 +64,12 @@ def normalise(request: GangRequest, fabric: Fabric) -> Shape | Unplaceable:
     """Check sizes and infer dp and the job class."""
     tp, pp, gpus = request.tp, request.pp, request.gpus
     if gpus < 1 or tp < 1 or pp < 1 or (request.dp is not None and request.dp < 1):
-        return Unplaceable("invalid_request", "gpus, tp, pp and dp must be positive")
+        return Unplaceable(PlacementFailure.INVALID_REQUEST, "gpus, tp, pp and dp must be positive")
     dp = request.dp if request.dp is not None else gpus // (tp * pp)
     if tp * pp * dp != gpus:
-        return Unplaceable("invalid_request", f"tp*pp*dp = {tp}*{pp}*{dp} = {tp * pp * dp} != gpus = {gpus}")
+        return Unplaceable(PlacementFailure.INVALID_REQUEST, f"tp*pp*dp = {tp}*{pp}*{dp} = {tp * pp * dp} != gpus = {gpus}")
     if tp > fabric.max_domain_gpus:
-        return Unplaceable("invalid_request",
+        return Unplaceable(PlacementFailure.INVALID_REQUEST,
                            f"tp={tp} is wider than the largest NVLink domain ({fabric.max_domain_gpus} GPUs)")
     job_class = request.job_class
     if job_class is None:
@@ -130,13 +130,13 @@ def eligible_containers(
             rows.append((index, node, leaf, idxs))
     g = shape.gpus
     if total < g:
-        return Unplaceable("insufficient_gpus", f"{g} GPUs requested, {total} free")
+        return Unplaceable(PlacementFailure.INSUFFICIENT_GPUS, f"{g} GPUs requested, {total} free")
     if mem_ok < g:
-        return Unplaceable("gpu_memory", f"{mem_ok} free GPUs have >= {min_mem:g} GB, {g} needed")
+        return Unplaceable(PlacementFailure.GPU_MEMORY, f"{mem_ok} free GPUs have >= {min_mem:g} GB, {g} needed")
     if link_ok < g:
-        return Unplaceable("no_nvlink_domain", f"{link_ok} free GPUs are on NVLink nodes, {g} needed")
+        return Unplaceable(PlacementFailure.NO_NVLINK_DOMAIN, f"{link_ok} free GPUs are on NVLink nodes, {g} needed")
     if sum(len(r[3]) for r in rows) < g:
-        return Unplaceable("quarantined", f"only {sum(len(r[3]) for r in rows)} free GPUs avoid "
+        return Unplaceable(PlacementFailure.QUARANTINED, f"only {sum(len(r[3]) for r in rows)} free GPUs avoid "
                                           f"quarantined nodes, {g} needed")
     rows.sort()
     tp = shape.tp

@@ -31,6 +31,7 @@ from railgang.topology.placement.types import (
     CLASS_WEIGHTS,
     GangRequest,
     Placement,
+    PlacementFailure,
     ScoreWeights,
     Unplaceable,
 )
@@ -246,14 +247,14 @@ def place(
     if shape.job_class == "single" or shape.units == 1:
         one = [c for c in conts if c.units >= shape.units]
         if not one:
-            return Unplaceable("topology_fragmented",
+            return Unplaceable(PlacementFailure.TOPOLOGY_FRAGMENTED,
                                f"no single NVLink domain has {shape.gpus} free GPUs")
         best = min(one, key=lambda c: (c.count - shape.gpus, fabric.index(c.first)))
         p = layout(fabric, shape, [(best, shape.units)], weights, health)
         return Placement(p.gpus, p.ranks, p.cost, p.breakdown, p.job_class, best.leaf)
     total = sum(c.units for c in conts)
     if total < shape.units:
-        return Unplaceable("topology_fragmented",
+        return Unplaceable(PlacementFailure.TOPOLOGY_FRAGMENTED,
                            f"{shape.units} groups of {shape.tp} NVLink-connected GPUs needed, {total} available")
     tree = _Tree(fabric, conts)
     rng = random.Random(seed)
@@ -295,7 +296,7 @@ def place(
         if best_p is None or p.cost < best_p.cost:
             best_p = Placement(p.gpus, p.ranks, p.cost, p.breakdown, p.job_class, scope, len(seen))
     if best_p is None:
-        return Unplaceable("topology_fragmented",
+        return Unplaceable(PlacementFailure.TOPOLOGY_FRAGMENTED,
                            f"{total} groups of {shape.tp} free, but none combine into {shape.units}")
     return Placement(best_p.gpus, best_p.ranks, best_p.cost, best_p.breakdown, best_p.job_class,
                      best_p.scope, len(seen))

@@ -1,11 +1,14 @@
 """Value types of the placement engine: the request, the answer, and why there is no answer.
 
-All frozen. ``Placement.gpus`` and ``Placement.breakdown`` are read-only mappings so a placement
+``GangRequest`` is the one gang request type: the decision core builds it directly (no mirror type
+in the daemon), and ``PlacementFailure`` is the one list of failure codes, which the core maps one
+to one onto its pending reasons. All frozen. ``Placement.gpus`` and ``Placement.breakdown`` are read-only mappings so a placement
 can be shared between the decision core, the simulator and the explain command without copies.
 """
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -13,10 +16,10 @@ from typing import Literal
 
 __all__ = [
     "CLASS_WEIGHTS",
-    "UNPLACEABLE_CODES",
     "GangRequest",
     "JobClass",
     "Placement",
+    "PlacementFailure",
     "RankSlot",
     "ScoreWeights",
     "Unplaceable",
@@ -24,14 +27,30 @@ __all__ = [
 
 JobClass = Literal["3d", "dp", "single"]
 
-UNPLACEABLE_CODES = (
-    "invalid_request",      # tp*pp*dp != gpus, non-positive sizes, TP wider than any NVLink domain
-    "insufficient_gpus",    # fewer free GPUs than requested in the whole fabric
-    "gpu_memory",           # enough GPUs, but not with min_gpu_mem_gb
-    "no_nvlink_domain",     # enough GPUs, but not on NVLink nodes (needs_nvlink or tp > 1)
-    "quarantined",          # enough GPUs only if lame-link nodes were used
-    "topology_fragmented",  # enough free GPUs, but not in the shape the gang needs
-)
+
+
+class PlacementFailure(enum.StrEnum):
+    """Why a gang cannot be placed now (the value is what logs, JSON and the CLI show).
+
+    The first three are about the request itself (no amount of freed GPUs helps); the others
+    are about the free GPUs right now.
+    """
+
+    INVALID_REQUEST = "invalid_request"  # tp*pp*dp != gpus, non-positive sizes, TP wider than any NVLink domain
+    GPU_MEMORY = "gpu_memory"  # enough GPUs, but not with min_gpu_mem_gb
+    NO_NVLINK_DOMAIN = "no_nvlink_domain"  # enough GPUs, but not on NVLink nodes (needs_nvlink or tp > 1)
+    INSUFFICIENT_GPUS = "insufficient_gpus"  # fewer free GPUs than requested in the whole fabric
+    QUARANTINED = "quarantined"  # enough GPUs only if lame-link nodes were used
+    TOPOLOGY_FRAGMENTED = "topology_fragmented"  # enough free GPUs, but not in the gang's shape
+
+    @property
+    def about_the_request(self) -> bool:
+        """True when the miss is about what the gang needs, not about how many GPUs are free."""
+        return self in _ABOUT_THE_REQUEST
+
+
+_ABOUT_THE_REQUEST = frozenset({PlacementFailure.INVALID_REQUEST, PlacementFailure.GPU_MEMORY,
+                                PlacementFailure.NO_NVLINK_DOMAIN})
 
 
 @dataclass(frozen=True)
@@ -39,7 +58,8 @@ class GangRequest:
     """A gang to place: ``gpus`` in total as ``tp`` x ``pp`` x ``dp``.
 
     ``dp`` defaults to ``gpus // (tp * pp)``; ``job_class`` None is inferred ("single" if the
-    gang fits one node and has no pipeline, "3d" if tp or pp > 1, else "dp").
+    gang fits one node and has no pipeline, "3d" if tp or pp > 1, else "dp"). Hashable: two equal
+    requests are placeable on exactly the same free sets (the decision core caches failures by it).
     """
 
     gpus: int
@@ -64,9 +84,9 @@ class RankSlot:
 
 @dataclass(frozen=True)
 class Unplaceable:
-    """Why the gang cannot be placed *now* (data, not an exception); ``code`` is one of UNPLACEABLE_CODES."""
+    """Why the gang cannot be placed *now* (data, not an exception)."""
 
-    code: str
+    code: PlacementFailure
     detail: str
 
 

@@ -13,16 +13,21 @@ from typing import Any
 
 from railgang.daemon.core import (
     Account,
-    GangSpec,
+    GangRequest,
     Job,
+    JobRequest,
+    JobState,
     Node,
-    NotPlaced,
     Placed,
+    PlacementFailure,
     RunningJob,
+    SpeedupFn,
+    Unplaceable,
     make_snapshot,
 )
-from railgang.daemon.core.job import SpeedupFn
 from railgang.daemon.core.snapshot import PreemptEvent, Snapshot
+
+STATE_FIELDS = frozenset(f.name for f in dataclasses.fields(JobState))
 
 
 class JobB:
@@ -74,7 +79,9 @@ class JobB:
         return self._set(**kw)
 
     def build(self) -> Job:
-        return Job(**self._f)
+        state = {k: v for k, v in self._f.items() if k in STATE_FIELDS}
+        request = {k: v for k, v in self._f.items() if k not in STATE_FIELDS}
+        return Job(JobRequest(**request), JobState(**state))
 
 
 def job(job_id: str) -> JobB:
@@ -85,11 +92,11 @@ def as_job(j: JobB | Job) -> Job:
     return j.build() if isinstance(j, JobB) else j
 
 
-def first_fit(fabric: Any, free: Mapping[str, frozenset[int]], spec: GangSpec, *,
-              health: Any = None, seed: int = 0) -> Placed | NotPlaced:
+def first_fit(fabric: Any, free: Mapping[str, frozenset[int]], spec: GangRequest, *,
+              health: Any = None, seed: int = 0) -> Placed | Unplaceable:
     """Fake placer: whole TP groups per node, nodes in name order, all or nothing."""
     if spec.gpus > sum(len(g) for g in free.values()):
-        return NotPlaced("insufficient", "not enough free GPUs")
+        return Unplaceable(PlacementFailure.INSUFFICIENT_GPUS, "not enough free GPUs")
     got: dict[str, tuple[int, ...]] = {}
     left = spec.gpus
     for node in sorted(free):
@@ -100,7 +107,7 @@ def first_fit(fabric: Any, free: Mapping[str, frozenset[int]], spec: GangSpec, *
             left -= take
         if not left:
             return Placed(got, float(len(got)))
-    return NotPlaced("fragmented", "no node set holds whole TP groups")
+    return Unplaceable(PlacementFailure.TOPOLOGY_FRAGMENTED, "no node set holds whole TP groups")
 
 
 class ClusterB:
@@ -160,4 +167,8 @@ def cluster(nodes: int, gpus_per_node: int = 8) -> ClusterB:
 
 
 def replace(j: Job, **kw: Any) -> Job:
-    return dataclasses.replace(j, **kw)
+    """``j`` with request or state fields changed (each part replaced as a whole value)."""
+    state = {k: v for k, v in kw.items() if k in STATE_FIELDS}
+    request = {k: v for k, v in kw.items() if k not in STATE_FIELDS}
+    return Job(dataclasses.replace(j.request, **request) if request else j.request,
+               dataclasses.replace(j.state, **state) if state else j.state)

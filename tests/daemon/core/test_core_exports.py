@@ -5,11 +5,12 @@ from __future__ import annotations
 import railgang.daemon.core as core
 
 EXPECTED = {
-    "Account", "Action", "CycleConfig", "Decision", "DrainNode", "ElasticRules", "GangSpec", "Job",
-    "Node", "NotPlaced", "PendingReason", "Placed", "Placer", "Plan", "Policy", "Preempt",
-    "PreemptEvent", "PreemptionBudget", "Reason", "Resize", "RunningJob", "SetPriority",
-    "SpeedupFn", "Snapshot", "Start", "TagNode", "Want", "allreduce", "amdahl", "decide", "linear",
-    "make_snapshot", "table", "topology_placer",
+    "Account", "Action", "Assignment", "CycleConfig", "Decision", "DrainNode", "ElasticRules",
+    "GangRequest", "Job", "JobRequest", "JobState", "Node", "NodeState", "PendingReason", "Placed",
+    "PlacementFailure", "Placer", "Plan", "Policy", "Preempt", "PreemptEvent", "PreemptionBudget",
+    "Reason", "Resize", "RunningJob", "SetPriority", "SpeedupFn", "Snapshot", "Start", "TagNode",
+    "Unplaceable", "Want", "allreduce", "amdahl", "decide", "gang_for", "gpu_count", "linear",
+    "make_snapshot", "reason_for", "table", "topology_placer",
 }
 
 

@@ -1,4 +1,4 @@
-"""Job model: sizes in DP replicas, scaling curves as callables, validation."""
+"""Job model: request apart from state, sizes in DP replicas, scaling curves, validation."""
 
 from __future__ import annotations
 
@@ -8,7 +8,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from railgang.daemon.core import Job, RunningJob, allreduce, amdahl, linear, table
+from railgang.daemon.core import (
+    JobRequest,
+    JobState,
+    RunningJob,
+    allreduce,
+    amdahl,
+    gpu_count,
+    linear,
+    table,
+)
 from tests.daemon.core.core_builders import job
 
 
@@ -30,13 +39,48 @@ def test_rigid_job_range_is_its_size() -> None:
 )
 def test_invalid_jobs_are_refused(kw: dict[str, int]) -> None:
     with pytest.raises(ValueError):
-        Job("bad", **kw)  # type: ignore[arg-type]
+        JobRequest("bad", **kw)  # type: ignore[arg-type]
 
 
-def test_job_is_frozen() -> None:
-    j = job("a").gpus(8).build()
-    with pytest.raises(dataclasses.FrozenInstanceError):
+def test_request_state_and_job_are_immutable() -> None:
+    j = job("a").gpus(8).service(10.0).build()
+    for obj, name, value in ((j.request, "gpus", 4), (j.state, "attained_gpu_s", 0.0),
+                             (j, "state", JobState())):
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            setattr(obj, name, value)
+    with pytest.raises((AttributeError, TypeError)):  # a forwarded field has no setter
         j.gpus = 4  # type: ignore[misc]
+
+
+def test_a_new_state_shares_the_request_and_leaves_the_old_job_alone() -> None:
+    old = job("a").gpus(8).work(100.0).build()
+    new = old.with_state(JobState(attained_gpu_s=80.0, work_remaining_s=90.0, preemptions=1,
+                                  last_preempted_at=5.0))
+    assert new.request is old.request  # nothing about the request is copied per snapshot
+    assert (new.attained_gpu_s, new.work_remaining_s, new.preemptions) == (80.0, 90.0, 1)
+    assert (old.attained_gpu_s, old.work_remaining_s, old.preemptions) == (0.0, 100.0, 0)
+    assert new.last_preempted_at == 5.0 and new.remaining_at(8) == 90.0
+
+
+def test_the_job_reads_as_its_request_and_its_state() -> None:
+    j = job("a").gpus(16).tp(2).account("nlp").cls(1).elastic(2, 16).service(7.0).build()
+    for name in ("job_id", "gpus", "account", "tp", "pp", "priority_class", "replica_gpus",
+                 "replicas", "min_replicas", "max_replicas", "elastic", "min_gpus", "max_gpus",
+                 "elastic_min", "elastic_max", "time_limit_s", "comm_fraction", "model"):
+        assert getattr(j, name) == getattr(j.request, name), name
+    for name in ("attained_gpu_s", "work_remaining_s", "preemptions", "last_preempted_at"):
+        assert getattr(j, name) == getattr(j.state, name), name
+
+
+def test_a_renewed_running_job_keeps_its_run() -> None:
+    j = job("a").gpus(8).work(100).build()
+    r = RunningJob(j, {"n1": (3, 1), "n0": (0, 2, 4, 5, 6, 7)}, start_time=3.0, replicas=8,
+                   last_checkpoint_time=4.0)
+    later = r.with_job(j.with_state(JobState(attained_gpu_s=8.0, work_remaining_s=99.0)))
+    assert later.job.request is j.request and later.job.work_remaining_s == 99.0
+    assert later.assignment is r.assignment and later.gpus == 8 == gpu_count(r.assignment)
+    assert (later.job_id, later.start_time, later.last_checkpoint_time) == ("a", 3.0, 4.0)
+    assert later == dataclasses.replace(r, job=later.job)
 
 
 def test_table_interpolates_and_saturates() -> None:

@@ -7,13 +7,14 @@ from typing import Any
 
 import pytest
 
-from railgang.daemon.core.gang import GangSpec, NotPlaced, Placed
+from railgang.daemon.core.gang import GangRequest, Placed
 from railgang.daemon.sim.traces.model import TraceJob
 from railgang.topology.fabric import fabric_from_shape
+from railgang.topology.placement import PlacementFailure, Unplaceable
 
 
-def first_fit(fabric: Any, free: Mapping[str, frozenset[int]], spec: GangSpec, *,
-              health: Any = None, seed: int = 0) -> Placed | NotPlaced:
+def first_fit(fabric: Any, free: Mapping[str, frozenset[int]], spec: GangRequest, *,
+              health: Any = None, seed: int = 0) -> Placed | Unplaceable:
     """Lowest node, lowest GPU first: placements tests can predict exactly."""
     out: dict[str, tuple[int, ...]] = {}
     need = spec.gpus
@@ -24,7 +25,7 @@ def first_fit(fabric: Any, free: Mapping[str, frozenset[int]], spec: GangSpec, *
             need -= len(take)
         if need == 0:
             return Placed(out)
-    return NotPlaced("insufficient_gpus", f"{spec.gpus} GPUs wanted")
+    return Unplaceable(PlacementFailure.INSUFFICIENT_GPUS, f"{spec.gpus} GPUs wanted")
 
 
 def tj(job_id: str, submit: float, gpus: int, duration: float, **kw: Any) -> TraceJob:

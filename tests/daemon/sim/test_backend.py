@@ -5,9 +5,9 @@ from typing import Any
 import pytest
 
 from railgang.daemon.core.actions import DrainNode, Preempt, Resize, SetPriority, Start
+from railgang.daemon.sim.backend import COMPLETE, KILL, SimBackend, SimConfig
 from railgang.daemon.sim.traces.model import TraceJob
 from railgang.daemon.slurm.backend import Backend
-from railgang.daemon.slurm.sim import COMPLETE, KILL, SimBackend, SimConfig
 from railgang.topology.fabric import fabric_from_shape
 
 

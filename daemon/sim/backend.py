@@ -1,0 +1,335 @@
+"""``SimBackend``: the simulated cluster behind the backend seam (cluster state + actions).
+
+It holds what a real Slurm cluster would hold — which GPUs are busy, which jobs wait and which run
+where — builds the immutable ``Snapshot`` the decision core reads, and applies the core's actions
+exactly as ordered: ``Start`` occupies exactly the placement's GPUs, ``Resize`` swaps the
+assignment and pays the job's transition time, ``Preempt`` signals and kills after the grace time
+(work since the last checkpoint is lost and the restart pays the restore time), ``DrainNode``
+keeps a node's free GPUs out of every later snapshot.
+
+How far each job got is the job's own accounting (``accounting.SimJob``); what happened to it is
+recorded for the metrics by ``recorder.Recorder``. Time only enters as the ``now`` argument.
+Future events the simulation must wake up for (a job's completion, the end of a preemption grace
+period) are handed to an :class:`EventSink` — the discrete-event engine (``engine.py``) or the
+daemon's live demo; the backend never advances time itself.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from railgang.daemon.core.actions import (
+    Action,
+    DrainNode,
+    Preempt,
+    Resize,
+    SetPriority,
+    Start,
+    TagNode,
+)
+from railgang.daemon.core.job import Assignment, Job, RunningJob
+from railgang.daemon.core.snapshot import Account, Node, NodeState, PreemptEvent, Snapshot
+from railgang.daemon.sim.accounting import SimJob
+from railgang.daemon.sim.metrics import JobRecord
+from railgang.daemon.sim.progress import CommModel, NoComm, job_request
+from railgang.daemon.sim.recorder import Recorder
+from railgang.daemon.sim.traces.model import TraceJob
+from railgang.daemon.slurm.backend import ActionResult
+
+COMPLETE = "complete"
+KILL = "kill"
+_UNUSABLE = frozenset(s for s in NodeState if not s.usable)  # a set lookup: read per node per cycle
+
+
+class EventSink(Protocol):
+    def at(self, time: float, kind: str, job_id: str, version: int) -> None:
+        """Wake the simulation at ``time`` for ``job_id`` (stale if ``version`` has moved on)."""
+        ...
+
+
+class _NoEvents:
+    def at(self, time: float, kind: str, job_id: str, version: int) -> None:
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class SimConfig:
+    comm_share: float = 0.2  # all-reduce share of a step, multi-node jobs (progress.py)
+    checkpoint_interval_s: float = 1800.0
+    checkpoint_cost_s: float = 60.0
+    restore_cost_s: float = 120.0  # reload + warm-up after a restart
+    transition_cost_s: float = 30.0  # no progress for this long after a resize
+    panic_checkpoint: bool = False  # a signalled job saves if grace >= checkpoint cost
+    preempt_window_s: float = 3600.0  # how much preemption history snapshots carry
+    oracle: bool = True  # tell the core the exact work left (a real cluster only estimates it)
+
+
+class SimBackend:
+    """A simulated cluster on a ``topology`` fabric (see the module docstring)."""
+
+    def __init__(self, fabric: Any, *, config: SimConfig = SimConfig(),
+                 comm: CommModel | None = None, events: EventSink | None = None,
+                 max_pending: int | None = None) -> None:
+        self.fabric = fabric
+        self.config = config
+        self.comm = comm or NoComm()
+        self.events: EventSink = events if events is not None else _NoEvents()
+        self.max_pending = max_pending  # cap on queue length shown to the core (None = all)
+        self.recorder = Recorder()
+        names = tuple(fabric.nodes)
+        self.nodes: dict[str, Node] = {n: Node(n, fabric.facts(n).gpus) for n in names}
+        self.free: dict[str, set[int]] = {n: set(range(self.nodes[n].gpus)) for n in names}
+        self._frozen_free: dict[str, frozenset[int]] = {}
+        self.jobs: dict[str, SimJob] = {}
+        self.pending: list[tuple[float, int, str]] = []  # (submit, seq, job_id), kept sorted
+        self._pending_jobs: list[Job] = []  # the core's views, aligned with ``pending``
+        self._pending_view: tuple[Job, ...] | None = None
+        self.running: dict[str, SimJob] = {}
+        self.preempt_log: list[PreemptEvent] = []
+        self.priorities: dict[str, int] = {}
+        self._seq = 0
+        self._usage_done: dict[str, float] = {}  # GPU-seconds of finished runs, per account
+
+    # -- bookkeeping ---------------------------------------------------------------------------
+    @property
+    def total_gpus(self) -> int:
+        return sum(n.gpus for n in self.nodes.values() if n.state.usable)
+
+    @property
+    def records(self) -> list[JobRecord]:
+        return self.recorder.records
+
+    @property
+    def finished(self) -> int:
+        return self.recorder.finished
+
+    def pending_ids(self) -> list[str]:
+        return [jid for _, _, jid in self.pending]
+
+    def _enqueue(self, sj: SimJob) -> None:
+        self._seq += 1
+        sj.qkey = (sj.tj.submit_time, self._seq, sj.tj.job_id)
+        i = bisect.bisect_left(self.pending, sj.qkey)
+        self.pending.insert(i, sj.qkey)
+        self._pending_jobs.insert(i, sj.job)
+        self._pending_view = None
+
+    def _dequeue(self, sj: SimJob) -> None:
+        i = bisect.bisect_left(self.pending, sj.qkey)
+        if i < len(self.pending) and self.pending[i] == sj.qkey:
+            del self.pending[i]
+            del self._pending_jobs[i]
+            self._pending_view = None
+
+    def _take(self, assignment: Assignment) -> str | None:
+        for node, gpus in assignment.items():
+            have = self.free.get(node)
+            if have is None or not self.nodes[node].state.usable:
+                return f"node {node} is not usable"
+            if not have.issuperset(gpus):
+                return f"GPUs {sorted(set(gpus) - have)} on {node} are not free"
+        for node, gpus in assignment.items():
+            self.free[node].difference_update(gpus)
+            self._frozen_free.pop(node, None)
+        return None
+
+    def _give(self, assignment: Assignment) -> None:
+        for node, gpus in assignment.items():
+            self.free[node].update(gpus)
+            self._frozen_free.pop(node, None)
+
+    def _allocate(self, sj: SimJob, assignment: Assignment, replicas: int) -> None:
+        sj.allocate(assignment, replicas, self.comm.factor(sj.request, assignment))
+
+    def _schedule_completion(self, sj: SimJob, now: float) -> None:
+        sj.version += 1
+        done = sj.finish_time(now)
+        if done is not None:
+            self.events.at(done, COMPLETE, sj.tj.job_id, sj.version)
+
+    # -- the seam ------------------------------------------------------------------------------
+    def submit(self, tj: TraceJob, now: float) -> bool:
+        """A job arrives. Returns False (and records a rejection) if it can never fit."""
+        cfg = self.config
+        request = job_request(tj, comm_share=cfg.comm_share,
+                              checkpoint_interval_s=cfg.checkpoint_interval_s,
+                              checkpoint_cost_s=cfg.checkpoint_cost_s,
+                              restore_cost_s=cfg.restore_cost_s,
+                              transition_cost_s=cfg.transition_cost_s)
+        rec = self.recorder.record(tj)
+        sj = SimJob(tj, request, rec, oracle=cfg.oracle, integral=self.recorder.integral_at(now))
+        if request.min_gpus > self.total_gpus:
+            rec.rejected = f"needs {request.min_gpus} GPUs, the cluster has {self.total_gpus}"
+            return False
+        self.jobs[tj.job_id] = sj
+        self.recorder.entered(now)
+        self._enqueue(sj)
+        return True
+
+    def reject(self, job_id: str, reason: str, now: float) -> None:
+        sj = self.jobs.get(job_id)
+        if sj is None or sj.assignment is not None:
+            return
+        del self.jobs[job_id]
+        self._dequeue(sj)
+        sj.record.rejected = reason
+        self.recorder.left(now)
+
+    def snapshot(self, now: float) -> Snapshot:
+        running: dict[str, RunningJob] = {}
+        usage = dict(self._usage_done)
+        oracle = self.config.oracle
+        for jid, sj in self.running.items():  # hot path: every running job, every cycle
+            view = sj.running_view(now, oracle)
+            running[jid] = view
+            acc = sj.tj.account
+            usage[acc] = usage.get(acc, 0.0) + view.job.state.attained_gpu_s - sj.attained_at_start
+        if self._pending_view is None:
+            self._pending_view = tuple(self._pending_jobs)
+        pending = self._pending_view
+        if self.max_pending is not None and len(pending) > self.max_pending:
+            pending = pending[: self.max_pending]
+        free: dict[str, frozenset[int]] = {}
+        nodes = self.nodes
+        for node, gpus in self.free.items():
+            if nodes[node].state in _UNUSABLE:
+                continue
+            cached = self._frozen_free.get(node)
+            if cached is None:
+                cached = self._frozen_free[node] = frozenset(gpus)
+            free[node] = cached
+        horizon = now - self.config.preempt_window_s
+        while self.preempt_log and self.preempt_log[0].time < horizon:
+            self.preempt_log.pop(0)
+        accounts = [Account(a, usage_gpu_s=u) for a, u in sorted(usage.items())]
+        return Snapshot(now=now, fabric=self.fabric, nodes=self.nodes, free=free,
+                        running=running, pending=pending,
+                        accounts={a.name: a for a in accounts},
+                        preemptions=tuple(self.preempt_log))
+
+    def apply(self, actions: Sequence[Action], now: float) -> list[ActionResult]:
+        results = []
+        for action in actions:
+            detail = self._apply_one(action, now)
+            results.append(ActionResult(action, detail is None, detail or ""))
+        return results
+
+    def _apply_one(self, action: Action, now: float) -> str | None:
+        if isinstance(action, Start):
+            return self._start(action, now)
+        if isinstance(action, Resize):
+            return self._resize(action, now)
+        if isinstance(action, Preempt):
+            return self._preempt(action, now)
+        if isinstance(action, SetPriority):
+            self.priorities[action.job_id] = action.priority
+            return None
+        if isinstance(action, DrainNode | TagNode):
+            node = self.nodes.get(action.node)
+            if node is None:
+                return f"unknown node {action.node}"
+            self.nodes[action.node] = (node.with_state(NodeState.DRAIN)
+                                       if isinstance(action, DrainNode) else node.with_tag(action.tag))
+            return None
+        return f"unsupported action {type(action).__name__}"
+
+    def _start(self, action: Start, now: float) -> str | None:
+        sj = self.jobs.get(action.job_id)
+        if sj is None or sj.assignment is not None:
+            return f"{action.job_id} is not pending"
+        req = sj.request
+        if action.gpus != action.replicas * req.replica_gpus:
+            return f"{action.gpus} GPUs for {action.replicas} replicas of {req.replica_gpus}"
+        if not req.min_replicas <= action.replicas <= req.max_replicas:
+            return f"{action.replicas} replicas outside [{req.min_replicas}, {req.max_replicas}]"
+        problem = self._take(action.assignment)
+        if problem:
+            return problem
+        self._dequeue(sj)
+        self._allocate(sj, action.assignment, action.replicas)
+        sj.begin_run(now)
+        self.running[sj.tj.job_id] = sj
+        self._schedule_completion(sj, now)
+        return None
+
+    def _resize(self, action: Resize, now: float) -> str | None:
+        sj = self.running.get(action.job_id)
+        if sj is None or sj.assignment is None:
+            return f"{action.job_id} is not running"
+        if sj.kill_at is not None:
+            return f"{action.job_id} is being preempted"
+        req = sj.request
+        if not req.min_replicas <= action.replicas <= req.max_replicas:
+            return f"{action.replicas} replicas outside [{req.min_replicas}, {req.max_replicas}]"
+        if action.gpus != action.replicas * req.replica_gpus:
+            return f"{action.gpus} GPUs for {action.replicas} replicas of {req.replica_gpus}"
+        old = sj.assignment
+        added = {n: tuple(set(g) - set(old.get(n, ()))) for n, g in action.assignment.items()}
+        removed = {n: tuple(set(g) - set(action.assignment.get(n, ()))) for n, g in old.items()}
+        problem = self._take({n: g for n, g in added.items() if g})
+        if problem:
+            return problem
+        self._give({n: g for n, g in removed.items() if g})
+        sj.advance(now)
+        self._allocate(sj, action.assignment, action.replicas)
+        sj.resized(now)
+        self._schedule_completion(sj, now)
+        return None
+
+    def _preempt(self, action: Preempt, now: float) -> str | None:
+        sj = self.running.get(action.job_id)
+        if sj is None or sj.assignment is None:
+            return f"{action.job_id} is not running"
+        if sj.kill_at is not None:
+            return None  # already signalled: idempotent
+        kill_at = sj.signal(now, max(0.0, action.grace_s), self.config.panic_checkpoint)
+        done = sj.finish_time(now)  # the completion event (if any) is stale now ...
+        if done is not None and done <= kill_at:  # ... unless the job finishes within its grace
+            self.events.at(done, COMPLETE, sj.tj.job_id, sj.version)
+        self.events.at(kill_at, KILL, sj.tj.job_id, sj.version)
+        return None
+
+    # -- events from the engine ----------------------------------------------------------------
+    def on_event(self, kind: str, job_id: str, version: int, now: float) -> bool:
+        """Handle a due event; returns True if the cluster changed (a cycle is worth running)."""
+        sj = self.running.get(job_id)
+        if sj is None or sj.version != version:
+            return False
+        if kind == COMPLETE:
+            return self._complete(sj, now)
+        if kind == KILL:
+            self._kill(sj, now)
+            return True
+        return False
+
+    def _release(self, sj: SimJob) -> None:
+        assert sj.assignment is not None
+        self._give(sj.assignment)
+        acc = sj.tj.account
+        self._usage_done[acc] = self._usage_done.get(acc, 0.0) + sj.attained - sj.attained_at_start
+        sj.released()
+        del self.running[sj.tj.job_id]
+
+    def _complete(self, sj: SimJob, now: float) -> bool:
+        sj.advance(now)
+        if not sj.is_done():
+            self._schedule_completion(sj, now)  # rounding: not quite done yet
+            return False
+        self._release(sj)
+        del self.jobs[sj.tj.job_id]
+        self.recorder.completed(sj.record, sj.submit_integral, now)
+        return True
+
+    def _kill(self, sj: SimJob, now: float) -> None:
+        sj.advance(now)
+        sj.roll_back(now)
+        self.preempt_log.append(PreemptEvent(now, sj.tj.job_id, sj.gpus))
+        self._release(sj)
+        sj.requeued(now, self.config.oracle)
+        self._enqueue(sj)
+
+
+__all__ = ["COMPLETE", "KILL", "EventSink", "SimBackend", "SimConfig"]
