@@ -37,6 +37,9 @@ def demo(
                                           help="Seconds per training step on one replica.")] = 1.0,
     out: Annotated[Path, typer.Option(help="Directory for the jobs' output files.")]
         = Path("/tmp/railgang-demo"),
+    wave_gap: Annotated[float, typer.Option("--wave-gap", min=0,
+                                            help="Seconds between the batch wave and the "
+                                                 "guaranteed (class 0-2) wave.")] = 20.0,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the sbatch lines only.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
 ) -> None:
@@ -55,7 +58,7 @@ def demo(
     os.environ["SLURM_CONF"] = str(_slurm_conf())
     out.mkdir(parents=True, exist_ok=True)
     try:
-        submitted = submit(workload, out_dir=str(out), step_s=step_s)
+        submitted = submit(workload, out_dir=str(out), step_s=step_s, wave_gap_s=wave_gap)
     except (RuntimeError, OSError) as exc:
         raise InputError(str(exc)) from exc
     if as_json:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import random
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -54,7 +55,12 @@ class DemoJob:
 
 
 def make_workload(n: int = 30, seed: int = 1) -> list[DemoJob]:
-    """``n`` jobs drawn from :data:`SHAPES` and :data:`CLASS_WEIGHTS` with a fixed seed."""
+    """``n`` jobs drawn from :data:`SHAPES` and :data:`CLASS_WEIGHTS` with a fixed seed.
+
+    Batch work (class 3) comes first and more than fills a 128-GPU cluster; the guaranteed work
+    (classes 0-2) follows, so submitted after a pause (:func:`submit` ``wave_gap_s``) it must
+    shrink or preempt batch jobs to start: the demo shows priority classes at work.
+    """
     rng = random.Random(seed)
     classes = list(CLASS_WEIGHTS)
     jobs = []
@@ -69,7 +75,7 @@ def make_workload(n: int = 30, seed: int = 1) -> list[DemoJob]:
         jobs.append(DemoJob(name=f"demo-{i:02d}", account=("team-a", "team-b")[i % 2],
                             nodes=nodes, gpus_per_node=per_node, tp=tp, pp=pp, dp=dp,
                             elastic=elastic, priority_class=cls, steps=rng.randint(20, 60)))
-    return jobs
+    return sorted(jobs, key=lambda j: j.priority_class != 3)  # stable: batch wave first
 
 
 Runner = Callable[[Sequence[str]], str]
@@ -84,10 +90,16 @@ def _sbatch(argv: Sequence[str]) -> str:
 
 
 def submit(jobs: Sequence[DemoJob], *, out_dir: str, step_s: float = 1.0,
-           python: str = sys.executable, runner: Runner = _sbatch) -> list[tuple[DemoJob, str]]:
-    """Submit every job; returns (job, Slurm job id) pairs in submission order."""
+           python: str = sys.executable, runner: Runner = _sbatch, wave_gap_s: float = 0.0,
+           sleep: Callable[[float], None] = time.sleep) -> list[tuple[DemoJob, str]]:
+    """Submit every job; returns (job, Slurm job id) pairs in submission order.
+
+    ``wave_gap_s``: pause before the first job of class 0-2, so the batch wave is running when
+    the guaranteed work arrives."""
     submitted = []
-    for job in jobs:
+    for i, job in enumerate(jobs):
+        if wave_gap_s > 0 and job.priority_class != 3 and (i == 0 or jobs[i - 1].priority_class == 3):
+            sleep(wave_gap_s)
         out = runner(job.sbatch_argv(python, out_dir, step_s)).strip()
         submitted.append((job, out.split(";")[0]))
     return submitted

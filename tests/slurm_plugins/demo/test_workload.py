@@ -50,6 +50,18 @@ def test_submit_passes_hints_and_returns_ids() -> None:
     assert seen[0][-1].startswith("--wrap=/py -m railgang.slurm_plugins.demo.train_example")
 
 
+def test_batch_wave_first_then_guaranteed_work_after_the_gap() -> None:
+    jobs = make_workload(30, 1)
+    classes = [j.priority_class for j in jobs]
+    first_guaranteed = next(i for i, c in enumerate(classes) if c != 3)
+    assert all(c == 3 for c in classes[:first_guaranteed])
+    assert all(c != 3 for c in classes[first_guaranteed:])
+    assert sum(j.gpus for j in jobs[:first_guaranteed]) > 128  # more than fills the demo cluster
+    slept: list[float] = []
+    submit(jobs, out_dir="/tmp/x", runner=lambda argv: "1\n", wave_gap_s=20, sleep=slept.append)
+    assert slept == [20]
+
+
 def test_cli_dry_run_prints_sbatch_lines() -> None:
     res = CliRunner().invoke(app, ["demo", "--jobs", "4", "--dry-run"])
     assert res.exit_code == 0, res.output

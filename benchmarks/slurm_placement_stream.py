@@ -1,0 +1,207 @@
+"""Placement on the real slurmctld: one stream of mixed GPU jobs, submitted to a local cluster of
+64 nodes x 8 GPUs in leaves of 8 under one spine, measured from Slurm's own accounting.
+
+Modes (the same stream each time, a fresh cluster each time):
+
+  plain      Slurm 22.05 places every job itself (topology/tree, cons_tres, backfill): the baseline.
+  switches   the same, with ``--switches=1`` on multi-node jobs (stay inside one leaf, wait longer).
+  railgang   the railgang daemon (CLI backend) places the hinted jobs; Slurm runs them.
+
+Reported per mode: share of multi-node jobs inside one leaf, leaves per multi-node job, mean and
+p95 wait (submit -> start), makespan, and the modeled 1 GB ring all-reduce of every multi-node job
+over the GPUs it got (``railgang.topology.comm_model``).
+
+    .venv/bin/python benchmarks/slurm_placement_stream.py --mode plain --jobs 200
+    .venv/bin/python benchmarks/slurm_placement_stream.py --mode switches --jobs 200
+
+Runs as root (the cluster is real). Each job is ``sleep`` for its duration, so a 200-job stream
+takes a few minutes of wall time per mode; ``--time-scale`` shortens or stretches every duration.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import signal
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import hostlist
+
+from railgang.slurm_plugins.devcluster.cluster import DevCluster, slurm_env
+from railgang.slurm_plugins.devcluster.layout import ClusterSpec
+from railgang.topology.comm_model import ring_allreduce_time_s
+from railgang.topology.fabric import fabric_from_shape
+
+# (weight, nodes, GPUs per node): whole-node gangs of 1/2/4/8 nodes and one/two-GPU jobs, the mix
+# of the plain-Slurm measurement this benchmark repeats
+MIX = ((30, 1, 1), (15, 1, 2), (20, 1, 8), (15, 2, 8), (12, 4, 8), (8, 8, 8))
+
+
+@dataclass(frozen=True)
+class StreamJob:
+    index: int
+    arrival_s: float
+    duration_s: float
+    nodes: int
+    gpus_per_node: int
+
+    def argv(self, mode: str) -> list[str]:
+        tp = min(8, self.gpus_per_node) if self.gpus_per_node == 8 else 1
+        dp = self.nodes * self.gpus_per_node // tp
+        argv = ["sbatch", "--parsable", "--account=team-a", f"--job-name=s{self.index:03d}",
+                f"--nodes={self.nodes}", f"--gres=gpu:{self.gpus_per_node}",
+                f"--rg-parallel=tp{tp},dp{dp}", "--output=/dev/null",
+                f"--time={max(1, int(self.duration_s * 3 // 60) + 1)}"]
+        if mode == "switches" and self.nodes > 1:
+            argv.append("--switches=1@10:00")
+        return [*argv, f"--wrap=sleep {self.duration_s:.1f}"]
+
+
+def make_stream(n: int, seed: int, gpus: int, load: float, time_scale: float) -> list[StreamJob]:
+    """``n`` jobs, Poisson arrivals at an offered load of ``load`` x the cluster's GPUs."""
+    rng = random.Random(seed)
+    shapes = [(nodes, per) for _, nodes, per in MIX]
+    weights = [w for w, _, _ in MIX]
+    jobs, t = [], 0.0
+    drafts = []
+    for i in range(n):
+        nodes, per = rng.choices(shapes, weights=weights)[0]
+        drafts.append((i, nodes, per, rng.uniform(10, 50) * time_scale))
+    mean_gpu_s = statistics.fmean(nodes * per * d for _, nodes, per, d in drafts)
+    rate = load * gpus / mean_gpu_s  # arrivals per second that offer `load` of the GPUs
+    for i, nodes, per, duration in drafts:
+        jobs.append(StreamJob(i, t, duration, nodes, per))
+        t += rng.expovariate(rate)
+    return jobs
+
+
+def run_stream(cluster: DevCluster, jobs: list[StreamJob], mode: str) -> dict[str, str]:
+    env = slurm_env(cluster.spec)
+    ids: dict[str, str] = {}
+    t0 = time.monotonic()
+    for job in jobs:
+        delay = job.arrival_s - (time.monotonic() - t0)
+        if delay > 0:
+            time.sleep(delay)
+        res = subprocess.run(job.argv(mode), capture_output=True, text=True, env=env, timeout=60,
+                             check=True)
+        ids[res.stdout.strip().split(";")[0]] = f"s{job.index:03d}"
+    while True:  # wait for the queue to drain
+        out = subprocess.run(["squeue", "-h", "-o", "%i"], capture_output=True, text=True,
+                             env=env, timeout=60, check=True).stdout.split()
+        if not set(out) & set(ids):
+            return ids
+        time.sleep(2)
+
+
+def accounting(cluster: DevCluster, ids: dict[str, str]) -> list[dict[str, object]]:
+    env = slurm_env(cluster.spec)
+    for _ in range(30):  # slurmdbd catches up a moment after the last job ends
+        doc = json.loads(subprocess.run(["sacct", "--json", "-a", "-S", "now-2hours"],
+                                        capture_output=True, text=True, env=env, timeout=60,
+                                        check=True).stdout)
+        rows = [j for j in doc.get("jobs", []) if str(j["job_id"]) in ids
+                and j["state"]["current"] == "COMPLETED"]
+        if len(rows) >= len(ids):
+            return rows
+        time.sleep(2)
+    return rows
+
+
+def measure(rows: list[dict[str, object]], spec: ClusterSpec) -> dict[str, float]:
+    fabric = fabric_from_shape(spec.nodes, spec.gpus_per_node, spec.nodes_per_leaf)
+    leaf_of = {n: leaf for leaf, members in spec.leaves for n in members}
+    waits, multi_in_leaf, multi_leaves, allreduce = [], [], [], []
+    starts, ends, submits = [], [], []
+    for r in rows:
+        t = r["time"]  # type: ignore[index]
+        submit, start, end = t["submission"], t["start"], t["end"]  # type: ignore[index]
+        waits.append(start - submit)
+        starts.append(start), ends.append(end), submits.append(submit)
+        nodes = hostlist.expand_hostlist(r["nodes"])  # type: ignore[arg-type]
+        if len(nodes) > 1:
+            leaves = {leaf_of[n] for n in nodes}
+            multi_in_leaf.append(len(leaves) == 1)
+            multi_leaves.append(len(leaves))
+            gpus = [(n, g) for n in nodes for g in range(spec.gpus_per_node)]
+            allreduce.append(ring_allreduce_time_s(fabric, gpus, 1e9) * 1e3)
+    waits.sort()
+    return {
+        "jobs": len(rows),
+        "multi_node_jobs": len(multi_in_leaf),
+        "multi_in_one_leaf_pct": 100 * sum(multi_in_leaf) / max(1, len(multi_in_leaf)),
+        "leaves_per_multi_job": statistics.fmean(multi_leaves) if multi_leaves else 0.0,
+        "wait_mean_s": statistics.fmean(waits),
+        "wait_p95_s": waits[int(0.95 * (len(waits) - 1))],
+        "makespan_s": max(ends) - min(submits),
+        "allreduce_1gb_mean_ms": statistics.fmean(allreduce) if allreduce else 0.0,
+    }
+
+
+def start_daemon(spec: ClusterSpec, cycle_s: float) -> subprocess.Popen[bytes]:
+    """`railgang daemon run` on this cluster: its own SQLite database, the heartbeat file the
+    cluster's job_submit.lua reads, no metrics port. Returns once the first heartbeat is written."""
+    env = slurm_env(spec) | {
+        "RAILGANG_SLURM__CONF": str(spec.slurm_conf),
+        "RAILGANG_DAEMON__HEARTBEAT_FILE": str(spec.heartbeat_file),
+        "RAILGANG_DB__URL": f"sqlite:///{spec.dir / 'railgang.sqlite'}",
+        "RAILGANG_DAEMON__CYCLE_INTERVAL_S": str(cycle_s),
+        "RAILGANG_DAEMON__METRICS_PORT": "0",
+    }
+    railgang = str(Path(sys.executable).with_name("railgang"))
+    subprocess.run([railgang, "db", "upgrade"], env=env, check=True, capture_output=True)
+    spec.heartbeat_file.unlink(missing_ok=True)
+    log = open(spec.dir / "daemon.log", "wb")  # noqa: SIM115 (lives as long as the daemon)
+    proc = subprocess.Popen([railgang, "daemon", "run"], env=env, stdout=log, stderr=log)
+    deadline = time.monotonic() + 60
+    while not spec.heartbeat_file.exists():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise SystemExit(f"daemon did not start; see {spec.dir / 'daemon.log'}")
+        time.sleep(0.2)
+    return proc
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--mode", choices=["plain", "switches", "railgang"], required=True)
+    ap.add_argument("--jobs", type=int, default=200)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--load", type=float, default=1.05, help="offered load (1.0 = all GPUs)")
+    ap.add_argument("--time-scale", type=float, default=1.0)
+    ap.add_argument("--dir", type=Path, default=Path("/tmp/railgang-bench-stream"))
+    ap.add_argument("--port-base", type=int, default=27817)
+    ap.add_argument("--cycle-s", type=float, default=2.0, help="daemon cycle (railgang mode)")
+    args = ap.parse_args()
+    spec = ClusterSpec(dir=args.dir, nodes=64, gpus_per_node=8, nodes_per_leaf=8,
+                       slurmctld_port=args.port_base, slurmdbd_port=args.port_base + 2,
+                       mariadb_port=args.port_base - 511, slurmd_base_port=args.port_base + 83)
+    cluster = DevCluster(spec)
+    cluster.down()
+    cluster.up()
+    daemon = start_daemon(spec, args.cycle_s) if args.mode == "railgang" else None
+    try:
+        jobs = make_stream(args.jobs, args.seed, spec.nodes * spec.gpus_per_node, args.load,
+                           args.time_scale)
+        t0 = time.monotonic()
+        ids = run_stream(cluster, jobs, args.mode)
+        wall = time.monotonic() - t0
+        result = measure(accounting(cluster, ids), spec)
+    finally:
+        if daemon is not None:
+            daemon.send_signal(signal.SIGTERM)
+            daemon.wait(timeout=60)
+        cluster.down()
+    result |= {"mode": args.mode, "wall_s": wall, "load_avg": os.getloadavg()[0]}
+    print(json.dumps(result, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
