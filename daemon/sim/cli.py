@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from pathlib import Path
-from typing import Annotated, Any, cast
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -25,6 +25,7 @@ from rich.progress import (
 
 from railgang.daemon.core import policy as registry
 from railgang.daemon.errors import ConfigError, InputError
+from railgang.daemon.sim import traces
 from railgang.daemon.sim.backend import SimConfig
 from railgang.daemon.sim.engine import EngineConfig, RunResult, simulate
 from railgang.daemon.sim.progress import TopologyComm
@@ -36,7 +37,7 @@ from railgang.daemon.sim.report import (
     to_json,
     write_jobs_csv,
 )
-from railgang.daemon.sim.traces import Format, TraceJob, read_trace
+from railgang.daemon.sim.traces import TraceJob, read_trace
 
 ALL_POLICIES = "fifo,slurm,tiresias,themis,pollux,default"
 
@@ -77,10 +78,19 @@ def policy_names(policy: str, compare: str | None) -> list[str]:
     return list(dict.fromkeys(wanted))
 
 
+def format_choice(value: str | None) -> str | None:
+    """--format takes the names the trace registry knows (a usage error otherwise)."""
+    if value is not None and value not in traces.names():
+        raise typer.BadParameter(f"{value!r} is not one of {', '.join(traces.names())}")
+    return value
+
+
 def sim(
     trace: Annotated[Path, typer.Option("--trace", help="Trace file or Philly trace directory.")],
     fmt: Annotated[str | None, typer.Option(
-        "--format", help="philly-gavel | csv (default: from the path)")] = None,
+        "--format", callback=format_choice,
+        help=f"Trace format: {' | '.join(traces.names())} (default: the one that claims the "
+             "path).")] = None,
     topology: Annotated[Path | None, typer.Option(
         "--topology", help="Slurm topology.conf for the cluster (instead of a shape).")] = None,
     nodes: Annotated[int, typer.Option("--nodes", help="Nodes (shape cluster).")] = 64,
@@ -123,9 +133,7 @@ def sim(
     if not out.is_terminal:
         out = Console(width=160)
     names = policy_names(policy, compare)
-    if fmt is not None and fmt not in ("philly-gavel", "csv"):
-        raise ConfigError(f"--format must be philly-gavel or csv, not {fmt!r}")
-    loaded = read_trace(trace, cast(Format | None, fmt), strict=strict)
+    loaded = read_trace(trace, fmt, strict=strict)
     for problem in loaded.problems[:10]:
         err.print(f"[yellow]skipped[/] {problem.render()}", highlight=False, soft_wrap=True)
     if len(loaded.problems) > 10:

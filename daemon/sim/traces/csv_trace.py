@@ -22,7 +22,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from railgang.daemon.errors import InputError
-from railgang.daemon.sim.traces.model import Problem, Trace, TraceJob
+from railgang.daemon.sim.traces.model import Problem, Trace, TraceFormat, TraceJob
 
 REQUIRED = ("job_id", "submit_time", "gpus", "duration_s")
 OPTIONAL = ("account", "tp", "pp", "dp", "elastic_min", "elastic_max", "class", "model")
@@ -170,4 +170,11 @@ def read_csv(path: Path, *, strict: bool = False) -> Trace:
         raise InputError(f"not UTF-8 text: {exc.reason}", path=str(path)) from exc
 
 
-__all__ = ["OPTIONAL", "REQUIRED", "parse_csv", "read_csv"]
+FORMAT = TraceFormat(
+    name="csv",
+    summary="one job per row: job_id, submit_time, gpus, duration_s[, account, tp, pp, dp, ...]",
+    read=read_csv,
+    claims=lambda path: path.suffix.lower() == ".csv",
+)
+
+__all__ = ["FORMAT", "OPTIONAL", "REQUIRED", "parse_csv", "read_csv"]

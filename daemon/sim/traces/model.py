@@ -1,4 +1,5 @@
-"""What a trace reader yields: one ``TraceJob`` per submitted job, plus the problems it skipped.
+"""What a trace reader yields — one ``TraceJob`` per submitted job, plus the problems it skipped —
+and what a trace format is (:class:`TraceFormat`, the registry's unit).
 
 A trace job is a *request*, not a schedule: when it arrived, how many GPUs it asks for and how long
 it runs on exactly that many GPUs with an ideal (single-leaf) placement. The simulator derives every
@@ -8,8 +9,9 @@ other allocation's speed from ``duration_s`` through the job's scaling curve (se
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,4 +59,15 @@ class Trace:
     notes: tuple[str, ...] = ()  # how derived values were obtained (e.g. missing throughputs)
 
 
-__all__ = ["Problem", "Trace", "TraceJob"]
+@dataclass(frozen=True, slots=True)
+class TraceFormat:
+    """One trace format: a module in ``daemon/sim/traces/`` that defines ``FORMAT = TraceFormat(...)``
+    is found by the registry (``traces.names()``, ``railgang sim --format``); nothing else to edit."""
+
+    name: str  # what --format accepts
+    summary: str  # one line for --help and the docs
+    read: Callable[..., Trace]  # read(path, *, strict=False) -> Trace
+    claims: Callable[[Path], bool]  # whether a path looks like this format (--format left out)
+
+
+__all__ = ["Problem", "Trace", "TraceFormat", "TraceJob"]

@@ -30,7 +30,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from railgang.daemon.errors import InputError
-from railgang.daemon.sim.traces.model import Problem, Trace, TraceJob
+from railgang.daemon.sim.traces.model import Problem, Trace, TraceFormat, TraceJob
 
 GPU_TYPE = "v100"
 _REPO_ROOT = Path(__file__).resolve().parents[3]
@@ -171,4 +171,11 @@ def _parse_line(line: str, table: Mapping[str, Mapping[int, float]], vc: str, pa
     return None, job, derived
 
 
-__all__ = ["ENV_VAR", "GPU_TYPE", "default_dir", "load_throughputs", "read_philly", "throughput"]
+FORMAT = TraceFormat(
+    name="philly-gavel",
+    summary="Gavel's Philly-derived traces: a directory with seed=0/*.trace, or one .trace file",
+    read=read_philly,
+    claims=lambda path: path.is_dir() or path.suffix == ".trace",
+)
+
+__all__ = ["ENV_VAR", "FORMAT", "GPU_TYPE", "default_dir", "load_throughputs", "read_philly", "throughput"]

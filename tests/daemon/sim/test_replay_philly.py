@@ -19,7 +19,8 @@ pytestmark = pytest.mark.slow
 def philly_slice() -> list:  # type: ignore[type-arg]
     path: Path = default_dir()
     if not (path / "simulation_throughputs.json").is_file():
-        pytest.skip(f"Philly-derived trace not found at {path} (set RAILGANG_PHILLY_DIR)")
+        pytest.fail(f"Philly-derived trace not found at {path}: check out ../shared or set "
+                    "RAILGANG_PHILLY_DIR (this test must not be skipped)")
     return list(read_philly(path).jobs[:400])
 
 
