@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from railgang.daemon.config import SlurmSettings
-from railgang.daemon.core.actions import Action
+from railgang.daemon.core.actions import Action, Start
 from railgang.daemon.core.snapshot import Snapshot
 from railgang.daemon.errors import SlurmCommandError, SlurmError
 from railgang.daemon.slurm.backend import ActionResult
@@ -38,7 +38,7 @@ from railgang.daemon.slurm.cli.records import (
     topology_from_show,
 )
 from railgang.daemon.slurm.cli.runner import SlurmRunner
-from railgang.daemon.slurm.cli.snapshot import Observation, build_observation
+from railgang.daemon.slurm.cli.snapshot import STARTING_GRACE_S, Observation, build_observation
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +65,7 @@ class CliBackend:
         self._fabric_key: tuple[Any, ...] | None = None
         self._fabric: Any = None
         self._topology_text: str | None = None
+        self._started: dict[str, float] = {}  # job id -> when this backend's Start ended its lease
 
     # -- observe -------------------------------------------------------------------------------
     def observe(self, now: float) -> Observation:
@@ -138,14 +139,18 @@ class CliBackend:
             return []
         obs = self.last if self.last is not None else self.observe(now)
         try:
-            return apply_actions(self.runner, obs, actions, now, self.config)
+            results = apply_actions(self.runner, obs, actions, now, self.config)
         except SlurmCommandError as exc:  # slurmctld unreachable after retries: every action failed
             return [ActionResult(a, False, str(exc)) for a in actions]
+        self._started = {j: t for j, t in self._started.items() if now - t < STARTING_GRACE_S}
+        self._started.update({r.action.job_id: now for r in results if r.ok and isinstance(r.action, Start)})
+        return results
 
     def renew_leases(self, job_ids: Sequence[str], now: float) -> dict[str, str]:
         """Extend the lease of ``job_ids`` to ``now + lease_s``; returns {job id: why not} for
         those Slurm refused (e.g. finished meanwhile). One process per 300 ids."""
-        ids = [j for j in dict.fromkeys(job_ids) if cmd.valid_job_id(j)]
+        # a job this backend started a moment ago must not get its lease back (call order slip)
+        ids = [j for j in dict.fromkeys(job_ids) if cmd.valid_job_id(j) and j not in self._started]
         failed = {j: "not a Slurm job id" for j in job_ids if not cmd.valid_job_id(j)}
         for argv in cmd.lease_argvs(ids, now + self.settings.lease_s):
             try:

@@ -9,7 +9,6 @@ drained; jobs 6 and 7 cancelled (history, ignored).
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
@@ -24,18 +23,7 @@ from railgang.daemon.slurm.cli.records import (
 from railgang.daemon.slurm.cli.snapshot import build_observation
 from railgang.topology.conf import parse_topology
 from railgang.topology.fabric import fabric_from_conf
-
-DATA = Path(__file__).parent / "data"
-NOW = 1796057400.0  # a few seconds after the capture; the leases run to 1796057975
-
-
-def observation(now: float = NOW):  # type: ignore[no-untyped-def]
-    jobs, job_notes = parse_squeue((DATA / "squeue_mixed.json").read_text())
-    nodes, node_notes = parse_sinfo((DATA / "sinfo_mixed.json").read_text())
-    shares, _ = parse_sshare((DATA / "sshare.txt").read_text())
-    topo = topology_from_show((DATA / "scontrol_topology.txt").read_text())
-    fabric = fabric_from_conf(parse_topology(topo, "show"))
-    return build_observation(now, jobs, nodes, fabric, shares, [*job_notes, *node_notes])
+from tests.daemon.slurm.cli.capture import DATA, NOW, observation
 
 
 def test_squeue_records() -> None:
