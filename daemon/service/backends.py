@@ -20,13 +20,9 @@ from railgang.daemon.config import Settings
 from railgang.daemon.core.actions import Action
 from railgang.daemon.core.snapshot import Snapshot
 from railgang.daemon.errors import ConfigError
+from railgang.daemon.sim.backend import SimBackend
 from railgang.daemon.sim.traces.model import TraceJob
 from railgang.daemon.slurm.backend import ActionResult, Backend
-
-try:  # the simulator backend is moving from daemon/slurm/ to daemon/sim/
-    from railgang.daemon.sim.backend import SimBackend  # type: ignore[import-not-found,unused-ignore]
-except ImportError:  # pragma: no cover - whichever side of the move this checkout is on
-    from railgang.daemon.slurm.sim import SimBackend  # type: ignore[no-redef,unused-ignore]
 
 
 class LiveSim:
