@@ -84,6 +84,9 @@ def config_show(
 
 def _register_components() -> None:
     # Imported here so that `railgang --help` lists them while each stays in its own package.
+    from railgang.daemon.accounting.cli import ledger_app
+    from railgang.daemon.api.cli import api
+    from railgang.daemon.quota_cli import quota_app, token_app
     from railgang.daemon.service.cli import daemon_app, explain
     from railgang.daemon.sim.cli import sim
     from railgang.daemon.top import top
@@ -94,6 +97,10 @@ def _register_components() -> None:
     from railgang.topology.cli import place
 
     app.add_typer(daemon_app, name="daemon")
+    app.command("api")(api)
+    app.add_typer(quota_app, name="quota")
+    app.add_typer(token_app, name="token")
+    app.add_typer(ledger_app, name="ledger")
     app.command("explain")(explain)
     app.add_typer(db_app, name="db")
     app.add_typer(devcluster_app, name="devcluster")

@@ -96,6 +96,32 @@ class ApiSettings(BaseModel):
     host: str = "127.0.0.1"
     port: int = Field(default=8780, ge=1, le=65535)
     secret_key: SecretStr = SecretStr(DEV_API_SECRET)
+    # pagination: ?limit= defaults to page_default and is refused above page_max
+    page_default: int = Field(default=100, ge=1)
+    page_max: int = Field(default=1000, ge=1, le=100000)
+
+
+class LedgerSettings(BaseModel):
+    """The usage ledger (docs/accounting.md): sacct ingest and chargeback tiers."""
+
+    model_config = {"extra": "forbid"}
+    # GPU type of a job whose TRES says only gres/gpu (no gres/gpu:<type>)
+    default_gpu_type: str = "gpu"
+    # capacity tier of a partition's GPUs for rates; partitions not listed get default_capacity
+    capacity_by_partition: dict[str, Literal["reserved", "on-demand", "spot", "borrowed"]] = {}
+    default_capacity: Literal["reserved", "on-demand", "spot", "borrowed"] = "reserved"
+    # each ingest re-reads this much before the watermark (slurmdbd can record late); harmless,
+    # because segments are upserted by key
+    overlap_s: int = Field(default=600, ge=0, le=86400)
+    # the cluster name the watermark is kept under (Slurm's ClusterName)
+    cluster: str = "railgang"
+    # a long --since/--until range is ingested in windows of this many seconds, one
+    # transaction each, so a crash resumes from the last committed window
+    window_s: int = Field(default=3600, ge=60, le=7 * 86400)
+    # a first ingest with no watermark and no --since starts this long ago
+    first_lookback_s: int = Field(default=86400, ge=60)
+    # the class grants file job_submit.lua reads (written by `railgang quota grants-file`)
+    grants_file: Path = DEFAULT_STATE_DIR / "class_grants.txt"
 
 
 class Settings(BaseSettings):
@@ -111,6 +137,7 @@ class Settings(BaseSettings):
     devcluster: DevClusterSettings = DevClusterSettings()
     daemon: DaemonSettings = DaemonSettings()
     api: ApiSettings = ApiSettings()
+    ledger: LedgerSettings = LedgerSettings()
 
     @classmethod
     def settings_customise_sources(

@@ -84,8 +84,61 @@ class UnknownJobError(RailgangError):
     """``railgang explain``: the daemon has no record of this job."""
 
 
+class DomainError(RailgangError):
+    """A request the API or the admin CLI refuses; ``code`` names the kind, ``fields`` maps each
+    failing field to what is wrong with it. The API answers with ``status``."""
+
+    status = 400
+    code = "bad_request"
+
+    def __init__(self, message: str, *, fields: dict[str, str] | None = None) -> None:
+        self.message = message
+        self.fields = dict(fields or {})
+        detail = "; ".join(f"{k}: {v}" for k, v in self.fields.items())
+        super().__init__(f"{message} ({detail})" if detail else message)
+
+
+class NotFoundError(DomainError):
+    status = 404
+    code = "not_found"
+
+
+class ConflictError(DomainError):
+    """The object exists already, or is in a state that forbids the change."""
+
+    status = 409
+    code = "conflict"
+
+
+class ValidationFailed(DomainError):
+    """The change would break a rule (e.g. the quota hierarchy); nothing was written."""
+
+    status = 422
+    code = "validation_failed"
+
+
+class AuthenticationError(DomainError):
+    """No token, an unknown one, or one expired or revoked."""
+
+    status = 401
+    code = "unauthenticated"
+
+
+class PermissionDeniedError(DomainError):
+    """A valid token whose role or team scope does not cover the request."""
+
+    status = 403
+    code = "forbidden"
+
+
 __all__ = [
+    "AuthenticationError",
     "ConfigError",
+    "ConflictError",
+    "DomainError",
+    "NotFoundError",
+    "PermissionDeniedError",
+    "ValidationFailed",
     "DaemonError",
     "DatabaseError",
     "DevClusterError",

@@ -9,7 +9,9 @@ import pytest
 PUBLIC = {
     "railgang.daemon.errors": {"ConfigError", "DaemonError", "DatabaseError", "DevClusterError",
                                "InputError", "NotLeaderError", "RailgangError", "SlurmCommandError", "SlurmError",
-                               "UnknownJobError"},
+                               "UnknownJobError", "AuthenticationError", "ConflictError",
+                               "DomainError", "NotFoundError", "PermissionDeniedError",
+                               "ValidationFailed"},
     "railgang.daemon.config": {"Settings", "load_settings", "masked_dump"},
     "railgang.db.session": {"check_connection", "make_engine", "session_scope"},
     "railgang.db.migrate": {"current", "head", "upgrade"},

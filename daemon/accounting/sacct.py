@@ -1,0 +1,134 @@
+"""``sacct --json`` (Slurm 22.05, openapi dbv0.0.38) -> ledger segments.
+
+One sacct record is one allocation interval of a job: a resized job has a RESIZING record per
+size and a requeued job a REQUEUED record per earlier run, each carrying the job id. The rules:
+
+1. A segment starts at ``max(time.start, time.submission)``: after a resize Slurm keeps the job's
+   first start in ``time.start`` but stamps the new record's ``submission`` with the resize time.
+2. It ends at ``time.end``; ``0`` means it is still open (running).
+3. Segments are keyed by (cluster, job id, segment start). Two resizes within one second make
+   Slurm overwrite the middle record, so the key (not the record's position) is what an upsert
+   matches on; a record with no length is dropped.
+4. Records that never started (``time.start == 0``) or hold no GPU are not usage.
+5. Labels come from the job comment ``rg-labels:experiment=...,model=...``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from railgang.daemon.errors import InputError
+
+LABEL_PREFIX = "rg-labels:"
+NOTHING_FOUND = 9003  # "Nothing found with query": an empty window, not a failure
+
+
+@dataclass(frozen=True, slots=True)
+class Segment:
+    cluster: str
+    job_id: str
+    account: str
+    user: str
+    partition: str
+    state: str
+    nodes: str
+    gpus: int
+    gpu_type: str
+    start: int
+    end: int | None
+    labels: tuple[tuple[str, str], ...] = field(default=())
+
+    @property
+    def key(self) -> tuple[str, str, int]:
+        return (self.cluster, self.job_id, self.start)
+
+    def gpu_seconds(self, now: int) -> int:
+        return self.gpus * max(0, (self.end if self.end is not None else now) - self.start)
+
+
+def parse_labels(comment: str | None) -> tuple[tuple[str, str], ...]:
+    if not comment or not comment.startswith(LABEL_PREFIX):
+        return ()
+    out: dict[str, str] = {}
+    for part in comment[len(LABEL_PREFIX):].split(","):
+        key, sep, value = part.partition("=")
+        if sep and key.strip() and value.strip():
+            out[key.strip()[:32]] = value.strip()[:128]
+    return tuple(sorted(out.items()))
+
+
+def _gpus(tres: Any, default_type: str) -> tuple[int, str]:
+    count, gpu_type = 0, default_type
+    for t in tres or []:
+        if t.get("type") == "gres" and str(t.get("name") or "").startswith("gpu"):
+            count += int(t.get("count") or 0)
+            _, _, kind = str(t["name"]).partition(":")
+            if kind:
+                gpu_type = kind
+    return count, gpu_type
+
+
+def _record(rec: dict[str, Any], default_gpu_type: str) -> Segment | None:
+    t = rec["time"]
+    start, end, submit = int(t["start"] or 0), int(t["end"] or 0), int(t["submission"] or 0)
+    if start == 0:
+        return None
+    gpus, gpu_type = _gpus(rec.get("tres", {}).get("allocated"), default_gpu_type)
+    if gpus <= 0:
+        return None
+    seg_start = max(start, submit)
+    state = str(rec["state"]["current"])
+    seg_end = end if end > 0 else None
+    if seg_end is not None and seg_end <= seg_start:
+        return None
+    comment = (rec.get("comment") or {}).get("job")
+    return Segment(cluster=str(rec["cluster"]), job_id=str(rec["job_id"]),
+                   account=str(rec.get("account") or ""), user=str(rec.get("user") or ""),
+                   partition=str(rec.get("partition") or ""), state=state,
+                   nodes=str(rec.get("nodes") or ""), gpus=gpus, gpu_type=gpu_type,
+                   start=seg_start, end=seg_end, labels=parse_labels(comment))
+
+
+def parse_sacct(text: str, *, source: str = "sacct --json",
+                default_gpu_type: str = "gpu") -> list[Segment]:
+    """Every GPU segment of the document; later records of the same key win (rule 3)."""
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputError(f"not JSON: {exc.msg}", path=source, line=exc.lineno) from exc
+    if not isinstance(doc, dict) or not isinstance(doc.get("jobs"), list):
+        raise InputError("no 'jobs' list (is this `sacct --json` output?)", path=source)
+    for err in doc.get("errors") or []:
+        if int(err.get("error_number", 0)) != NOTHING_FOUND:
+            raise InputError(f"sacct reported error {err.get('error_number')}: "
+                             f"{err.get('error') or err.get('description')}", path=source)
+    by_key: dict[tuple[str, str, int], Segment] = {}
+    for i, rec in enumerate(doc["jobs"]):
+        try:
+            seg = _record(rec, default_gpu_type)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise InputError(f"record {i} (job {rec.get('job_id', '?')}) is malformed: "
+                             f"{type(exc).__name__} {exc}", path=source,
+                             field="jobs") from exc
+        if seg is not None:
+            by_key[seg.key] = seg
+    return sorted(by_key.values(), key=lambda s: s.key)
+
+
+def sacct_command(since: str, until: str) -> list[str]:
+    """The argument list (never a shell) of one window: all users, JSON."""
+    return ["sacct", "--json", "--allusers", "--starttime", since, "--endtime", until]
+
+
+def segments_by_job(segments: Iterable[Segment]) -> dict[tuple[str, str], list[Segment]]:
+    out: dict[tuple[str, str], list[Segment]] = {}
+    for s in segments:
+        out.setdefault((s.cluster, s.job_id), []).append(s)
+    return out
+
+
+__all__ = ["LABEL_PREFIX", "Segment", "parse_labels", "parse_sacct", "sacct_command",
+           "segments_by_job"]

@@ -1,0 +1,155 @@
+"""The FastAPI application: routes by feature, one error format, metrics and health.
+
+Every error answers ``{"error": {"code", "message", "fields"}}``: domain errors
+(``railgang.daemon.errors.DomainError``) with their own status, request validation as 422 with
+one entry per failing field, unknown paths as 404, database conflicts as 409, anything else as
+500 (logged, never shown).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, Response
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Histogram,
+    generate_latest,
+)
+from sqlalchemy import Engine, text
+from sqlalchemy.exc import IntegrityError, OperationalError
+from sqlalchemy.orm import sessionmaker
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from railgang.daemon import __version__
+from railgang.daemon.api import messages
+from railgang.daemon.api.routes import admin, jobs, org, policy, usage
+from railgang.daemon.api.schemas import ErrorResponse
+from railgang.daemon.config import Settings
+from railgang.daemon.errors import DomainError
+from railgang.db.session import make_engine
+
+log = logging.getLogger(__name__)
+
+
+def error(status: int, code: str, message: str, fields: dict[str, str] | None = None,
+          headers: dict[str, str] | None = None) -> JSONResponse:
+    return JSONResponse(status_code=status, headers=headers,
+                        content={"error": {"code": code, "message": message,
+                                           "fields": fields or {}}})
+
+
+def _field(loc: tuple[Any, ...]) -> str:
+    parts = [str(p) for p in loc if p not in ("body", "query", "path", "header")]
+    return ".".join(parts) or str(loc[0] if loc else "request")
+
+
+def _install_handlers(app: FastAPI) -> None:
+    @app.exception_handler(DomainError)
+    async def _domain(_: Request, exc: DomainError) -> JSONResponse:
+        headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else None
+        return error(exc.status, exc.code, exc.message, exc.fields, headers)
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
+        fields: dict[str, str] = {}
+        for e in exc.errors():
+            fields.setdefault(_field(tuple(e.get("loc", ()))), str(e.get("msg", "invalid")))
+        return error(422, "validation_failed", messages.INVALID_REQUEST, fields)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        if exc.status_code == 404:
+            return error(404, "not_found", messages.NOT_FOUND.format(path=request.url.path))
+        if exc.status_code == 405:
+            return error(405, "method_not_allowed", messages.METHOD.format(
+                method=request.method, path=request.url.path))
+        return error(exc.status_code, "http_error", str(exc.detail))
+
+    @app.exception_handler(IntegrityError)
+    async def _conflict(_: Request, exc: IntegrityError) -> JSONResponse:
+        log.info("api: integrity conflict: %s", exc.orig)
+        return error(409, "conflict", messages.CONFLICT)
+
+    @app.exception_handler(Exception)
+    async def _internal(_: Request, exc: Exception) -> JSONResponse:
+        log.exception("api: unhandled error")
+        return error(500, "internal", messages.INTERNAL)
+
+
+def _install_metrics(app: FastAPI, registry: CollectorRegistry) -> None:
+    requests = Counter("railgang_api_requests", "API requests", ["route", "method", "status"],
+                       registry=registry)
+    latency = Histogram("railgang_api_request_seconds", "API request latency", ["route"],
+                        registry=registry,
+                        buckets=(.002, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5))
+
+    @app.middleware("http")
+    async def _measure(request: Request,
+                       call_next: Callable[[Request], Awaitable[Response]]) -> Response:
+        t0 = time.perf_counter()
+        response = await call_next(request)
+        route = request.scope.get("route")
+        name = getattr(route, "path", "unmatched")
+        latency.labels(name).observe(time.perf_counter() - t0)
+        requests.labels(name, request.method, str(response.status_code)).inc()
+        return response
+
+
+def create_app(settings: Settings, *, engine: Engine | None = None) -> FastAPI:
+    """The app for ``settings``; the engine is built when the app starts (or given, in tests)."""
+    settings.check_secrets()
+    registry = CollectorRegistry()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        own = app.state.engine is None
+        if own:
+            app.state.engine = make_engine(settings.db.url, echo=settings.db.echo)
+            app.state.sessions = sessionmaker(app.state.engine, expire_on_commit=False)
+        yield
+        if own:
+            app.state.engine.dispose()
+
+    app = FastAPI(title="railgang admin API", version=__version__, lifespan=lifespan,
+                  description="Quotas, usage ledger, chargeback and job explanations. "
+                              "Bearer tokens: `railgang token create`. Errors: "
+                              "`{\"error\": {\"code\", \"message\", \"fields\"}}`.",
+                  responses={401: {"model": ErrorResponse}, 403: {"model": ErrorResponse},
+                             422: {"model": ErrorResponse}})
+    app.state.settings = settings
+    app.state.engine = engine
+    app.state.sessions = sessionmaker(engine, expire_on_commit=False) if engine else None
+    _install_handlers(app)
+    _install_metrics(app, registry)
+    for module in (org, usage, policy, jobs, admin):
+        app.include_router(module.router)
+
+    @app.get("/healthz", tags=["service"])
+    def healthz() -> dict[str, str]:
+        """200 when the database answers (no token needed)."""
+        try:
+            with app.state.engine.connect() as conn:
+                conn.execute(text("SELECT 1"))
+        except OperationalError:
+            return JSONResponse(status_code=503, content={"status": "degraded",  # type: ignore[return-value]
+                                                          "db": "unreachable"})
+        return {"status": "ok", "db": "ok"}
+
+    @app.get("/metrics", tags=["service"], response_class=Response)
+    def metrics() -> Response:
+        """Prometheus text format (request counts and latencies per route)."""
+        return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
+
+    return app
+
+
+__all__ = ["create_app", "error"]

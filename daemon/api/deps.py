@@ -1,0 +1,87 @@
+"""Request dependencies as ``Annotated`` aliases: ``SessionDep`` (one transaction per request,
+committed when the handler returns, rolled back on any error), ``CurrentToken`` (the bearer
+token's principal), ``AdminToken`` and ``PageDep``."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Annotated
+
+from fastapi import Depends, Query, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from sqlalchemy.orm import Session
+
+from railgang.daemon.api import messages
+from railgang.daemon.errors import AuthenticationError, PermissionDeniedError, ValidationFailed
+from railgang.db.repositories import tokens
+from railgang.db.repositories.tokens import Principal
+
+_bearer = HTTPBearer(auto_error=False, description="an API token from `railgang token create`")
+
+
+def get_session(request: Request) -> Iterator[Session]:
+    factory = request.app.state.sessions
+    with factory() as session:
+        try:
+            yield session
+            session.commit()
+        except Exception:
+            session.rollback()
+            raise
+
+
+SessionDep = Annotated[Session, Depends(get_session)]
+
+
+def current_token(session: SessionDep,
+                  creds: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
+                  ) -> Principal:
+    if creds is None or not creds.credentials:
+        raise AuthenticationError(messages.MISSING_TOKEN)
+    return tokens.authenticate(session, creds.credentials)
+
+
+CurrentToken = Annotated[Principal, Depends(current_token)]
+
+
+def admin_token(principal: CurrentToken) -> Principal:
+    if not principal.is_admin:
+        raise PermissionDeniedError(messages.ADMIN_ONLY)
+    return principal
+
+
+AdminToken = Annotated[Principal, Depends(admin_token)]
+
+
+def require_read(principal: Principal, team: str) -> None:
+    if not principal.may_read(team):
+        raise PermissionDeniedError(messages.TEAM_SCOPE.format(team=team))
+
+
+def require_write(principal: Principal, team: str) -> None:
+    if not principal.may_write(team):
+        raise PermissionDeniedError(messages.TEAM_WRITE.format(team=team))
+
+
+@dataclass(frozen=True, slots=True)
+class Page:
+    limit: int
+    offset: int
+
+
+def page(request: Request,
+         limit: Annotated[int | None, Query(ge=1, description="items per page (max: api.page_max)")]
+         = None,
+         offset: Annotated[int, Query(ge=0, le=10_000_000)] = 0) -> Page:
+    cfg = request.app.state.settings.api
+    if limit is not None and limit > cfg.page_max:
+        raise ValidationFailed(messages.INVALID_REQUEST,
+                               fields={"limit": f"at most {cfg.page_max}"})
+    return Page(limit if limit is not None else cfg.page_default, offset)
+
+
+PageDep = Annotated[Page, Depends(page)]
+
+__all__ = ["AdminToken", "CurrentToken", "Page", "PageDep", "SessionDep", "get_session",
+           "require_read", "require_write"]

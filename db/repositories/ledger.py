@@ -1,0 +1,214 @@
+"""The usage ledger: idempotent upserts of segments, the ingest watermark, and usage/chargeback
+aggregated in SQL (one GROUP BY, no Python loop over rows).
+
+Exactly once: a segment's key is (job, start) with a unique constraint; writing it again updates
+the row (end, size, nodes) instead of adding one, so the same window ingested twice, overlapping
+windows, or a window re-run after a crash leave the same rows. The watermark is written in the
+same transaction as the segments it covers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import ColumnElement, and_, case, func, literal, or_, select, update
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.orm import Session, aliased
+
+from railgang.daemon.accounting.sacct import Segment
+from railgang.daemon.errors import ValidationFailed
+from railgang.db.ledger import JobLabel, LedgerWatermark
+from railgang.db.models import Account, Job, UsageRecord
+from railgang.db.org import Rate
+
+_CHUNK = 500
+DIMENSIONS = ("team", "department", "user", "gpu_type", "capacity", "tier", "job", "label")
+
+
+def _insert(s: Session, table: Any) -> Any:
+    dialect = s.get_bind().dialect.name
+    return (postgresql.insert(table) if dialect == "postgresql" else sqlite.insert(table))
+
+
+def _ts(epoch: int | None) -> datetime | None:
+    return None if epoch is None else datetime.fromtimestamp(epoch, UTC)
+
+
+def upsert_segments(s: Session, segments: Sequence[Segment], *,
+                    capacity_of: Callable[[Segment], str], source: str = "sacct") -> int:
+    """Write the segments (and their jobs and labels); returns how many were given."""
+    if not segments:
+        return 0
+    last: dict[tuple[str, str], Segment] = {}
+    for seg in sorted(segments, key=lambda x: x.key):
+        last[(seg.cluster, seg.job_id)] = seg
+    job_rows = [{"cluster": c, "slurm_job_id": j, "account": g.account, "user": g.user,
+                 "gpus": g.gpus, "priority_class": 3, "hints": "",
+                 "submitted_at": _ts(g.start), "state": g.state} for (c, j), g in last.items()]
+    ids: dict[tuple[str, str], int] = {}
+    for i in range(0, len(job_rows), _CHUNK):
+        chunk = job_rows[i:i + _CHUNK]
+        stmt = _insert(s, Job.__table__)
+        stmt = stmt.on_conflict_do_update(
+            index_elements=["cluster", "slurm_job_id"],
+            set_={"account": stmt.excluded.account, "user": stmt.excluded.user,
+                  "gpus": stmt.excluded.gpus, "state": stmt.excluded.state})
+        s.execute(stmt, chunk)
+        keys = [r["slurm_job_id"] for r in chunk]
+        for c, j, pk in s.execute(select(Job.cluster, Job.slurm_job_id, Job.id)
+                                  .where(Job.slurm_job_id.in_(keys))):
+            if (c, j) in last:
+                ids[(c, j)] = pk
+    seg_rows = [{"job_id": ids[(g.cluster, g.job_id)], "segment": 0, "account": g.account,
+                 "user": g.user, "gpu_type": g.gpu_type, "gpus": g.gpus, "nodes": g.nodes[:1024],
+                 "started_at": _ts(g.start), "ended_at": _ts(g.end), "start_epoch": g.start,
+                 "end_epoch": g.end, "tier": "guaranteed", "capacity": capacity_of(g),
+                 "gpu_ids": "", "source": source} for g in segments]
+    for i in range(0, len(seg_rows), _CHUNK):
+        stmt = _insert(s, UsageRecord.__table__)
+        ex = stmt.excluded
+        stmt = stmt.on_conflict_do_update(
+            index_elements=["job_id", "start_epoch"],
+            set_={"account": ex.account, "user": ex.user, "gpu_type": ex.gpu_type,
+                  "gpus": ex.gpus, "nodes": ex.nodes, "ended_at": ex.ended_at,
+                  "end_epoch": ex.end_epoch, "capacity": ex.capacity})
+        s.execute(stmt, seg_rows[i:i + _CHUNK])
+    label_rows = [{"job_id": ids[k], "key": key, "value": value}
+                  for k, g in last.items() for key, value in g.labels]
+    for i in range(0, len(label_rows), _CHUNK):
+        stmt = _insert(s, JobLabel.__table__)
+        stmt = stmt.on_conflict_do_update(index_elements=["job_id", "key"],
+                                          set_={"value": stmt.excluded.value})
+        s.execute(stmt, label_rows[i:i + _CHUNK])
+    _renumber(s, sorted(set(ids.values())))
+    return len(segments)
+
+
+def _renumber(s: Session, job_ids: list[int]) -> None:
+    """``segment`` = the segment's place within its job (0, 1, ...), in start order."""
+    u2 = aliased(UsageRecord)
+    ordinal = (select(func.count()).select_from(u2)
+               .where(u2.job_id == UsageRecord.job_id, u2.start_epoch < UsageRecord.start_epoch)
+               .scalar_subquery())
+    for i in range(0, len(job_ids), _CHUNK):
+        s.execute(update(UsageRecord).where(UsageRecord.job_id.in_(job_ids[i:i + _CHUNK]))
+                  .values(segment=ordinal).execution_options(synchronize_session=False))
+
+
+def watermark(s: Session, source: str) -> datetime | None:
+    row = s.get(LedgerWatermark, source)
+    return None if row is None else row.ingested_until
+
+
+def advance_watermark(s: Session, source: str, until: datetime) -> datetime:
+    """Move the watermark forward (never back: re-ingesting an old window keeps it)."""
+    row = s.get(LedgerWatermark, source)
+    now = datetime.now(UTC)
+    if row is None:
+        s.add(LedgerWatermark(source=source, ingested_until=until, updated_at=now))
+        return until
+    if until > row.ingested_until:
+        row.ingested_until = until
+    row.updated_at = now
+    return row.ingested_until
+
+
+def ledger_segments(s: Session, *, since: int, until: int) -> list[tuple[str, str, int, int | None,
+                                                                         int]]:
+    """``(cluster, job, start, end, gpus)`` of the segments overlapping [since, until)."""
+    q = (select(Job.cluster, Job.slurm_job_id, UsageRecord.start_epoch, UsageRecord.end_epoch,
+                UsageRecord.gpus).join(Job, Job.id == UsageRecord.job_id)
+         .where(_overlaps(since, until)).order_by(Job.cluster, Job.slurm_job_id,
+                                                  UsageRecord.start_epoch))
+    return [tuple(r) for r in s.execute(q)]  # type: ignore[misc]
+
+
+def _overlaps(since: int, until: int) -> ColumnElement[bool]:
+    return and_(UsageRecord.start_epoch < until,
+                or_(UsageRecord.end_epoch.is_(None), UsageRecord.end_epoch > since))
+
+
+@dataclass(frozen=True, slots=True)
+class UsageQuery:
+    since: int
+    until: int
+    now: int
+    group_by: tuple[str, ...] = ("team",)
+    label: str | None = None  # label key for the "label" dimension
+    teams: frozenset[str] | None = None  # None: every team
+    limit: int = 100
+    offset: int = 0
+
+
+def usage(s: Session, q: UsageQuery) -> tuple[int, list[dict[str, Any]]]:
+    """GPU-seconds allocated / compute / productive and cost over [since, until), grouped.
+
+    A segment counts only the part of it inside the window; an open segment counts up to
+    ``now``. Cost = GPU-hours × the rate of its GPU type and capacity tier; GPU-seconds with no
+    rate are reported as ``unpriced_gpu_seconds`` (never silently priced at 0)."""
+    bad = [d for d in q.group_by if d not in DIMENSIONS]
+    if bad or ("label" in q.group_by and not q.label):
+        raise ValidationFailed("invalid grouping", fields={
+            "group_by": f"choose from {', '.join(DIMENSIONS)}" if bad else
+            "grouping by label needs label=<key>"})
+    end = case((UsageRecord.end_epoch.is_(None), literal(q.now)), else_=UsageRecord.end_epoch)
+    e = case((end < q.until, end), else_=literal(q.until))
+    st = case((UsageRecord.start_epoch > q.since, UsageRecord.start_epoch),
+              else_=literal(q.since))
+    gsec = UsageRecord.gpus * case((e > st, e - st), else_=0)
+    parent = aliased(Account)
+    team_acc = aliased(Account)
+    cols: dict[str, Any] = {
+        "team": UsageRecord.account, "department": parent.name, "user": UsageRecord.user,
+        "gpu_type": UsageRecord.gpu_type, "capacity": UsageRecord.capacity,
+        "tier": UsageRecord.tier, "job": Job.slurm_job_id, "label": JobLabel.value}
+    dims = [cols[d].label(d) for d in q.group_by]
+    stmt = (select(*dims,
+                   func.sum(gsec).label("gpu_seconds"),
+                   func.sum(gsec * UsageRecord.compute_fraction).label("compute_gpu_seconds"),
+                   func.sum(gsec * UsageRecord.productive_fraction).label(
+                       "productive_gpu_seconds"),
+                   func.sum(gsec * Rate.per_gpu_hour / 3600.0).label("cost"),
+                   func.sum(case((Rate.id.is_(None), gsec), else_=0)).label(
+                       "unpriced_gpu_seconds"))
+            .select_from(UsageRecord)
+            .outerjoin(Rate, and_(Rate.gpu_type == UsageRecord.gpu_type,
+                                  Rate.capacity == UsageRecord.capacity))
+            .where(_overlaps(q.since, q.until)))
+    if "job" in q.group_by:
+        stmt = stmt.join(Job, Job.id == UsageRecord.job_id)
+    if "department" in q.group_by:
+        stmt = (stmt.outerjoin(team_acc, team_acc.name == UsageRecord.account)
+                .outerjoin(parent, parent.id == team_acc.parent_id))
+    if "label" in q.group_by:
+        stmt = stmt.join(JobLabel, and_(JobLabel.job_id == UsageRecord.job_id,
+                                        JobLabel.key == q.label))
+    if q.teams is not None:
+        stmt = stmt.where(UsageRecord.account.in_(sorted(q.teams)))
+    if dims:
+        stmt = stmt.group_by(*[cols[d] for d in q.group_by]).order_by(
+            *[cols[d] for d in q.group_by])
+    total = int(s.scalar(select(func.count()).select_from(stmt.subquery())) or 0)
+    out = []
+    for r in s.execute(stmt.limit(q.limit).offset(q.offset)):
+        m = r._mapping
+        item: dict[str, Any] = {d: m[d] for d in q.group_by}
+        gs = int(m["gpu_seconds"] or 0)
+        item.update(gpu_seconds=gs, gpu_hours=round(gs / 3600, 6),
+                    compute_gpu_seconds=_opt(m["compute_gpu_seconds"]),
+                    productive_gpu_seconds=_opt(m["productive_gpu_seconds"]),
+                    cost=round(float(m["cost"] or 0.0), 6),
+                    unpriced_gpu_seconds=int(m["unpriced_gpu_seconds"] or 0))
+        out.append(item)
+    return total, out
+
+
+def _opt(v: Any) -> float | None:
+    return None if v is None else round(float(v), 3)
+
+
+__all__ = ["DIMENSIONS", "UsageQuery", "advance_watermark", "ledger_segments", "upsert_segments",
+           "usage", "watermark"]
