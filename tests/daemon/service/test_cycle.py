@@ -183,3 +183,4 @@ def test_leases_are_renewed_after_observing_and_before_applying(engine: Engine) 
     # set the lease again)
     assert backend.renewed == [(["a", "b", "c", "d", "zbig"], 3.0, 0)]
     assert report.leases_renewed == 4 and len(backend.accepted) == 4
+    assert "leases" in report.timings_ms and report.timings_ms["reconcile"] >= 0
