@@ -26,6 +26,9 @@ class QuotaNode:
     parent: str | None
     guaranteed: int
     limit: int | None
+    # False: the account has no quota of its own for this GPU type and stands in with its
+    # overall one; it bounds its children but is not checked against its parent
+    own: bool = True
 
     @property
     def cap(self) -> int | None:
@@ -39,7 +42,7 @@ class LevelHeadroom:
     account: str
     level: str
     cap: int | None  # Q of this level
-    others_allocated: int  # allocation under this level outside the team's own branch
+    others_allocated: int  # allocation under this level, the team's own excepted
     headroom: int | None  # cap − others_allocated (None: no cap)
 
 
@@ -67,11 +70,11 @@ def check_hierarchy(nodes: Mapping[str, QuotaNode], *, prefix: str = "") -> dict
     kids = _children(nodes)
     for n in sorted(nodes.values(), key=lambda x: x.name):
         key = f"{prefix}{n.name}"
-        if n.limit is not None and n.guaranteed > n.limit:
+        if n.own and n.limit is not None and n.guaranteed > n.limit:
             failures[f"{key}.guaranteed_gpus"] = (
                 f"{n.guaranteed} guaranteed is over its own burst limit {n.limit}")
         parent = nodes.get(n.parent) if n.parent is not None else None
-        if parent is not None:
+        if parent is not None and n.own:
             if n.guaranteed > parent.guaranteed:
                 failures[f"{key}.guaranteed_gpus"] = (
                     f"{n.guaranteed} guaranteed is more than {parent.level} {parent.name}'s "
@@ -79,7 +82,7 @@ def check_hierarchy(nodes: Mapping[str, QuotaNode], *, prefix: str = "") -> dict
             if parent.limit is not None and n.limit is not None and n.limit > parent.limit:
                 failures[f"{key}.limit_gpus"] = (
                     f"burst limit {n.limit} is over {parent.level} {parent.name}'s {parent.limit}")
-        children = kids.get(n.name, [])
+        children = [c for c in kids.get(n.name, []) if c.own]
         total = sum(c.guaranteed for c in children)
         if children and total > n.guaranteed:
             names = ", ".join(f"{c.name}={c.guaranteed}" for c in sorted(children,
@@ -104,13 +107,13 @@ def effective_quota(nodes: Mapping[str, QuotaNode], allocated: Mapping[str, int]
 
     me = nodes[team]
     levels = [LevelHeadroom(me.name, me.level, me.cap, 0, me.cap)]
-    child, parent_name = me, me.parent
+    parent_name = me.parent
     while parent_name is not None and parent_name in nodes:
         parent = nodes[parent_name]
-        others = total(parent.name) - total(child.name)
+        others = total(parent.name) - total(me.name)  # everything under it but the team
         room = None if parent.cap is None else max(0, parent.cap - others)
         levels.append(LevelHeadroom(parent.name, parent.level, parent.cap, others, room))
-        child, parent_name = parent, parent.parent
+        parent_name = parent.parent
     bound = [lv for lv in levels if lv.headroom is not None]
     best = min(bound, key=lambda lv: lv.headroom or 0) if bound else None
     return EffectiveQuota(team=team, gpu_type=gpu_type, allocated=allocated.get(team, 0),

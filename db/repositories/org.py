@@ -94,7 +94,8 @@ def quota_nodes(s: Session, gpu_type: str = ANY_GPU) -> dict[str, QuotaNode]:
         parent = by_id[a.parent_id].name if a.parent_id in by_id else None
         q = typed.get(a.id)
         g, lim = (q.guaranteed_gpus, q.limit_gpus) if q else (a.guaranteed_gpus, a.limit_gpus)
-        nodes[a.name] = QuotaNode(a.name, a.level, parent, g, lim)
+        nodes[a.name] = QuotaNode(a.name, a.level, parent, g, lim,
+                                  own=gpu_type == ANY_GPU or q is not None)
     return nodes
 
 

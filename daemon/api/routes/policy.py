@@ -7,7 +7,14 @@ from typing import Annotated
 from fastapi import APIRouter, Path, Query, Response
 from sqlalchemy import select
 
-from railgang.daemon.api.deps import AdminToken, CurrentToken, PageDep, SessionDep, require_read
+from railgang.daemon.api.deps import (
+    AdminToken,
+    CurrentToken,
+    PageDep,
+    SessionDep,
+    require_read,
+    require_write,
+)
 from railgang.daemon.api.schemas import (
     GPU_TYPE,
     ClassOut,
@@ -100,8 +107,11 @@ def events(session: SessionDep, principal: CurrentToken, page: PageDep,
 
 
 @router.post("/quota-events", status_code=201, response_model=EventOut)
-def add_event(body: EventIn, session: SessionDep, admin: AdminToken) -> EventOut:
-    e = repo.add_event(session, actor=admin.name, kind=body.kind, account=body.account,
+def add_event(body: EventIn, session: SessionDep, principal: CurrentToken) -> EventOut:
+    """Record a borrow/reclaim or propose a cut or a restore (admin, or the team's team-admin
+    for its own team); proposals wait for an admin's approve/reject."""
+    require_write(principal, body.account)
+    e = repo.add_event(session, actor=principal.name, kind=body.kind, account=body.account,
                        gpus=body.gpus, gpu_type=body.gpu_type, detail=body.detail)
     return EventOut(**repo.event_dict(e, body.account))
 
