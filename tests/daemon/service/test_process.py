@@ -140,6 +140,10 @@ def test_daemon_run_status_metrics_sigterm_and_explain(env: dict[str, str], tmp_
     assert st["heartbeat"]["age_s"] is not None and st["heartbeat"]["age_s"] < 5  # type: ignore[index]
     assert st["journal"]["applied"] > 0  # type: ignore[index]
 
+    text = cli(env, "daemon", "status")
+    assert text.returncode == 0 and text.stdout.startswith("daemon: running\n")
+    assert f"leader: pid {daemon.pid}" in text.stdout and "journal: planned 0, applied" in text.stdout
+
     port = env["RAILGANG_DAEMON__METRICS_PORT"]
     body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
     for name in ("railgang_cycle_phase_seconds_bucket{", 'phase="place"', 'phase="apply"',
@@ -183,3 +187,14 @@ def test_standby_takes_over_after_the_leader_is_killed(env: dict[str, str],
              lambda: (status(env)[1].get("leader") or {}).get("pid") == standby.pid)
     standby.send_signal(signal.SIGTERM)
     assert standby.wait(30) == 0
+
+
+def test_a_busy_metrics_port_is_one_clear_line(env: dict[str, str]) -> None:
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        res = cli({**env, "RAILGANG_DAEMON__METRICS_PORT": str(port)}, "daemon", "run")
+    assert res.returncode == 1 and "Traceback" not in res.stderr
+    assert f"daemon.metrics_port: cannot serve /metrics on 127.0.0.1:{port}" in res.stderr
+    assert status(env)[0] == 4  # it released the lock on the way out
