@@ -72,6 +72,11 @@ class Frame:
     problems: list[str] = field(default_factory=list)
 
 
+def _shape(tp: int, pp: int, dp: int) -> str:
+    """``tp8 dp2``: degrees of 1 left out, so the column stays narrow."""
+    return " ".join(f"{k}{v}" for k, v in (("tp", tp), ("pp", pp), ("dp", dp)) if v > 1) or "1 GPU"
+
+
 def leaves_of(topology_text: str) -> dict[str, list[str]]:
     """Leaf switch -> its nodes (switches that list nodes directly)."""
     conf = parse_topology(topology_text, "scontrol show topology")
@@ -99,7 +104,7 @@ def build_frame(jobs: Iterable[SqueueJob], nodes: Iterable[SinfoNode],
             reason="" if j.state in ACTIVE_STATES else j.reason,
             gpus=sum(len(g) for _, g in j.allocation) or j.gpus_requested, nodes=held,
             leaves=len({leaf_of.get(n, n) for n in held}),
-            shape=f"tp{t.tp} pp{t.pp} dp{t.dp}" if t and t.dp else "",
+            shape=_shape(t.tp, t.pp, t.dp) if t and t.dp else "",
             klass=t.klass if t else None,
             elastic=f"{t.elastic[0]}:{t.elastic[1]}" if t and t.elastic else ""))
     grouped: dict[str, list[NodeView]] = {}
@@ -129,10 +134,13 @@ def render(frame: Frame) -> Group:
                                                       else "dim"))
             cells.append("  ")
         grid.add_row(cells)
-    jobs = Table("", "job", "name", "account", "state", "GPUs", "shape", "class", "elastic",
-                 "nodes", "leaves", "reason", box=None, header_style="bold")
+    jobs = Table(box=None, header_style="bold")
+    for title in ("", "job", "name", "account", "state", "GPUs", "shape", "class", "elastic",
+                  "nodes", "leaves", "reason"):
+        jobs.add_column(title, no_wrap=True, overflow="ellipsis")
     for v in frame.jobs:
-        jobs.add_row(letter.get(v.job_id, ""), v.job_id, v.name, v.account, v.state, str(v.gpus),
+        state = "run" if v.state in ACTIVE_STATES else "wait"
+        jobs.add_row(letter.get(v.job_id, ""), v.job_id, v.name, v.account, state, str(v.gpus),
                      v.shape, "" if v.klass is None else str(v.klass), v.elastic,
                      ",".join(v.nodes[:4]) + ("…" if len(v.nodes) > 4 else ""),
                      str(v.leaves or ""), v.reason)

@@ -41,7 +41,7 @@ def test_frame_lists_live_jobs_only_running_first() -> None:
     running = [j for j in f.jobs if j.state == "RUNNING"]
     assert ids[: len(running)] == [j.job_id for j in running]
     gang = next(j for j in f.jobs if j.job_id == "9")
-    assert gang.shape == "tp8 pp1 dp2" and gang.klass == 1 and gang.leaves == 1
+    assert gang.shape == "tp8 dp2" and gang.klass == 1 and gang.leaves == 1
     plain = next(j for j in f.jobs if j.job_id == "8")
     assert plain.shape == "" and plain.klass is None
 
@@ -58,4 +58,4 @@ def test_render_shows_every_leaf_and_job() -> None:
     for leaf in ("leaf1", "leaf2", "leaf3", "leaf4"):
         assert leaf in text
     assert "GPUs in use 24/" in text
-    assert "tp8 pp1 dp2" in text
+    assert "tp8 dp2" in text
