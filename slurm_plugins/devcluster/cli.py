@@ -27,7 +27,7 @@ def spec_from_settings(directory: Path | None = None, nodes: int | None = None) 
         gpus_per_node=dc.gpus_per_node, nodes_per_leaf=dc.nodes_per_leaf,
         slurmctld_port=dc.slurmctld_port, slurmdbd_port=dc.slurmdbd_port,
         mariadb_port=dc.mariadb_port, slurmd_base_port=dc.slurmd_base_port,
-        accounting=dc.accounting,
+        accounting=dc.accounting, daemon_heartbeat=settings().daemon.heartbeat_file,
     )
 
 

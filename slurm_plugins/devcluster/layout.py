@@ -31,6 +31,9 @@ class ClusterSpec:
     accounting: bool = True
     cpus_per_node: int = 16
     memory_mb_per_node: int = 65536
+    # the railgang daemon's heartbeat file (daemon.heartbeat_file), so a daemon started with the
+    # same configuration is the one job_submit.lua trusts; None = a file inside the cluster
+    daemon_heartbeat: Path | None = None
 
     @property
     def node_names(self) -> list[str]:
@@ -90,7 +93,8 @@ class ClusterSpec:
 
     @property
     def heartbeat_file(self) -> Path:
-        return self.run / "railgang-heartbeat"
+        """The daemon heartbeat job_submit.lua reads (leases only while it is fresh)."""
+        return self.daemon_heartbeat or self.run / "railgang-heartbeat"
 
 
 def node_range(names: list[str]) -> str:
