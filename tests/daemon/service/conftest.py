@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from alembic import command
 from sqlalchemy import Engine
 
 from railgang.daemon.clock import SimClock
@@ -68,13 +69,25 @@ JOBS = [
 ]
 
 
-@pytest.fixture
-def engine(tmp_path: Path) -> Iterator[Engine]:
-    url = f"sqlite:///{tmp_path / 'daemon.sqlite'}"
+def _to_base(url: str) -> None:
+    if migrate.current(url) is not None:
+        command.downgrade(migrate.alembic_config(url), "base")
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def engine(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Engine]:
+    """A migrated database: a SQLite file, and (marked postgres) the session's PostgreSQL,
+    emptied before and after (every migration's downgrade)."""
+    pg = request.param == "postgres"
+    url = request.getfixturevalue("postgres_url") if pg else f"sqlite:///{tmp_path / 'd.sqlite'}"
+    if pg:
+        _to_base(url)
     migrate.upgrade(url)
     eng = make_engine(url)
     yield eng
     eng.dispose()
+    if pg:
+        _to_base(url)
 
 
 def cluster(jobs: Sequence[TraceJob] = JOBS) -> LiveSim:
