@@ -173,9 +173,31 @@ def test_daemon_run_status_metrics_sigterm_and_explain(env: dict[str, str], tmp_
     assert "no-such-job: railgang has no record" in text.stderr
 
 
-def test_standby_takes_over_after_the_leader_is_killed(env: dict[str, str],
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def any_db_env(request: pytest.FixtureRequest, env: dict[str, str]) -> Iterator[dict[str, str]]:
+    """``env`` on SQLite (file lock) and on PostgreSQL (advisory lock), emptied around."""
+    if request.param == "sqlite":
+        yield env
+        return
+    from alembic import command
+
+    from railgang.db import migrate
+
+    url = request.getfixturevalue("postgres_url")
+
+    def empty() -> None:
+        if migrate.current(url) is not None:
+            command.downgrade(migrate.alembic_config(url), "base")
+
+    empty()
+    yield {**env, "RAILGANG_DB__URL": url}
+    empty()
+
+
+def test_standby_takes_over_after_the_leader_is_killed(any_db_env: dict[str, str],
                                                        spawn: Callable[..., subprocess.Popen[str]],
                                                        ) -> None:
+    env = any_db_env
     first = spawn(env)
     wait_for("a first cycle", lambda: status(env)[1].get("last_cycle") is not None)
     standby = spawn({**env, "RAILGANG_DAEMON__METRICS_PORT": "0"})
