@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Sequence
 from typing import Any
 
 from sqlalchemy.exc import OperationalError, ProgrammingError
@@ -110,6 +111,27 @@ def as_dict(row: JobExplanation, now: float) -> dict[str, Any]:
     return out
 
 
+def _gpus(per_node: dict[str, list[int]]) -> str:
+    """' (GPUs 0-3 on each node)' when every node uses the same indices, else per node."""
+    sets = {tuple(g) for g in per_node.values()}
+    if not sets:
+        return ""
+    if len(sets) == 1:
+        return f" (GPUs {_ranges(next(iter(sets)))} on each node)"
+    shown = [f"{n}:{_ranges(g)}" for n, g in list(per_node.items())[:4]]
+    return f" (GPUs {', '.join(shown)}{', …' if len(per_node) > 4 else ''})"
+
+
+def _ranges(gpus: Sequence[int]) -> str:
+    out: list[str] = []
+    for g in sorted(gpus):
+        if out and out[-1].split("-")[-1] == str(g - 1):
+            out[-1] = f"{out[-1].split('-')[0]}-{g}"
+        else:
+            out.append(str(g))
+    return ",".join(out)
+
+
 def render(e: dict[str, Any]) -> str:
     head = f"job {e['job_id']} ({e['account']}, class {e['priority_class']}, {e['gpus']} GPUs)"
     when = f"  as of cycle {e['cycle']}, {e['age_s']:.0f} s ago"
@@ -132,7 +154,7 @@ def render(e: dict[str, Any]) -> str:
         rail = "rail-aligned" if e.get("rail_aligned") else "not rail-aligned"
         leaves = ", ".join(e.get("leaves") or []) or "-"
         return "\n".join([
-            f"{head}: running on {e['nodes']}",
+            f"{head}: running on {e['nodes']}" + _gpus(e.get("gpus_per_node") or {}),
             f"  {how} ({e.get('policy')} policy){cost}; leaves {leaves}; {rail}; "
             f"{e.get('replicas')} replica(s)", when])
     return f"{head}: no longer queued or running (last seen in cycle {e['cycle']})"

@@ -129,6 +129,7 @@ def test_explain_reads_waiting_and_running_jobs(engine: Engine, tmp_path: Path) 
     text = render(wait)
     assert "job zbig" in text and "position 5 of 5 in the fifo policy's order (0 waiting ahead)" in text
     assert "running on n" in render(run) and "placed by railgang" in render(run)
+    assert "(GPUs 0-7 on each node)" in render(run)  # b: tp 8, 2 whole nodes
     with pytest.raises(UnknownJobError, match="job 999: railgang has no record"):
         explanation(settings, "999")
 
