@@ -18,8 +18,8 @@ from railgang.daemon.core.reasons import Reason
 from railgang.daemon.core.work import Work
 
 # reasons of jobs that more free GPUs would let start (a quota or a request no node meets would not)
-_GPUS_WOULD_HELP = frozenset({Reason.WAITING_FOR_GPUS, Reason.FRAGMENTED, Reason.QUARANTINED,
-                              Reason.RESERVED})
+# (a tuple: members are compared by identity, no enum hashing in a loop over the queue)
+_GPUS_WOULD_HELP = (Reason.WAITING_FOR_GPUS, Reason.FRAGMENTED, Reason.QUARANTINED, Reason.RESERVED)
 
 
 def _eligible(plan: Plan, requester: Job, level: float, v: RunningJob) -> bool:
@@ -84,6 +84,11 @@ class EvictPhase:
             if self.served >= budget.max_evictions_per_cycle:
                 break
             need = x.min_replicas * job.replica_gpus
+            quota = snap.account(job.account).quota_gpus
+            if quota is not None and w.account_gpus.get(job.account, 0) + need > quota:
+                # jobs of the account placed after this one took the rest of its quota
+                w.wait(job, Reason.QUOTA, f"account {job.account} quota {quota} GPUs", need)
+                continue
             if job.priority_class == 3 and not plan.preempt_within_class:
                 continue  # batch evicts nobody unless the policy ranks inside the class
             if not self._may_find_victims_ignoring_budget(job, x.level):

@@ -131,8 +131,9 @@ class PlacePhase:
                 return
         elif self.head is not None and plan.mode == "backfill" and why is Reason.WAITING_FOR_GPUS:
             why = Reason.PRIORITY  # would delay the reserved head job
-        detail = {Reason.FRAGMENTED: "topology has no valid gang slot",
-                  Reason.QUARANTINED: "the free GPUs that fit are on quarantined nodes"}.get(why, "")
+        detail = ("topology has no valid gang slot" if why is Reason.FRAGMENTED else
+                  "the free GPUs that fit are on quarantined nodes" if why is Reason.QUARANTINED
+                  else "")
         w.wait(job, why, detail, need)
 
 

@@ -6,7 +6,7 @@ import random
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from railgang.daemon.core import Decision, Start, decide, topology_placer
@@ -63,6 +63,7 @@ def test_policy_satisfies_the_protocol_and_is_named(name: str) -> None:
 @pytest.mark.parametrize("name", POLICIES)
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(seed=st.integers(0, 10**6))
+@example(seed=2395)  # room made by shrinking lower work once let a job past its account's quota
 def test_contract_on_random_snapshots(name: str, placer: str, seed: int) -> None:
     fn, prep = PLACERS[placer]
     snap = prep(random_snapshot(seed))
