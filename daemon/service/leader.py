@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Protocol
 
 from sqlalchemy import Connection, Engine, text
-from sqlalchemy.engine import make_url
 
 from railgang.daemon.errors import DaemonError
 
@@ -106,7 +105,7 @@ class AdvisoryLock:
 
 def lock_for(engine: Engine) -> LeaderLock:
     """The advisory lock on PostgreSQL; on SQLite a file lock ``<database>.leader``."""
-    url = make_url(str(engine.url.render_as_string(hide_password=False)))
+    url = engine.url
     if url.get_backend_name() == "postgresql":
         return AdvisoryLock(engine)
     if not url.database or url.database == ":memory:":

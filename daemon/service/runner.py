@@ -78,13 +78,13 @@ def _lead(lock: LeaderLock, settings: Settings, wait: bool, stop: threading.Even
     """Take the lock, waiting as standby if asked; False when stopped before leading."""
     announced = False
     while not lock.try_acquire():
-        who = _who_leads(settings)
         if not wait:
-            raise NotLeaderError(f"another railgang daemon is the leader ({who}, "
+            raise NotLeaderError(f"another railgang daemon is the leader ({_who_leads(settings)}, "
                                  f"{lock.describe()}); stop it or run without --no-wait to "
                                  "stand by")
         if not announced:
-            log.info("standby: the leader is %s; taking over when it stops", who)
+            log.info("standby: the leader is %s; taking over when it stops",
+                     _who_leads(settings))
             announced = True
         if stop.wait(min(settings.daemon.cycle_interval_s, 5.0)):
             return False
