@@ -24,7 +24,7 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from railgang.daemon.errors import InputError
+from railgang.daemon.errors import InputError, RailgangError
 from railgang.daemon.slurm.cli.records import (
     ACTIVE_STATES,
     PENDING_STATES,
@@ -84,8 +84,11 @@ def leaves_of(topology_text: str) -> dict[str, list[str]]:
 
 
 def build_frame(jobs: Iterable[SqueueJob], nodes: Iterable[SinfoNode],
-                leaves: Mapping[str, list[str]], problems: Iterable[str] = ()) -> Frame:
-    """Pure: Slurm records + leaves -> what one screen shows."""
+                leaves: Mapping[str, list[str]], problems: Iterable[str] = (),
+                reasons: Mapping[str, str] | None = None) -> Frame:
+    """Pure: Slurm records + leaves -> what one screen shows. ``reasons``: the daemon's pending
+    reason per job (from its database); without it a waiting job shows Slurm's own reason."""
+    reasons = reasons or {}
     node_map = {n.name: n for n in nodes}
     owner: dict[str, list[str]] = {n.name: [""] * n.gpus for n in node_map.values()}
     leaf_of = {n: leaf for leaf, members in leaves.items() for n in members}
@@ -101,7 +104,7 @@ def build_frame(jobs: Iterable[SqueueJob], nodes: Iterable[SinfoNode],
         t = j.tag
         views.append(JobView(
             job_id=j.job_id, name=j.name, account=j.account, state=j.state,
-            reason="" if j.state in ACTIVE_STATES else j.reason,
+            reason="" if j.state in ACTIVE_STATES else reasons.get(j.job_id, j.reason),
             gpus=sum(len(g) for _, g in j.allocation) or j.gpus_requested, nodes=held,
             leaves=len({leaf_of.get(n, n) for n in held}),
             shape=_shape(t.tp, t.pp, t.dp) if t and t.dp else "",
@@ -152,8 +155,24 @@ def render(frame: Frame) -> Group:
     return Group(*parts)
 
 
-def observe(runner: SlurmRunner) -> Frame:
-    """Three Slurm reads -> one frame."""
+def daemon_reasons(db_url: str) -> dict[str, str]:
+    """The daemon's latest pending reasons; empty when its database is absent or unreadable (the
+    view works without a daemon)."""
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from railgang.db.repositories import explanations
+    from railgang.db.session import make_engine, session_scope
+
+    try:
+        engine = make_engine(db_url)
+        with session_scope(engine) as s:
+            return explanations.waiting_reasons(s)
+    except (SQLAlchemyError, RailgangError):
+        return {}
+
+
+def observe(runner: SlurmRunner, db_url: str | None = None) -> Frame:
+    """Three Slurm reads (and the daemon's reasons, when ``db_url`` is given) -> one frame."""
     jobs, p1 = parse_squeue(runner.run(["squeue", "--json"]).stdout)
     nodes, p2 = parse_sinfo(runner.run(["sinfo", "--json"]).stdout)
     text = runner.run(["scontrol", "show", "topology"]).stdout
@@ -162,7 +181,8 @@ def observe(runner: SlurmRunner) -> Frame:
     except TopologyError as exc:
         p2 = [*p2, f"topology: {exc}"]
         leaves = {}
-    return build_frame(jobs, nodes, leaves, [*p1, *p2])
+    reasons = daemon_reasons(db_url) if db_url else {}
+    return build_frame(jobs, nodes, leaves, [*p1, *p2], reasons)
 
 
 def _slurm_conf() -> Path | None:
@@ -190,18 +210,20 @@ def top(
         raise InputError("no Slurm cluster: export SLURM_CONF, set slurm.conf, or start one with "
                          "`railgang devcluster up`")
     runner = SlurmRunner.from_settings(settings().slurm.model_copy(update={"conf": conf}))
+    url = settings().db.url
     if as_json:
-        typer.echo(json.dumps(asdict(observe(runner)), indent=2))
+        typer.echo(json.dumps(asdict(observe(runner, url)), indent=2))
         return
     console = Console()
     if once:
-        console.print(render(observe(runner)))
+        console.print(render(observe(runner, url)))
         return
-    with Live(render(observe(runner)), console=console, screen=False, auto_refresh=False) as live:
+    with Live(render(observe(runner, url)), console=console, screen=False,
+              auto_refresh=False) as live:
         try:
             while True:
                 time.sleep(interval)
-                live.update(render(observe(runner)), refresh=True)
+                live.update(render(observe(runner, url)), refresh=True)
         except KeyboardInterrupt:
             pass
 

@@ -1,49 +1,77 @@
 #!/usr/bin/env bash
-# One command for a newcomer (as root, Debian 12): install railgang, create the embedded SQLite
-# database, bring up a real 16-node × 8-GPU Slurm 22.05 cluster on this machine, and show it
-# working: a 4-node GPU gang submitted held, placed on one leaf switch, released, accounted.
+# The main job, on the embedded defaults (as root, Debian 12): install railgang, create its SQLite
+# database, bring up a real 16-node x 8-GPU Slurm 22.05 cluster on this machine, start the railgang
+# daemon on it, submit the demo workload (about 30 hinted training jobs: a batch wave, then
+# guaranteed work that must shrink or preempt it), show placements live until the queue drains,
+# then stop the daemon and the cluster. KEEP_CLUSTER=1 leaves the cluster (and nothing else) up.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install.sh
-rg=.venv/bin/railgang
+rg=$PWD/.venv/bin/railgang
 export RAILGANG_HOME=${RAILGANG_HOME:-/var/lib/railgang}
+mkdir -p "$RAILGANG_HOME"
 
 echo "== database (SQLite at $RAILGANG_HOME/railgang.sqlite)"
 $rg db upgrade
 
 echo "== local Slurm cluster"
 $rg devcluster up
-$rg devcluster status || true
 conf=$($rg devcluster status --json | .venv/bin/python -c 'import json,sys; print(json.load(sys.stdin)["slurm_conf"])')
 export SLURM_CONF=$conf
 
-echo "== a 4-node × 8-GPU gang: submitted held, pinned to one leaf, released"
-out="$RAILGANG_HOME/quickstart-gang.out"
-job=$(sbatch --parsable --account=team-a -N4 --gres=gpu:8 --hold --output="$out" \
-  --rg-parallel=tp8,dp4 --wrap='srun bash -c "echo \$(hostname) GPUs \$CUDA_VISIBLE_DEVICES"')
-scontrol show job "$job" | grep -E 'JobState|AdminComment'
-scontrol update jobid="$job" ReqNodeList='n[05-08]'
-scontrol release "$job"
-for _ in $(seq 100); do  # until accounting has the finished job
-  state=$(sacct -n -X -j "$job" -o State 2>/dev/null | tr -d ' ' || true)
-  [ "$state" = COMPLETED ] && break
-  sleep 0.2
-done
-sacct -j "$job" -X -o JobID,Account,State,NNodes,AllocTRES%50
-echo "-- job output (one line per node):"
-sort "$out"
-echo
-echo "== where railgang would put a 32-GPU tp8/pp2/dp2 gang on this cluster's fabric (30 % busy)"
-$rg place --topology "$(dirname "$conf")/topology.conf" --occupancy 0.3 --seed 1 \
-  --gpus 32 --tp 8 --pp 2 --dp 2 | head -6
+daemon_pid=
+cleanup() {
+  if [ -n "$daemon_pid" ] && kill -0 "$daemon_pid" 2>/dev/null; then
+    kill -TERM "$daemon_pid"; wait "$daemon_pid" || true   # graceful: finishes its cycle
+    echo "daemon stopped"
+  fi
+  if [ "${KEEP_CLUSTER:-0}" != 1 ]; then
+    scancel --user=root 2>/dev/null || true
+    $rg devcluster down
+  fi
+}
+trap cleanup EXIT
 
-trace=${RAILGANG_PHILLY_DIR:-../shared/traces/philly-gavel}
-if [ -d "$trace" ]; then
-  echo "== the decision core on the first 2,000 jobs of the Philly-derived trace (512 simulated GPUs)"
-  $rg sim --trace "$trace" --limit 2000 --compare fifo,default
-else
-  echo "(no Philly-derived trace at $trace: skipping the simulator demo; set RAILGANG_PHILLY_DIR)"
-fi
+echo "== railgang daemon (cycle every 3 s; log in $RAILGANG_HOME/daemon.log)"
+RAILGANG_DAEMON__CYCLE_INTERVAL_S=${RAILGANG_DAEMON__CYCLE_INTERVAL_S:-3} \
+  $rg daemon run --log-format json >"$RAILGANG_HOME/daemon.log" 2>&1 &
+daemon_pid=$!
+for _ in $(seq 100); do $rg daemon status >/dev/null 2>&1 && break; sleep 0.2; done
+$rg daemon status
+
+echo "== demo workload: a batch wave, then guaranteed work 20 s later"
+out=$RAILGANG_HOME/demo
+$rg demo --out "$out" --step-s "${DEMO_STEP_S:-0.5}" --wave-gap 20 &
+submitter=$!
+sleep 8
+first_waiting=
+for round in $(seq 60); do
+  echo; echo "-- railgang top, $(date +%T)"
+  $rg top --once
+  if [ -z "$first_waiting" ]; then
+    first_waiting=$(squeue -h -t PENDING -o %i | head -1)
+    if [ -n "$first_waiting" ]; then echo "-- railgang explain $first_waiting"; $rg explain "$first_waiting" || true; fi
+  fi
+  if ! kill -0 "$submitter" 2>/dev/null && [ -z "$(squeue -h -o %i)" ]; then break; fi
+  sleep 10
+done
+wait "$submitter" || true
+
+echo; echo "== what happened (from the daemon's journal and Slurm)"
+$rg daemon status
+requeued=$(grep -l "preempted" "$out"/*.out 2>/dev/null | wc -l || true)
+echo "jobs that checkpointed on a preemption signal and resumed: $requeued"
+.venv/bin/python - "$RAILGANG_HOME/daemon.log" <<'PY'
+import collections, json, sys
+actions, failed = collections.Counter(), 0
+for line in open(sys.argv[1]):
+    try:
+        rec = json.loads(line)
+    except ValueError:
+        continue
+    actions.update(rec.get("actions") or {})
+    failed += rec.get("failed") or 0
+print(f"daemon actions by kind: {dict(actions)}; refused by Slurm: {failed}")
+PY
 echo
-echo "railgang is installed. Try: export SLURM_CONF=$conf; sinfo; $rg --help"
-echo "Stop the cluster with: $rg devcluster down"
+echo "railgang works. Next: export SLURM_CONF=$conf; KEEP_CLUSTER=1 bash scripts/quickstart.sh; $rg --help"

@@ -75,8 +75,16 @@ def live(s: Session) -> dict[str, tuple[str, str]]:
     return {j: (state, nodes) for j, state, nodes in s.execute(q)}
 
 
+def waiting_reasons(s: Session) -> dict[str, str]:
+    """``job -> reason`` of every job the core left waiting in its latest cycle."""
+    q = select(JobExplanation.job_id, JobExplanation.reason).where(
+        JobExplanation.state == "waiting")
+    return {j: reason or "" for j, reason in s.execute(q)}
+
+
 def get(s: Session, job_id: str) -> JobExplanation | None:
     return s.get(JobExplanation, job_id)
 
 
-__all__ = ["ExplanationRow", "drop_gone", "get", "live", "mark_gone", "upsert"]
+__all__ = ["ExplanationRow", "drop_gone", "get", "live", "mark_gone", "upsert",
+           "waiting_reasons"]

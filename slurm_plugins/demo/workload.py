@@ -54,6 +54,12 @@ class DemoJob:
         return argv
 
 
+def _steps(base: int, dp: int, klass: int) -> int:
+    """Steps for about ``base`` x 2 step-times of wall time (batch) or ``base`` / 2 (guaranteed
+    work): the example shares a step's work among its DP replicas, so steps scale with ``dp``."""
+    return max(5, base * dp * 2 if klass == 3 else base * dp // 2)
+
+
 def make_workload(n: int = 30, seed: int = 1) -> list[DemoJob]:
     """``n`` jobs drawn from :data:`SHAPES` and :data:`CLASS_WEIGHTS` with a fixed seed.
 
@@ -74,7 +80,8 @@ def make_workload(n: int = 30, seed: int = 1) -> list[DemoJob]:
         elastic = (max(1, dp // nodes), dp) if nodes > 1 and cls == 3 and i % 2 == 0 else None
         jobs.append(DemoJob(name=f"demo-{i:02d}", account=("team-a", "team-b")[i % 2],
                             nodes=nodes, gpus_per_node=per_node, tp=tp, pp=pp, dp=dp,
-                            elastic=elastic, priority_class=cls, steps=rng.randint(20, 60)))
+                            elastic=elastic, priority_class=cls,
+                            steps=_steps(rng.randint(20, 60), dp, cls)))
     return sorted(jobs, key=lambda j: j.priority_class != 3)  # stable: batch wave first
 
 

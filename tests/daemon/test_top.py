@@ -59,3 +59,29 @@ def test_render_shows_every_leaf_and_job() -> None:
         assert leaf in text
     assert "GPUs in use 24/" in text
     assert "tp8 dp2" in text
+
+
+def test_the_daemons_reason_replaces_slurms() -> None:
+    jobs, _ = parse_squeue((DATA / "squeue_mixed.json").read_text())
+    nodes, _ = parse_sinfo((DATA / "sinfo_mixed.json").read_text())
+    f = build_frame(jobs, nodes, {}, reasons={"12": "waiting_for_gpus"})
+    assert next(j for j in f.jobs if j.job_id == "12").reason == "waiting_for_gpus"
+    assert next(j for j in f.jobs if j.job_id == "11").reason != "waiting_for_gpus"
+
+
+def test_daemon_reasons_from_its_database(tmp_path: Path) -> None:
+    from datetime import UTC, datetime
+
+    from railgang.daemon.top import daemon_reasons
+    from railgang.db.migrate import upgrade
+    from railgang.db.repositories.explanations import ExplanationRow, upsert
+    from railgang.db.session import make_engine, session_scope
+
+    url = f"sqlite:///{tmp_path / 'rg.sqlite'}"
+    assert daemon_reasons(url) == {}  # no tables yet: the view still works
+    upgrade(url)
+    with session_scope(make_engine(url)) as s:
+        upsert(s, [ExplanationRow("12", "waiting", "team-a", 3, 6, reason="quarantined"),
+                   ExplanationRow("9", "running", "team-a", 1, 16, nodes="n[01-02]")],
+               cycle_id=1, at=datetime.now(UTC))
+    assert daemon_reasons(url) == {"12": "quarantined"}
