@@ -69,7 +69,7 @@ def make_workload(n: int = 30, seed: int = 1) -> list[DemoJob]:
     """
     rng = random.Random(seed)
     classes = list(CLASS_WEIGHTS)
-    jobs = []
+    jobs: list[DemoJob] = []
     for i in range(n):
         _, per_node, nodes, tp, pp = rng.choices(SHAPES, weights=[s[0] for s in SHAPES])[0]
         dp = per_node * nodes // (tp * pp)
