@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from railgang.daemon.api.app import create_app
-from railgang.daemon.config import load_settings
+from railgang.daemon.config import Settings, load_settings
 from railgang.daemon.errors import ConfigError
 from railgang.db.repositories import admin
 from railgang.db.session import session_scope
@@ -115,5 +115,6 @@ def test_routing_errors_use_the_one_format(api: Api) -> None:
 
 
 def test_prod_refuses_the_dev_secret() -> None:
-    with pytest.raises(ConfigError, match="api.secret_key"):
-        create_app(load_settings(environment="prod"))
+    settings = Settings(environment="prod")  # built directly: load_settings would refuse first
+    with pytest.raises(ConfigError, match=r"api\.secret_key: the development default"):
+        create_app(settings)

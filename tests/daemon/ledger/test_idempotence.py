@@ -3,6 +3,7 @@ in any order, with a crash in the middle — leaves the same rows as one ingest 
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -107,7 +108,7 @@ def test_covering_windows_in_any_order_give_one_ledger(engine: Engine, truth: li
     clear(engine)
     # a partition of the whole span, plus random extra windows (repeats and overlaps)
     bounds = sorted({-10, HORIZON, *cut})
-    plan = [(T0 + a, T0 + b) for a, b in zip(bounds, bounds[1:], strict=False)]
+    plan = [(T0 + a, T0 + b) for a, b in itertools.pairwise(bounds)]
     plan += [(T0 + a, T0 + a + n) for a, n in extra]
     plan += plan[: len(plan) // 2]  # and some windows twice
     order.shuffle(plan)  # type: ignore[attr-defined]
@@ -126,7 +127,7 @@ def test_crash_between_windows_changes_nothing(engine: Engine, truth: list[SJob]
     want = expected(engine, truth)
     clear(engine)
     bounds = sorted({-10, HORIZON, *cut})
-    plan = [(T0 + a, T0 + b) for a, b in zip(bounds, bounds[1:], strict=False)]
+    plan = [(T0 + a, T0 + b) for a, b in itertools.pairwise(bounds)]
     crash = min(crash_at, len(plan) - 1)
 
     def crashing(a: datetime, b: datetime) -> str:
@@ -165,7 +166,7 @@ def test_evolving_jobs_ingested_as_time_passes(engine: Engine, truth: list[SJob]
     clear(engine)
     bounds = [T0 + b for b in sorted({-10, HORIZON, *cut})]
     plan = [(max(bounds[0], a - back[i % len(back)]), b)
-            for i, (a, b) in enumerate(zip(bounds, bounds[1:], strict=False))]
+            for i, (a, b) in enumerate(itertools.pairwise(bounds))]
     for i, (since, until) in enumerate(plan):
         ingest_at(engine, truth, since, until, now=until)
         for k in again:  # an old window read again now

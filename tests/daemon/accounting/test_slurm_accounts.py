@@ -1,0 +1,75 @@
+"""``railgang quota sync-accounts``: the plan from sacctmgr's associations, and the real thing
+against the 22.05 test cluster."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from railgang.daemon.accounting.slurm_accounts import SlurmAccount, parse_assoc, plan
+from railgang.daemon.cli import app
+from railgang.slurm_plugins.devcluster.cluster import DevCluster, slurm_env
+
+ASSOC = """root||||
+ml-org|root||
+research|ml-org||
+team-a|research||gres/gpu=16
+team-a||root|
+"""
+
+
+def test_parse_assoc_skips_users_and_root() -> None:
+    assert parse_assoc(ASSOC) == {
+        "ml-org": SlurmAccount("ml-org", None, None),
+        "research": SlurmAccount("research", "ml-org", None),
+        "team-a": SlurmAccount("team-a", "research", 16)}
+
+
+def test_plan_adds_parents_first_moves_and_sets_limits() -> None:
+    wanted = [("team-x", "research", "team", 8), ("ml-org", None, "org", None),
+              ("research", "ml-org", "dept", None), ("team-a", "other", "team", None),
+              ("other", "ml-org", "dept", None)]
+    assert plan(wanted, parse_assoc(ASSOC)) == [
+        ["sacctmgr", "-i", "add", "account", "other", "parent=ml-org",
+         "Description=railgang dept"],
+        ["sacctmgr", "-i", "modify", "account", "where", "name=team-a", "set", "parent=other",
+         "GrpTRES=gres/gpu=-1"],
+        ["sacctmgr", "-i", "add", "account", "team-x", "parent=research",
+         "Description=railgang team", "GrpTRES=gres/gpu=8"],
+    ]
+    assert plan([("ml-org", None, "org", None)], parse_assoc(ASSOC)) == []
+
+
+@pytest.mark.slurm
+@pytest.mark.slow
+def test_sync_accounts_on_the_real_cluster(slurm_cluster: DevCluster, tmp_path: Path,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RAILGANG_DB__URL", f"sqlite:///{tmp_path / 'sync.sqlite'}")
+    monkeypatch.setenv("RAILGANG_SLURM__CONF", str(slurm_cluster.spec.slurm_conf))
+    runner = CliRunner()
+    assert runner.invoke(app, ["db", "upgrade"]).exit_code == 0
+    for args in (["ml-org", "--level", "org", "--guaranteed", "128"],
+                 ["research", "--level", "dept", "--parent", "ml-org", "--guaranteed", "64"],
+                 ["team-a", "--level", "team", "--parent", "research", "--guaranteed", "32",
+                  "--limit", "48"],
+                 ["vision", "--level", "dept", "--parent", "ml-org", "--guaranteed", "32"],
+                 ["team-v", "--level", "team", "--parent", "vision", "--guaranteed", "16",
+                  "--limit", "24"]):
+        res = runner.invoke(app, ["quota", "add", *args])
+        assert res.exit_code == 0, res.output
+    res = runner.invoke(app, ["quota", "sync-accounts"])
+    assert res.exit_code == 0, res.output
+    assert "add account vision parent=ml-org" in res.output
+    assert "add account team-v parent=vision" in res.output
+    show = subprocess.run(["sacctmgr", "-n", "-P", "show", "assoc",
+                           "format=account,parentname,user,grptres"], capture_output=True,
+                          text=True, env=slurm_env(slurm_cluster.spec), check=True, timeout=60)
+    accounts = parse_assoc(show.stdout)
+    assert accounts["team-v"] == SlurmAccount("team-v", "vision", 24)
+    assert accounts["team-a"].grp_gpus == 48
+    # a second sync has nothing to do
+    res = runner.invoke(app, ["quota", "sync-accounts"])
+    assert res.exit_code == 0 and res.output.strip().endswith("0 sacctmgr call(s)")
