@@ -26,6 +26,7 @@ gang shape that failed once fails for the rest of the cycle: such shapes are cac
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import random
 import time
@@ -44,6 +45,7 @@ from railgang.daemon.core.policy import Policy
 from railgang.daemon.core.reasons import PendingReason, Reason
 from railgang.daemon.core.snapshot import Snapshot
 from railgang.daemon.core.work import Work
+from railgang.topology.health import LinkHealth
 
 log = logging.getLogger(__name__)
 PHASES = ("observe", "order", "size", "place", "preempt", "grow", "emit")
@@ -91,6 +93,8 @@ def decide(
         ms[phase] += (t - clock) * 1e3
         clock = t
 
+    quarantined = _quarantined(snapshot, config.lame_link_tag)
+    snapshot = _with_quarantine(snapshot, quarantined)  # a what-if the placer sees (STYLE 2)
     w = Work(snapshot, now, placer, rng.randrange(2**31))  # 1. observe
     lap("observe")
     plan = policy.plan(snapshot, now)  # 2. order
@@ -118,7 +122,7 @@ def decide(
         if j.job_id not in w.started and j.job_id not in w.reasons:
             w.wait(j, Reason.PRIORITY, "not ordered by the policy this cycle", j.min_gpus)
     hygiene: list[Action] = [
-        TagNode(n, config.lame_link_tag) for n in sorted(_quarantined(snapshot))
+        TagNode(n, config.lame_link_tag) for n in sorted(quarantined)
         if n in snapshot.nodes and config.lame_link_tag not in snapshot.nodes[n].tags
     ]
     if config.emit_priorities:
@@ -133,10 +137,25 @@ def decide(
     return Decision(actions, reasons, MappingProxyType(ms))
 
 
-def _quarantined(snapshot: Snapshot) -> set[str]:
-    """Nodes the topology link health quarantines (empty without health data)."""
+def _quarantined(snapshot: Snapshot, tag: str) -> set[str]:
+    """Nodes the topology link health quarantines, and nodes that already carry the lame-link
+    tag: the tag lives in Slurm (the CLI backend's node feature ``rg_<tag>``), so a quarantine
+    outlives the daemon process and the link data that caused it."""
     q = getattr(snapshot.health, "quarantined", None)
-    return set(q) if q else set()
+    return (set(q) if q else set()) | {n for n, node in snapshot.nodes.items() if tag in node.tags}
+
+
+def _with_quarantine(snapshot: Snapshot, quarantined: set[str]) -> Snapshot:
+    """The snapshot whose link health quarantines ``quarantined`` too, so the placer keeps
+    multi-node gangs off tagged nodes (single-node jobs may still use them)."""
+    health = snapshot.health
+    known = getattr(health, "quarantined", None) or {}
+    extra = {n: "tagged lame-link" for n in sorted(quarantined) if n not in known}
+    if not extra:
+        return snapshot
+    merged = MappingProxyType({**known, **extra})
+    health = LinkHealth(quarantined=merged) if health is None else dataclasses.replace(health, quarantined=merged)
+    return snapshot.replace(health=health)
 
 
 __all__ = ["CycleConfig", "Decision", "decide"]

@@ -89,3 +89,32 @@ def test_priorities_can_be_emitted_in_final_order() -> None:
     d = decide(snap, get("fifo"), 0.0, random.Random(0), placer=first_fit,
                config=CycleConfig(emit_priorities=True))
     assert [a for a in d.actions if isinstance(a, SetPriority)] == [SetPriority("a", 2), SetPriority("b", 1)]
+
+
+def test_a_lame_link_tag_alone_keeps_multi_node_gangs_off_the_node() -> None:
+    """The tag (a Slurm node feature) is the quarantine a restarted daemon finds, without any
+    link health data: gangs avoid the node, a one-node job may still use it, no TagNode again."""
+    from railgang.daemon.core import Node, TagNode, topology_placer
+    from railgang.daemon.core.snapshot import make_snapshot
+    from railgang.topology.fabric import fabric_from_shape
+
+    fab = fabric_from_shape(8, 8, 4, prefix="n")  # two leaves of four nodes
+    nodes = [Node(n, 8, tags=frozenset({"lame-link"}) if n == "n02" else frozenset()) for n in fab.nodes]
+    busy = {n: frozenset() for n in ("n05", "n06", "n07", "n08")}  # only leaf s1 has room
+    gang = job("gang").gpus(24).tp(8).at(0).build()
+    one = job("one").gpus(8).tp(8).at(1).build()
+
+    def starts(*pending: object) -> dict[str, set[str]]:
+        snap = make_snapshot(now=0.0, fabric=fab, nodes=nodes, pending=pending,  # type: ignore[arg-type]
+                             free={n: busy.get(n, frozenset(range(8))) for n in fab.nodes})
+        d = decide(snap, get("fifo"), 0.0, random.Random(0), placer=topology_placer)
+        assert not d.of(TagNode)  # already tagged: nothing to send again
+        return {a.job_id: set(a.assignment) for a in d.actions if isinstance(a, Start)}
+
+    assert starts(gang) == {"gang": {"n01", "n03", "n04"}}
+    assert starts(job("big").gpus(32).tp(8).at(0).build()) == {}  # would need n02: waits
+    free_only_n02 = {**busy, "n01": frozenset(), "n03": frozenset(), "n04": frozenset()}
+    snap = make_snapshot(now=0.0, fabric=fab, nodes=nodes, pending=[one],
+                         free={n: free_only_n02.get(n, frozenset(range(8))) for n in fab.nodes})
+    d = decide(snap, get("fifo"), 0.0, random.Random(0), placer=topology_placer)
+    assert [(a.job_id, set(a.assignment)) for a in d.actions if isinstance(a, Start)] == [("one", {"n02"})]
