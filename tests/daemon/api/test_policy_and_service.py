@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from railgang.daemon.api.app import create_app
-from railgang.daemon.config import Settings, load_settings
+from railgang.daemon.config import Settings
 from railgang.daemon.errors import ConfigError
 from railgang.db.repositories import admin
 from railgang.db.session import session_scope
