@@ -80,6 +80,8 @@ class DaemonSettings(BaseModel):
     preempt: bool = True  # allow the preempt phase
     resize: bool = True  # allow shrinking and growing elastic jobs
     emit_priorities: bool = False  # also hand the policy's order to Slurm as job priorities
+    preempt_grace_s: float = Field(default=120.0, ge=0)  # PreemptionBudget.grace_s: signal to requeue
+    resize_min_interval_s: float = Field(default=600.0, ge=0)  # ElasticRules.min_interval_s
     seed: int = 0  # seed of the core's tie-breaking rng (and of the sim demo's workload)
     # Prometheus /metrics on metrics_host:metrics_port; port 0 turns the endpoint off
     metrics_host: str = "127.0.0.1"

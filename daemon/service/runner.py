@@ -22,6 +22,8 @@ from railgang.daemon.clock import WallClock
 from railgang.daemon.config import Settings
 from railgang.daemon.core import policy as registry
 from railgang.daemon.core.cycle import CycleConfig
+from railgang.daemon.core.elastic import ElasticRules
+from railgang.daemon.core.preemption import PreemptionBudget
 from railgang.daemon.errors import ConfigError, DaemonError, NotLeaderError
 from railgang.daemon.service.backends import make_backend
 from railgang.daemon.service.cycle import DaemonService
@@ -40,7 +42,9 @@ def leader_name() -> str:
 
 def cycle_config(settings: Settings) -> CycleConfig:
     d = settings.daemon
-    return CycleConfig(preempt=d.preempt, resize=d.resize, emit_priorities=d.emit_priorities)
+    return CycleConfig(preempt=d.preempt, resize=d.resize, emit_priorities=d.emit_priorities,
+                       budget=PreemptionBudget(grace_s=d.preempt_grace_s),
+                       elastic=ElasticRules(min_interval_s=d.resize_min_interval_s))
 
 
 def _policy(settings: Settings) -> registry.Policy:

@@ -77,3 +77,13 @@ def test_cli_reports_config_errors_in_one_line(tmp_path: Path) -> None:
     assert res.returncode == 1
     assert "devcluster.nodez: unknown key" in res.stderr
     assert "Traceback" not in res.stderr
+
+
+def test_daemon_grace_and_resize_interval_reach_the_core(tmp_path: Path) -> None:
+    from railgang.daemon.service.runner import cycle_config
+
+    default = cycle_config(load_settings(write(tmp_path, "")))
+    assert (default.budget.grace_s, default.elastic.min_interval_s) == (120.0, 600.0)
+    path = write(tmp_path, "[daemon]\npreempt_grace_s = 5\nresize_min_interval_s = 10\n")
+    short = cycle_config(load_settings(path))
+    assert (short.budget.grace_s, short.elastic.min_interval_s) == (5.0, 10.0)
