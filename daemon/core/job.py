@@ -73,12 +73,15 @@ class JobRequest:
 
     # sizes, derived once in __post_init__ (the cycle reads them thousands of times):
     # replica_gpus: GPUs in one DP replica (tp × pp), the atomic unit of growth and shrink;
-    # replicas: requested DP degree; min_replicas/max_replicas: the elastic range; elastic: lo < hi
+    # replicas: requested DP degree; min_replicas/max_replicas: the elastic range; elastic: lo < hi;
+    # min_gpus/max_gpus: the range in GPUs
     replica_gpus: int = field(init=False, repr=False, compare=False)
     replicas: int = field(init=False, repr=False, compare=False)
     min_replicas: int = field(init=False, repr=False, compare=False)
     max_replicas: int = field(init=False, repr=False, compare=False)
     elastic: bool = field(init=False, repr=False, compare=False)
+    min_gpus: int = field(init=False, repr=False, compare=False)
+    max_gpus: int = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.gpus < 1:
@@ -94,16 +97,9 @@ class JobRequest:
         if not 1 <= lo <= hi:
             raise ValueError(f"{self.job_id}: elastic range [{lo}, {hi}] is empty")
         for name, value in (("replica_gpus", per), ("replicas", reps), ("min_replicas", lo),
-                            ("max_replicas", hi), ("elastic", lo != hi)):
+                            ("max_replicas", hi), ("elastic", lo != hi), ("min_gpus", lo * per),
+                            ("max_gpus", hi * per)):
             object.__setattr__(self, name, value)
-
-    @property
-    def min_gpus(self) -> int:
-        return self.min_replicas * self.replica_gpus
-
-    @property
-    def max_gpus(self) -> int:
-        return self.max_replicas * self.replica_gpus
 
     def speedup(self, replicas: int) -> float:
         """Throughput on ``replicas`` relative to one replica (the job's ``speedup_fn``)."""
