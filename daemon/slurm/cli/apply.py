@@ -177,7 +177,7 @@ def _plan(b: _Batch, i: int, action: Action, obs: Observation, now: float, confi
         b.node_ops.append((cmd.drain_argv(action.node, reason), i))
     elif isinstance(action, TagNode):
         if not cmd.valid_node(action.node) or not cmd.valid_tag(action.tag):
-            return f"tag {action.tag!r} on {action.node!r}: tags are 1-40 letters, digits or _"
+            return f"tag {action.tag!r} on {action.node!r}: tags are 1-40 letters, digits, _ or -"
         raw = obs.nodes_raw.get(action.node)
         if raw is None:
             return f"node {action.node} is not in sinfo"

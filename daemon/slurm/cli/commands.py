@@ -30,7 +30,7 @@ CHECKPOINT_SIGNAL = "USR1"
 
 _JOB_ID = re.compile(r"^\d+(_\d+)?$")
 _NODE = re.compile(r"^[A-Za-z0-9._-]+$")
-_TAG = re.compile(r"^[A-Za-z0-9_]{1,40}$")
+_TAG = re.compile(r"^[A-Za-z0-9_-]{1,40}$")  # "-": the core tags lame links "lame-link"
 # "<why> for job N" (update, requeue) and "... for job N: <why>" (scontrol loading the job first)
 _FOR_JOB = re.compile(r"for job (\d+(?:_\d+)?)(?::\s*(.*))?$")
 

@@ -135,3 +135,4 @@ def test_names_are_validated() -> None:
     assert cmd.valid_job_id("123") and cmd.valid_job_id("12_3") and not cmd.valid_job_id("1;rm")
     assert cmd.valid_node("n01") and not cmd.valid_node("n01 x") and not cmd.valid_node("")
     assert cmd.valid_tag("lame_link") and not cmd.valid_tag("a,b")
+    assert cmd.valid_tag("lame-link")  # the core's own tag (CycleConfig.lame_link_tag)
