@@ -32,7 +32,7 @@ from railgang.db.repositories import explanations, org, tokens
 from railgang.db.session import make_engine, session_scope
 
 sys.path.insert(0, str(Path(__file__).parent))
-from ledger_bench import DAY0, TEAMS, load, synthetic_day  # noqa: E402
+from ledger_bench import DAY0, TEAMS, load, synthetic_day
 
 
 def seed(url: str) -> tuple[str, str]:

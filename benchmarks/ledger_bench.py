@@ -177,7 +177,7 @@ def bench_chargeback(engine: Engine) -> None:
         for _ in range(3):
             t0 = time.perf_counter()
             with session_scope(engine) as s:
-                n, rows = ledger.usage(s, q)
+                n, _rows = ledger.usage(s, q)
             times.append(time.perf_counter() - t0)
         print(f"chargeback over {total:,} rows group_by={','.join(group)}: best "
               f"{min(times):.2f} s, worst {max(times):.2f} s ({n} groups); load {load()}",
