@@ -29,7 +29,7 @@ PUBLIC = {
         "entries_of_cycle", "finish_cycle", "get_leader", "idempotency_key", "last_cycle",
         "open_entries", "prune", "set_leader", "settle"},
     "railgang.db.repositories.explanations": {"ExplanationRow", "drop_gone", "get", "live",
-                                              "mark_gone", "upsert"},
+                                              "mark_gone", "upsert", "waiting_reasons"},
 }
 
 
@@ -43,11 +43,11 @@ def test_exported_members(module: str) -> None:
 
 def test_the_service_never_reaches_into_the_core_internals() -> None:
     """The service uses the core's public seams (decide via run_cycle, actions, reasons,
-    snapshot, policy registry), never its working state."""
+    snapshot, policy registry, the CycleConfig knobs' types), never its working state."""
     import pathlib
 
     root = pathlib.Path(importlib.import_module("railgang.daemon.service").__file__).parent
     for path in root.glob("*.py"):
         text = path.read_text()
-        for private in ("core.work", "core.phases", "core.evict", "core.elastic"):
+        for private in ("core.work", "core.phases", "core.evict"):
             assert private not in text, f"{path.name} imports railgang.daemon.{private}"
