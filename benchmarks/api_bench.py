@@ -68,7 +68,7 @@ def seed(url: str) -> tuple[str, str]:
     return admin, reader
 
 
-def requests(n: int) -> list[tuple[str, str]]:
+def requests(n: int, mix: str = "all") -> list[tuple[str, str]]:
     win = (f"since={datetime.fromtimestamp(DAY0, UTC).isoformat()}"
            f"&until={datetime.fromtimestamp(DAY0 + 86400, UTC).isoformat()}").replace("+", "%2B")
     routes = [
@@ -79,6 +79,8 @@ def requests(n: int) -> list[tuple[str, str]]:
         ("jobs", "/v1/jobs?limit=50"),
         ("job explain", "/v1/jobs/42"),
     ]
+    if mix == "light":
+        routes = [r for r in routes if not r[0].startswith(("usage", "chargeback"))]
     rng = random.Random(3)
     return [rng.choice(routes) for _ in range(n)]
 
@@ -119,12 +121,16 @@ def main() -> None:
     ap.add_argument("--clients", type=int, default=50)
     ap.add_argument("--requests", type=int, default=3000)
     ap.add_argument("--port", type=int, default=19880)
+    ap.add_argument("--workers", type=int, default=1)
+    ap.add_argument("--mix", choices=["all", "light"], default="all",
+                    help="light: no usage/chargeback aggregations")
     args = ap.parse_args()
     url = args.url or f"sqlite:///{tempfile.mkdtemp(prefix='rg-api-bench-')}/a.sqlite"
     admin, _reader = seed(url)
     env = {**os.environ, "RAILGANG_DB__URL": url}
     server = subprocess.Popen([str(Path(sys.executable).parent / "railgang"), "api", "--port",
-                               str(args.port), "--log-level", "warning"], env=env)
+                               str(args.port), "--log-level", "warning", "--workers",
+                               str(args.workers)], env=env)
     base = f"http://127.0.0.1:{args.port}"
     try:
         for _ in range(100):
@@ -134,13 +140,13 @@ def main() -> None:
             except httpx.HTTPError:
                 time.sleep(0.2)
         asyncio.run(drive(base, admin, requests(200), 10))  # warm-up
-        lat, wall, errors = asyncio.run(drive(base, admin, requests(args.requests),
+        lat, wall, errors = asyncio.run(drive(base, admin, requests(args.requests, args.mix),
                                               args.clients))
     finally:
         server.terminate()
         server.wait(timeout=30)
-    print(f"db {make_engine(url).url.render_as_string(hide_password=True)}; "
-          f"{args.clients} clients, {args.requests} requests in {wall:.1f} s "
+    print(f"db {make_engine(url).url.render_as_string(hide_password=True)}; mix {args.mix}, "
+          f"{args.workers} worker(s), {args.clients} clients, {args.requests} requests in {wall:.1f} s "
           f"({args.requests / wall:.0f} req/s), errors {errors}; load {load()}")
     everything = [x for v in lat.values() for x in v]
     for name, values in [*sorted(lat.items()), ("all", everything)]:

@@ -152,4 +152,12 @@ def create_app(settings: Settings, *, engine: Engine | None = None) -> FastAPI:
     return app
 
 
-__all__ = ["create_app", "error"]
+def app_from_env() -> FastAPI:
+    """App factory for uvicorn worker processes (``railgang api --workers N``): each worker
+    reads the same configuration (RAILGANG_CONFIG and RAILGANG_* variables)."""
+    from railgang.daemon.config import load_settings
+
+    return create_app(load_settings())
+
+
+__all__ = ["app_from_env", "create_app", "error"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import Annotated
 
 import typer
@@ -23,18 +24,26 @@ def api(
     host: Annotated[str | None, typer.Option(help="Listen address (default: api.host).")] = None,
     port: Annotated[int | None, typer.Option(help="Port (default: api.port).")] = None,
     log_level: Annotated[str, typer.Option(help="uvicorn log level.")] = "info",
+    workers: Annotated[int, typer.Option(min=1, max=64, help="uvicorn worker processes "
+                                         "(each with its own database pool).")] = 1,
 ) -> None:
     """Serve the admin API (quotas, ledger, chargeback, explanations); OpenAPI docs at /docs."""
     import uvicorn
 
     from railgang.daemon.api.app import create_app
-    from railgang.daemon.cli import settings
+    from railgang.daemon.cli import _State, settings
 
     cfg = settings()
     require_head(cfg.db.url)
-    app = create_app(cfg)
-    uvicorn.run(app, host=host or cfg.api.host, port=port or cfg.api.port, log_level=log_level,
-                access_log=False)
+    bind = {"host": host or cfg.api.host, "port": port or cfg.api.port, "log_level": log_level,
+            "access_log": False}
+    if workers == 1:
+        uvicorn.run(create_app(cfg), **bind)  # type: ignore[arg-type]
+        return
+    if _State.config_path is not None:  # the workers load the same file
+        os.environ["RAILGANG_CONFIG"] = str(_State.config_path)
+    uvicorn.run("railgang.daemon.api.app:app_from_env", factory=True, workers=workers,
+                **bind)  # type: ignore[arg-type]
 
 
 __all__ = ["api", "require_head"]

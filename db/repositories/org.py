@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import func, select
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, selectinload
 
 from railgang.daemon.accounting.quota import (
     ANY_GPU,
@@ -40,7 +40,7 @@ def account_dict(a: Account, quotas: list[AccountQuota] | None = None) -> dict[s
 
 
 def list_accounts(s: Session, *, names: set[str] | None = None) -> list[Account]:
-    q = select(Account).order_by(Account.name)
+    q = select(Account).options(selectinload(Account.parent)).order_by(Account.name)
     if names is not None:
         q = q.where(Account.name.in_(sorted(names)))
     return list(s.scalars(q))
@@ -56,6 +56,16 @@ def get_account(s: Session, name: str) -> Account:
 def quotas_of(s: Session, account: Account) -> list[AccountQuota]:
     return list(s.scalars(select(AccountQuota).where(AccountQuota.account_id == account.id)
                           .order_by(AccountQuota.gpu_type)))
+
+
+def quotas_by_account(s: Session, accounts: list[Account]) -> dict[int, list[AccountQuota]]:
+    """The per-type quotas of many accounts in one query."""
+    out: dict[int, list[AccountQuota]] = {a.id: [] for a in accounts}
+    if accounts:
+        for q in s.scalars(select(AccountQuota).where(AccountQuota.account_id.in_(list(out)))
+                           .order_by(AccountQuota.gpu_type)):
+            out[q.account_id].append(q)
+    return out
 
 
 def _check_parent(s: Session, level: str, parent: str | None) -> Account | None:
@@ -208,5 +218,5 @@ def effective(s: Session, team: str, gpu_type: str = ANY_GPU) -> EffectiveQuota:
 
 
 __all__ = ["account_dict", "allocated_now", "create_account", "delete_account", "delete_quota",
-           "effective", "get_account", "list_accounts", "quota_nodes", "quotas_of", "set_quota",
+           "effective", "get_account", "list_accounts", "quota_nodes", "quotas_by_account", "quotas_of", "set_quota",
            "update_account", "validate"]

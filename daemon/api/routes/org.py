@@ -47,7 +47,8 @@ def list_accounts(session: SessionDep, principal: CurrentToken, page: PageDep,
     if level is not None:
         accounts = [a for a in accounts if a.level == level]
     chunk = accounts[page.offset:page.offset + page.limit]
-    return PageOf[AccountOut](items=[AccountOut(**org.account_dict(a, org.quotas_of(session, a)))
+    quotas = org.quotas_by_account(session, chunk)
+    return PageOf[AccountOut](items=[AccountOut(**org.account_dict(a, quotas[a.id]))
                                      for a in chunk],
                               total=len(accounts), limit=page.limit, offset=page.offset)
 
