@@ -145,7 +145,8 @@ def measure(rows: list[dict[str, object]], spec: ClusterSpec) -> dict[str, float
     }
 
 
-def start_daemon(spec: ClusterSpec, cycle_s: float) -> subprocess.Popen[bytes]:
+def start_daemon(spec: ClusterSpec, cycle_s: float, leaf_wait_s: float | None,
+                 leaf_holds: int | None) -> subprocess.Popen[bytes]:
     """`railgang daemon run` on this cluster: its own SQLite database, the heartbeat file the
     cluster's job_submit.lua reads, no metrics port. Returns once the first heartbeat is written."""
     env = slurm_env(spec) | {
@@ -155,6 +156,10 @@ def start_daemon(spec: ClusterSpec, cycle_s: float) -> subprocess.Popen[bytes]:
         "RAILGANG_DAEMON__CYCLE_INTERVAL_S": str(cycle_s),
         "RAILGANG_DAEMON__METRICS_PORT": "0",
     }
+    if leaf_wait_s is not None:  # else the daemon's default (DaemonSettings.leaf_wait_s)
+        env["RAILGANG_DAEMON__LEAF_WAIT_S"] = str(leaf_wait_s)
+    if leaf_holds is not None:
+        env["RAILGANG_DAEMON__LEAF_HOLDS"] = str(leaf_holds)
     railgang = str(Path(sys.executable).with_name("railgang"))
     subprocess.run([railgang, "db", "upgrade"], env=env, check=True, capture_output=True)
     spec.heartbeat_file.unlink(missing_ok=True)
@@ -178,6 +183,9 @@ def main() -> int:
     ap.add_argument("--dir", type=Path, default=Path("/tmp/railgang-bench-stream"))
     ap.add_argument("--port-base", type=int, default=27817)
     ap.add_argument("--cycle-s", type=float, default=2.0, help="daemon cycle (railgang mode)")
+    ap.add_argument("--leaf-wait-s", type=float, default=None,
+                    help="daemon.leaf_wait_s (railgang mode; default: the daemon's default)")
+    ap.add_argument("--leaf-holds", type=int, default=None, help="daemon.leaf_holds (railgang mode)")
     args = ap.parse_args()
     spec = ClusterSpec(dir=args.dir, nodes=64, gpus_per_node=8, nodes_per_leaf=8,
                        slurmctld_port=args.port_base, slurmdbd_port=args.port_base + 2,
@@ -185,7 +193,8 @@ def main() -> int:
     cluster = DevCluster(spec)
     cluster.down()
     cluster.up()
-    daemon = start_daemon(spec, args.cycle_s) if args.mode == "railgang" else None
+    daemon = (start_daemon(spec, args.cycle_s, args.leaf_wait_s, args.leaf_holds)
+              if args.mode == "railgang" else None)
     try:
         jobs = make_stream(args.jobs, args.seed, spec.nodes * spec.gpus_per_node, args.load,
                            args.time_scale)
@@ -198,7 +207,9 @@ def main() -> int:
             daemon.send_signal(signal.SIGTERM)
             daemon.wait(timeout=60)
         cluster.down()
-    result |= {"mode": args.mode, "wall_s": wall, "load_avg": os.getloadavg()[0]}
+    result |= {"mode": args.mode, "wall_s": wall, "load_avg": os.getloadavg()[0], "seed": args.seed}
+    if args.mode == "railgang":
+        result |= {"leaf_wait_s": args.leaf_wait_s, "leaf_holds": args.leaf_holds}
     print(json.dumps(result, indent=2))
     return 0
 

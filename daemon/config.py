@@ -82,6 +82,10 @@ class DaemonSettings(BaseModel):
     emit_priorities: bool = False  # also hand the policy's order to Slurm as job priorities
     preempt_grace_s: float = Field(default=120.0, ge=0)  # PreemptionBudget.grace_s: signal to requeue
     resize_min_interval_s: float = Field(default=600.0, ge=0)  # ElasticRules.min_interval_s
+    # CycleConfig.leaf_wait_s / leaf_holds: a multi-node gang one leaf could hold waits up to this
+    # long after submit for one leaf instead of spreading, holding up to leaf_holds leaves; 0 = off
+    leaf_wait_s: float = Field(default=120.0, ge=0)
+    leaf_holds: int = Field(default=2, ge=0)
     seed: int = 0  # seed of the core's tie-breaking rng (and of the sim demo's workload)
     # Prometheus /metrics on metrics_host:metrics_port; port 0 turns the endpoint off
     metrics_host: str = "127.0.0.1"

@@ -60,6 +60,14 @@ class CycleConfig:
     emit_priorities: bool = False  # also emit SetPriority per waiting job (backends that reorder
     # Slurm's own queue); rank = position in the final order, larger = sooner
     lame_link_tag: str = "lame-link"  # TagNode for nodes the link health quarantines
+    # Bounded waiting for a leaf (docs/policies.md "Keeping gangs inside one leaf"): a multi-node
+    # gang that one leaf could hold, but that would now be placed across leaves, waits
+    # (``waiting_for_leaf``) until leaf_wait_s after its submit time, and while it waits for a
+    # leaf or for GPUs it holds the free GPUs of one leaf from later jobs (at most leaf_holds
+    # leaves per cycle). 0 = off (the core's default: simulated schedules stay as pinned; the
+    # daemon turns it on, DaemonSettings.leaf_wait_s).
+    leaf_wait_s: float = 0.0
+    leaf_holds: int = 2
 
 
 @dataclass(frozen=True)
@@ -107,7 +115,8 @@ def decide(
     if config.resize:  # 3. size: shrinks the plan asks for free GPUs for this cycle's starts
         shrink_phase(w, plan, config.elastic)
     lap("size")
-    placing, evicting = PlacePhase(w, plan), EvictPhase(w, plan, config.budget)
+    placing = PlacePhase(w, plan, leaf_wait_s=config.leaf_wait_s, leaf_holds=config.leaf_holds)
+    evicting = EvictPhase(w, plan, config.budget)
     for _, batch in groupby(order, key=lambda x: jobs[x.job_id].priority_class):
         this_class = list(batch)  # 4-5. one priority class at a time, higher classes first:
         placing.run(this_class, jobs)  # 4. admit + place

@@ -1,9 +1,11 @@
-"""Cycle phases that start and size jobs: admit + place (with start-small and backfill), shrink
-before placement, grow after it. Each takes the cycle's :class:`~railgang.daemon.core.work.Work`.
+"""Cycle phases that start and size jobs: admit + place (with start-small, backfill and bounded
+waiting for a leaf), shrink before placement, grow after it. Each takes the cycle's
+:class:`~railgang.daemon.core.work.Work`.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
@@ -22,11 +24,81 @@ class Attempt:
 
     started: Start | None = None
     failure: Unplaceable | None = None  # the last placement miss; None: no size was tried
+    for_leaf: bool = False  # a size placed, but only across leaves, and the job waits for a leaf
 
     @property
     def reason(self) -> Reason:
         """Why the job waits (only meaningful when nothing started)."""
+        if self.for_leaf:
+            return Reason.WAITING_FOR_LEAF
         return Reason.WAITING_FOR_GPUS if self.failure is None else reason_for(self.failure.code)
+
+
+class LeafWait:
+    """Bounded waiting for a leaf (``CycleConfig.leaf_wait_s``/``leaf_holds``).
+
+    A gang that must span nodes, that one leaf could hold, and that was submitted less than
+    ``wait_s`` ago does not start across leaves; while it waits (for a leaf, or for GPUs at all)
+    it holds the free GPUs of the leaf with the most of them, so the jobs after it in the order
+    do not fill that leaf. Holds are per cycle: the core keeps no state, the next cycle holds
+    again (the same leaf unless another has since freed more). Leaves come from the fabric's
+    ``leaf_of``; capacity counts usable nodes only.
+    """
+
+    def __init__(self, w: Work, wait_s: float, holds: int) -> None:
+        self.w, self.wait_s, self.holds = w, wait_s, holds
+        self.held: list[str] = []
+        self._cap: dict[str, int] | None = None
+        self._node_gpus = 0
+
+    def _leaf(self, node: str) -> str:
+        return str(self.w.snap.fabric.leaf_of(node))
+
+    @property
+    def cap(self) -> dict[str, int]:
+        """GPUs of the usable nodes of each leaf."""
+        if self._cap is None:
+            fabric, cap = self.w.snap.fabric, {}
+            for name, node in self.w.snap.nodes.items():
+                if node.state.usable and name in fabric:
+                    cap[self._leaf(name)] = cap.get(self._leaf(name), 0) + node.gpus
+                    self._node_gpus = max(self._node_gpus, node.gpus)
+            self._cap = cap
+        return self._cap
+
+    def applies(self, job: Job, gpus: int) -> bool:
+        """``gpus`` of ``job`` must span nodes, one leaf could hold them, the bound has not passed
+        (never, on a fabric without leaves, e.g. a test's stand-in)."""
+        if self.wait_s <= 0 or self.w.now - job.submit_time >= self.wait_s:
+            return False
+        if not hasattr(self.w.snap.fabric, "leaf_of"):
+            return False
+        cap = self.cap  # also finds the largest node
+        return self._node_gpus < gpus <= max(cap.values(), default=0)
+
+    def spread(self, job: Job, gpus: int, placed: Placed) -> bool:
+        """True if ``placed`` spans leaves while the job should wait for one leaf instead."""
+        return self.applies(job, gpus) and len({self._leaf(n) for n in placed.assignment}) > 1
+
+    def hold(self, job: Job, gpus: int) -> str | None:
+        """Hold the free GPUs of the leaf with the most free GPUs that could hold ``gpus``
+        (ties: fabric order) from the rest of this cycle; None if no hold is left or applies."""
+        if len(self.held) >= self.holds or not self.applies(job, gpus):
+            return None
+        w, order = self.w, {leaf: i for i, leaf in enumerate(self.w.snap.fabric.leaves)}
+        free: dict[str, int] = {}
+        for n, g in w.free.items():
+            if n in w.snap.fabric:
+                free[self._leaf(n)] = free.get(self._leaf(n), 0) + len(g)
+        cands = [(-free.get(lf, 0), order.get(lf, 0), lf) for lf, c in self.cap.items()
+                 if c >= gpus and lf not in self.held]
+        if not cands:
+            return None
+        leaf = min(cands)[2]
+        self.held.append(leaf)
+        w.take({n: tuple(sorted(g)) for n, g in w.free.items()
+                if n in w.snap.fabric and self._leaf(n) == leaf})
+        return leaf
 
 
 def _runtime(job: Job, replicas: int) -> float:
@@ -48,10 +120,13 @@ def _sizes(job: Job, want: Want, free_count: int) -> list[int]:
     return sorted(set(out), reverse=True)
 
 
-def _try_start(w: Work, job: Job, want: Want, fits: Callable[[int], bool]) -> Attempt:
-    """Start ``job`` at the largest acceptable size that places; stop at a miss that no freed
-    GPU can cure (the request itself cannot be met)."""
+def _try_start(w: Work, job: Job, want: Want, fits: Callable[[int], bool],
+               leaf: LeafWait | None = None) -> Attempt:
+    """Start ``job`` at the largest acceptable size that places (inside one leaf while ``leaf``
+    says it should wait for one); stop at a miss that no freed GPU can cure (the request itself
+    cannot be met)."""
     failure: Unplaceable | None = None
+    for_leaf = False
     for k in _sizes(job, want, w.free_count):
         gpus = k * job.replica_gpus
         if gpus > w.free_count or not fits(k):
@@ -62,21 +137,25 @@ def _try_start(w: Work, job: Job, want: Want, fits: Callable[[int], bool]) -> At
                 continue
         res = w.place(gang_for(job, k))
         if isinstance(res, Placed):
+            if leaf is not None and leaf.spread(job, gpus, res):
+                for_leaf = True  # a smaller size may still fit one leaf
+                continue
             return Attempt(started=w.start(job, res, k))
         failure = res
         if res.code.about_the_request:
             break
-    return Attempt(failure=failure)
+    return Attempt(failure=failure, for_leaf=for_leaf)
 
 
 class PlacePhase:
     """Admit + place, called once per priority class (higher first); keeps the queue state
     (strict head, backfill reservation) across classes."""
 
-    def __init__(self, w: Work, plan: Plan) -> None:
+    def __init__(self, w: Work, plan: Plan, *, leaf_wait_s: float = 0.0, leaf_holds: int = 0) -> None:
         self.w, self.plan = w, plan
         self.head: str | None = None
         self.shadow_t, self.extra = INF, 0
+        self.leaf = LeafWait(w, leaf_wait_s, leaf_holds) if leaf_wait_s > 0 else None
 
     def run(self, order: list[Want], jobs: Mapping[str, Job]) -> None:
         w, plan = self.w, self.plan
@@ -93,16 +172,38 @@ class PlacePhase:
             if self.head is not None and plan.mode == "strict":
                 w.wait(job, Reason.PRIORITY, f"FIFO: behind {self.head}", need)
                 continue
-            attempt = _try_start(w, job, x, self._fits(job, quota))
+            attempt = _try_start(w, job, x, self._fits(job, quota), self.leaf)
             st = attempt.started
             if st is not None:
                 if self.head is not None and w.now + _runtime(job, st.replicas) > self.shadow_t:
                     self.extra -= st.gpus  # backfilled beside the reservation: uses spare GPUs
                 continue
+            if attempt.for_leaf:
+                self._wait_for_leaf(job, x, need)
+                continue
             if attempt.failure is not None and attempt.failure.code.about_the_request:
                 w.wait(job, attempt.reason, attempt.failure.detail, need)  # no eviction can help
                 continue
             self._missed(job, x, attempt.reason, need)
+            held = self.leaf.hold(job, x.replicas * job.replica_gpus) if self.leaf else None
+            if held is not None:  # waiting for GPUs, and keeping one leaf for them meanwhile
+                r = w.reasons[job.job_id]
+                w.reasons[job.job_id] = dataclasses.replace(
+                    r, detail=f"{r.detail}; holding leaf {held}".lstrip("; "))
+
+    def _wait_for_leaf(self, job: Job, x: Want, need: int) -> None:
+        """The job placed only across leaves: it waits for one leaf (no eviction serves it; in
+        ``strict`` mode it is the head that blocks the queue) and holds one if a hold is left."""
+        w, leaf = self.w, self.leaf
+        assert leaf is not None  # only LeafWait makes an attempt wait for a leaf
+        w.blocked_classes.add(job.priority_class)
+        if self.head is None and self.plan.mode == "strict":
+            self.head = job.job_id
+        left = leaf.wait_s - (w.now - job.submit_time)
+        held = leaf.hold(job, x.replicas * job.replica_gpus)
+        where = f"; holding leaf {held}" if held else ""
+        w.wait(job, Reason.WAITING_FOR_LEAF,
+               f"free GPUs only across leaves; waits up to {left:.0f}s more for one leaf{where}", need)
 
     def _fits(self, job: Job, quota: int | None) -> Callable[[int], bool]:
         w, mode, head, shadow_t, extra = self.w, self.plan.mode, self.head, self.shadow_t, self.extra
@@ -199,4 +300,4 @@ def _grow_to(w: Work, run: RunningJob, target: int, rules: elastic.ElasticRules)
         k = run.replicas + (k - run.replicas) // 2
 
 
-__all__ = ["PlacePhase", "grow_phase", "shrink_phase"]
+__all__ = ["LeafWait", "PlacePhase", "grow_phase", "shrink_phase"]

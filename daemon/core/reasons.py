@@ -5,7 +5,9 @@ stable :class:`Reason` the ``explain`` command and the API render; ``detail`` is
 explanation; ``needed``/``free`` give the numbers behind it.
 
 Placement failures from ``topology`` map one to one onto reasons (:func:`reason_for`): a job that
-fits only on quarantined nodes says so, it is not reported as fragmentation.
+fits only on quarantined nodes says so, it is not reported as fragmentation. One successful
+outcome also maps onto a reason: a multi-node gang the placer could only spread across leaves,
+while one leaf could hold it, waits as ``waiting_for_leaf`` when the cycle's leaf wait allows.
 """
 
 from __future__ import annotations
@@ -34,6 +36,8 @@ class Reason(enum.Enum):
     PREEMPTING = "preempting"  # lower work was signalled for it; starts when grace expires
     PREEMPTION_BUDGET = "preemption_budget"  # would need preemption, but a budget forbids it
     CASCADE_DAMPED = "cascade_damped"  # was itself evicted recently, may not evict others yet
+    WAITING_FOR_LEAF = "waiting_for_leaf"  # placeable now only across leaves; one leaf could hold
+    # it, so it waits (within CycleConfig.leaf_wait_s of its submit) and holds a leaf meanwhile
 
 
 @dataclass(frozen=True)

@@ -33,6 +33,8 @@ _REASON_TEXT = {  # one line per reason code for people (codes the core may not 
     "preempting": "lower-priority work was signalled for it; it starts after the grace time",
     "preemption_budget": "it would need a preemption, but a budget forbids one now",
     "cascade_damped": "it was preempted recently and may not preempt others yet",
+    "waiting_for_leaf": ("GPUs are free only across network leaves; it waits a bounded time "
+                         "(daemon.leaf_wait_s after submit) for one leaf, which is held for it"),
 }
 
 

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from railgang.daemon.core import Decision, Start, decide, topology_placer
+from railgang.daemon.core import CycleConfig, Decision, Start, decide, topology_placer
 from railgang.daemon.core.gang import Placer
 from railgang.daemon.core.policy import Plan, Policy, get, names
 from railgang.daemon.core.snapshot import Snapshot
@@ -70,6 +70,19 @@ def test_contract_on_random_snapshots(name: str, placer: str, seed: int) -> None
     d = run(snap, name, fn)
     check_decision(snap, d)
     assert d == run(snap, name, fn), "deterministic"
+
+
+@pytest.mark.parametrize("name", POLICIES)
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 10**6))
+def test_contract_with_leaf_waits_on(name: str, seed: int) -> None:
+    """The same contract while gangs wait for a leaf and hold leaves (real placer and fabric)."""
+    snap = _with_real_fabric(random_snapshot(seed))
+    config = CycleConfig(leaf_wait_s=1e9, leaf_holds=2)
+    d = decide(snap, get(name), snap.now, random.Random(7), placer=topology_placer, config=config)
+    check_decision(snap, d)
+    assert d == decide(snap, get(name), snap.now, random.Random(7), placer=topology_placer,
+                       config=config), "deterministic"
 
 
 @pytest.mark.parametrize("name", POLICIES)

@@ -1,0 +1,101 @@
+"""Bounded waiting for a leaf (``CycleConfig.leaf_wait_s`` / ``leaf_holds``) with the real placer.
+
+Fabric: two leaves of four 8-GPU nodes (n01-n04, n05-n08). A 3-node gang fits one leaf, but with
+two whole nodes free in each leaf it can only be placed across both.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Mapping
+
+from railgang.daemon.core import CycleConfig, Node, Reason, Start, decide, topology_placer
+from railgang.daemon.core.job import Job
+from railgang.daemon.core.policy import get
+from railgang.daemon.core.snapshot import make_snapshot
+from railgang.topology.fabric import fabric_from_shape
+from tests.daemon.core.core_builders import job
+
+FAB = fabric_from_shape(8, 8, 4, prefix="n")
+NODES = [Node(n, 8) for n in FAB.nodes]
+ALL = frozenset(range(8))
+# two whole nodes free per leaf, and one GPU on n01 (a best-fit slot for a 1-GPU job)
+SPLIT = {"n01": frozenset({7}), "n02": ALL, "n03": ALL, "n04": frozenset(),
+         "n05": ALL, "n06": ALL, "n07": frozenset(), "n08": frozenset()}
+GANG = job("gang").gpus(24).tp(8).at(0).build()
+
+
+def _decide(free: Mapping[str, frozenset[int]], *pending: Job, now: float, policy: str = "tiresias",
+            wait: float = 60.0, holds: int = 2) -> tuple[dict[str, set[str]], dict[str, Reason]]:
+    snap = make_snapshot(now=now, fabric=FAB, nodes=NODES, pending=pending,
+                         free={n: free.get(n, frozenset()) for n in FAB.nodes})
+    d = decide(snap, get(policy), now, random.Random(0), placer=topology_placer,
+               config=CycleConfig(leaf_wait_s=wait, leaf_holds=holds))
+    starts = {a.job_id: set(a.assignment) for a in d.actions if isinstance(a, Start)}
+    return starts, {r.job_id: r.code for r in d.reasons}
+
+
+def _leaves(nodes: set[str]) -> set[str]:
+    return {FAB.leaf_of(n) for n in nodes}
+
+
+def test_a_gang_waits_for_a_leaf_within_the_bound_and_spreads_after_it() -> None:
+    starts, reasons = _decide(SPLIT, GANG, now=10.0)
+    assert starts == {} and reasons == {"gang": Reason.WAITING_FOR_LEAF}
+    starts, reasons = _decide(SPLIT, GANG, now=60.0)  # the bound has passed: spread now
+    assert len(_leaves(starts["gang"])) == 2 and reasons == {}
+    starts, _ = _decide(SPLIT, GANG, now=10.0, wait=0.0)  # knob off: spreads at once
+    assert len(_leaves(starts["gang"])) == 2
+
+
+def test_a_gang_that_one_leaf_holds_starts_at_once() -> None:
+    free = {**SPLIT, "n04": ALL}
+    starts, reasons = _decide(free, GANG, now=10.0)
+    assert _leaves(starts["gang"]) == {FAB.leaf_of("n01")} and reasons == {}
+
+
+def test_gangs_that_no_leaf_can_hold_or_single_nodes_never_wait_for_a_leaf() -> None:
+    free = {n: ALL for n in FAB.nodes}
+    big = job("big").gpus(40).tp(8).at(0).build()  # 5 nodes: more than a leaf
+    starts, reasons = _decide(free, big, now=1.0)
+    assert len(_leaves(starts["big"])) == 2 and reasons == {}
+    one = job("one").gpus(8).tp(8).at(0).build()
+    assert _decide(SPLIT, one, now=1.0)[0]["one"] <= {"n02", "n03", "n05", "n06"}
+
+
+def test_the_held_leaf_is_kept_from_later_small_jobs() -> None:
+    small = job("small").gpus(1).at(5).build()  # after the gang in the order (queued later)
+    starts, reasons = _decide(SPLIT, GANG, small, now=10.0)
+    assert reasons == {"gang": Reason.WAITING_FOR_LEAF}
+    held = FAB.leaf_of("n01")  # 17 free GPUs: the leaf with the most
+    assert _leaves(starts["small"]) != {held}
+    starts, _ = _decide(SPLIT, small, now=10.0)  # without the gang it best-fits n01's last GPU
+    assert starts == {"small": {"n01"}}
+    starts, _ = _decide(SPLIT, GANG, small, now=10.0, holds=0)  # no holds left: n01 again
+    assert starts == {"small": {"n01"}}
+
+
+def test_a_gang_waiting_for_gpus_holds_a_leaf_too_and_says_so() -> None:
+    free = {**SPLIT, "n02": frozenset(), "n05": frozenset()}  # 17 GPUs free: too few for 24
+    small = job("small").gpus(1).at(5).build()
+    snap = make_snapshot(now=10.0, fabric=FAB, nodes=NODES, pending=[GANG, small],
+                         free={n: free.get(n, frozenset()) for n in FAB.nodes})
+    d = decide(snap, get("tiresias"), 10.0, random.Random(0), placer=topology_placer,
+               config=CycleConfig(leaf_wait_s=60.0))
+    r = d.reason("gang")
+    assert r is not None and r.code is Reason.WAITING_FOR_GPUS
+    assert f"holding leaf {FAB.leaf_of('n03')}" in r.detail  # n01 + n03: 9 free, n06: 8
+    (s,) = d.of(Start)
+    assert isinstance(s, Start) and _leaves(set(s.assignment)) == {FAB.leaf_of("n06")}
+
+
+def test_fifo_keeps_the_waiting_gang_at_the_head() -> None:
+    small = job("small").gpus(1).at(5).build()
+    starts, reasons = _decide(SPLIT, GANG, small, now=10.0, policy="fifo")
+    assert starts == {} and reasons["gang"] is Reason.WAITING_FOR_LEAF
+    assert reasons["small"] is Reason.PRIORITY
+
+
+def test_the_decision_is_deterministic() -> None:
+    small = job("small").gpus(1).at(5).build()
+    assert _decide(SPLIT, GANG, small, now=10.0) == _decide(SPLIT, GANG, small, now=10.0)
