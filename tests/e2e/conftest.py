@@ -12,10 +12,12 @@ from __future__ import annotations
 import json
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
+from contextlib import closing
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -146,6 +148,13 @@ class Daemon:
     proc: subprocess.Popen[bytes]
     log: Path
     env: dict[str, str]
+    db: Path
+
+    def journal(self, kind: str) -> list[tuple[str, str, str]]:
+        """(job, state, detail) of every journaled action of ``kind``, oldest first."""
+        with closing(sqlite3.connect(self.db)) as con:
+            return list(con.execute("SELECT job_id, state, detail FROM action_journal "
+                                    "WHERE kind = ? ORDER BY id", (kind,)))
 
     def cycles(self) -> list[dict[str, object]]:
         """The cycle lines of the JSON log, oldest first."""
@@ -207,7 +216,7 @@ def daemon(slurm: Cluster, tmp_path: Path) -> Iterator[Callable[..., Daemon]]:
         with log.open("wb") as f:
             proc = subprocess.Popen([RAILGANG, "daemon", "run", "--log-format", "json"], env=env,
                                     stdout=f, stderr=subprocess.STDOUT)
-        d = Daemon(proc, log, env)
+        d = Daemon(proc, log, env, tmp_path / "railgang.sqlite")
         started.append(d)
         wait_for(lambda: spec.heartbeat_file.exists() or proc.poll() is not None, 60,
                  "the daemon's first heartbeat")

@@ -83,3 +83,100 @@ def test_fifo_starts_waiting_jobs_in_submit_order(slurm: Cluster, daemon: Start)
     assert starts == sorted(starts), list(zip(sizes, starts, strict=True))  # type: ignore[arg-type]
     first = runs[waiting[0]]
     assert first.start is not None and first.start >= (slurm.runs([full])[0].end or 0)
+
+
+def test_class0_preempts_class3_which_checkpoints_requeues_and_finishes(slurm: Cluster,
+                                                                         daemon: Start) -> None:
+    """The example trainer (class 3) holds the only GPUs a serving job (class 0) can use: it gets
+    SIGUSR1, writes its checkpoint, is requeued after the grace (restart 1) and, once there is
+    room again, finishes from its checkpoint step."""
+    daemon(daemon__policy="fifo", daemon__preempt_grace_s="5")
+    victim = slurm.example("-N1", "--gres=gpu:8", "--rg-parallel=tp8", "--rg-class=3",
+                           steps=40, step_s=0.5)
+    wait_for(lambda: running_on(slurm, victim), 30, "the victim to start")
+    [node] = running_on(slurm, victim)
+    filler = slurm.sbatch("-N15", f"--exclude={node}", "--gres=gpu:8", args=("300",))  # plain
+    wait_for(lambda: running_on(slurm, filler), 30, "the filler to run")
+    serving = slurm.sbatch("-N1", "--gres=gpu:8", "--comment=rg:parallel=tp8;class=0", args=("5",))
+    wait_for(lambda: "(preempted)" in slurm.output(victim), 30, "the victim's last checkpoint")
+    signalled = time.time()
+    ckpt = slurm.dir / f"job-{victim}.json"
+    import json
+
+    step = json.loads(ckpt.read_text())["step"]
+    assert 0 < step < 40
+    wait_for(lambda: slurm.show(victim).get("Restarts") == "1", 120, "the requeue")
+    requeued = time.time()
+    # the core's grace is max(daemon.preempt_grace_s, the job's checkpoint cost): 60 s here,
+    # since the CLI backend knows no checkpoint cost of its own for a job
+    assert requeued - signalled >= 55, requeued - signalled
+    wait_for(lambda: running_on(slurm, serving), 30, "the serving job to start")
+    assert running_on(slurm, serving) == [node]
+    assert slurm.show(victim)["JobState"] == "PENDING"  # back in railgang's queue, not running
+    slurm.sl("scancel", filler)  # room again: the victim restarts and finishes
+    wait_for(lambda: slurm.finished([victim, serving]), 90, "the victim to finish")
+    out = slurm.output(victim)
+    assert f"start at step {step} (restart 1)" in out and "finished 40 steps" in out, out
+    assert json.loads(ckpt.read_text())["step"] == 40
+    runs = [r for r in slurm.runs([victim])]
+    assert [r.state for r in runs] == ["REQUEUED", "COMPLETED"], runs
+    serving_run = slurm.runs([serving])[0]
+    assert serving_run.start is not None and runs[0].end is not None
+    assert serving_run.start >= runs[0].end  # it took the GPUs the victim gave back
+
+
+def test_elastic_job_shrinks_in_place_for_guaranteed_work_then_grows_back(slurm: Cluster,
+                                                                          daemon: Start) -> None:
+    """An elastic class-3 trainer on four nodes shrinks in place to one when a class-1 gang
+    arrives on a full cluster (no restart; the job sees its new size through Slurm); when the
+    gang finishes it grows back by checkpoint + requeue, and the restarted job sees four nodes."""
+    d = daemon(daemon__policy="fifo", daemon__resize_min_interval_s="5", slurm__resize_grace_s="3")
+    filler = slurm.sbatch("-N12", "--gres=gpu:8", args=("300",))  # plain Slurm
+    wait_for(lambda: running_on(slurm, filler), 30, "the filler to run")
+    free = sorted(set(slurm.leaves()) - set(running_on(slurm, filler)))
+    elastic = slurm.example("-N4", "--gres=gpu:8", "--rg-parallel=tp8,dp4", "--rg-elastic=1:4",
+                            "--rg-class=3", steps=120, step_s=1.0, check_every=2)
+    wait_for(lambda: running_on(slurm, elastic), 30, "the elastic job to start")
+    assert running_on(slurm, elastic) == free
+    guaranteed = slurm.sbatch(*gang(3, 1), args=("8",))
+    wait_for(lambda: "resized: 4 -> 1" in slurm.output(elastic), 30, "the shrink to reach the job")
+    wait_for(lambda: running_on(slurm, guaranteed), 30, "the guaranteed gang to start")
+    kept = running_on(slurm, elastic)
+    assert len(kept) == 1 and sorted(kept + running_on(slurm, guaranteed)) == free
+    assert slurm.show(elastic)["Restarts"] == "0"  # in place: the same run goes on
+    wait_for(lambda: "run 1 4 " in slurm.output(elastic), 60, "the grow's restart on 4 nodes")
+    out = slurm.output(elastic)
+    resumed = int(out.split("start at step ")[-1].split()[0])
+    assert "(preempted)" in out and resumed > 0 and "(restart 1)" in out.splitlines()[-1] + out
+    wait_for(lambda: slurm.finished([elastic]), 60, "the elastic job to finish")
+    assert slurm.runs([elastic])[-1].state == "COMPLETED"
+    assert "finished 120 steps" in slurm.output(elastic)
+    sent = [(state, detail) for _, state, detail in d.journal("resize")
+            if not detail.startswith("already growing")]  # asked again until the requeue
+    assert [s for s, _ in sent] == ["applied", "applied"], sent  # one shrink, one grow: no churn
+    assert "grow by requeue" in sent[1][1]
+
+
+def test_killed_daemon_strands_no_waiting_job(slurm: Cluster, daemon: Start) -> None:
+    """SIGKILL of the daemon: the jobs it held under its lease run under plain Slurm within the
+    lease plus one scheduling pass, with no railgang process alive."""
+    from tests.e2e.conftest import LEASE_S, SCHEDULING_PASS_S
+
+    d = daemon(daemon__policy="fifo")
+    full = slurm.sbatch("-N16", "--gres=gpu:8", args=("15",))  # plain: nothing fits meanwhile
+    wait_for(lambda: running_on(slurm, full), 30, "the filler to run")
+    waiting = [slurm.sbatch(*gang(n, 3), args=("3",)) for n in (1, 2, 4)]
+    time.sleep(4 * CYCLE_S)  # a few renewals
+    for job in waiting:
+        fields = slurm.show(job)
+        assert fields["JobState"] == "PENDING" and fields["Reason"] == "BeginTime", fields
+    d.proc.kill()  # SIGKILL: no cleanup of any kind
+    d.proc.wait(10)
+    killed = time.time()
+    wait_for(lambda: all(slurm.show(j)["JobState"] != "PENDING" for j in waiting),
+             LEASE_S + SCHEDULING_PASS_S, "plain Slurm to start the leased jobs")
+    starts = [r.start for r in slurm.runs(waiting)]
+    assert all(s is not None and s >= killed + LEASE_S - 2 * CYCLE_S - 2 for s in starts), \
+        (killed, starts)  # they waited out the lease the daemon had renewed until its death
+    assert not any(c["actions"].get("Start") for c in d.cycles())  # type: ignore[attr-defined]
+    wait_for(lambda: slurm.finished(waiting), 60, "the jobs to finish")

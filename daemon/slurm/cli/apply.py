@@ -141,6 +141,11 @@ def _plan(b: _Batch, i: int, action: Action, obs: Observation, now: float, confi
             return found
         rec, tag = found
         if sum(len(g) for _, g in rec.allocation) < action.gpus:  # grow: checkpoint + requeue
+            if tag.grow is not None and tag.grow.restarts == rec.restarts:
+                # this run is already growing (the core asks again each cycle until the requeue):
+                # marking it again would push the deadline out every cycle, and it would never come
+                b.notes[i] = f"already growing: requeue due at {tag.grow.deadline:.0f}"
+                return None
             problem = _node_problem(obs, list(action.assignment))
             if problem:
                 return problem

@@ -105,3 +105,11 @@ def test_grow_then_requeue_when_due() -> None:
     assert rec2.calls[1][1] == ("update jobid=10 NumNodes=2-2 ReqNodeList=n[05-06] TresPerJob= "
                                 "Gres=gpu:4 StartTime=now\n")
     assert notes == ["job 10: growing by requeue, pinned to its new size"]
+    # the core asks for the same grow again next cycle (it sees the job at its old size until
+    # the requeue): nothing is sent, so the deadline is not pushed out and the requeue comes
+    rec3 = Recorder()
+    [again] = apply_actions(SlurmRunner(exec_fn=rec3), obs2,
+                            [Resize("10", 2, {"n05": (0, 1, 2, 3), "n06": (0, 1, 2, 3)}, 1)], NOW + 1,
+                            ApplyConfig(resize_grace_s=20))
+    assert again.ok and again.detail == f"already growing: requeue due at {NOW + 20:.0f}"
+    assert rec3.calls == []
