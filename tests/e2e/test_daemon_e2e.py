@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from datetime import datetime
 
 import hostlist
 import pytest
@@ -167,9 +168,10 @@ def test_killed_daemon_strands_no_waiting_job(slurm: Cluster, daemon: Start) -> 
     wait_for(lambda: running_on(slurm, full), 30, "the filler to run")
     waiting = [slurm.sbatch(*gang(n, 3), args=("3",)) for n in (1, 2, 4)]
     time.sleep(4 * CYCLE_S)  # a few renewals
-    for job in waiting:
-        fields = slurm.show(job)
-        assert fields["JobState"] == "PENDING" and fields["Reason"] == "BeginTime", fields
+    for job in waiting:  # held by a lease the daemon keeps renewing (Reason shows None or
+        fields = slurm.show(job)  # BeginTime right after an update; EligibleTime tells)
+        eligible = datetime.fromisoformat(fields["EligibleTime"]).timestamp()
+        assert fields["JobState"] == "PENDING" and eligible > time.time() + LEASE_S - 4, fields
     d.proc.kill()  # SIGKILL: no cleanup of any kind
     d.proc.wait(10)
     killed = time.time()
