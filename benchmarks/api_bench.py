@@ -133,12 +133,18 @@ def main() -> None:
                                str(args.workers)], env=env)
     base = f"http://127.0.0.1:{args.port}"
     try:
-        for _ in range(100):
+        deadline = time.monotonic() + 120
+        while True:  # every worker process must be up before the clock starts
             try:
-                if httpx.get(f"{base}/healthz", timeout=1).status_code == 200:
+                if all(httpx.get(f"{base}/healthz", timeout=2).status_code == 200
+                       for _ in range(2 * args.workers)):
                     break
             except httpx.HTTPError:
-                time.sleep(0.2)
+                pass
+            if time.monotonic() > deadline or server.poll() is not None:
+                raise SystemExit("railgang api did not come up")
+            time.sleep(0.5)
+        time.sleep(1.0 * args.workers)
         asyncio.run(drive(base, admin, requests(200), 10))  # warm-up
         lat, wall, errors = asyncio.run(drive(base, admin, requests(args.requests, args.mix),
                                               args.clients))
