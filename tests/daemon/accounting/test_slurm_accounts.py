@@ -4,6 +4,7 @@ against the 22.05 test cluster."""
 from __future__ import annotations
 
 import subprocess
+import uuid
 from pathlib import Path
 
 import pytest
@@ -51,25 +52,74 @@ def test_sync_accounts_on_the_real_cluster(slurm_cluster: DevCluster, tmp_path: 
     monkeypatch.setenv("RAILGANG_SLURM__CONF", str(slurm_cluster.spec.slurm_conf))
     runner = CliRunner()
     assert runner.invoke(app, ["db", "upgrade"]).exit_code == 0
+    # Slurm's accounting database outlives a test session: fresh names for what this test adds
+    vision, team_v = f"vision-{uuid.uuid4().hex[:6]}", f"tv-{uuid.uuid4().hex[:6]}"
     for args in (["ml-org", "--level", "org", "--guaranteed", "128"],
                  ["research", "--level", "dept", "--parent", "ml-org", "--guaranteed", "64"],
                  ["team-a", "--level", "team", "--parent", "research", "--guaranteed", "32",
                   "--limit", "48"],
-                 ["vision", "--level", "dept", "--parent", "ml-org", "--guaranteed", "32"],
-                 ["team-v", "--level", "team", "--parent", "vision", "--guaranteed", "16",
+                 [vision, "--level", "dept", "--parent", "ml-org", "--guaranteed", "32"],
+                 [team_v, "--level", "team", "--parent", vision, "--guaranteed", "16",
                   "--limit", "24"]):
         res = runner.invoke(app, ["quota", "add", *args])
         assert res.exit_code == 0, res.output
     res = runner.invoke(app, ["quota", "sync-accounts"])
     assert res.exit_code == 0, res.output
-    assert "add account vision parent=ml-org" in res.output
-    assert "add account team-v parent=vision" in res.output
+    assert f"add account {vision} parent=ml-org" in res.output
+    assert f"add account {team_v} parent={vision}" in res.output
     show = subprocess.run(["sacctmgr", "-n", "-P", "show", "assoc",
                            "format=account,parentname,user,grptres"], capture_output=True,
                           text=True, env=slurm_env(slurm_cluster.spec), check=True, timeout=60)
     accounts = parse_assoc(show.stdout)
-    assert accounts["team-v"] == SlurmAccount("team-v", "vision", 24)
+    assert accounts[team_v] == SlurmAccount(team_v, vision, 24)
     assert accounts["team-a"].grp_gpus == 48
     # a second sync has nothing to do
     res = runner.invoke(app, ["quota", "sync-accounts"])
     assert res.exit_code == 0 and res.output.strip().endswith("0 sacctmgr call(s)")
+
+
+@pytest.mark.slurm
+@pytest.mark.slow
+def test_ledger_ingest_and_reconcile_against_live_sacct(slurm_cluster: DevCluster,
+                                                        tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    import json
+    import time
+    from datetime import UTC, datetime, timedelta
+
+    monkeypatch.setenv("RAILGANG_DB__URL", f"sqlite:///{tmp_path / 'live.sqlite'}")
+    monkeypatch.setenv("RAILGANG_SLURM__CONF", str(slurm_cluster.spec.slurm_conf))
+    env = slurm_env(slurm_cluster.spec)
+    since = (datetime.now(UTC) - timedelta(minutes=5)).strftime("%Y-%m-%dT%H:%M:%S")
+    out = subprocess.run(["sbatch", "--parsable", f"--chdir={tmp_path}", "--output=/dev/null",
+                          "--account=team-b", "-N1", "--gres=gpu:4",
+                          "--comment=rg-labels:experiment=live", "--wrap=sleep 1"],
+                         capture_output=True, text=True, env=env, check=True, timeout=60)
+    job = out.stdout.strip().split(";")[0]
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        res = subprocess.run(["sacct", "--json", "-j", job], capture_output=True, text=True,
+                             env=env, timeout=60)
+        if any(j["state"]["current"] == "COMPLETED" for j in json.loads(res.stdout)["jobs"]):
+            break
+        time.sleep(0.5)
+    runner = CliRunner()
+    assert runner.invoke(app, ["db", "upgrade"]).exit_code == 0
+    for _ in range(2):  # the second ingest of the same window changes nothing
+        res = runner.invoke(app, ["ledger", "ingest", "--since", since, "--json"])
+        assert res.exit_code == 0, res.output
+    res = runner.invoke(app, ["ledger", "reconcile", "--since", since, "--json"])
+    rep = json.loads(res.output)
+    assert res.exit_code == 0 and rep["clean"], res.output
+    from sqlalchemy import select
+
+    from railgang.db.models import Job, UsageRecord
+    from railgang.db.session import make_engine, session_scope
+
+    engine = make_engine(f"sqlite:///{tmp_path / 'live.sqlite'}")
+    with session_scope(engine) as s:
+        rows = s.execute(select(UsageRecord.account, UsageRecord.gpus, UsageRecord.end_epoch)
+                         .join(Job, Job.id == UsageRecord.job_id)
+                         .where(Job.slurm_job_id == job)).all()
+    engine.dispose()
+    assert [(a, g, e is not None) for a, g, e in rows] == [("team-b", 4, True)]
