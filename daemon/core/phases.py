@@ -58,7 +58,7 @@ class LeafWait:
     def cap(self) -> dict[str, int]:
         """GPUs of the usable nodes of each leaf."""
         if self._cap is None:
-            fabric, cap = self.w.snap.fabric, {}
+            fabric, cap = self.w.snap.fabric, dict[str, int]()
             for name, node in self.w.snap.nodes.items():
                 if node.state.usable and name in fabric:
                     cap[self._leaf(name)] = cap.get(self._leaf(name), 0) + node.gpus
