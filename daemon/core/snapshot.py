@@ -39,10 +39,11 @@ class NodeState(enum.StrEnum):
     DRAIN = "drain"  # draining or drained: runs what it has, takes nothing new
     DOWN = "down"  # down, failed or not responding
 
-    @property
-    def usable(self) -> bool:
-        """True when new work may be placed on the node."""
-        return self not in (NodeState.DRAIN, NodeState.DOWN)
+    usable: bool  # True when new work may be placed on the node
+
+    def __init__(self, value: str) -> None:
+        # a plain attribute, set once per member: read for every node in every cycle
+        self.usable = value not in ("drain", "down")
 
     @classmethod
     def parse(cls, text: str) -> NodeState:

@@ -41,7 +41,6 @@ from railgang.daemon.slurm.backend import ActionResult
 
 COMPLETE = "complete"
 KILL = "kill"
-_UNUSABLE = frozenset(s for s in NodeState if not s.usable)  # a set lookup: read per node per cycle
 
 
 class EventSink(Protocol):
@@ -195,7 +194,7 @@ class SimBackend:
         free: dict[str, frozenset[int]] = {}
         nodes = self.nodes
         for node, gpus in self.free.items():
-            if nodes[node].state in _UNUSABLE:
+            if not nodes[node].state.usable:
                 continue
             cached = self._frozen_free.get(node)
             if cached is None:
