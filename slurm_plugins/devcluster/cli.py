@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated
 
@@ -10,7 +12,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from railgang.slurm_plugins.devcluster.cluster import DevCluster
+from railgang.daemon.errors import DevClusterError
+from railgang.slurm_plugins.devcluster.cluster import DevCluster, register_accounts, write_configs
 from railgang.slurm_plugins.devcluster.layout import ClusterSpec
 
 app = typer.Typer(help="A local GPU Slurm 22.05 test cluster on this machine (root, loopback only).",
@@ -49,6 +52,42 @@ def up(
         console.print(f"[green]up[/] in {res.seconds:.1f} s: {spec.nodes} nodes × {spec.gpus_per_node} GPUs, "
                       f"{res.processes} processes")
     console.print(f"export SLURM_CONF={spec.slurm_conf}", highlight=False, soft_wrap=True)
+
+
+# the service names of docker-compose.yml: each Slurm daemon on its own host, each node a host
+CONTAINER_HOSTS = {"slurmctld_host": "slurmctld", "dbd_host": "slurmdbd", "storage_host": "mariadb",
+                   "node_addr": None}
+STORAGE_PASS_ENV = "SLURM_DB_PASSWORD"
+
+
+@app.command("render")
+def render(
+    directory: DirOpt = None,
+    nodes: Annotated[int | None, typer.Option(help="Number of nodes (default: devcluster.nodes).")] = None,
+    containers: Annotated[bool, typer.Option(
+        "--containers", help="One host per daemon and per node (docker-compose.yml): slurmctld, "
+        f"slurmdbd, mariadb, n01…; the MariaDB password comes from ${STORAGE_PASS_ENV}.")] = False,
+    spank: Annotated[Path | None, typer.Option(help="Built SPANK plugin for plugstack.conf.")] = None,
+) -> None:
+    """Write the cluster's Slurm configs into DIR/etc without starting anything (the images use it)."""
+    spec = spec_from_settings(directory, nodes)
+    if containers:
+        password = os.environ.get(STORAGE_PASS_ENV, "")
+        if not password:
+            raise DevClusterError(f"--containers: set {STORAGE_PASS_ENV} (the MariaDB password of "
+                                  "Slurm's accounting user); it is never written into an image")
+        spec = replace(spec, storage_pass=password, **CONTAINER_HOSTS)  # type: ignore[arg-type]
+    write_configs(spec, spank)
+    console.print(f"wrote {spec.etc}: slurm.conf gres.conf topology.conf plugstack.conf job_submit.lua"
+                  + (" slurmdbd.conf" if spec.accounting else ""), highlight=False, soft_wrap=True)
+
+
+@app.command("accounts")
+def accounts(directory: DirOpt = None) -> None:
+    """Register the cluster and the test accounts (ml-org → research → team-a, team-b) in slurmdbd."""
+    spec = spec_from_settings(directory)
+    register_accounts(spec)
+    console.print(f"accounts registered for cluster {spec.cluster_name}")
 
 
 @app.command("down")

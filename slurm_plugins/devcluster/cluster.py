@@ -117,6 +117,42 @@ def slurm_env(spec: ClusterSpec) -> dict[str, str]:
     return env
 
 
+def write_configs(spec: ClusterSpec, spank_so: Path | None) -> None:
+    """Write every Slurm config file of ``spec`` into ``spec.etc``: the one rendering used both
+    by ``up`` and by the container images (``railgang devcluster render``)."""
+    spec.etc.mkdir(parents=True, exist_ok=True)
+    spec.slurm_conf.write_text(layout.render_slurm_conf(spec))
+    (spec.etc / "gres.conf").write_text(layout.render_gres_conf(spec))
+    (spec.etc / "topology.conf").write_text(layout.render_topology_conf(spec))
+    shutil.copyfile(PLUGIN_SRC / "job_submit.lua", spec.etc / "job_submit.lua")
+    (spec.etc / "plugstack.conf").write_text(layout.render_plugstack_conf(spank_so))
+    if spec.accounting:
+        dbd = spec.etc / "slurmdbd.conf"
+        dbd.write_text(layout.render_slurmdbd_conf(spec))
+        dbd.chmod(0o600)  # slurmdbd refuses a readable slurmdbd.conf
+
+
+def register_accounts(spec: ClusterSpec) -> None:
+    """Cluster plus a small org -> dept -> team hierarchy, so enforce=associations admits jobs."""
+    env = slurm_env(spec)
+    mgr = "/usr/bin/sacctmgr"
+    cmds = [
+        ["add", "cluster", spec.cluster_name],
+        ["add", "account", "ml-org", "Description=organisation", "Organization=ml-org"],
+        ["add", "account", "research", "parent=ml-org", "Description=department"],
+        ["add", "account", "team-a", "parent=research", "fairshare=3", "Description=team"],
+        ["add", "account", "team-b", "parent=research", "fairshare=1", "Description=team"],
+        ["add", "user", "root", "account=team-a,team-b", "DefaultAccount=team-a"],
+    ]
+    for args in cmds:
+        # "already exists" / "nothing new" are fine: registration is idempotent
+        _run([mgr, "-i", *args, f"cluster={spec.cluster_name}"] if args[1] == "user"
+             else [mgr, "-i", *args], env=env, check=False, what="sacctmgr")
+    res = _run([mgr, "-n", "-P", "show", "assoc", "format=account,user"], env=env, what="sacctmgr")
+    if "team-a|root" not in res.stdout:
+        raise DevClusterError(f"sacctmgr did not register the test accounts; see {spec.log}/slurmdbd.log")
+
+
 class DevCluster:
     def __init__(self, spec: ClusterSpec, progress: Progress | None = None) -> None:
         self.spec = spec
@@ -176,15 +212,7 @@ class DevCluster:
             if not (dev.exists() and stat.S_ISCHR(dev.stat().st_mode)):
                 dev.unlink(missing_ok=True)
                 os.mknod(dev, 0o666 | stat.S_IFCHR, os.makedev(GPU_DEVICE_MAJOR, i))
-        s.slurm_conf.write_text(layout.render_slurm_conf(s))
-        (s.etc / "gres.conf").write_text(layout.render_gres_conf(s))
-        (s.etc / "topology.conf").write_text(layout.render_topology_conf(s))
-        shutil.copyfile(PLUGIN_SRC / "job_submit.lua", s.etc / "job_submit.lua")
-        (s.etc / "plugstack.conf").write_text(layout.render_plugstack_conf(self._build_spank()))
-        if s.accounting:
-            dbd = s.etc / "slurmdbd.conf"
-            dbd.write_text(layout.render_slurmdbd_conf(s))
-            dbd.chmod(0o600)  # slurmdbd refuses a readable slurmdbd.conf
+        write_configs(s, self._build_spank())
 
     def _build_spank(self) -> Path | None:
         src = PLUGIN_SRC / "spank" / "railgang_spank.c"
@@ -241,27 +269,7 @@ class DevCluster:
         rec = self.procs.start("slurmdbd", [str(SLURM_BIN / "slurmdbd"), "-D"],
                                log=s.log / "slurmdbd.out", env=slurm_env(s))
         wait_for_port(s.slurmdbd_port, timeout_s=30, what="slurmdbd", log=s.log / "slurmdbd.out", rec=rec)
-        self._register_accounts()
-
-    def _register_accounts(self) -> None:
-        """Cluster plus a small org -> dept -> team hierarchy, so enforce=associations admits jobs."""
-        env = slurm_env(self.spec)
-        mgr = "/usr/bin/sacctmgr"
-        cmds = [
-            ["add", "cluster", self.spec.cluster_name],
-            ["add", "account", "ml-org", "Description=organisation", "Organization=ml-org"],
-            ["add", "account", "research", "parent=ml-org", "Description=department"],
-            ["add", "account", "team-a", "parent=research", "fairshare=3", "Description=team"],
-            ["add", "account", "team-b", "parent=research", "fairshare=1", "Description=team"],
-            ["add", "user", "root", "account=team-a,team-b", "DefaultAccount=team-a"],
-        ]
-        for args in cmds:
-            # "already exists" / "nothing new" are fine: registration is idempotent
-            _run([mgr, "-i", *args, f"cluster={self.spec.cluster_name}"] if args[1] == "user"
-                 else [mgr, "-i", *args], env=env, check=False, what="sacctmgr")
-        res = _run([mgr, "-n", "-P", "show", "assoc", "format=account,user"], env=env, what="sacctmgr")
-        if "team-a|root" not in res.stdout:
-            raise DevClusterError(f"sacctmgr did not register the test accounts; see {self.spec.log}/slurmdbd.log")
+        register_accounts(self.spec)
 
     def _start_slurmctld(self) -> None:
         s = self.spec
@@ -317,4 +325,4 @@ class DevCluster:
         return len(recs)
 
 
-__all__ = ["DevCluster", "UpResult", "preflight", "slurm_env"]
+__all__ = ["DevCluster", "UpResult", "preflight", "register_accounts", "slurm_env", "write_configs"]
