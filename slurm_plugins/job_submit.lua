@@ -15,13 +15,24 @@ gets begin_time = now + LEASE_S (the heartbeat's second field, else RAILGANG_LEA
 it waits with Reason=BeginTime, the daemon extends the lease every cycle and ends it
 (StartTime=now) when it places the job. If the daemon dies nobody extends the lease and Slurm
 schedules the job natively once it expires -- no railgang process needs to be alive for that.
-This runs inside slurmctld with its locks held: no network, only one small local file read.
+Classes are granted, not claimed: class 3 (batch) is anyone's; classes 0 (serving), 1
+(production) and 2 (interactive) only for an account, user or QOS listed in
+RAILGANG_GRANTS_FILE, which the daemon rewrites (atomically, only on change) from the grants an
+admin made with `railgang quota grant` or the API. Its lines: `CLASS KIND SUBJECT` (KIND is
+account, user or qos), `limit CLASS SECONDS` (a class's longest time limit: a job that asks for
+none gets it, one that asks for more is refused) and `open CLASS` (anyone may use it). A missing
+or unreadable file fails closed for privilege and open for scheduling: classes 0-2 are refused
+with a message saying so, class 3 and non-ML jobs are untouched.
+This runs inside slurmctld with its locks held: no network, only small local file reads.
 ]]
 
 local HEARTBEAT_FILE = os.getenv("RAILGANG_HEARTBEAT_FILE")
 local HEARTBEAT_MAX_AGE = tonumber(os.getenv("RAILGANG_HEARTBEAT_MAX_AGE") or "60") or 60
 local DEFAULT_LEASE_S = tonumber(os.getenv("RAILGANG_LEASE_S") or "120") or 120
 local MAX_LEASE_S = 86400  -- a corrupt heartbeat must not park jobs for longer than a day
+local GRANTS_FILE = os.getenv("RAILGANG_GRANTS_FILE")
+local CLASS_NAMES = { [0] = "serving", [1] = "production", [2] = "interactive", [3] = "batch" }
+local KIND_NAMES = { account = "account", user = "user", qos = "QOS" }
 
 local function reject(msg)
     slurm.log_user("%s", "railgang: " .. msg)
@@ -116,6 +127,92 @@ local function daemon_lease()
     return math.min(lease, MAX_LEASE_S)
 end
 
+-- Parsed grants, kept between submissions (slurmctld keeps one Lua state until the script
+-- changes). Lua 5.1 has no stat(), so the cache key is the file's text itself: one read of a
+-- small file and a string compare per submission, a parse only when the daemon rewrote it (a
+-- content key also sees two rewrites within one second, which a 1 s mtime would not).
+local grants_text, grants = nil, nil
+
+local function parse_grants(text)
+    local g = { allow = {}, limit = {}, open = { [3] = true } }
+    local n = 0
+    for line in string.gmatch(text, "[^\n]+") do
+        n = n + 1
+        local class, kind, subject = string.match(line, "^%s*([0-3])%s+(%a+)%s+(%S+)%s*$")
+        local lclass, secs = string.match(line, "^%s*limit%s+([0-3])%s+(%d+)%s*$")
+        local oclass = string.match(line, "^%s*open%s+([0-3])%s*$")
+        if class ~= nil and KIND_NAMES[kind] ~= nil then
+            g.allow[class .. " " .. kind .. " " .. subject] = true
+        elseif lclass ~= nil and tonumber(secs) > 0 then
+            g.limit[tonumber(lclass)] = tonumber(secs)
+        elseif oclass ~= nil then
+            g.open[tonumber(oclass)] = true
+        elseif not string.match(line, "^%s*#") and not string.match(line, "^%s*$") then
+            slurm.log_info("%s", string.format("railgang: %s line %d skipped (not `CLASS KIND "
+                .. "SUBJECT`, `limit CLASS SECONDS` or `open CLASS`): %s", GRANTS_FILE, n, line))
+        end
+    end
+    return g
+end
+
+-- The grants now, or nil when the file is not configured, missing or unreadable.
+local function current_grants()
+    if GRANTS_FILE == nil or GRANTS_FILE == "" then return nil end
+    local f = io.open(GRANTS_FILE, "r")
+    if f == nil then return nil end
+    local text = f:read("*a")
+    f:close()
+    if text == nil then return nil end
+    if text ~= grants_text then
+        grants, grants_text = parse_grants(text), text
+    end
+    return grants
+end
+
+-- nil when the job may use its class (time limit applied), else the refusal message
+local function check_class(job_desc, class)
+    if class == 3 then return nil end
+    local name = string.format("--rg-class=%d (%s)", class, CLASS_NAMES[class])
+    local g = current_grants()
+    if g == nil then
+        return string.format("%s cannot be checked: the class grants file %s is missing or "
+            .. "unreadable, so only class 3 (batch) is accepted now; the railgang daemon writes it "
+            .. "every cycle (or an admin: `railgang quota grants-file`)", name, tostring(GRANTS_FILE))
+    end
+    local who = { { "account", job_desc.account }, { "user", job_desc.user_name },
+                  { "qos", job_desc.qos } }
+    local granted = g.open[class] == true
+    local named = {}
+    for _, w in ipairs(who) do
+        local kind, subject = w[1], w[2]
+        if subject ~= nil and subject ~= "" then
+            table.insert(named, KIND_NAMES[kind] .. " " .. subject)
+            if g.allow[class .. " " .. kind .. " " .. subject] then granted = true end
+        end
+    end
+    if not granted then
+        return string.format("%s is not granted to %s; ask a railgang admin: `railgang quota grant "
+            .. "%d account %s` (or user/qos; API: POST /v1/classes/%d/grants), or submit as "
+            .. "--rg-class=3 (batch)", name, table.concat(named, ", "), class,
+            tostring(job_desc.account), class)
+    end
+    local limit_s = g.limit[class]
+    if limit_s ~= nil then
+        local limit_min = math.ceil(limit_s / 60)
+        local asked = job_desc.time_limit
+        if asked == nil or asked == slurm.NO_VAL then
+            job_desc.time_limit = limit_min
+            slurm.log_user("%s", string.format("railgang: %s jobs end after %d min (time limit set)",
+                name, limit_min))
+        elseif asked > limit_min then
+            return string.format("%s allows at most --time=%d (minutes), the job asks for %s; ask "
+                .. "for less, or use class 1 or 3 for long work", name, limit_min,
+                asked == slurm.INFINITE and "no limit" or tostring(asked))
+        end
+    end
+    return nil
+end
+
 local function is_set(v)
     return v ~= nil and v ~= 0 and v ~= slurm.NO_VAL
 end
@@ -161,6 +258,8 @@ function slurm_job_submit(job_desc, part_list, submit_uid)
             return reject("--rg-class must be 0 (serving), 1 (production), 2 (interactive) or 3 (batch)")
         end
     end
+    local denied = check_class(job_desc, class)
+    if denied then return reject(denied) end
     table.insert(tag, string.format("class=%d", class))
 
     job_desc.admin_comment = "railgang:" .. table.concat(tag, ";")

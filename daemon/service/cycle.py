@@ -8,7 +8,9 @@ The recipe (each step timed; the log line and ``/metrics`` show the milliseconds
    observing and before applying, because a Start ends a job's lease and a renewal after it
    would set it again), decide, write ``planned`` + commit, apply, write outcomes + commit,
 3. record: per-job explanations (only what changed), close the cycle row, prune old rows, commit,
-4. beat: write the heartbeat file ``EPOCH LEASE_S`` that ``job_submit.lua`` reads.
+4. beat: write the heartbeat file ``EPOCH LEASE_S`` that ``job_submit.lua`` reads,
+5. grants: rewrite the class grants file ``job_submit.lua`` reads when the grants in the
+   database changed (``service/grants.py``; also when Slurm was unreachable this cycle).
 
 A cycle that raises (Slurm or the database unreachable) is logged and counted; its cycle row
 keeps the error, nothing half-written is committed, and the next cycle starts by reconciling.
@@ -37,6 +39,7 @@ from railgang.daemon.core.policy import Plan, Policy
 from railgang.daemon.core.snapshot import Snapshot
 from railgang.daemon.loop import CycleOutcome, run_cycle
 from railgang.daemon.service import explain
+from railgang.daemon.service.grants import GrantsFile
 from railgang.daemon.service.journal import SessionJournal, utc
 from railgang.daemon.service.metrics import DaemonMetrics
 from railgang.daemon.slurm.backend import ActionResult, Backend, LeaseBackend
@@ -100,6 +103,7 @@ class CycleReport:
     reconciled: Counter[str] = field(default_factory=Counter)  # verdict -> entries
     reasons: Counter[str] = field(default_factory=Counter)  # reason code -> waiting jobs
     leases_renewed: int = 0
+    grants_written: bool = False
     error: str | None = None
 
     def as_log(self) -> dict[str, Any]:
@@ -108,7 +112,8 @@ class CycleReport:
                 "pending": self.pending, "running": self.running,
                 "actions": dict(self.actions), "failed": self.failed,
                 "reconciled": dict(self.reconciled), "reasons": dict(self.reasons),
-                "leases_renewed": self.leases_renewed, "error": self.error}
+                "leases_renewed": self.leases_renewed, "grants_written": self.grants_written,
+                "error": self.error}
 
 
 class DaemonService:
@@ -118,7 +123,8 @@ class DaemonService:
                  leader: str, config: CycleConfig | None = None, placer: Placer = topology_placer,
                  seed: int = 0, heartbeat_file: Path | None = None, lease_s: int = 120,
                  metrics: DaemonMetrics | None = None, journal_retention_s: float = 7 * 86400,
-                 explain_retention_s: float = 86400, keep_cycles: int = 10000) -> None:
+                 explain_retention_s: float = 86400, keep_cycles: int = 10000,
+                 grants_file: Path | None = None) -> None:
         self.engine, self.backend, self.clock = engine, backend, clock
         self.policy = RecordingPolicy(policy)
         self.leader, self.config, self.placer = leader, config or CycleConfig(), placer
@@ -126,6 +132,7 @@ class DaemonService:
         self.heartbeat_file, self.lease_s, self.metrics = heartbeat_file, lease_s, metrics
         self.journal_retention_s, self.explain_retention_s = journal_retention_s, explain_retention_s
         self.keep_cycles = keep_cycles
+        self.grants = GrantsFile(grants_file) if grants_file is not None else None
         self.sessions = sessionmaker(engine, expire_on_commit=False)
         self.tracker: explain.Tracker | None = None
         self.cycles = 0
@@ -150,6 +157,7 @@ class DaemonService:
                     report.timings_ms["reconcile"] -= hooks.lease_ms
                     report.timings_ms["leases"] = hooks.lease_ms
                 report.timings_ms["record"] = (time.perf_counter() - t1) * 1e3
+                self._sync_grants(s, report)
                 report.timings_ms["total"] = (time.perf_counter() - t0) * 1e3  # the row's total
                 repo.finish_cycle(s, cycle, finished_at=utc(self.clock.now()),
                                   pending=report.pending, running=report.running,
@@ -163,6 +171,10 @@ class DaemonService:
                                   running=0, actions=0, failed=0, timings={},
                                   error=report.error)
                 s.commit()
+                try:  # grants need only the database: keep them current while Slurm is down
+                    self._sync_grants(s, report)
+                except Exception as grants_exc:  # the cycle's own error is the one to raise
+                    log.error("class grants file not synced: %s", grants_exc)
                 if self.metrics is not None:
                     self.metrics.cycles.labels("error").inc()
                 raise
@@ -178,6 +190,13 @@ class DaemonService:
                                        journal.outcomes, outcome.snapshot, self.clock.now())
         self.cycles += 1
         return report
+
+    def _sync_grants(self, s: Session, report: CycleReport) -> None:
+        if self.grants is None:
+            return
+        t = time.perf_counter()
+        report.grants_written = self.grants.sync(s)
+        report.timings_ms["grants"] = (time.perf_counter() - t) * 1e3
 
     def _record(self, s: Session, cycle_id: int, outcome: CycleOutcome, report: CycleReport,
                 journal: SessionJournal) -> None:

@@ -130,7 +130,8 @@ def run_daemon(settings: Settings, *, once: bool = False, wait: bool = True,
             clock=clock, leader=leader_name(), config=cycle_config(settings), seed=d.seed,
             heartbeat_file=d.heartbeat_file, lease_s=settings.slurm.lease_s, metrics=metrics,
             journal_retention_s=d.journal_retention_days * 86400,
-            explain_retention_s=d.explain_retention_s, keep_cycles=d.keep_cycles)
+            explain_retention_s=d.explain_retention_s, keep_cycles=d.keep_cycles,
+            grants_file=settings.ledger.grants_file)
         log.info("leader: %s, %s backend, policy %s, every %g s", lock.describe(),
                  settings.slurm.backend, policy.name, d.cycle_interval_s)
         if once:

@@ -31,6 +31,7 @@ def spec_from_settings(directory: Path | None = None, nodes: int | None = None) 
         slurmctld_port=dc.slurmctld_port, slurmdbd_port=dc.slurmdbd_port,
         mariadb_port=dc.mariadb_port, slurmd_base_port=dc.slurmd_base_port,
         accounting=dc.accounting, daemon_heartbeat=settings().daemon.heartbeat_file,
+        grants_file=settings().ledger.grants_file,
     )
 
 

@@ -18,7 +18,12 @@ from pathlib import Path
 
 from railgang.daemon.errors import DevClusterError
 from railgang.slurm_plugins.devcluster import layout
-from railgang.slurm_plugins.devcluster.layout import GPU_DEVICE_MAJOR, SLURM_BIN, ClusterSpec
+from railgang.slurm_plugins.devcluster.layout import (
+    GPU_DEVICE_MAJOR,
+    SLURM_BIN,
+    TEST_GRANTS,
+    ClusterSpec,
+)
 from railgang.slurm_plugins.devcluster.processes import (
     ProcessTable,
     is_running,
@@ -275,7 +280,11 @@ class DevCluster:
         s = self.spec
         self._say("starting slurmctld")
         # -c: clean state, so a node that once failed registration does not come back DRAINED
-        env = slurm_env(s) | {"RAILGANG_HEARTBEAT_FILE": str(s.heartbeat_file)}  # job_submit.lua
+        if s.grants_file is None:
+            s.class_grants_file.parent.mkdir(parents=True, exist_ok=True)
+            s.class_grants_file.write_text(TEST_GRANTS)
+        env = slurm_env(s) | {"RAILGANG_HEARTBEAT_FILE": str(s.heartbeat_file),  # job_submit.lua
+                              "RAILGANG_GRANTS_FILE": str(s.class_grants_file)}
         rec = self.procs.start("slurmctld", [str(s.bin / "slurmctld"), "-D", "-c", "-f", str(s.slurm_conf)],
                                log=s.log / "slurmctld.out", env=env)
         wait_for_port(s.slurmctld_port, timeout_s=30, what="slurmctld", log=s.log / "slurmctld.out", rec=rec)

@@ -42,6 +42,9 @@ class ClusterSpec:
     storage_host: str = "127.0.0.1"
     storage_pass: str = "slurm-devcluster"
     node_addr: str | None = "127.0.0.1"
+    # the class grants file the daemon keeps current (ledger.grants_file); None = a file inside
+    # the cluster, seeded at `up` with the test accounts' grants (no daemon writes it)
+    grants_file: Path | None = None
 
     @property
     def node_names(self) -> list[str]:
@@ -103,6 +106,17 @@ class ClusterSpec:
     def heartbeat_file(self) -> Path:
         """The daemon heartbeat job_submit.lua reads (leases only while it is fresh)."""
         return self.daemon_heartbeat or self.run / "railgang-heartbeat"
+
+    @property
+    def class_grants_file(self) -> Path:
+        """The class grants job_submit.lua reads (classes 0-2 only for who is listed)."""
+        return self.grants_file or self.run / "railgang-grants"
+
+
+# A cluster without a daemon's grants file trusts its own test accounts with every class, the
+# way it registers them in slurmdbd (one `CLASS KIND SUBJECT` line each; daemon/accounting docs)
+TEST_GRANTS = ("# railgang devcluster: its test accounts' class grants\nlimit 2 14400\n"
+               + "".join(f"{c} account {a}\n" for c in (0, 1, 2) for a in ("team-a", "team-b")))
 
 
 def node_range(names: list[str]) -> str:
@@ -229,6 +243,7 @@ def render_plugstack_conf(spank_so: Path | None) -> str:
 
 
 __all__ = [
+    "TEST_GRANTS",
     "ClusterSpec",
     "render_gres_conf",
     "render_plugstack_conf",
