@@ -8,6 +8,7 @@ nested keys), the TOML file (``--config PATH`` or ``RAILGANG_CONFIG``), then def
 from __future__ import annotations
 
 import os
+import re
 import tomllib
 from pathlib import Path
 from typing import Any, Literal
@@ -165,14 +166,44 @@ class Settings(BaseSettings):
             )
 
 
+# A config file is a few kilobytes; reading at most this much keeps `--config /dev/zero` (or a
+# log file given by mistake) from filling memory before the size is refused.
+MAX_CONFIG_BYTES = 1 << 20
+_TOML_LINE = re.compile(r"\(at line (\d+), column (\d+)\)$")
+
+
 def _read_toml(path: Path) -> dict[str, Any]:
+    """The TOML table in ``path``; every problem is one ConfigError naming the file (and line)."""
     try:
         with path.open("rb") as fh:
-            return tomllib.load(fh)
+            raw = fh.read(MAX_CONFIG_BYTES + 1)
     except FileNotFoundError as exc:
         raise ConfigError(f"{path}: config file not found (give --config PATH or unset RAILGANG_CONFIG)") from exc
+    except IsADirectoryError as exc:
+        raise ConfigError(f"{path}: is a directory; --config takes a TOML file") from exc
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read the config file: {exc.strerror or exc}") from exc
+    if len(raw) > MAX_CONFIG_BYTES:
+        raise ConfigError(f"{path}: larger than {MAX_CONFIG_BYTES >> 20} MiB, not a railgang "
+                          "config file (a few kB of TOML)")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        raise ConfigError(f"{path}:{line}: not UTF-8 (byte 0x{raw[exc.start]:02x}); a config file "
+                          "is UTF-8 TOML") from exc
+    if "\x00" in text:
+        line = text.count("\n", 0, text.index("\x00")) + 1
+        raise ConfigError(f"{path}:{line}: binary data (NUL byte), not a TOML config file")
+    try:
+        return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path}: not valid TOML: {exc}") from exc
+        message = str(exc)
+        where = _TOML_LINE.search(message)
+        if where is None:
+            raise ConfigError(f"{path}: not valid TOML: {message}") from exc
+        raise ConfigError(f"{path}:{where.group(1)}: not valid TOML: "
+                          f"{message[:where.start()].rstrip()} (column {where.group(2)})") from exc
 
 
 def load_settings(path: Path | None = None, **overrides: Any) -> Settings:

@@ -8,11 +8,27 @@ the code the error carries), never a traceback. "A job cannot be placed" is *not
 
 from __future__ import annotations
 
+from enum import IntEnum
+
+
+class ExitCode(IntEnum):
+    """The one exit-code table of every ``railgang`` command (docs/cli.md repeats it).
+
+    A command ends with one of these and nothing else: errors carry theirs (``exit_code`` below),
+    the CLI raises ``typer.Exit(ExitCode.X)`` for the outcomes that are not errors.
+    """
+
+    OK = 0  # done; for a check: the thing checked is fine
+    ERROR = 1  # invalid input (file, option value the command checks itself) or a failure
+    USAGE = 2  # typer/click's own: unknown option, missing argument, value not among the choices
+    NOT_NOW = 3  # valid, but not possible now: `place` cannot place, `ledger reconcile` differs
+    NOT_RUNNING = 4  # a service is not running: no daemon, not the leader (--no-wait), cluster down
+
 
 class RailgangError(Exception):
     """Base class: a problem the user can act on; ``str(err)`` says what and what to do."""
 
-    exit_code: int = 1
+    exit_code: int = ExitCode.ERROR
 
 
 class ConfigError(RailgangError):
@@ -77,7 +93,7 @@ class DaemonError(RailgangError):
 class NotLeaderError(DaemonError):
     """Another daemon holds the leader lock (``railgang daemon run --no-wait``)."""
 
-    exit_code = 4
+    exit_code = ExitCode.NOT_RUNNING
 
 
 class UnknownJobError(RailgangError):
@@ -135,17 +151,18 @@ __all__ = [
     "AuthenticationError",
     "ConfigError",
     "ConflictError",
-    "DomainError",
-    "NotFoundError",
-    "PermissionDeniedError",
-    "ValidationFailed",
     "DaemonError",
     "DatabaseError",
     "DevClusterError",
+    "DomainError",
+    "ExitCode",
     "InputError",
+    "NotFoundError",
     "NotLeaderError",
+    "PermissionDeniedError",
     "RailgangError",
     "SlurmCommandError",
     "SlurmError",
     "UnknownJobError",
+    "ValidationFailed",
 ]

@@ -8,7 +8,7 @@ import pytest
 
 PUBLIC = {
     "railgang.daemon.errors": {"ConfigError", "DaemonError", "DatabaseError", "DevClusterError",
-                               "InputError", "NotLeaderError", "RailgangError", "SlurmCommandError", "SlurmError",
+                               "ExitCode", "InputError", "NotLeaderError", "RailgangError", "SlurmCommandError", "SlurmError",
                                "UnknownJobError", "AuthenticationError", "ConflictError",
                                "DomainError", "NotFoundError", "PermissionDeniedError",
                                "ValidationFailed"},
