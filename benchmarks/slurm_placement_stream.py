@@ -13,6 +13,11 @@ over the GPUs it got (``railgang.topology.comm_model``).
 
     .venv/bin/python benchmarks/slurm_placement_stream.py --mode plain --jobs 200
     .venv/bin/python benchmarks/slurm_placement_stream.py --mode switches --jobs 200
+    .venv/bin/python benchmarks/slurm_placement_stream.py --mode railgang --jobs 200
+    .venv/bin/python benchmarks/slurm_placement_stream.py --mode railgang --leaf-wait-s 0  # no leaf wait
+
+In railgang mode the daemon runs with its defaults unless ``--leaf-wait-s``/``--leaf-holds`` set
+``daemon.leaf_wait_s``/``daemon.leaf_holds`` (docs/policies.md "Keeping gangs inside one leaf").
 
 Runs as root (the cluster is real). Each job is ``sleep`` for its duration, so a 200-job stream
 takes a few minutes of wall time per mode; ``--time-scale`` shortens or stretches every duration.
