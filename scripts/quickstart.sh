@@ -45,7 +45,7 @@ $rg demo --out "$out" --step-s "${DEMO_STEP_S:-0.5}" --wave-gap 20 &
 submitter=$!
 sleep 8
 first_waiting=
-for round in $(seq 60); do
+for _ in $(seq 60); do  # at most 60 rounds
   echo; echo "-- railgang top, $(date +%T)"
   $rg top --once
   if [ -z "$first_waiting" ]; then
