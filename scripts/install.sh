@@ -6,7 +6,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 APT_PACKAGES=(slurmctld slurmd slurm-client munge slurm-wlm-basic-plugins lua5.1 libslurm-dev
-              slurmdbd slurm-wlm-mysql-plugin mariadb-server postgresql gcc)
+              slurmdbd slurm-wlm-mysql-plugin mariadb-server postgresql gcc
+              docker-compose shellcheck systemd)  # the last three: tests/deploy (no engine needed)
 
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
