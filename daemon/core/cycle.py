@@ -12,10 +12,11 @@ is excluded from equality). The recipe:
    quota, then walk the order; each job is placed all-or-nothing by ``topology`` at its wanted
    size, or smaller down to its minimum if starting small beats waiting (``elastic``). ``strict``
    stops at the first miss, ``backfill`` reserves the head's start (EASY), ``greedy`` skips.
-5. **preempt** — for jobs still waiting: shrink elastic lower work first, then preempt whole jobs,
-   within the class rules, budgets and cascade damping (``preemption``); signal + grace. Steps 4
-   and 5 run one priority class at a time, higher first, so a lower class never takes the free
-   GPUs a higher class could have combined with a shrink or an eviction.
+5. **preempt** — for jobs still waiting: with a quota tree, first *reclaim* borrowed GPUs for
+   jobs inside their team's guarantee (``reclaim``); then shrink elastic lower work, then preempt
+   whole jobs, within the class rules, budgets and cascade damping (``preemption``); signal +
+   grace. Steps 4 and 5 run one priority class at a time, higher first, so a lower class never
+   takes the free GPUs a higher class could have combined with a shrink or an eviction.
 6. **grow**    — grow running elastic jobs toward the plan's targets with anti-churn rules.
 7. **emit**    — actions in order (shrinks, preempts, starts, grows, node tags, priorities) and
    one reason per waiting job; nodes the link health quarantines get a ``TagNode``.
@@ -43,6 +44,7 @@ from railgang.daemon.core.gang import Placer, topology_placer
 from railgang.daemon.core.phases import PlacePhase, grow_phase, shrink_phase
 from railgang.daemon.core.policy import Policy
 from railgang.daemon.core.reasons import PendingReason, Reason
+from railgang.daemon.core.reclaim import ReclaimPhase
 from railgang.daemon.core.snapshot import Snapshot
 from railgang.daemon.core.work import Work
 from railgang.topology.health import LinkHealth
@@ -117,10 +119,13 @@ def decide(
     lap("size")
     placing = PlacePhase(w, plan, leaf_wait_s=config.leaf_wait_s, leaf_holds=config.leaf_holds)
     evicting = EvictPhase(w, plan, config.budget)
+    reclaiming = ReclaimPhase(w, config.budget) if snapshot.quotas is not None else None
     for _, batch in groupby(order, key=lambda x: jobs[x.job_id].priority_class):
         this_class = list(batch)  # 4-5. one priority class at a time, higher classes first:
         placing.run(this_class, jobs)  # 4. admit + place
         lap("place")
+        if config.preempt and reclaiming is not None:  # 5a. reclaim borrowed GPUs for
+            reclaiming.run(this_class, jobs)  # guaranteed jobs (quota tree only)
         if config.preempt:  # 5. preempt: shrink lower work first, then evict within budgets
             evicting.run(this_class, jobs)
         lap("preempt")

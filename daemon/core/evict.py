@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from railgang.daemon.core import elastic
 from railgang.daemon.core import preemption as pre
+from railgang.daemon.core import quota as quotas
 from railgang.daemon.core.actions import Preempt, Resize
 from railgang.daemon.core.gang import Placed, gang_for
 from railgang.daemon.core.job import Assignment, Job, RunningJob
@@ -88,6 +89,10 @@ class EvictPhase:
             if quota is not None and w.account_gpus.get(job.account, 0) + need > quota:
                 # jobs of the account placed after this one took the rest of its quota
                 w.wait(job, Reason.QUOTA, f"account {job.account} quota {quota} GPUs", need)
+                continue
+            block = quotas.gate(snap.quotas, w.account_gpus, job.account, need)
+            if block is not None:  # the same, for a level of the quota tree
+                w.wait(job, block.reason, block.detail(job.account, need), need)
                 continue
             if job.priority_class == 3 and not plan.preempt_within_class:
                 continue  # batch evicts nobody unless the policy ranks inside the class

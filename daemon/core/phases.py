@@ -10,6 +10,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from railgang.daemon.core import elastic
+from railgang.daemon.core import quota as quotas
 from railgang.daemon.core.actions import Resize, Start
 from railgang.daemon.core.gang import Placed, Unplaceable, gang_for
 from railgang.daemon.core.job import Job, RunningJob, gpu_count
@@ -169,6 +170,10 @@ class PlacePhase:
             if quota is not None and w.account_gpus.get(job.account, 0) + need > quota:
                 w.wait(job, Reason.QUOTA, f"account {job.account} quota {quota} GPUs", need)
                 continue
+            block = quotas.gate(w.snap.quotas, w.account_gpus, job.account, need)
+            if block is not None:  # a level of the quota tree binds (reclaim may free it)
+                w.wait(job, block.reason, block.detail(job.account, need), need)
+                continue
             if self.head is not None and plan.mode == "strict":
                 w.wait(job, Reason.PRIORITY, f"FIFO: behind {self.head}", need)
                 continue
@@ -208,6 +213,7 @@ class PlacePhase:
     def _fits(self, job: Job, quota: int | None) -> Callable[[int], bool]:
         w, mode, head, shadow_t, extra = self.w, self.plan.mode, self.head, self.shadow_t, self.extra
         room = INF if quota is None else quota - w.account_gpus.get(job.account, 0)
+        room = min(room, quotas.room(w.snap.quotas, w.account_gpus, job.account))
 
         def fits(k: int) -> bool:
             if k * job.replica_gpus > room:
@@ -286,6 +292,7 @@ def _grow_to(w: Work, run: RunningJob, target: int, rules: elastic.ElasticRules)
         return
     quota = w.snap.account(job.account).quota_gpus
     room = w.free_count if quota is None else min(w.free_count, quota - w.account_gpus.get(job.account, 0))
+    room = int(min(room, quotas.room(w.snap.quotas, w.account_gpus, job.account)))
     k = min(target, run.replicas + max(0, room) // job.replica_gpus)
     while k > run.replicas and elastic.resize_pays(run, k, w.now, rules):
         res = w.place(gang_for(job, k - run.replicas))

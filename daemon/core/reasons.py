@@ -31,6 +31,10 @@ class Reason(enum.Enum):
     INVALID_SHAPE = "invalid_shape"  # tp × pp × dp cannot be laid out (e.g. TP wider than a domain)
     LARGER_THAN_CLUSTER = "larger_than_cluster"  # can never run on this cluster (rejected)
     QUOTA = "quota"  # the account's GPU quota would be exceeded
+    QUOTA_TEAM = "quota_team"  # the team's quota (burst limit, else guarantee) binds
+    QUOTA_DEPARTMENT = "quota_department"  # the department's Q less its other teams' use binds
+    QUOTA_ORG = "quota_org"  # the organisation's Q less everybody else's use binds
+    RECLAIMING = "reclaiming"  # borrowed work was signalled so the owner's guaranteed job can run
     PRIORITY = "priority"  # waiting behind higher-priority work (blocking FIFO head, reservation)
     RESERVED = "reserved"  # this job holds the backfill reservation (start time guaranteed)
     PREEMPTING = "preempting"  # lower work was signalled for it; starts when grace expires

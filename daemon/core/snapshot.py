@@ -16,6 +16,7 @@ Fields
 ``pending``     the queue, :class:`~railgang.daemon.core.job.Job` in submit order
 ``accounts``    :class:`Account` per name (fair-share, usage, optional GPU quota)
 ``preemptions`` recent :class:`PreemptEvent` (for the churn budget window)
+``quotas``      the hierarchical quota tree (:class:`~railgang.daemon.core.quota.QuotaTree`), or None
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from types import MappingProxyType
 from typing import Any
 
 from railgang.daemon.core.job import Job, RunningJob
+from railgang.daemon.core.quota import QuotaTree
 
 
 class NodeState(enum.StrEnum):
@@ -134,6 +136,7 @@ class Snapshot:
     accounts: Mapping[str, Account] = field(default_factory=lambda: MappingProxyType({}))
     preemptions: tuple[PreemptEvent, ...] = ()
     health: Any = None  # topology link health, or None
+    quotas: QuotaTree | None = None  # None: no quota tree (only the flat Account.quota_gpus)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "free", _freeze_free(self.free))
@@ -179,6 +182,7 @@ def make_snapshot(
     accounts: Iterable[Account] = (),
     preemptions: Iterable[PreemptEvent] = (),
     health: Any = None,
+    quotas: QuotaTree | None = None,
 ) -> Snapshot:
     """Build a snapshot; ``free`` defaults to every GPU not assigned to a running job."""
     node_map = {n.name: n for n in nodes}
@@ -203,6 +207,7 @@ def make_snapshot(
         accounts={a.name: a for a in accounts},
         preemptions=tuple(preemptions),
         health=health,
+        quotas=quotas,
     )
 
 

@@ -6,6 +6,7 @@ import random
 
 from railgang.daemon.core import Decision, Job, Preempt, Reason, Resize, Start
 from railgang.daemon.core.preemption import PreemptionBudget, class_may_preempt
+from railgang.daemon.core.quota import QuotaNode, QuotaTree, borrowed_gpus
 from railgang.daemon.core.snapshot import Account, PreemptEvent, Snapshot
 from tests.daemon.core.core_builders import cluster, job
 
@@ -48,7 +49,31 @@ def random_snapshot(seed: int, *, max_nodes: int = 8) -> Snapshot:
     c.accounts(Account("a", quota_gpus=rng.choice([None, 16, 64])), Account("b", share=2.0))
     if rng.random() < 0.3:
         c.preempted(PreemptEvent(now - 60, "old", rng.randint(1, 8)))
-    return c.build()
+    snap = c.build()
+    if rng.random() < 0.4:  # drawn last, so the draws above stay what they were for each seed
+        snap = snap.replace(quotas=random_tree(rng, capacity))
+    return snap
+
+
+def random_tree(rng: random.Random, capacity: int) -> QuotaTree:
+    """org -> dept d1 (teams a, b), team c directly under the org; sound guarantees, random
+    burst limits (sometimes none)."""
+    org_g = rng.randint(0, capacity)
+    d1_g = rng.randint(0, org_g)
+    a_g = rng.randint(0, d1_g)
+    b_g = rng.randint(0, d1_g - a_g)
+    c_g = rng.randint(0, org_g - d1_g)
+
+    def lim(g: int) -> int | None:
+        return rng.choice([None, g, g + rng.randint(0, capacity)])
+
+    return QuotaTree({
+        "org": QuotaNode("org", "org", None, org_g, lim(org_g)),
+        "d1": QuotaNode("d1", "dept", "org", d1_g, lim(d1_g)),
+        "a": QuotaNode("a", "team", "d1", a_g, lim(a_g)),
+        "b": QuotaNode("b", "team", "d1", b_g, lim(b_g)),
+        "c": QuotaNode("c", "team", "org", c_g, lim(c_g)),
+    })
 
 
 def check_decision(snap: Snapshot, d: Decision, budget: PreemptionBudget = PreemptionBudget()) -> None:
@@ -59,6 +84,9 @@ def check_decision(snap: Snapshot, d: Decision, budget: PreemptionBudget = Preem
     held = {r.job_id: {(n, g) for n, gs in r.assignment.items() for g in gs}
             for r in snap.running.values()}
     touched: set[str] = set()
+    borrowed = borrowed_gpus(snap.quotas, snap.running.values())
+    own = snap.account_running_gpus()
+    own = {**{j.account: 0 for j in snap.pending}, **own}
     for a in d.actions:
         if isinstance(a, Resize):
             run = snap.running[a.job_id]
@@ -92,8 +120,14 @@ def check_decision(snap: Snapshot, d: Decision, budget: PreemptionBudget = Preem
             assert v.preempt_deadline is None
             req = snap.pending[[j.job_id for j in snap.pending].index(a.for_job)] if a.for_job else None
             assert req is not None
-            assert class_may_preempt(req.priority_class, v.priority_class) or (
-                req.priority_class == v.priority_class >= 2)
+            if a.reason is Reason.RECLAIMING:  # borrowed work, reclaimed for guaranteed work
+                assert snap.quotas is not None and a.job_id in borrowed
+                assert v.priority_class >= req.priority_class
+                assert v.job.account != req.account
+                assert own[req.account] + req.min_gpus <= snap.quotas.guaranteed(req.account)
+            else:
+                assert class_may_preempt(req.priority_class, v.priority_class) or (
+                    req.priority_class == v.priority_class >= 2)
             last = v.job.last_preempted_at
             assert last is None or snap.now - last >= budget.job_min_interval_s
             last_req = req.last_preempted_at
@@ -113,11 +147,24 @@ def check_decision(snap: Snapshot, d: Decision, budget: PreemptionBudget = Preem
             quota = snap.account(acct).quota_gpus
             if a.gpus > before:
                 assert quota is None or used[acct] <= quota, f"{a.job_id} breaks {acct}'s quota"
+                _check_tree(snap.quotas, used, acct, a.job_id)
     reasons = [r.job_id for r in d.reasons]
     assert len(reasons) == len(set(reasons)), "one reason per job"
     assert set(reasons) == set(pending), "every waiting job has a reason, started jobs none"
     for r in d.reasons:
         assert isinstance(r.code, Reason)
+
+
+def _check_tree(tree: QuotaTree | None, used: dict[str, int], acct: str, job_id: str) -> None:
+    """A start or grow leaves every level of the tree above ``acct`` at or under its Q."""
+    if tree is None or acct not in tree.effective:
+        return
+    for level in (acct, *tree.ancestors[acct]):
+        cap = tree.effective[level].cap
+        under = sum(g for x, g in used.items() if tree.under(x, level))
+        if level == acct:
+            under = used[acct]
+        assert cap is None or under <= cap, f"{job_id} puts {level} at {under} over its Q {cap}"
 
 
 def _class(snap: Snapshot, job_id: str | None) -> int:

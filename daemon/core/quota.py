@@ -1,0 +1,270 @@
+"""Hierarchical quotas in the pure core (DESIGN R-Q1, R-Q2): the tree, its rules, the gate.
+
+The tree is organisation -> department -> team (a team is a Slurm account). Every level has a
+guarantee and an optional burst limit; ``Q`` of a level is its limit if it has one, else its
+guarantee (a level with neither sets no cap).
+
+1. ``check_hierarchy``: a child is guaranteed no more than its parent, the children together no
+   more than the parent, a guarantee stays under its own burst limit, a child's limit under its
+   parent's. Returns every failing field, so a refusal names all of them at once.
+2. ``effective_quota``: ``Q_eff = min(Q_team, Q_dept − Σ other teams' allocation)`` applied at
+   every level up the tree (so an organisation cap counts too), naming the level that binds.
+3. **Borrowing** (:func:`borrowed_gpus`): an account's *own* guarantee is its guarantee less
+   what its children are guaranteed (a team's is its whole guarantee). GPUs an account runs above
+   its own guarantee are *borrowed* — the idle guarantees of others, up to the burst limits —
+   and stay reclaimable (``railgang.daemon.core.reclaim``). Its earliest-started jobs fill the
+   guarantee first, so the newest work is the borrowed work.
+4. **The gate** (:func:`gate`, :func:`room`): a start must keep every level at or under its
+   ``Q`` (a ``quota_team`` / ``quota_department`` / ``quota_org`` reason names the level, its
+   quota and its use). A job that stays inside its account's own guarantee is *guaranteed*:
+   when a level above blocks it, the excess there is other accounts' borrowed work (children
+   never hold more guarantee than their parent), so reclaim may free it.
+
+Oversubscription (a knob, off by default): with ``QuotaTree.oversubscription`` = f > 1, the
+guarantee and limit of a level whose measured utilisation u satisfies u × f ≤ ``busy_target``
+(DESIGN: 70 % used × 1.3 = 91 %) are scaled by f; levels without a measurement stay as they are.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+from railgang.daemon.core.job import RunningJob
+from railgang.daemon.core.reasons import Reason
+
+ANY_GPU = "*"
+LEVEL_REASON: Mapping[str, Reason] = MappingProxyType({
+    "team": Reason.QUOTA_TEAM, "dept": Reason.QUOTA_DEPARTMENT,
+    "department": Reason.QUOTA_DEPARTMENT, "org": Reason.QUOTA_ORG,
+})
+QUOTA_REASONS = (Reason.QUOTA_TEAM, Reason.QUOTA_DEPARTMENT, Reason.QUOTA_ORG)
+
+
+@dataclass(frozen=True, slots=True)
+class QuotaNode:
+    """One account of the tree with its quota for one GPU type (or ``*``)."""
+
+    name: str
+    level: str  # org | dept | team
+    parent: str | None
+    guaranteed: int
+    limit: int | None
+    # False: the account has no quota of its own for this GPU type and stands in with its
+    # overall one; it bounds its children but is not checked against its parent
+    own: bool = True
+
+    @property
+    def cap(self) -> int | None:
+        if self.limit is not None:
+            return self.limit
+        return self.guaranteed if self.guaranteed > 0 else None
+
+
+@dataclass(frozen=True, slots=True)
+class LevelHeadroom:
+    account: str
+    level: str
+    cap: int | None  # Q of this level
+    others_allocated: int  # allocation under this level, the team's own excepted
+    headroom: int | None  # cap − others_allocated (None: no cap)
+
+
+@dataclass(frozen=True, slots=True)
+class EffectiveQuota:
+    team: str
+    gpu_type: str
+    allocated: int  # the team's own GPUs
+    q_eff: int | None  # None: nothing caps the team
+    binding: str | None  # the account whose level sets q_eff
+    levels: tuple[LevelHeadroom, ...]
+
+
+def _children(nodes: Mapping[str, QuotaNode]) -> dict[str, list[QuotaNode]]:
+    out: dict[str, list[QuotaNode]] = {}
+    for n in nodes.values():
+        if n.parent is not None:
+            out.setdefault(n.parent, []).append(n)
+    return out
+
+
+def check_hierarchy(nodes: Mapping[str, QuotaNode], *, prefix: str = "") -> dict[str, str]:
+    """Failing fields as ``{"<account>.<field>": problem}``; empty when the tree is sound."""
+    failures: dict[str, str] = {}
+    kids = _children(nodes)
+    for n in sorted(nodes.values(), key=lambda x: x.name):
+        key = f"{prefix}{n.name}"
+        if n.own and n.limit is not None and n.guaranteed > n.limit:
+            failures[f"{key}.guaranteed_gpus"] = (
+                f"{n.guaranteed} guaranteed is over its own burst limit {n.limit}")
+        parent = nodes.get(n.parent) if n.parent is not None else None
+        if parent is not None and n.own:
+            if n.guaranteed > parent.guaranteed:
+                failures[f"{key}.guaranteed_gpus"] = (
+                    f"{n.guaranteed} guaranteed is more than {parent.level} {parent.name}'s "
+                    f"{parent.guaranteed}")
+            if parent.limit is not None and n.limit is not None and n.limit > parent.limit:
+                failures[f"{key}.limit_gpus"] = (
+                    f"burst limit {n.limit} is over {parent.level} {parent.name}'s {parent.limit}")
+        children = [c for c in kids.get(n.name, []) if c.own]
+        total = sum(c.guaranteed for c in children)
+        if children and total > n.guaranteed:
+            names = ", ".join(f"{c.name}={c.guaranteed}" for c in sorted(children,
+                                                                          key=lambda c: c.name))
+            failures.setdefault(
+                f"{key}.guaranteed_gpus",
+                f"children are guaranteed {total} together ({names}), more than its "
+                f"{n.guaranteed}")
+    return failures
+
+
+def effective_quota(nodes: Mapping[str, QuotaNode], allocated: Mapping[str, int], team: str,
+                    *, gpu_type: str = ANY_GPU) -> EffectiveQuota:
+    """Q_eff of ``team`` given each account's own allocation (GPUs running now)."""
+    kids = _children(nodes)
+    subtree: dict[str, int] = {}
+
+    def total(name: str) -> int:
+        if name not in subtree:
+            subtree[name] = allocated.get(name, 0) + sum(total(c.name) for c in kids.get(name, []))
+        return subtree[name]
+
+    me = nodes[team]
+    levels = [LevelHeadroom(me.name, me.level, me.cap, 0, me.cap)]
+    parent_name = me.parent
+    while parent_name is not None and parent_name in nodes:
+        parent = nodes[parent_name]
+        others = total(parent.name) - total(me.name)  # everything under it but the team
+        room_ = None if parent.cap is None else max(0, parent.cap - others)
+        levels.append(LevelHeadroom(parent.name, parent.level, parent.cap, others, room_))
+        parent_name = parent.parent
+    bound = [lv for lv in levels if lv.headroom is not None]
+    best = min(bound, key=lambda lv: lv.headroom or 0) if bound else None
+    return EffectiveQuota(team=team, gpu_type=gpu_type, allocated=allocated.get(team, 0),
+                          q_eff=None if best is None else best.headroom,
+                          binding=None if best is None else best.account, levels=tuple(levels))
+
+
+def _scaled(n: QuotaNode, f: float) -> QuotaNode:
+    return QuotaNode(n.name, n.level, n.parent, math.floor(n.guaranteed * f),
+                     None if n.limit is None else math.floor(n.limit * f), n.own)
+
+
+@dataclass(frozen=True)
+class QuotaTree:
+    """The quota tree a snapshot carries (``Snapshot.quotas``; None = no quotas at all)."""
+
+    nodes: Mapping[str, QuotaNode]
+    oversubscription: float = 1.0  # f: guarantees × f where measured use allows (1.0 = off)
+    busy_target: float = 0.91  # the busy share u × f may reach (DESIGN: 70 % × 1.3)
+    utilisation: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))
+    # measured busy share of each account's allocated GPUs (0..1); absent = not measured
+    effective: Mapping[str, QuotaNode] = field(init=False, repr=False, compare=False)
+    own_guarantee: Mapping[str, int] = field(init=False, repr=False, compare=False)
+    ancestors: Mapping[str, tuple[str, ...]] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.oversubscription < 1.0:
+            raise ValueError(f"oversubscription {self.oversubscription} is under 1")
+        put = object.__setattr__
+        put(self, "nodes", MappingProxyType(dict(sorted(self.nodes.items()))))
+        put(self, "utilisation", MappingProxyType(dict(self.utilisation)))
+        f = self.oversubscription
+        eff = {name: _scaled(n, f) if f > 1.0 and name in self.utilisation
+               and self.utilisation[name] * f <= self.busy_target else n
+               for name, n in self.nodes.items()}
+        put(self, "effective", MappingProxyType(eff))
+        kids = _children(eff)
+        put(self, "own_guarantee", MappingProxyType({
+            name: max(0, n.guaranteed - sum(c.guaranteed for c in kids.get(name, [])))
+            for name, n in eff.items()}))
+        anc: dict[str, tuple[str, ...]] = {}
+        for name in eff:
+            path, p = [], eff[name].parent
+            while p is not None and p in eff and p not in path:
+                path.append(p)
+                p = eff[p].parent
+            anc[name] = tuple(path)
+        put(self, "ancestors", MappingProxyType(anc))
+
+    def guaranteed(self, account: str) -> int:
+        """The account's own guarantee (0 for an account outside the tree)."""
+        return self.own_guarantee.get(account, 0)
+
+    def under(self, account: str, level: str) -> bool:
+        """Is ``account`` at or below ``level`` in the tree?"""
+        return account == level or level in self.ancestors.get(account, ())
+
+
+@dataclass(frozen=True, slots=True)
+class QuotaBlock:
+    """A start the tree refuses: the level that binds, its Q and what runs under it."""
+
+    reason: Reason
+    account: str  # the account at the binding level
+    level: str
+    cap: int
+    used: int  # GPUs allocated under the level now
+    guaranteed: bool  # the job stays inside its own guarantee: borrowed work may be reclaimed
+
+    def detail(self, team: str, need: int) -> str:
+        who = "" if self.account == team else f" (job of {team})"
+        tail = "; inside its guarantee: reclaiming borrowed GPUs" if self.guaranteed else ""
+        return (f"{self.level} {self.account}{who}: quota {self.cap} GPUs, {self.used} in use, "
+                f"needs {need}{tail}")
+
+
+def _subtree_use(tree: QuotaTree, alloc: Mapping[str, int], level: str) -> int:
+    return sum(g for a, g in alloc.items() if g and tree.under(a, level))
+
+
+def gate(tree: QuotaTree | None, alloc: Mapping[str, int], account: str,
+         need: int) -> QuotaBlock | None:
+    """None when ``need`` more GPUs of ``account`` keep every level at or under its Q; else the
+    binding level (the one with the least room, the lowest on a tie)."""
+    if tree is None or account not in tree.effective:
+        return None
+    eq = effective_quota(tree.effective, alloc, account)
+    if eq.q_eff is None or eq.allocated + need <= eq.q_eff:
+        return None
+    lv = min((lv for lv in eq.levels if lv.headroom is not None),
+             key=lambda lv: lv.headroom or 0)  # min keeps the lowest level on a tie
+    node = tree.effective[lv.account]
+    assert lv.cap is not None  # a level with headroom has a cap
+    return QuotaBlock(LEVEL_REASON.get(node.level, Reason.QUOTA_TEAM), lv.account, node.level,
+                      lv.cap, _subtree_use(tree, alloc, lv.account),
+                      alloc.get(account, 0) + need <= tree.guaranteed(account))
+
+
+def room(tree: QuotaTree | None, alloc: Mapping[str, int], account: str) -> float:
+    """GPUs ``account`` may still start under the tree (``inf``: no cap)."""
+    if tree is None or account not in tree.effective:
+        return math.inf
+    eq = effective_quota(tree.effective, alloc, account)
+    return math.inf if eq.q_eff is None else max(0, eq.q_eff - eq.allocated)
+
+
+def borrowed_gpus(tree: QuotaTree | None, running: Iterable[RunningJob]) -> dict[str, int]:
+    """Borrowed GPUs per running job (jobs with none are left out): per account, jobs in start
+    order (then id) fill its own guarantee; what is above it is borrowed."""
+    if tree is None:
+        return {}
+    by_acc: dict[str, list[RunningJob]] = {}
+    for r in running:
+        by_acc.setdefault(r.job.account, []).append(r)
+    out: dict[str, int] = {}
+    for acc, runs in by_acc.items():
+        left = tree.guaranteed(acc)
+        for r in sorted(runs, key=lambda r: (r.start_time, r.job_id)):
+            inside = min(left, r.gpus)
+            left -= inside
+            if r.gpus > inside:
+                out[r.job_id] = r.gpus - inside
+    return out
+
+
+__all__ = ["ANY_GPU", "LEVEL_REASON", "QUOTA_REASONS", "EffectiveQuota", "LevelHeadroom",
+           "QuotaBlock", "QuotaNode", "QuotaTree", "borrowed_gpus", "check_hierarchy",
+           "effective_quota", "gate", "room"]
