@@ -124,6 +124,10 @@ def test_no_baked_secrets(services: dict[str, dict[str, Any]], raw_compose: dict
         for secret in DUMMY_SECRETS.values():
             assert secret not in text
         assert not re.search(r"(?mi)^\s*(secret_key|password)\s*=", text), f"{path}: a secret in the file"
+    # .env holds the real secrets: git and the image build both leave it out
+    ignored = subprocess.run(["git", "check-ignore", "-q", ".env"], cwd=ROOT, check=False)
+    assert ignored.returncode == 0, ".env is not in .gitignore"
+    assert ".env" in (DEPLOY / "Dockerfile.dockerignore").read_text().split()
     # the resolved stack really receives the secrets from the environment
     daemon_env = services["railgang-daemon"]["environment"]
     assert daemon_env["RAILGANG_API__SECRET_KEY"] == DUMMY_SECRETS["RAILGANG_API__SECRET_KEY"]
