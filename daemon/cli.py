@@ -1,6 +1,8 @@
 """The ``railgang`` command. Each component contributes its own sub-app; this file only wires them.
 
-Every ``RailgangError`` becomes one line on stderr and a non-zero exit code, never a traceback.
+Every ``RailgangError`` becomes one line on stderr and its exit code (``errors.ExitCode``, the one
+table; docs/cli.md), never a traceback. Settings reach the sub-commands through the typer context
+(``cli_common.settings_from(ctx)``).
 """
 
 from __future__ import annotations
@@ -14,7 +16,8 @@ import typer
 from rich.console import Console
 
 from railgang.daemon import __version__
-from railgang.daemon.config import Settings, load_settings, masked_dump
+from railgang.daemon.cli_common import CliState, JsonOpt, settings_from
+from railgang.daemon.config import masked_dump
 from railgang.daemon.errors import RailgangError
 
 app = typer.Typer(
@@ -30,18 +33,6 @@ app.add_typer(config_app, name="config")
 err_console = Console(stderr=True)
 
 
-class _State:
-    config_path: Path | None = None
-    settings: Settings | None = None
-
-
-def settings() -> Settings:
-    """The effective settings for this invocation (built lazily, once)."""
-    if _State.settings is None:
-        _State.settings = load_settings(_State.config_path)
-    return _State.settings
-
-
 def _version(value: bool) -> None:
     if value:
         typer.echo(f"railgang {__version__}")
@@ -50,6 +41,7 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def _root(
+    ctx: typer.Context,
     config: Annotated[
         Path | None,
         typer.Option("--config", "-c", help="TOML config file (default: $RAILGANG_CONFIG).",
@@ -59,16 +51,14 @@ def _root(
         bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version.")
     ] = False,
 ) -> None:
-    _State.config_path = config
-    _State.settings = None
+    # settings are read on first use (settings_from), so `--help` needs no config file
+    ctx.obj = CliState(config_path=config)
 
 
 @config_app.command("show")
-def config_show(
-    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
-) -> None:
+def config_show(ctx: typer.Context, as_json: JsonOpt = False) -> None:
     """Print the effective configuration (file + RAILGANG_* variables + defaults), secrets masked."""
-    data = masked_dump(settings())
+    data = masked_dump(settings_from(ctx))
     if as_json:
         typer.echo(json.dumps(data, indent=2))
         return

@@ -4,7 +4,6 @@ directly (same repositories and checks as the API, audited as ``cli:<user>``).""
 from __future__ import annotations
 
 import getpass
-import json
 import os
 import tempfile
 from collections.abc import Iterator
@@ -12,19 +11,28 @@ from contextlib import contextmanager
 from dataclasses import asdict
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import typer
 from sqlalchemy.orm import Session
 
 from railgang.daemon.accounting.quota import ANY_GPU
+from railgang.daemon.cli_common import (
+    JsonOpt,
+    choices_metavar,
+    emit,
+    registry_choice,
+    settings_from,
+)
+from railgang.db.auth import ROLES
+from railgang.db.org import CAPACITY_TIERS, GRANT_KINDS
 
 quota_app = typer.Typer(help="Quotas, priority-class grants, rates and quota events.",
                         no_args_is_help=True)
 token_app = typer.Typer(help="API tokens (stored hashed; the secret is shown once).",
                         no_args_is_help=True)
 
-JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
+Level = Literal["org", "dept", "team"]  # the CHECK constraint of accounts.level
 
 
 def actor() -> str:
@@ -32,12 +40,11 @@ def actor() -> str:
 
 
 @contextmanager
-def session() -> Iterator[Session]:
+def session(ctx: typer.Context) -> Iterator[Session]:
     from railgang.daemon.api.cli import require_head
-    from railgang.daemon.cli import settings
     from railgang.db.session import make_engine, session_scope
 
-    url = settings().db.url
+    url = settings_from(ctx).db.url
     require_head(url)
     engine = make_engine(url)
     try:
@@ -47,16 +54,12 @@ def session() -> Iterator[Session]:
         engine.dispose()
 
 
-def _emit(data: Any, as_json: bool, lines: list[str]) -> None:
-    typer.echo(json.dumps(data, indent=2, default=str) if as_json else "\n".join(lines))
-
-
 @quota_app.command("tree")
-def tree(as_json: JsonOpt = False) -> None:
+def tree(ctx: typer.Context, as_json: JsonOpt = False) -> None:
     """The organisation tree with each account's quotas."""
     from railgang.db.repositories import org
 
-    with session() as s:
+    with session(ctx) as s:
         data = [org.account_dict(a, org.quotas_of(s, a)) for a in org.list_accounts(s)]
     kids: dict[str | None, list[dict[str, Any]]] = {}
     for d in data:
@@ -72,78 +75,86 @@ def tree(as_json: JsonOpt = False) -> None:
             walk(d["name"], depth + 1)
 
     walk(None, 0)
-    _emit(data, as_json, lines or ["(no accounts: railgang quota add ...)"])
+    emit(data, as_json, lines or ["(no accounts: railgang quota add ...)"])
 
 
 @quota_app.command("add")
-def add(name: str, level: Annotated[str, typer.Option(help="org, dept or team")],
+def add(ctx: typer.Context, name: str,
+        level: Annotated[Level, typer.Option(help="org, dept or team")],
         parent: Annotated[str | None, typer.Option(help="Parent account.")] = None,
         guaranteed: Annotated[int, typer.Option(min=0)] = 0,
-        limit: Annotated[int | None, typer.Option(min=0, help="Burst limit.")] = None) -> None:
+        limit: Annotated[int | None, typer.Option(min=0, help="Burst limit.")] = None,
+        as_json: JsonOpt = False) -> None:
     """Add an organisation, department or team (checked against the hierarchy)."""
     from railgang.db.repositories import org
 
-    with session() as s:
+    with session(ctx) as s:
         org.create_account(s, actor=actor(), name=name, level=level, parent=parent,
                            guaranteed_gpus=guaranteed, limit_gpus=limit)
-    typer.echo(f"added {level} {name}")
+    emit({"name": name, "level": level, "parent": parent, "guaranteed_gpus": guaranteed,
+          "limit_gpus": limit}, as_json, f"added {level} {name}")
 
 
 @quota_app.command("set")
-def set_quota(account: str, guaranteed: Annotated[int, typer.Option(min=0)],
+def set_quota(ctx: typer.Context, account: str, guaranteed: Annotated[int, typer.Option(min=0)],
               limit: Annotated[int | None, typer.Option(min=0, help="Burst limit (omit: none).")]
               = None,
-              gpu_type: Annotated[str, typer.Option(help="GPU type or pool; * = all")] = ANY_GPU
-              ) -> None:
+              gpu_type: Annotated[str, typer.Option(help="GPU type or pool; * = all")] = ANY_GPU,
+              as_json: JsonOpt = False) -> None:
     """Set an account's guarantee and burst limit; refused (nothing written) if it breaks
     the hierarchy."""
     from railgang.db.repositories import org
 
-    with session() as s:
+    with session(ctx) as s:
         org.set_quota(s, actor=actor(), account=account, gpu_type=gpu_type,
                       guaranteed_gpus=guaranteed, limit_gpus=limit)
-    typer.echo(f"{account} {gpu_type}: guaranteed {guaranteed}, limit {limit or '-'}")
+    emit({"account": account, "gpu_type": gpu_type, "guaranteed_gpus": guaranteed,
+          "limit_gpus": limit}, as_json,
+         f"{account} {gpu_type}: guaranteed {guaranteed}, limit {limit or '-'}")
 
 
 @quota_app.command("effective")
-def effective(team: str, gpu_type: Annotated[str, typer.Option()] = ANY_GPU,
+def effective(ctx: typer.Context, team: str, gpu_type: Annotated[str, typer.Option()] = ANY_GPU,
               as_json: JsonOpt = False) -> None:
     """Q_eff of a team now, and which level of the tree binds it."""
     from railgang.db.repositories import org
 
-    with session() as s:
+    with session(ctx) as s:
         eq = org.effective(s, team, gpu_type)
     data = {"team": eq.team, "gpu_type": eq.gpu_type, "allocated": eq.allocated,
             "q_eff": eq.q_eff, "binding": eq.binding,
             "levels": [asdict(lv) for lv in eq.levels]}
-    _emit(data, as_json, [f"{team} ({gpu_type}): q_eff {eq.q_eff if eq.q_eff is not None else 'uncapped'}"
+    emit(data, as_json, [f"{team} ({gpu_type}): q_eff {eq.q_eff if eq.q_eff is not None else 'uncapped'}"
                           f", allocated {eq.allocated}, bound by {eq.binding or '-'}"])
 
 
 @quota_app.command("grant")
-def grant(class_id: Annotated[int, typer.Argument(min=0, max=3)],
-          kind: Annotated[str, typer.Argument(help="account, user or qos")], subject: str
-          ) -> None:
+def grant(ctx: typer.Context, class_id: Annotated[int, typer.Argument(min=0, max=3)],
+          kind: Annotated[str, typer.Argument(
+              callback=registry_choice(lambda: GRANT_KINDS), metavar=choices_metavar(GRANT_KINDS),
+              help="Who is granted the class.")],
+          subject: str, as_json: JsonOpt = False) -> None:
     """Allow an account, user or QOS to submit in priority class 0, 1 or 2."""
     from railgang.db.repositories import admin
 
-    with session() as s:
+    with session(ctx) as s:
         admin.grant(s, actor=actor(), class_id=class_id, kind=kind, subject=subject)
-    typer.echo(f"class {class_id} granted to {kind} {subject}")
+    emit({"class": class_id, "kind": kind, "subject": subject}, as_json,
+         f"class {class_id} granted to {kind} {subject}")
 
 
 @quota_app.command("grants-file")
-def grants_file(path: Annotated[Path | None, typer.Argument(
-        help="Where job_submit.lua reads it (default: ledger.grants_file).")] = None) -> None:
+def grants_file(ctx: typer.Context, path: Annotated[Path | None, typer.Argument(
+        help="Where job_submit.lua reads it (default: ledger.grants_file).")] = None,
+                as_json: JsonOpt = False) -> None:
     """Write the class grants file for job_submit.lua (atomic; unchanged grants = no write)."""
-    from railgang.daemon.cli import settings
     from railgang.db.repositories import admin
 
-    target = path or settings().ledger.grants_file
-    with session() as s:
+    target = path or settings_from(ctx).ledger.grants_file
+    with session(ctx) as s:
         text = admin.grants_file_text(s)
     if target.exists() and target.read_text() == text:
-        typer.echo(f"{target}: unchanged")
+        emit({"path": str(target), "written": False}, as_json, f"{target}: unchanged")
         return
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".grants-")
@@ -151,55 +162,68 @@ def grants_file(path: Annotated[Path | None, typer.Argument(
         fh.write(text)
     os.chmod(tmp, 0o644)
     os.replace(tmp, target)  # slurmctld never reads a half-written file
-    typer.echo(f"{target}: written")
+    emit({"path": str(target), "written": True}, as_json, f"{target}: written")
 
 
 @quota_app.command("rate")
-def rate(gpu_type: str, capacity: str, per_gpu_hour: float) -> None:
-    """Set the price of one GPU-hour of GPU_TYPE on CAPACITY (reserved|on-demand|spot|borrowed)."""
+def rate(ctx: typer.Context, gpu_type: str,
+         capacity: Annotated[str, typer.Argument(
+             callback=registry_choice(lambda: CAPACITY_TIERS),
+             metavar=choices_metavar(CAPACITY_TIERS), help="Capacity tier.")],
+         per_gpu_hour: float, as_json: JsonOpt = False) -> None:
+    """Set the price of one GPU-hour of GPU_TYPE on CAPACITY."""
     from railgang.db.repositories import admin
 
-    with session() as s:
+    with session(ctx) as s:
         admin.set_rate(s, actor=actor(), gpu_type=gpu_type, capacity=capacity,
                        per_gpu_hour=per_gpu_hour)
-    typer.echo(f"rate {gpu_type}/{capacity}: {per_gpu_hour}/GPU-hour")
+    emit({"gpu_type": gpu_type, "capacity": capacity, "per_gpu_hour": per_gpu_hour}, as_json,
+         f"rate {gpu_type}/{capacity}: {per_gpu_hour}/GPU-hour")
 
 
 @quota_app.command("decide")
-def decide(event_id: int, approve: Annotated[bool, typer.Option("--approve/--reject")]) -> None:
+def decide(ctx: typer.Context, event_id: int,
+           approve: Annotated[bool, typer.Option("--approve/--reject")],
+           as_json: JsonOpt = False) -> None:
     """Approve or reject a use-it-or-lose-it proposal."""
     from railgang.db.repositories import admin
 
-    with session() as s:
+    with session(ctx) as s:
         e = admin.decide_event(s, actor=actor(), event_id=event_id, approve=approve)
         state = e.state
-    typer.echo(f"event {event_id}: {state}")
+    emit({"event": event_id, "state": state}, as_json, f"event {event_id}: {state}")
 
 
 @quota_app.command("sync-accounts")
-def sync_accounts(dry_run: Annotated[bool, typer.Option(help="Print the sacctmgr calls only.")]
-                  = False) -> None:
+def sync_accounts(ctx: typer.Context,
+                  dry_run: Annotated[bool, typer.Option(help="Print the sacctmgr calls only.")]
+                  = False, as_json: JsonOpt = False) -> None:
     """Create/move the tree's accounts in Slurm (sacctmgr -i, argument lists)."""
     from railgang.daemon.accounting.slurm_accounts import plan, read_slurm_accounts
-    from railgang.daemon.cli import settings
     from railgang.daemon.slurm.cli.runner import SlurmRunner
     from railgang.db.repositories import org
 
-    runner = SlurmRunner.from_settings(settings().slurm)
-    with session() as s:
+    runner = SlurmRunner.from_settings(settings_from(ctx).slurm)
+    with session(ctx) as s:
         wanted = [(a.name, a.parent.name if a.parent else None, a.level, a.limit_gpus)
                   for a in org.list_accounts(s)]
     calls = plan(wanted, read_slurm_accounts(runner))
     for argv in calls:
-        typer.echo(" ".join(argv))
+        if not as_json:
+            typer.echo(" ".join(argv))
         if not dry_run:
             runner.run(argv)
+    if as_json:
+        emit({"calls": [list(argv) for argv in calls], "dry_run": dry_run}, True, "")
+        return
     typer.echo(f"{len(calls)} sacctmgr call(s){' (dry run)' if dry_run else ''}")
 
 
 @token_app.command("create")
-def token_create(name: str,
-                 role: Annotated[str, typer.Option(help="admin, team-admin or team-reader")],
+def token_create(ctx: typer.Context, name: str,
+                 role: Annotated[str, typer.Option(
+                     callback=registry_choice(lambda: ROLES), metavar=choices_metavar(ROLES),
+                     help="What the token may do.")],
                  team: Annotated[list[str] | None, typer.Option(help="Team in scope (repeat).")]
                  = None,
                  expires_days: Annotated[float | None, typer.Option(min=0.001)] = None,
@@ -208,35 +232,35 @@ def token_create(name: str,
     from railgang.db.repositories import tokens
 
     expires = datetime.now(UTC) + timedelta(days=expires_days) if expires_days else None
-    with session() as s:
+    with session(ctx) as s:
         _, secret = tokens.create(s, actor=actor(), name=name, role=role, teams=team or [],
                                   expires_at=expires)
-    _emit({"name": name, "role": role, "teams": team or [], "token": secret}, as_json,
+    emit({"name": name, "role": role, "teams": team or [], "token": secret}, as_json,
           [secret])
 
 
 @token_app.command("list")
-def token_list(as_json: JsonOpt = False) -> None:
+def token_list(ctx: typer.Context, as_json: JsonOpt = False) -> None:
     """Tokens with role, teams, prefix, expiry and whether revoked (never the secret)."""
     from railgang.db.repositories import tokens
 
-    with session() as s:
+    with session(ctx) as s:
         data: list[dict[str, Any]] = [{"name": t.name, "role": t.role, "teams": tokens.team_names(s, t),
                  "prefix": t.prefix, "expires_at": t.expires_at,
                  "revoked": t.revoked_at is not None} for t in tokens.list_tokens(s)]
-    _emit(data, as_json, [f"{d['name']}\t{d['role']}\t{','.join(d['teams']) or '*'}\t"
+    emit(data, as_json, [f"{d['name']}\t{d['role']}\t{','.join(d['teams']) or '*'}\t"
                           f"{d['prefix']}…\t{'revoked' if d['revoked'] else 'active'}"
                           for d in data] or ["(no tokens)"])
 
 
 @token_app.command("revoke")
-def token_revoke(name: str) -> None:
+def token_revoke(ctx: typer.Context, name: str, as_json: JsonOpt = False) -> None:
     """Revoke a token at once (it answers 401 from then on)."""
     from railgang.db.repositories import tokens
 
-    with session() as s:
+    with session(ctx) as s:
         tokens.revoke(s, actor=actor(), name=name)
-    typer.echo(f"token {name} revoked")
+    emit({"name": name, "revoked": True}, as_json, f"token {name} revoked")
 
 
 __all__ = ["quota_app", "token_app"]

@@ -24,6 +24,8 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
+from railgang.daemon.cli_common import JSON_HELP, settings_from
+from railgang.daemon.config import Settings
 from railgang.daemon.errors import InputError, RailgangError
 from railgang.daemon.slurm.cli.records import (
     ACTIVE_STATES,
@@ -185,12 +187,9 @@ def observe(runner: SlurmRunner, db_url: str | None = None) -> Frame:
     return build_frame(jobs, nodes, leaves, [*p1, *p2], reasons)
 
 
-def _slurm_conf() -> Path | None:
-    from railgang.daemon.cli import settings
-
+def _slurm_conf(s: Settings) -> Path | None:
     if os.environ.get("SLURM_CONF"):
         return Path(os.environ["SLURM_CONF"])
-    s = settings()
     if s.slurm.conf is not None:
         return s.slurm.conf
     dev = s.devcluster.dir / "etc" / "slurm.conf"
@@ -198,19 +197,20 @@ def _slurm_conf() -> Path | None:
 
 
 def top(
+    ctx: typer.Context,
     once: Annotated[bool, typer.Option("--once", help="Print one frame and exit.")] = False,
     interval: Annotated[float, typer.Option(min=0.5, help="Seconds between frames.")] = 2.0,
-    as_json: Annotated[bool, typer.Option("--json", help="One frame as JSON, then exit.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help=JSON_HELP + " One frame, then exit.")
+                       ] = False,
 ) -> None:
     """Live view of leaves, nodes (one cell per GPU, one letter per job) and jobs."""
-    from railgang.daemon.cli import settings
-
-    conf = _slurm_conf()
+    settings = settings_from(ctx)
+    conf = _slurm_conf(settings)
     if conf is None:
         raise InputError("no Slurm cluster: export SLURM_CONF, set slurm.conf, or start one with "
                          "`railgang devcluster up`")
-    runner = SlurmRunner.from_settings(settings().slurm.model_copy(update={"conf": conf}))
-    url = settings().db.url
+    runner = SlurmRunner.from_settings(settings.slurm.model_copy(update={"conf": conf}))
+    url = settings.db.url
     if as_json:
         typer.echo(json.dumps(asdict(observe(runner, url)), indent=2))
         return

@@ -3,19 +3,20 @@
 Results go to stdout (text or ``--json``), problems and warnings to stderr. A malformed input
 becomes ``railgang.daemon.errors.InputError`` (one line, exit 1, via ``railgang.daemon.cli.main``); ``check`` lists
 every problem itself and exits 1. ``place`` exits 0 when the gang was placed and 3 when it cannot be
-placed now (the reason is printed, it is not an error).
+placed now (the reason is printed, it is not an error). Exit codes: ``railgang.daemon.errors.ExitCode``.
 """
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import hostlist
 import typer
 
-from railgang.daemon.errors import InputError
+from railgang.daemon.cli_common import JsonOpt, emit, exit_with
+from railgang.daemon.errors import ExitCode, InputError
 from railgang.topology.comm_model import allreduce_time_s, step_comm_time_s
 from railgang.topology.conf import TopologyConf, TopologyError, check_topology, parse_topology
 from railgang.topology.counters import (
@@ -40,8 +41,6 @@ from railgang.topology.placement import GangRequest, Placement, Unplaceable
 from railgang.topology.placement import place as place_gang
 
 __all__ = ["app", "place"]
-
-EXIT_UNPLACEABLE = 3
 
 app = typer.Typer(help="Check and show Slurm topology.conf files.", no_args_is_help=True)
 
@@ -98,23 +97,30 @@ BlocksOpt = Annotated[bool, typer.Option(
 
 
 @app.command("check")
-def check(file: Annotated[Path, typer.Argument(help="topology.conf to validate.")]) -> None:
+def check(file: Annotated[Path, typer.Argument(help="topology.conf to validate.")],
+          as_json: JsonOpt = False) -> None:
     """Validate a topology.conf: exit 0 if valid, 1 with every problem on stderr."""
     try:
         text = file.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         typer.echo(f"{file}: cannot read: {exc}", err=True)
-        raise typer.Exit(1) from exc
+        exit_with(ExitCode.ERROR)
     problems = check_topology(text, str(file))
     if problems:
+        if as_json:
+            emit({"path": str(file), "ok": False,
+                  "problems": [{"path": p.path, "line": p.line, "field": p.field,
+                                "message": p.message} for p in problems]}, True, "")
         for p in problems:
             typer.echo(str(p), err=True)
         typer.echo(f"{file}: {len(problems)} problem(s)", err=True)
-        raise typer.Exit(1)
+        exit_with(ExitCode.ERROR)
     conf = parse_topology(text, str(file))
     count = len(conf.switches) if conf.kind == "tree" else len(conf.blocks)
     noun = "switches" if conf.kind == "tree" else "blocks"
-    typer.echo(f"{file}: ok (topology/{conf.kind}, {count} {noun}, {len(conf.nodes)} nodes)")
+    emit({"path": str(file), "ok": True, "kind": conf.kind, noun: count, "nodes": len(conf.nodes),
+          "problems": []}, as_json,
+         f"{file}: ok (topology/{conf.kind}, {count} {noun}, {len(conf.nodes)} nodes)")
 
 
 def _show_json(fabric: Fabric, conf: TopologyConf) -> dict[str, Any]:
@@ -135,7 +141,7 @@ def _show_json(fabric: Fabric, conf: TopologyConf) -> dict[str, Any]:
 @app.command("show")
 def show(
     file: Annotated[Path, typer.Argument(help="topology.conf to show.")],
-    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+    as_json: JsonOpt = False,
     facts: FactsOpt = None,
     blocks_nvlink: BlocksOpt = False,
 ) -> None:
@@ -194,7 +200,7 @@ def links(
     nominal: Annotated[float, typer.Option("--nominal-gbps", help="Expected GB/s per port.")] = 50.0,
     lame_rate: Annotated[float, typer.Option("--lame-errors-per-s", help="Error rate that makes a link lame.")] = 0.01,
     show_all: Annotated[bool, typer.Option("--all", help="List healthy ports too.")] = False,
-    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+    as_json: JsonOpt = False,
     facts: FactsOpt = None,
 ) -> None:
     """Classify InfiniBand links from two counter snapshots and list the nodes to quarantine."""
@@ -267,7 +273,8 @@ def place(
     tp: Annotated[int, typer.Option("--tp", help="Tensor-parallel degree (inside one NVLink domain).")] = 1,
     pp: Annotated[int, typer.Option("--pp", help="Pipeline-parallel stages.")] = 1,
     dp: Annotated[int | None, typer.Option("--dp", help="Data-parallel replicas (default gpus/(tp*pp)).")] = None,
-    job_class: Annotated[str | None, typer.Option("--class", help="3d, dp or single (default: inferred).")] = None,
+    job_class: Annotated[Literal["3d", "dp", "single"] | None, typer.Option(
+        "--class", help="Gang class (default: inferred from the shape).")] = None,
     free: Annotated[Path | None, typer.Option("--free", help="Free-GPU file (see docs/topology.md).")] = None,
     occupancy: Annotated[float | None, typer.Option("--occupancy", help="Synthetic busy fraction, 0..1.")] = None,
     seed: Annotated[int, typer.Option("--seed", help="Seed for --occupancy and the search.")] = 0,
@@ -276,11 +283,9 @@ def place(
     facts: FactsOpt = None,
     blocks_nvlink: BlocksOpt = False,
     explain: Annotated[bool, typer.Option("--explain", help="Show the rank layout and cost terms.")] = False,
-    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+    as_json: JsonOpt = False,
 ) -> None:
     """Place a gang on a topology: exit 0 placed, 3 cannot be placed now (reason printed)."""
-    if job_class not in (None, "3d", "dp", "single"):
-        raise InputError(f"--class must be 3d, dp or single, got {job_class!r}", field="--class")
     if free is not None and occupancy is not None:
         raise InputError("give either --free or --occupancy, not both", field="--free")
     if occupancy is not None and not 0.0 <= occupancy <= 1.0:
@@ -297,7 +302,7 @@ def place(
         free_map = random_occupancy(fabric, occupancy, seed)
     else:
         free_map = {n: frozenset(range(fabric.facts(n).gpus)) for n in fabric.nodes}
-    request = GangRequest(gpus, tp, pp, dp, job_class, min_mem, nvlink)  # type: ignore[arg-type]
+    request = GangRequest(gpus, tp, pp, dp, job_class, min_mem, nvlink)
     result = place_gang(fabric, free_map, request, seed=seed)
     frag = fragmentation_index(fabric, free_map, [request])
     if isinstance(result, Unplaceable):
@@ -306,7 +311,7 @@ def place(
                                    "fragmentation_index": frag.index}))
         else:
             typer.echo(f"cannot place now: {result.code}: {result.detail}")
-        raise typer.Exit(EXIT_UNPLACEABLE)
+        exit_with(ExitCode.NOT_NOW)
     seconds = allreduce_time_s(fabric, result, 1e9)
     step = step_comm_time_s(fabric, result, 1e9, 64e6)
     if as_json:

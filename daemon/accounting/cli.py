@@ -6,13 +6,15 @@ import json
 from dataclasses import asdict
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 import typer
 from sqlalchemy import Engine
 
 from railgang.daemon.accounting.ingest import Fetch
-from railgang.daemon.errors import InputError
+from railgang.daemon.cli_common import JsonOpt, emit, exit_with, settings_from
+from railgang.daemon.config import Settings
+from railgang.daemon.errors import ExitCode, InputError
 
 ledger_app = typer.Typer(help="The usage ledger: sacct ingest (exactly once), reconciliation, "
                               "telemetry intake.", no_args_is_help=True)
@@ -21,20 +23,19 @@ When = Annotated[datetime | None, typer.Option(formats=["%Y-%m-%dT%H:%M:%S", "%Y
                                                help="UTC time, e.g. 2026-11-30T12:00:00")]
 FileOpt = Annotated[Path | None, typer.Option(
     "--file", help="Read this `sacct --json` output instead of running sacct.")]
-JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
+TelemetryFormat = Literal["nvidia-smi", "dcgm"]
 
 
 def _utc(t: datetime | None) -> datetime | None:
     return None if t is None else (t if t.tzinfo else t.replace(tzinfo=UTC))
 
 
-def _fetch(file: Path | None) -> Fetch:
+def _fetch(settings: Settings, file: Path | None) -> Fetch:
     from railgang.daemon.accounting.ingest import sacct_fetcher
-    from railgang.daemon.cli import settings
     from railgang.daemon.slurm.cli.runner import SlurmRunner
 
     if file is None:
-        return sacct_fetcher(SlurmRunner.from_settings(settings().slurm))
+        return sacct_fetcher(SlurmRunner.from_settings(settings.slurm))
     try:
         text = file.read_text()
     except OSError as exc:
@@ -42,31 +43,30 @@ def _fetch(file: Path | None) -> Fetch:
     return lambda _since, _until: text
 
 
-def _engine() -> Engine:
+def _engine(settings: Settings) -> Engine:
     from railgang.daemon.api.cli import require_head
-    from railgang.daemon.cli import settings
     from railgang.db.session import make_engine
 
-    url = settings().db.url
+    url = settings.db.url
     require_head(url)
     return make_engine(url)
 
 
 @ledger_app.command("ingest")
-def ingest(since: When = None, until: When = None, file: FileOpt = None,
+def ingest(ctx: typer.Context, since: When = None, until: When = None, file: FileOpt = None,
            as_json: JsonOpt = False) -> None:
     """Ingest [since, until) from sacct in windows of ledger.window_s, one transaction each.
     Default since: the watermark minus ledger.overlap_s; default until: now. Re-running any
     window changes nothing."""
     from railgang.daemon.accounting.ingest import default_since, ingest_window
-    from railgang.daemon.cli import settings
 
-    cfg = settings().ledger
-    engine = _engine()
+    settings = settings_from(ctx)
+    cfg = settings.ledger
+    engine = _engine(settings)
     try:
         hi = _utc(until) or datetime.now(UTC)
         lo = _utc(since) or default_since(engine, settings=cfg, cluster=cfg.cluster, now=hi)
-        fetch = _fetch(file)
+        fetch = _fetch(settings, file)
         results = []
         t = lo
         while t < hi:
@@ -86,19 +86,19 @@ def ingest(since: When = None, until: When = None, file: FileOpt = None,
 
 
 @ledger_app.command("reconcile")
-def reconcile(since: When = None, until: When = None, file: FileOpt = None,
+def reconcile(ctx: typer.Context, since: When = None, until: When = None, file: FileOpt = None,
               as_json: JsonOpt = False) -> None:
     """Every difference between sacct and the ledger in [since, until); exits 3 if any."""
     from railgang.daemon.accounting.ingest import reconcile as run
-    from railgang.daemon.cli import settings
 
-    cfg = settings().ledger
+    settings = settings_from(ctx)
+    cfg = settings.ledger
     now = datetime.now(UTC)
     hi = _utc(until) or now
     lo = _utc(since) or hi - timedelta(days=1)
-    engine = _engine()
+    engine = _engine(settings)
     try:
-        rep = run(engine, _fetch(file), lo, hi, settings=cfg, now=now)
+        rep = run(engine, _fetch(settings, file), lo, hi, settings=cfg, now=now)
     finally:
         engine.dispose()
     if as_json:
@@ -112,16 +112,17 @@ def reconcile(since: When = None, until: When = None, file: FileOpt = None,
         typer.echo(f"sacct {rep.sacct_gpu_seconds} GPU-s, ledger {rep.ledger_gpu_seconds} GPU-s,"
                    f" {len(rep.differences)} difference(s)")
     if not rep.clean:
-        raise typer.Exit(3)
+        exit_with(ExitCode.NOT_NOW)
 
 
 @ledger_app.command("telemetry")
-def telemetry(path: Path,
-              fmt: Annotated[str, typer.Option("--format", help="nvidia-smi or dcgm")],
+def telemetry(ctx: typer.Context, path: Path,
+              fmt: Annotated[TelemetryFormat, typer.Option(
+                  "--format", help="nvidia-smi CSV or a DCGM exporter scrape.")],
               node: Annotated[str | None, typer.Option(help="Node the samples come from "
                                                        "(nvidia-smi has no host column).")]
               = None,
-              scraped_at: When = None) -> None:
+              scraped_at: When = None, as_json: JsonOpt = False) -> None:
     """Store GPU samples and recompute the compute/productive fractions they cover."""
     from railgang.daemon.accounting import telemetry as tm
     from railgang.db.session import session_scope
@@ -134,15 +135,13 @@ def telemetry(path: Path,
         if node is None:
             raise InputError("--node is required for nvidia-smi CSV", field="node")
         samples = tm.parse_nvidia_smi_csv(text, node=node, source=str(path))
-    elif fmt == "dcgm":
+    else:
         samples = tm.parse_dcgm(text, scraped_at=_utc(scraped_at) or datetime.now(UTC),
                                 source=str(path), node=node)
-    else:
-        raise InputError("unknown format; use nvidia-smi or dcgm", field="format")
     if not samples:
-        typer.echo("no samples")
+        emit({"samples": 0, "segments_updated": 0}, as_json, "no samples")
         return
-    engine = _engine()
+    engine = _engine(settings_from(ctx))
     try:
         with session_scope(engine) as s:
             tm.store_samples(s, samples)
@@ -150,24 +149,26 @@ def telemetry(path: Path,
                              until_ms=max(x.at_ms for x in samples) + 1)
     finally:
         engine.dispose()
-    typer.echo(f"{len(samples)} sample(s); {n} segment(s) updated")
+    emit({"samples": len(samples), "segments_updated": n}, as_json,
+         f"{len(samples)} sample(s); {n} segment(s) updated")
 
 
 @ledger_app.command("watermark")
-def watermark() -> None:
+def watermark(ctx: typer.Context, as_json: JsonOpt = False) -> None:
     """How far sacct has been ingested."""
     from railgang.daemon.accounting.ingest import source_name
-    from railgang.daemon.cli import settings
     from railgang.db.repositories import ledger
     from railgang.db.session import session_scope
 
-    engine = _engine()
+    settings = settings_from(ctx)
+    engine = _engine(settings)
     try:
         with session_scope(engine) as s:
-            mark = ledger.watermark(s, source_name(settings().ledger.cluster))
+            mark = ledger.watermark(s, source_name(settings.ledger.cluster))
     finally:
         engine.dispose()
-    typer.echo(mark.isoformat() if mark else "(nothing ingested yet)")
+    emit({"cluster": settings.ledger.cluster, "watermark": mark.isoformat() if mark else None},
+         as_json, mark.isoformat() if mark else "(nothing ingested yet)")
 
 
 __all__ = ["ledger_app"]

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import os
-from typing import Annotated
+from typing import Annotated, Literal
 
 import typer
 
+from railgang.daemon.cli_common import state_from
 from railgang.daemon.errors import DatabaseError
+
+UvicornLevel = Literal["critical", "error", "warning", "info", "debug", "trace"]
 
 
 def require_head(url: str) -> None:
@@ -21,9 +24,10 @@ def require_head(url: str) -> None:
 
 
 def api(
+    ctx: typer.Context,
     host: Annotated[str | None, typer.Option(help="Listen address (default: api.host).")] = None,
     port: Annotated[int | None, typer.Option(help="Port (default: api.port).")] = None,
-    log_level: Annotated[str, typer.Option(help="uvicorn log level.")] = "info",
+    log_level: Annotated[UvicornLevel, typer.Option(help="uvicorn log level.")] = "info",
     workers: Annotated[int, typer.Option(min=1, max=64, help="uvicorn worker processes "
                                          "(each with its own database pool).")] = 1,
 ) -> None:
@@ -31,17 +35,17 @@ def api(
     import uvicorn
 
     from railgang.daemon.api.app import create_app
-    from railgang.daemon.cli import _State, settings
 
-    cfg = settings()
+    state = state_from(ctx)
+    cfg = state.settings()
     require_head(cfg.db.url)
     bind = {"host": host or cfg.api.host, "port": port or cfg.api.port, "log_level": log_level,
             "access_log": False}
     if workers == 1:
         uvicorn.run(create_app(cfg), **bind)  # type: ignore[arg-type]
         return
-    if _State.config_path is not None:  # the workers load the same file
-        os.environ["RAILGANG_CONFIG"] = str(_State.config_path)
+    if state.config_path is not None:  # the workers load the same file
+        os.environ["RAILGANG_CONFIG"] = str(state.config_path)
     uvicorn.run("railgang.daemon.api.app:app_from_env", factory=True, workers=workers,
                 **bind)  # type: ignore[arg-type]
 

@@ -7,43 +7,40 @@ from typing import Annotated
 
 import typer
 
+from railgang.daemon.cli_common import JsonOpt, exit_with, settings_from
+from railgang.daemon.errors import ExitCode
 from railgang.daemon.service.logs import LogFormat, setup_logging
 
 daemon_app = typer.Typer(help="The scheduling daemon: run it, or ask how it is doing.",
                          no_args_is_help=True)
 
-EXIT_NOT_RUNNING = 4  # also: `daemon run --no-wait` while another daemon leads
+# kept for importers; the table is railgang.daemon.errors.ExitCode
+EXIT_NOT_RUNNING = ExitCode.NOT_RUNNING  # also: `daemon run --no-wait` while another daemon leads
 
 
 @daemon_app.command("run")
 def run(
+    ctx: typer.Context,
     once: Annotated[bool, typer.Option("--once", help="Run one cycle and exit.")] = False,
     no_wait: Annotated[bool, typer.Option(
         "--no-wait", help="Exit 4 instead of standing by when another daemon leads.")] = False,
-    log_format: Annotated[str, typer.Option(
+    log_format: Annotated[LogFormat, typer.Option(
         "--log-format", help="json (one object per line) or text.")] = "text",
 ) -> None:
     """Lead the cluster's scheduling: a cycle every daemon.cycle_interval_s seconds."""
-    from railgang.daemon.cli import settings
-    from railgang.daemon.errors import ConfigError
     from railgang.daemon.service.runner import run_daemon
 
-    if log_format not in ("json", "text"):
-        raise ConfigError(f"--log-format must be json or text, not {log_format!r}")
-    fmt: LogFormat = "json" if log_format == "json" else "text"
-    setup_logging(fmt)
-    raise typer.Exit(run_daemon(settings(), once=once, wait=not no_wait))
+    settings = settings_from(ctx)  # a config error before the log setup: one plain line
+    setup_logging(log_format)
+    exit_with(run_daemon(settings, once=once, wait=not no_wait))
 
 
 @daemon_app.command("status")
-def status(
-    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
-) -> None:
+def status(ctx: typer.Context, as_json: JsonOpt = False) -> None:
     """Leader, last cycle and its age, heartbeat age, journal counts. Exit 4: no daemon runs."""
-    from railgang.daemon.cli import settings
     from railgang.daemon.service.status import daemon_status
 
-    st = daemon_status(settings())
+    st = daemon_status(settings_from(ctx))
     if as_json:
         typer.echo(json.dumps(st, indent=2))
     else:
@@ -64,18 +61,18 @@ def status(
         if st["journal"]:
             typer.echo("journal: " + ", ".join(f"{k} {v}" for k, v in st["journal"].items()))
     if not st["running"]:
-        raise typer.Exit(EXIT_NOT_RUNNING)
+        exit_with(ExitCode.NOT_RUNNING)
 
 
 def explain(
+    ctx: typer.Context,
     job_id: Annotated[str, typer.Argument(help="Slurm job id.")],
-    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+    as_json: JsonOpt = False,
 ) -> None:
     """Why a job waits (reason, place in the order, what blocks it) or where it runs and why."""
-    from railgang.daemon.cli import settings
     from railgang.daemon.service.status import explanation, render
 
-    e = explanation(settings(), job_id)
+    e = explanation(settings_from(ctx), job_id)
     typer.echo(json.dumps(e, indent=2) if as_json else render(e))
 
 

@@ -24,7 +24,7 @@ from railgang.daemon.core import policy as registry
 from railgang.daemon.core.cycle import CycleConfig
 from railgang.daemon.core.elastic import ElasticRules
 from railgang.daemon.core.preemption import PreemptionBudget
-from railgang.daemon.errors import ConfigError, DaemonError, NotLeaderError
+from railgang.daemon.errors import ConfigError, DaemonError, ExitCode, NotLeaderError
 from railgang.daemon.service.backends import make_backend
 from railgang.daemon.service.cycle import DaemonService
 from railgang.daemon.service.leader import LeaderLock, lock_for
@@ -97,7 +97,7 @@ def _lead(lock: LeaderLock, settings: Settings, wait: bool, stop: threading.Even
 
 
 def run_daemon(settings: Settings, *, once: bool = False, wait: bool = True,
-               stop: threading.Event | None = None) -> int:
+               stop: threading.Event | None = None) -> ExitCode:
     """Run the daemon until stopped (or one cycle with ``once``); returns the exit code."""
     stop = stop or threading.Event()
     _install_signals(stop)
@@ -109,7 +109,7 @@ def run_daemon(settings: Settings, *, once: bool = False, wait: bool = True,
     metrics = DaemonMetrics()
     try:
         if not _lead(lock, settings, wait, stop):
-            return 0
+            return ExitCode.OK
         clock = WallClock()
         with session_scope(engine) as s:
             repo.set_leader(s, host=os.uname().nodename, pid=os.getpid(),
@@ -135,7 +135,7 @@ def run_daemon(settings: Settings, *, once: bool = False, wait: bool = True,
         log.info("leader: %s, %s backend, policy %s, every %g s", lock.describe(),
                  settings.slurm.backend, policy.name, d.cycle_interval_s)
         if once:
-            return 0 if _cycle(service) else 1
+            return ExitCode.OK if _cycle(service) else ExitCode.ERROR
         scheduler = BackgroundScheduler(
             executors={"default": ThreadPoolExecutor(1)},
             job_defaults={"coalesce": True, "max_instances": 1,
@@ -148,7 +148,7 @@ def run_daemon(settings: Settings, *, once: bool = False, wait: bool = True,
         finally:
             scheduler.shutdown(wait=True)  # the running cycle, if any, finishes first
         log.info("stopped after %d cycles", service.cycles)
-        return 0
+        return ExitCode.OK
     finally:
         metrics.leader.set(0)
         metrics.close()

@@ -2,7 +2,8 @@
 
 Every policy runs through the same ``run_cycle`` → ``decide`` → ``SimBackend`` path the daemon
 uses with Slurm. Results go to stdout (a table, or ``--json``); the progress bar and warnings about
-skipped rows go to stderr. Errors are ``RailgangError``s: one line, exit code 1.
+skipped rows go to stderr. Errors are ``RailgangError``s: one line, exit code 1; a policy or trace
+format the registries do not know is a usage error (exit 2) listing the known ones.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 
+from railgang.daemon.cli_common import JSON_HELP, choices_metavar, registry_choice
 from railgang.daemon.core import policy as registry
 from railgang.daemon.errors import ConfigError, InputError
 from railgang.daemon.sim import traces
@@ -78,29 +80,29 @@ def policy_names(policy: str, compare: str | None) -> list[str]:
     return list(dict.fromkeys(wanted))
 
 
-def format_choice(value: str | None) -> str | None:
-    """--format takes the names the trace registry knows (a usage error otherwise)."""
-    if value is not None and value not in traces.names():
-        raise typer.BadParameter(f"{value!r} is not one of {', '.join(traces.names())}")
-    return value
+# --format, --policy and --compare take the names the registries know (a usage error otherwise)
+format_choice = registry_choice(traces.names)
+policy_choice = registry_choice(registry.names)
+policies_choice = registry_choice(registry.names, comma_list=True)
 
 
 def sim(
     trace: Annotated[Path, typer.Option("--trace", help="Trace file or Philly trace directory.")],
     fmt: Annotated[str | None, typer.Option(
-        "--format", callback=format_choice,
-        help=f"Trace format: {' | '.join(traces.names())} (default: the one that claims the "
-             "path).")] = None,
+        "--format", callback=format_choice, metavar=choices_metavar(traces.names()),
+        help="Trace format (default: the one that claims the path).")] = None,
     topology: Annotated[Path | None, typer.Option(
         "--topology", help="Slurm topology.conf for the cluster (instead of a shape).")] = None,
     nodes: Annotated[int, typer.Option("--nodes", help="Nodes (shape cluster).")] = 64,
     gpus_per_node: Annotated[int, typer.Option("--gpus-per-node", help="GPUs per node.")] = 8,
     leaf: Annotated[int, typer.Option("--leaf", help="Nodes per leaf switch.")] = 8,
-    policy: Annotated[str, typer.Option("--policy", help="Policy to replay.")] = "default",
+    policy: Annotated[str, typer.Option(
+        "--policy", callback=policy_choice, metavar=choices_metavar(registry.names()),
+        help="Policy to replay.")] = "default",
     compare: Annotated[str | None, typer.Option(
-        "--compare", help=f"Comma list of policies, e.g. {ALL_POLICIES}; "
-                          "ratios against fifo.")] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable results.")] = False,
+        "--compare", callback=policies_choice,
+        help=f"Comma list of policies, e.g. {ALL_POLICIES}; ratios against fifo.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
     jobs_csv: Annotated[Path | None, typer.Option(
         "--jobs-csv", help="Write one row per job and policy.")] = None,
     limit: Annotated[int | None, typer.Option(

@@ -11,19 +11,21 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from railgang.daemon.cli_common import JsonOpt, emit, settings_from
+from railgang.daemon.config import Settings
 from railgang.daemon.errors import InputError
 from railgang.slurm_plugins.demo.workload import make_workload, submit
 
 console = Console()
 
 
-def _slurm_conf() -> Path:
+def _slurm_conf(settings: Settings) -> Path:
     """SLURM_CONF if exported, else the local cluster's (``railgang devcluster up`` prints it)."""
     from railgang.slurm_plugins.devcluster.cli import spec_from_settings
 
     if os.environ.get("SLURM_CONF"):
         return Path(os.environ["SLURM_CONF"])
-    conf = spec_from_settings().slurm_conf
+    conf = spec_from_settings(settings).slurm_conf
     if not conf.is_file():
         raise InputError("no Slurm cluster: export SLURM_CONF, or start one with "
                          "`railgang devcluster up`", path=str(conf))
@@ -31,6 +33,7 @@ def _slurm_conf() -> Path:
 
 
 def demo(
+    ctx: typer.Context,
     jobs: Annotated[int, typer.Option("--jobs", min=1, max=500, help="How many jobs.")] = 30,
     seed: Annotated[int, typer.Option(help="Seed of the workload mix.")] = 1,
     step_s: Annotated[float, typer.Option("--step-s", min=0.01,
@@ -41,7 +44,7 @@ def demo(
                                             help="Seconds between the batch wave and the "
                                                  "guaranteed (class 0-2) wave.")] = 20.0,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the sbatch lines only.")] = False,
-    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+    as_json: JsonOpt = False,
 ) -> None:
     """Submit a reproducible mix of hinted training jobs to the cluster in SLURM_CONF.
 
@@ -52,10 +55,11 @@ def demo(
         import shlex
         import sys
 
-        for job in workload:
-            typer.echo(shlex.join(job.sbatch_argv(sys.executable, str(out), step_s)))
+        argvs = [job.sbatch_argv(sys.executable, str(out), step_s) for job in workload]
+        emit([{"name": job.name, "argv": argv} for job, argv in zip(workload, argvs, strict=True)],
+             as_json, [shlex.join(argv) for argv in argvs])
         return
-    os.environ["SLURM_CONF"] = str(_slurm_conf())
+    os.environ["SLURM_CONF"] = str(_slurm_conf(settings_from(ctx)))
     out.mkdir(parents=True, exist_ok=True)
     try:
         submitted = submit(workload, out_dir=str(out), step_s=step_s, wave_gap_s=wave_gap)

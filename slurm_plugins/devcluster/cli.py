@@ -12,7 +12,9 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from railgang.daemon.errors import DevClusterError
+from railgang.daemon.cli_common import JsonOpt, emit, exit_with, settings_from
+from railgang.daemon.config import Settings
+from railgang.daemon.errors import DevClusterError, ExitCode
 from railgang.slurm_plugins.devcluster.cluster import DevCluster, register_accounts, write_configs
 from railgang.slurm_plugins.devcluster.layout import ClusterSpec
 
@@ -21,17 +23,16 @@ app = typer.Typer(help="A local GPU Slurm 22.05 test cluster on this machine (ro
 console = Console()
 
 
-def spec_from_settings(directory: Path | None = None, nodes: int | None = None) -> ClusterSpec:
-    from railgang.daemon.cli import settings
-
-    dc = settings().devcluster
+def spec_from_settings(settings: Settings, directory: Path | None = None,
+                       nodes: int | None = None) -> ClusterSpec:
+    dc = settings.devcluster
     return ClusterSpec(
         dir=directory or dc.dir, cluster_name=dc.cluster_name, nodes=nodes or dc.nodes,
         gpus_per_node=dc.gpus_per_node, nodes_per_leaf=dc.nodes_per_leaf,
         slurmctld_port=dc.slurmctld_port, slurmdbd_port=dc.slurmdbd_port,
         mariadb_port=dc.mariadb_port, slurmd_base_port=dc.slurmd_base_port,
-        accounting=dc.accounting, daemon_heartbeat=settings().daemon.heartbeat_file,
-        grants_file=settings().ledger.grants_file,
+        accounting=dc.accounting, daemon_heartbeat=settings.daemon.heartbeat_file,
+        grants_file=settings.ledger.grants_file,
     )
 
 
@@ -40,13 +41,22 @@ DirOpt = Annotated[Path | None, typer.Option("--dir", help="Cluster directory (d
 
 @app.command("up")
 def up(
+    ctx: typer.Context,
     directory: DirOpt = None,
     nodes: Annotated[int | None, typer.Option(help="Number of nodes (default: devcluster.nodes).")] = None,
+    as_json: JsonOpt = False,
 ) -> None:
     """Start munge, MariaDB + slurmdbd, slurmctld and one slurmd per node; wait until all are idle."""
-    spec = spec_from_settings(directory, nodes)
-    cluster = DevCluster(spec, progress=lambda m: console.print(f"[dim]·[/] {m}", highlight=False))
+    spec = spec_from_settings(settings_from(ctx), directory, nodes)
+    # with --json the progress lines go to stderr, so stdout is one JSON document
+    progress = Console(stderr=True) if as_json else console
+    cluster = DevCluster(spec, progress=lambda m: progress.print(f"[dim]·[/] {m}", highlight=False))
     res = cluster.up()
+    if as_json:
+        emit({"already_running": res.already_running, "seconds": res.seconds,
+              "processes": res.processes, "nodes": spec.nodes, "gpus_per_node": spec.gpus_per_node,
+              "dir": str(spec.dir), "slurm_conf": str(spec.slurm_conf)}, True, "")
+        return
     if res.already_running:
         console.print(f"already up: {spec.nodes} nodes under {spec.dir}")
     else:
@@ -63,15 +73,17 @@ STORAGE_PASS_ENV = "SLURM_DB_PASSWORD"
 
 @app.command("render")
 def render(
+    ctx: typer.Context,
     directory: DirOpt = None,
     nodes: Annotated[int | None, typer.Option(help="Number of nodes (default: devcluster.nodes).")] = None,
     containers: Annotated[bool, typer.Option(
         "--containers", help="One host per daemon and per node (docker-compose.yml): slurmctld, "
         f"slurmdbd, mariadb, n01…; the MariaDB password comes from ${STORAGE_PASS_ENV}.")] = False,
     spank: Annotated[Path | None, typer.Option(help="Built SPANK plugin for plugstack.conf.")] = None,
+    as_json: JsonOpt = False,
 ) -> None:
     """Write the cluster's Slurm configs into DIR/etc without starting anything (the images use it)."""
-    spec = spec_from_settings(directory, nodes)
+    spec = spec_from_settings(settings_from(ctx), directory, nodes)
     if containers:
         password = os.environ.get(STORAGE_PASS_ENV, "")
         if not password:
@@ -79,33 +91,37 @@ def render(
                                   "Slurm's accounting user); it is never written into an image")
         spec = replace(spec, storage_pass=password, **CONTAINER_HOSTS)  # type: ignore[arg-type]
     write_configs(spec, spank)
-    console.print(f"wrote {spec.etc}: slurm.conf gres.conf topology.conf plugstack.conf job_submit.lua"
-                  + (" slurmdbd.conf" if spec.accounting else ""), highlight=False, soft_wrap=True)
+    files = ["slurm.conf", "gres.conf", "topology.conf", "plugstack.conf", "job_submit.lua",
+             *(["slurmdbd.conf"] if spec.accounting else [])]
+    if as_json:
+        emit({"etc": str(spec.etc), "files": files}, True, "")
+        return
+    console.print(f"wrote {spec.etc}: {' '.join(files)}", highlight=False, soft_wrap=True)
 
 
 @app.command("accounts")
-def accounts(directory: DirOpt = None) -> None:
+def accounts(ctx: typer.Context, directory: DirOpt = None, as_json: JsonOpt = False) -> None:
     """Register the cluster and the test accounts (ml-org → research → team-a, team-b) in slurmdbd."""
-    spec = spec_from_settings(directory)
+    spec = spec_from_settings(settings_from(ctx), directory)
     register_accounts(spec)
-    console.print(f"accounts registered for cluster {spec.cluster_name}")
+    emit({"cluster": spec.cluster_name, "registered": True}, as_json,
+         f"accounts registered for cluster {spec.cluster_name}")
 
 
 @app.command("down")
-def down(directory: DirOpt = None) -> None:
+def down(ctx: typer.Context, directory: DirOpt = None, as_json: JsonOpt = False) -> None:
     """Stop exactly the processes `up` started (by recorded PID)."""
-    spec = spec_from_settings(directory)
+    spec = spec_from_settings(settings_from(ctx), directory)
     n = DevCluster(spec).down()
-    console.print(f"stopped {n} processes" if n else "nothing running")
+    emit({"stopped": n, "dir": str(spec.dir)}, as_json,
+         f"stopped {n} processes" if n else "nothing running")
 
 
 @app.command("status")
-def status(
-    directory: DirOpt = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
-) -> None:
-    """Processes, nodes, GPUs and states, and the SLURM_CONF line to use sinfo/sbatch against it."""
-    spec = spec_from_settings(directory)
+def status(ctx: typer.Context, directory: DirOpt = None, as_json: JsonOpt = False) -> None:
+    """Processes, nodes, GPUs and states, and the SLURM_CONF line to use sinfo/sbatch against it.
+    Exit 0 when everything runs, 4 when the cluster is down or degraded."""
+    spec = spec_from_settings(settings_from(ctx), directory)
     cluster = DevCluster(spec)
     running = cluster.running()
     up_now = all(running.values())
@@ -116,7 +132,7 @@ def status(
             "processes": running, "nodes": {n: {"state": st, "gpus": spec.gpus_per_node}
                                             for n, st in nodes.items()},
         }, indent=2))
-        raise typer.Exit(0 if up_now else 3)
+        exit_with(ExitCode.OK if up_now else ExitCode.NOT_RUNNING)
     down_procs = [n for n, ok in running.items() if not ok]
     if up_now:
         console.print(f"[green]up[/]: {len(running)} processes under {spec.dir}")
@@ -131,4 +147,4 @@ def status(
             table.add_row(name, leaf_of.get(name, "?"), f"gpu:{spec.gpus_per_node}", state)
         console.print(table)
         console.print(f"export SLURM_CONF={spec.slurm_conf}", highlight=False, soft_wrap=True)
-    raise typer.Exit(0 if up_now else 3)
+    exit_with(ExitCode.OK if up_now else ExitCode.NOT_RUNNING)

@@ -81,16 +81,23 @@ def test_place_unplaceable_exits_3_with_reason() -> None:
 @pytest.mark.parametrize(
     ("args", "needle"),
     [
-        (["--class", "huge"], "--class must be"),
         (["--occupancy", "1.5"], "--occupancy must be"),
         (["--occupancy", "0.5", "--free", "x"], "either --free or --occupancy"),
     ],
-    ids=["bad-class", "bad-occupancy", "both-sources"],
+    ids=["bad-occupancy", "both-sources"],
 )
 def test_place_bad_options(args: list[str], needle: str) -> None:
     res = runner.invoke(app, ["place", "--topology", str(DATA / "tree.conf"), "--gpus", "8", *args])
     assert res.exit_code == 1 and isinstance(res.exception, InputError)
     assert needle in str(res.exception)
+
+
+def test_place_class_is_a_usage_error_listing_the_classes() -> None:
+    res = runner.invoke(app, ["place", "--topology", str(DATA / "tree.conf"), "--gpus", "8",
+                              "--class", "huge"])
+    assert res.exit_code == 2
+    text = " ".join(res.output.replace("│", " ").split())  # the error box wraps long lines
+    assert "'huge' is not one of '3d', 'dp', 'single'" in text
 
 
 BAD_FREE = [

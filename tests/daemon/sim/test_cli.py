@@ -82,10 +82,9 @@ def test_oversize_job_is_reported_rejected(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("args", "fragment"),
     [
-        (["--policy", "nope"], "unknown policy nope"),
         (["--topology", "/nonexistent/topology.conf"], "cannot read topology"),
     ],
-    ids=["policy", "topology"],
+    ids=["topology"],
 )
 def test_bad_options_are_railgang_errors(tmp_path: Path, args: list[str], fragment: str) -> None:
     trace = write(tmp_path, TRACE)
@@ -101,6 +100,17 @@ def test_format_choices_come_from_the_registry(tmp_path: Path) -> None:
     result = run("--trace", str(write(tmp_path, TRACE)), "--format", "xml")
     assert result.exit_code == 2  # a usage error, caught by typer before anything runs
     assert "csv" in result.output and "philly-gavel" in result.output  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("args", [["--policy", "nope"], ["--compare", "fifo,nope"]],
+                         ids=["policy", "compare"])
+def test_policy_choices_come_from_the_registry(tmp_path: Path, args: list[str]) -> None:
+    from railgang.daemon.core import policy as registry
+
+    result = run("--trace", str(write(tmp_path, TRACE)), *args)
+    assert result.exit_code == 2  # a usage error listing what the registry knows
+    out = " ".join(result.output.replace("│", " ").split())  # type: ignore[attr-defined]
+    assert "'nope' is not one of" in out and all(repr(n) in out for n in registry.names())
 
 
 def test_main_prints_one_line_and_exits_1(tmp_path: Path, capsys: pytest.CaptureFixture[str],

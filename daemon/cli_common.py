@@ -1,0 +1,97 @@
+"""What every ``railgang`` sub-command shares: the settings in the typer context, ``--json``,
+choices from the registries, the exit codes.
+
+Settings travel in ``ctx.obj`` (a :class:`CliState` made by the root callback for each
+invocation), never in a module global, so one process can run commands with different
+``--config`` files (the tests do) and ``--help`` works without any config: the file is read on
+the first :func:`settings_from`.
+
+Choices: a fixed set is a ``Literal`` type (typer validates it); a set that comes from a registry
+(policies, trace formats) is a ``str`` option with :func:`registry_choice`, which checks the value
+against the registry when the command line is parsed. Both make a wrong value a usage error
+(exit 2) that lists the valid ones.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Annotated, Any, NoReturn
+
+import typer
+
+from railgang.daemon.config import Settings, load_settings
+from railgang.daemon.errors import ExitCode
+
+JSON_HELP = "Machine-readable output."
+JsonOpt = Annotated[bool, typer.Option("--json", help=JSON_HELP)]
+
+
+@dataclass
+class CliState:
+    """One invocation's context object: the ``--config`` path and, once read, the settings."""
+
+    config_path: Path | None = None
+    _settings: Settings | None = field(default=None, repr=False)
+
+    def settings(self) -> Settings:
+        if self._settings is None:
+            self._settings = load_settings(self.config_path)
+        return self._settings
+
+
+def state_from(ctx: typer.Context) -> CliState:
+    """The invocation's :class:`CliState` (a fresh one when a sub-app runs on its own)."""
+    root = ctx.find_root()
+    if not isinstance(root.obj, CliState):
+        root.obj = CliState()
+    ctx.obj = root.obj
+    return root.obj
+
+
+def settings_from(ctx: typer.Context) -> Settings:
+    """The effective settings of this invocation, read on first use."""
+    return state_from(ctx).settings()
+
+
+def emit(data: Any, as_json: bool, text: str | Iterable[str]) -> None:
+    """Print ``data`` as JSON, or the human lines."""
+    if as_json:
+        typer.echo(json.dumps(data, indent=2, default=str))
+    else:
+        typer.echo(text if isinstance(text, str) else "\n".join(text))
+
+
+def exit_with(code: ExitCode) -> NoReturn:
+    """End the command with one of the table's codes (for outcomes that are not errors)."""
+    raise typer.Exit(int(code))
+
+
+def registry_choice(names: Callable[[], Sequence[str]], *, comma_list: bool = False
+                    ) -> Callable[[str | None], str | None]:
+    """An option callback accepting only names the registry knows (a comma list with
+    ``comma_list``); anything else is a usage error naming the valid values."""
+
+    def check(value: str | None) -> str | None:
+        if value is None:
+            return None
+        known = tuple(names())
+        wanted = [v.strip() for v in value.split(",")] if comma_list else [value]
+        bad = [v for v in wanted if v not in known]
+        if bad or not any(wanted):
+            raise typer.BadParameter(f"{', '.join(map(repr, bad)) or repr(value)} is not one of "
+                                     f"{', '.join(map(repr, known))}.")
+        return ",".join(dict.fromkeys(w for w in wanted if w)) if comma_list else value
+
+    return check
+
+
+def choices_metavar(names: Sequence[str]) -> str:
+    """``<a|b|c>``, as typer shows a ``Literal``'s choices."""
+    return "<" + "|".join(names) + ">"
+
+
+__all__ = ["JSON_HELP", "CliState", "JsonOpt", "choices_metavar", "emit", "exit_with",
+           "registry_choice", "settings_from", "state_from"]
