@@ -24,7 +24,7 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from railgang.daemon.cli_common import JSON_HELP, settings_from
+from railgang.daemon.cli_common import JsonOpt, settings_from
 from railgang.daemon.config import Settings
 from railgang.daemon.errors import InputError, RailgangError
 from railgang.daemon.slurm.cli.records import (
@@ -200,10 +200,10 @@ def top(
     ctx: typer.Context,
     once: Annotated[bool, typer.Option("--once", help="Print one frame and exit.")] = False,
     interval: Annotated[float, typer.Option(min=0.5, help="Seconds between frames.")] = 2.0,
-    as_json: Annotated[bool, typer.Option("--json", help=JSON_HELP + " One frame, then exit.")
-                       ] = False,
+    as_json: JsonOpt = False,
 ) -> None:
-    """Live view of leaves, nodes (one cell per GPU, one letter per job) and jobs."""
+    """Live view of leaves, nodes (one cell per GPU, one letter per job) and jobs (--json: one
+    frame, then exit)."""
     settings = settings_from(ctx)
     conf = _slurm_conf(settings)
     if conf is None:
