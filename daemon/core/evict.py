@@ -90,9 +90,9 @@ class EvictPhase:
                 # jobs of the account placed after this one took the rest of its quota
                 w.wait(job, Reason.QUOTA, f"account {job.account} quota {quota} GPUs", need)
                 continue
-            block = quotas.gate(snap.quotas, w.account_gpus, job.account, need)
+            block = quotas.gate(snap.quotas, w.account_gpus, job.account, need, waiting=w.waiting)
             if block is not None:  # the same, for a level of the quota tree
-                w.wait(job, block.reason, block.detail(job.account, need), need)
+                w.wait(job, block.reason, block.detail, need)
                 continue
             if job.priority_class == 3 and not plan.preempt_within_class:
                 continue  # batch evicts nobody unless the policy ranks inside the class

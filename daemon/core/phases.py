@@ -170,9 +170,10 @@ class PlacePhase:
             if quota is not None and w.account_gpus.get(job.account, 0) + need > quota:
                 w.wait(job, Reason.QUOTA, f"account {job.account} quota {quota} GPUs", need)
                 continue
-            block = quotas.gate(w.snap.quotas, w.account_gpus, job.account, need)
+            block = quotas.gate(w.snap.quotas, w.account_gpus, job.account, need,
+                                waiting=w.waiting, free=w.free_count)
             if block is not None:  # a level of the quota tree binds (reclaim may free it)
-                w.wait(job, block.reason, block.detail(job.account, need), need)
+                w.wait(job, block.reason, block.detail, need)
                 continue
             if self.head is not None and plan.mode == "strict":
                 w.wait(job, Reason.PRIORITY, f"FIFO: behind {self.head}", need)
@@ -213,7 +214,7 @@ class PlacePhase:
     def _fits(self, job: Job, quota: int | None) -> Callable[[int], bool]:
         w, mode, head, shadow_t, extra = self.w, self.plan.mode, self.head, self.shadow_t, self.extra
         room = INF if quota is None else quota - w.account_gpus.get(job.account, 0)
-        room = min(room, quotas.room(w.snap.quotas, w.account_gpus, job.account))
+        room = min(room, quotas.room(w.snap.quotas, w.account_gpus, job.account, waiting=w.waiting))
 
         def fits(k: int) -> bool:
             if k * job.replica_gpus > room:
@@ -292,7 +293,7 @@ def _grow_to(w: Work, run: RunningJob, target: int, rules: elastic.ElasticRules)
         return
     quota = w.snap.account(job.account).quota_gpus
     room = w.free_count if quota is None else min(w.free_count, quota - w.account_gpus.get(job.account, 0))
-    room = int(min(room, quotas.room(w.snap.quotas, w.account_gpus, job.account)))
+    room = int(min(room, quotas.room(w.snap.quotas, w.account_gpus, job.account, waiting=w.waiting)))
     k = min(target, run.replicas + max(0, room) // job.replica_gpus)
     while k > run.replicas and elastic.resize_pays(run, k, w.now, rules):
         res = w.place(gang_for(job, k - run.replicas))

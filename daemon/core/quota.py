@@ -32,7 +32,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-from railgang.daemon.core.job import RunningJob
+from railgang.daemon.core.job import Job, RunningJob
 from railgang.daemon.core.reasons import Reason
 
 ANY_GPU = "*"
@@ -203,47 +203,97 @@ class QuotaBlock:
     """A start the tree refuses: the level that binds, its Q and what runs under it."""
 
     reason: Reason
-    account: str  # the account at the binding level
-    level: str
+    account: str  # the account at the binding level ("" for the cluster's free GPUs)
     cap: int
     used: int  # GPUs allocated under the level now
     guaranteed: bool  # the job stays inside its own guarantee: borrowed work may be reclaimed
-
-    def detail(self, team: str, need: int) -> str:
-        who = "" if self.account == team else f" (job of {team})"
-        tail = "; inside its guarantee: reclaiming borrowed GPUs" if self.guaranteed else ""
-        return (f"{self.level} {self.account}{who}: quota {self.cap} GPUs, {self.used} in use, "
-                f"needs {need}{tail}")
+    detail: str
 
 
 def _subtree_use(tree: QuotaTree, alloc: Mapping[str, int], level: str) -> int:
     return sum(g for a, g in alloc.items() if g and tree.under(a, level))
 
 
-def gate(tree: QuotaTree | None, alloc: Mapping[str, int], account: str,
-         need: int) -> QuotaBlock | None:
+def pending_demand(tree: QuotaTree | None, pending: Iterable[Job]) -> dict[str, int]:
+    """GPUs waiting jobs ask for inside their account's own guarantee (each job on its own)."""
+    out: dict[str, int] = {}
+    if tree is None:
+        return out
+    for j in pending:
+        if 0 < j.min_gpus <= tree.guaranteed(j.account):
+            out[j.account] = out.get(j.account, 0) + j.min_gpus
+    return out
+
+
+def _held(tree: QuotaTree, alloc: Mapping[str, int], waiting: Mapping[str, int],
+          account: str) -> dict[str, int]:
+    """GPUs held for other accounts' waiting guaranteed work: their demand, at most the part of
+    their own guarantee they do not use."""
+    return {a: h for a, d in waiting.items() if a != account
+            and (h := min(d, max(0, tree.guaranteed(a) - alloc.get(a, 0)))) > 0}
+
+
+def gate(tree: QuotaTree | None, alloc: Mapping[str, int], account: str, need: int, *,
+         waiting: Mapping[str, int] | None = None, free: int | None = None) -> QuotaBlock | None:
     """None when ``need`` more GPUs of ``account`` keep every level at or under its Q; else the
-    binding level (the one with the least room, the lowest on a tie)."""
+    binding level (the least room, the lowest on a tie).
+
+    Borrowing takes only *idle* guarantees: for a start above the account's own guarantee, the
+    guarantees other accounts' waiting jobs claim (``waiting``, see :func:`pending_demand`) count
+    as used at every level above them, and, given the cluster's ``free`` GPUs, those GPUs are not
+    free for it either (the job waits as ``priority``, behind the guaranteed work).
+    """
     if tree is None or account not in tree.effective:
         return None
-    eq = effective_quota(tree.effective, alloc, account)
-    if eq.q_eff is None or eq.allocated + need <= eq.q_eff:
-        return None
-    lv = min((lv for lv in eq.levels if lv.headroom is not None),
-             key=lambda lv: lv.headroom or 0)  # min keeps the lowest level on a tie
-    node = tree.effective[lv.account]
-    assert lv.cap is not None  # a level with headroom has a cap
-    return QuotaBlock(LEVEL_REASON.get(node.level, Reason.QUOTA_TEAM), lv.account, node.level,
-                      lv.cap, _subtree_use(tree, alloc, lv.account),
-                      alloc.get(account, 0) + need <= tree.guaranteed(account))
+    mine = alloc.get(account, 0)
+    borrowing = mine + need > tree.guaranteed(account)
+    held = _held(tree, alloc, waiting, account) if borrowing and waiting else {}
+    worst: tuple[int, str, int, int, int] | None = None  # (room, level, cap, used, held)
+    for lv in (account, *tree.ancestors[account]):
+        cap = tree.effective[lv].cap
+        if cap is None:
+            continue
+        used = mine if lv == account else _subtree_use(tree, alloc, lv)
+        kept = 0 if lv == account else sum(h for a, h in held.items() if tree.under(a, lv))
+        if used + kept + need > cap and (worst is None or cap - used - kept < worst[0]):
+            worst = (cap - used - kept, lv, cap, used, kept)
+    if worst is not None:
+        _, lv, cap, used, kept = worst
+        node = tree.effective[lv]
+        who = "" if lv == account else f" (job of {account})"
+        tail = ("; inside its guarantee: reclaiming borrowed GPUs" if not borrowing else
+                f"; {kept} held for guaranteed work waiting under it" if kept else "")
+        return QuotaBlock(LEVEL_REASON.get(node.level, Reason.QUOTA_TEAM), lv, cap, used,
+                          not borrowing, f"{node.level} {lv}{who}: quota {cap} GPUs, {used} in use, "
+                                         f"needs {need}{tail}")
+    if free is not None and held and need > free - sum(held.values()):
+        names = ", ".join(sorted(held))
+        return QuotaBlock(Reason.PRIORITY, "", free, sum(held.values()), False,
+                          f"borrowing: {sum(held.values())} of {free} free GPUs are held for "
+                          f"guaranteed work of {names}")
+    return None
 
 
-def room(tree: QuotaTree | None, alloc: Mapping[str, int], account: str) -> float:
-    """GPUs ``account`` may still start under the tree (``inf``: no cap)."""
+def room(tree: QuotaTree | None, alloc: Mapping[str, int], account: str, *,
+         waiting: Mapping[str, int] | None = None) -> float:
+    """The most GPUs ``account`` may still start (``inf``: no cap): every size up to it passes
+    :func:`gate` on the quota levels."""
     if tree is None or account not in tree.effective:
         return math.inf
-    eq = effective_quota(tree.effective, alloc, account)
-    return math.inf if eq.q_eff is None else max(0, eq.q_eff - eq.allocated)
+    mine = alloc.get(account, 0)
+    held = _held(tree, alloc, waiting, account) if waiting else {}
+    plain = held_room = math.inf
+    for lv in (account, *tree.ancestors[account]):
+        cap = tree.effective[lv].cap
+        if cap is None:
+            continue
+        used = mine if lv == account else _subtree_use(tree, alloc, lv)
+        plain = min(plain, cap - used)
+        if lv != account:
+            used += sum(h for a, h in held.items() if tree.under(a, lv))
+        held_room = min(held_room, cap - used)
+    inside = min(plain, tree.guaranteed(account) - mine)  # sizes that do not borrow
+    return max(0.0, inside, held_room)
 
 
 def borrowed_gpus(tree: QuotaTree | None, running: Iterable[RunningJob]) -> dict[str, int]:
@@ -267,4 +317,4 @@ def borrowed_gpus(tree: QuotaTree | None, running: Iterable[RunningJob]) -> dict
 
 __all__ = ["ANY_GPU", "LEVEL_REASON", "QUOTA_REASONS", "EffectiveQuota", "LevelHeadroom",
            "QuotaBlock", "QuotaNode", "QuotaTree", "borrowed_gpus", "check_hierarchy",
-           "effective_quota", "gate", "room"]
+           "effective_quota", "gate", "pending_demand", "room"]

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from railgang.daemon.core.actions import Action, Start
 from railgang.daemon.core.gang import GangRequest, Placed, Placer, Unplaceable
 from railgang.daemon.core.job import Assignment, Job
+from railgang.daemon.core.quota import pending_demand
 from railgang.daemon.core.reasons import PendingReason, Reason
 from railgang.daemon.core.snapshot import Snapshot
 
@@ -28,6 +29,8 @@ class Work:
         self.total = snap.total_gpus
         self.failed: dict[GangRequest, Unplaceable] = {}  # gang shapes that failed this cycle
         self.account_gpus = snap.account_running_gpus()
+        # GPUs waiting jobs claim inside their own guarantee (borrowing may not take them)
+        self.waiting = pending_demand(snap.quotas, snap.pending) if snap.quotas is not None else {}
         self.started: set[str] = set()
         self.touched: set[str] = set()  # running jobs shrunk, grown or preempted this cycle
         self.reasons: dict[str, PendingReason] = {}

@@ -31,10 +31,13 @@ from railgang.daemon.core.actions import (
     TagNode,
 )
 from railgang.daemon.core.job import Assignment, Job, RunningJob
+from railgang.daemon.core.quota import QuotaTree
+from railgang.daemon.core.reasons import Reason
 from railgang.daemon.core.snapshot import Account, Node, NodeState, PreemptEvent, Snapshot
 from railgang.daemon.sim.accounting import SimJob
 from railgang.daemon.sim.metrics import JobRecord
 from railgang.daemon.sim.progress import CommModel, NoComm, job_request
+from railgang.daemon.sim.quotas import QuotaUse
 from railgang.daemon.sim.recorder import Recorder
 from railgang.daemon.sim.traces.model import TraceJob
 from railgang.daemon.slurm.backend import ActionResult
@@ -64,6 +67,7 @@ class SimConfig:
     panic_checkpoint: bool = False  # a signalled job saves if grace >= checkpoint cost
     preempt_window_s: float = 3600.0  # how much preemption history snapshots carry
     oracle: bool = True  # tell the core the exact work left (a real cluster only estimates it)
+    quotas: QuotaTree | None = None  # the hierarchical quota tree (``--quotas``); None = none
 
 
 class SimBackend:
@@ -91,6 +95,7 @@ class SimBackend:
         self.priorities: dict[str, int] = {}
         self._seq = 0
         self._usage_done: dict[str, float] = {}  # GPU-seconds of finished runs, per account
+        self.quota_use = QuotaUse(config.quotas) if config.quotas is not None else None
 
     # -- bookkeeping ---------------------------------------------------------------------------
     @property
@@ -204,16 +209,29 @@ class SimBackend:
         while self.preempt_log and self.preempt_log[0].time < horizon:
             self.preempt_log.pop(0)
         accounts = [Account(a, usage_gpu_s=u) for a, u in sorted(usage.items())]
+        if self.quota_use is not None:
+            self.quota_use.observe(now, self._account_gpus())
         return Snapshot(now=now, fabric=self.fabric, nodes=self.nodes, free=free,
                         running=running, pending=pending,
                         accounts={a.name: a for a in accounts},
-                        preemptions=tuple(self.preempt_log))
+                        preemptions=tuple(self.preempt_log), quotas=self.config.quotas)
+
+    def _account_gpus(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for sj in self.running.values():
+            out[sj.tj.account] = out.get(sj.tj.account, 0) + sj.gpus
+        return out
 
     def apply(self, actions: Sequence[Action], now: float) -> list[ActionResult]:
         results = []
         for action in actions:
             detail = self._apply_one(action, now)
             results.append(ActionResult(action, detail is None, detail or ""))
+            if (self.quota_use is not None and detail is None and isinstance(action, Preempt)
+                    and action.reason is Reason.RECLAIMING):
+                self.quota_use.reclaim(self.jobs[action.job_id].tj.account)
+        if self.quota_use is not None:
+            self.quota_use.observe(now, self._account_gpus())
         return results
 
     def _apply_one(self, action: Action, now: float) -> str | None:

@@ -31,6 +31,7 @@ from railgang.daemon.sim import traces
 from railgang.daemon.sim.backend import SimConfig
 from railgang.daemon.sim.engine import EngineConfig, RunResult, simulate
 from railgang.daemon.sim.progress import TopologyComm
+from railgang.daemon.sim.quotas import load_quotas, quota_report, quota_table
 from railgang.daemon.sim.report import (
     account_table,
     ratio_table,
@@ -127,6 +128,10 @@ def sim(
     comm_share: Annotated[float, typer.Option(
         "--comm-share", min=0, max=0.95,
         help="All-reduce share of a multi-GPU job's step on its best placement.")] = 0.2,
+    quotas: Annotated[Path | None, typer.Option(
+        "--quotas", help="TOML quota tree (org, departments, teams = trace accounts, with "
+                         "guarantee and burst limit): replay with quotas, borrowing and reclaim, "
+                         "and report guarantee attainment per team.")] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
 ) -> None:
     """Replay a job trace through the decision core on a simulated cluster."""
@@ -147,8 +152,10 @@ def sim(
         jobs = make_elastic(jobs)
     if not jobs:
         raise InputError("no valid jobs in the trace", path=str(trace))
+    tree = load_quotas(quotas) if quotas is not None else None
     fabric = build_fabric(topology, nodes, gpus_per_node, leaf)
-    config = EngineConfig(sim=SimConfig(comm_share=comm_share, panic_checkpoint=panic_checkpoint),
+    config = EngineConfig(sim=SimConfig(comm_share=comm_share, panic_checkpoint=panic_checkpoint,
+                                        quotas=tree),
                           cycle_s=cycle_s, tick_s=tick_s, seed=seed, max_pending=max_pending)
     runs: list[RunResult] = []
     with Progress(TextColumn("{task.description:>10}"), BarColumn(), MofNCompleteColumn(),
@@ -172,7 +179,13 @@ def sim(
                             "topology": str(topology) if topology else
                             f"{nodes}x{gpus_per_node}, {leaf} per leaf"},
                 "elastic": elastic, "seed": seed}
-        typer.echo(json.dumps(to_json(runs, meta, baseline), indent=2))
+        payload = to_json(runs, meta, baseline)
+        for run in runs:
+            if run.quota_use is not None:
+                payload["quotas_file"] = str(quotas)
+                payload["results"][run.policy]["quotas"] = quota_report(
+                    run.records, run.quota_use, run.end_time)
+        typer.echo(json.dumps(payload, indent=2))
         return
     title = (f"{len(jobs):,} jobs on {total_gpus} GPUs ({len(fabric.nodes)} nodes)"
              + (", elastic" if elastic else ""))
@@ -182,6 +195,10 @@ def sim(
         out.print(ratio_table(ratios({r.policy: r.metrics for r in runs}, baseline), baseline))
     if len(runs) == 1:
         out.print(account_table(runs[0]))
+    for run in runs:
+        if run.quota_use is not None:
+            out.print(quota_table(run.policy, quota_report(run.records, run.quota_use,
+                                                           run.end_time)))
     for run in runs:
         if run.unfinished_reasons:
             sample = "; ".join(list(run.unfinished_reasons.values())[:3])

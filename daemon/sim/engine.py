@@ -36,6 +36,7 @@ from railgang.daemon.loop import run_cycle
 from railgang.daemon.sim.backend import COMPLETE, KILL, SimBackend, SimConfig
 from railgang.daemon.sim.metrics import JobRecord, Metrics, compute
 from railgang.daemon.sim.progress import CommModel
+from railgang.daemon.sim.quotas import QuotaUse
 from railgang.daemon.sim.traces.model import TraceJob
 
 # event kinds in the order they are handled within one instant
@@ -62,6 +63,8 @@ class RunResult:
     wall_s: float
     unfinished_reasons: dict[str, str]
     failed_actions: Counter[str]
+    quota_use: QuotaUse | None = None  # with a quota tree: GPUs per account, borrowing, reclaims
+    end_time: float = 0.0  # simulated time of the last event
 
 
 class _Heap:
@@ -177,7 +180,8 @@ class _Replay:
         return RunResult(policy=getattr(self.policy, "name", type(self.policy).__name__),
                          metrics=compute(backend.records, backend.total_gpus),
                          records=backend.records, cycles=self.cycles, events=self.events,
-                         wall_s=wall_s, unfinished_reasons=unfinished, failed_actions=self.failed)
+                         wall_s=wall_s, unfinished_reasons=unfinished, failed_actions=self.failed,
+                         quota_use=backend.quota_use, end_time=self.clock.now())
 
 
 def simulate(
