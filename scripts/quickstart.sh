@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # The main job, on the embedded defaults (as root, Debian 12): install railgang, create its SQLite
 # database, bring up a real 16-node x 8-GPU Slurm 22.05 cluster on this machine, start the railgang
-# daemon on it, submit the demo workload (about 30 hinted training jobs: a batch wave, then
-# guaranteed work that must shrink or preempt it), show placements live until the queue drains,
-# then stop the daemon and the cluster. KEEP_CLUSTER=1 leaves the cluster (and nothing else) up.
+# daemon and the admin API (loopback) on it, grant the demo teams their priority classes, submit
+# the demo workload (about 30 hinted training jobs: a batch wave, then guaranteed work that must
+# shrink or preempt it), show placements live until the queue drains, ingest the usage ledger and
+# read chargeback by team from the API, then stop the API, the daemon and the cluster.
+# KEEP_CLUSTER=1 leaves the cluster (and nothing else) up.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install.sh
@@ -14,13 +16,32 @@ mkdir -p "$RAILGANG_HOME"
 echo "== database (SQLite at $RAILGANG_HOME/railgang.sqlite)"
 $rg db upgrade
 
+# a step that is already done (a second run on the same database) is fine; any other error stops
+once() { local out; out=$("$@" 2>&1) && { echo "$out"; return; }
+         case $out in *exists*|*already*) echo "  (kept: $out)";; *) echo "$out" >&2; return 1;; esac; }
+echo "== organisation and class grants: classes 0-2 are granted by an admin, not claimed"
+once $rg quota add ml-org --level org
+once $rg quota add research --level dept --parent ml-org
+for team in team-a team-b; do once $rg quota add $team --level team --parent research; done
+once $rg quota grant 0 account team-b                  # serving: team-b only
+for team in team-a team-b; do
+  once $rg quota grant 1 account $team                 # production
+  once $rg quota grant 2 account $team                 # interactive (4 h limit)
+done
+once $rg quota rate gpu reserved 2.50                  # price of a GPU-hour, for chargeback
+
 echo "== local Slurm cluster"
 $rg devcluster up
 conf=$($rg devcluster status --json | .venv/bin/python -c 'import json,sys; print(json.load(sys.stdin)["slurm_conf"])')
 export SLURM_CONF=$conf
 
 daemon_pid=
+api_pid=
 cleanup() {
+  if [ -n "$api_pid" ] && kill -0 "$api_pid" 2>/dev/null; then
+    kill -TERM "$api_pid"; wait "$api_pid" || true
+    echo "api stopped"
+  fi
   if [ -n "$daemon_pid" ] && kill -0 "$daemon_pid" 2>/dev/null; then
     kill -TERM "$daemon_pid"; wait "$daemon_pid" || true   # graceful: finishes its cycle
     echo "daemon stopped"
@@ -38,6 +59,19 @@ RAILGANG_DAEMON__CYCLE_INTERVAL_S=${RAILGANG_DAEMON__CYCLE_INTERVAL_S:-3} \
 daemon_pid=$!
 for _ in $(seq 100); do $rg daemon status >/dev/null 2>&1 && break; sleep 0.2; done
 $rg daemon status
+grants=$($rg config show --json 2>/dev/null | .venv/bin/python -c 'import json,sys; print(json.load(sys.stdin)["ledger"]["grants_file"])' 2>/dev/null || echo "$RAILGANG_HOME/class_grants.txt")
+for _ in $(seq 50); do grep -q "^0 account team-b" "$grants" 2>/dev/null && break; sleep 0.2; done
+echo "-- the daemon keeps $grants current for job_submit.lua:"; grep -v '^#' "$grants"
+echo "-- an ungranted class is refused at submission:"
+sbatch --account=team-a --rg-class=0 --gres=gpu:1 --wrap=true 2>&1 | grep railgang || true
+
+echo "== railgang api on 127.0.0.1:${RAILGANG_API__PORT:-8780} (log in $RAILGANG_HOME/api.log)"
+token=$($rg token create "quickstart-$(date +%s)" --role admin --json | .venv/bin/python -c 'import json,sys; print(json.load(sys.stdin)["token"])')
+$rg api --host 127.0.0.1 >"$RAILGANG_HOME/api.log" 2>&1 &
+api_pid=$!
+api=http://127.0.0.1:${RAILGANG_API__PORT:-8780}
+for _ in $(seq 100); do curl -sf "$api/healthz" >/dev/null && break; sleep 0.2; done
+curl -sf "$api/healthz"; echo "  (an admin token was made with \`railgang token create NAME --role admin\`)"
 
 echo "== demo workload: a batch wave, then guaranteed work 20 s later"
 out=$RAILGANG_HOME/demo
@@ -56,6 +90,11 @@ for _ in $(seq 60); do  # at most 60 rounds
   sleep 10
 done
 wait "$submitter" || true
+
+echo; echo "== usage ledger: railgang ledger ingest (sacct), then chargeback by team from the API"
+$rg ledger ingest
+echo "-- GET $api/v1/chargeback?group_by=team&format=csv"
+curl -sf -H "Authorization: Bearer $token" "$api/v1/chargeback?group_by=team&format=csv"
 
 echo; echo "== what happened (from the daemon's journal and Slurm)"
 $rg daemon status
