@@ -87,6 +87,9 @@ class DaemonSettings(BaseModel):
     # long after submit for one leaf instead of spreading, holding up to leaf_holds leaves; 0 = off
     leaf_wait_s: float = Field(default=120.0, ge=0)
     leaf_holds: int = Field(default=2, ge=0)
+    # quota guarantees × this where the measured busy share supports it (x × busy <= 91 %);
+    # 1.0 = off (docs/policies.md "Quotas")
+    quota_oversubscription: float = Field(default=1.0, ge=1.0, le=2.0)
     seed: int = 0  # seed of the core's tie-breaking rng (and of the sim demo's workload)
     # Prometheus /metrics on metrics_host:metrics_port; port 0 turns the endpoint off
     metrics_host: str = "127.0.0.1"

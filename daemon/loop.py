@@ -27,6 +27,7 @@ from railgang.daemon.core.actions import Action
 from railgang.daemon.core.cycle import CycleConfig, decide
 from railgang.daemon.core.gang import Placer, topology_placer
 from railgang.daemon.core.policy import Policy
+from railgang.daemon.core.quota import QuotaTree
 from railgang.daemon.core.reasons import PendingReason
 from railgang.daemon.core.snapshot import Snapshot
 from railgang.daemon.slurm.backend import ActionResult, Backend
@@ -65,12 +66,13 @@ class CycleOutcome:
 
 def run_cycle(backend: Backend, policy: Policy, clock: Clock, rng: random.Random, *,
               config: CycleConfig | None = None, placer: Placer = topology_placer,
-              journal: CycleJournal | None = None) -> CycleOutcome:
+              journal: CycleJournal | None = None, quotas: QuotaTree | None = None) -> CycleOutcome:
     """1. read the clock, 2. observe (and reconcile), 3. decide (pure), 4. journal, apply,
     journal, 5. report.
 
     ``config`` and ``placer`` are the core's own knobs, passed through unchanged (the default
-    placer is the topology engine; tests may inject a first-fit one).
+    placer is the topology engine; tests may inject a first-fit one). ``quotas``: the quota tree
+    the daemon read from its database, put into the backend's snapshot (None: the snapshot's own).
     """
     ms: dict[str, float] = {}
     t = time.perf_counter()
@@ -83,6 +85,8 @@ def run_cycle(backend: Backend, policy: Policy, clock: Clock, rng: random.Random
 
     now = clock.now()
     snapshot = backend.snapshot(now)
+    if quotas is not None:
+        snapshot = snapshot.replace(quotas=quotas)
     lap("snapshot")
     if journal is not None:
         journal.observed(snapshot, now)

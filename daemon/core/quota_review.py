@@ -65,16 +65,28 @@ def mean_use(samples: Sequence[UsageSample], start: float, end: float) -> float 
 def lose_it_proposals(tree: QuotaTree, history: Mapping[str, Sequence[UsageSample]], now: float,
                       rules: LoseItRules = LoseItRules()) -> list[LoseItProposal]:
     """One proposal per team with a guarantee that stayed under the threshold (name order)."""
-    out = []
     start = now - rules.window_s
+    means = {}
+    for name in tree.nodes:
+        mean = mean_use(sorted(history.get(name, ()), key=lambda s: s.time), start, now)
+        if mean is not None:
+            means[name] = mean
+    return proposals_from_means(tree, means, now, rules)
+
+
+def proposals_from_means(tree: QuotaTree, means: Mapping[str, float], now: float,
+                         rules: LoseItRules = LoseItRules()) -> list[LoseItProposal]:
+    """The same rule on mean allocations already measured over the window ending at ``now``
+    (e.g. from the usage ledger); a team missing from ``means`` has no evidence, no proposal."""
+    out = []
     for name, node in tree.nodes.items():
-        if node.level != "team" or node.guaranteed <= 0:
+        mean = means.get(name)
+        if node.level != "team" or node.guaranteed <= 0 or mean is None:
             continue
-        samples = sorted(history.get(name, ()), key=lambda s: s.time)
-        mean = mean_use(samples, start, now)
-        if mean is not None and mean < rules.threshold * node.guaranteed:
-            out.append(LoseItProposal(name, node.guaranteed, mean, start, now))
+        if mean < rules.threshold * node.guaranteed:
+            out.append(LoseItProposal(name, node.guaranteed, mean, now - rules.window_s, now))
     return out
 
 
-__all__ = ["LoseItProposal", "LoseItRules", "UsageSample", "lose_it_proposals", "mean_use"]
+__all__ = ["LoseItProposal", "LoseItRules", "UsageSample", "lose_it_proposals", "mean_use",
+           "proposals_from_means"]

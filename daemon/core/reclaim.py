@@ -58,7 +58,8 @@ class ReclaimPhase:
              if r.job_id in self.borrowed and r.job.account != job.account
              and r.priority_class != 0 and r.priority_class >= job.priority_class
              and r.preempt_deadline is None and r.job_id not in w.touched),
-            key=lambda r: (-r.start_time, r.job_id))
+            key=lambda r: (r.start_time, r.job_id), reverse=True)  # the reverse of the order in
+        # which borrowed_gpus fills the guarantee: the newest work is the borrowed work
 
     def run(self, order: list[Want], jobs: Mapping[str, Job]) -> None:
         tree, w = self.tree, self.w

@@ -12,6 +12,9 @@ The recipe (each step timed; the log line and ``/metrics`` show the milliseconds
 5. grants: rewrite the class grants file ``job_submit.lua`` reads when the grants in the
    database changed (``service/grants.py``; also when Slurm was unreachable this cycle).
 
+Quotas (``service/quotas.py``): before step 2 the quota tree is read from the database and goes
+into the snapshot; after step 3 the use-it-or-lose-it review may record proposals (hourly).
+
 A cycle that raises (Slurm or the database unreachable) is logged and counted; its cycle row
 keeps the error, nothing half-written is committed, and the next cycle starts by reconciling.
 """
@@ -42,6 +45,7 @@ from railgang.daemon.service import explain
 from railgang.daemon.service.grants import GrantsFile
 from railgang.daemon.service.journal import SessionJournal, utc
 from railgang.daemon.service.metrics import DaemonMetrics
+from railgang.daemon.service.quotas import QuotaStep
 from railgang.daemon.slurm.backend import ActionResult, Backend, LeaseBackend
 from railgang.daemon.slurm.cli.lease import write_heartbeat
 from railgang.db.repositories import explanations as explain_repo
@@ -124,7 +128,7 @@ class DaemonService:
                  seed: int = 0, heartbeat_file: Path | None = None, lease_s: int = 120,
                  metrics: DaemonMetrics | None = None, journal_retention_s: float = 7 * 86400,
                  explain_retention_s: float = 86400, keep_cycles: int = 10000,
-                 grants_file: Path | None = None) -> None:
+                 grants_file: Path | None = None, quotas: QuotaStep | None = None) -> None:
         self.engine, self.backend, self.clock = engine, backend, clock
         self.policy = RecordingPolicy(policy)
         self.leader, self.config, self.placer = leader, config or CycleConfig(), placer
@@ -133,6 +137,7 @@ class DaemonService:
         self.journal_retention_s, self.explain_retention_s = journal_retention_s, explain_retention_s
         self.keep_cycles = keep_cycles
         self.grants = GrantsFile(grants_file) if grants_file is not None else None
+        self.quotas = quotas if quotas is not None else QuotaStep()
         self.sessions = sessionmaker(engine, expire_on_commit=False)
         self.tracker: explain.Tracker | None = None
         self.cycles = 0
@@ -147,8 +152,10 @@ class DaemonService:
             journal = SessionJournal(s, cycle.id, self.backend)
             hooks = _Hooks(journal, self.backend)
             try:
+                tree = self.quotas.tree(s, self.clock.now())  # read-only
                 outcome = run_cycle(self.backend, self.policy, self.clock, self.rng,
-                                    config=self.config, placer=self.placer, journal=hooks)
+                                    config=self.config, placer=self.placer, journal=hooks,
+                                    quotas=tree)
                 report.now = outcome.now
                 t1 = time.perf_counter()
                 self._record(s, cycle.id, outcome, report, journal)
@@ -156,6 +163,7 @@ class DaemonService:
                 if hooks.lease_ms:
                     report.timings_ms["reconcile"] -= hooks.lease_ms
                     report.timings_ms["leases"] = hooks.lease_ms
+                self.quotas.review(s, tree, outcome.now)
                 report.timings_ms["record"] = (time.perf_counter() - t1) * 1e3
                 self._sync_grants(s, report)
                 report.timings_ms["total"] = (time.perf_counter() - t0) * 1e3  # the row's total

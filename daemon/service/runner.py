@@ -29,6 +29,7 @@ from railgang.daemon.service.backends import make_backend
 from railgang.daemon.service.cycle import DaemonService
 from railgang.daemon.service.leader import LeaderLock, lock_for
 from railgang.daemon.service.metrics import DaemonMetrics
+from railgang.daemon.service.quotas import QuotaStep
 from railgang.db import migrate
 from railgang.db.repositories import journal as repo
 from railgang.db.session import make_engine, session_scope
@@ -131,7 +132,8 @@ def run_daemon(settings: Settings, *, once: bool = False, wait: bool = True,
             heartbeat_file=d.heartbeat_file, lease_s=settings.slurm.lease_s, metrics=metrics,
             journal_retention_s=d.journal_retention_days * 86400,
             explain_retention_s=d.explain_retention_s, keep_cycles=d.keep_cycles,
-            grants_file=settings.ledger.grants_file)
+            grants_file=settings.ledger.grants_file,
+            quotas=QuotaStep(oversubscription=d.quota_oversubscription))
         log.info("leader: %s, %s backend, policy %s, every %g s", lock.describe(),
                  settings.slurm.backend, policy.name, d.cycle_interval_s)
         if once:
