@@ -183,8 +183,8 @@ def sim(
         for run in runs:
             if run.quota_use is not None:
                 payload["quotas_file"] = str(quotas)
-                payload["results"][run.policy]["quotas"] = quota_report(
-                    run.records, run.quota_use, run.end_time)
+                payload["results"][run.policy]["quotas"] = quota_report(run.records,
+                                                                        run.quota_use)
         typer.echo(json.dumps(payload, indent=2))
         return
     title = (f"{len(jobs):,} jobs on {total_gpus} GPUs ({len(fabric.nodes)} nodes)"
@@ -197,8 +197,7 @@ def sim(
         out.print(account_table(runs[0]))
     for run in runs:
         if run.quota_use is not None:
-            out.print(quota_table(run.policy, quota_report(run.records, run.quota_use,
-                                                           run.end_time)))
+            out.print(quota_table(run.policy, quota_report(run.records, run.quota_use)))
     for run in runs:
         if run.unfinished_reasons:
             sample = "; ".join(list(run.unfinished_reasons.values())[:3])

@@ -64,7 +64,6 @@ class RunResult:
     unfinished_reasons: dict[str, str]
     failed_actions: Counter[str]
     quota_use: QuotaUse | None = None  # with a quota tree: GPUs per account, borrowing, reclaims
-    end_time: float = 0.0  # simulated time of the last event
 
 
 class _Heap:
@@ -181,7 +180,7 @@ class _Replay:
                          metrics=compute(backend.records, backend.total_gpus),
                          records=backend.records, cycles=self.cycles, events=self.events,
                          wall_s=wall_s, unfinished_reasons=unfinished, failed_actions=self.failed,
-                         quota_use=backend.quota_use, end_time=self.clock.now())
+                         quota_use=backend.quota_use)
 
 
 def simulate(

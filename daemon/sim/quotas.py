@@ -20,12 +20,13 @@ The file is TOML (a small tree; every key is checked, errors name the file, tabl
 
 The tree must pass the same hierarchy rules the database enforces (``quota.check_hierarchy``).
 :class:`QuotaUse` follows the simulated cluster: GPUs per account over time (for borrowed
-GPU-hours and use-it-or-lose-it) and reclaim preemptions. :func:`attainment` reports, per team,
+GPU-hours and the use-it-or-lose-it review) and reclaim preemptions. :func:`attainment` reports, per team,
 how long its jobs that asked for no more than its guarantee waited.
 """
 
 from __future__ import annotations
 
+import bisect
 import math
 import tomllib
 from collections.abc import Iterable, Mapping
@@ -36,7 +37,7 @@ from typing import Any
 from rich.table import Table
 
 from railgang.daemon.core.quota import QuotaNode, QuotaTree, check_hierarchy
-from railgang.daemon.core.quota_review import LoseItProposal, UsageSample, lose_it_proposals
+from railgang.daemon.core.quota_review import LoseItProposal, LoseItRules, proposals_from_means
 from railgang.daemon.errors import InputError
 from railgang.daemon.sim.metrics import JobRecord
 
@@ -126,13 +127,20 @@ def load_quotas(path: Path) -> QuotaTree:
 
 @dataclass
 class QuotaUse:
-    """GPUs per account over simulated time, borrowed GPU-seconds and reclaim preemptions."""
+    """GPUs per account over simulated time: borrowed GPU-seconds, reclaim preemptions, and the
+    use-it-or-lose-it review as the daemon runs it (hourly marks; a team is proposed when its
+    mean allocation over the last ``rules.window_s`` falls under the threshold, and again only
+    after it has been above it in between)."""
 
     tree: QuotaTree
-    history: dict[str, list[UsageSample]] = field(default_factory=dict)
+    rules: LoseItRules = field(default_factory=LoseItRules)
+    review_every_s: float = 3600.0
     borrowed_gpu_s: dict[str, float] = field(default_factory=dict)
     reclaimed: dict[str, int] = field(default_factory=dict)  # preemptions suffered, per account
-    start: float | None = None  # time of the first observation (the replay's start)
+    proposed: list[LoseItProposal] = field(default_factory=list)
+    _area: dict[str, float] = field(default_factory=dict)  # GPU-seconds held so far
+    _marks: list[tuple[float, dict[str, float]]] = field(default_factory=list)
+    _open: set[str] = field(default_factory=set)  # teams with a proposal not yet outgrown
     _last: tuple[float, dict[str, int]] | None = None
 
     def observe(self, now: float, alloc: Mapping[str, int]) -> None:
@@ -140,27 +148,31 @@ class QuotaUse:
         if self._last is not None:
             t0, before = self._last
             for acc, g in before.items():
+                if now > t0:
+                    self._area[acc] = self._area.get(acc, 0.0) + g * (now - t0)
                 over = g - self.tree.guaranteed(acc)
                 if over > 0 and now > t0:
                     self.borrowed_gpu_s[acc] = self.borrowed_gpu_s.get(acc, 0.0) + over * (now - t0)
-        if self.start is None:
-            self.start = now
-        snap = {a: g for a, g in alloc.items() if g}
-        if self._last is None or snap != self._last[1]:
-            for acc in set(snap) | set(self._last[1] if self._last else {}):
-                hist = self.history.setdefault(acc, [])
-                if not hist and now > self.start:
-                    hist.append(UsageSample(self.start, 0))  # idle since the replay started
-                hist.append(UsageSample(now, snap.get(acc, 0)))
-        self._last = (now, snap)
+        self._last = (now, {a: g for a, g in alloc.items() if g})
+        if not self._marks or now - self._marks[-1][0] >= self.review_every_s:
+            self._marks.append((now, dict(self._area)))
+            self._review(now)
+
+    def _review(self, now: float) -> None:
+        times = [t for t, _ in self._marks]
+        i = bisect.bisect_right(times, now - self.rules.window_s) - 1
+        if i < 0:
+            return  # less than a window of history
+        t0, before = self._marks[i]
+        means = {n: (self._area.get(n, 0.0) - before.get(n, 0.0)) / (now - t0)
+                 for n in self.tree.nodes}
+        idle = {p.account: p for p in proposals_from_means(self.tree, means, now, self.rules)}
+        for team in sorted(idle.keys() - self._open):
+            self.proposed.append(idle[team])
+        self._open = set(idle)
 
     def reclaim(self, account: str) -> None:
         self.reclaimed[account] = self.reclaimed.get(account, 0) + 1
-
-    def proposals(self, now: float) -> list[LoseItProposal]:
-        idle = [UsageSample(self.start if self.start is not None else now, 0)]
-        hist = {n: self.history.get(n, idle) for n in self.tree.nodes}
-        return lose_it_proposals(self.tree, hist, now)
 
 
 @dataclass(frozen=True)
@@ -214,15 +226,16 @@ def attainment(records: Iterable[JobRecord], use: QuotaUse) -> list[TeamAttainme
 
 
 
-def quota_report(records: Iterable[JobRecord], use: QuotaUse, end: float) -> dict[str, Any]:
+def quota_report(records: Iterable[JobRecord], use: QuotaUse) -> dict[str, Any]:
     """The ``--json`` section of one run: attainment per team, totals, lose-it proposals."""
     teams = attainment(records, use)
     return {"teams": [t.to_json() for t in teams],
             "borrowed_gpu_h": round(sum(use.borrowed_gpu_s.values()) / 3600, 2),
             "reclaims": sum(use.reclaimed.values()),
-            "lose_it_proposals": [{"team": p.account, "guaranteed_gpus": p.guaranteed,
+            "lose_it_proposals": [{"team": p.account, "at_h": round(p.until / 3600, 1),
+                                   "guaranteed_gpus": p.guaranteed,
                                    "mean_gpus": round(p.mean_gpus, 2), "detail": p.detail()}
-                                  for p in use.proposals(end)]}
+                                  for p in use.proposed]}
 
 
 def quota_table(policy: str, report: Mapping[str, Any]) -> Table:

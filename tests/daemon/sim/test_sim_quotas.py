@@ -127,3 +127,18 @@ def test_cli_reports_a_bad_file_in_one_line(tmp_path: Path) -> None:
     assert proc.returncode != 0
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and "nope.toml" in lines[0] and "cannot read quotas file" in lines[0]
+
+
+def test_review_proposes_a_team_idle_for_72h_once_per_idle_spell(tmp_path: Path) -> None:
+    tree = load_quotas(write(tmp_path, TREE, "q.toml"))
+    use = QuotaUse(tree)
+    h = 3600.0
+    for hour in range(0, 400):
+        red = 4 if hour < 100 or hour >= 250 else 150  # 4 of 152 = 2.6 %: idle, busy, idle
+        use.observe(hour * h, {"red": red, "blue": 8})
+    spells = [(p.account, round(p.until / h)) for p in use.proposed]
+    # the mean over the last 72 h drops under 20 % of 152 (30.4) 59 h after the busy spell:
+    # (150 × (322 − t) + 4 × (t − 250)) / 72 < 30.4 from t = 309; blue uses its 8: never
+    assert spells == [("red", 72), ("red", 309)]
+    assert use.proposed[0].mean_gpus == pytest.approx(4.0)
+    assert use.borrowed_gpu_s == {}  # red inside 152, blue inside 8
