@@ -1,5 +1,5 @@
 """Priority classes are granted, not claimed, on the real cluster: job_submit.lua against the
-grants file the daemon writes (docs/slurm-backend.md, "Class grants").
+grants file the daemon writes (docs/configuration.md, "Class grants file").
 
 The session cluster's grants file starts with its test accounts' grants (devcluster TEST_GRANTS);
 each test writes its own and the fixture puts the seed back.
