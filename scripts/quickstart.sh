@@ -20,15 +20,15 @@ $rg db upgrade
 once() { local out; out=$("$@" 2>&1) && { echo "$out"; return; }
          case $out in *exists*|*already*) echo "  (kept: $out)";; *) echo "$out" >&2; return 1;; esac; }
 echo "== organisation and class grants: classes 0-2 are granted by an admin, not claimed"
-once $rg quota add ml-org --level org
-once $rg quota add research --level dept --parent ml-org
-for team in team-a team-b; do once $rg quota add $team --level team --parent research; done
-once $rg quota grant 0 account team-b                  # serving: team-b only
+once "$rg" quota add ml-org --level org
+once "$rg" quota add research --level dept --parent ml-org
+for team in team-a team-b; do once "$rg" quota add "$team" --level team --parent research; done
+once "$rg" quota grant 0 account team-b                  # serving: team-b only
 for team in team-a team-b; do
-  once $rg quota grant 1 account $team                 # production
-  once $rg quota grant 2 account $team                 # interactive (4 h limit)
+  once "$rg" quota grant 1 account "$team"                 # production
+  once "$rg" quota grant 2 account "$team"                 # interactive (4 h limit)
 done
-once $rg quota rate gpu reserved 2.50                  # price of a GPU-hour, for chargeback
+once "$rg" quota rate gpu reserved 2.50                  # price of a GPU-hour, for chargeback
 
 echo "== local Slurm cluster"
 $rg devcluster up
