@@ -68,6 +68,7 @@ class SimConfig:
     preempt_window_s: float = 3600.0  # how much preemption history snapshots carry
     oracle: bool = True  # tell the core the exact work left (a real cluster only estimates it)
     quotas: QuotaTree | None = None  # the hierarchical quota tree (``--quotas``); None = none
+    enforce_quotas: bool = True  # False: only measure attainment against the tree (a baseline)
 
 
 class SimBackend:
@@ -171,6 +172,11 @@ class SimBackend:
         self.jobs[tj.job_id] = sj
         self.recorder.entered(now)
         self._enqueue(sj)
+        if self.quota_use is not None:  # the team's demand as the job arrives (itself included)
+            acc = tj.account
+            demand = sum(s.gpus for s in self.running.values() if s.tj.account == acc)
+            demand += sum(j.gpus for j in self._pending_jobs if j.account == acc)
+            self.quota_use.arrived(tj.job_id, acc, demand)
         return True
 
     def reject(self, job_id: str, reason: str, now: float) -> None:
@@ -214,7 +220,8 @@ class SimBackend:
         return Snapshot(now=now, fabric=self.fabric, nodes=self.nodes, free=free,
                         running=running, pending=pending,
                         accounts={a.name: a for a in accounts},
-                        preemptions=tuple(self.preempt_log), quotas=self.config.quotas)
+                        preemptions=tuple(self.preempt_log),
+                        quotas=self.config.quotas if self.config.enforce_quotas else None)
 
     def _account_gpus(self) -> dict[str, int]:
         out: dict[str, int] = {}

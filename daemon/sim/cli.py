@@ -132,6 +132,10 @@ def sim(
         "--quotas", help="TOML quota tree (org, departments, teams = trace accounts, with "
                          "guarantee and burst limit): replay with quotas, borrowing and reclaim, "
                          "and report guarantee attainment per team.")] = None,
+    measure_only: Annotated[bool, typer.Option(
+        "--quotas-measure-only", help="With --quotas: report attainment against the tree but "
+                                      "schedule without it (the baseline to compare with).",
+    )] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
 ) -> None:
     """Replay a job trace through the decision core on a simulated cluster."""
@@ -152,10 +156,12 @@ def sim(
         jobs = make_elastic(jobs)
     if not jobs:
         raise InputError("no valid jobs in the trace", path=str(trace))
+    if measure_only and quotas is None:
+        raise ConfigError("--quotas-measure-only needs --quotas FILE (the tree to measure against)")
     tree = load_quotas(quotas) if quotas is not None else None
     fabric = build_fabric(topology, nodes, gpus_per_node, leaf)
     config = EngineConfig(sim=SimConfig(comm_share=comm_share, panic_checkpoint=panic_checkpoint,
-                                        quotas=tree),
+                                        quotas=tree, enforce_quotas=not measure_only),
                           cycle_s=cycle_s, tick_s=tick_s, seed=seed, max_pending=max_pending)
     runs: list[RunResult] = []
     with Progress(TextColumn("{task.description:>10}"), BarColumn(), MofNCompleteColumn(),
@@ -183,6 +189,7 @@ def sim(
         for run in runs:
             if run.quota_use is not None:
                 payload["quotas_file"] = str(quotas)
+                payload["quotas_enforced"] = not measure_only
                 payload["results"][run.policy]["quotas"] = quota_report(run.records,
                                                                         run.quota_use)
         typer.echo(json.dumps(payload, indent=2))

@@ -142,3 +142,18 @@ def test_review_proposes_a_team_idle_for_72h_once_per_idle_spell(tmp_path: Path)
     assert spells == [("red", 72), ("red", 309)]
     assert use.proposed[0].mean_gpus == pytest.approx(4.0)
     assert use.borrowed_gpu_s == {}  # red inside 152, blue inside 8
+
+
+def test_measure_only_reports_attainment_without_enforcing(tmp_path: Path) -> None:
+    trace = write(tmp_path, BLUE_FILLS_THE_CLUSTER, "t.csv")
+    quotas = write(tmp_path, TREE, "q.toml")
+    res = runner.invoke(app, ["sim", "--trace", str(trace), "--nodes", "20", "--leaf", "4",
+                              "--policy", "fifo", "--quotas", str(quotas), "--quotas-measure-only",
+                              "--json", "-q"])
+    assert res.exit_code == 0, res.output
+    data = json.loads(res.stdout)
+    assert data["quotas_enforced"] is False
+    q = data["results"]["fifo"]["quotas"]
+    teams = {t["team"]: t for t in q["teams"]}
+    assert q["reclaims"] == 0 and data["results"]["fifo"]["preemptions"] == 0
+    assert teams["red"]["mean_wait_s"] == pytest.approx(36000.0 - 100.0)  # waits for blue's end
