@@ -110,6 +110,21 @@ class Cluster:
             runs.append(Run(job, state.split()[0], _epoch(start), _epoch(end), expanded, gpus))
         return sorted(runs, key=lambda r: (r.start or float("inf"), r.job_id))
 
+    def settled(self, jobs: list[str], timeout_s: float = 30) -> list[Run]:
+        """:meth:`runs` once sacct shows every job's last run ended: slurmctld sends records to
+        slurmdbd asynchronously, so right after a job ends sacct may still show it running."""
+        out: list[Run] = []
+
+        def done() -> bool:
+            nonlocal out
+            out = self.runs(jobs)
+            last = {r.job_id: r for r in out}
+            return set(last) == set(jobs) and all(r.end is not None and r.state not in (
+                "RUNNING", "PENDING", "COMPLETING", "REQUEUED") for r in last.values())
+
+        wait_for(done, timeout_s, "sacct to record the jobs' ends")
+        return out
+
     def leaves(self) -> dict[str, str]:
         """node -> leaf switch, from ``scontrol show topology`` (the switches of level 0)."""
         out = self.sl("scontrol", "show", "topology").stdout
@@ -204,7 +219,11 @@ def daemon(slurm: Cluster, tmp_path: Path) -> Iterator[Callable[..., Daemon]]:
 
     def start(**knobs: object) -> Daemon:
         env = {**os.environ, **slurm_env(spec), "RAILGANG_CONFIG": "",
+               "RAILGANG_HOME": str(tmp_path),  # nothing of this daemon outside the test's dir
                "RAILGANG_DB__URL": f"sqlite:///{tmp_path / 'railgang.sqlite'}",
+               # its database grants no class, and the cluster's own grants file (the test
+               # accounts' grants, which the class 0-2 jobs here rely on) must stay as it is
+               "RAILGANG_LEDGER__GRANTS_FILE": str(tmp_path / "class_grants.txt"),
                "RAILGANG_SLURM__BACKEND": "cli", "RAILGANG_SLURM__CONF": str(spec.slurm_conf),
                "RAILGANG_SLURM__LEASE_S": str(LEASE_S),
                "RAILGANG_DAEMON__HEARTBEAT_FILE": str(spec.heartbeat_file),

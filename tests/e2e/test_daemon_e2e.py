@@ -78,13 +78,13 @@ def test_fifo_starts_waiting_jobs_in_submit_order(slurm: Cluster, daemon: Start)
         waiting.append(slurm.sbatch(*gang(n, 3), args=("3",)))
         time.sleep(1.1)  # distinct submit seconds: FIFO's key is the submit time, then the id
     wait_for(lambda: slurm.finished(waiting), 150, "every waiting job to finish")
-    runs = {r.job_id: r for r in slurm.runs(waiting)}
-    assert all(runs[j].state == "COMPLETED" for j in waiting), runs
+    runs = {r.job_id: r for r in slurm.settled(waiting)}
+    assert all(runs[j].state == "COMPLETED" for j in waiting), {j: runs[j].state for j in waiting}
     starts = [runs[j].start for j in waiting]
     assert all(s is not None for s in starts)
     assert starts == sorted(starts), list(zip(sizes, starts, strict=True))  # type: ignore[arg-type]
     first = runs[waiting[0]]
-    assert first.start is not None and first.start >= (slurm.runs([full])[0].end or 0)
+    assert first.start is not None and first.start >= (slurm.settled([full])[0].end or 0)
 
 
 def test_class0_preempts_class3_which_checkpoints_requeues_and_finishes(slurm: Cluster,
@@ -118,9 +118,9 @@ def test_class0_preempts_class3_which_checkpoints_requeues_and_finishes(slurm: C
     out = slurm.output(victim)
     assert f"start at step {step} (restart 1)" in out and "finished 40 steps" in out, out
     assert json.loads(ckpt.read_text())["step"] == 40
-    runs = slurm.runs([victim])
+    runs = slurm.settled([victim])
     assert [r.state for r in runs] == ["REQUEUED", "COMPLETED"], runs
-    serving_run = slurm.runs([serving])[0]
+    serving_run = slurm.settled([serving])[0]
     assert serving_run.start is not None and runs[0].end is not None
     assert serving_run.start >= runs[0].end  # it took the GPUs the victim gave back
 
@@ -150,7 +150,7 @@ def test_elastic_job_shrinks_in_place_for_guaranteed_work_then_grows_back(slurm:
     saved = int(out.split(" (preempted)")[0].split("checkpoint at step ")[-1])
     assert saved > 0 and f"start at step {saved} (restart 1)" in out, out  # from its checkpoint
     wait_for(lambda: slurm.finished([elastic]), 60, "the elastic job to finish")
-    assert slurm.runs([elastic])[-1].state == "COMPLETED"
+    assert slurm.settled([elastic])[-1].state == "COMPLETED"
     assert "finished 80 steps" in slurm.output(elastic)
     sent = [(state, detail) for _, state, detail in d.journal("resize")
             if not detail.startswith("already growing")]  # asked again until the requeue
@@ -177,11 +177,11 @@ def test_killed_daemon_strands_no_waiting_job(slurm: Cluster, daemon: Start) -> 
     killed = time.time()
     wait_for(lambda: all(slurm.show(j)["JobState"] != "PENDING" for j in waiting),
              LEASE_S + SCHEDULING_PASS_S, "plain Slurm to start the leased jobs")
-    starts = [r.start for r in slurm.runs(waiting)]
+    wait_for(lambda: slurm.finished(waiting), 60, "the jobs to finish")
+    starts = [r.start for r in slurm.settled(waiting)]
     assert all(s is not None and s >= killed + LEASE_S - 2 * CYCLE_S - 2 for s in starts), \
         (killed, starts)  # they waited out the lease the daemon had renewed until its death
     assert not any(c["actions"].get("Start") for c in d.cycles())  # type: ignore[attr-defined]
-    wait_for(lambda: slurm.finished(waiting), 60, "the jobs to finish")
 
 
 # (nodes, GPUs per node, tp, pp, elastic min:max or "", class, seconds at full size)
@@ -211,7 +211,7 @@ def test_mixed_hinted_jobs_finish_and_gangs_stay_in_one_leaf(slurm: Cluster, dae
         jobs.append(slurm.example(*opts, steps=secs * dp * 3, step_s=0.25))  # 0.75 × secs
     assert sum(n * g for n, g, *_ in MIXED) > 1.5 * 128
     wait_for(lambda: slurm.finished(jobs), 150, "every job to finish", every_s=2)
-    runs = slurm.runs(jobs)
+    runs = slurm.settled(jobs)
     assert sorted(r.job_id for r in runs if r.state == "COMPLETED") == sorted(jobs), runs
     leaf_of = slurm.leaves()
     leaves = {sw: [n for n in leaf_of if leaf_of[n] == sw] for sw in set(leaf_of.values())}
