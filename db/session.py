@@ -46,9 +46,9 @@ def check_connection(engine: Engine) -> None:
 
 
 @contextmanager
-def session_scope(engine: Engine) -> Iterator[Session]:
-    """One unit of work: commit on success, roll back on error. Repositories never commit."""
-    factory = sessionmaker(engine, expire_on_commit=False)
+def unit_of_work(factory: sessionmaker[Session]) -> Iterator[Session]:
+    """One unit of work from ``factory``: commit on success, roll back on error. Repositories
+    never commit; the caller that owns the transaction (a cycle, a request) uses this."""
     with factory() as session:
         try:
             yield session
@@ -58,4 +58,11 @@ def session_scope(engine: Engine) -> Iterator[Session]:
             raise
 
 
-__all__ = ["check_connection", "make_engine", "session_scope"]
+@contextmanager
+def session_scope(engine: Engine) -> Iterator[Session]:
+    """:func:`unit_of_work` on a fresh session factory for ``engine``."""
+    with unit_of_work(sessionmaker(engine, expire_on_commit=False)) as session:
+        yield session
+
+
+__all__ = ["check_connection", "make_engine", "session_scope", "unit_of_work"]

@@ -16,19 +16,14 @@ from railgang.daemon.api import messages
 from railgang.daemon.errors import AuthenticationError, PermissionDeniedError, ValidationFailed
 from railgang.db.repositories import tokens
 from railgang.db.repositories.tokens import Principal
+from railgang.db.session import unit_of_work
 
 _bearer = HTTPBearer(auto_error=False, description="an API token from `railgang token create`")
 
 
 def get_session(request: Request) -> Iterator[Session]:
-    factory = request.app.state.sessions
-    with factory() as session:
-        try:
-            yield session
-            session.commit()
-        except Exception:
-            session.rollback()
-            raise
+    with unit_of_work(request.app.state.sessions) as session:
+        yield session
 
 
 SessionDep = Annotated[Session, Depends(get_session)]

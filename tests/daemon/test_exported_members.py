@@ -13,7 +13,7 @@ PUBLIC = {
                                "DomainError", "NotFoundError", "PermissionDeniedError",
                                "ValidationFailed"},
     "railgang.daemon.config": {"Settings", "load_settings", "masked_dump"},
-    "railgang.db.session": {"check_connection", "make_engine", "session_scope"},
+    "railgang.db.session": {"check_connection", "make_engine", "session_scope", "unit_of_work"},
     "railgang.db.migrate": {"current", "head", "upgrade"},
     "railgang.db.models": {"JOURNAL_STATES", "Account", "DaemonCycle", "DaemonLeader", "Job",
                            "JobExplanation", "JournalEntry", "UsageRecord"},
