@@ -10,7 +10,6 @@ from datetime import UTC, datetime
 import sqlalchemy as sa
 from alembic import op
 
-
 revision = '0003'
 down_revision = '0002'
 branch_labels = None
