@@ -13,13 +13,11 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.ports import PORT_BASE, POSTGRES_PORT
 from tests.support.postgres import PrivatePostgres
 
 REQUIRED = {s.strip() for s in os.environ.get("RAILGANG_TEST_REQUIRE", "").split(",") if s.strip()}
 TEST_ROOT = Path(os.environ.get("RAILGANG_TEST_ROOT", f"/tmp/railgang-pytest-{os.getuid()}"))
-# Ports of the test cluster: slurmctld, slurmdbd, MariaDB at BASE, BASE+2, BASE-511, slurmds from
-# BASE+83 on. Two test sessions at once (say, two checkouts) need two roots and two bases.
-PORT_BASE = int(os.environ.get("RAILGANG_TEST_PORT_BASE", "26817"))
 
 
 def _unavailable(service: str, why: str) -> None:
@@ -56,7 +54,7 @@ def postgres_url() -> Iterator[str]:
     if given:
         yield given
         return
-    server = PrivatePostgres(TEST_ROOT / "postgres")
+    server = PrivatePostgres(TEST_ROOT / "postgres", port=POSTGRES_PORT)
     try:
         server.start()
     except Exception as exc:

@@ -16,6 +16,7 @@ from railgang.daemon.cli import app
 from railgang.slurm_plugins.devcluster.cluster import DevCluster, slurm_env
 from railgang.slurm_plugins.devcluster.layout import ClusterSpec
 from railgang.slurm_plugins.devcluster.processes import is_running
+from tests.support.ports import MINI_CLUSTER_PORT
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
@@ -173,8 +174,9 @@ def test_small_cluster_lifecycle_leaves_nothing_behind(tmp_path: Path) -> None:
     """up is idempotent; down stops exactly what up started and nothing else."""
     if os.geteuid() != 0:
         pytest.skip("needs root")
+    base = MINI_CLUSTER_PORT
     spec = ClusterSpec(dir=tmp_path / "mini", nodes=2, nodes_per_leaf=2, accounting=False,
-                       slurmctld_port=27817, slurmd_base_port=27900)  # below the ephemeral range
+                       slurmctld_port=base, slurmd_base_port=base + 83)
     cluster = DevCluster(spec)
     try:
         first = cluster.up()
