@@ -186,7 +186,7 @@ def main() -> int:
     ap.add_argument("--load", type=float, default=1.05, help="offered load (1.0 = all GPUs)")
     ap.add_argument("--time-scale", type=float, default=1.0)
     ap.add_argument("--dir", type=Path, default=Path("/tmp/railgang-bench-stream"))
-    ap.add_argument("--port-base", type=int, default=27817)
+    ap.add_argument("--port-base", type=int, default=29817)
     ap.add_argument("--cycle-s", type=float, default=2.0, help="daemon cycle (railgang mode)")
     ap.add_argument("--leaf-wait-s", type=float, default=None,
                     help="daemon.leaf_wait_s (railgang mode; default: the daemon's default)")
