@@ -87,3 +87,15 @@ def test_daemon_grace_and_resize_interval_reach_the_core(tmp_path: Path) -> None
     path = write(tmp_path, "[daemon]\npreempt_grace_s = 5\nresize_min_interval_s = 10\n")
     short = cycle_config(load_settings(path))
     assert (short.budget.grace_s, short.elastic.min_interval_s) == (5.0, 10.0)
+
+
+def test_daemon_leaf_wait_reaches_the_core(tmp_path: Path) -> None:
+    from railgang.daemon.core.cycle import CycleConfig
+    from railgang.daemon.service.runner import cycle_config
+
+    assert CycleConfig().leaf_wait_s == 0  # off in the core: simulated schedules stay pinned
+    default = cycle_config(load_settings(write(tmp_path, "")))
+    assert (default.leaf_wait_s, default.leaf_holds) == (120.0, 2)  # on in the daemon
+    path = write(tmp_path, "[daemon]\nleaf_wait_s = 30\nleaf_holds = 0\n")
+    tuned = cycle_config(load_settings(path))
+    assert (tuned.leaf_wait_s, tuned.leaf_holds) == (30.0, 0)
