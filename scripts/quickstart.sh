@@ -75,6 +75,7 @@ curl -sf "$api/healthz"; echo "  (an admin token was made with \`railgang token 
 
 echo "== demo workload: a batch wave, then guaranteed work 20 s later"
 out=$RAILGANG_HOME/demo
+rm -rf "$out"  # this run's job outputs only: the summary below counts them
 $rg demo --out "$out" --step-s "${DEMO_STEP_S:-0.5}" --wave-gap 20 &
 submitter=$!
 sleep 8
