@@ -215,6 +215,8 @@ def top(
         typer.echo(json.dumps(asdict(observe(runner, url)), indent=2))
         return
     console = Console()
+    if not console.is_terminal:  # a log or a pipe: Rich's 80-column default would cut job ids
+        console = Console(width=140)
     if once:
         console.print(render(observe(runner, url)))
         return
