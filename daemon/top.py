@@ -202,8 +202,9 @@ def top(
     interval: Annotated[float, typer.Option(min=0.5, help="Seconds between frames.")] = 2.0,
     as_json: JsonOpt = False,
 ) -> None:
-    """Live view of leaves, nodes (one cell per GPU, one letter per job) and jobs (--json: one
-    frame, then exit)."""
+    """Live view of leaves, nodes (one cell per GPU, one letter per job) and jobs.
+
+    --once prints one frame; --json prints one frame as JSON. Both exit after it."""
     settings = settings_from(ctx)
     conf = _slurm_conf(settings)
     if conf is None:
