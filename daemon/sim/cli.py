@@ -34,6 +34,8 @@ from railgang.daemon.sim.progress import TopologyComm
 from railgang.daemon.sim.quotas import load_quotas, quota_report, quota_table
 from railgang.daemon.sim.report import (
     account_table,
+    fairness_table,
+    idle_table,
     ratio_table,
     ratios,
     results_tables,
@@ -176,9 +178,9 @@ def sim(
                                  comm=TopologyComm(fabric), on_progress=advance))
             bar.update(task, completed=len(jobs))
     baseline = "fifo" if "fifo" in names and len(names) > 1 else None
-    if jobs_csv is not None:
-        write_jobs_csv(jobs_csv, runs)
     total_gpus = sum(fabric.facts(n).gpus for n in fabric.nodes)
+    if jobs_csv is not None:
+        write_jobs_csv(jobs_csv, runs, total_gpus)
     if as_json:
         meta = {"trace": str(trace), "jobs": len(jobs), "skipped_rows": len(loaded.problems),
                 "cluster": {"nodes": len(fabric.nodes), "gpus": total_gpus,
@@ -198,6 +200,8 @@ def sim(
              + (", elastic" if elastic else ""))
     for table in results_tables(runs, title):
         out.print(table)
+    out.print(fairness_table(runs))
+    out.print(idle_table(runs, total_gpus))
     if baseline is not None:
         out.print(ratio_table(ratios({r.policy: r.metrics for r in runs}, baseline), baseline))
     if len(runs) == 1:

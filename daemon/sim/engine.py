@@ -167,6 +167,9 @@ class _Replay:
             if pr.code is Reason.LARGER_THAN_CLUSTER:
                 backend.reject(pr.job_id, pr.detail or "larger than the cluster", now)
         self.last_reasons = outcome.reasons
+        # work conservation: bookkeeping of what this cycle left idle, never a decision input
+        free = sum(len(g) for n, g in backend.free.items() if backend.nodes[n].state.usable)
+        backend.recorder.cycle(now, free, outcome.reasons)
         if config.tick_s > 0 and self.tick_at is None and backend.pending and backend.running:
             self.tick_at = now + config.tick_s
             self.heap.at(self.tick_at, "tick", "", 0)

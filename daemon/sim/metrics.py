@@ -9,7 +9,12 @@ Definitions (docs/simulator.md has the long form):
   transitions, and work later thrown away by a preemption) over the same denominator.
 - finish-time fairness rho (Themis) = JCT / T_ideal, with T_ideal the run time the job would have
   on an independent 1/N share of the cluster, N the time-averaged number of jobs in the system
-  while it was there: T_ideal = duration x max(1, gpus / (C / N)).
+  while it was there: T_ideal = duration x max(1, gpus / (C / N)). Reported as a distribution
+  (p50/p90/p99/max, share above 2) over all finished jobs and over "big" jobs of at least one
+  GPU-hour (gpus x duration), and per account (mean, p99, max).
+- idle while waiting (work conservation) = GPU-seconds left free after a cycle that a pending job
+  could have used by count (``recorder.Recorder.cycle``), split by the core's pending reason; the
+  "placeable" part leaves out reasons that say the free GPUs had no valid gang slot.
 - GPU-hours lost to preemption = (work since the last checkpoint + restore time) x GPUs.
 - Rejected jobs (larger than the cluster) and jobs unfinished at the end are counted, not timed.
 """
@@ -20,6 +25,14 @@ import math
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
+
+from railgang.daemon.core.reasons import Reason
+
+BIG_JOB_GPU_H = 1.0  # "jobs of at least one GPU-hour" (gpus x ideal duration)
+# reasons that say the free GPUs, though enough by count, held no valid slot for the job
+_NOT_PLACEABLE = frozenset(r.value for r in (
+    Reason.FRAGMENTED, Reason.QUARANTINED, Reason.GPU_MEMORY, Reason.NO_NVLINK,
+    Reason.INVALID_SHAPE, Reason.WAITING_FOR_GPUS))
 
 
 @dataclass(slots=True)
@@ -40,6 +53,13 @@ class JobRecord:
     allocated_gpu_s: float = 0.0
     productive_gpu_s: float = 0.0
     mean_jobs_in_system: float = 1.0  # N for the 1/N share of rho
+    # GPU-seconds left idle while this job waited and would have fit by count, per pending reason
+    idle_fit_gpu_s: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def gpu_hours(self) -> float:
+        """Size of the job: GPUs x ideal run time, in hours."""
+        return self.gpus * self.duration_s / 3600.0
 
     @property
     def jct(self) -> float | None:
@@ -81,6 +101,9 @@ class AccountMetrics:
     mean_queueing_s: float
     max_rho: float
     gpu_hours: float
+    rho_mean: float = math.nan
+    rho_p99: float = math.nan
+    idle_while_waiting_gpu_h: float = 0.0  # charged to this account's waiting jobs
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,6 +129,20 @@ class Metrics:
     resizes: int
     gpu_hours_lost_to_preemption: float
     per_account: tuple[AccountMetrics, ...] = field(default=())
+    # finish-time fairness as a distribution (all finished jobs; "big" = at least 1 GPU-hour)
+    rho_p50: float = math.nan
+    rho_p90: float = math.nan
+    rho_p99: float = math.nan
+    big_jobs_finished: int = 0
+    rho_big_p50: float = math.nan
+    rho_big_p90: float = math.nan
+    rho_big_p99: float = math.nan
+    rho_big_max: float = math.nan
+    rho_big_share_above_2: float = 0.0
+    # work conservation: GPU-hours idle while a waiting job would have fit (by count), by reason
+    idle_while_waiting_gpu_h: float = 0.0
+    idle_while_waiting_placeable_gpu_h: float = 0.0
+    idle_while_waiting_by_reason: dict[str, float] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, object]:
         data = asdict(self)
@@ -118,7 +155,15 @@ def compute(records: Iterable[JobRecord], cluster_gpus: int) -> Metrics:
     done = [r for r in recs if r.finish is not None]
     jcts = sorted(r.finish - r.submit for r in done if r.finish is not None)
     waits = sorted(r.start - r.submit for r in recs if r.start is not None)
-    rhos = [x for r in done if (x := r.rho(cluster_gpus)) is not None]
+    rho_of = {id(r): x for r in done if (x := r.rho(cluster_gpus)) is not None}
+    rhos = list(rho_of.values())
+    rho_sorted = sorted(rhos)
+    big = sorted(x for r in done if r.gpu_hours >= BIG_JOB_GPU_H
+                 and (x := rho_of.get(id(r))) is not None)
+    idle: dict[str, float] = defaultdict(float)
+    for r in recs:
+        for reason, gpu_s in r.idle_fit_gpu_s.items():
+            idle[reason] += gpu_s / 3600.0
     timed = [r for r in recs if r.rejected is None]
     first = min((r.submit for r in timed), default=0.0)
     last = max((r.finish for r in done if r.finish is not None), default=first)
@@ -131,13 +176,15 @@ def compute(records: Iterable[JobRecord], cluster_gpus: int) -> Metrics:
     for name in sorted(by_account):
         group = by_account[name]
         fin = [r for r in group if r.finish is not None]
-        acc_rho = [x for r in fin if (x := r.rho(cluster_gpus)) is not None]
+        acc_rho = sorted(x for r in fin if (x := rho_of.get(id(r))) is not None)
         accounts.append(AccountMetrics(
             account=name, jobs=len(group), finished=len(fin),
             mean_jct_s=_mean([r.finish - r.submit for r in fin if r.finish is not None]),
             mean_queueing_s=_mean([r.start - r.submit for r in group if r.start is not None]),
             max_rho=max(acc_rho, default=math.nan),
-            gpu_hours=sum(r.allocated_gpu_s for r in group) / 3600.0))
+            gpu_hours=sum(r.allocated_gpu_s for r in group) / 3600.0,
+            rho_mean=_mean(acc_rho), rho_p99=percentile(acc_rho, 99),
+            idle_while_waiting_gpu_h=sum(sum(r.idle_fit_gpu_s.values()) for r in group) / 3600))
     return Metrics(
         jobs=len(recs), finished=len(done),
         rejected=sum(1 for r in recs if r.rejected is not None),
@@ -152,7 +199,16 @@ def compute(records: Iterable[JobRecord], cluster_gpus: int) -> Metrics:
         rho_share_above_2=(sum(1 for x in rhos if x > 2) / len(rhos)) if rhos else 0.0,
         preemptions=sum(r.preemptions for r in recs), resizes=sum(r.resizes for r in recs),
         gpu_hours_lost_to_preemption=sum(r.lost_gpu_s for r in recs) / 3600.0,
-        per_account=tuple(accounts))
+        per_account=tuple(accounts),
+        rho_p50=percentile(rho_sorted, 50), rho_p90=percentile(rho_sorted, 90),
+        rho_p99=percentile(rho_sorted, 99), big_jobs_finished=len(big),
+        rho_big_p50=percentile(big, 50), rho_big_p90=percentile(big, 90),
+        rho_big_p99=percentile(big, 99), rho_big_max=max(big, default=math.nan),
+        rho_big_share_above_2=(sum(1 for x in big if x > 2) / len(big)) if big else 0.0,
+        idle_while_waiting_gpu_h=sum(idle.values()),
+        idle_while_waiting_placeable_gpu_h=sum(v for k, v in idle.items()
+                                               if k not in _NOT_PLACEABLE),
+        idle_while_waiting_by_reason=dict(sorted(idle.items(), key=lambda kv: -kv[1])))
 
 
 # metric key, label, unit; "lower is better" for all but utilisation
@@ -173,4 +229,4 @@ HEADLINE = (
     ("gpu_hours_lost_to_preemption", "GPU-h lost (preempt)", ""),
 )
 
-__all__ = ["HEADLINE", "AccountMetrics", "JobRecord", "Metrics", "compute", "percentile"]
+__all__ = ["BIG_JOB_GPU_H", "HEADLINE", "AccountMetrics", "JobRecord", "Metrics", "compute", "percentile"]

@@ -1,5 +1,16 @@
-"""Metrics recording: one :class:`~railgang.daemon.sim.metrics.JobRecord` per submitted job and
-the number of jobs in the system over time (the N of finish-time fairness ρ).
+"""Metrics recording: one :class:`~railgang.daemon.sim.metrics.JobRecord` per submitted job,
+the number of jobs in the system over time (the N of finish-time fairness ρ), and the GPUs that
+idle while a waiting job would fit (work conservation).
+
+Work conservation is bookkeeping of what each decision cycle left behind, never an input to it:
+after a cycle, its pending jobs are walked in the core's order and each one whose minimum size
+fits the GPUs still free (by count) claims that many; the claimed GPUs stay idle until the next
+cycle, and those GPU-seconds are charged to the claiming job's record under the reason the core
+gave it (``priority``, ``fragmented``, ``preemption_budget``...). One refinement: the core says
+``priority`` both for a job behind a strict FIFO head ("FIFO: behind ...") and for one held back
+because it would delay a backfill reservation; the latter is charged to ``reserved``, the
+documented EASY-style reservation that idles those GPUs. Completions between two cycles of a
+``cycle_s`` quantum are not seen until the next cycle, so that latency is not counted.
 
 The backend tells the recorder what happened (arrived, rejected, left, finished); progress
 integrals are written into the records by the jobs' accounting (``accounting.SimJob``). The
@@ -8,8 +19,18 @@ metrics themselves are computed afterwards from the records alone (``metrics.com
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
+from railgang.daemon.core.reasons import PendingReason, Reason
 from railgang.daemon.sim.metrics import JobRecord
 from railgang.daemon.sim.traces.model import TraceJob
+
+
+def _charge_to(pr: PendingReason, reservation: bool) -> str:
+    """The reason an idle GPU is charged to (see the module docstring)."""
+    if pr.code is Reason.PRIORITY and reservation and not pr.detail.startswith("FIFO"):
+        return Reason.RESERVED.value
+    return pr.code.value
 
 
 class Recorder:
@@ -21,13 +42,44 @@ class Recorder:
         self._in_system = 0
         self._integral = 0.0  # ∫ jobs in system dt up to ``_integral_t``
         self._integral_t = 0.0
+        self._by_id: dict[str, JobRecord] = {}
+        # what the last cycle left idle: (record, reason, GPUs) claimed, and since when
+        self._idle_claims: list[tuple[JobRecord, str, int]] = []
+        self._idle_since = 0.0
 
     def record(self, tj: TraceJob) -> JobRecord:
         """A job arrived: its record (kept even if it is rejected)."""
         rec = JobRecord(job_id=tj.job_id, account=tj.account, gpus=tj.gpus,
                         submit=tj.submit_time, duration_s=tj.duration_s)
         self.records.append(rec)
+        self._by_id[tj.job_id] = rec
         return rec
+
+    def cycle(self, now: float, free_gpus: int, reasons: Iterable[PendingReason]) -> None:
+        """A decision cycle ended at ``now`` with ``free_gpus`` idle and these jobs pending.
+
+        Charges the interval since the previous cycle to what that cycle left idle, then walks
+        this cycle's pending jobs (the core's order) claiming free GPUs for each that fits.
+        """
+        span = now - self._idle_since
+        if span > 0:
+            for rec, reason, gpus in self._idle_claims:
+                rec.idle_fit_gpu_s[reason] = rec.idle_fit_gpu_s.get(reason, 0.0) + gpus * span
+        self._idle_since = now
+        claims: list[tuple[JobRecord, str, int]] = []
+        left = free_gpus
+        reasons = tuple(reasons)
+        reservation = any(pr.code is Reason.RESERVED for pr in reasons)
+        for pr in reasons:
+            if left <= 0:
+                break
+            if pr.code is Reason.LARGER_THAN_CLUSTER or not 0 < pr.needed <= left:
+                continue
+            rec = self._by_id.get(pr.job_id)
+            if rec is not None:
+                claims.append((rec, _charge_to(pr, reservation), pr.needed))
+                left -= pr.needed
+        self._idle_claims = claims
 
     def integral_at(self, now: float) -> float:
         """∫ jobs in system dt from the start up to ``now``."""

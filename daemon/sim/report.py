@@ -31,6 +31,19 @@ COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("resizes", "resizes", "n"),
     ("gpu_hours_lost_to_preemption", "GPU-h lost", "n"),
 )
+# finish-time fairness as users feel it: the distribution of ρ, all jobs and jobs >= 1 GPU-hour
+FAIRNESS_COLUMNS: tuple[tuple[str, str, str], ...] = (
+    ("rho_p50", "ρ p50", "x"),
+    ("rho_p90", "ρ p90", "x"),
+    ("rho_p99", "ρ p99", "x"),
+    ("rho_max", "ρ max", "x"),
+    ("rho_share_above_2", "ρ>2", "%"),
+    ("rho_big_p50", "big p50", "x"),
+    ("rho_big_p90", "big p90", "x"),
+    ("rho_big_p99", "big p99", "x"),
+    ("rho_big_max", "big max", "x"),
+    ("rho_big_share_above_2", "big ρ>2", "%"),
+)
 # ratios shown by --compare (lower is better except utilisation)
 RATIO_KEYS = ("mean_jct_s", "median_jct_s", "p99_jct_s", "mean_queueing_s", "rho_max",
               "util_allocated")
@@ -81,6 +94,40 @@ def results_tables(runs: Sequence[RunResult], title: str) -> list[Table]:
     return tables
 
 
+def fairness_table(runs: Sequence[RunResult]) -> Table:
+    """ρ = JCT / run time on a 1/N share; "big" = jobs of at least one GPU-hour."""
+    table = Table(title="finish-time fairness ρ (big = jobs of ≥ 1 GPU-hour)")
+    table.add_column("policy", style="bold")
+    table.add_column("big jobs", justify="right")
+    for _, label, _ in FAIRNESS_COLUMNS:
+        table.add_column(label, justify="right")
+    for run in runs:
+        m = run.metrics
+        table.add_row(run.policy, f"{m.big_jobs_finished:,}",
+                      *(fmt(getattr(m, k), kind) for k, _, kind in FAIRNESS_COLUMNS))
+    return table
+
+
+def idle_table(runs: Sequence[RunResult], cluster_gpus: int) -> Table:
+    """Work conservation: GPU-hours idle while a waiting job would have fit, by its reason."""
+    reasons = sorted({r for run in runs for r in run.metrics.idle_while_waiting_by_reason},
+                     key=lambda r: -sum(run.metrics.idle_while_waiting_by_reason.get(r, 0.0)
+                                        for run in runs))
+    table = Table(title="GPU-h idle while a waiting job would have fit (by count; placeable = "
+                        "a valid gang slot existed), by the job's pending reason")
+    table.add_column("policy", style="bold")
+    for col in ("total", "placeable", "% of capacity", *reasons):
+        table.add_column(col, justify="right")
+    for run in runs:
+        m = run.metrics
+        capacity = m.makespan_s / 3600 * cluster_gpus
+        share = m.idle_while_waiting_gpu_h / capacity if capacity else math.nan
+        table.add_row(run.policy, f"{m.idle_while_waiting_gpu_h:,.1f}",
+                      f"{m.idle_while_waiting_placeable_gpu_h:,.1f}", fmt(share, "%"),
+                      *(f"{m.idle_while_waiting_by_reason.get(r, 0.0):,.1f}" for r in reasons))
+    return table
+
+
 def ratio_table(table_ratios: Mapping[str, Mapping[str, float]], baseline: str) -> Table:
     labels = {k: label for k, label, _ in COLUMNS}
     table = Table(title=f"ratio vs {baseline} (same run; < 1 is better, except util)")
@@ -94,12 +141,15 @@ def ratio_table(table_ratios: Mapping[str, Mapping[str, float]], baseline: str) 
 
 def account_table(run: RunResult, top: int = 15) -> Table:
     table = Table(title=f"per account ({run.policy})")
-    for col in ("account", "jobs", "done", "mean JCT h", "queue h", "ρ max", "GPU-h"):
+    for col in ("account", "jobs", "done", "mean JCT h", "queue h", "ρ mean", "ρ p99", "ρ max",
+                "GPU-h", "idle GPU-h"):
         table.add_column(col, justify="left" if col == "account" else "right")
     accounts = sorted(run.metrics.per_account, key=lambda a: -a.gpu_hours)[:top]
     for a in accounts:
         table.add_row(a.account, str(a.jobs), str(a.finished), fmt(a.mean_jct_s, "h"),
-                      fmt(a.mean_queueing_s, "h"), fmt(a.max_rho, "x"), f"{a.gpu_hours:,.0f}")
+                      fmt(a.mean_queueing_s, "h"), fmt(a.rho_mean, "x"), fmt(a.rho_p99, "x"),
+                      fmt(a.max_rho, "x"), f"{a.gpu_hours:,.0f}",
+                      f"{a.idle_while_waiting_gpu_h:,.1f}")
     return table
 
 
@@ -130,26 +180,32 @@ def to_json(runs: Sequence[RunResult], meta: Mapping[str, Any], baseline: str | 
 
 
 JOB_COLUMNS = ("policy", "job_id", "account", "gpus", "submit_s", "start_s", "finish_s", "jct_s",
-               "queueing_s", "duration_s", "preemptions", "resizes", "lost_gpu_h", "rejected")
+               "queueing_s", "duration_s", "preemptions", "resizes", "lost_gpu_h", "rejected",
+               "rho", "idle_while_waiting_gpu_h")
 
 
-def write_jobs_csv(path: Path, runs: Sequence[RunResult]) -> None:
+def write_jobs_csv(path: Path, runs: Sequence[RunResult],
+                   cluster_gpus: int | None = None) -> None:
+    """One row per job and policy; ``rho`` needs the cluster's GPUs (left empty without)."""
     try:
         with path.open("w", newline="", encoding="utf-8") as fh:
             out = csv.writer(fh)
             out.writerow(JOB_COLUMNS)
             for run in runs:
                 for r in run.records:
+                    rho = r.rho(cluster_gpus) if cluster_gpus else None
                     out.writerow([run.policy, r.job_id, r.account, r.gpus, r.submit,
                                   "" if r.start is None else r.start,
                                   "" if r.finish is None else r.finish,
                                   "" if r.jct is None else r.jct,
                                   "" if r.queueing is None else r.queueing,
                                   r.duration_s, r.preemptions, r.resizes,
-                                  round(r.lost_gpu_s / 3600, 6), r.rejected or ""])
+                                  round(r.lost_gpu_s / 3600, 6), r.rejected or "",
+                                  "" if rho is None else round(rho, 6),
+                                  round(sum(r.idle_fit_gpu_s.values()) / 3600, 6)])
     except OSError as exc:
         raise InputError(f"cannot write per-job CSV: {exc.strerror}", path=str(path)) from exc
 
 
-__all__ = ["COLUMNS", "RATIO_KEYS", "account_table", "fmt", "ratio_table", "ratios",
-           "results_tables", "to_json", "write_jobs_csv"]
+__all__ = ["COLUMNS", "FAIRNESS_COLUMNS", "RATIO_KEYS", "account_table", "fairness_table", "fmt",
+           "idle_table", "ratio_table", "ratios", "results_tables", "to_json", "write_jobs_csv"]
