@@ -68,16 +68,16 @@ class Recorder:
         self._idle_since = now
         claims: list[tuple[JobRecord, str, int]] = []
         left = free_gpus
-        reasons = tuple(reasons)
-        reservation = any(pr.code is Reason.RESERVED for pr in reasons)
-        for pr in reasons:
+        pending = tuple(reasons)
+        reservation = any(pr.code is Reason.RESERVED for pr in pending)
+        for pr in pending:
             if left <= 0:
                 break
             if pr.code is Reason.LARGER_THAN_CLUSTER or not 0 < pr.needed <= left:
                 continue
-            rec = self._by_id.get(pr.job_id)
-            if rec is not None:
-                claims.append((rec, _charge_to(pr, reservation), pr.needed))
+            waiting = self._by_id.get(pr.job_id)
+            if waiting is not None:
+                claims.append((waiting, _charge_to(pr, reservation), pr.needed))
                 left -= pr.needed
         self._idle_claims = claims
 
