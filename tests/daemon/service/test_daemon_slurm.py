@@ -15,6 +15,7 @@ import pytest
 
 from railgang.daemon.slurm.cli import write_heartbeat
 from railgang.slurm_plugins.devcluster.cluster import DevCluster, slurm_env
+from railgang.slurm_plugins.devcluster.layout import ClusterSpec
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 RAILGANG = str(Path(sys.executable).with_name("railgang"))
@@ -27,23 +28,34 @@ def _squeue(cluster: DevCluster, job: str) -> dict[str, str]:
     return {"state": state, "nodes": nodes, "reason": reason}
 
 
-def test_daemon_once_places_a_hinted_job_on_the_real_cluster(slurm_cluster: DevCluster,
-                                                             tmp_path: Path) -> None:
-    spec = slurm_cluster.spec
-    write_heartbeat(spec.heartbeat_file, time.time(), 600)  # job_submit.lua leases new ML jobs
+def _submit_leased_gang(spec: ClusterSpec, tmp_path: Path) -> str:
+    """A fresh heartbeat (so job_submit.lua leases new ML jobs), then a hinted 2-node gang that
+    sleeps 300 s; returns its job id."""
+    write_heartbeat(spec.heartbeat_file, time.time(), 600)
     script = tmp_path / "job.sh"
     script.write_text("#!/bin/bash\nsleep 300\n")
     script.chmod(0o755)
-    job = subprocess.run(
+    return subprocess.run(
         ["sbatch", "--parsable", f"--chdir={tmp_path}", "--output=/dev/null", "--account=team-a",
          "-N2", "--gres=gpu:8", "--comment=rg:parallel=tp8,dp2;class=1", str(script)],
         capture_output=True, text=True, env=slurm_env(spec), timeout=60, check=True,
     ).stdout.strip().split(";")[0]
-    env = {**os.environ, **slurm_env(spec), "RAILGANG_CONFIG": "",
-           "RAILGANG_DB__URL": f"sqlite:///{tmp_path / 'rg.sqlite'}",
-           "RAILGANG_SLURM__BACKEND": "cli", "RAILGANG_SLURM__CONF": str(spec.slurm_conf),
-           "RAILGANG_DAEMON__HEARTBEAT_FILE": str(spec.heartbeat_file),
-           "RAILGANG_DAEMON__METRICS_PORT": "0", "RAILGANG_DAEMON__POLICY": "fifo"}
+
+
+def _daemon_env(spec: ClusterSpec, tmp_path: Path, **extra: str) -> dict[str, str]:
+    """`railgang daemon run` on this cluster: CLI backend, FIFO, its own SQLite, no metrics."""
+    return {**os.environ, **slurm_env(spec), "RAILGANG_CONFIG": "",
+            "RAILGANG_DB__URL": f"sqlite:///{tmp_path / 'rg.sqlite'}",
+            "RAILGANG_SLURM__BACKEND": "cli", "RAILGANG_SLURM__CONF": str(spec.slurm_conf),
+            "RAILGANG_DAEMON__HEARTBEAT_FILE": str(spec.heartbeat_file),
+            "RAILGANG_DAEMON__METRICS_PORT": "0", "RAILGANG_DAEMON__POLICY": "fifo", **extra}
+
+
+def test_daemon_once_places_a_hinted_job_on_the_real_cluster(slurm_cluster: DevCluster,
+                                                             tmp_path: Path) -> None:
+    spec = slurm_cluster.spec
+    job = _submit_leased_gang(spec, tmp_path)
+    env = _daemon_env(spec, tmp_path)
     try:
         deadline = time.monotonic() + 30
         while _squeue(slurm_cluster, job)["reason"] != "BeginTime":  # held by the lease
@@ -108,12 +120,7 @@ def test_kill_9_mid_cycle_neither_repeats_nor_loses_an_action(slurm_cluster: Dev
              str(rng.randint(3, 12))],
             capture_output=True, text=True, env=slurm_env(spec), timeout=60, check=True,
         ).stdout.strip().split(";")[0])
-    env = {**os.environ, **slurm_env(spec), "RAILGANG_CONFIG": "",
-           "RAILGANG_DB__URL": f"sqlite:///{tmp_path / 'rg.sqlite'}",
-           "RAILGANG_SLURM__BACKEND": "cli", "RAILGANG_SLURM__CONF": str(spec.slurm_conf),
-           "RAILGANG_DAEMON__HEARTBEAT_FILE": str(spec.heartbeat_file),
-           "RAILGANG_DAEMON__METRICS_PORT": "0", "RAILGANG_DAEMON__POLICY": "fifo",
-           "RAILGANG_DAEMON__CYCLE_INTERVAL_S": "0.3"}
+    env = _daemon_env(spec, tmp_path, RAILGANG_DAEMON__CYCLE_INTERVAL_S="0.3")
     daemon: subprocess.Popen[str] | None = None
     try:
         kills = 0
@@ -201,22 +208,10 @@ def test_kill_9_between_planned_and_applied_on_the_real_cluster(slurm_cluster: D
     (bindir / "scontrol").write_text(SCONTROL_DOUBLE)
     (bindir / "scontrol").chmod(0o755)
     crash = tmp_path / "crash"
-    write_heartbeat(spec.heartbeat_file, time.time(), 600)
-    script = tmp_path / "job.sh"
-    script.write_text("#!/bin/bash\nsleep 300\n")
-    script.chmod(0o755)
-    job = subprocess.run(
-        ["sbatch", "--parsable", f"--chdir={tmp_path}", "--output=/dev/null", "--account=team-a",
-         "-N2", "--gres=gpu:8", "--comment=rg:parallel=tp8,dp2;class=1", str(script)],
-        capture_output=True, text=True, env=slurm_env(spec), timeout=60, check=True,
-    ).stdout.strip().split(";")[0]
-    url = f"sqlite:///{tmp_path / 'rg.sqlite'}"
-    env = {**os.environ, **slurm_env(spec), "RAILGANG_CONFIG": "", "RAILGANG_DB__URL": url,
-           "PATH": f"{bindir}:{os.environ['PATH']}", "RG_CRASH_FILE": str(crash),
-           "RAILGANG_SLURM__BACKEND": "cli", "RAILGANG_SLURM__CONF": str(spec.slurm_conf),
-           "RAILGANG_DAEMON__HEARTBEAT_FILE": str(spec.heartbeat_file),
-           "RAILGANG_DAEMON__METRICS_PORT": "0", "RAILGANG_DAEMON__POLICY": "fifo",
-           "RAILGANG_DAEMON__CYCLE_INTERVAL_S": "0.5"}
+    job = _submit_leased_gang(spec, tmp_path)
+    env = _daemon_env(spec, tmp_path, PATH=f"{bindir}:{os.environ['PATH']}",
+                      RG_CRASH_FILE=str(crash), RAILGANG_DAEMON__CYCLE_INTERVAL_S="0.5")
+    url = env["RAILGANG_DB__URL"]
 
     def journal() -> list[tuple[str | None, str, str]]:
         engine = make_engine(url)
