@@ -133,6 +133,7 @@ class TrainingContext:
         self._report_every_s = report_every_s
         self._last_report: float | None = None
         self._stop = threading.Event()
+        self._received: list[int] = []
         self._stop_signal: int | None = None
         self._stop_at: float | None = None
 
@@ -143,7 +144,14 @@ class TrainingContext:
             signal.signal(sig, self._on_signal)
 
     def _on_signal(self, signum: int, _frame: FrameType | None) -> None:
+        self._received.append(signum)
         self.request_stop(signum)
+
+    @property
+    def being_requeued(self) -> bool:
+        """A SIGTERM after the checkpoint signal: Slurm is ending this run (requeue or cancel).
+        Leave promptly, so the next run does not launch beside a process still winding down."""
+        return len(self._received) >= 2 and self._received[-1] == signal.SIGTERM
 
     def request_stop(self, signum: int = int(signal.SIGUSR1)) -> None:
         if not self._stop.is_set():
@@ -165,11 +173,12 @@ class TrainingContext:
         """After the last checkpoint, keep the allocation until Slurm requeues (kills) the job.
 
         Exiting early would end the job as COMPLETED and lose the requeue, so the process waits
-        out the grace time (plus a minute of slack for a slow daemon), then returns.
+        out the grace time (plus a minute of slack for a slow daemon), then returns; it returns
+        at once when Slurm's SIGTERM of the requeue arrives (:attr:`being_requeued`).
         """
         deadline = self.grace_left_s + 60.0
         waited = 0.0
-        while waited < deadline:
+        while waited < deadline and not self.being_requeued:
             sleep(1.0)
             waited += 1.0
 

@@ -100,6 +100,27 @@ def test_wait_for_requeue_is_bounded_by_grace_plus_slack() -> None:
     assert sum(slept) == pytest.approx(65.0)
 
 
+def test_wait_for_requeue_ends_on_the_requeues_sigterm() -> None:
+    ctx = TrainingContext({"RAILGANG_GRACE_S": "120"}, clock=FakeClock(), runner=Recorder())
+    old = {s: signal.getsignal(s) for s in (signal.SIGUSR1, signal.SIGTERM)}
+    try:
+        ctx.install_signal_handlers()
+        os.kill(os.getpid(), signal.SIGUSR1)  # the checkpoint signal
+        assert ctx.stop_requested and not ctx.being_requeued
+        slept: list[float] = []
+
+        def sleep(s: float) -> None:
+            slept.append(s)
+            if len(slept) == 3:
+                os.kill(os.getpid(), signal.SIGTERM)  # scontrol requeue ends the run
+
+        ctx.wait_for_requeue(sleep=sleep)
+        assert ctx.being_requeued and len(slept) == 3
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+
+
 def test_progress_reports_are_rate_limited_and_parse_back() -> None:
     clock = FakeClock()
     run = Recorder()

@@ -57,8 +57,24 @@ def test_preempted_example_checkpoints_requeues_and_resumes(slurm_cluster: DevCl
     step_at_preempt = json.loads(ckpt.read_text())["step"]
     assert 10 <= step_at_preempt < 40
     sl(slurm_cluster, "scontrol", "requeue", job)
-    sl(slurm_cluster, "scontrol", "update", f"jobid={job}", "StartTime=now")
-    wait_for(lambda: state(slurm_cluster, job) == "COMPLETED", timeout_s=90, what="completion")
+
+    seen: list[str] = []
+
+    def restarted_and_done() -> bool:
+        # A requeue gives the job a begin time ~2 min out once the old run has ended (it may still
+        # be COMPLETING under load); end that wait once the job is pending again. Should the update
+        # be lost, the begin time passes on its own, hence the generous bound.
+        now = state(slurm_cluster, job)
+        if now == "PENDING" and "PENDING" not in seen:
+            sl(slurm_cluster, "scontrol", "update", f"jobid={job}", "StartTime=now")
+        if not seen or seen[-1] != now:
+            seen.append(now)
+        return now == "COMPLETED"
+
+    try:
+        wait_for(restarted_and_done, timeout_s=240, what="completion")
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}; states seen: {seen}") from exc
     assert json.loads(ckpt.read_text())["step"] == 40
     log = "".join(p.read_text() for p in tmp_path.glob("out-*"))
     assert f"start at step {step_at_preempt} (restart 1)" in log
