@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 
+from prometheus_client.parser import text_string_to_metric_families
+
 __all__ = [
     "ERROR_COUNTERS",
     "PortKey",
@@ -39,6 +41,10 @@ ERROR_COUNTERS = (
 )
 CONGESTION_COUNTERS = ("port_xmit_discards", "port_xmit_wait", "port_rcv_switch_relay_errors")
 DATA_COUNTERS = ("port_xmit_data", "port_rcv_data")
+# The IBA error and congestion counters stop at their maximum instead of wrapping (PortCounters,
+# IBA 1.3 §16.1.3.5), so one that went down was reset (a reboot, a driver reload, `perfquery -R`
+# after a repair), never wrapped: its new value is what accrued since the reset.
+SATURATING = frozenset((*ERROR_COUNTERS, *CONGESTION_COUNTERS))
 
 # Widths of the IBA PortCounters attribute (non-extended); the extended set is 64-bit throughout.
 _WIDTH = {
@@ -242,36 +248,55 @@ def parse_perfquery(text: str, host: str, time: float) -> list[PortSample]:
     return samples
 
 
-_PROM = re.compile(r"^node_infiniband_([a-z0-9_]+)\{([^}]*)\}\s+(\S+)(?:\s+\d+)?\s*$")
-_LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
 _STATES = {1: "DOWN", 2: "INIT", 3: "ARMED", 4: "ACTIVE", 5: "ACTIVE_DEFER"}
 _PHYS = {1: "Sleep", 2: "Polling", 3: "Disabled", 4: "PortConfigurationTraining", 5: "LinkUp",
          6: "LinkErrorRecovery", 7: "Phy Test"}
+_IB_PREFIX = "node_infiniband_"
+
+
+def _exporter_samples(text: str, warnings: list[str]) -> list[tuple[str, dict[str, str], float]]:
+    """``(metric without the prefix, labels, value)`` of every ``node_infiniband_*`` sample, read
+    by prometheus_client's text parser. Only those lines are parsed (a node_exporter page has
+    thousands of others); a page the parser refuses is parsed line by line, so one broken line
+    costs that line only (named in ``warnings``)."""
+    lines = [(i, ln) for i, ln in enumerate(text.splitlines(), start=1)
+             if ln.lstrip().startswith(_IB_PREFIX)]
+    out: list[tuple[str, dict[str, str], float]] = []
+
+    def take(chunk: str) -> None:
+        for family in text_string_to_metric_families(chunk):
+            for s in family.samples:
+                out.append((s.name[len(_IB_PREFIX):], dict(s.labels), float(s.value)))
+
+    try:
+        take("\n".join(ln for _, ln in lines) + "\n")
+        return out
+    except ValueError:
+        out.clear()
+    for number, line in lines:
+        try:
+            take(line + "\n")
+        except ValueError:
+            warnings.append(f"line {number}: unreadable sample, skipped")
+    return out
 
 
 def parse_node_exporter(text: str, host: str, time: float) -> list[PortSample]:
-    """Samples from Prometheus node_exporter text (``node_infiniband_*{device=…,port=…}``).
+    """Samples from Prometheus node_exporter text (``node_infiniband_*{device=…,port=…}``),
+    parsed with prometheus_client's text parser.
 
     Data counters are already bytes there (``data_scale`` 1) and 64-bit.
     """
     ports: dict[tuple[str, int], dict[str, object]] = {}
     warnings: list[str] = []
-    for number, line in enumerate(text.splitlines(), start=1):
-        line = line.strip()
-        if not line.startswith("node_infiniband_"):
-            continue
-        m = _PROM.match(line)
-        if not m:
-            warnings.append(f"line {number}: unreadable sample, skipped")
-            continue
-        metric, labels, raw = m.groups()
-        lab = dict(_LABEL.findall(labels))
+    for metric, lab, raw in _exporter_samples(text, warnings):
         if "device" not in lab or not lab.get("port", "").isdigit():
             continue  # node_infiniband_info and friends
         entry = ports.setdefault((lab["device"], int(lab["port"])), {"counters": {}})
-        value = _parse_int(raw)
+        value = _parse_int(repr(raw))
         if value is None:
-            warnings.append(f"line {number}: {metric} = {raw!r} is not a counter, skipped")
+            warnings.append(f"{metric}{{device={lab['device']},port={lab['port']}}} = {raw!r} "
+                            "is not a counter, skipped")
             continue
         if metric == "rate_bytes_per_second":
             entry["rate"] = value / 1e9
@@ -302,15 +327,16 @@ def _delta(name: str, old: int, new: int, width: int | None, notes: list[str],
            max_delta: float | None = None) -> int | None:
     """Increase of one counter: plain, wrapped, or reset.
 
-    A decrease is a wrap if the wrapped increase is physically possible (``max_delta``, from the
-    link rate, for data counters) or, without a bound, if the value fell by more than half the
-    range; otherwise the counter was reset and the new value is what accrued since.
+    A decrease of a saturating (error or congestion) counter is always a reset. For the data and
+    packet counters it is a wrap if the wrapped increase is physically possible (``max_delta``,
+    from the link rate) or, without a bound, if the value fell by more than half the range;
+    otherwise the counter was reset and the new value is what accrued since.
     """
     if width is not None and width < 64 and old == (1 << width) - 1 and name not in DATA_COUNTERS:
         notes.append(f"{name}: saturated at {old}; rate is a lower bound")
     if new >= old:
         return new - old
-    if width is not None:
+    if width is not None and name not in SATURATING:
         wrapped = new + (1 << width) - old
         plausible = wrapped <= max_delta if max_delta is not None else old - new > (1 << width) // 2
         if plausible:

@@ -27,11 +27,15 @@ class LinkHealth:
     ``hca`` maps (node, rail) to the factor of that node's port on that rail; ``switches`` maps a
     switch name to the factor of every path through it (a lame spine slows all cross-leaf
     traffic). Anything absent is healthy (1.0). ``quarantined`` maps node -> reason.
+    ``observed`` names the nodes whose links a live collector watches and has enough clean or
+    bad intervals on to vouch for (``linkstate.LinkTracker``): a node there and not quarantined
+    has healthy links now, so a quarantine left from earlier (a Slurm node tag) may be lifted.
     """
 
     hca: Mapping[tuple[str, int], float] = field(default_factory=lambda: MappingProxyType({}))
     switches: Mapping[str, float] = field(default_factory=_empty)
     quarantined: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    observed: frozenset[str] = frozenset()
 
     def port_factor(self, node: str, rail: int) -> float:
         """Factor of the HCA port of ``node`` on ``rail``."""

@@ -108,47 +108,61 @@ class Assessment:
     warnings: tuple[str, ...]
 
 
+# (port, factor it counts at, why it quarantines its node(s) or None)
+_Verdict = tuple[PortKey, float, str | None]
+
+
+def _fold(
+    fabric: Fabric,
+    verdicts: Iterable[_Verdict],
+    rail_of: Callable[[PortKey], int | None],
+    observed: frozenset[str] = frozenset(),
+) -> tuple[LinkHealth, list[str]]:
+    """Port verdicts -> HCA and switch factors and the quarantine set (see :func:`assess`)."""
+    hca: dict[tuple[str, int], float] = {}
+    switches: dict[str, float] = {}
+    quarantined: dict[str, str] = {}
+    warnings: list[str] = []
+    switch_names = set(fabric.switches)
+    for key, factor, why in verdicts:
+        host = key.host
+        if host in fabric:
+            rail = rail_of(key)
+            if rail is None:
+                warnings.append(f"{host} {key.device}: cannot tell its rail, ignored")
+                continue
+            hca[(host, rail)] = min(hca.get((host, rail), 1.0), factor)
+            if why is not None:
+                quarantined.setdefault(host, f"lame link {key.device} port {key.port}: {why}")
+        elif host in switch_names:
+            switches[host] = min(switches.get(host, 1.0), factor)
+            if why is not None and fabric.height(host) == 1:
+                for node in fabric.direct_nodes(host):
+                    quarantined.setdefault(node, f"behind lame switch {host} port {key.port}: {why}")
+        else:
+            warnings.append(f"unknown host {host!r} in counters, skipped")
+    health = LinkHealth(MappingProxyType(hca), MappingProxyType(switches),
+                        MappingProxyType(quarantined), observed)
+    return health, warnings
+
+
 def assess(
     fabric: Fabric,
     rates: Iterable[PortRates],
     th: Thresholds = DEFAULT_THRESHOLDS,
     rail_of: Callable[[PortKey], int | None] = rail_from_device,
 ) -> Assessment:
-    """Fold port verdicts into HCA and switch factors and the quarantine set.
+    """Fold port verdicts of one interval into HCA and switch factors and the quarantine set.
 
     Host ports (``key.host`` a node) set ``hca[(node, rail)]``; switch ports (``key.host`` a
     switch) set the switch factor. A lame HCA quarantines its node; a lame port on a *leaf*
     quarantines every node on that leaf. Higher switches only lower the factor of paths through
-    them (quarantining a whole spine's nodes would strand far more than it protects).
+    them (quarantining a whole spine's nodes would strand far more than it protects). One
+    interval, no memory: the daemon's collector uses :class:`LinkTracker` instead.
     """
-    hca: dict[tuple[str, int], float] = {}
-    switches: dict[str, float] = {}
-    quarantined: dict[str, str] = {}
-    warnings: list[str] = []
-    states: list[LinkState] = []
-    switch_names = set(fabric.switches)
-    for r in rates:
-        state = classify(r, th)
-        states.append(state)
-        host = r.key.host
-        if host in fabric:
-            rail = rail_of(r.key)
-            if rail is None:
-                warnings.append(f"{host} {r.key.device}: cannot tell its rail, ignored")
-                continue
-            hca[(host, rail)] = min(hca.get((host, rail), 1.0), state.factor)
-            if state.status == "lame":
-                quarantined.setdefault(host, f"lame link {r.key.device} port {r.key.port}: "
-                                             + "; ".join(state.reasons))
-        elif host in switch_names:
-            switches[host] = min(switches.get(host, 1.0), state.factor)
-            if state.status == "lame" and fabric.height(host) == 1:
-                for node in fabric.direct_nodes(host):
-                    quarantined.setdefault(node, f"behind lame switch {host} port {r.key.port}: "
-                                                 + "; ".join(state.reasons))
-        else:
-            warnings.append(f"unknown host {host!r} in counters, skipped")
-    health = LinkHealth(MappingProxyType(hca), MappingProxyType(switches), MappingProxyType(quarantined))
+    states = [classify(r, th) for r in rates]
+    health, warnings = _fold(fabric, ((st.key, st.factor, "; ".join(st.reasons) if st.status == "lame"
+                                       else None) for st in states), rail_of)
     return Assessment(tuple(states), health, tuple(warnings))
 
 

@@ -36,6 +36,7 @@ EXPECTED = {
         "quarantine_entries", "rail_from_device",
     },
     "railgang.topology.fakefabric": {"FakeIBFabric", "Injection"},
+    "railgang.topology.linktrack": {"Change", "Hysteresis", "LinkTracker", "PortStatus"},
     "railgang.topology.occupancy": {"FreeMap", "all_free", "random_occupancy"},
 }
 
