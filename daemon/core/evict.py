@@ -119,7 +119,7 @@ class EvictPhase:
             cands = [v for v in by_key[ck] if v.job_id not in w.touched]
             if not cands:
                 continue
-            memo = (gang_for(job, x.min_replicas), ck, job.priority_class == 0)
+            memo = (gang_for(job, x.min_replicas, w.eligible(job)), ck, job.priority_class == 0)
             if memo in hopeless:
                 code = hopeless[memo]
                 if code is not None:
@@ -201,7 +201,7 @@ def _evict_for(
             got += len(gs)
         if got >= need and tries < 4:
             tries += 1
-            placed = w.place(gang_for(job, x.min_replicas), extra)
+            placed = w.place(gang_for(job, x.min_replicas, w.eligible(job)), extra)
             if isinstance(placed, Placed):
                 return Eviction(placed, tuple(shrinks), tuple(kills))
     return Eviction(budget_hit=budget_hit)

@@ -18,8 +18,9 @@ from railgang.daemon.core.job import Assignment, Job
 from railgang.topology.placement.types import GangRequest, Unplaceable
 
 
-def gang_for(job: Job, replicas: int) -> GangRequest:
-    """The gang ``replicas`` DP replicas of ``job`` need (whole TP × PP groups)."""
+def gang_for(job: Job, replicas: int, nodes: frozenset[str] | None = None) -> GangRequest:
+    """The gang ``replicas`` DP replicas of ``job`` need (whole TP × PP groups), on ``nodes``
+    only when given (the nodes meeting the job's needs: ``Work.eligible``)."""
     return GangRequest(
         gpus=replicas * job.replica_gpus,
         tp=job.tp,
@@ -27,6 +28,7 @@ def gang_for(job: Job, replicas: int) -> GangRequest:
         dp=replicas,
         min_gpu_mem_gb=job.min_gpu_mem_gb,
         needs_nvlink=job.needs_nvlink,
+        nodes=nodes,
     )
 
 

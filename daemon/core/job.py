@@ -26,6 +26,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
+from railgang.daemon.core.needs import NO_NEEDS, Needs
 from railgang.daemon.core.scaling import SpeedupFn, linear
 
 Assignment = Mapping[str, tuple[int, ...]]
@@ -61,6 +62,7 @@ class JobRequest:
     restore_cost_s: float = 120.0  # reload + warm-up after a restart
     min_gpu_mem_gb: float = 0.0  # capability need (R-S10), not a SKU
     needs_nvlink: bool = False
+    needs: Needs = NO_NEEDS  # what every node of the job must offer (daemon/core/needs.py)
     speedup_fn: SpeedupFn = field(default=linear, compare=False, repr=False)
     goodput_fn: SpeedupFn | None = field(default=None, compare=False, repr=False)  # measured
     # goodput on k replicas (throughput × statistical efficiency, e.g. from the job's own
@@ -172,6 +174,8 @@ class Job:
     def min_gpu_mem_gb(self) -> float: return self.request.min_gpu_mem_gb
     @property
     def needs_nvlink(self) -> bool: return self.request.needs_nvlink
+    @property
+    def needs(self) -> Needs: return self.request.needs
     @property
     def speedup_fn(self) -> SpeedupFn: return self.request.speedup_fn
     @property

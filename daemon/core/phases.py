@@ -14,6 +14,7 @@ from railgang.daemon.core import quota as quotas
 from railgang.daemon.core.actions import Resize, Start
 from railgang.daemon.core.gang import Placed, Unplaceable, gang_for
 from railgang.daemon.core.job import Job, RunningJob, gpu_count
+from railgang.daemon.core.needs import fleet_summary
 from railgang.daemon.core.policy import Plan, Want
 from railgang.daemon.core.reasons import Reason, reason_for
 from railgang.daemon.core.work import INF, Work
@@ -121,6 +122,19 @@ def _sizes(job: Job, want: Want, free_count: int) -> list[int]:
     return sorted(set(out), reverse=True)
 
 
+def _needs_unmet(w: Work, job: Job) -> str:
+    """Why the job's needs rule it out on this cluster (fewer GPUs meet them than its minimum
+    size), listing what exists; "" when they do not."""
+    nodes = w.eligible(job)
+    if nodes is None:
+        return ""
+    have = sum(w.snap.nodes[n].gpus for n in nodes)
+    if have >= job.min_gpus:
+        return ""
+    fleet = fleet_summary((n.gpus, n.facts) for n in w.snap.nodes.values() if n.state.usable)
+    return f"{have} GPUs meet {job.needs.render()}; the cluster has {fleet}"
+
+
 def _try_start(w: Work, job: Job, want: Want, fits: Callable[[int], bool],
                leaf: LeafWait | None = None) -> Attempt:
     """Start ``job`` at the largest acceptable size that places (inside one leaf while ``leaf``
@@ -136,7 +150,7 @@ def _try_start(w: Work, job: Job, want: Want, fits: Callable[[int], bool],
             wait_s = w.shadow(want.replicas * job.replica_gpus)[0] - w.now
             if not elastic.start_small_pays(job, k, want.replicas, wait_s):
                 continue
-        res = w.place(gang_for(job, k))
+        res = w.place(gang_for(job, k, w.eligible(job)))
         if isinstance(res, Placed):
             if leaf is not None and leaf.spread(job, gpus, res):
                 for_leaf = True  # a smaller size may still fit one leaf
@@ -165,6 +179,10 @@ class PlacePhase:
             need = x.min_replicas * job.replica_gpus
             if job.min_gpus > w.total:
                 w.wait(job, Reason.LARGER_THAN_CLUSTER, f"cluster has {w.total} GPUs", job.min_gpus)
+                continue
+            unmet = _needs_unmet(w, job)
+            if unmet:
+                w.wait(job, Reason.NEEDS_UNMET, unmet, job.min_gpus)
                 continue
             quota = w.snap.account(job.account).quota_gpus
             if quota is not None and w.account_gpus.get(job.account, 0) + need > quota:
@@ -241,7 +259,8 @@ class PlacePhase:
             why = Reason.PRIORITY  # would delay the reserved head job
         detail = ("topology has no valid gang slot" if why is Reason.FRAGMENTED else
                   "the free GPUs that fit are on quarantined nodes" if why is Reason.QUARANTINED
-                  else "")
+                  else f"too few free GPUs on the nodes that meet {job.needs.render()}"
+                  if why is Reason.NO_ELIGIBLE_CAPACITY else "")
         w.wait(job, why, detail, need)
 
 
@@ -296,7 +315,7 @@ def _grow_to(w: Work, run: RunningJob, target: int, rules: elastic.ElasticRules)
     room = int(min(room, quotas.room(w.snap.quotas, w.account_gpus, job.account, waiting=w.waiting)))
     k = min(target, run.replicas + max(0, room) // job.replica_gpus)
     while k > run.replicas and elastic.resize_pays(run, k, w.now, rules):
-        res = w.place(gang_for(job, k - run.replicas))
+        res = w.place(gang_for(job, k - run.replicas, w.eligible(job)))
         if isinstance(res, Placed):
             merged = {n: tuple(run.assignment.get(n, ())) + tuple(res.assignment.get(n, ()))
                       for n in set(run.assignment) | set(res.assignment)}

@@ -29,6 +29,8 @@ class Reason(enum.Enum):
     GPU_MEMORY = "gpu_memory"  # too few free GPUs have the memory the job needs
     NO_NVLINK = "no_nvlink"  # too few free GPUs sit in NVLink domains (tp > 1 or needs_nvlink)
     INVALID_SHAPE = "invalid_shape"  # tp × pp × dp cannot be laid out (e.g. TP wider than a domain)
+    NEEDS_UNMET = "needs_unmet"  # too few GPUs in the whole cluster meet the job's needs (R-S10)
+    NO_ELIGIBLE_CAPACITY = "no_eligible_capacity"  # enough free GPUs, too few on nodes meeting its needs
     LARGER_THAN_CLUSTER = "larger_than_cluster"  # can never run on this cluster (rejected)
     QUOTA = "quota"  # the account's GPU quota would be exceeded
     QUOTA_TEAM = "quota_team"  # the team's quota (burst limit, else guarantee) binds
@@ -65,6 +67,7 @@ _FOR_FAILURE: Mapping[PlacementFailure, Reason] = MappingProxyType({
     PlacementFailure.GPU_MEMORY: Reason.GPU_MEMORY,
     PlacementFailure.NO_NVLINK_DOMAIN: Reason.NO_NVLINK,
     PlacementFailure.INVALID_REQUEST: Reason.INVALID_SHAPE,
+    PlacementFailure.INELIGIBLE_NODES: Reason.NO_ELIGIBLE_CAPACITY,
 })
 
 

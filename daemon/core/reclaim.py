@@ -104,7 +104,7 @@ class ReclaimPhase:
             block = q.gate(tree, alloc, job.account, need)
             if block is None and got >= need and tries < 4:
                 tries += 1
-                res = w.place(gang_for(job, x.min_replicas), extra)
+                res = w.place(gang_for(job, x.min_replicas, w.eligible(job)), extra)
                 if isinstance(res, Placed):
                     placed = res
                     break

@@ -9,7 +9,7 @@ Fields
 ``now``         clock of the observation (seconds; the cycle also receives ``now`` explicitly)
 ``fabric``      ``railgang.topology.fabric.Fabric`` the placement engine searches (opaque to the core)
 ``health``      optional link health from ``topology`` (passed through to ``place``)
-``nodes``       :class:`Node` per name: GPU count, :class:`NodeState`, tags
+``nodes``       :class:`Node` per name: GPU count, :class:`NodeState`, tags, GPU facts
 ``free``        free GPU indices per node, ``Mapping[str, frozenset[int]]``; drained/down nodes
                 must already be absent or empty
 ``running``     :class:`~railgang.daemon.core.job.RunningJob` per job id
@@ -29,6 +29,7 @@ from types import MappingProxyType
 from typing import Any
 
 from railgang.daemon.core.job import Job, RunningJob
+from railgang.daemon.core.needs import UNKNOWN_FACTS, GpuFacts
 from railgang.daemon.core.quota import QuotaTree
 
 
@@ -88,6 +89,8 @@ class Node:
     gpus: int
     state: NodeState = NodeState.IDLE
     tags: frozenset[str] = frozenset()
+    tier: str = ""  # capacity tier: "reserved", "on-demand", "spot" ("" = owned, no price)
+    facts: GpuFacts = UNKNOWN_FACTS  # GPU type, memory, NVLink, interconnect (jobs' needs)
 
     def __post_init__(self) -> None:
         if not isinstance(self.state, NodeState):  # a Slurm string from an adapter: parse it once
@@ -137,6 +140,8 @@ class Snapshot:
     preemptions: tuple[PreemptEvent, ...] = ()
     health: Any = None  # topology link health, or None
     quotas: QuotaTree | None = None  # None: no quota tree (only the flat Account.quota_gpus)
+    tiers: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))  # tier name ->
+    # railgang.daemon.core.spot.TierTerms (price, interruption rate); empty = no prices known
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "free", _freeze_free(self.free))

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from railgang.daemon.core.actions import Action, Start
 from railgang.daemon.core.gang import GangRequest, Placed, Placer, Unplaceable
 from railgang.daemon.core.job import Assignment, Job
+from railgang.daemon.core.needs import Needs, eligible_nodes
 from railgang.daemon.core.quota import pending_demand
 from railgang.daemon.core.reasons import PendingReason, Reason
 from railgang.daemon.core.snapshot import Snapshot
@@ -42,6 +43,7 @@ class Work:
         self.reserved = False
         self._started_ends: list[tuple[float, int]] = []  # (expected end, GPUs) of this cycle's starts
         self._ends: list[tuple[float, int]] | None = None  # all expected ends, sorted, built lazily
+        self._eligible: dict[Needs, frozenset[str]] = {}  # nodes meeting each needs, per cycle
 
     @property
     def ends(self) -> list[tuple[float, int]]:
@@ -52,6 +54,17 @@ class Work:
         return self._ends
 
     # -- placement ---------------------------------------------------------------------------
+    def eligible(self, job: Job) -> frozenset[str] | None:
+        """Usable nodes meeting ``job``'s needs (None: a job without needs may use any node)."""
+        needs = job.needs
+        if needs.empty:
+            return None
+        nodes = self._eligible.get(needs)
+        if nodes is None:
+            facts = {n: node.facts for n, node in self.snap.nodes.items() if node.state.usable}
+            nodes = self._eligible[needs] = eligible_nodes(needs, facts)
+        return nodes
+
     def place(self, gang: GangRequest,
               free: Mapping[str, frozenset[int]] | None = None) -> Placed | Unplaceable:
         """Place ``gang`` on this cycle's free GPUs (or on ``free``, a what-if); a shape that

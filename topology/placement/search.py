@@ -220,6 +220,19 @@ def _single(fabric: Fabric, free: Mapping[str, frozenset[int]], request: GangReq
                      shape.job_class, leaf)
 
 
+def _allowed(free: Mapping[str, frozenset[int]], nodes: frozenset[str],
+             gpus: int) -> Mapping[str, frozenset[int]] | Unplaceable:
+    """``free`` on ``nodes`` only; INELIGIBLE_NODES when that alone leaves too few GPUs."""
+    kept = {n: g for n, g in free.items() if n in nodes}
+    have = sum(len(g) for g in kept.values())
+    total = sum(len(g) for g in free.values())
+    if have < gpus <= total:
+        return Unplaceable(PlacementFailure.INELIGIBLE_NODES,
+                           f"{total} GPUs free, {have} of them on the {len(nodes)} nodes the gang "
+                           f"may use, {gpus} needed")
+    return kept
+
+
 def place(
     fabric: Fabric,
     free: Mapping[str, frozenset[int]],
@@ -236,6 +249,11 @@ def place(
     shape = normalise(request, fabric)
     if isinstance(shape, Unplaceable):
         return shape
+    if request.nodes is not None:
+        allowed = _allowed(free, request.nodes, shape.gpus)
+        if isinstance(allowed, Unplaceable):
+            return allowed
+        free = allowed
     weights = CLASS_WEIGHTS[shape.job_class]
     if shape.gpus <= fabric.max_node_gpus and not fabric.multi_node_domains:
         single = _single(fabric, free, request, shape, weights, health)

@@ -39,6 +39,7 @@ class PlacementFailure(enum.StrEnum):
     INVALID_REQUEST = "invalid_request"  # tp*pp*dp != gpus, non-positive sizes, TP wider than any NVLink domain
     GPU_MEMORY = "gpu_memory"  # enough GPUs, but not with min_gpu_mem_gb
     NO_NVLINK_DOMAIN = "no_nvlink_domain"  # enough GPUs, but not on NVLink nodes (needs_nvlink or tp > 1)
+    INELIGIBLE_NODES = "ineligible_nodes"  # enough GPUs, but too few on the nodes the gang may use
     INSUFFICIENT_GPUS = "insufficient_gpus"  # fewer free GPUs than requested in the whole fabric
     QUARANTINED = "quarantined"  # enough GPUs only if lame-link nodes were used
     TOPOLOGY_FRAGMENTED = "topology_fragmented"  # enough free GPUs, but not in the gang's shape
@@ -69,6 +70,8 @@ class GangRequest:
     job_class: JobClass | None = None
     min_gpu_mem_gb: float = 0.0
     needs_nvlink: bool = False
+    # the only nodes the gang may use (e.g. those meeting the job's needs); None = any node
+    nodes: frozenset[str] | None = None
 
 
 @dataclass(frozen=True)
