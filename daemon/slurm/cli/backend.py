@@ -29,6 +29,7 @@ from railgang.daemon.errors import SlurmCommandError, SlurmError
 from railgang.daemon.slurm.backend import ActionResult
 from railgang.daemon.slurm.cli import commands as cmd
 from railgang.daemon.slurm.cli.apply import ApplyConfig, apply_actions, finish_due
+from railgang.daemon.slurm.cli.facts import render_fleet_file, write_fleet_file
 from railgang.daemon.slurm.cli.parse import ParseProblem
 from railgang.daemon.slurm.cli.records import (
     SinfoNode,
@@ -66,6 +67,7 @@ class CliBackend:
         self._fabric: Any = None
         self._topology_text: str | None = None
         self._started: dict[str, float] = {}  # job id -> when this backend's Start ended its lease
+        self._fleet_text: str | None = None  # the fleet file as last written (or tried)
 
     # -- observe -------------------------------------------------------------------------------
     def observe(self, now: float) -> Observation:
@@ -80,12 +82,30 @@ class CliBackend:
                                 [*job_notes, *node_notes, *share_notes])
         for note in obs.skipped:
             log.warning("slurm: %s", note)
+        self._write_fleet(obs)
         self.finished = finish_due(self.runner, obs, now, self.config)
         self.last = obs
         return obs
 
     def snapshot(self, now: float) -> Snapshot:
         return self.observe(now).snapshot
+
+    def _write_fleet(self, obs: Observation) -> None:
+        """Keep the fleet file job_submit.lua reads in line with the nodes' facts. A write
+        that fails is logged once, never fails the cycle: the lua then only checks the grammar."""
+        path = self.settings.fleet_file
+        if path is None or str(path) in ("", "."):
+            return
+        text = render_fleet_file((n.name, n.gpus, n.facts) for n in obs.snapshot.nodes.values())
+        if text == self._fleet_text:
+            return
+        try:
+            write_fleet_file(path, text)
+            self._fleet_text = text
+        except OSError as exc:
+            log.warning("slurm: cannot write the fleet file %s (%s); job_submit.lua cannot refuse "
+                        "needs no node meets until it can", path, exc)
+            self._fleet_text = text  # once per change, not every cycle
 
     def _shares(self) -> tuple[list[Any], list[str]]:
         if not self.read_shares:

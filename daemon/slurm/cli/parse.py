@@ -8,7 +8,7 @@ naming the job or node and the field, so a caller can skip that one record and l
 
 The railgang tag lives in a job's AdminComment, written by ``job_submit.lua``::
 
-    railgang:tp=8,pp=4,dp=8;elastic=4:16;class=1[;preempt=DEADLINE@RESTARTS][;grow=DEADLINE@RESTARTS@n[01-04]x8]
+    railgang:tp=8,pp=4,dp=8;elastic=4:16;class=1[;needs=gpumem>=40G,nvlink][;preempt=DEADLINE@RESTARTS][;grow=DEADLINE@RESTARTS@n[01-04]x8]
 
 ``preempt``/``grow`` are added by this backend while a checkpoint signal is in flight; they are
 bound to the job's restart count, so they lapse by themselves once the job was requeued.
@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import hostlist
+
+from railgang.daemon.core.needs import NO_NEEDS, Needs, NeedsError, parse_needs
 
 TAG_PREFIX = "railgang:"
 
@@ -50,6 +52,7 @@ class RailgangTag:
     dp: int | None = None  # None: no parallel hint; the GPU request decides
     elastic: tuple[int, int] | None = None  # DP replicas (min, max)
     klass: int = 3
+    needs: Needs = NO_NEEDS  # what every node must offer (canonical text in the tag)
     preempt: Pending | None = None
     grow: Pending | None = None
 
@@ -61,6 +64,8 @@ class RailgangTag:
         if self.elastic is not None:
             parts.append(f"elastic={self.elastic[0]}:{self.elastic[1]}")
         parts.append(f"class={self.klass}")
+        if not self.needs.empty:
+            parts.append(f"needs={self.needs.render()}")
         if self.preempt is not None:
             parts.append(f"preempt={self.preempt.deadline:.0f}@{self.preempt.restarts}")
         if self.grow is not None:
@@ -130,6 +135,11 @@ def parse_tag(comment: str) -> RailgangTag | None:
             fields["elastic"] = (lo_i, hi_i)
         elif key == "class":
             fields["klass"] = _int(value, "class", 0, 3)
+        elif key == "needs":
+            try:
+                fields["needs"] = parse_needs(value)
+            except NeedsError as exc:
+                raise ParseProblem(f"AdminComment needs: {exc}") from exc
         elif key == "preempt":
             fields["preempt"] = _pending(value, "preempt", with_target=False)
         elif key == "grow":

@@ -73,6 +73,7 @@ class SinfoNode:
     state: str  # the core's vocabulary: idle | mixed | alloc | drain | down
     reason: str
     features: frozenset[str]
+    gres: str = ""  # as sinfo prints it (gpu:a100:8(S:0-1)): the typed GRES names the GPU type
 
 
 @dataclass(frozen=True, slots=True)
@@ -213,6 +214,7 @@ def parse_sinfo(text: str) -> tuple[list[SinfoNode], list[str]]:
             state=node_state(str(raw.get("state") or ""), list(raw.get("state_flags") or [])),
             reason=str(raw.get("reason") or ""),
             features=frozenset(f for f in feats.split(",") if f),
+            gres=str(raw.get("gres") or ""),
         ))
     return nodes, problems
 

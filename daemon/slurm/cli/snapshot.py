@@ -17,6 +17,7 @@ from typing import Any
 
 from railgang.daemon.core.job import Job, JobRequest, JobState, RunningJob
 from railgang.daemon.core.snapshot import Account, Node, NodeState, Snapshot, make_snapshot
+from railgang.daemon.slurm.cli.facts import facts_from_slurm
 from railgang.daemon.slurm.cli.parse import RailgangTag
 from railgang.daemon.slurm.cli.records import ShareRow, SinfoNode, SqueueJob
 
@@ -55,6 +56,7 @@ def core_job(rec: SqueueJob, tag: RailgangTag) -> Job:
         elastic_min=tag.elastic[0] if tag.elastic else None,
         elastic_max=tag.elastic[1] if tag.elastic else None,
         priority_class=tag.klass,
+        needs=tag.needs,
         time_limit_s=rec.time_limit_s,
         model=rec.name,
     )
@@ -78,9 +80,11 @@ def core_running(rec: SqueueJob, tag: RailgangTag, job: Job) -> RunningJob:
 
 
 def core_node(rec: SinfoNode) -> Node:
-    """The core's :class:`Node`; railgang tags are the node's ``rg_*`` features."""
+    """The core's :class:`Node`; railgang tags are the node's ``rg_*`` features, its GPU facts
+    come from the typed GRES and the other features (``facts.py``)."""
     tags = frozenset(f[len(TAG_FEATURE_PREFIX):] for f in rec.features if f.startswith(TAG_FEATURE_PREFIX))
-    return Node(name=rec.name, gpus=rec.gpus, state=NodeState.parse(rec.state), tags=tags)
+    return Node(name=rec.name, gpus=rec.gpus, state=NodeState.parse(rec.state), tags=tags,
+                facts=facts_from_slurm(rec.gres, rec.features))
 
 
 def core_account(row: ShareRow) -> Account:

@@ -1,0 +1,103 @@
+"""Node facts from Slurm (typed GRES + node features) and the fleet file ``job_submit.lua`` reads.
+
+Facts (``railgang.daemon.core.needs.GpuFacts``) come from what an admin already writes in
+slurm.conf, no extra inventory:
+
+- GPU type: the typed GRES, ``Gres=gpu:a100:8`` -> ``a100`` (untyped ``gpu:8`` -> unknown).
+- memory per GPU: feature ``gpumem_80g`` (or ``gpumem_80``, GB); else the smallest memory the
+  type ships with (:data:`MIN_GPU_MEM_GB`: an A100 may be the 40 GB one), else unknown.
+- NVLink: feature ``nvlink`` (or an ``nvl_<domain>`` feature); without it, none.
+- interconnect: feature ``ib``, ``roce`` or ``eth``; else unknown.
+- compute capability: feature ``cc80`` / ``sm_80`` (8.0; ``cc100`` is 10.0); else by type.
+
+The fleet file lists each kind of node once, so ``job_submit.lua`` (no network, no Slurm API for
+nodes in 22.05) can refuse a need no node meets and say what exists. One line per kind::
+
+    n[01-04] gpus=8 type=a100 gpumem=80 nvlink=1 net=ib cc=8.0
+
+(``-`` for an unknown fact). The daemon rewrites it when the facts change (atomic rename, never a
+half-written file); ``railgang devcluster up`` writes it once the nodes registered.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+from collections.abc import Iterable
+from pathlib import Path
+
+import hostlist
+
+from railgang.daemon.core.needs import NETWORKS, GpuFacts
+
+__all__ = ["COMPUTE_CAPABILITY", "MIN_GPU_MEM_GB", "facts_from_slurm", "render_fleet_file",
+           "write_fleet_file"]
+
+# the smallest memory each type was sold with (GB per GPU): a need is never met by a guess
+MIN_GPU_MEM_GB = {"k80": 12.0, "p100": 12.0, "v100": 16.0, "t4": 16.0, "a10": 24.0, "l4": 24.0,
+                  "a40": 48.0, "l40s": 48.0, "a100": 40.0, "h100": 80.0, "h200": 141.0,
+                  "b200": 180.0, "gb200": 186.0, "mi250x": 64.0, "mi300x": 192.0}
+COMPUTE_CAPABILITY = {"k80": (3, 7), "p100": (6, 0), "v100": (7, 0), "t4": (7, 5), "a100": (8, 0),
+                      "a10": (8, 6), "a40": (8, 6), "l4": (8, 9), "l40s": (8, 9), "h100": (9, 0),
+                      "h200": (9, 0), "b200": (10, 0), "gb200": (10, 0)}
+_GRES_TYPE = re.compile(r"(?:^|,)(?:gres[:/])?gpu:([A-Za-z][\w.\-]*):\d+")
+_MEM = re.compile(r"^gpumem_?(\d+(?:\.\d+)?)(?:g|gb)?$")
+_CC = re.compile(r"^(?:cc|sm_?)(\d{1,2})(\d)$")
+
+
+def facts_from_slurm(gres: str, features: Iterable[str]) -> GpuFacts:
+    """A node's facts from its ``gres`` (sinfo/scontrol) and its active features."""
+    m = _GRES_TYPE.search(gres or "")
+    gpu_type = m.group(1).lower() if m else ""
+    mem = MIN_GPU_MEM_GB.get(gpu_type, 0.0)
+    cc = COMPUTE_CAPABILITY.get(gpu_type)
+    nvlink, net = False, ""
+    for raw in features:
+        f = raw.strip().lower()
+        if (mm := _MEM.match(f)) is not None:
+            mem = float(mm.group(1))
+        elif (c := _CC.match(f)) is not None:
+            cc = (int(c.group(1)), int(c.group(2)))
+        elif f == "nvlink" or (f.startswith("nvl_") and len(f) > 4):
+            nvlink = True
+        elif f in NETWORKS:
+            net = f
+    return GpuFacts(gpu_type, mem, nvlink, net, cc)
+
+
+def _line(names: list[str], gpus: int, f: GpuFacts) -> str:
+    cc = "{}.{}".format(*f.compute_capability) if f.compute_capability else "-"
+    return (f"{hostlist.collect_hostlist(names)} gpus={gpus} type={f.gpu_type or '-'} "
+            f"gpumem={f.gpu_mem_gb:g} nvlink={int(f.nvlink)} net={f.interconnect or '-'} cc={cc}")
+
+
+def render_fleet_file(nodes: Iterable[tuple[str, int, GpuFacts]]) -> str:
+    """The fleet file for (name, GPUs, facts) of every node: one sorted line per kind of node,
+    so the same fleet always gives the same bytes (and no rewrite)."""
+    kinds: dict[tuple[int, GpuFacts], list[str]] = {}
+    for name, gpus, facts in nodes:
+        kinds.setdefault((gpus, facts), []).append(name)
+    lines = sorted(_line(sorted(names), gpus, f) for (gpus, f), names in kinds.items())
+    return ("# railgang fleet: one line per kind of node (written from sinfo by the railgang "
+            "daemon; read by job_submit.lua)\n" + "".join(line + "\n" for line in lines))
+
+
+def write_fleet_file(path: Path, text: str) -> bool:
+    """Replace ``path`` with ``text`` atomically unless it already holds it; True if written."""
+    try:
+        if path.read_text() == text:
+            return False
+    except (FileNotFoundError, UnicodeDecodeError):
+        pass
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".fleet-")
+    try:
+        with os.fdopen(fd, "w") as fh:
+            fh.write(text)
+        os.chmod(tmp, 0o644)  # slurmctld may run as SlurmUser, not as the daemon's user
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return True
