@@ -4,10 +4,18 @@ begin-time lease for the railgang daemon while it is alive, and reject bad or un
 a message that says what to change.
 
 Hints reach this script in one of two ways:
-  * the railgang SPANK plugin (`sbatch --rg-parallel=tp8,pp4,dp8 --rg-elastic=4:16 --rg-class=1`)
-    puts RAILGANG_PARALLEL / RAILGANG_ELASTIC / RAILGANG_CLASS into spank_job_env;
-  * without the plugin, `--comment="rg:parallel=tp8,pp4,dp8;elastic=4:16;class=1"`.
-A valid ML job is tagged in admin_comment as "railgang:tp=8,pp=4,dp=8;elastic=4:16;class=1".
+  * the railgang SPANK plugin (`sbatch --rg-parallel=tp8,pp4,dp8 --rg-elastic=4:16 --rg-class=1
+    --rg-needs=gpumem>=40G,nvlink`) puts RAILGANG_PARALLEL / RAILGANG_ELASTIC / RAILGANG_CLASS /
+    RAILGANG_NEEDS into spank_job_env;
+  * without the plugin, `--comment="rg:parallel=tp8,pp4,dp8;elastic=4:16;class=1;needs=nvlink"`.
+A valid ML job is tagged in admin_comment as
+"railgang:tp=8,pp=4,dp=8;elastic=4:16;class=1;needs=gpumem>=40G,nvlink" (needs in canonical form).
+
+Needs, not SKUs (docs/needs.md): the same grammar as railgang.daemon.core.needs (a test holds the
+two to the same answers). RAILGANG_FLEET_FILE, which the daemon rewrites from sinfo, lists each
+kind of node once ("n[01-04] nodes=4 gpus=8 type=a100 gpumem=80 nvlink=1 net=ib cc=8.0"): a need
+no node meets, or that too few GPUs meet for the job's size, is refused with what exists. Without
+the file (no daemon yet) only the grammar is checked: fail open, the daemon reports the rest.
 
 Fail open (a lease, not a hold): the daemon writes "EPOCH [LEASE_S]" into RAILGANG_HEARTBEAT_FILE
 every cycle. While that EPOCH is younger than RAILGANG_HEARTBEAT_MAX_AGE seconds, a new ML job
@@ -33,6 +41,9 @@ local MAX_LEASE_S = 86400  -- a corrupt heartbeat must not park jobs for longer 
 local GRANTS_FILE = os.getenv("RAILGANG_GRANTS_FILE")
 local CLASS_NAMES = { [0] = "serving", [1] = "production", [2] = "interactive", [3] = "batch" }
 local KIND_NAMES = { account = "account", user = "user", qos = "QOS" }
+local FLEET_FILE = os.getenv("RAILGANG_FLEET_FILE")
+local NETWORKS = { eth = true, ib = true, roce = true }
+local NEEDS_HELP = "type=A100/H100, gpumem>=40G, nvlink, net=ib/roce, cc>=8.0 (comma-separated)"
 
 local function reject(msg)
     slurm.log_user("%s", "railgang: " .. msg)
@@ -85,12 +96,171 @@ local function hints_from_comment(comment)
     for item in string.gmatch(string.sub(comment, 4), "[^;]+") do
         local k, v = string.match(item, "^%s*(%a+)=(.-)%s*$")
         if k == nil then return nil, "--comment: '" .. item .. "' is not key=value" end
-        if k ~= "parallel" and k ~= "elastic" and k ~= "class" then
-            return nil, "--comment: unknown hint '" .. k .. "' (parallel, elastic, class)"
+        if k ~= "parallel" and k ~= "elastic" and k ~= "class" and k ~= "needs" then
+            return nil, "--comment: unknown hint '" .. k .. "' (parallel, elastic, class, needs)"
         end
         h[k] = v
     end
     return h
+end
+
+-- "a//b" -> {"a", "", "b"}: empty pieces kept, so they can be refused
+local function split(s, sep)
+    local out, start = {}, 1
+    while true do
+        local i = string.find(s, sep, start, true)
+        if i == nil then table.insert(out, string.sub(s, start)); return out end
+        table.insert(out, string.sub(s, start, i - 1))
+        start = i + 1
+    end
+end
+
+local function sorted_keys(set)
+    local out = {}
+    for k in pairs(set) do table.insert(out, k) end
+    table.sort(out)
+    return out
+end
+
+local function name_set(value, item, kind, allowed)
+    local set = {}
+    for _, name in ipairs(split(value, "/")) do
+        if name == "" or not string.match(name, "^[a-z0-9][a-z0-9_%.%-]*$") then
+            return nil, string.format("'%s': '%s' is not a %s name (letters, digits, _ . -)", item, name, kind)
+        end
+        if allowed ~= nil and not allowed[name] then
+            return nil, string.format("'%s': unknown interconnect '%s' (one of eth, ib, roce)", item, name)
+        end
+        set[name] = true
+    end
+    return set
+end
+
+-- "gpumem>=40G,nvlink" -> needs table and its canonical text; nil, message on error. The same
+-- grammar and canonical text as railgang.daemon.core.needs.parse_needs / Needs.render.
+local function parse_needs(text)
+    local body = string.lower(string.gsub(text, "%s+", ""))
+    local n = {}
+    if body == "" then return n, "" end
+    for _, item in ipairs(split(body, ",")) do
+        local key, value, err
+        if item == "" then
+            return nil, string.format("an empty need in '%s' (two commas?); needs are %s",
+                string.match(text, "^%s*(.-)%s*$"), NEEDS_HELP)
+        elseif item == "nvlink" then
+            key, value = "nvlink", true
+        elseif string.sub(item, 1, 5) == "type=" then
+            key = "types"
+            value, err = name_set(string.sub(item, 6), item, "GPU type")
+        elseif string.sub(item, 1, 4) == "net=" then
+            key = "nets"
+            value, err = name_set(string.sub(item, 5), item, "interconnect", NETWORKS)
+        elseif string.sub(item, 1, 8) == "gpumem>=" then
+            local num = string.sub(item, 9)
+            num = string.match(num, "^(.-)gb$") or string.match(num, "^(.-)g$") or num
+            local gb = (string.match(num, "^%d+$") or string.match(num, "^%d+%.%d+$")) and tonumber(num)
+            if not gb or gb <= 0 or gb > 4096 then
+                return nil, string.format("'%s': memory per GPU must be a number of GB in (0, 4096], "
+                    .. "e.g. gpumem>=40G", item)
+            end
+            key, value = "mem", gb
+        elseif string.sub(item, 1, 4) == "cc>=" then
+            local cc = string.sub(item, 5)
+            local major, minor = string.match(cc, "^(%d%d?)%.(%d)$")
+            if major == nil then major, minor = string.match(cc, "^(%d%d?)$"), "0" end
+            if major == nil or tonumber(major) < 1 then
+                return nil, string.format("'%s': compute capability is MAJOR.MINOR, e.g. cc>=8.0", item)
+            end
+            key, value = "cc", { tonumber(major), tonumber(minor) }
+        else
+            return nil, string.format("'%s' is not a need; needs are %s", item, NEEDS_HELP)
+        end
+        if err then return nil, err end
+        if n[key] ~= nil then
+            local what = string.match(item, "^[%a]+")
+            return nil, string.format("'%s': %s is given twice", item, what)
+        end
+        n[key] = value
+    end
+    local parts = {}
+    if n.types then table.insert(parts, "type=" .. table.concat(sorted_keys(n.types), "/")) end
+    if n.mem then table.insert(parts, string.format("gpumem>=%gG", n.mem)) end
+    if n.nvlink then table.insert(parts, "nvlink") end
+    if n.nets then table.insert(parts, "net=" .. table.concat(sorted_keys(n.nets), "/")) end
+    if n.cc then table.insert(parts, string.format("cc>=%d.%d", n.cc[1], n.cc[2])) end
+    return n, table.concat(parts, ",")
+end
+
+-- The fleet file, cached by its text like the grants; nil when not configured or unreadable.
+local fleet_text, fleet = nil, nil
+
+local function parse_fleet(text)
+    local kinds = {}
+    for line in string.gmatch(text, "[^\n]+") do
+        local hosts, rest = string.match(line, "^%s*([^#%s]%S*)%s+(.*)$")
+        if hosts ~= nil then
+            local k = { hosts = hosts }
+            for key, v in string.gmatch(rest, "(%w+)=(%S+)") do k[key] = v end
+            local major, minor = string.match(k.cc or "", "^(%d+)%.(%d+)$")
+            table.insert(kinds, {
+                hosts = hosts, nodes = tonumber(k.nodes) or 0, gpus = tonumber(k.gpus) or 0,
+                type = k.type or "-", mem = tonumber(k.gpumem) or 0, nvlink = k.nvlink == "1",
+                net = k.net or "-", cc = major and { tonumber(major), tonumber(minor) } or nil,
+            })
+        end
+    end
+    return kinds
+end
+
+local function current_fleet()
+    if FLEET_FILE == nil or FLEET_FILE == "" then return nil end
+    local f = io.open(FLEET_FILE, "r")
+    if f == nil then return nil end
+    local text = f:read("*a")
+    f:close()
+    if text == nil then return nil end
+    if text ~= fleet_text then fleet, fleet_text = parse_fleet(text), text end
+    return fleet
+end
+
+local function kind_meets(n, k)
+    if n.types and not n.types[k.type] then return false end
+    if n.mem and k.mem < n.mem then return false end
+    if n.nvlink and not k.nvlink then return false end
+    if n.nets and not n.nets[k.net] then return false end
+    if n.cc and (k.cc == nil or k.cc[1] < n.cc[1] or (k.cc[1] == n.cc[1] and k.cc[2] < n.cc[2])) then
+        return false
+    end
+    return true
+end
+
+local function describe_kind(k)
+    local parts = { k.type == "-" and "untyped" or k.type,
+                    k.mem > 0 and string.format("%gG", k.mem) or "mem?" }
+    if k.nvlink then table.insert(parts, "nvlink") end
+    if k.net ~= "-" then table.insert(parts, k.net) end
+    if k.cc then table.insert(parts, string.format("cc%d.%d", k.cc[1], k.cc[2])) end
+    return string.format("%s (%d x %d GPUs %s)", k.hosts, k.nodes, k.gpus, table.concat(parts, " "))
+end
+
+-- nil when some nodes meet the needs (enough GPUs of them for `gpus`, when known), else why not
+local function check_needs_fleet(n, text, gpus)
+    local kinds = current_fleet()
+    if kinds == nil or #kinds == 0 then return nil end  -- fail open: the daemon says the rest
+    local have, all = 0, {}
+    for _, k in ipairs(kinds) do
+        if kind_meets(n, k) then have = have + k.nodes * k.gpus end
+        table.insert(all, describe_kind(k))
+    end
+    if have == 0 then
+        return string.format("--rg-needs=%s: no node meets it; the cluster has %s", text,
+            table.concat(all, "; "))
+    end
+    if gpus ~= nil and gpus > have then
+        return string.format("--rg-needs=%s: only %d GPUs meet it, the job asks for %d; the "
+            .. "cluster has %s", text, have, gpus, table.concat(all, "; "))
+    end
+    return nil
 end
 
 -- total GPUs the job asks for, from --gpus (tres_per_job) or --gres/--gpus-per-node x nodes
@@ -229,7 +399,8 @@ function slurm_job_submit(job_desc, part_list, submit_uid)
     hints.parallel = spank_env(job_desc, "RAILGANG_PARALLEL") or hints.parallel
     hints.elastic = spank_env(job_desc, "RAILGANG_ELASTIC") or hints.elastic
     hints.class = spank_env(job_desc, "RAILGANG_CLASS") or hints.class
-    if hints.parallel == nil and hints.elastic == nil and hints.class == nil then
+    hints.needs = spank_env(job_desc, "RAILGANG_NEEDS") or hints.needs
+    if hints.parallel == nil and hints.elastic == nil and hints.class == nil and hints.needs == nil then
         return slurm.SUCCESS  -- not an ML job: Slurm schedules it as usual
     end
 
@@ -261,6 +432,13 @@ function slurm_job_submit(job_desc, part_list, submit_uid)
     local denied = check_class(job_desc, class)
     if denied then return reject(denied) end
     table.insert(tag, string.format("class=%d", class))
+    if hints.needs then
+        local needs, text = parse_needs(hints.needs)
+        if needs == nil then return reject("--rg-needs: " .. text) end
+        local unmet = check_needs_fleet(needs, text, requested_gpus(job_desc))
+        if unmet then return reject(unmet) end
+        if text ~= "" then table.insert(tag, "needs=" .. text) end
+    end
 
     job_desc.admin_comment = "railgang:" .. table.concat(tag, ";")
     local lease = daemon_lease()

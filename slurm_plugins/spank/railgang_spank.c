@@ -1,7 +1,7 @@
 /*
- * railgang SPANK plugin: adds --rg-parallel, --rg-elastic and --rg-class to sbatch/srun/salloc
- * and hands their values to job_submit.lua through the job's spank environment
- * (RAILGANG_PARALLEL, RAILGANG_ELASTIC, RAILGANG_CLASS). Validation lives in job_submit.lua,
+ * railgang SPANK plugin: adds --rg-parallel, --rg-elastic, --rg-class and --rg-needs to
+ * sbatch/srun/salloc and hands their values to job_submit.lua through the job's spank environment
+ * (RAILGANG_PARALLEL, RAILGANG_ELASTIC, RAILGANG_CLASS, RAILGANG_NEEDS; docs/needs.md). Validation lives in job_submit.lua,
  * where the message reaches the user and where the whole job is visible.
  *
  * Build: gcc -shared -fPIC -o railgang_spank.so railgang_spank.c  (needs libslurm-dev)
@@ -14,10 +14,12 @@ SPANK_PLUGIN(railgang, 1);
 #define OPT_PARALLEL 1
 #define OPT_ELASTIC 2
 #define OPT_CLASS 3
+#define OPT_NEEDS 4
 
 static char *parallel_val = NULL;
 static char *elastic_val = NULL;
 static char *class_val = NULL;
+static char *needs_val = NULL;
 
 static int take(int val, const char *optarg, int remote)
 {
@@ -28,6 +30,7 @@ static int take(int val, const char *optarg, int remote)
     case OPT_PARALLEL: parallel_val = strdup(optarg); break;
     case OPT_ELASTIC: elastic_val = strdup(optarg); break;
     case OPT_CLASS: class_val = strdup(optarg); break;
+    case OPT_NEEDS: needs_val = strdup(optarg); break;
     default: return -1;
     }
     return 0;
@@ -40,6 +43,8 @@ static struct spank_option options[] = {
      OPT_ELASTIC, take},
     {"rg-class", "0-3", "railgang: priority class 0 serving, 1 production, 2 interactive, 3 batch",
      1, OPT_CLASS, take},
+    {"rg-needs", "NEED,...", "railgang: what every node must offer, e.g. gpumem>=40G,nvlink "
+     "(type=A/B, gpumem>=NG, nvlink, net=ib/roce/eth, cc>=X.Y)", 1, OPT_NEEDS, take},
     SPANK_OPTIONS_TABLE_END
 };
 
@@ -62,5 +67,6 @@ int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
     if (parallel_val) spank_job_control_setenv(sp, "RAILGANG_PARALLEL", parallel_val, 1);
     if (elastic_val) spank_job_control_setenv(sp, "RAILGANG_ELASTIC", elastic_val, 1);
     if (class_val) spank_job_control_setenv(sp, "RAILGANG_CLASS", class_val, 1);
+    if (needs_val) spank_job_control_setenv(sp, "RAILGANG_NEEDS", needs_val, 1);
     return 0;
 }

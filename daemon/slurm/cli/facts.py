@@ -13,7 +13,7 @@ slurm.conf, no extra inventory:
 The fleet file lists each kind of node once, so ``job_submit.lua`` (no network, no Slurm API for
 nodes in 22.05) can refuse a need no node meets and say what exists. One line per kind::
 
-    n[01-04] gpus=8 type=a100 gpumem=80 nvlink=1 net=ib cc=8.0
+    n[01-04] nodes=4 gpus=8 type=a100 gpumem=80 nvlink=1 net=ib cc=8.0
 
 (``-`` for an unknown fact). The daemon rewrites it when the facts change (atomic rename, never a
 half-written file); ``railgang devcluster up`` writes it once the nodes registered.
@@ -68,7 +68,7 @@ def facts_from_slurm(gres: str, features: Iterable[str]) -> GpuFacts:
 
 def _line(names: list[str], gpus: int, f: GpuFacts) -> str:
     cc = "{}.{}".format(*f.compute_capability) if f.compute_capability else "-"
-    return (f"{hostlist.collect_hostlist(names)} gpus={gpus} type={f.gpu_type or '-'} "
+    return (f"{hostlist.collect_hostlist(names)} nodes={len(names)} gpus={gpus} type={f.gpu_type or '-'} "
             f"gpumem={f.gpu_mem_gb:g} nvlink={int(f.nvlink)} net={f.interconnect or '-'} cc={cc}")
 
 

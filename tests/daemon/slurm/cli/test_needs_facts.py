@@ -61,9 +61,9 @@ def test_fleet_file_has_one_sorted_line_per_kind_and_is_written_only_on_change(t
     nodes = [(f"n{i:02d}", 8, a100 if i <= 4 else v100) for i in range(8, 0, -1)] + [("x1", 4, GpuFacts())]
     text = render_fleet_file(nodes)
     assert text.splitlines()[1:] == [
-        "n[01-04] gpus=8 type=a100 gpumem=80 nvlink=1 net=ib cc=8.0",
-        "n[05-08] gpus=8 type=v100 gpumem=32 nvlink=0 net=eth cc=7.0",
-        "x1 gpus=4 type=- gpumem=0 nvlink=0 net=- cc=-",
+        "n[01-04] nodes=4 gpus=8 type=a100 gpumem=80 nvlink=1 net=ib cc=8.0",
+        "n[05-08] nodes=4 gpus=8 type=v100 gpumem=32 nvlink=0 net=eth cc=7.0",
+        "x1 nodes=1 gpus=4 type=- gpumem=0 nvlink=0 net=- cc=-",
     ]
     path = tmp_path / "state" / "fleet.txt"
     assert write_fleet_file(path, text) and path.read_text() == text
