@@ -39,10 +39,13 @@ def placement(fabric: Any, assignment: Mapping[str, Sequence[int]]) -> dict[str,
 
 
 def build_rows(outcome: CycleOutcome, plan: Plan | None, policy: str,
-               keep: Callable[[str, tuple[str, ...]], bool] | None = None) -> list[ExplanationRow]:
+               keep: Callable[[str, tuple[str, ...]], bool] | None = None,
+               estimates: Mapping[str, Mapping[str, Any]] | None = None) -> list[ExplanationRow]:
     """Rows for every job of the cycle's snapshot (waiting and running). A running job this
     cycle did not touch, for which ``keep(job_id, nodes)`` says the stored row still holds, gets
-    no row (building one for every running job each cycle is most of this step's cost)."""
+    no row (building one for every running job each cycle is most of this step's cost). A
+    waiting job's row carries its start-time estimate (``estimates``, from
+    ``service/estimate.py``) under ``estimate`` when there is one."""
     snap = outcome.snapshot
     if snap is None:
         return []
@@ -79,6 +82,8 @@ def build_rows(outcome: CycleOutcome, plan: Plan | None, policy: str,
         if start is not None:
             data["start_refused"] = next((x.detail for x in outcome.results
                                           if x.action is start), "")
+        if estimates is not None and job_id in estimates:
+            data["estimate"] = dict(estimates[job_id])
         rows.append(ExplanationRow(
             job_id=job_id, state="waiting", account=job.account,
             priority_class=job.priority_class, gpus=job.gpus,

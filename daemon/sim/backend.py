@@ -17,7 +17,8 @@ daemon's live demo; the backend never advances time itself.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Sequence
+import dataclasses
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -96,6 +97,7 @@ class SimBackend:
         self.priorities: dict[str, int] = {}
         self._seq = 0
         self._usage_done: dict[str, float] = {}  # GPU-seconds of finished runs, per account
+        self._account_base: dict[str, Account] = {}  # shares and quotas of a loaded snapshot
         self.quota_use = QuotaUse(config.quotas) if config.quotas is not None else None
 
     # -- bookkeeping ---------------------------------------------------------------------------
@@ -214,7 +216,9 @@ class SimBackend:
         horizon = now - self.config.preempt_window_s
         while self.preempt_log and self.preempt_log[0].time < horizon:
             self.preempt_log.pop(0)
-        accounts = [Account(a, usage_gpu_s=u) for a, u in sorted(usage.items())]
+        base = self._account_base
+        accounts = [dataclasses.replace(base[a], usage_gpu_s=u) if a in base
+                    else Account(a, usage_gpu_s=u) for a, u in sorted(usage.items())]
         if self.quota_use is not None:
             self.quota_use.observe(now, self._account_gpus())
         return Snapshot(now=now, fabric=self.fabric, nodes=self.nodes, free=free,
@@ -222,6 +226,57 @@ class SimBackend:
                         accounts={a.name: a for a in accounts},
                         preemptions=tuple(self.preempt_log),
                         quotas=self.config.quotas if self.config.enforce_quotas else None)
+
+    def load(self, snapshot: Snapshot, run_s: Mapping[str, float]) -> dict[str, JobRecord]:
+        """Seed this empty cluster with a snapshot of another, as of ``snapshot.now``: the what-if
+        a start-time estimate replays forward (``railgang.daemon.service.estimate``).
+
+        Nodes keep their state and free GPUs are the snapshot's, so GPUs held by jobs the snapshot
+        does not show (non-railgang jobs) stay held. Each running job keeps its exact GPUs and
+        finishes ``run_s[job]`` seconds after ``snapshot.now``; each pending job enters the queue
+        in the snapshot's order and runs ``run_s[job]`` seconds at its requested size. Jobs keep
+        their requests (class, scaling curve, time limit) and states; accounts keep their shares
+        and usage; the preemption history carries over (budgets). Returns the records by job id.
+        """
+        now = snapshot.now
+        for name, node in snapshot.nodes.items():
+            if name in self.nodes:
+                self.nodes[name] = node
+        for name in self.free:
+            self.free[name] = set(snapshot.free.get(name, ()))
+        self._frozen_free.clear()
+        self._account_base = dict(snapshot.accounts)
+        self._usage_done = {a.name: a.usage_gpu_s for a in snapshot.accounts.values()}
+        self.preempt_log = list(snapshot.preemptions)
+        records: dict[str, JobRecord] = {}
+        for job_id, run in snapshot.running.items():
+            sj = self._seeded(run.job, run_s[job_id], now)
+            self._allocate(sj, run.assignment, run.replicas)
+            sj.remaining = run_s[job_id] * sj.rate  # work left, so that it ends run_s from now
+            sj.begin_run(now)
+            sj.start_time, sj.last_resize_time = run.start_time, run.last_resize_time
+            self.running[job_id] = sj
+            self._schedule_completion(sj, now)
+            records[job_id] = sj.record
+        for job in snapshot.pending:
+            sj = self._seeded(job, run_s[job.job_id], now)
+            self._enqueue(sj)
+            records[job.job_id] = sj.record
+        return records
+
+    def _seeded(self, job: Job, run_s: float, now: float) -> SimJob:
+        r = job.request
+        tj = TraceJob(job_id=r.job_id, submit_time=r.submit_time, gpus=r.gpus,
+                      duration_s=max(run_s, 1.0), account=r.account, tp=r.tp, pp=r.pp,
+                      elastic_min=r.elastic_min, elastic_max=r.elastic_max,
+                      klass=r.priority_class, model=r.model)
+        sj = SimJob(tj, r, self.recorder.record(tj), oracle=False,
+                    integral=self.recorder.integral_at(now))
+        sj.job, sj.as_of = job, now  # the state as observed (attained service, preemptions)
+        sj.attained = sj.attained_at_start = job.attained_gpu_s
+        self.jobs[r.job_id] = sj
+        self.recorder.entered(now)
+        return sj
 
     def _account_gpus(self) -> dict[str, int]:
         out: dict[str, int] = {}
@@ -255,6 +310,9 @@ class SimBackend:
             node = self.nodes.get(action.node)
             if node is None:
                 return f"unknown node {action.node}"
+            if isinstance(action, TagNode) and action.remove:
+                self.nodes[action.node] = Node(node.name, node.gpus, node.state, node.tags - {action.tag})
+                return None
             self.nodes[action.node] = (node.with_state(NodeState.DRAIN)
                                        if isinstance(action, DrainNode) else node.with_tag(action.tag))
             return None

@@ -64,6 +64,22 @@ class RunResult:
     unfinished_reasons: dict[str, str]
     failed_actions: Counter[str]
     quota_use: QuotaUse | None = None  # with a quota tree: GPUs per account, borrowing, reclaims
+    stopped: str | None = None  # a bounded replay: why it stopped early (see ``Bounds``)
+    ended_at: float | None = None  # simulated time when the replay stopped
+
+
+@dataclass(frozen=True)
+class Bounds:
+    """Where a bounded replay stops early (a what-if from a live queue must answer quickly).
+
+    ``stopped`` on the result names the bound that hit: ``"horizon"`` (the next event lies past
+    ``until``), ``"events"``, ``"wall"``, or ``"done"`` (``done(backend)`` held after a cycle).
+    """
+
+    until: float = math.inf  # simulated time; events after it are not handled
+    max_events: int | None = None  # events handled at most
+    wall_s: float | None = None  # wall-clock seconds at most (checked between events)
+    done: Callable[[SimBackend], bool] | None = None  # checked after every cycle
 
 
 class _Heap:
@@ -90,10 +106,15 @@ class _Replay:
 
     def __init__(self, jobs: Sequence[TraceJob], policy: Policy, fabric: Any, config: EngineConfig,
                  comm: CommModel | None, placer: Placer,
-                 on_progress: Callable[[int, int], None] | None) -> None:
+                 on_progress: Callable[[int, int], None] | None, *, start: float | None = None,
+                 bounds: Bounds | None = None,
+                 observer: Callable[[float, SimBackend], None] | None = None) -> None:
         self.policy, self.config, self.placer, self.on_progress = policy, config, placer, on_progress
+        self.bounds, self.observer = bounds, observer
+        self.stopped: str | None = None
+        self.deadline = math.inf
         self.heap = _Heap()
-        self.clock = SimClock(jobs[0].submit_time if jobs else 0.0)
+        self.clock = SimClock(start if start is not None else jobs[0].submit_time if jobs else 0.0)
         self.backend = SimBackend(fabric, config=config.sim, comm=comm, events=self.heap,
                                   max_pending=config.max_pending)
         self.rng = random.Random(config.seed)
@@ -111,9 +132,11 @@ class _Replay:
 
     def run(self) -> None:
         """Drain the heap; when it is empty but jobs still wait, one last look, until stable."""
+        if self.bounds is not None and self.bounds.wall_s is not None:
+            self.deadline = time.perf_counter() + self.bounds.wall_s
         while True:
             self.drain()
-            if not self.backend.pending:
+            if self.stopped is not None or not self.backend.pending:
                 break
             self.cycle(self.clock.now())  # nothing left to wake up for: one last look
             if not self.heap.items:
@@ -122,8 +145,12 @@ class _Replay:
             self.on_progress(self.backend.finished, self.total)
 
     def drain(self) -> None:
-        heap, backend = self.heap, self.backend
+        heap, backend, bounds = self.heap, self.backend, self.bounds
         while heap.items:
+            if bounds is not None and self.stopped is None:
+                self.stopped = self._bound_hit(heap.items[0][0])
+            if self.stopped is not None:
+                return
             t, kind, job_id, version = heap.pop()
             self.clock.advance_to(t)
             self.events += 1
@@ -143,6 +170,18 @@ class _Replay:
             if self.on_progress is not None and backend.finished - self.done_reported >= self.step:
                 self.done_reported = backend.finished
                 self.on_progress(self.done_reported, self.total)
+
+    def _bound_hit(self, t: float) -> str | None:
+        """The bound the next event (at ``t``) would cross, if any."""
+        b = self.bounds
+        assert b is not None
+        if t > b.until:
+            return "horizon"
+        if b.max_events is not None and self.events >= b.max_events:
+            return "events"
+        if self.deadline < math.inf and time.perf_counter() > self.deadline:
+            return "wall"
+        return None
 
     def want_cycle(self, now: float) -> None:
         """Queue a decision cycle at ``now`` (or at the next quantum boundary), once."""
@@ -173,6 +212,11 @@ class _Replay:
         if config.tick_s > 0 and self.tick_at is None and backend.pending and backend.running:
             self.tick_at = now + config.tick_s
             self.heap.at(self.tick_at, "tick", "", 0)
+        if self.observer is not None:
+            self.observer(now, backend)
+        done = self.bounds.done if self.bounds is not None else None
+        if done is not None and self.stopped is None and done(backend):
+            self.stopped = "done"
 
     def result(self, wall_s: float) -> RunResult:
         backend = self.backend
@@ -183,7 +227,8 @@ class _Replay:
                          metrics=compute(backend.records, backend.total_gpus),
                          records=backend.records, cycles=self.cycles, events=self.events,
                          wall_s=wall_s, unfinished_reasons=unfinished, failed_actions=self.failed,
-                         quota_use=backend.quota_use)
+                         quota_use=backend.quota_use, stopped=self.stopped,
+                         ended_at=self.clock.now())
 
 
 def simulate(
@@ -195,12 +240,36 @@ def simulate(
     comm: CommModel | None = None,
     on_progress: Callable[[int, int], None] | None = None,
     placer: Placer = topology_placer,
+    observer: Callable[[float, SimBackend], None] | None = None,
 ) -> RunResult:
-    """Replay ``jobs`` (ordered by submit time) under ``policy`` on ``fabric``."""
+    """Replay ``jobs`` (ordered by submit time) under ``policy`` on ``fabric``. ``observer(now,
+    backend)`` is called after every cycle (a benchmark takes snapshots there; read only)."""
     started = time.perf_counter()
-    replay = _Replay(jobs, policy, fabric, config, comm, placer, on_progress)
+    replay = _Replay(jobs, policy, fabric, config, comm, placer, on_progress, observer=observer)
     replay.run()
     return replay.result(time.perf_counter() - started)
 
 
-__all__ = ["EngineConfig", "RunResult", "simulate"]
+def replay_from(
+    seed: Callable[[SimBackend], object],
+    start: float,
+    policy: Policy,
+    fabric: Any,
+    *,
+    bounds: Bounds,
+    config: EngineConfig = EngineConfig(),
+    comm: CommModel | None = None,
+    placer: Placer = topology_placer,
+) -> RunResult:
+    """A bounded replay with no arrivals, from a cluster that ``seed(backend)`` fills at time
+    ``start`` (``SimBackend.load`` seeds it from a live snapshot): the forward simulation of
+    ``railgang.daemon.service.estimate``. The first cycle runs at ``start``."""
+    began = time.perf_counter()
+    replay = _Replay((), policy, fabric, config, comm, placer, None, start=start, bounds=bounds)
+    seed(replay.backend)
+    replay.want_cycle(start)
+    replay.run()
+    return replay.result(time.perf_counter() - began)
+
+
+__all__ = ["Bounds", "EngineConfig", "RunResult", "replay_from", "simulate"]

@@ -31,6 +31,7 @@ class TraceJob:
     # measured throughput (steps/s) per GPU count when the trace knows it (philly-gavel); the
     # simulator's scaling curve interpolates it, otherwise it falls back to a generic curve
     throughput_by_gpus: Mapping[int, float] = field(default_factory=dict)
+    time_limit_s: float | None = None  # the user's wall-clock limit (Slurm --time); None = none
 
     @property
     def replicas(self) -> int:

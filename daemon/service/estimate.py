@@ -1,0 +1,340 @@
+"""When will a waiting job start: a short forward simulation of the live queue.
+
+The daemon's snapshot (running jobs on their exact GPUs, the queue in order, accounts, quota
+tree, node states) seeds the simulator's backend (``SimBackend.load``) and the simulator's engine
+replays it forward (``engine.replay_from``) through the same decision core and the production
+policy, with no arrivals. What is unknown is how long each job runs; every job gets a run time
+from the best source there is, named in the result:
+
+1. ``progress`` — the job's state carries the work left (``work_remaining_s``: the simulator
+   knows it; a backend that reads progress from the training contract can set it),
+2. ``history`` — its time limit × an actual/requested run-time ratio observed for its account
+   (else its priority class, else the fleet) by :class:`RatioHistory`; a running job draws only
+   from ratios it has not already outlived, and runs to its limit if it outlived them all,
+3. ``time_limit`` — its time limit alone (Slurm ends the job there: an upper bound),
+4. ``unknown`` — neither: it is taken to run past the horizon.
+
+One simulation uses the median of each job's candidates (the point estimate); ``samples`` more
+draw run times at random from the same candidates, and the spread of the job's start over all
+simulations is the interval (p10-p90, nearest rank). Every simulation is bounded: a horizon, a
+number of events and a share of one wall-clock budget; it stops as soon as every target job has
+started. A job that does not start in a simulation is censored there, and the result says why
+honestly: ``never`` (larger than the cluster), ``beyond_horizon`` (it still waits at the horizon,
+or nothing left to happen would start it), or ``budget`` (the events or wall-clock budget ran out
+first: it starts no sooner than ``not_before_s``).
+
+The estimate ignores future arrivals (a later higher-class job can still overtake) and GPUs held
+by jobs the snapshot does not show stay held for the whole simulation. docs/estimate.md has the
+measured error on replayed traces.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import statistics
+import time
+from collections import Counter, deque
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from railgang.daemon.core import policy as registry
+from railgang.daemon.core.cycle import CycleConfig
+from railgang.daemon.core.gang import Placer, topology_placer
+from railgang.daemon.core.job import Job, RunningJob
+from railgang.daemon.core.policy import Policy
+from railgang.daemon.core.snapshot import Snapshot
+from railgang.daemon.sim.backend import SimBackend, SimConfig
+from railgang.daemon.sim.engine import Bounds, EngineConfig, replay_from
+from railgang.daemon.sim.metrics import JobRecord
+
+SOURCES = ("progress", "history", "time_limit", "unknown")
+MIN_RUN_S = 1.0  # a job that outlived its estimate is taken to end within the second
+
+
+@dataclass(frozen=True)
+class EstimateConfig:
+    samples: int = 8  # random draws beyond the median one (the interval comes from all of them)
+    horizon_s: float = 7 * 86400.0  # a job not started this long after now: "beyond_horizon"
+    max_events: int = 20000  # events per simulation
+    wall_s: float = 1.0  # wall-clock seconds for all simulations together
+    cycle_s: float = 60.0  # the simulated daemon's cycle quantum (fewer cycles, coarser starts)
+    seed: int = 0
+
+
+class RatioHistory:
+    """Observed actual/requested run-time ratios (run time / time limit) of finished jobs, per
+    account and per priority class, the newest ``keep`` of each; a scope is used once it holds
+    ``min_samples`` ratios. :meth:`observe` learns them from consecutive snapshots."""
+
+    def __init__(self, *, keep: int = 500, min_samples: int = 5) -> None:
+        self.keep, self.min_samples = keep, min_samples
+        self._by: dict[tuple[str, Any], deque[float]] = {}
+        self._seen: dict[str, tuple[str, int, float, float]] = {}  # running: account, class, start, limit
+        self._last_now: float | None = None
+
+    def add(self, account: str, klass: int, ratio: float) -> None:
+        if not 0 < ratio < math.inf:
+            return
+        ratio = min(ratio, 1.0)  # Slurm ends a job at its limit (a late completion is rounding)
+        for key in (("account", account), ("class", klass), ("all", "")):
+            self._by.setdefault(key, deque(maxlen=self.keep)).append(ratio)
+
+    def ratios(self, account: str, klass: int) -> tuple[Sequence[float], str]:
+        """The ratios of the narrowest scope with enough of them, and that scope's name."""
+        for scope, key in (("account", account), ("class", klass), ("all", "")):
+            found = self._by.get((scope, key))
+            if found is not None and len(found) >= self.min_samples:
+                return found, scope
+        return (), ""
+
+    def observe(self, snapshot: Snapshot) -> int:
+        """Learn from the jobs that left the running set since the previous snapshot without
+        going back to the queue (finished, not preempted); they ended between the two
+        observations. Returns how many ratios were added."""
+        now, added = snapshot.now, 0
+        pending = {j.job_id for j in snapshot.pending}
+        if self._last_now is not None:
+            ended = (self._last_now + now) / 2
+            for job_id, (account, klass, start, limit) in self._seen.items():
+                if job_id not in snapshot.running and job_id not in pending:
+                    self.add(account, klass, (ended - start) / limit)
+                    added += 1
+        self._seen = {j: (r.job.account, r.priority_class, r.start_time, r.job.time_limit_s)
+                      for j, r in snapshot.running.items() if r.job.time_limit_s}
+        self._last_now = now
+        return added
+
+
+Draw = Callable[[Sequence[float]], float]
+
+
+def _median(values: Sequence[float]) -> float:
+    return float(statistics.median_low(values))
+
+
+def run_time(job: Job, elapsed: float, history: RatioHistory, draw: Draw,
+             *, replicas: int | None = None) -> tuple[float | None, str]:
+    """Seconds ``job`` still runs from now, and the source (see the module docstring); ``None``
+    when unknown. ``elapsed``: how long the current run has lasted (0 while pending);
+    ``replicas``: its current size when running."""
+    if job.work_remaining_s is not None:
+        left = job.remaining_at(replicas) if replicas else job.work_remaining_s
+        return max(MIN_RUN_S, left if left is not None else MIN_RUN_S), "progress"
+    limit = job.time_limit_s
+    if not limit:
+        return None, "unknown"
+    to_limit = max(MIN_RUN_S, limit - elapsed)
+    ratios, _ = history.ratios(job.account, job.priority_class)
+    if not ratios:
+        return to_limit, "time_limit"
+    alive = [r * limit - elapsed for r in ratios if r * limit > elapsed]
+    return (max(MIN_RUN_S, draw(alive)) if alive else to_limit), "history"
+
+
+def _quantile(values: Sequence[float], q: float) -> float:
+    """Nearest-rank quantile of sorted ``values`` (``inf`` for a censored draw)."""
+    return values[max(0, math.ceil(q * len(values)) - 1)]
+
+
+@dataclass(frozen=True)
+class StartEstimate:
+    """One waiting job's estimate; times are seconds from the snapshot's ``now``."""
+
+    job_id: str
+    status: str  # estimated | beyond_horizon | budget | never
+    start_s: float | None = None  # median over the simulations
+    p10_s: float | None = None
+    p90_s: float | None = None  # None: beyond the horizon or the budget in over 10 % of them
+    not_before_s: float | None = None  # censored: no sooner than this
+    started_in: int = 0  # simulations in which it started
+    note: str = ""
+
+    def as_dict(self, now: float) -> dict[str, Any]:
+        out: dict[str, Any] = {"status": self.status, "started_in": self.started_in}
+        for name in ("start_s", "p10_s", "p90_s", "not_before_s"):
+            value = getattr(self, name)
+            out[name] = None if value is None else round(value, 1)
+        out["start_at"] = None if self.start_s is None else round(now + self.start_s, 1)
+        if self.note:
+            out["note"] = self.note
+        return out
+
+
+@dataclass(frozen=True)
+class Estimates:
+    """What one estimation run found, for every target job."""
+
+    now: float
+    policy: str
+    jobs: Mapping[str, StartEstimate]
+    sources: Mapping[str, int]  # running jobs by where their remaining time came from
+    simulations: int
+    stopped: Mapping[str, int]  # why simulations stopped (done, horizon, events, wall, drained)
+    horizon_s: float
+    wall_ms: float
+    history_scope: Mapping[str, int] = field(default_factory=dict)  # pending jobs by ratio scope
+
+    def for_job(self, job_id: str) -> dict[str, Any] | None:
+        """The JSON ``explain`` and the API show under ``estimate``."""
+        est = self.jobs.get(job_id)
+        if est is None:
+            return None
+        return {**est.as_dict(self.now), "as_of": round(self.now, 1), "policy": self.policy,
+                "simulations": self.simulations, "horizon_s": self.horizon_s,
+                "remaining_from": {k: v for k, v in self.sources.items() if v},
+                "wall_ms": round(self.wall_ms, 1)}
+
+
+def _run_times(snapshot: Snapshot, history: RatioHistory, draw: Draw, unknown_s: float,
+               ) -> tuple[dict[str, float], Counter[str]]:
+    now, out, sources = snapshot.now, {}, Counter[str]()
+    for job_id, run in snapshot.running.items():
+        left, src = run_time(run.job, max(0.0, now - run.start_time), history, draw,
+                             replicas=run.replicas)
+        left = unknown_s if left is None else left
+        out[job_id] = _until_deadline(run, now, left)
+        sources[src] += 1
+    for job in snapshot.pending:
+        total, _ = run_time(job, 0.0, history, draw)
+        out[job.job_id] = unknown_s if total is None else total
+    return out, sources
+
+
+def _until_deadline(run: RunningJob, now: float, left: float) -> float:
+    """A signalled job gives its GPUs back at its preemption deadline at the latest."""
+    if run.preempt_deadline is None:
+        return left
+    return min(left, max(MIN_RUN_S, run.preempt_deadline - now))
+
+
+def estimate_starts(snapshot: Snapshot, policy: Policy, *, history: RatioHistory | None = None,
+                    config: EstimateConfig = EstimateConfig(), cycle: CycleConfig | None = None,
+                    placer: Placer = topology_placer, targets: Iterable[str] | None = None,
+                    ) -> Estimates:
+    """Estimate when each target (default: every pending job) starts; see the module docstring.
+
+    ``policy`` must be an instance the caller does not otherwise use (policies may keep state
+    between cycles); ``cycle`` is the daemon's cycle configuration.
+    """
+    began = time.perf_counter()
+    deadline = began + config.wall_s
+    history = history or RatioHistory()
+    now = snapshot.now
+    pending_ids = {j.job_id for j in snapshot.pending}
+    chosen = pending_ids if targets is None else set(targets) & pending_ids
+    wanted = [j.job_id for j in snapshot.pending if j.job_id in chosen]  # queue order
+    unknown_s = 10 * config.horizon_s  # runs past the horizon
+    starts: dict[str, list[float]] = {j: [] for j in wanted}
+    censored: dict[str, list[tuple[float, str]]] = {j: [] for j in wanted}
+    rejected: dict[str, str] = {}
+    stopped: Counter[str] = Counter()
+    sources: Counter[str] = Counter()
+    rng = random.Random(config.seed)
+    runs = 1 + max(0, config.samples)
+    done_runs = 0
+    engine = EngineConfig(sim=SimConfig(oracle=False, quotas=snapshot.quotas),
+                          cycle_s=config.cycle_s, cycle=cycle, seed=config.seed)
+    for i in range(runs):
+        left_s = deadline - time.perf_counter()
+        if i > 0 and left_s <= 0:
+            break
+        draw: Draw = _median if i == 0 else (lambda values: rng.choice(values))
+        run_s, srcs = _run_times(snapshot, history, draw, unknown_s)
+        if i == 0:
+            sources = srcs
+        records: dict[str, JobRecord] = {}
+
+        def seed(backend: SimBackend, run_s: Mapping[str, float] = run_s,
+                 records: dict[str, JobRecord] = records) -> None:
+            records.update(backend.load(snapshot, run_s))
+
+        def done(_: SimBackend, records: dict[str, JobRecord] = records) -> bool:
+            # queue order: the first job still waiting ends the scan (usually at once)
+            return all(records[j].start is not None or records[j].rejected for j in wanted)
+
+        bounds = Bounds(until=now + config.horizon_s, max_events=config.max_events,
+                        wall_s=max(0.0, left_s) / (runs - i), done=done)
+        result = replay_from(seed, now, policy, snapshot.fabric, bounds=bounds, config=engine,
+                             placer=placer)
+        why = result.stopped or "drained"
+        stopped[why] += 1
+        reached = (result.ended_at if result.ended_at is not None else now) - now
+        for job_id in wanted:
+            rec = records[job_id]
+            if rec.start is not None:
+                starts[job_id].append(rec.start - now)
+            elif rec.rejected:
+                rejected[job_id] = rec.rejected
+            else:
+                censored[job_id].append((reached, why))
+        done_runs += 1
+    jobs = {j: _summarise(j, sorted(starts[j]), censored[j], rejected.get(j), done_runs,
+                          config.horizon_s) for j in wanted}
+    scopes = Counter(history.ratios(j.account, j.priority_class)[1] or "none"
+                     for j in snapshot.pending if j.job_id in starts)
+    return Estimates(now=now, policy=getattr(policy, "name", type(policy).__name__), jobs=jobs,
+                     sources={s: sources.get(s, 0) for s in SOURCES}, simulations=done_runs,
+                     stopped=dict(stopped), horizon_s=config.horizon_s,
+                     wall_ms=(time.perf_counter() - began) * 1e3, history_scope=dict(scopes))
+
+
+def _summarise(job_id: str, started: list[float], censored: list[tuple[float, str]],
+               rejected: str | None, runs: int, horizon_s: float) -> StartEstimate:
+    if rejected is not None and not started:
+        return StartEstimate(job_id, "never", note=rejected)
+    values = started + [math.inf] * len(censored)  # a censored draw starts later than any seen
+    if not values:
+        return StartEstimate(job_id, "budget", note="no simulation ran")
+    median, p10, p90 = (_quantile(values, q) for q in (0.5, 0.1, 0.9))
+    finite = lambda v: None if math.isinf(v) else v  # noqa: E731
+    if not math.isinf(median):
+        return StartEstimate(job_id, "estimated", median, p10, finite(p90),
+                             started_in=len(started))
+    budget = [t for t, why in censored if why in ("events", "wall")]
+    if budget:
+        return StartEstimate(job_id, "budget", p10_s=finite(p10), not_before_s=min(budget),
+                             started_in=len(started),
+                             note="the simulation budget ran out before it started")
+    if all(why == "drained" for _, why in censored):
+        note = "nothing the snapshot shows ending would free room for it"
+    else:
+        note = f"not started within the {horizon_s / 3600:g} h horizon"
+    return StartEstimate(job_id, "beyond_horizon", p10_s=finite(p10), not_before_s=horizon_s,
+                         started_in=len(started), note=note)
+
+
+class StartEstimator:
+    """The daemon's side: learns run-time ratios from every snapshot, estimates the whole queue
+    again once ``interval_s`` has passed since the last estimate (one set of simulations serves
+    every waiting job), and hands ``explain.build_rows`` the latest estimate per waiting job.
+
+    Each estimate uses a fresh instance of the production policy ``policy_name``, so the
+    daemon's own policy object never sees a simulated cycle.
+    """
+
+    def __init__(self, policy_name: str, *, cycle: CycleConfig | None = None,
+                 config: EstimateConfig = EstimateConfig(), interval_s: float = 60.0,
+                 placer: Placer = topology_placer, history: RatioHistory | None = None) -> None:
+        self.policy_name, self.cycle, self.config = policy_name, cycle, config
+        self.interval_s, self.placer = interval_s, placer
+        self.history = history or RatioHistory()
+        self.last: Estimates | None = None
+        self.rows: dict[str, dict[str, Any]] = {}
+
+    def refresh(self, snapshot: Snapshot) -> Mapping[str, dict[str, Any]]:
+        """The estimate per waiting job (re-estimated when due); jobs that arrived since the
+        last estimate have none until the next."""
+        self.history.observe(snapshot)
+        if self.last is None or snapshot.now - self.last.now >= self.interval_s:
+            self.last = estimate_starts(snapshot, registry.get(self.policy_name),
+                                        history=self.history, config=self.config,
+                                        cycle=self.cycle, placer=self.placer)
+            self.rows = {j: row for j in self.last.jobs
+                         if (row := self.last.for_job(j)) is not None}
+        return self.rows
+
+
+__all__ = ["SOURCES", "EstimateConfig", "Estimates", "RatioHistory", "StartEstimate",
+           "StartEstimator", "estimate_starts", "run_time"]
