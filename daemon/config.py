@@ -73,6 +73,9 @@ class DevClusterSettings(BaseModel):
     mariadb_port: int = Field(default=16306, ge=1024, le=65535)
     slurmd_base_port: int = Field(default=16900, ge=1024, le=65000)
     accounting: bool = True
+    # mixed GPU pools TYPE=NODES[:FEATURE+...], e.g. "a100=4,v100=4" (docs/needs.md); "" = one
+    # untyped pool of `nodes` nodes
+    pools: str = ""
 
 
 class DaemonSettings(BaseModel):

@@ -172,6 +172,9 @@ local function parse_needs(text)
                 return nil, string.format("'%s': compute capability is MAJOR.MINOR, e.g. cc>=8.0", item)
             end
             key, value = "cc", { tonumber(major), tonumber(minor) }
+        elseif item == "gpumem" or item == "cc" then
+            return nil, string.format("'%s' needs a bound, e.g. %s (quote the option: a bare > is "
+                .. "a shell redirect)", item, item == "cc" and "cc>=8.0" or "gpumem>=40G")
         else
             return nil, string.format("'%s' is not a need; needs are %s", item, NEEDS_HELP)
         end
@@ -243,13 +246,18 @@ local function describe_kind(k)
     return string.format("%s (%d x %d GPUs %s)", k.hosts, k.nodes, k.gpus, table.concat(parts, " "))
 end
 
--- nil when some nodes meet the needs (enough GPUs of them for `gpus`, when known), else why not
+-- nil, exclude when some nodes meet the needs (enough GPUs of them for `gpus`, when known),
+-- else why not; exclude lists the hosts that do not meet them (nil when all do)
 local function check_needs_fleet(n, text, gpus)
     local kinds = current_fleet()
     if kinds == nil or #kinds == 0 then return nil end  -- fail open: the daemon says the rest
-    local have, all = 0, {}
+    local have, all, exclude = 0, {}, {}
     for _, k in ipairs(kinds) do
-        if kind_meets(n, k) then have = have + k.nodes * k.gpus end
+        if kind_meets(n, k) then
+            have = have + k.nodes * k.gpus
+        else
+            table.insert(exclude, k.hosts)
+        end
         table.insert(all, describe_kind(k))
     end
     if have == 0 then
@@ -260,7 +268,7 @@ local function check_needs_fleet(n, text, gpus)
         return string.format("--rg-needs=%s: only %d GPUs meet it, the job asks for %d; the "
             .. "cluster has %s", text, have, gpus, table.concat(all, "; "))
     end
-    return nil
+    return nil, #exclude > 0 and table.concat(exclude, ",") or nil
 end
 
 -- total GPUs the job asks for, from --gpus (tres_per_job) or --gres/--gpus-per-node x nodes
@@ -435,8 +443,14 @@ function slurm_job_submit(job_desc, part_list, submit_uid)
     if hints.needs then
         local needs, text = parse_needs(hints.needs)
         if needs == nil then return reject("--rg-needs: " .. text) end
-        local unmet = check_needs_fleet(needs, text, requested_gpus(job_desc))
+        local unmet, exclude = check_needs_fleet(needs, text, requested_gpus(job_desc))
         if unmet then return reject(unmet) end
+        if exclude then
+            -- plain Slurm must honour the needs too (no daemon, or after its lease lapsed): the
+            -- nodes that do not meet them are excluded, beside any --exclude of the user's own
+            local own = job_desc.exc_nodes
+            job_desc.exc_nodes = (own ~= nil and own ~= "") and (own .. "," .. exclude) or exclude
+        end
         if text ~= "" then table.insert(tag, "needs=" .. text) end
     end
 

@@ -155,6 +155,9 @@ def parse_needs(text: str) -> Needs:
             if c is None or int(c.group(1)) < 1:
                 raise NeedsError(f"'{item}': compute capability is MAJOR.MINOR, e.g. cc>=8.0")
             key, value = "min_compute_capability", (int(c.group(1)), int(c.group(2) or 0))
+        elif item in ("gpumem", "cc"):
+            raise NeedsError(f"'{item}' needs a bound, e.g. {'cc>=8.0' if item == 'cc' else 'gpumem>=40G'}"
+                             " (quote the option: a bare > is a shell redirect)")
         else:
             raise NeedsError(f"'{item}' is not a need; needs are {HELP}")
         if key in fields:

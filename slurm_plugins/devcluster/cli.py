@@ -16,7 +16,7 @@ from railgang.daemon.cli_common import JsonOpt, emit, exit_with, settings_from
 from railgang.daemon.config import Settings
 from railgang.daemon.errors import DevClusterError, ExitCode
 from railgang.slurm_plugins.devcluster.cluster import DevCluster, register_accounts, write_configs
-from railgang.slurm_plugins.devcluster.layout import ClusterSpec
+from railgang.slurm_plugins.devcluster.layout import ClusterSpec, parse_pools
 
 app = typer.Typer(help="A local GPU Slurm 22.05 test cluster on this machine (root, loopback only).",
                   no_args_is_help=True)
@@ -24,19 +24,28 @@ console = Console()
 
 
 def spec_from_settings(settings: Settings, directory: Path | None = None,
-                       nodes: int | None = None) -> ClusterSpec:
+                       nodes: int | None = None, pools: str | None = None) -> ClusterSpec:
     dc = settings.devcluster
+    try:
+        parsed = parse_pools(dc.pools if pools is None else pools)
+    except ValueError as exc:
+        raise DevClusterError(str(exc)) from exc
+    if parsed and nodes is not None:
+        raise DevClusterError("--nodes and --pools both size the cluster; give one")
     return ClusterSpec(
         dir=directory or dc.dir, cluster_name=dc.cluster_name, nodes=nodes or dc.nodes,
         gpus_per_node=dc.gpus_per_node, nodes_per_leaf=dc.nodes_per_leaf,
         slurmctld_port=dc.slurmctld_port, slurmdbd_port=dc.slurmdbd_port,
         mariadb_port=dc.mariadb_port, slurmd_base_port=dc.slurmd_base_port,
         accounting=dc.accounting, daemon_heartbeat=settings.daemon.heartbeat_file,
-        grants_file=settings.ledger.grants_file,
-    )
+        grants_file=settings.ledger.grants_file, fleet_file=settings.slurm.fleet_file,
+    ).with_pools(parsed)
 
 
 DirOpt = Annotated[Path | None, typer.Option("--dir", help="Cluster directory (default: devcluster.dir).")]
+PoolsOpt = Annotated[str | None, typer.Option(
+    "--pools", help="Mixed GPU pools TYPE=NODES[:FEATURE+...], e.g. a100=4,v100=4 (typed GRES "
+    "gpu:a100:N and features such as gpumem_80g,nvlink,ib; docs/needs.md). Default: devcluster.pools.")]
 
 
 @app.command("up")
@@ -44,10 +53,11 @@ def up(
     ctx: typer.Context,
     directory: DirOpt = None,
     nodes: Annotated[int | None, typer.Option(help="Number of nodes (default: devcluster.nodes).")] = None,
+    pools: PoolsOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Start munge, MariaDB + slurmdbd, slurmctld and one slurmd per node; wait until all are idle."""
-    spec = spec_from_settings(settings_from(ctx), directory, nodes)
+    spec = spec_from_settings(settings_from(ctx), directory, nodes, pools)
     # with --json the progress lines go to stderr, so stdout is one JSON document
     progress = Console(stderr=True) if as_json else console
     cluster = DevCluster(spec, progress=lambda m: progress.print(f"[dim]·[/] {m}", highlight=False))
@@ -55,12 +65,15 @@ def up(
     if as_json:
         emit({"already_running": res.already_running, "seconds": res.seconds,
               "processes": res.processes, "nodes": spec.nodes, "gpus_per_node": spec.gpus_per_node,
-              "dir": str(spec.dir), "slurm_conf": str(spec.slurm_conf)}, True, "")
+              "pools": {p.gpu_type: {"nodes": p.nodes, "features": list(p.features)} for p in spec.pools},
+              "dir": str(spec.dir), "slurm_conf": str(spec.slurm_conf),
+              "fleet_file": str(spec.gpu_fleet_file)}, True, "")
         return
     if res.already_running:
         console.print(f"already up: {spec.nodes} nodes under {spec.dir}")
     else:
-        console.print(f"[green]up[/] in {res.seconds:.1f} s: {spec.nodes} nodes × {spec.gpus_per_node} GPUs, "
+        pools = " (" + ", ".join(f"{p.nodes} {p.gpu_type}" for p in spec.pools) + ")" if spec.pools else ""
+        console.print(f"[green]up[/] in {res.seconds:.1f} s: {spec.nodes} nodes{pools} × {spec.gpus_per_node} GPUs, "
                       f"{res.processes} processes")
     console.print(f"export SLURM_CONF={spec.slurm_conf}", highlight=False, soft_wrap=True)
 
@@ -80,10 +93,11 @@ def render(
         "--containers", help="One host per daemon and per node (docker-compose.yml): slurmctld, "
         f"slurmdbd, mariadb, n01…; the MariaDB password comes from ${STORAGE_PASS_ENV}.")] = False,
     spank: Annotated[Path | None, typer.Option(help="Built SPANK plugin for plugstack.conf.")] = None,
+    pools: PoolsOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Write the cluster's Slurm configs into DIR/etc without starting anything (the images use it)."""
-    spec = spec_from_settings(settings_from(ctx), directory, nodes)
+    spec = spec_from_settings(settings_from(ctx), directory, nodes, pools)
     if containers:
         password = os.environ.get(STORAGE_PASS_ENV, "")
         if not password:
@@ -118,10 +132,14 @@ def down(ctx: typer.Context, directory: DirOpt = None, as_json: JsonOpt = False)
 
 
 @app.command("status")
-def status(ctx: typer.Context, directory: DirOpt = None, as_json: JsonOpt = False) -> None:
+def status(ctx: typer.Context, directory: DirOpt = None, pools: PoolsOpt = None,
+           as_json: JsonOpt = False) -> None:
     """Processes, nodes, GPUs and states, and the SLURM_CONF line to use sinfo/sbatch against it.
     Exit 0 when everything runs, 4 when the cluster is down or degraded."""
-    spec = spec_from_settings(settings_from(ctx), directory)
+    spec = spec_from_settings(settings_from(ctx), directory, pools=pools)
+    pool_of = spec.pool_of()
+    gres = {n: f"gpu:{pool_of[n].gpu_type}:{spec.gpus_per_node}" if n in pool_of
+            else f"gpu:{spec.gpus_per_node}" for n in spec.node_names}
     cluster = DevCluster(spec)
     running = cluster.running()
     up_now = all(running.values())
@@ -129,7 +147,8 @@ def status(ctx: typer.Context, directory: DirOpt = None, as_json: JsonOpt = Fals
     if as_json:
         typer.echo(json.dumps({
             "up": up_now, "dir": str(spec.dir), "slurm_conf": str(spec.slurm_conf),
-            "processes": running, "nodes": {n: {"state": st, "gpus": spec.gpus_per_node}
+            "processes": running, "nodes": {n: {"state": st, "gpus": spec.gpus_per_node,
+                                                "gres": gres.get(n, "")}
                                             for n, st in nodes.items()},
         }, indent=2))
         exit_with(ExitCode.OK if up_now else ExitCode.NOT_RUNNING)
@@ -144,7 +163,7 @@ def status(ctx: typer.Context, directory: DirOpt = None, as_json: JsonOpt = Fals
         table = Table("node", "leaf", "GPUs", "state")
         leaf_of = {n: leaf for leaf, members in spec.leaves for n in members}
         for name, state in nodes.items():
-            table.add_row(name, leaf_of.get(name, "?"), f"gpu:{spec.gpus_per_node}", state)
+            table.add_row(name, leaf_of.get(name, "?"), gres.get(name, "?"), state)
         console.print(table)
         console.print(f"export SLURM_CONF={spec.slurm_conf}", highlight=False, soft_wrap=True)
     exit_with(ExitCode.OK if up_now else ExitCode.NOT_RUNNING)

@@ -195,6 +195,7 @@ class DevCluster:
             self._start_slurmctld()
             self._start_slurmds()
             self._wait_nodes_idle(timeout_s)
+            self.write_fleet_file()
         except BaseException:
             self.down()  # never leave a half-started cluster behind
             raise
@@ -284,7 +285,8 @@ class DevCluster:
             s.class_grants_file.parent.mkdir(parents=True, exist_ok=True)
             s.class_grants_file.write_text(TEST_GRANTS)
         env = slurm_env(s) | {"RAILGANG_HEARTBEAT_FILE": str(s.heartbeat_file),  # job_submit.lua
-                              "RAILGANG_GRANTS_FILE": str(s.class_grants_file)}
+                              "RAILGANG_GRANTS_FILE": str(s.class_grants_file),
+                              "RAILGANG_FLEET_FILE": str(s.gpu_fleet_file)}
         rec = self.procs.start("slurmctld", [str(s.bin / "slurmctld"), "-D", "-c", "-f", str(s.slurm_conf)],
                                log=s.log / "slurmctld.out", env=env)
         wait_for_port(s.slurmctld_port, timeout_s=30, what="slurmctld", log=s.log / "slurmctld.out", rec=rec)
@@ -312,6 +314,19 @@ class DevCluster:
         bad = {n: st for n, st in states.items() if st != "idle"}
         raise DevClusterError(f"nodes not idle after {timeout_s:.0f} s: {bad}; "
                               f"see {self.spec.log}/slurmctld.log")
+
+    def write_fleet_file(self) -> bool:
+        """Write the fleet file job_submit.lua reads from what slurmctld registered (sinfo),
+        through the daemon's own code, so a need no node meets is refused before any daemon
+        runs; True if it changed."""
+        from railgang.daemon.slurm.cli.facts import render_fleet_file, write_fleet_file
+        from railgang.daemon.slurm.cli.records import parse_sinfo
+        from railgang.daemon.slurm.cli.snapshot import core_node
+
+        res = _run(["/usr/bin/sinfo", "--json"], env=slurm_env(self.spec), timeout=30, what="sinfo --json")
+        nodes, _ = parse_sinfo(res.stdout)
+        text = render_fleet_file((n.name, n.gpus, core_node(n).facts) for n in nodes)
+        return write_fleet_file(self.spec.gpu_fleet_file, text)
 
     def node_states(self) -> dict[str, str]:
         res = _run(["/usr/bin/sinfo", "-h", "-N", "-o", "%N %t"], env=slurm_env(self.spec),

