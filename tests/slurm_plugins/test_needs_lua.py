@@ -28,7 +28,7 @@ for line in io.lines() do
     local job = {account = "team-a", user_name = "root", comment = "rg:class=3;needs=" .. line,
                  time_limit = slurm.NO_VAL, tres_per_node = gres ~= "" and gres or nil, min_nodes = 1}
     if slurm_job_submit(job, nil, 0) == slurm.SUCCESS then
-        print("OK\\t" .. (job.admin_comment or ""))
+        print("OK\\t" .. (job.admin_comment or "") .. (job.exc_nodes and ("\\texclude=" .. job.exc_nodes) or ""))
     else
         print("ERR\\t" .. (last or ""))
     end
@@ -94,14 +94,16 @@ def test_a_need_no_node_meets_is_refused_with_what_exists(tmp_path: Path) -> Non
     assert out == [
         f"ERR\trailgang: --rg-needs=gpumem>=100G: no node meets it; {exists}",
         f"ERR\trailgang: --rg-needs=type=h100: no node meets it; {exists}",
-        "OK\trailgang:class=3;needs=gpumem>=40G,nvlink",
-        "OK\trailgang:class=3;needs=net=eth",
+        # plain Slurm must keep off the nodes that fail the needs too (no daemon, lapsed lease)
+        "OK\trailgang:class=3;needs=gpumem>=40G,nvlink\texclude=n[03-04]",
+        "OK\trailgang:class=3;needs=net=eth\texclude=n[01-02]",
     ]
 
 
 def test_a_job_larger_than_the_capacity_meeting_its_needs_is_refused(tmp_path: Path) -> None:
     # --gres=gpu:8 on one node is fine; -N3 would need 24 GPUs and only 16 meet nvlink
-    assert run_lua(tmp_path, ["nvlink"], FLEET, gres="gres:gpu:8") == ["OK\trailgang:class=3;needs=nvlink"]
+    assert run_lua(tmp_path, ["nvlink"], FLEET, gres="gres:gpu:8") == [
+        "OK\trailgang:class=3;needs=nvlink\texclude=n[03-04]"]
     (tmp_path / "n3").mkdir()
     harness_n3 = HARNESS.replace("min_nodes = 1", "min_nodes = 3")
     (tmp_path / "n3" / "harness.lua").write_text(harness_n3)
