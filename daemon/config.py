@@ -13,7 +13,14 @@ import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, SecretStr, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from railgang.daemon.errors import ConfigError
@@ -78,6 +85,47 @@ class DevClusterSettings(BaseModel):
     pools: str = ""
 
 
+class LinkSettings(BaseModel):
+    """Live InfiniBand link health (docs/topology.md "Live link health"): scrape counters every
+    ``interval_s``, quarantine a port after ``quarantine_after`` lame intervals of the last
+    ``window``, release it after ``release_after`` clean intervals in a row."""
+
+    model_config = {"extra": "forbid"}
+    enabled: bool = False
+    # node_exporter's infiniband collector, one URL per host: "{host}" is replaced by the node name
+    exporter_url: str = ""  # e.g. "http://{host}:9100/metrics"
+    hosts: str = ""  # hostlist of the hosts to scrape, e.g. "gpu[001-128]"; empty = every node
+    # sysfs trees gathered per host: <sysfs_root>/<host>/class/infiniband/<dev>/ports/<p>/counters
+    sysfs_root: Path | None = None
+    interval_s: float = Field(default=30.0, gt=0)
+    timeout_s: float = Field(default=5.0, gt=0)  # per scrape
+    workers: int = Field(default=32, ge=1, le=512)  # scrapes in flight at once
+    nominal_gbps: float = Field(default=50.0, gt=0)  # expected GB/s per port (4X NDR = 50)
+    lame_errors_per_s: float = Field(default=0.01, ge=0)  # physical errors/s that make a port lame
+    congested_wait_per_s: float = Field(default=1e6, ge=0)  # port_xmit_wait ticks/s: congested
+    quarantine_after: int = Field(default=3, ge=1)
+    window: int = Field(default=5, ge=1)
+    release_after: int = Field(default=5, ge=1)
+    state_file: Path = DEFAULT_STATE_DIR / "links.json"  # what `railgang topology links` shows
+
+    @field_validator("exporter_url")
+    @classmethod
+    def _url(cls, v: str) -> str:
+        if v and (not v.startswith(("http://", "https://")) or "{host}" not in v):
+            raise ValueError("must be an http(s) URL containing {host}, e.g. "
+                             "http://{host}:9100/metrics")
+        return v
+
+    @model_validator(mode="after")
+    def _window(self) -> LinkSettings:
+        if self.quarantine_after > self.window:
+            raise ValueError(f"quarantine_after ({self.quarantine_after}) must not exceed window "
+                             f"({self.window})")
+        if self.enabled and not self.exporter_url and self.sysfs_root is None:
+            raise ValueError("enabled without a source: set exporter_url or sysfs_root")
+        return self
+
+
 class DaemonSettings(BaseModel):
     model_config = {"extra": "forbid"}
     policy: str = "default"
@@ -105,6 +153,7 @@ class DaemonSettings(BaseModel):
     explain_retention_s: float = Field(default=86400.0, gt=0)
     keep_cycles: int = Field(default=10000, ge=10)  # rows of the cycle log
     demo_jobs: int = Field(default=30, ge=0, le=100000)  # slurm.backend = "sim": jobs to replay
+    links: LinkSettings = LinkSettings()  # live link health (off by default)
 
 
 class ApiSettings(BaseModel):

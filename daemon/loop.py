@@ -20,7 +20,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Protocol
+from typing import Any, Protocol
 
 from railgang.daemon.clock import Clock
 from railgang.daemon.core.actions import Action
@@ -66,13 +66,15 @@ class CycleOutcome:
 
 def run_cycle(backend: Backend, policy: Policy, clock: Clock, rng: random.Random, *,
               config: CycleConfig | None = None, placer: Placer = topology_placer,
-              journal: CycleJournal | None = None, quotas: QuotaTree | None = None) -> CycleOutcome:
+              journal: CycleJournal | None = None, quotas: QuotaTree | None = None,
+              health: Any = None) -> CycleOutcome:
     """1. read the clock, 2. observe (and reconcile), 3. decide (pure), 4. journal, apply,
     journal, 5. report.
 
     ``config`` and ``placer`` are the core's own knobs, passed through unchanged (the default
     placer is the topology engine; tests may inject a first-fit one). ``quotas``: the quota tree
-    the daemon read from its database, put into the backend's snapshot (None: the snapshot's own).
+    the daemon read from its database, put into the backend's snapshot (None: the snapshot's own);
+    ``health`` likewise: the ``LinkHealth`` of the daemon's live link collector.
     """
     ms: dict[str, float] = {}
     t = time.perf_counter()
@@ -87,6 +89,8 @@ def run_cycle(backend: Backend, policy: Policy, clock: Clock, rng: random.Random
     snapshot = backend.snapshot(now)
     if quotas is not None:
         snapshot = snapshot.replace(quotas=quotas)
+    if health is not None:  # live link health from the daemon's collector (service/links.py)
+        snapshot = snapshot.replace(health=health)
     lap("snapshot")
     if journal is not None:
         journal.observed(snapshot, now)

@@ -191,11 +191,52 @@ def _snapshot(root: Path, t: float) -> tuple[list[PortSample], list[str]]:
     return samples, warnings
 
 
+def _live_links(ctx: typer.Context, state: Path | None, show_all: bool, as_json: bool) -> None:
+    """The daemon collector's last round (``daemon.links.state_file``), with hysteresis applied."""
+    from railgang.daemon.cli_common import settings_from
+
+    path = state if state is not None else settings_from(ctx).daemon.links.state_file
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError as exc:
+        raise InputError("no link state yet (is the daemon running with daemon.links.enabled = "
+                         "true?)", path=str(path)) from exc
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise InputError(f"not a link state file: {exc}", path=str(path)) from exc
+    if not isinstance(data, dict) or not isinstance(data.get("ports"), list):
+        raise InputError("not a link state file (no 'ports' list)", path=str(path))
+    ports = [p for p in data["ports"] if show_all or p.get("status") != "healthy" or p.get("quarantined")]
+    if as_json:
+        typer.echo(json.dumps({**data, "ports": ports}, indent=2))
+        return
+    c = data.get("counts", {})
+    typer.echo(f"{len(data['ports'])} ports on {data.get('hosts', '?')} hosts: {c.get('healthy', 0)} healthy, "
+               f"{c.get('congested', 0)} congested, {c.get('lame', 0)} lame, {c.get('unknown', 0)} unknown; "
+               f"{data.get('quarantined_ports', 0)} in quarantine (round of {data.get('seconds', 0):.2f} s)")
+    for p in ports:
+        held = (" QUARANTINED" if p["quarantined"] else "") + (
+            f" (lame {p['lame_in_window']} of last intervals, clean streak {p['clean_streak']})")
+        typer.echo(f"  {p['host']} {p['device']} port {p['port']}: {p['status']}, "
+                   f"{p['effective_gbps']:.1f} GB/s{held}" + (f" ({'; '.join(p['reasons'])})" if p["reasons"] else ""))
+    quarantine = data.get("quarantine", [])
+    typer.echo(f"quarantine ({len(quarantine)} node(s)):" if quarantine else "quarantine: none")
+    for e in quarantine:
+        typer.echo(f"  {e['node']}: {e['reason']}")
+    for e in data.get("errors", [])[:10]:
+        typer.echo(f"warning: {e}", err=True)
+
+
 @app.command("links")
 def links(
-    topology: Annotated[Path, typer.Option("--topology", "-t", help="Slurm topology.conf.")],
-    before: Annotated[Path, typer.Argument(help="Counter snapshot directory, taken first.")],
-    after: Annotated[Path, typer.Argument(help="Counter snapshot directory, taken --interval later.")],
+    ctx: typer.Context,
+    before: Annotated[Path | None, typer.Argument(
+        help="Counter snapshot directory, taken first (omit both: the daemon's live state).")] = None,
+    after: Annotated[Path | None, typer.Argument(
+        help="Counter snapshot directory, taken --interval later.")] = None,
+    topology: Annotated[Path | None, typer.Option(
+        "--topology", "-t", help="Slurm topology.conf (with two snapshots).")] = None,
+    state: Annotated[Path | None, typer.Option(
+        "--state", help="Live mode: the daemon's link state file (default daemon.links.state_file).")] = None,
     interval: Annotated[float, typer.Option("--interval", help="Seconds between the snapshots.")] = 10.0,
     nominal: Annotated[float, typer.Option("--nominal-gbps", help="Expected GB/s per port.")] = 50.0,
     lame_rate: Annotated[float, typer.Option("--lame-errors-per-s", help="Error rate that makes a link lame.")] = 0.01,
@@ -203,7 +244,14 @@ def links(
     as_json: JsonOpt = False,
     facts: FactsOpt = None,
 ) -> None:
-    """Classify InfiniBand links from two counter snapshots and list the nodes to quarantine."""
+    """Classify InfiniBand links from two counter snapshots, or show the daemon's live link
+    health (no snapshots), and list the nodes to quarantine."""
+    if before is None and after is None:
+        _live_links(ctx, state, show_all, as_json)
+        return
+    if before is None or after is None or topology is None:
+        raise InputError("give two counter snapshot directories and --topology, or none of them "
+                         "for the daemon's live link state", field="--topology")
     if interval <= 0:
         raise InputError(f"--interval must be positive, got {interval}", field="--interval")
     fabric = _fabric(topology, facts, False)

@@ -77,6 +77,7 @@ class DrainNode:
 class TagNode:
     node: str
     tag: str
+    remove: bool = False  # True: take the tag off (the links behind it were repaired)
 
 
 Action = Start | Resize | Preempt | SetPriority | DrainNode | TagNode

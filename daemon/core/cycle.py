@@ -103,7 +103,7 @@ def decide(
         ms[phase] += (t - clock) * 1e3
         clock = t
 
-    quarantined = _quarantined(snapshot, config.lame_link_tag)
+    quarantined, released = _quarantined(snapshot, config.lame_link_tag)
     snapshot = _with_quarantine(snapshot, quarantined)  # a what-if the placer sees (STYLE 2)
     w = Work(snapshot, now, placer, rng.randrange(2**31))  # 1. observe
     lap("observe")
@@ -138,7 +138,7 @@ def decide(
     hygiene: list[Action] = [
         TagNode(n, config.lame_link_tag) for n in sorted(quarantined)
         if n in snapshot.nodes and config.lame_link_tag not in snapshot.nodes[n].tags
-    ]
+    ] + [TagNode(n, config.lame_link_tag, remove=True) for n in released]
     if config.emit_priorities:
         waiting = [x.job_id for x in order if x.job_id not in w.started]
         hygiene += [SetPriority(j, len(waiting) - i) for i, j in enumerate(waiting)]
@@ -151,12 +151,16 @@ def decide(
     return Decision(actions, reasons, MappingProxyType(ms))
 
 
-def _quarantined(snapshot: Snapshot, tag: str) -> set[str]:
+def _quarantined(snapshot: Snapshot, tag: str) -> tuple[set[str], list[str]]:
     """Nodes the topology link health quarantines, and nodes that already carry the lame-link
     tag: the tag lives in Slurm (the CLI backend's node feature ``rg_<tag>``), so a quarantine
-    outlives the daemon process and the link data that caused it."""
-    q = getattr(snapshot.health, "quarantined", None)
-    return (set(q) if q else set()) | {n for n, node in snapshot.nodes.items() if tag in node.tags}
+    outlives the daemon process and the link data that caused it. Second: tagged nodes a live
+    collector vouches for again (``health.observed``, not quarantined), whose tag comes off."""
+    q = getattr(snapshot.health, "quarantined", None) or {}
+    observed = getattr(snapshot.health, "observed", None) or frozenset()
+    tagged = {n for n, node in snapshot.nodes.items() if tag in node.tags}
+    released = sorted(n for n in tagged if n in observed and n not in q)
+    return set(q) | (tagged - set(released)), released
 
 
 def _with_quarantine(snapshot: Snapshot, quarantined: set[str]) -> Snapshot:

@@ -12,6 +12,10 @@ The recipe (each step timed; the log line and ``/metrics`` show the milliseconds
 5. grants: rewrite the class grants file ``job_submit.lua`` reads when the grants in the
    database changed (``service/grants.py``; also when Slurm was unreachable this cycle).
 
+Link health (``service/links.py``, when ``daemon.links.enabled``): step 2 puts the collector's last
+LinkHealth into the snapshot (the core tags quarantined nodes and untags repaired ones) and hands
+the cycle's fabric back to the collector, which scrapes on its own interval.
+
 Quotas (``service/quotas.py``): before step 2 the quota tree is read from the database and goes
 into the snapshot; after step 3 the use-it-or-lose-it review may record proposals (hourly).
 
@@ -44,12 +48,14 @@ from railgang.daemon.loop import CycleOutcome, run_cycle
 from railgang.daemon.service import explain
 from railgang.daemon.service.grants import GrantsFile
 from railgang.daemon.service.journal import SessionJournal, utc
+from railgang.daemon.service.links import LinkCollector
 from railgang.daemon.service.metrics import DaemonMetrics
 from railgang.daemon.service.quotas import QuotaStep
 from railgang.daemon.slurm.backend import ActionResult, Backend, LeaseBackend
 from railgang.daemon.slurm.cli.lease import write_heartbeat
 from railgang.db.repositories import explanations as explain_repo
 from railgang.db.repositories import journal as repo
+from railgang.topology.fabric import Fabric
 
 log = logging.getLogger("railgang.daemon")
 PRUNE_EVERY = 100  # cycles between prunes of the bounded tables
@@ -128,7 +134,8 @@ class DaemonService:
                  seed: int = 0, heartbeat_file: Path | None = None, lease_s: int = 120,
                  metrics: DaemonMetrics | None = None, journal_retention_s: float = 7 * 86400,
                  explain_retention_s: float = 86400, keep_cycles: int = 10000,
-                 grants_file: Path | None = None, quotas: QuotaStep | None = None) -> None:
+                 grants_file: Path | None = None, quotas: QuotaStep | None = None,
+                 links: LinkCollector | None = None) -> None:
         self.engine, self.backend, self.clock = engine, backend, clock
         self.policy = RecordingPolicy(policy)
         self.leader, self.config, self.placer = leader, config or CycleConfig(), placer
@@ -138,6 +145,7 @@ class DaemonService:
         self.keep_cycles = keep_cycles
         self.grants = GrantsFile(grants_file) if grants_file is not None else None
         self.quotas = quotas if quotas is not None else QuotaStep()
+        self.links = links  # live link health: its LinkHealth goes into every snapshot
         self.sessions = sessionmaker(engine, expire_on_commit=False)
         self.tracker: explain.Tracker | None = None
         self.cycles = 0
@@ -155,7 +163,11 @@ class DaemonService:
                 tree = self.quotas.tree(s, self.clock.now())  # read-only
                 outcome = run_cycle(self.backend, self.policy, self.clock, self.rng,
                                     config=self.config, placer=self.placer, journal=hooks,
-                                    quotas=tree)
+                                    quotas=tree,
+                                    health=self.links.health() if self.links else None)
+                snap = outcome.snapshot
+                if self.links is not None and snap is not None and isinstance(snap.fabric, Fabric):
+                    self.links.set_fabric(outcome.snapshot.fabric)  # hosts and switches to fold on
                 report.now = outcome.now
                 t1 = time.perf_counter()
                 self._record(s, cycle.id, outcome, report, journal)

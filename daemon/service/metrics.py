@@ -13,6 +13,15 @@ railgang_actions_total                 counter    ``kind``, ``result``: applied 
                                                   abandoned
 railgang_leaf_gpus                     gauge      ``leaf``, ``state``: allocated | free
 railgang_leader                        gauge      1 while this process holds the leader lock
+railgang_link_ports                    gauge      ``status``: healthy | congested | lame |
+                                                  unknown (last interval's verdict)
+railgang_link_quarantined_ports        gauge      ports held in quarantine (hysteresis applied)
+railgang_link_quarantined_nodes        gauge      nodes the link health quarantines
+railgang_link_port_factor              gauge      ``host``, ``device``, ``port``: effective /
+                                                  nominal bandwidth, only ports below 1
+railgang_link_changes_total            counter    ``change``: quarantined | released
+railgang_link_scrape_seconds           histogram  one collection round over every host
+railgang_link_scrape_errors_total      counter    hosts that could not be read, bad values
 =====================================  =========  =============================================
 """
 
@@ -20,13 +29,16 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry, Gauge, Histogram, start_http_server
 from prometheus_client import Counter as PromCounter
 
 from railgang.daemon.core.reasons import Reason
 from railgang.daemon.core.snapshot import Snapshot
+
+if TYPE_CHECKING:
+    from railgang.daemon.service.links import LinkRound
 
 # from 1 ms to about 30 s: a core phase at small scale up to a slow Slurm call at large scale
 BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
@@ -49,6 +61,21 @@ class DaemonMetrics:
         self.leaf_gpus = Gauge("railgang_leaf_gpus", "GPUs per leaf switch",
                                ["leaf", "state"], registry=r)
         self.leader = Gauge("railgang_leader", "1 while this process is the leader", registry=r)
+        self.link_ports = Gauge("railgang_link_ports", "IB ports by last verdict", ["status"],
+                                registry=r)
+        self.link_q_ports = Gauge("railgang_link_quarantined_ports", "IB ports in quarantine",
+                                  registry=r)
+        self.link_q_nodes = Gauge("railgang_link_quarantined_nodes",
+                                  "Nodes quarantined by link health", registry=r)
+        self.link_factor = Gauge("railgang_link_port_factor",
+                                 "Effective/nominal bandwidth of degraded IB ports",
+                                 ["host", "device", "port"], registry=r)
+        self.link_changes = PromCounter("railgang_link_changes", "Port quarantines and releases",
+                                        ["change"], registry=r)
+        self.link_scrape = Histogram("railgang_link_scrape_seconds", "One link collection round",
+                                     buckets=BUCKETS, registry=r)
+        self.link_errors = PromCounter("railgang_link_scrape_errors",
+                                       "Hosts not read and bad counter values", registry=r)
         for reason in Reason:  # every reason is a series from the first scrape on
             self.pending.labels(reason.value).set(0)
         self._server: Any = None
@@ -82,6 +109,25 @@ class DaemonMetrics:
         self.last_cycle.set(finished_at)
 
 
+def observe_links(metrics: DaemonMetrics, result: LinkRound) -> None:
+    """Publish one link collection round (series of ports back at full speed are dropped)."""
+    counts = dict.fromkeys(("healthy", "congested", "lame", "unknown"), 0)
+    for p in result.ports:
+        counts[p.verdict] += 1
+    for status, n in counts.items():
+        metrics.link_ports.labels(status).set(n)
+    metrics.link_q_ports.set(sum(p.quarantined for p in result.ports))
+    metrics.link_q_nodes.set(len(result.health.quarantined))
+    metrics.link_factor.clear()
+    for p in result.ports:
+        if p.factor < 1.0:
+            metrics.link_factor.labels(p.key.host, p.key.device, str(p.key.port)).set(p.factor)
+    for c in result.changes:
+        metrics.link_changes.labels("quarantined" if c.quarantined else "released").inc()
+    metrics.link_scrape.observe(result.seconds)
+    metrics.link_errors.inc(len(result.errors))
+
+
 def leaf_gpus(snapshot: Snapshot) -> dict[tuple[str, str], int]:
     """``(leaf, allocated|free) -> GPUs`` as observed (drained and down nodes count as neither)."""
     leaf_of = getattr(snapshot.fabric, "leaf_of", None)
@@ -96,4 +142,4 @@ def leaf_gpus(snapshot: Snapshot) -> dict[tuple[str, str], int]:
     return out
 
 
-__all__ = ["BUCKETS", "DaemonMetrics", "leaf_gpus"]
+__all__ = ["BUCKETS", "DaemonMetrics", "leaf_gpus", "observe_links"]

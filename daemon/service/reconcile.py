@@ -74,6 +74,9 @@ def judge(action: Action, snapshot: Snapshot,
         if isinstance(action, DrainNode):
             return (A, "node is drained") if node.state == "drain" else (
                 X, f"node is {node.state}, not drained")
+        if action.remove:
+            return (A, "tag is off the node") if action.tag not in node.tags else (
+                X, f"node still carries tag {action.tag!r}")
         return (A, "node carries the tag") if action.tag in node.tags else (
             X, f"node does not carry tag {action.tag!r}")
     job_id = action.job_id

@@ -28,7 +28,8 @@ from railgang.daemon.errors import ConfigError, DaemonError, ExitCode, NotLeader
 from railgang.daemon.service.backends import make_backend
 from railgang.daemon.service.cycle import DaemonService
 from railgang.daemon.service.leader import LeaderLock, lock_for
-from railgang.daemon.service.metrics import DaemonMetrics
+from railgang.daemon.service.links import LinkCollector
+from railgang.daemon.service.metrics import DaemonMetrics, observe_links
 from railgang.daemon.service.quotas import QuotaStep
 from railgang.db import migrate
 from railgang.db.repositories import journal as repo
@@ -108,6 +109,7 @@ def run_daemon(settings: Settings, *, once: bool = False, wait: bool = True,
     engine = make_engine(settings.db.url)
     lock = lock_for(engine)
     metrics = DaemonMetrics()
+    links: LinkCollector | None = None
     try:
         if not _lead(lock, settings, wait, stop):
             return ExitCode.OK
@@ -126,6 +128,7 @@ def run_daemon(settings: Settings, *, once: bool = False, wait: bool = True,
                                   f"{d.metrics_host}:{d.metrics_port}: {exc.strerror}; pick "
                                   "another port or 0 to turn it off") from exc
             log.info("metrics on http://%s:%d/metrics", d.metrics_host, port)
+        links = LinkCollector(d.links) if d.links.enabled else None
         service = DaemonService(
             engine=engine, backend=make_backend(settings, clock.now()), policy=policy,
             clock=clock, leader=leader_name(), config=cycle_config(settings), seed=d.seed,
@@ -133,17 +136,20 @@ def run_daemon(settings: Settings, *, once: bool = False, wait: bool = True,
             journal_retention_s=d.journal_retention_days * 86400,
             explain_retention_s=d.explain_retention_s, keep_cycles=d.keep_cycles,
             grants_file=settings.ledger.grants_file,
-            quotas=QuotaStep(oversubscription=d.quota_oversubscription))
+            quotas=QuotaStep(oversubscription=d.quota_oversubscription), links=links)
         log.info("leader: %s, %s backend, policy %s, every %g s", lock.describe(),
                  settings.slurm.backend, policy.name, d.cycle_interval_s)
         if once:
             return ExitCode.OK if _cycle(service) else ExitCode.ERROR
         scheduler = BackgroundScheduler(
-            executors={"default": ThreadPoolExecutor(1)},
+            executors={"default": ThreadPoolExecutor(1), "links": ThreadPoolExecutor(1)},
             job_defaults={"coalesce": True, "max_instances": 1,
                           "misfire_grace_time": max(1, int(d.cycle_interval_s))})
         scheduler.add_job(_cycle, "interval", args=[service], seconds=d.cycle_interval_s,
                           next_run_time=datetime.now(UTC), id="cycle")
+        if links is not None:  # its own thread: a slow scrape never delays a cycle
+            scheduler.add_job(_collect_links, "interval", args=[links, metrics],
+                              seconds=d.links.interval_s, id="links", executor="links")
         scheduler.start()
         try:
             stop.wait()
@@ -154,8 +160,21 @@ def run_daemon(settings: Settings, *, once: bool = False, wait: bool = True,
     finally:
         metrics.leader.set(0)
         metrics.close()
+        if links is not None:
+            links.close()
         lock.release()
         engine.dispose()
+
+
+def _collect_links(links: LinkCollector, metrics: DaemonMetrics) -> None:
+    """One link collection round; a failure is logged and the next round tries again."""
+    try:
+        result = links.collect()
+    except Exception as exc:
+        log.error("link collection failed: %s: %s", type(exc).__name__, exc)
+        return
+    if result is not None:
+        observe_links(metrics, result)
 
 
 def _cycle(service: DaemonService) -> bool:

@@ -313,6 +313,9 @@ class SimBackend:
             if isinstance(action, TagNode) and action.remove:
                 self.nodes[action.node] = Node(node.name, node.gpus, node.state, node.tags - {action.tag})
                 return None
+            if isinstance(action, TagNode) and action.remove:
+                self.nodes[action.node] = Node(node.name, node.gpus, node.state, node.tags - {action.tag})
+                return None
             self.nodes[action.node] = (node.with_state(NodeState.DRAIN)
                                        if isinstance(action, DrainNode) else node.with_tag(action.tag))
             return None

@@ -187,7 +187,12 @@ def _plan(b: _Batch, i: int, action: Action, obs: Observation, now: float, confi
         if raw is None:
             return f"node {action.node} is not in sinfo"
         feature = TAG_FEATURE_PREFIX + action.tag
-        if feature in raw.features:
+        if action.remove:  # the links were repaired: the node takes gangs again
+            if feature not in raw.features:
+                b.notes[i] = "not tagged"
+            else:
+                b.node_ops.append((cmd.features_argv(action.node, raw.features - {feature}), i))
+        elif feature in raw.features:
             b.notes[i] = "already tagged"
         else:
             b.node_ops.append((cmd.features_argv(action.node, raw.features | {feature}), i))
