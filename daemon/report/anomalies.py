@@ -1,0 +1,103 @@
+"""Run every detector over one day's inputs: the fleet-level ones over the ledger's aggregates,
+the GPU-level ones over each job's own GPUs, cut to the segments the job held them."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping
+
+import numpy as np
+
+from railgang.daemon.report import detectors as det
+from railgang.daemon.report.capacity import seg_gpus
+from railgang.daemon.report.config import ReportSettings
+from railgang.daemon.report.data import ReportInputs
+from railgang.daemon.report.series import GpuSeries
+
+
+def job_series(inputs: ReportInputs, sizes: dict[str, int]) -> dict[int, list[GpuSeries]]:
+    """job pk -> the samples of each GPU it held, during the segments it held them."""
+    out: dict[int, list[GpuSeries]] = defaultdict(list)
+    for seg in inputs.segments:
+        held = seg_gpus(seg, sizes)
+        if held is None:
+            continue
+        lo = max(seg.start, inputs.since)
+        hi = min(seg.end if seg.end is not None else inputs.now, inputs.until)
+        for node, idx in held.items():
+            for i in idx:
+                s = inputs.gpus.get(f"{node}:{i}")
+                if s is not None:
+                    part = s.slice(lo, hi)
+                    if len(part):
+                        out[seg.job_pk].append(part)
+    return dict(out)
+
+
+def fleet_anomalies(inputs: ReportInputs, series: Mapping[str, list[float]],
+                    settings: ReportSettings) -> list[det.Anomaly]:
+    th = settings.thresholds
+    out: list[det.Anomaly] = []
+    today = {r["team"]: r["gpu_seconds"] / 3600 for r in inputs.usage_team}
+    out += det.team_surges(today, inputs.history, th)
+    arrivals = [j.submitted for j in inputs.queue if inputs.since <= j.submitted < inputs.until]
+    starts = [j.first_start for j in inputs.queue if j.first_start is not None]
+    out += det.queue_growth(arrivals, starts, inputs.since, inputs.until, th)
+    if series.get("t"):
+        out += det.fleet_drops(series["t"], series["util_pct"], th, what="utilisation")
+        if any(v == v for v in series["power_w"]):
+            out += det.fleet_drops(series["t"], series["power_w"], th, what="power",
+                                   unit="W/GPU")
+    guaranteed = {team: g for team, (g, _lim, _dept) in inputs.accounts.items()}
+    out += det.idle_reservations(guaranteed, inputs.used_recent, inputs.recent_span_s, th)
+    return out
+
+
+def job_anomalies(inputs: ReportInputs, sizes: dict[str, int],
+                  settings: ReportSettings) -> list[det.Anomaly]:
+    th = settings.thresholds
+    catalogue = {k.lower(): v for k, v in settings.gpu_memory_gib.items()}
+    per_job = job_series(inputs, sizes)
+    first: dict[int, tuple[str, str, str, int]] = {}
+    for seg in inputs.segments:
+        first.setdefault(seg.job_pk, (seg.job, seg.team, seg.gpu_type,
+                                      len(seg.nodes.split(",")) if seg.nodes else 0))
+    out: list[det.Anomaly] = []
+    for pk, series in sorted(per_job.items()):
+        job, team, gpu_type, _ = first[pk]
+        for found in (det.detect_zombie(job, team, series, th),
+                      det.detect_starvation(job, team, series, th)):
+            if found is not None:
+                out.append(found)
+        mems = [float(np.max(s.mem_mib)) for s in series if s.mem_mib is not None]
+        if mems:
+            at = float(min(s.t[0] for s in series))
+            totals = [s.mem_total_mib for s in series if s.mem_total_mib]
+            found = det.detect_overspec(job, team, at, gpu_type, max(mems), catalogue, th,
+                                        total_mib=totals[0] if totals else None)
+            if found is not None:
+                out.append(found)
+    for pk, (ts, step, compute) in sorted(inputs.steps.items()):
+        if pk not in first:
+            continue
+        job, team, _, _ = first[pk]
+        nodes = {n for seg in inputs.chains.get(pk, []) for n in _nodes(seg.nodes)}
+        found = det.detect_comm_bound(job, team, float(ts[0]), step, compute, th,
+                                      nodes=len(nodes))
+        if found is not None:
+            out.append(found)
+    return out
+
+
+def _nodes(expr: str) -> list[str]:
+    import hostlist
+
+    return list(hostlist.expand_hostlist(expr)) if expr else []
+
+
+def ordered(anomalies: list[det.Anomaly]) -> list[det.Anomaly]:
+    rank = {k: i for i, k in enumerate(det.KINDS)}
+    return sorted(anomalies, key=lambda a: (rank.get(a.kind, 99), a.subject, a.at or 0))
+
+
+__all__ = ["fleet_anomalies", "job_anomalies", "job_series", "ordered"]

@@ -1,0 +1,247 @@
+"""Build the daily report from its inputs (pure: no database, no clock, no files).
+
+Recipe: 1. per team: the three utilisation tiers (R-Q5) against the guarantee, showback and
+chargeback; 2. top jobs; 3. per pool: utilisation, fragmentation index and stranded capacity;
+4. queue depth and wait per priority class; 5. cost of chaos (preemptions, resizes, spot
+interruptions, from the ledger's segment chains); 6. fleet series for the charts; 7. anomalies.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from itertools import pairwise
+
+import numpy as np
+
+from railgang.daemon.report.anomalies import fleet_anomalies, job_anomalies, ordered
+from railgang.daemon.report.capacity import (
+    fragmentation,
+    node_sizes,
+    peak_allocation,
+    pool_nodes,
+)
+from railgang.daemon.report.config import ReportSettings
+from railgang.daemon.report.data import ReportInputs, Seg
+from railgang.daemon.report.detectors import bin_series
+from railgang.daemon.report.model import (
+    CLASS_NAMES,
+    Chaos,
+    ClassRow,
+    JobRow,
+    PoolRow,
+    Report,
+    TeamRow,
+)
+from railgang.topology.fabric import Fabric
+
+
+def _h(gpu_s: float | None) -> float | None:
+    return None if gpu_s is None else round(gpu_s / 3600, 3)
+
+
+def _pct(part: float | None, whole: float) -> float | None:
+    return None if part is None or whole <= 0 else round(100 * part / whole, 2)
+
+
+def team_rows(inputs: ReportInputs) -> list[TeamRow]:
+    hours = (inputs.until - inputs.since) / 3600
+    used_type: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    for g in inputs.segments:
+        used_type[g.team][g.gpu_type] += g.gpus
+    reserved = sorted(v for (_, cap), v in inputs.rates.items() if cap == "reserved")
+    rows = []
+    by_team = {r["team"]: r for r in inputs.usage_team}
+    for team in sorted(set(by_team) | set(inputs.accounts)):
+        r = by_team.get(team, {"gpu_seconds": 0, "compute_gpu_seconds": None,
+                               "productive_gpu_seconds": None, "cost": 0.0,
+                               "unpriced_gpu_seconds": 0})
+        g, lim, dept = inputs.accounts.get(team, (None, None, None))
+        quota = None if not g else g * hours
+        alloc = r["gpu_seconds"] / 3600
+        types = used_type.get(team)
+        main = max(sorted(types), key=lambda k: types[k]) if types else None
+        rate = inputs.rates.get((main, "reserved")) if main else None
+        if rate is None and reserved:
+            rate = reserved[0]
+        floor = (g or 0) * hours * (rate or 0.0)
+        rows.append(TeamRow(team, dept, g, lim, None if quota is None else round(quota, 3),
+                            round(alloc, 3), _h(r["compute_gpu_seconds"]),
+                            _h(r["productive_gpu_seconds"]),
+                            None if not quota else round(100 * alloc / quota, 2),
+                            round(r["cost"], 2), round(max(r["cost"], floor), 2),
+                            _h(r["unpriced_gpu_seconds"]) or 0.0))
+    return rows
+
+
+def top_jobs(inputs: ReportInputs, n: int) -> list[JobRow]:
+    last: dict[str, Seg] = {}
+    for g in inputs.segments:
+        last[g.job] = g
+    rows = sorted(inputs.usage_job, key=lambda r: (-r["gpu_seconds"], r["job"]))[:n]
+    out = []
+    for r in rows:
+        g = last.get(r["job"])
+        if g is None:
+            continue
+        gs = r["gpu_seconds"]
+        out.append(JobRow(r["job"], g.team, g.user, g.gpus, g.gpu_type, round(gs / 3600, 3),
+                          _pct(r["compute_gpu_seconds"], gs), _pct(r["productive_gpu_seconds"], gs),
+                          round(r["cost"], 2)))
+    return out
+
+
+def pool_rows(inputs: ReportInputs, settings: ReportSettings, sizes: dict[str, int],
+              fabric: Fabric | None) -> tuple[list[PoolRow], list[str]]:
+    notes: list[str] = []
+    hours = (inputs.until - inputs.since) / 3600
+    nodes_of = pool_nodes(inputs.segments)
+    seen = {k.rpartition(":")[0] for k in inputs.gpus}
+    rows = []
+    for r in sorted(inputs.usage_pool, key=lambda r: r["gpu_type"]):
+        pool = r["gpu_type"]
+        segs = [g for g in inputs.segments if g.gpu_type == pool]
+        nodes = nodes_of.get(pool, [])
+        if pool in settings.pool_gpus:
+            gpus, source = settings.pool_gpus[pool], "config"
+        elif nodes and set(nodes) <= seen:
+            gpus, source = sum(sizes[n] for n in nodes), "telemetry"
+        else:
+            gpus, source = peak_allocation(segs, inputs.since, inputs.until), "peak allocation"
+            notes.append(f"pool {pool}: size unknown (set report.pool_gpus); utilisation is "
+                         "against its peak allocation")
+        frag, stranded = fragmentation(segs, nodes, sizes, inputs.queue, inputs.since,
+                                       inputs.until, settings.fragmentation_samples, fabric)
+        alloc = r["gpu_seconds"]
+        cap = gpus * hours * 3600
+        rows.append(PoolRow(pool, gpus, source, round(alloc / 3600, 3),
+                            _pct(alloc, cap) or 0.0, _pct(r["compute_gpu_seconds"], cap),
+                            _pct(r["productive_gpu_seconds"], cap),
+                            None if frag is None else round(frag, 4),
+                            None if stranded is None else round(stranded, 3)))
+    return rows, notes
+
+
+def _q(values: Sequence[float], q: float) -> float | None:
+    return None if not values else round(float(np.percentile(values, q)), 1)
+
+
+def queue_rows(inputs: ReportInputs, t: np.ndarray) -> tuple[list[ClassRow],
+                                                           dict[str, list[float]]]:
+    rows, series = [], {}
+    for pc in sorted({j.priority_class for j in inputs.queue} | set(CLASS_NAMES)):
+        jobs = [j for j in inputs.queue if j.priority_class == pc]
+        sub = np.sort(np.array([j.submitted for j in jobs], dtype=np.float64))
+        st = np.sort(np.array([j.first_start for j in jobs if j.first_start is not None],
+                              dtype=np.float64))
+        depth = (np.searchsorted(sub, t, side="right") - np.searchsorted(st, t, side="right"))
+        waits = [j.first_start - j.submitted for j in jobs if j.first_start is not None
+                 and inputs.since <= j.first_start < inputs.until]
+        at_end = sum(1 for j in jobs if j.submitted < inputs.until and
+                     (j.first_start is None or j.first_start >= inputs.until))
+        name = CLASS_NAMES.get(pc, f"class {pc}")
+        series[f"queue_{pc}"] = [float(x) for x in depth]
+        rows.append(ClassRow(pc, name, round(float(depth.mean()), 2) if len(depth) else 0.0,
+                             int(depth.max()) if len(depth) else 0, at_end, len(waits),
+                             _q(waits, 50), _q(waits, 90)))
+    return rows, series
+
+
+def chaos(inputs: ReportInputs, tax_s: float) -> Chaos:
+    pre = res = spot = 0
+    lost_h = lost_cost = 0.0
+    by_team: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+    for chain in inputs.chains.values():
+        for a, b in pairwise(chain):
+            if a.end is None or not inputs.since <= a.end < inputs.until:
+                continue
+            t = by_team[a.team]
+            if b.start <= a.end + 1:
+                if b.gpus != a.gpus:
+                    res += 1
+                    t["resizes"] += 1
+                continue
+            pre += 1
+            t["preemptions"] += 1
+            if a.capacity == "spot":
+                spot += 1
+                t["spot_interruptions"] += 1
+            h = a.gpus * tax_s / 3600
+            lost_h += h
+            t["lost_gpu_h"] += h
+            lost_cost += h * inputs.rates.get((a.gpu_type, a.capacity), 0.0)
+    return Chaos(pre, res, spot, round(lost_h, 3), round(lost_cost, 2),
+                 {k: dict(v) for k, v in sorted(by_team.items())})
+
+
+def fleet_series(inputs: ReportInputs, bin_s: int, capacity: int) -> dict[str, list[float]]:
+    """Mean SM utilisation and power per GPU sample, and allocated share, per bin."""
+    t = np.arange(inputs.since, inputs.until, bin_s, dtype=np.float64)
+    out: dict[str, list[float]] = {"t": [float(x) for x in t]}
+    if inputs.gpus:
+        allt = np.concatenate([s.t for s in inputs.gpus.values()])
+        sm = np.concatenate([s.sm for s in inputs.gpus.values()])
+        pw = np.concatenate([s.power_w if s.power_w is not None else np.full(len(s), np.nan)
+                             for s in inputs.gpus.values()])
+        bt, bu = bin_series(allt, sm, bin_s)
+        _, bp = bin_series(allt, pw, bin_s)
+        idx = np.searchsorted(t, bt)
+        util = np.full(len(t), np.nan)
+        power = np.full(len(t), np.nan)
+        ok = idx < len(t)
+        util[idx[ok]] = bu[ok]
+        power[idx[ok]] = bp[ok]
+        out["util_pct"] = [round(float(x), 2) for x in util]
+        out["power_w"] = [round(float(x), 1) for x in power]
+    else:
+        out["util_pct"] = [float("nan")] * len(t)
+        out["power_w"] = [float("nan")] * len(t)
+    alloc = np.zeros(len(t))
+    for g in inputs.segments:
+        end = g.end if g.end is not None else inputs.now
+        alloc[(t >= g.start) & (t < end)] += g.gpus
+    out["alloc_pct"] = [round(100 * float(a) / capacity, 2) if capacity else 0.0 for a in alloc]
+    return out
+
+
+def build_report(inputs: ReportInputs, settings: ReportSettings, *, date: str,
+                 generated_at: datetime, teams: frozenset[str] | None = None,
+                 fabric: Fabric | None = None) -> Report:
+    sizes = node_sizes(inputs.segments, list(inputs.gpus))
+    teams_rows = team_rows(inputs)
+    pools, notes = pool_rows(inputs, settings, sizes, fabric)
+    capacity = sum(p.gpus for p in pools)
+    series = fleet_series(inputs, settings.thresholds.fleet_bin_s, capacity)
+    queue, qseries = queue_rows(inputs, np.array(series["t"]))
+    series.update(qseries)
+    anomalies = fleet_anomalies(inputs, series, settings) + job_anomalies(inputs, sizes,
+                                                                         settings)
+    if teams is not None:  # a team's view: no other team's rows, jobs or anomalies
+        teams_rows = [r for r in teams_rows if r.team in teams]
+        anomalies = [a for a in anomalies if a.team is None or a.team in teams]
+    hours = (inputs.until - inputs.since) / 3600
+    alloc = sum(r["gpu_seconds"] for r in inputs.usage_team)
+    comp = [r["compute_gpu_seconds"] for r in inputs.usage_team
+            if r["compute_gpu_seconds"] is not None]
+    prod = [r["productive_gpu_seconds"] for r in inputs.usage_team
+            if r["productive_gpu_seconds"] is not None]
+    totals: dict[str, float | None] = {
+        "capacity_gpu_h": round(capacity * hours, 3), "allocated_gpu_h": round(alloc / 3600, 3),
+        "compute_gpu_h": _h(sum(comp)) if comp else None,
+        "productive_gpu_h": _h(sum(prod)) if prod else None,
+        "allocated_pct": _pct(alloc, capacity * hours * 3600),
+        "showback": round(sum(r.showback for r in teams_rows), 2),
+        "chargeback": round(sum(r.chargeback for r in teams_rows), 2),
+        "jobs": float(len({g.job_pk for g in inputs.segments})),
+    }
+    return Report(date=date, since=inputs.since, until=inputs.until,
+                  generated_at=generated_at.astimezone(UTC).isoformat(timespec="seconds"),
+                  teams_scope=None if teams is None else sorted(teams), totals=totals,
+                  teams=teams_rows, top_jobs=top_jobs(inputs, settings.top_jobs), pools=pools,
+                  queue=queue, chaos=chaos(inputs, settings.preemption_tax_s),
+                  anomalies=ordered(anomalies), series=series, notes=notes)
+
+
+__all__ = ["build_report", "chaos", "fleet_series", "pool_rows", "queue_rows", "team_rows",
+           "top_jobs"]

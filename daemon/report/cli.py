@@ -1,0 +1,77 @@
+"""``railgang report --date D --out DIR [--json]``: build one day's utilisation report.
+
+Exit codes (docs/cli.md): 0 written; 1 a malformed date or an unwritable ``--out``; 3 the day
+has no data in the ledger; 4 the database is not reachable/migrated (``db upgrade``).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from railgang.daemon.cli_common import JsonOpt, emit, settings_from
+from railgang.daemon.config import Settings
+from railgang.daemon.errors import InputError
+
+
+def load_fabric_for(settings: Settings):  # type: ignore[no-untyped-def]
+    """The cluster's topology.conf when configured (fragmentation across leaves), else None:
+    the report then treats each pool as one leaf."""
+    path = settings.slurm.topology
+    if path is None:
+        return None
+    from railgang.topology.conf import TopologyError
+    from railgang.topology.fabric import load_fabric
+
+    try:
+        return load_fabric(path)
+    except (TopologyError, OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"cannot read topology: {exc}", path=str(path),
+                         field="slurm.topology") from exc
+
+
+def report(
+    ctx: typer.Context,
+    date: Annotated[str | None, typer.Option(
+        "--date", help="UTC day YYYY-MM-DD (default: yesterday).")] = None,
+    out: Annotated[Path | None, typer.Option(
+        "--out", help="Write report.html, report.json, report.csv and per-table CSVs here.")]
+    = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Build the daily utilisation report: teams, pools, queue, cost of chaos, anomalies."""
+    from railgang.daemon.accounting.cli import _engine
+    from railgang.daemon.report.render import to_json
+    from railgang.daemon.report.service import make_report, parse_day, write_day, yesterday
+    from railgang.db.session import session_scope
+
+    settings = settings_from(ctx)
+    now = datetime.now(UTC)
+    day = parse_day(date if date is not None else yesterday(now))
+    engine = _engine(settings)
+    fabric = load_fabric_for(settings)
+    try:
+        with session_scope(engine) as s:
+            if out is not None:
+                rep, files = write_day(s, day, settings.report, out, now=now, fabric=fabric)
+            else:
+                rep, files = make_report(s, day, settings.report, now=now, fabric=fabric), []
+    finally:
+        engine.dispose()
+    if as_json:
+        typer.echo(to_json(rep))
+        return
+    t = rep.totals
+    lines = [f"report {rep.date}: {t['allocated_gpu_h'] or 0:,.0f} of "
+             f"{t['capacity_gpu_h'] or 0:,.0f} GPU-h allocated, {len(rep.teams)} teams, "
+             f"{len(rep.anomalies)} anomalies"]
+    lines += [f"  {a.kind}: {a.subject}: {a.detail}" for a in rep.anomalies[:10]]
+    lines += [f"wrote {p}" for p in files[:1]] + ([f"  and {len(files) - 1} more files"]
+                                                   if len(files) > 1 else [])
+    emit(None, False, lines)
+
+
+__all__ = ["load_fabric_for", "report"]

@@ -1,0 +1,206 @@
+"""Everything one report reads from the database, in one place, as plain values.
+
+Usage and cost come from the ledger's own aggregation (``db.repositories.ledger.usage``: the
+same GPU-seconds, tiers and rates as ``/v1/usage`` and ``/v1/chargeback``); segments, jobs,
+telemetry and step timings are read for the day's window (plus the earlier days the team-surge
+and idle-reservation detectors compare against). Nothing here computes the report: ``build``
+does, from a :class:`ReportInputs`, without a database.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from railgang.daemon.report.series import GpuSeries
+from railgang.db.ledger import GpuSample
+from railgang.db.models import Account, Job, UsageRecord
+from railgang.db.org import Rate
+from railgang.db.repositories import ledger
+from railgang.db.steps import StepTiming
+
+DAY_S = 86400
+
+
+@dataclass(frozen=True, slots=True)
+class Seg:
+    job_pk: int
+    job: str  # Slurm job id
+    team: str
+    user: str
+    gpu_type: str
+    capacity: str
+    gpus: int
+    nodes: str  # hostlist
+    gpu_ids: str
+    start: int
+    end: int | None  # None: still open
+    compute_fraction: float | None
+    productive_fraction: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class QueuedJob:
+    job: str
+    team: str
+    gpus: int
+    priority_class: int
+    submitted: int
+    first_start: int | None
+
+
+@dataclass
+class ReportInputs:
+    since: int
+    until: int
+    now: int
+    usage_team: list[dict[str, Any]]
+    usage_job: list[dict[str, Any]]
+    usage_pool: list[dict[str, Any]]
+    segments: list[Seg]  # overlapping [since, until)
+    chains: dict[int, list[Seg]]  # every segment of the jobs above, in start order
+    queue: list[QueuedJob]  # jobs that waited at some point of the window
+    accounts: dict[str, tuple[int, int | None, str | None]]  # team -> guarantee, limit, dept
+    rates: dict[tuple[str, str], float]
+    history: dict[str, list[float]]  # team -> GPU-hours of each earlier day, oldest first
+    used_recent: dict[str, float]  # team -> GPU-seconds over the idle-reservation span
+    recent_span_s: float
+    gpus: dict[str, GpuSeries] = field(default_factory=dict)  # "node:gpu" -> the day's samples
+    steps: dict[int, tuple[list[int], list[float], list[float]]] = field(default_factory=dict)
+
+
+def _usage(s: Session, since: int, until: int, now: int, group: tuple[str, ...],
+           teams: frozenset[str] | None) -> list[dict[str, Any]]:
+    _, rows = ledger.usage(s, ledger.UsageQuery(since=since, until=until, now=now,
+                                                group_by=group, teams=teams, limit=10**9))
+    return rows
+
+
+def _seg(row: Any) -> Seg:
+    return Seg(*row)
+
+
+_SEG_COLS = (UsageRecord.job_id, Job.slurm_job_id, UsageRecord.account, UsageRecord.user,
+             UsageRecord.gpu_type, UsageRecord.capacity, UsageRecord.gpus, UsageRecord.nodes,
+             UsageRecord.gpu_ids, UsageRecord.start_epoch, UsageRecord.end_epoch,
+             UsageRecord.compute_fraction, UsageRecord.productive_fraction)
+
+
+def load_inputs(s: Session, *, since: int, until: int, now: int, history_days: int,
+                recent_s: int, teams: frozenset[str] | None = None,
+                telemetry: bool = True) -> ReportInputs:
+    overlap = (UsageRecord.start_epoch < until) & (
+        UsageRecord.end_epoch.is_(None) | (UsageRecord.end_epoch > since))
+    q = select(*_SEG_COLS).join(Job, Job.id == UsageRecord.job_id).where(overlap)
+    if teams is not None:
+        q = q.where(UsageRecord.account.in_(sorted(teams)))
+    segments = [_seg(r) for r in s.execute(q.order_by(UsageRecord.start_epoch, UsageRecord.id))]
+    pks = sorted({g.job_pk for g in segments})
+    chains: dict[int, list[Seg]] = defaultdict(list)
+    for i in range(0, len(pks), 500):
+        cq = (select(*_SEG_COLS).join(Job, Job.id == UsageRecord.job_id)
+              .where(UsageRecord.job_id.in_(pks[i:i + 500])).order_by(UsageRecord.start_epoch))
+        for r in s.execute(cq):
+            chains[r[0]].append(_seg(r))
+    first = (select(UsageRecord.job_id, func.min(UsageRecord.start_epoch).label("first"))
+             .group_by(UsageRecord.job_id).subquery())
+    jq = (select(Job.slurm_job_id, Job.account, Job.gpus, Job.priority_class, Job.submitted_at,
+                 first.c.first).outerjoin(first, first.c.job_id == Job.id)
+          .where(Job.submitted_at < _dt(until))
+          .where(first.c.first.is_(None) | (first.c.first >= since)))
+    if teams is not None:
+        jq = jq.where(Job.account.in_(sorted(teams)))
+    queue = [QueuedJob(j, a, g, pc, int(sub.timestamp()), None if f is None else int(f))
+             for j, a, g, pc, sub, f in s.execute(jq)]
+    parent = {a.id: a.name for a in s.scalars(select(Account))}
+    accounts = {a.name: (a.guaranteed_gpus, a.limit_gpus,
+                         parent.get(a.parent_id) if a.parent_id is not None else None)
+                for a in s.scalars(select(Account).where(Account.level == "team"))}
+    rates = {(r.gpu_type, r.capacity): r.per_gpu_hour for r in s.scalars(select(Rate))}
+    history: dict[str, list[float]] = defaultdict(list)
+    for d in range(history_days, 0, -1):
+        day = {r["team"]: r["gpu_seconds"] / 3600
+               for r in _usage(s, since - d * DAY_S, since - (d - 1) * DAY_S, now, ("team",),
+                               teams)}
+        for team in set(day) | set(history):
+            history[team].append(day.get(team, 0.0))
+    oldest = s.scalar(select(func.min(UsageRecord.start_epoch))) or until
+    span = float(min(recent_s, max(0, until - oldest)))
+    used = {r["team"]: float(r["gpu_seconds"])
+            for r in _usage(s, until - int(span), until, now, ("team",), teams)} if span else {}
+    inputs = ReportInputs(
+        since, until, now, _usage(s, since, until, now, ("team",), teams),
+        _usage(s, since, until, now, ("job",), teams),
+        _usage(s, since, until, now, ("gpu_type",), teams), segments, dict(chains), queue,
+        accounts, rates, dict(history), used, span)
+    if telemetry:
+        inputs.gpus = load_series(s, since, until)
+        inputs.steps = load_steps(s, pks, since, until)
+    return inputs
+
+
+def _dt(epoch: int) -> Any:
+    from datetime import UTC, datetime
+
+    return datetime.fromtimestamp(epoch, UTC)
+
+
+def load_series(s: Session, since: int, until: int) -> dict[str, GpuSeries]:
+    """Every GPU's samples in the window, one array pass (no per-row objects)."""
+    q = (select(GpuSample.node, GpuSample.gpu, GpuSample.at_epoch_ms, GpuSample.sm_util,
+                GpuSample.mem_used_mib, GpuSample.power_w)
+         .where(GpuSample.at_epoch_ms >= since * 1000, GpuSample.at_epoch_ms < until * 1000)
+         .order_by(GpuSample.node, GpuSample.gpu, GpuSample.at_epoch_ms))
+    rows = s.execute(q).all()
+    if not rows:
+        return {}
+    keys = [f"{r[0]}:{r[1]}" for r in rows]
+    num = np.array([(r[2] / 1000.0, r[3], np.nan if r[4] is None else r[4],
+                     np.nan if r[5] is None else r[5]) for r in rows], dtype=np.float64)
+    out: dict[str, GpuSeries] = {}
+    start = 0
+    for i in range(1, len(keys) + 1):
+        if i == len(keys) or keys[i] != keys[start]:
+            block = num[start:i]
+            mem = None if np.isnan(block[:, 2]).any() else block[:, 2]
+            power = None if np.isnan(block[:, 3]).any() else block[:, 3]
+            out[keys[start]] = GpuSeries(keys[start], block[:, 0], block[:, 1], mem, power)
+            start = i
+    return out
+
+
+def load_steps(s: Session, pks: list[int], since: int, until: int
+               ) -> dict[int, tuple[list[int], list[float], list[float]]]:
+    out: dict[int, tuple[list[int], list[float], list[float]]] = {}
+    for i in range(0, len(pks), 500):
+        q = (select(StepTiming.job_id, StepTiming.t_epoch, StepTiming.step_s,
+                    StepTiming.compute_s)
+             .where(StepTiming.job_id.in_(pks[i:i + 500]), StepTiming.t_epoch >= since,
+                    StepTiming.t_epoch < until).order_by(StepTiming.job_id, StepTiming.t_epoch))
+        for pk, t, st, co in s.execute(q):
+            ts, a, b = out.setdefault(pk, ([], [], []))
+            ts.append(t)
+            a.append(st)
+            b.append(co)
+    return out
+
+
+def has_data(s: Session, since: int, until: int) -> bool:
+    """Whether anything at all happened in the window (segments, samples, or jobs)."""
+    seg = s.scalar(select(UsageRecord.id).where(
+        UsageRecord.start_epoch < until,
+        UsageRecord.end_epoch.is_(None) | (UsageRecord.end_epoch > since)).limit(1))
+    if seg is not None:
+        return True
+    smp = s.scalar(select(GpuSample.gpu).where(GpuSample.at_epoch_ms >= since * 1000,
+                                               GpuSample.at_epoch_ms < until * 1000).limit(1))
+    return smp is not None
+
+
+__all__ = ["DAY_S", "QueuedJob", "ReportInputs", "Seg", "has_data", "load_inputs",
+           "load_series", "load_steps"]

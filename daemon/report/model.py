@@ -1,0 +1,105 @@
+"""The report as plain data: what ``build`` computes and ``render`` writes (HTML, CSV, JSON).
+
+Units are in the field names: ``_gpu_h`` GPU-hours, ``_pct`` percent, ``_s`` seconds; money is in
+the ledger's rate currency. ``None`` means "not measured" (no telemetry, no quota, no rate),
+never zero.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from railgang.daemon.report.detectors.base import Anomaly
+
+CLASS_NAMES = {0: "serving", 1: "production", 2: "interactive", 3: "batch"}  # DESIGN R-S7
+
+
+@dataclass(frozen=True, slots=True)
+class TeamRow:
+    team: str
+    department: str | None
+    guaranteed_gpus: int | None
+    limit_gpus: int | None
+    quota_gpu_h: float | None  # guarantee x hours of the window
+    allocated_gpu_h: float
+    compute_gpu_h: float | None
+    productive_gpu_h: float | None
+    quota_use_pct: float | None  # allocated / quota
+    showback: float  # allocated GPU-hours x rate (what the use cost)
+    chargeback: float  # what the team is billed: the guarantee it holds, or its use if more
+    unpriced_gpu_h: float
+
+
+@dataclass(frozen=True, slots=True)
+class JobRow:
+    job: str
+    team: str
+    user: str
+    gpus: int
+    gpu_type: str
+    gpu_h: float
+    compute_pct: float | None
+    productive_pct: float | None
+    cost: float
+
+
+@dataclass(frozen=True, slots=True)
+class PoolRow:
+    pool: str  # GPU type
+    gpus: int
+    capacity_source: str  # config | telemetry | peak allocation
+    allocated_gpu_h: float
+    util_pct: float  # allocated over capacity
+    compute_pct: float | None
+    productive_pct: float | None
+    fragmentation_index: float | None  # mean stranded / free (R-T9)
+    stranded_gpu_h: float | None  # free GPU-hours no waiting gang could use, while jobs waited
+
+
+@dataclass(frozen=True, slots=True)
+class ClassRow:
+    priority_class: int
+    name: str
+    mean_depth: float
+    max_depth: int
+    waiting_at_end: int
+    started: int
+    wait_p50_s: float | None
+    wait_p90_s: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class Chaos:
+    preemptions: int
+    resizes: int
+    spot_interruptions: int
+    lost_gpu_h: float  # preemptions x GPUs x report.preemption_tax_s
+    lost_cost: float
+    by_team: dict[str, dict[str, float]] = field(default_factory=dict)
+
+
+@dataclass
+class Report:
+    date: str
+    since: int
+    until: int
+    generated_at: str
+    teams_scope: list[str] | None  # None: the whole fleet (an admin's report)
+    totals: dict[str, float | None]
+    teams: list[TeamRow]
+    top_jobs: list[JobRow]
+    pools: list[PoolRow]
+    queue: list[ClassRow]
+    chaos: Chaos
+    anomalies: list[Anomaly]
+    series: dict[str, list[float]]  # chart data: "t", "util_pct", "power_w", "alloc_pct", ...
+    notes: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["anomalies"] = [a.as_dict() for a in self.anomalies]
+        return d
+
+
+__all__ = ["CLASS_NAMES", "Chaos", "ClassRow", "JobRow", "PoolRow", "Report", "TeamRow"]
