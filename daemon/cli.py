@@ -77,6 +77,7 @@ def _register_components() -> None:
     from railgang.daemon.accounting.cli import ledger_app
     from railgang.daemon.api.cli import api
     from railgang.daemon.quota_cli import quota_app, token_app
+    from railgang.daemon.report.cli import report
     from railgang.daemon.service.cli import daemon_app, explain
     from railgang.daemon.sim.cli import sim
     from railgang.daemon.top import top
@@ -99,6 +100,7 @@ def _register_components() -> None:
     app.command("sim")(sim)
     app.command("demo")(demo)
     app.command("top")(top)
+    app.command("report")(report)
 
 
 _register_components()

@@ -24,6 +24,7 @@ from pydantic import (
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from railgang.daemon.errors import ConfigError
+from railgang.daemon.report.config import ReportSettings
 
 DEFAULT_STATE_DIR = Path(os.environ.get("RAILGANG_HOME", "/var/lib/railgang"))
 DEV_API_SECRET = "railgang-dev-secret-change-me"
@@ -203,6 +204,7 @@ class Settings(BaseSettings):
     daemon: DaemonSettings = DaemonSettings()
     api: ApiSettings = ApiSettings()
     ledger: LedgerSettings = LedgerSettings()
+    report: ReportSettings = ReportSettings()  # docs/report.md
 
     @classmethod
     def settings_customise_sources(
