@@ -5,6 +5,7 @@ sharing the fabric, and the communication of one 3D-parallel training step.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 from railgang.topology.comm.hardware import DGX_A100, DGX_H100, DGX_H200, CommParams
 from railgang.topology.comm.nccl import Algorithm, CollectiveTime, allreduce, p2p
@@ -39,11 +40,20 @@ def params_for(fabric: Fabric) -> CommParams:
 def _rates(fabric: Fabric, flows: Sequence[Flows], params: CommParams,
            health: LinkHealth | None) -> list[float]:
     capacity: dict[LinkKey, float] = {}
+    capped: list[Flows] = []
     for f in flows:
         for link in f.usage:
             if link not in capacity:
                 capacity[link] = link_capacity(fabric, params, link, health)
-    return fair_rates(flows, capacity)
+        if health is not None and health.switches:
+            # A flow rides one port of each switch it crosses: a degraded switch runs its ports
+            # at a fraction of the NIC rate, whatever the aggregate uplink capacity.
+            factor = min((health.switches.get(str(link[1]), 1.0) for link in f.usage if link[0] == "sw"),
+                         default=1.0)
+            if factor < 1.0:
+                f = replace(f, cap=min(f.cap, params.nic.gbps * max(factor, 1e-3)))
+        capped.append(f)
+    return fair_rates(capped, capacity)
 
 
 def concurrent_allreduce(

@@ -63,10 +63,14 @@ def _switch_key(fabric: Fabric, node: str, nic: int) -> tuple[str, int]:
 
 
 def path_links(fabric: Fabric, a: str, nic_a: int, b: str, nic_b: int) -> tuple[list[LinkKey], int]:
-    """Links from node ``a``'s NIC ``nic_a`` to node ``b``'s NIC ``nic_b``, and switches crossed."""
+    """Links from node ``a``'s NIC ``nic_a`` to node ``b``'s NIC ``nic_b``, and switches crossed.
+
+    Besides the directed links, every switch crossed appears as ``("sw", name, rail)``: it has
+    no capacity of its own, but a degraded switch caps each flow through it at its port rate.
+    """
     links: list[LinkKey] = [("nic", a, nic_a, "tx")]
     start, end = _switch_key(fabric, a, nic_a), _switch_key(fabric, b, nic_b)
-    hops = 1
+    crossed: list[str] = [start[0]]
     if start != end:
         chain_a, chain_b = fabric.ancestors(a), fabric.ancestors(b)
         depth_b = {s: j for j, s in enumerate(chain_b)}
@@ -81,14 +85,17 @@ def path_links(fabric: Fabric, a: str, nic_a: int, b: str, nic_b: int) -> tuple[
         links.extend(("up", sw, -1) for sw in chain_a[1:i])
         links.append(("down", end[0], end[1]))
         links.extend(("down", sw, -1) for sw in chain_b[1:j])
-        hops = i + j + 1
+        crossed += [*chain_a[1:i + 1], *reversed(chain_b[1:j]), end[0]]
+    links.extend(("sw", sw, -1) for sw in dict.fromkeys(crossed))
     links.append(("nic", b, nic_b, "rx"))
-    return links, hops
+    return links, len(crossed)
 
 
 def link_capacity(fabric: Fabric, params: CommParams, link: LinkKey, health: LinkHealth | None) -> float:
     """Payload capacity of ``link`` in GB/s, after oversubscription and link health."""
     nic = params.nic.gbps
+    if link[0] == "sw":
+        return float("inf")  # switching fabric: only its ports (the other links) limit
     if link[0] == "nic":
         factor = health.port_factor(link[1], link[2]) if health is not None else 1.0
         return nic * factor
