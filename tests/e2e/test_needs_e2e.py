@@ -1,0 +1,149 @@
+"""Needs, not SKUs, end to end (issue 13 parts 1 and 4): a mixed-pool cluster (4 A100 80 GB NVLink
+IB nodes, 4 V100 32 GB Ethernet nodes: typed GRES and node features) brought up by the devcluster
+code, the real ``railgang daemon run`` placing hinted jobs, and the user's view (sbatch, squeue,
+scontrol, ``railgang explain``).
+
+The cluster is this module's own (its own directory and ports, no accounting), so the session's
+16-node cluster stays untyped for every other test.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import hostlist
+import pytest
+
+from railgang.slurm_plugins.devcluster.cluster import DevCluster, preflight, slurm_env
+from railgang.slurm_plugins.devcluster.layout import ClusterSpec, parse_pools
+from tests.conftest import TEST_ROOT, _unavailable
+from tests.e2e.conftest import CYCLE_S, LEASE_S, RAILGANG, Cluster, Daemon, wait_for
+from tests.support.ports import PORT_BASE
+
+pytestmark = [pytest.mark.slurm, pytest.mark.slow]
+
+A100 = [f"n0{i}" for i in range(1, 5)]
+V100 = [f"n0{i}" for i in range(5, 9)]
+BIG = "--rg-needs=gpumem>=40G"
+
+
+@pytest.fixture(scope="module")
+def mixed() -> Iterator[DevCluster]:
+    spec = ClusterSpec(dir=TEST_ROOT / "devcluster-mixed", cluster_name="rgmixed", accounting=False,
+                       slurmctld_port=PORT_BASE + 700, slurmd_base_port=PORT_BASE + 710,
+                       nodes_per_leaf=4).with_pools(parse_pools("a100=4,v100=4"))
+    cluster = DevCluster(spec)
+    cluster.down()  # leftovers of an interrupted earlier session (recorded PIDs only)
+    try:
+        preflight(spec)
+    except Exception as exc:  # DevClusterError: not root, packages missing
+        _unavailable("slurm", str(exc))
+    cluster.up()
+    yield cluster
+    cluster.down()
+
+
+@pytest.fixture
+def slurm(mixed: DevCluster, tmp_path: Path) -> Iterator[Cluster]:
+    tmp_path.chmod(0o755)
+    c = Cluster(mixed, tmp_path)
+    try:
+        yield c
+    finally:
+        c.cleanup()
+        mixed.spec.heartbeat_file.unlink(missing_ok=True)
+
+
+@pytest.fixture
+def daemon(slurm: Cluster, tmp_path: Path) -> Iterator[Callable[[], Daemon]]:
+    """The real daemon against the mixed cluster; it keeps the cluster's fleet file current."""
+    spec = slurm.cluster.spec
+    started: list[Daemon] = []
+
+    def start() -> Daemon:
+        env = {**os.environ, **slurm_env(spec), "RAILGANG_CONFIG": "", "RAILGANG_HOME": str(tmp_path),
+               "RAILGANG_DB__URL": f"sqlite:///{tmp_path / 'railgang.sqlite'}",
+               "RAILGANG_LEDGER__GRANTS_FILE": str(tmp_path / "class_grants.txt"),
+               "RAILGANG_SLURM__BACKEND": "cli", "RAILGANG_SLURM__CONF": str(spec.slurm_conf),
+               "RAILGANG_SLURM__LEASE_S": str(LEASE_S),
+               "RAILGANG_SLURM__FLEET_FILE": str(spec.gpu_fleet_file),
+               "RAILGANG_DAEMON__HEARTBEAT_FILE": str(spec.heartbeat_file),
+               "RAILGANG_DAEMON__METRICS_PORT": "0", "RAILGANG_DAEMON__POLICY": "default",
+               "RAILGANG_DAEMON__CYCLE_INTERVAL_S": str(CYCLE_S)}
+        log = tmp_path / "daemon.log"
+        spec.heartbeat_file.unlink(missing_ok=True)
+        with log.open("wb") as f:
+            proc = subprocess.Popen([RAILGANG, "daemon", "run", "--log-format", "json"], env=env,
+                                    stdout=f, stderr=subprocess.STDOUT)
+        d = Daemon(proc, log, env, tmp_path / "railgang.sqlite")
+        started.append(d)
+        wait_for(lambda: spec.heartbeat_file.exists() or proc.poll() is not None, 60,
+                 "the daemon's first heartbeat")
+        assert proc.poll() is None, log.read_text()[-3000:]
+        return d
+
+    try:
+        yield start
+    finally:
+        for d in started:
+            d.stop()
+        spec.heartbeat_file.unlink(missing_ok=True)
+
+
+def nodes_of(slurm: Cluster, job: str) -> list[str]:
+    fields = slurm.show(job)
+    if fields.get("JobState") != "RUNNING":
+        return []
+    return list(hostlist.expand_hostlist(fields["NodeList"]))
+
+
+def test_mixed_pools_register_typed_gres_and_features(slurm: Cluster) -> None:
+    out = slurm.sl("sinfo", "-h", "-N", "-o", "%N %G %b").stdout.split("\n")
+    rows = dict((line.split(" ", 1)[0], line.split(" ", 1)[1]) for line in out if line.strip())
+    assert {rows[n] for n in A100} == {"gpu:a100:8 gpumem_80g,nvlink,ib"}
+    assert {rows[n] for n in V100} == {"gpu:v100:8 gpumem_32g,eth"}
+    fleet = slurm.cluster.spec.gpu_fleet_file.read_text().splitlines()[1:]
+    assert fleet == ["n[01-04] nodes=4 gpus=8 type=a100 gpumem=80 nvlink=1 net=ib cc=8.0",
+                     "n[05-08] nodes=4 gpus=8 type=v100 gpumem=32 nvlink=0 net=eth cc=7.0"]
+
+
+def test_an_impossible_need_is_refused_at_submit_with_what_exists(slurm: Cluster) -> None:
+    base = ("sbatch", "--account=team-a", "--gres=gpu:8", "--output=/dev/null", "--wrap=sleep 1")
+    res = slurm.sl(*base, "--rg-needs=gpumem>=100G,nvlink", check=False)
+    assert res.returncode != 0
+    assert ("railgang: --rg-needs=gpumem>=100G,nvlink: no node meets it; the cluster has "
+            "n[01-04] (4 x 8 GPUs a100 80G nvlink ib cc8.0); n[05-08] (4 x 8 GPUs v100 32G eth cc7.0)"
+            ) in res.stderr
+    res = slurm.sl(*base[:-1], "-N5", "--rg-needs=nvlink", "--wrap=sleep 1", check=False)
+    assert res.returncode != 0 and "only 32 GPUs meet it, the job asks for 40" in res.stderr
+    res = slurm.sl(*base, "--rg-needs=gpumem>40G", check=False)
+    assert res.returncode != 0 and "'gpumem>40g' is not a need; needs are type=" in res.stderr
+    res = slurm.sl(*base, "--comment=rg:class=3;needs=type=h100", check=False)  # the comment form
+    assert res.returncode != 0 and "--rg-needs=type=h100: no node meets it" in res.stderr
+
+
+def test_big_memory_jobs_land_only_on_the_a100_pool_and_small_work_backfills_the_v100s(
+        slurm: Cluster, daemon: Callable[[], Daemon]) -> None:
+    d = daemon()
+    wait_for(lambda: slurm.cluster.spec.gpu_fleet_file.stat().st_mtime > 0, 10, "the fleet file")
+    big = [slurm.sbatch("-N2", "--gres=gpu:8", BIG, args=("120",)) for _ in range(2)]
+    wait_for(lambda: all(nodes_of(slurm, j) for j in big), 60, "the two big-memory gangs to start")
+    assert sorted(n for j in big for n in nodes_of(slurm, j)) == A100  # the V100s were free too
+    started = {job for job, state, _ in d.journal("start") if state == "applied"}
+    assert set(big) <= started  # the daemon placed them (ended their lease), not plain Slurm
+    waiting = slurm.sbatch("-N1", "--gres=gpu:8", BIG, args=("60",))
+    small = slurm.sbatch("-N1", "--gres=gpu:8", "--comment=rg:class=3", args=("60",))
+    wait_for(lambda: nodes_of(slurm, small), 60, "the small job to backfill the idle V100 pool")
+    assert nodes_of(slurm, small)[0] in V100
+    wait_for(lambda: d.explain(waiting).get("reason") in ("no_eligible_capacity", "waiting_for_gpus",
+                                                           "reserved", "priority"),
+             20, "the third big-memory job to wait for the A100 pool")
+    assert slurm.show(waiting)["JobState"] == "PENDING"  # 24 V100 GPUs idle, none of them eligible
+    slurm.sl("scancel", big[0])
+    wait_for(lambda: nodes_of(slurm, waiting), 60, "the waiting big-memory job to start on a freed A100")
+    assert nodes_of(slurm, waiting)[0] in A100
+    fields = slurm.show(waiting)
+    assert fields["ExcNodeList"] == "n[05-08]" and "needs=gpumem>=40G" in fields["AdminComment"]
