@@ -31,7 +31,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from railgang.daemon import __version__
 from railgang.daemon.api import messages
-from railgang.daemon.api.routes import admin, jobs, org, policy, usage
+from railgang.daemon.api.routes import admin, jobs, org, policy, reports, usage
 from railgang.daemon.api.schemas import ErrorResponse
 from railgang.daemon.config import Settings
 from railgang.daemon.errors import DomainError
@@ -130,7 +130,7 @@ def create_app(settings: Settings, *, engine: Engine | None = None) -> FastAPI:
     app.state.sessions = sessionmaker(engine, expire_on_commit=False) if engine else None
     _install_handlers(app)
     _install_metrics(app, registry)
-    for module in (org, usage, policy, jobs, admin):
+    for module in (org, usage, policy, jobs, admin, reports):
         app.include_router(module.router)
 
     @app.get("/healthz", tags=["service"])

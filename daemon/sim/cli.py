@@ -139,6 +139,13 @@ def sim(
                                       "schedule without it (the baseline to compare with).",
     )] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
+    ledger: Annotated[str | None, typer.Option(
+        "--ledger", metavar="DB_URL", help="Also store the replay as ledger segments and per-GPU "
+        "telemetry in this database (docs/report.md), for `railgang report`.")] = None,
+    ledger_start: Annotated[str | None, typer.Option(
+        "--ledger-start", help="With --ledger: UTC day (YYYY-MM-DD) of trace time 0.")] = None,
+    telemetry_interval_s: Annotated[float, typer.Option(
+        "--telemetry-interval-s", help="With --ledger: seconds between GPU samples.")] = 60.0,
 ) -> None:
     """Replay a job trace through the decision core on a simulated cluster."""
     err = Console(stderr=True)
@@ -177,6 +184,17 @@ def sim(
             runs.append(simulate(jobs, registry.get(name), fabric, config=config,
                                  comm=TopologyComm(fabric), on_progress=advance))
             bar.update(task, completed=len(jobs))
+    if ledger is not None:  # one more replay, logging segments (daemon/sim/telemetry.py)
+        if len(names) > 1:
+            raise ConfigError("--ledger stores one replay: give --policy, not --compare")
+        from railgang.daemon.sim.telemetry import replay_into_ledger
+
+        stats = replay_into_ledger(ledger, jobs, registry.get(names[0]), fabric, config,
+                                   start=ledger_start, interval_s=telemetry_interval_s,
+                                   seed=seed)
+        err.print(f"[dim]ledger: {stats.jobs:,} jobs, {stats.segments:,} segments, "
+                  f"{stats.samples:,} GPU samples, {stats.step_timings:,} step timings[/]",
+                  highlight=False)
     baseline = "fifo" if "fifo" in names and len(names) > 1 else None
     total_gpus = sum(fabric.facts(n).gpus for n in fabric.nodes)
     if jobs_csv is not None:

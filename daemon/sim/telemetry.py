@@ -341,5 +341,47 @@ def _ensure_rates(s: Any, gpu_types: list[str], cfg: TelemetryConfig) -> None:
     s.flush()
 
 
-__all__ = ["PROFILES", "LedgerStats", "SimSegment", "TelemetryConfig", "simulate_with_ledger",
-           "write_ledger"]
+
+
+def replay_into_ledger(url: str, jobs: Sequence[TraceJob], policy: Policy, fabric: Any,
+                       config: EngineConfig, *, start: str | None = None,
+                       interval_s: float = 60.0, seed: int = 0) -> LedgerStats:
+    """``railgang sim --ledger URL``: replay once more with segment logging and store it.
+
+    ``start`` (YYYY-MM-DD, UTC) is the day trace time 0 falls on (default: the Monday
+    ``TelemetryConfig.start_epoch``). The database is migrated to head first; a job id already
+    in the ledger under the ``sim`` cluster is refused (one replay per database)."""
+    from railgang.daemon.errors import ConfigError, InputError
+    from railgang.daemon.sim.progress import TopologyComm
+    from railgang.db import migrate
+    from railgang.db.session import make_engine
+
+    cfg = TelemetryConfig(interval_s=interval_s, seed=seed)
+    if start is not None:
+        try:
+            day = datetime.strptime(start, "%Y-%m-%d").replace(tzinfo=UTC)
+        except ValueError as exc:
+            raise InputError(f"{start!r} is not a date; use YYYY-MM-DD", field="--ledger-start"
+                             ) from exc
+        cfg = TelemetryConfig(start_epoch=int(day.timestamp()), interval_s=interval_s, seed=seed)
+    if interval_s < 1:
+        raise ConfigError("--telemetry-interval-s must be at least 1 second")
+    migrate.upgrade(url)
+    engine = make_engine(url)
+    try:
+        with session_scope(engine) as s:
+            clash = s.scalar(select(Job.slurm_job_id).where(
+                Job.cluster == cfg.cluster, Job.slurm_job_id.in_([j.job_id for j in jobs[:500]]))
+                .limit(1))
+        if clash is not None:
+            raise ConfigError(f"--ledger: job {clash} of this trace is already in the ledger "
+                              "(cluster 'sim'); use a fresh database")
+        result, segments, tiers = simulate_with_ledger(jobs, policy, fabric, config=config,
+                                                       comm=TopologyComm(fabric))
+        return write_ledger(engine, jobs, result, segments, fabric, cfg, node_tier=tiers)
+    finally:
+        engine.dispose()
+
+
+__all__ = ["PROFILES", "LedgerStats", "SimSegment", "TelemetryConfig", "replay_into_ledger",
+           "simulate_with_ledger", "write_ledger"]
