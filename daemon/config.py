@@ -154,6 +154,12 @@ class DaemonSettings(BaseModel):
     explain_retention_s: float = Field(default=86400.0, gt=0)
     keep_cycles: int = Field(default=10000, ge=10)  # rows of the cycle log
     demo_jobs: int = Field(default=30, ge=0, le=100000)  # slurm.backend = "sim": jobs to replay
+    # start-time estimates `railgang explain` shows (docs/estimate.md): the queue is simulated
+    # forward again this often (0 = off), within a wall-clock budget, horizon and draw count
+    estimate_interval_s: float = Field(default=60.0, ge=0)
+    estimate_wall_s: float = Field(default=1.0, gt=0, le=30)
+    estimate_horizon_h: float = Field(default=168.0, gt=0, le=8760)
+    estimate_samples: int = Field(default=8, ge=0, le=100)
     links: LinkSettings = LinkSettings()  # live link health (off by default)
 
 

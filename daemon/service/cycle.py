@@ -46,6 +46,7 @@ from railgang.daemon.core.policy import Plan, Policy
 from railgang.daemon.core.snapshot import Snapshot
 from railgang.daemon.loop import CycleOutcome, run_cycle
 from railgang.daemon.service import explain
+from railgang.daemon.service.estimate import StartEstimator
 from railgang.daemon.service.grants import GrantsFile
 from railgang.daemon.service.journal import SessionJournal, utc
 from railgang.daemon.service.links import LinkCollector
@@ -135,6 +136,7 @@ class DaemonService:
                  metrics: DaemonMetrics | None = None, journal_retention_s: float = 7 * 86400,
                  explain_retention_s: float = 86400, keep_cycles: int = 10000,
                  grants_file: Path | None = None, quotas: QuotaStep | None = None,
+                 estimator: StartEstimator | None = None,
                  links: LinkCollector | None = None) -> None:
         self.engine, self.backend, self.clock = engine, backend, clock
         self.policy = RecordingPolicy(policy)
@@ -148,6 +150,7 @@ class DaemonService:
         self.links = links  # live link health: its LinkHealth goes into every snapshot
         self.sessions = sessionmaker(engine, expire_on_commit=False)
         self.tracker: explain.Tracker | None = None
+        self.estimator = estimator  # "when will it start" for explain (service/estimate.py)
         self.cycles = 0
 
     def run_once(self) -> CycleReport:
@@ -230,8 +233,10 @@ class DaemonService:
         if self.tracker is None:
             self.tracker = explain.Tracker(explain_repo.live(s))
         at = utc(outcome.now)
+        # start-time estimates (re-simulated every daemon.estimate_interval_s; in "record" ms)
+        estimates = self.estimator.refresh(snap) if self.estimator is not None else None
         rows = explain.build_rows(outcome, self.policy.last, self.policy.name,
-                                  keep=self.tracker.keep)
+                                  keep=self.tracker.keep, estimates=estimates)
         write, gone = self.tracker.changes(rows, [*snap.running, *(j.job_id for j in snap.pending)])
         explain_repo.upsert(s, write, cycle_id=cycle_id, at=at)
         explain_repo.mark_gone(s, gone, cycle_id=cycle_id, at=at)

@@ -39,6 +39,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from railgang.daemon.config import DaemonSettings
 from railgang.daemon.core import policy as registry
 from railgang.daemon.core.cycle import CycleConfig
 from railgang.daemon.core.gang import Placer, topology_placer
@@ -170,6 +171,7 @@ class Estimates:
     policy: str
     jobs: Mapping[str, StartEstimate]
     sources: Mapping[str, int]  # running jobs by where their remaining time came from
+    queued_sources: Mapping[str, int]  # queued jobs by where their run time came from
     simulations: int
     stopped: Mapping[str, int]  # why simulations stopped (done, horizon, events, wall, drained)
     horizon_s: float
@@ -184,12 +186,15 @@ class Estimates:
         return {**est.as_dict(self.now), "as_of": round(self.now, 1), "policy": self.policy,
                 "simulations": self.simulations, "horizon_s": self.horizon_s,
                 "remaining_from": {k: v for k, v in self.sources.items() if v},
+                "run_time_from": {k: v for k, v in self.queued_sources.items() if v},
                 "wall_ms": round(self.wall_ms, 1)}
 
 
 def _run_times(snapshot: Snapshot, history: RatioHistory, draw: Draw, unknown_s: float,
-               ) -> tuple[dict[str, float], Counter[str]]:
-    now, out, sources = snapshot.now, {}, Counter[str]()
+               ) -> tuple[dict[str, float], Counter[str], Counter[str]]:
+    """Run time of every job from now (running: what is left), and the sources used for the
+    running and for the queued jobs."""
+    now, out, sources, queued = snapshot.now, {}, Counter[str](), Counter[str]()
     for job_id, run in snapshot.running.items():
         left, src = run_time(run.job, max(0.0, now - run.start_time), history, draw,
                              replicas=run.replicas)
@@ -197,9 +202,10 @@ def _run_times(snapshot: Snapshot, history: RatioHistory, draw: Draw, unknown_s:
         out[job_id] = _until_deadline(run, now, left)
         sources[src] += 1
     for job in snapshot.pending:
-        total, _ = run_time(job, 0.0, history, draw)
+        total, src = run_time(job, 0.0, history, draw)
         out[job.job_id] = unknown_s if total is None else total
-    return out, sources
+        queued[src] += 1
+    return out, sources, queued
 
 
 def _until_deadline(run: RunningJob, now: float, left: float) -> float:
@@ -231,6 +237,7 @@ def estimate_starts(snapshot: Snapshot, policy: Policy, *, history: RatioHistory
     rejected: dict[str, str] = {}
     stopped: Counter[str] = Counter()
     sources: Counter[str] = Counter()
+    queued: Counter[str] = Counter()
     rng = random.Random(config.seed)
     runs = 1 + max(0, config.samples)
     done_runs = 0
@@ -241,9 +248,9 @@ def estimate_starts(snapshot: Snapshot, policy: Policy, *, history: RatioHistory
         if i > 0 and left_s <= 0:
             break
         draw: Draw = _median if i == 0 else (lambda values: rng.choice(values))
-        run_s, srcs = _run_times(snapshot, history, draw, unknown_s)
+        run_s, srcs, queued_srcs = _run_times(snapshot, history, draw, unknown_s)
         if i == 0:
-            sources = srcs
+            sources, queued = srcs, queued_srcs
         records: dict[str, JobRecord] = {}
 
         def seed(backend: SimBackend, run_s: Mapping[str, float] = run_s,
@@ -275,9 +282,14 @@ def estimate_starts(snapshot: Snapshot, policy: Policy, *, history: RatioHistory
     scopes = Counter(history.ratios(j.account, j.priority_class)[1] or "none"
                      for j in snapshot.pending if j.job_id in starts)
     return Estimates(now=now, policy=getattr(policy, "name", type(policy).__name__), jobs=jobs,
-                     sources={s: sources.get(s, 0) for s in SOURCES}, simulations=done_runs,
+                     sources={s: sources.get(s, 0) for s in SOURCES},
+                     queued_sources={s: queued.get(s, 0) for s in SOURCES}, simulations=done_runs,
                      stopped=dict(stopped), horizon_s=config.horizon_s,
                      wall_ms=(time.perf_counter() - began) * 1e3, history_scope=dict(scopes))
+
+
+def _finite(value: float) -> float | None:
+    return None if math.isinf(value) else value
 
 
 def _summarise(job_id: str, started: list[float], censored: list[tuple[float, str]],
@@ -288,20 +300,19 @@ def _summarise(job_id: str, started: list[float], censored: list[tuple[float, st
     if not values:
         return StartEstimate(job_id, "budget", note="no simulation ran")
     median, p10, p90 = (_quantile(values, q) for q in (0.5, 0.1, 0.9))
-    finite = lambda v: None if math.isinf(v) else v  # noqa: E731
     if not math.isinf(median):
-        return StartEstimate(job_id, "estimated", median, p10, finite(p90),
+        return StartEstimate(job_id, "estimated", median, p10, _finite(p90),
                              started_in=len(started))
     budget = [t for t, why in censored if why in ("events", "wall")]
     if budget:
-        return StartEstimate(job_id, "budget", p10_s=finite(p10), not_before_s=min(budget),
+        return StartEstimate(job_id, "budget", p10_s=_finite(p10), not_before_s=min(budget),
                              started_in=len(started),
                              note="the simulation budget ran out before it started")
     if all(why == "drained" for _, why in censored):
         note = "nothing the snapshot shows ending would free room for it"
     else:
         note = f"not started within the {horizon_s / 3600:g} h horizon"
-    return StartEstimate(job_id, "beyond_horizon", p10_s=finite(p10), not_before_s=horizon_s,
+    return StartEstimate(job_id, "beyond_horizon", p10_s=_finite(p10), not_before_s=horizon_s,
                          started_in=len(started), note=note)
 
 
@@ -336,5 +347,53 @@ class StartEstimator:
         return self.rows
 
 
+def _span(seconds: float) -> str:
+    seconds = max(0.0, seconds)
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f} min"
+    if seconds < 2 * 86400:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds / 86400:.1f} d"
+
+
+def render_estimate(est: Mapping[str, Any]) -> str:
+    """One line for ``railgang explain``: when, how sure, from what, and how old the answer is."""
+    def counts(key: str) -> str:
+        return ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in sorted((est.get(key) or {}).items()))
+
+    basis = f"{est.get('simulations')} simulations of the {est.get('policy')} policy"
+    if counts("remaining_from"):
+        basis += f"; running jobs' remaining time from {counts('remaining_from')}"
+    if counts("run_time_from"):
+        basis += f"; queued jobs' run time from {counts('run_time_from')}"
+    age = est.get("age_s")
+    since = f", {_span(age)} ago" if age is not None else ""
+    status = est.get("status")
+    if status == "estimated":
+        p90 = est.get("p90_s")
+        hi = _span(p90) if p90 is not None else "beyond the horizon"
+        left = est["start_s"] - (age or 0.0)  # the estimate counts from when it was made
+        when = f"in {_span(left)}" if left >= 1 else "now (at the next cycles)"
+        return (f"  expected start: {when} (p10-p90 {_span(est['p10_s'])} - {hi} from the "
+                f"estimate; {basis}{since})")
+    if status == "never":
+        return f"  expected start: never: {est.get('note', '')} ({basis}{since})"
+    lower = est.get("not_before_s")
+    bound = f"not before {_span(lower)}" if lower is not None else "unknown"
+    return f"  expected start: {bound}: {est.get('note', '')} ({basis}{since})"
+
+
+def start_estimator(daemon: DaemonSettings, cycle: CycleConfig) -> StartEstimator | None:
+    """The daemon's estimator from its settings (``daemon.estimate_*``); None when turned off."""
+    if daemon.estimate_interval_s <= 0:
+        return None
+    config = EstimateConfig(samples=daemon.estimate_samples, wall_s=daemon.estimate_wall_s,
+                            horizon_s=daemon.estimate_horizon_h * 3600.0, seed=daemon.seed)
+    return StartEstimator(daemon.policy, cycle=cycle, config=config,
+                          interval_s=daemon.estimate_interval_s)
+
+
 __all__ = ["SOURCES", "EstimateConfig", "Estimates", "RatioHistory", "StartEstimate",
-           "StartEstimator", "estimate_starts", "run_time"]
+           "StartEstimator", "estimate_starts", "render_estimate", "run_time", "start_estimator"]

@@ -108,6 +108,8 @@ def as_dict(row: JobExplanation, now: float) -> dict[str, Any]:
         out.update({"reason": row.reason, "reason_text": _REASON_TEXT.get(row.reason or "", ""),
                     "detail": row.detail, "position": row.position,
                     "queue_length": row.queue_length, **data})
+        if isinstance(out.get("estimate"), dict) and "as_of" in out["estimate"]:
+            out["estimate"]["age_s"] = round(now - out["estimate"]["as_of"], 1)
     elif row.state == "running":
         out.update({**data, "nodes": row.nodes})
     return out
@@ -148,6 +150,10 @@ def render(e: dict[str, Any]) -> str:
             lines.append(f"  blocked by: {', '.join(e['blocked_by'])}")
         if e.get("start_refused"):
             lines.append(f"  Slurm refused its start: {e['start_refused']}")
+        if e.get("estimate"):
+            from railgang.daemon.service.estimate import render_estimate
+
+            lines.append(render_estimate(e["estimate"]))
         return "\n".join([*lines, when])
     if e["state"] == "running":
         how = {"started": "placed by railgang", "resized": "resized by railgang"}.get(

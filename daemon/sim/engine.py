@@ -115,6 +115,7 @@ class _Replay:
         self.deadline = math.inf
         self.heap = _Heap()
         self.clock = SimClock(start if start is not None else jobs[0].submit_time if jobs else 0.0)
+        self.origin = start or 0.0  # cycle quanta count from here (a replay from a snapshot)
         self.backend = SimBackend(fabric, config=config.sim, comm=comm, events=self.heap,
                                   max_pending=config.max_pending)
         self.rng = random.Random(config.seed)
@@ -187,7 +188,8 @@ class _Replay:
         """Queue a decision cycle at ``now`` (or at the next quantum boundary), once."""
         t = now
         if self.config.cycle_s > 0:
-            t = math.ceil(now / self.config.cycle_s) * self.config.cycle_s
+            q = self.config.cycle_s
+            t = self.origin + math.ceil((now - self.origin) / q) * q
         if self.cycle_at is None or self.cycle_at > t:
             self.cycle_at = t
             self.heap.at(t, "cycle", "", 0)
