@@ -25,6 +25,7 @@ from railgang.daemon.core.cycle import CycleConfig
 from railgang.daemon.core.elastic import ElasticRules
 from railgang.daemon.core.preemption import PreemptionBudget
 from railgang.daemon.errors import ConfigError, DaemonError, ExitCode, NotLeaderError
+from railgang.daemon.report.nightly import schedule_nightly
 from railgang.daemon.service.backends import make_backend
 from railgang.daemon.service.cycle import DaemonService
 from railgang.daemon.service.estimate import start_estimator
@@ -149,6 +150,9 @@ def run_daemon(settings: Settings, *, once: bool = False, wait: bool = True,
                           "misfire_grace_time": max(1, int(d.cycle_interval_s))})
         scheduler.add_job(_cycle, "interval", args=[service], seconds=d.cycle_interval_s,
                           next_run_time=datetime.now(UTC), id="cycle")
+        if schedule_nightly(scheduler, engine, settings):  # docs/report.md
+            log.info("nightly report into %s at %02d:05 UTC", settings.report.dir,
+                     settings.report.nightly_hour_utc)
         if links is not None:  # its own thread: a slow scrape never delays a cycle
             scheduler.add_job(_collect_links, "interval", args=[links, metrics],
                               seconds=d.links.interval_s, id="links", executor="links")
