@@ -7,6 +7,12 @@ Modes (the same stream each time, a fresh cluster each time):
   switches   the same, with ``--switches=1`` on multi-node jobs (stay inside one leaf, wait longer).
   railgang   the railgang daemon (CLI backend) places the hinted jobs; Slurm runs them.
 
+  states     no stream: the cluster is loaded to a given occupancy (filler jobs pinned to nodes,
+             a few nodes drained as quarantined), then one gang is submitted; where the real
+             slurmctld puts it is shown beside the transcribed cons_tres/topology-tree baseline
+             (``railgang.topology.placement.slurm_tree``) and railgang on the same state, each with
+             the physical model's step time (``--states N --occupancy F``).
+
 Reported per mode: share of multi-node jobs inside one leaf, leaves per multi-node job, mean and
 p95 wait (submit -> start), makespan, and the modeled 1 GB ring all-reduce of every multi-node job
 over the GPUs it got (``railgang.topology.comm_model``).
@@ -15,6 +21,7 @@ over the GPUs it got (``railgang.topology.comm_model``).
     .venv/bin/python benchmarks/slurm_placement_stream.py --mode switches --jobs 200
     .venv/bin/python benchmarks/slurm_placement_stream.py --mode railgang --jobs 200
     .venv/bin/python benchmarks/slurm_placement_stream.py --mode railgang --leaf-wait-s 0  # no leaf wait
+    .venv/bin/python benchmarks/slurm_placement_stream.py --mode states --states 12 --occupancy 0.5
 
 In railgang mode the daemon runs with its defaults unless ``--leaf-wait-s``/``--leaf-holds`` set
 ``daemon.leaf_wait_s``/``daemon.leaf_holds`` (docs/policies.md "Keeping gangs inside one leaf").
@@ -38,6 +45,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import hostlist
+from placement_states import run_states  # benchmarks/ is on sys.path when run as a script
 
 from railgang.slurm_plugins.devcluster.cluster import DevCluster, slurm_env
 from railgang.slurm_plugins.devcluster.layout import ClusterSpec
@@ -180,7 +188,10 @@ def start_daemon(spec: ClusterSpec, cycle_s: float, leaf_wait_s: float | None,
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--mode", choices=["plain", "switches", "railgang"], required=True)
+    ap.add_argument("--mode", choices=["plain", "switches", "railgang", "states"], required=True)
+    ap.add_argument("--states", type=int, default=12, help="occupancy states (states mode)")
+    ap.add_argument("--occupancy", type=float, default=0.5, help="busy share of GPUs (states mode)")
+    ap.add_argument("--record", type=Path, default=None, help="states mode: write each state as JSON")
     ap.add_argument("--jobs", type=int, default=200)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--load", type=float, default=1.05, help="offered load (1.0 = all GPUs)")
@@ -198,6 +209,12 @@ def main() -> int:
     cluster = DevCluster(spec)
     cluster.down()
     cluster.up()
+    if args.mode == "states":
+        try:
+            print(run_states(cluster, args.states, args.occupancy, args.seed, args.record))
+        finally:
+            cluster.down()
+        return 0
     daemon = (start_daemon(spec, args.cycle_s, args.leaf_wait_s, args.leaf_holds)
               if args.mode == "railgang" else None)
     try:
