@@ -251,14 +251,17 @@ end
 local function check_needs_fleet(n, text, gpus)
     local kinds = current_fleet()
     if kinds == nil or #kinds == 0 then return nil end  -- fail open: the daemon says the rest
-    local have, all, exclude = 0, {}, {}
+    local have, exclude = 0, {}
     for _, k in ipairs(kinds) do
         if kind_meets(n, k) then
             have = have + k.nodes * k.gpus
         else
             table.insert(exclude, k.hosts)
         end
-        table.insert(all, describe_kind(k))
+    end
+    local all = {}  -- what exists, spelled out only for a refusal
+    if have == 0 or (gpus ~= nil and gpus > have) then
+        for _, k in ipairs(kinds) do table.insert(all, describe_kind(k)) end
     end
     if have == 0 then
         return string.format("--rg-needs=%s: no node meets it; the cluster has %s", text,
