@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from railgang.daemon.core import elastic
+from railgang.daemon.core import elastic, hetero
 from railgang.daemon.core import preemption as pre
 from railgang.daemon.core import quota as quotas
 from railgang.daemon.core.actions import Preempt, Resize
@@ -119,7 +119,7 @@ class EvictPhase:
             cands = [v for v in by_key[ck] if v.job_id not in w.touched]
             if not cands:
                 continue
-            memo = (gang_for(job, x.min_replicas, w.eligible(job)), ck, job.priority_class == 0)
+            memo = (gang_for(job, x.min_replicas, hetero.nodes_for(w, job, x)), ck, job.priority_class == 0)
             if memo in hopeless:
                 code = hopeless[memo]
                 if code is not None:
@@ -201,7 +201,7 @@ def _evict_for(
             got += len(gs)
         if got >= need and tries < 4:
             tries += 1
-            placed = w.place(gang_for(job, x.min_replicas, w.eligible(job)), extra)
+            placed = w.place(gang_for(job, x.min_replicas, hetero.nodes_for(w, job, x)), extra)
             if isinstance(placed, Placed):
                 return Eviction(placed, tuple(shrinks), tuple(kills))
     return Eviction(budget_hit=budget_hit)

@@ -72,6 +72,10 @@ class JobRequest:
     batch_per_replica: int = 32  # samples per replica per step (Pollux statistical efficiency)
     comm_fraction: float = 0.0  # share of a step spent in gradient all-reduce at full size
     model: str = ""
+    # measured speed on each GPU type relative to the type its work is counted in (1.0 there),
+    # e.g. {"v100": 1.0, "p100": 0.6, "k80": 0.25}; None = unknown (daemon/core/hetero.py falls
+    # back to its type-speed table). Only compared between types: never changes a single-type run
+    type_rates: Mapping[str, float] | None = field(default=None, compare=False, repr=False)
 
     # sizes, derived once in __post_init__ (the cycle reads them thousands of times):
     # replica_gpus: GPUs in one DP replica (tp × pp), the atomic unit of growth and shrink;
@@ -190,6 +194,8 @@ class Job:
     def comm_fraction(self) -> float: return self.request.comm_fraction
     @property
     def model(self) -> str: return self.request.model
+    @property
+    def type_rates(self) -> Mapping[str, float] | None: return self.request.type_rates
     @property
     def replica_gpus(self) -> int: return self.request.replica_gpus
     @property

@@ -9,7 +9,7 @@ import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from railgang.daemon.core import elastic
+from railgang.daemon.core import elastic, hetero
 from railgang.daemon.core import quota as quotas
 from railgang.daemon.core.actions import Resize, Start
 from railgang.daemon.core.gang import Placed, Unplaceable, gang_for
@@ -150,7 +150,7 @@ def _try_start(w: Work, job: Job, want: Want, fits: Callable[[int], bool],
             wait_s = w.shadow(want.replicas * job.replica_gpus)[0] - w.now
             if not elastic.start_small_pays(job, k, want.replicas, wait_s):
                 continue
-        res = w.place(gang_for(job, k, w.eligible(job)))
+        res = hetero.place(w, job, want, k)  # one GPU pool at a time (exactly w.place on one)
         if isinstance(res, Placed):
             if leaf is not None and leaf.spread(job, gpus, res):
                 for_leaf = True  # a smaller size may still fit one leaf
@@ -315,7 +315,7 @@ def _grow_to(w: Work, run: RunningJob, target: int, rules: elastic.ElasticRules)
     room = int(min(room, quotas.room(w.snap.quotas, w.account_gpus, job.account, waiting=w.waiting)))
     k = min(target, run.replicas + max(0, room) // job.replica_gpus)
     while k > run.replicas and elastic.resize_pays(run, k, w.now, rules):
-        res = w.place(gang_for(job, k - run.replicas, w.eligible(job)))
+        res = w.place(gang_for(job, k - run.replicas, hetero.grow_nodes(w, run)))
         if isinstance(res, Placed):
             merged = {n: tuple(run.assignment.get(n, ())) + tuple(res.assignment.get(n, ()))
                       for n in set(run.assignment) | set(res.assignment)}

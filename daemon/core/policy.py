@@ -44,6 +44,8 @@ class Want:
     replicas: int  # DP replicas to start with
     min_replicas: int  # smallest start the policy accepts (== replicas: all or nothing)
     level: float = 0.0  # preemption level inside the class; lower = more important
+    pools: tuple[tuple[str, str], ...] = ()  # (GPU type, tier) pools to try, best first; a gang
+    # never spans pools. () = type-blind: the cycle tries the pool with the most free GPUs first
 
 
 @dataclass(frozen=True)
@@ -68,8 +70,9 @@ class Policy(Protocol):
     def plan(self, snapshot: Snapshot, now: float) -> Plan: ...
 
 
-def want(job_id: str, replicas: int, min_replicas: int | None = None, level: float = 0.0) -> Want:
-    return Want(job_id, replicas, replicas if min_replicas is None else min_replicas, level)
+def want(job_id: str, replicas: int, min_replicas: int | None = None, level: float = 0.0,
+         pools: tuple[tuple[str, str], ...] = ()) -> Want:
+    return Want(job_id, replicas, replicas if min_replicas is None else min_replicas, level, pools)
 
 
 def regrow_targets(snapshot: Snapshot) -> dict[str, int]:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from railgang.daemon.core import elastic
+from railgang.daemon.core import elastic, hetero
 from railgang.daemon.core import preemption as pre
 from railgang.daemon.core import quota as q
 from railgang.daemon.core.actions import Preempt, Resize
@@ -104,7 +104,7 @@ class ReclaimPhase:
             block = q.gate(tree, alloc, job.account, need)
             if block is None and got >= need and tries < 4:
                 tries += 1
-                res = w.place(gang_for(job, x.min_replicas, w.eligible(job)), extra)
+                res = w.place(gang_for(job, x.min_replicas, hetero.nodes_for(w, job, x)), extra)
                 if isinstance(res, Placed):
                     placed = res
                     break

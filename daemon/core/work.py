@@ -11,6 +11,7 @@ from collections.abc import Mapping
 
 from railgang.daemon.core.actions import Action, Start
 from railgang.daemon.core.gang import GangRequest, Placed, Placer, Unplaceable
+from railgang.daemon.core.hetero import Pools, pools_of
 from railgang.daemon.core.job import Assignment, Job
 from railgang.daemon.core.needs import Needs, eligible_nodes
 from railgang.daemon.core.quota import pending_demand
@@ -44,6 +45,7 @@ class Work:
         self._started_ends: list[tuple[float, int]] = []  # (expected end, GPUs) of this cycle's starts
         self._ends: list[tuple[float, int]] | None = None  # all expected ends, sorted, built lazily
         self._eligible: dict[Needs, frozenset[str]] = {}  # nodes meeting each needs, per cycle
+        self._pools: Pools | None = None  # GPU pools (type, tier) of the snapshot, built lazily
 
     @property
     def ends(self) -> list[tuple[float, int]]:
@@ -52,6 +54,13 @@ class Work:
             running = [(r.expected_end(self.now), r.gpus) for r in self.snap.running.values()]
             self._ends = sorted(running + self._started_ends)
         return self._ends
+
+    @property
+    def pools(self) -> Pools:
+        """The snapshot's GPU pools (``hetero.pools_of``; one pool on a cluster without types)."""
+        if self._pools is None:
+            self._pools = pools_of(self.snap)
+        return self._pools
 
     # -- placement ---------------------------------------------------------------------------
     def eligible(self, job: Job) -> frozenset[str] | None:

@@ -34,10 +34,13 @@ class SimJob:
         "ckpt_productive",
         "ckpt_remaining",
         "ckpt_time",
+        "eff",
         "gpus",
         "job",
         "kill_at",
         "last_resize_time",
+        "pool",
+        "price_s",
         "qkey",
         "rate",
         "record",
@@ -70,6 +73,9 @@ class SimJob:
         self.gpus = 0
         self.rate = 0.0  # work-seconds per second while moving
         self.share = 1.0  # compute share of a step (productive fraction)
+        self.eff = 1.0  # service counted per GPU-second: rate on this type / on the fastest type
+        self.pool: str | None = None  # "type:tier" held, when capacity is typed or priced
+        self.price_s = 0.0  # USD per GPU-second of that pool
         self.busy_until = 0.0  # restoring or resizing until then: no progress
         self.start_time = 0.0
         self.run_origin = 0.0  # periodic checkpoints are counted from here
@@ -98,7 +104,10 @@ class SimJob:
         rec, gpus = self.record, self.gpus
         dt = t - self.as_of
         rec.allocated_gpu_s += gpus * dt
-        self.attained += gpus * dt
+        self.attained += gpus * dt * self.eff
+        if self.pool is not None:  # typed or priced capacity: what each pool held, what it cost
+            rec.pool_gpu_s[self.pool] = rec.pool_gpu_s.get(self.pool, 0.0) + gpus * dt
+            rec.cost_usd += gpus * dt * self.price_s
         interval = self.request.checkpoint_interval_s
         p0 = max(self.as_of, self.busy_until)
         moving = not self.stopped and self.rate > 0
@@ -118,7 +127,7 @@ class SimJob:
 
     def progress_at(self, now: float) -> tuple[float, float]:
         """(GPU-seconds attained, work left) as of ``now``, read without integrating."""
-        attained = self.attained + self.gpus * max(0.0, now - self.as_of)
+        attained = self.attained + self.gpus * max(0.0, now - self.as_of) * self.eff
         remaining = self.remaining
         if not self.stopped:
             moving_since = self.as_of if self.as_of > self.busy_until else self.busy_until
@@ -136,13 +145,17 @@ class SimJob:
         return self.remaining <= DONE_EPS * max(1.0, self.tj.duration_s)
 
     # -- what the cluster does to it -----------------------------------------------------------
-    def allocate(self, assignment: Assignment, replicas: int, placement_factor: float) -> None:
-        """Run on ``assignment`` from now on (call :meth:`advance` first)."""
+    def allocate(self, assignment: Assignment, replicas: int, placement_factor: float,
+                 type_rate: float = 1.0) -> None:
+        """Run on ``assignment`` from now on (call :meth:`advance` first); ``type_rate`` is the
+        job's speed on the GPU type it got (``capacity.Capacity.speed``)."""
         self.assignment = {n: tuple(sorted(g)) for n, g in assignment.items() if g}
         self.replicas = replicas
         self.gpus = gpu_count(self.assignment)
         request = self.request
         self.rate = request.rate(replicas) * placement_factor
+        if type_rate != 1.0:
+            self.rate *= type_rate
         self.share = (1.0 - request.comm_fraction) * placement_factor
         self.run_view = None
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 import bisect
 import dataclasses
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from railgang.daemon.core.actions import (
@@ -32,10 +32,13 @@ from railgang.daemon.core.actions import (
     TagNode,
 )
 from railgang.daemon.core.job import Assignment, Job, RunningJob
+from railgang.daemon.core.needs import GpuFacts
 from railgang.daemon.core.quota import QuotaTree
 from railgang.daemon.core.reasons import Reason
 from railgang.daemon.core.snapshot import Account, Node, NodeState, PreemptEvent, Snapshot
+from railgang.daemon.core.spot import TierTerms
 from railgang.daemon.sim.accounting import SimJob
+from railgang.daemon.sim.capacity import SPOT_RECLAIM, SPOT_RETURN, Capacity
 from railgang.daemon.sim.metrics import JobRecord
 from railgang.daemon.sim.progress import CommModel, NoComm, job_request
 from railgang.daemon.sim.quotas import QuotaUse
@@ -70,6 +73,13 @@ class SimConfig:
     oracle: bool = True  # tell the core the exact work left (a real cluster only estimates it)
     quotas: QuotaTree | None = None  # the hierarchical quota tree (``--quotas``); None = none
     enforce_quotas: bool = True  # False: only measure attainment against the tree (a baseline)
+    # typed and priced capacity (``--gpus``, daemon/sim/pools.py): each node's tier, the tiers'
+    # prices and spot interruption process, how long a reclaimed spot node stays away after its
+    # notice, and the seed of the interruption process (capacity.py)
+    node_tier: Mapping[str, str] = field(default_factory=dict)
+    tiers: Mapping[str, TierTerms] = field(default_factory=dict)
+    spot_down_s: float = 600.0
+    spot_seed: int = 0
 
 
 class SimBackend:
@@ -85,7 +95,11 @@ class SimBackend:
         self.max_pending = max_pending  # cap on queue length shown to the core (None = all)
         self.recorder = Recorder()
         names = tuple(fabric.nodes)
-        self.nodes: dict[str, Node] = {n: Node(n, fabric.facts(n).gpus) for n in names}
+        self.nodes: dict[str, Node] = {n: _node(fabric.facts(n), config.node_tier.get(n, ""))
+                                       for n in names}
+        self.capacity = Capacity(fabric, config.node_tier, config.tiers, seed=config.spot_seed,
+                                 down_s=config.spot_down_s)
+        self._interrupted: set[str] = set()  # jobs signalled by a spot reclaim
         self.free: dict[str, set[int]] = {n: set(range(self.nodes[n].gpus)) for n in names}
         self._frozen_free: dict[str, frozenset[int]] = {}
         self.jobs: dict[str, SimJob] = {}
@@ -149,7 +163,14 @@ class SimBackend:
             self._frozen_free.pop(node, None)
 
     def _allocate(self, sj: SimJob, assignment: Assignment, replicas: int) -> None:
-        sj.allocate(assignment, replicas, self.comm.factor(sj.request, assignment))
+        factor = self.comm.factor(sj.request, assignment)
+        cap = self.capacity
+        if not cap.active:
+            sj.allocate(assignment, replicas, factor)
+            return
+        rate, sj.eff = cap.speed(sj.request, assignment)
+        sj.allocate(assignment, replicas, factor, rate)
+        sj.pool, sj.price_s = cap.pool(assignment), cap.usd_per_gpu_s(assignment)
 
     def _schedule_completion(self, sj: SimJob, now: float) -> None:
         sj.version += 1
@@ -205,9 +226,9 @@ class SimBackend:
         if self.max_pending is not None and len(pending) > self.max_pending:
             pending = pending[: self.max_pending]
         free: dict[str, frozenset[int]] = {}
-        nodes = self.nodes
+        nodes, away = self.nodes, self.capacity.away
         for node, gpus in self.free.items():
-            if not nodes[node].state.usable:
+            if not nodes[node].state.usable or node in away:  # away: a reclaimed spot node
                 continue
             cached = self._frozen_free.get(node)
             if cached is None:
@@ -225,7 +246,8 @@ class SimBackend:
                         running=running, pending=pending,
                         accounts={a.name: a for a in accounts},
                         preemptions=tuple(self.preempt_log),
-                        quotas=self.config.quotas if self.config.enforce_quotas else None)
+                        quotas=self.config.quotas if self.config.enforce_quotas else None,
+                        tiers=self.config.tiers)
 
     def load(self, snapshot: Snapshot, run_s: Mapping[str, float]) -> dict[str, JobRecord]:
         """Seed this empty cluster with a snapshot of another, as of ``snapshot.now``: the what-if
@@ -310,11 +332,8 @@ class SimBackend:
             node = self.nodes.get(action.node)
             if node is None:
                 return f"unknown node {action.node}"
-            if isinstance(action, TagNode) and action.remove:
-                self.nodes[action.node] = Node(node.name, node.gpus, node.state, node.tags - {action.tag})
-                return None
-            if isinstance(action, TagNode) and action.remove:
-                self.nodes[action.node] = Node(node.name, node.gpus, node.state, node.tags - {action.tag})
+            if isinstance(action, TagNode) and action.remove:  # keeps the node's facts and tier
+                self.nodes[action.node] = dataclasses.replace(node, tags=node.tags - {action.tag})
                 return None
             self.nodes[action.node] = (node.with_state(NodeState.DRAIN)
                                        if isinstance(action, DrainNode) else node.with_tag(action.tag))
@@ -337,6 +356,10 @@ class SimBackend:
         self._allocate(sj, action.assignment, action.replicas)
         sj.begin_run(now)
         self.running[sj.tj.job_id] = sj
+        if self.capacity.paused:  # work runs again: the spot nodes' reclaim processes resume
+            for node in sorted(self.capacity.paused):
+                self.events.at(self.capacity.next_reclaim(node, now), SPOT_RECLAIM, node, 0)
+            self.capacity.paused.clear()
         self._schedule_completion(sj, now)
         return None
 
@@ -380,6 +403,10 @@ class SimBackend:
     # -- events from the engine ----------------------------------------------------------------
     def on_event(self, kind: str, job_id: str, version: int, now: float) -> bool:
         """Handle a due event; returns True if the cluster changed (a cycle is worth running)."""
+        if kind == SPOT_RECLAIM:
+            return self._reclaim(job_id, now)
+        if kind == SPOT_RETURN:
+            return self._returned(job_id, now)
         sj = self.running.get(job_id)
         if sj is None or sj.version != version:
             return False
@@ -411,10 +438,55 @@ class SimBackend:
     def _kill(self, sj: SimJob, now: float) -> None:
         sj.advance(now)
         sj.roll_back(now)
-        self.preempt_log.append(PreemptEvent(now, sj.tj.job_id, sj.gpus))
+        if sj.tj.job_id in self._interrupted:  # the provider's doing: no churn budget spent
+            self._interrupted.discard(sj.tj.job_id)
+            sj.record.interruptions += 1
+        else:
+            self.preempt_log.append(PreemptEvent(now, sj.tj.job_id, sj.gpus))
         self._release(sj)
         sj.requeued(now, self.config.oracle)
         self._enqueue(sj)
+
+    # -- spot capacity (capacity.py) -------------------------------------------------------------
+    def _reclaim(self, node: str, now: float) -> bool:
+        """The provider reclaims spot ``node``: its jobs get the notice as grace (a panic
+        checkpoint if it covers the save), the node is away until notice + down time."""
+        cap = self.capacity
+        if not self.running:  # nothing runs: the process waits for the next start (and the
+            cap.paused.add(node)  # replay can end when nothing else is left to happen)
+            return False
+        cap.away.add(node)
+        self._frozen_free.pop(node, None)
+        notice = cap.notice_s
+        for sj in list(self.running.values()):
+            if sj.assignment is None or node not in sj.assignment or sj.kill_at is not None:
+                continue
+            self._interrupted.add(sj.tj.job_id)
+            kill_at = sj.signal(now, notice, True)
+            done = sj.finish_time(now)
+            if done is not None and done <= kill_at:
+                self.events.at(done, COMPLETE, sj.tj.job_id, sj.version)
+            self.events.at(kill_at, KILL, sj.tj.job_id, sj.version)
+        self.events.at(now + notice + cap.down_s, SPOT_RETURN, node, 0)
+        return True
+
+    def _returned(self, node: str, now: float) -> bool:
+        cap = self.capacity
+        cap.away.discard(node)
+        self._frozen_free.pop(node, None)
+        if self.running:
+            self.events.at(cap.next_reclaim(node, now), SPOT_RECLAIM, node, 0)
+        else:
+            cap.paused.add(node)
+        return True
+
+
+def _node(facts: Any, tier: str) -> Node:
+    """The core's node for a fabric node: its GPU facts and capacity tier."""
+    return Node(facts.name, facts.gpus, tier=tier,
+                facts=GpuFacts(gpu_type=facts.gpu_type, gpu_mem_gb=facts.gpu_mem_gb,
+                               nvlink=facts.nvlink))
+
 
 
 __all__ = ["COMPLETE", "KILL", "EventSink", "SimBackend", "SimConfig"]

@@ -23,13 +23,17 @@ from rich.progress import (
     TextColumn,
     TimeElapsedColumn,
 )
+from rich.table import Table
 
 from railgang.daemon.cli_common import JSON_HELP, choices_metavar, registry_choice
 from railgang.daemon.core import policy as registry
+from railgang.daemon.core.spot import SpotRules
 from railgang.daemon.errors import ConfigError, InputError
 from railgang.daemon.sim import traces
 from railgang.daemon.sim.backend import SimConfig
+from railgang.daemon.sim.capacity import Capacity, pool_report
 from railgang.daemon.sim.engine import EngineConfig, RunResult, simulate
+from railgang.daemon.sim.pools import mixed_cluster, parse_pools, parse_prices
 from railgang.daemon.sim.progress import TopologyComm
 from railgang.daemon.sim.quotas import load_quotas, quota_report, quota_table
 from railgang.daemon.sim.report import (
@@ -65,6 +69,35 @@ def build_fabric(topology: Path | None, nodes: int, gpus_per_node: int, leaf: in
     if nodes < 1 or gpus_per_node < 1 or leaf < 1:
         raise ConfigError("--nodes, --gpus-per-node and --leaf must be positive")
     return fabric_from_shape(nodes, gpus_per_node, leaf)
+
+
+def policy_for(name: str, type_blind: bool, rules: SpotRules) -> registry.Policy:
+    """The policy ``name``, type-blind or not, with the spot rules, where it takes them."""
+    fields = {f.name for f in dataclasses.fields(registry.get(name))}  # type: ignore[arg-type]
+    params: dict[str, Any] = {}
+    if "hetero" in fields:
+        params["hetero"] = not type_blind
+    elif type_blind:
+        raise ConfigError(f"--type-blind: policy {name} is type-blind already (only "
+                          "default and fifo place by GPU type)")
+    if "spot" in fields:
+        params["spot"] = rules
+    return registry.get(name, **params)
+
+
+def pool_table(policy: str, report: dict[str, Any]) -> Table:
+    """Pools of a mixed or priced cluster: GPUs, GPU-hours, utilisation and cost."""
+    table = Table(title=f"{policy}: pools (cost ${report['cost_usd']:,.0f}, "
+                        f"{report['interruptions']} spot interruptions)")
+    for col in ("pool", "GPUs", "GPU-h", "allocated", "cost $"):
+        table.add_column(col, justify="left" if col == "pool" else "right")
+    for kind in ("pools", "by_tier"):
+        for name, row in report[kind].items():
+            label = name if kind == "pools" else f"tier {name}"
+            util = "-" if row["allocated"] is None else f"{row['allocated']:.1%}"
+            table.add_row(label, str(row["gpus"]), f"{row['gpu_h']:,.0f}", util,
+                          f"{row['cost_usd']:,.0f}")
+    return table
 
 
 def make_elastic(jobs: list[TraceJob]) -> list[TraceJob]:
@@ -138,6 +171,28 @@ def sim(
         "--quotas-measure-only", help="With --quotas: report attainment against the tree but "
                                       "schedule without it (the baseline to compare with).",
     )] = False,
+    gpus: Annotated[str | None, typer.Option(
+        "--gpus", help="Mixed cluster instead of --nodes: pools TYPE[:TIER]=GPUS, e.g. "
+                       "v100=64,p100=64,k80=64 or v100=256,v100:spot=256 (tiers reserved, "
+                       "on-demand, spot); each pool its own nodes and leaves.")] = None,
+    type_blind: Annotated[bool, typer.Option(
+        "--type-blind", help="Policies ignore GPU types (the pool with the most free GPUs); "
+                             "the baseline of heterogeneity-aware allocation.")] = False,
+    prices: Annotated[str | None, typer.Option(
+        "--price", help="USD per GPU-hour, TYPE[:TIER]=USD,... (default: list prices; "
+                        "reserved 0.6x, spot 0.35x on-demand).")] = None,
+    spot_rate: Annotated[float, typer.Option(
+        "--spot-rate", min=0, help="Spot reclaims per node per day (Poisson).")] = 0.0,
+    spot_notice_s: Annotated[float, typer.Option(
+        "--spot-notice-s", min=0, help="Notice before a spot reclaim (grace).")] = 120.0,
+    spot_down_s: Annotated[float, typer.Option(
+        "--spot-down-s", min=0, help="A reclaimed spot node is back after notice + this.")] = 600.0,
+    spot_max_per_day: Annotated[float, typer.Option(
+        "--spot-max-per-day", min=0, help="Jobs predicted to be interrupted more often than "
+                                          "this a day go to on-demand.")] = 4.0,
+    spot_cost_blind: Annotated[bool, typer.Option(
+        "--spot-cost-blind", help="Route to spot regardless of predicted interruptions (a "
+                                  "baseline).")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
     ledger: Annotated[str | None, typer.Option(
         "--ledger", metavar="DB_URL", help="Also store the replay as ledger segments and per-GPU "
@@ -168,10 +223,23 @@ def sim(
     if measure_only and quotas is None:
         raise ConfigError("--quotas-measure-only needs --quotas FILE (the tree to measure against)")
     tree = load_quotas(quotas) if quotas is not None else None
-    fabric = build_fabric(topology, nodes, gpus_per_node, leaf)
+    mixed = None
+    if gpus is not None:
+        if topology is not None:
+            raise ConfigError("--gpus builds the cluster: leave out --topology")
+        mixed = mixed_cluster(parse_pools(gpus, gpus_per_node), gpus_per_node, leaf,
+                              prices=parse_prices(prices), spot_per_node_day=spot_rate,
+                              spot_notice_s=spot_notice_s)
+        fabric = mixed.fabric
+    else:
+        fabric = build_fabric(topology, nodes, gpus_per_node, leaf)
     config = EngineConfig(sim=SimConfig(comm_share=comm_share, panic_checkpoint=panic_checkpoint,
-                                        quotas=tree, enforce_quotas=not measure_only),
+                                        quotas=tree, enforce_quotas=not measure_only,
+                                        node_tier=mixed.node_tier if mixed else {},
+                                        tiers=mixed.tiers if mixed else {},
+                                        spot_down_s=spot_down_s, spot_seed=seed),
                           cycle_s=cycle_s, tick_s=tick_s, seed=seed, max_pending=max_pending)
+    rules = SpotRules(max_interruptions_per_day=spot_max_per_day, cost_aware=not spot_cost_blind)
     runs: list[RunResult] = []
     with Progress(TextColumn("{task.description:>10}"), BarColumn(), MofNCompleteColumn(),
                   TimeElapsedColumn(), console=err, transient=True, disable=quiet) as bar:
@@ -181,7 +249,7 @@ def sim(
             def advance(done: int, _total: int, task: TaskID = task) -> None:
                 bar.update(task, completed=done)
 
-            runs.append(simulate(jobs, registry.get(name), fabric, config=config,
+            runs.append(simulate(jobs, policy_for(name, type_blind, rules), fabric, config=config,
                                  comm=TopologyComm(fabric), on_progress=advance))
             bar.update(task, completed=len(jobs))
     if ledger is not None:  # one more replay, logging segments (daemon/sim/telemetry.py)
@@ -205,7 +273,15 @@ def sim(
                             "topology": str(topology) if topology else
                             f"{nodes}x{gpus_per_node}, {leaf} per leaf"},
                 "elastic": elastic, "seed": seed}
+        if mixed is not None:
+            meta["cluster"]["topology"] = f"--gpus {gpus}, {gpus_per_node} per node, {leaf} per leaf"
+            meta["type_blind"] = type_blind
         payload = to_json(runs, meta, baseline)
+        for run in runs:
+            if mixed is not None:
+                payload["results"][run.policy].update(
+                    pool_report(run.records, Capacity(fabric, mixed.node_tier, mixed.tiers),
+                                run.metrics.makespan_s))
         for run in runs:
             if run.quota_use is not None:
                 payload["quotas_file"] = str(quotas)
@@ -224,6 +300,10 @@ def sim(
         out.print(ratio_table(ratios({r.policy: r.metrics for r in runs}, baseline), baseline))
     if len(runs) == 1:
         out.print(account_table(runs[0]))
+    if mixed is not None:
+        for run in runs:
+            out.print(pool_table(run.policy, pool_report(
+                run.records, Capacity(fabric, mixed.node_tier, mixed.tiers), run.metrics.makespan_s)))
     for run in runs:
         if run.quota_use is not None:
             out.print(quota_table(run.policy, quota_report(run.records, run.quota_use)))

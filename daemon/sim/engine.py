@@ -34,13 +34,14 @@ from railgang.daemon.core.policy import Policy
 from railgang.daemon.core.reasons import PendingReason, Reason
 from railgang.daemon.loop import run_cycle
 from railgang.daemon.sim.backend import COMPLETE, KILL, SimBackend, SimConfig
+from railgang.daemon.sim.capacity import SPOT_RECLAIM, SPOT_RETURN
 from railgang.daemon.sim.metrics import JobRecord, Metrics, compute
 from railgang.daemon.sim.progress import CommModel
 from railgang.daemon.sim.quotas import QuotaUse
 from railgang.daemon.sim.traces.model import TraceJob
 
 # event kinds in the order they are handled within one instant
-_ORDER = {COMPLETE: 0, KILL: 1, "arrival": 2, "cycle": 3, "tick": 4}
+_ORDER = {COMPLETE: 0, KILL: 1, SPOT_RETURN: 1, SPOT_RECLAIM: 1, "arrival": 2, "cycle": 3, "tick": 4}
 
 
 @dataclass(frozen=True)

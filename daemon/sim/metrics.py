@@ -55,6 +55,11 @@ class JobRecord:
     mean_jobs_in_system: float = 1.0  # N for the 1/N share of rho
     # GPU-seconds left idle while this job waited and would have fit by count, per pending reason
     idle_fit_gpu_s: dict[str, float] = field(default_factory=dict)
+    # typed or priced capacity (``--gpus``): GPU-seconds held per "type:tier" pool, what they
+    # cost, and how many of the preemptions were spot interruptions
+    pool_gpu_s: dict[str, float] = field(default_factory=dict)
+    cost_usd: float = 0.0
+    interruptions: int = 0
 
     @property
     def gpu_hours(self) -> float:

@@ -16,6 +16,10 @@ How the pieces combine, and why:
    not starved by a stream of small ones (protects p99 JCT versus FIFO).
 5. **Preemption inside a class** follows the Tiresias levels (evict jobs in a strictly higher
    service queue), always within the cycle's budgets, shrink-before-preempt and cascade damping.
+6. **Heterogeneous pools** (several GPU types or tiers): each job's pools are filled in by
+   ``hetero.aware`` — the free fast GPUs go to the jobs with the largest speed ratio, a slower
+   type only when starting there ends sooner than waiting, spot only while it is cheaper in
+   effective cost (``spot.SpotRules``). ``hetero=False`` is the type-blind baseline.
 
 Ordering key: 1. Tiresias queue after promotion, 2. ρ (higher first), 3. job id.
 """
@@ -24,11 +28,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from railgang.daemon.core import hetero
 from railgang.daemon.core.policies.pollux import Pollux
 from railgang.daemon.core.policies.themis import contenders, rho
 from railgang.daemon.core.policies.tiresias import Tiresias, bucket, queued_since
 from railgang.daemon.core.policy import Plan, regrow_targets, want
 from railgang.daemon.core.snapshot import Snapshot
+from railgang.daemon.core.spot import SpotRules
 
 
 @dataclass(frozen=True)
@@ -40,6 +46,9 @@ class Default:
     evict_within_class: bool = True  # Tiresias-level eviction inside a class (under budgets)
     sizing: str = "pollux"  # "pollux": goodput allocation; "requested": start at the requested size
     # (smaller only when waiting costs more), regrow shrunk jobs to it
+    hetero: bool = True  # on a cluster of several GPU pools: place by per-type throughput and
+    # effective cost (hetero.aware); False = type-blind (the pool with the most free GPUs)
+    spot: SpotRules = field(default_factory=SpotRules)  # when a job leaves spot for on-demand
 
     def plan(self, snapshot: Snapshot, now: float) -> Plan:
         total = snapshot.total_gpus
@@ -59,7 +68,7 @@ class Default:
         starving = frozenset(j.job_id for j in snapshot.pending
                              if self.reserve_starving
                              and now - queued_since(j) >= self.tiresias.promote_after_s)
-        return Plan(
+        plan = Plan(
             order=tuple(order),
             mode="backfill",
             reserve_for=starving,
@@ -69,6 +78,7 @@ class Default:
                     for r in snapshot.running.values()},
             preempt_within_class=self.evict_within_class,
         )
+        return hetero.aware(plan, snapshot, self.spot) if self.hetero else plan
 
 
 POLICY = Default

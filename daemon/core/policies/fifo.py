@@ -8,23 +8,29 @@ back to its requested size, never beyond (``regrow_targets``).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from railgang.daemon.core import hetero
 from railgang.daemon.core.policy import Plan, regrow_targets, want
 from railgang.daemon.core.snapshot import Snapshot
+from railgang.daemon.core.spot import SpotRules
 
 
 @dataclass(frozen=True)
 class Fifo:
     name = "fifo"
+    hetero: bool = True  # several GPU pools: each job to its relatively fastest (Gavel fifo_perf);
+    # False = type-blind (Gavel fifo)
+    spot: SpotRules = field(default_factory=SpotRules)
 
     def plan(self, snapshot: Snapshot, now: float) -> Plan:
         queue = sorted(snapshot.pending, key=lambda j: (j.submit_time, j.job_id))
-        return Plan(
+        plan = Plan(
             order=tuple(want(j.job_id, j.replicas) for j in queue),
             mode="strict",
             targets=regrow_targets(snapshot),
         )
+        return hetero.aware(plan, snapshot, self.spot) if self.hetero else plan
 
 
 POLICY = Fifo

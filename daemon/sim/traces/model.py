@@ -31,6 +31,9 @@ class TraceJob:
     # measured throughput (steps/s) per GPU count when the trace knows it (philly-gavel); the
     # simulator's scaling curve interpolates it, otherwise it falls back to a generic curve
     throughput_by_gpus: Mapping[int, float] = field(default_factory=dict)
+    # speed on each GPU type relative to the type ``duration_s`` was measured on (philly-gavel:
+    # K80/P100/V100 throughput ratios at the job's size); empty = unknown (table fallback)
+    type_rates: Mapping[str, float] = field(default_factory=dict)
     time_limit_s: float | None = None  # the user's wall-clock limit (Slurm --time); None = none
 
     @property

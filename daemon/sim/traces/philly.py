@@ -33,6 +33,7 @@ from railgang.daemon.errors import InputError
 from railgang.daemon.sim.traces.model import Problem, Trace, TraceFormat, TraceJob
 
 GPU_TYPE = "v100"
+OTHER_TYPES = ("p100", "k80")  # measured too: the per-type speeds of a mixed-cluster replay
 _REPO_ROOT = Path(__file__).resolve().parents[3]
 ENV_VAR = "RAILGANG_PHILLY_DIR"
 
@@ -100,6 +101,7 @@ def read_philly(path: Path | None = None, *, strict: bool = False) -> Trace:
         raise InputError(f"trace not found (set --trace or ${ENV_VAR})", path=str(path))
     files, thr_path = _trace_files(path)
     table = load_throughputs(thr_path)
+    others = {t: load_throughputs(thr_path, t) for t in OTHER_TYPES if _has_type(thr_path, t)}
     jobs: list[TraceJob] = []
     problems: list[Problem] = []
     derived: Counter[str] = Counter()
@@ -112,7 +114,7 @@ def read_philly(path: Path | None = None, *, strict: bool = False) -> Trace:
         for lineno, line in enumerate(text.splitlines(), start=1):
             if not line.strip():
                 continue
-            problem, job, was_derived = _parse_line(line, table, vc, str(file), lineno)
+            problem, job, was_derived = _parse_line(line, table, vc, str(file), lineno, others)
             if problem is not None:
                 if strict:
                     raise InputError(problem.message, path=problem.path, line=problem.line,
@@ -131,8 +133,28 @@ def read_philly(path: Path | None = None, *, strict: bool = False) -> Trace:
     return Trace(jobs=tuple(jobs), problems=tuple(problems), notes=tuple(notes))
 
 
+def _has_type(path: Path, gpu_type: str) -> bool:
+    try:
+        return gpu_type in json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        return False
+
+
+def type_rates(job_type: str, gpus: int, thr: float,
+               others: Mapping[str, Mapping[str, Mapping[int, float]]]) -> dict[str, float]:
+    """Speed on each other GPU type relative to V100 at this size (the same nearest-size rule
+    when a size was not measured); types that never ran the model are left out."""
+    out = {GPU_TYPE: 1.0}
+    for gpu_type, table in others.items():
+        measured = table.get(job_type)
+        if measured:
+            out[gpu_type] = throughput(measured, gpus)[0] / thr
+    return out
+
+
 def _parse_line(line: str, table: Mapping[str, Mapping[int, float]], vc: str, path: str,
-                lineno: int) -> tuple[Problem | None, TraceJob | None, bool]:
+                lineno: int, others: Mapping[str, Mapping[str, Mapping[int, float]]] | None = None,
+                ) -> tuple[Problem | None, TraceJob | None, bool]:
     cells = line.split("\t")
     if len(cells) != 7:
         return Problem(path, lineno, None, f"expected 7 tab-separated cells, got {len(cells)}"), \
@@ -167,7 +189,7 @@ def _parse_line(line: str, table: Mapping[str, Mapping[int, float]], vc: str, pa
     curve[gpus] = thr
     job = TraceJob(job_id=f"{vc}-{lineno}", submit_time=arrival, gpus=gpus,
                    duration_s=steps / thr, account=vc, model=job_type,
-                   throughput_by_gpus=curve)
+                   throughput_by_gpus=curve, type_rates=type_rates(job_type, gpus, thr, others or {}))
     return None, job, derived
 
 
