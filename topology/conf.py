@@ -1,22 +1,27 @@
 """Parser and validator for Slurm ``topology.conf`` (topology/tree and topology/block grammars).
 
 Pure: text in, a frozen ``TopologyConf`` out, or a ``TopologyError`` carrying *every* problem found
-with its file and line, so ``railgang topology check`` can list them all at once. The CLI turns the
-first problem into ``railgang.daemon.errors.InputError``; this module imports nothing from the daemon.
+with its file, line and switch, so ``railgang topology check`` can list them all at once. The CLI
+turns the first problem into ``railgang.daemon.errors.InputError``; this module imports nothing
+from the daemon.
 
-Grammar (as slurmctld reads it): ``key=value`` pairs separated by blanks, keys case-insensitive,
-``#`` starts a comment, a trailing backslash continues the line. Tree lines start with
-``SwitchName=`` and may carry ``Switches=``, ``Nodes=`` and ``LinkSpeed=``; block lines start with
-``BlockName=`` and carry ``Nodes=``; one ``BlockSizes=`` line lists the aggregation sizes.
+A file is refused exactly when Slurm 22.05's slurmctld refuses it (a differential test against
+the real slurmctld keeps it so; docs/topology.md "Conformance" lists the rules). What slurmctld
+only logs (a node under two leaves, a switch with two parents, a key given twice, no switches at
+all) is a *warning*: ``TopologyConf.warnings``, printed by ``check`` without failing it. The
+lexical rules (comments, continuations, escapes, ``key = value``, host lists) live in
+``slurm_syntax``. Block lines (``BlockName=``, ``BlockSizes=``) are topology/block, Slurm 23.11+:
+read when a file has no ``SwitchName=`` line, an error inside a tree file (22.05 refuses them).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import hostlist
+
+from railgang.topology.slurm_syntax import logical_lines, next_pair, parse_uint32, slurm_hostlist
 
 __all__ = [
     "MAX_RANGE",
@@ -30,11 +35,13 @@ __all__ = [
     "parse_topology",
 ]
 
-# A typo such as n[1-9999999] must not make the parser allocate millions of names.
+# Names one host list may expand to. Slurm caps each range at 65,536 names but not their number;
+# a typo such as a[1-9999]b[1-9999] must not make railgang allocate 100 million names.
 MAX_RANGE = 100_000
-
-_TREE_KEYS = {"switchname", "switches", "nodes", "linkspeed"}
-_BLOCK_KEYS = {"blockname", "nodes"}
+# slurmctld resolves switch levels in at most 21 passes over the file (topology_tree.c) and then
+# gives up with "Switch configuration is not a tree", even for a deep tree listed top-down.
+_MAX_PASSES = 21
+_TREE_KEYS = {"nodes", "switches", "linkspeed"}
 _NAME = re.compile(r"^[A-Za-z0-9_.\-]+$")
 _BRACKET = re.compile(r"\[([^\]]*)\]")
 
@@ -47,6 +54,8 @@ class Problem:
     line: int | None
     field: str | None
     message: str
+    switch: str | None = None  # the switch (or block) the problem is about, if any
+    severity: str = "error"  # "error": slurmctld refuses the file; "warning": it only logs it
 
     def __str__(self) -> str:
         where = self.path + (f":{self.line}" if self.line is not None else "")
@@ -93,10 +102,11 @@ class TopologyConf:
     switches: tuple[SwitchDef, ...] = ()
     blocks: tuple[BlockDef, ...] = ()
     block_sizes: tuple[int, ...] = ()
+    warnings: tuple[Problem, ...] = field(default=(), compare=False)
 
     @property
     def roots(self) -> tuple[str, ...]:
-        """Switches no other switch lists (a valid tree has exactly one)."""
+        """Switches no other switch lists (a well-formed tree has exactly one)."""
         listed = {s for sw in self.switches for s in sw.switches}
         return tuple(sw.name for sw in self.switches if sw.name not in listed)
 
@@ -111,39 +121,10 @@ class TopologyConf:
         return tuple(seen)
 
 
-def _range_size(expr: str) -> int:
-    """Upper bound of how many names ``expr`` expands to, computed without expanding it."""
-    total = 0
-    for part in _split_top_level(expr):
-        size = 1
-        for inner in _BRACKET.findall(part):
-            count = 0
-            for piece in inner.split(","):
-                lo, _, hi = piece.partition("-")
-                if lo.strip().isdigit() and hi.strip().isdigit():
-                    count += max(0, int(hi) - int(lo) + 1)
-                else:
-                    count += 1
-            size *= max(count, 1)
-        total += size
-    return total
-
-
-def _split_top_level(expr: str) -> Iterator[str]:
-    depth, start = 0, 0
-    for i, ch in enumerate(expr):
-        if ch == "[":
-            depth += 1
-        elif ch == "]":
-            depth -= 1
-        elif ch == "," and depth == 0:
-            yield expr[start:i]
-            start = i + 1
-    yield expr[start:]
-
-
 def expand_hosts(expr: str) -> tuple[str, ...]:
-    """Expand a Slurm hostlist (``gpu[001-064,070]``); ValueError says what is wrong."""
+    """Expand a host list of railgang's own files (``gpu[001-064,070]``) strictly: ``n[`` or an
+    empty list is an error here, although slurmctld reads ``n[`` in topology.conf as the host
+    ``n]`` (topology.conf goes through ``slurm_syntax.slurm_hostlist`` instead)."""
     expr = expr.strip()
     if not expr:
         raise ValueError("empty host list")
@@ -155,263 +136,279 @@ def expand_hosts(expr: str) -> tuple[str, ...]:
         raise ValueError(f"malformed host list {expr!r}: {exc}") from exc
     if not names or any(not n or not _NAME.match(n) for n in names):
         raise ValueError(f"malformed host list {expr!r}")
-    for name in names:
-        # python-hostlist accepts reversed ranges silently as empty in some versions
-        if "[" in name or "]" in name:
-            raise ValueError(f"malformed host list {expr!r}")
     return tuple(names)
 
 
-def _logical_lines(text: str) -> Iterator[tuple[int, str]]:
-    """(first physical line number, text) with comments removed and continuations joined."""
-    pending: list[str] = []
-    start = 0
-    for number, raw in enumerate(text.splitlines(), start=1):
-        line = raw.split("#", 1)[0].rstrip()
-        if not pending:
-            start = number
-        if line.endswith("\\"):
-            pending.append(line[:-1])
-            continue
-        pending.append(line)
-        joined = " ".join(pending).strip()
-        pending = []
-        if joined:
-            yield start, joined
-    if pending:
-        joined = " ".join(pending).strip()
-        if joined:
-            yield start, joined
+def _range_size(expr: str) -> int:
+    """Upper bound of how many names ``expr`` expands to, computed without expanding it."""
+    total = 0
+    for part in re.split(r",(?![^\[]*\])", expr):
+        size = 1
+        for inner in _BRACKET.findall(part):
+            count = 0
+            for piece in inner.split(","):
+                lo, _, hi = piece.partition("-")
+                ok = lo.strip().isdigit() and hi.strip().isdigit()
+                count += max(0, int(hi) - int(lo) + 1) if ok else 1
+            size *= max(count, 1)
+        total += size
+    return total
 
 
-def _pairs(body: str, path: str, number: int, problems: list[Problem]) -> list[tuple[str, str]]:
-    out: list[tuple[str, str]] = []
-    for token in body.split():
-        key, eq, value = token.partition("=")
-        if not eq or not key:
-            problems.append(Problem(path, number, None, f"expected key=value, got {token!r}"))
-            continue
-        out.append((key, value))
-    return out
+def _slurm_hosts(expr: str) -> tuple[str, ...]:
+    """A topology.conf host list, as slurmctld expands it (ValueError when it refuses it)."""
+    try:
+        return slurm_hostlist(expr, MAX_RANGE)
+    except OverflowError as exc:
+        raise ValueError(str(exc)) from exc
+    except ValueError as exc:
+        raise ValueError(f"malformed host list {expr!r}: {exc}") from exc
 
 
 def parse_topology(text: str, path: str = "<string>") -> TopologyConf:
-    """Parse and validate; raise ``TopologyError`` listing every problem found."""
+    """Parse and validate; raise ``TopologyError`` listing every error found."""
     problems: list[Problem] = []
     conf = _parse(text, path, problems)
-    if problems:
-        raise TopologyError(_in_file_order(problems))
-    return conf
+    errors = _in_file_order([p for p in problems if p.severity == "error"])
+    if errors:
+        raise TopologyError(errors)
+    warnings = _in_file_order([p for p in problems if p.severity != "error"])
+    return TopologyConf(conf.path, conf.kind, conf.switches, conf.blocks, conf.block_sizes, warnings)
 
 
-def check_topology(text: str, path: str = "<string>") -> tuple[Problem, ...]:
-    """Every problem in ``text`` (empty when the file is valid)."""
+def check_topology(text: str, path: str = "<string>", *, warnings: bool = False) -> tuple[Problem, ...]:
+    """Every error in ``text`` (empty when slurmctld would accept it), and with ``warnings`` also
+    what slurmctld only logs (``Problem.severity`` tells them apart)."""
     problems: list[Problem] = []
     _parse(text, path, problems)
-    return _in_file_order(problems)
+    return _in_file_order([p for p in problems if warnings or p.severity == "error"])
 
 
 def _in_file_order(problems: list[Problem]) -> tuple[Problem, ...]:
     return tuple(sorted(problems, key=lambda p: p.line or 0))
 
 
+class _Report:
+    """Problems of one file, with its path filled in."""
+
+    def __init__(self, path: str, out: list[Problem]) -> None:
+        self.path, self.out = path, out
+
+    def error(self, line: int | None, fld: str | None, message: str, switch: str | None = None) -> None:
+        self.out.append(Problem(self.path, line, fld, message, switch))
+
+    def warn(self, line: int | None, fld: str | None, message: str, switch: str | None = None) -> None:
+        self.out.append(Problem(self.path, line, fld, message, switch, "warning"))
+
+
+@dataclass
+class _Switch:
+    name: str
+    line: int
+    nodes: str | None = None  # the raw host lists: Nodes="" is a leaf with no nodes
+    switches: str | None = None
+    link_speed: int | None = None
+
+
 def _parse(text: str, path: str, problems: list[Problem]) -> TopologyConf:
-    switches: list[SwitchDef] = []
-    blocks: list[BlockDef] = []
-    block_sizes: tuple[int, ...] = ()
-    block_sizes_line: int | None = None
-    kind: str | None = None
-    kind_line = 0
-    for number, body in _logical_lines(text):
-        pairs = _pairs(body, path, number, problems)
-        if not pairs:
+    report = _Report(path, problems)
+    lines = list(logical_lines(text))
+    tree = any((kv := next_pair(body)) is not None and kv.key.lower() == "switchname" for _, body in lines)
+    switches: list[_Switch] = []
+    block_lines: list[tuple[int, str]] = []
+    for number, body in lines:
+        if body[:7].lower() == "include" and body[7:8].isspace():
+            report.error(number, "Include", "Include is not followed by railgang: put the file's lines here")
             continue
-        head = pairs[0][0].lower()
+        kv = next_pair(body)
+        if kv is None:
+            if body.strip():
+                report.error(number, None, f"expected key=value, got {body.strip()[:80]!r}")
+            continue
+        head = kv.key.lower()
         if head == "switchname":
-            this = "tree"
+            switches.append(_switch_line(kv.value, kv.rest, number, report))
+        elif head in ("blockname", "blocksizes") and not tree:
+            block_lines.append((number, body))
         elif head in ("blockname", "blocksizes"):
-            this = "block"
+            report.error(number, kv.key, f"{kv.key}= is topology/block (Slurm 23.11+); this file is "
+                                         "topology/tree, whose lines all start with SwitchName=")
         else:
-            problems.append(Problem(path, number, pairs[0][0],
-                                    "unknown key: a line must start with SwitchName=, BlockName= or BlockSizes="))
-            continue
-        if kind is None:
-            kind, kind_line = this, number
-        elif kind != this:
-            problems.append(Problem(path, number, pairs[0][0],
-                                    f"mixes topology/{this} with topology/{kind} (first used on line {kind_line})"))
-            continue
-        if head == "blocksizes":
-            if len(pairs) > 1:
-                problems.append(Problem(path, number, pairs[1][0], "unknown key after BlockSizes="))
-            if block_sizes_line is not None:
-                problems.append(Problem(path, number, "BlockSizes", f"given twice (first on line {block_sizes_line})"))
-                continue
-            block_sizes_line = number
-            block_sizes = _block_sizes(pairs[0][1], path, number, problems)
-            continue
-        if this == "tree":
-            sw = _switch(pairs, path, number, problems)
-            if sw is not None:
-                switches.append(sw)
-        else:
-            blk = _block(pairs, path, number, problems)
-            if blk is not None:
-                blocks.append(blk)
-    if kind == "block":
-        _validate_blocks(blocks, block_sizes, block_sizes_line, path, problems)
-        return TopologyConf(path, "block", blocks=tuple(blocks), block_sizes=block_sizes)
-    _validate_tree(switches, path, problems)
-    return TopologyConf(path, "tree", switches=tuple(switches))
+            report.error(number, kv.key, "unknown key: a line must start with SwitchName= "
+                                         "(topology/tree) or BlockName=/BlockSizes= (topology/block)")
+    if block_lines:
+        from railgang.topology.conf_block import parse_blocks  # only block files pay for it
+
+        blocks, sizes = parse_blocks(block_lines, report.error)
+        return TopologyConf(path, "block", blocks=blocks, block_sizes=sizes)
+    return TopologyConf(path, "tree", switches=_validate_tree(switches, report))
 
 
-def _hosts(value: str, field: str, path: str, number: int, problems: list[Problem]) -> tuple[str, ...]:
+def _switch_line(name: str, rest: str, number: int, report: _Report) -> _Switch:
+    """The keys after ``SwitchName=``, read the way topology_tree.c _parse_switches reads them:
+    the first unknown key or bad value ends the line."""
+    sw = _Switch(name, number)
+    seen: set[str] = set()
+    failed = False
+    while (kv := next_pair(rest)) is not None:
+        low = kv.key.lower()
+        if low not in _TREE_KEYS:
+            report.error(number, kv.key, f"unknown key in switch {name!r} "
+                                         "(expected Switches=, Nodes=, LinkSpeed=)", name)
+            failed = True
+            break
+        if low in seen:
+            report.warn(number, kv.key, f"given twice for switch {name!r}; slurmctld uses the last value", name)
+        seen.add(low)
+        if low == "linkspeed":
+            try:
+                sw.link_speed = parse_uint32(kv.value, "LinkSpeed")
+            except ValueError as exc:
+                report.error(number, kv.key, f"switch {name!r}: {exc}", name)
+                failed = True
+                break
+        elif low == "nodes":
+            sw.nodes = kv.value
+        else:
+            sw.switches = kv.value
+        rest = kv.rest
+    else:
+        if rest.strip():
+            report.error(number, None, f"switch {name!r}: expected key=value, got {rest.strip()[:80]!r}", name)
+            failed = True
+    if sw.nodes is not None and sw.switches is not None:
+        report.error(number, "Switches", f"switch {name!r} has both Nodes= and Switches=", name)
+    elif sw.nodes is None and sw.switches is None and not failed:
+        report.error(number, "SwitchName", f"switch {name!r} has neither Nodes= nor Switches=", name)
+    return sw
+
+
+def _hosts(sw: _Switch, value: str, fld: str, report: _Report) -> tuple[str, ...] | None:
     try:
-        return expand_hosts(value)
+        return _slurm_hosts(value)
     except ValueError as exc:
-        problems.append(Problem(path, number, field, str(exc)))
-        return ()
-
-
-def _switch(pairs: list[tuple[str, str]], path: str, number: int, problems: list[Problem]) -> SwitchDef | None:
-    name = pairs[0][1]
-    if not name or not _NAME.match(name):
-        problems.append(Problem(path, number, "SwitchName", f"invalid switch name {name!r}"))
+        report.error(sw.line, fld, f"switch {sw.name!r}: {exc}", sw.name)
         return None
-    nodes: tuple[str, ...] = ()
-    kids: tuple[str, ...] = ()
-    speed: int | None = None
-    seen: set[str] = set()
-    for key, value in pairs[1:]:
-        low = key.lower()
-        if low not in _TREE_KEYS or low == "switchname":
-            problems.append(Problem(path, number, key, "unknown key (expected Switches=, Nodes=, LinkSpeed=)"))
-            continue
-        if low in seen:
-            problems.append(Problem(path, number, key, "given twice on one line"))
-            continue
-        seen.add(low)
-        if low == "nodes":
-            nodes = _hosts(value, key, path, number, problems)
-        elif low == "switches":
-            kids = _hosts(value, key, path, number, problems)
-        elif value.isdigit() and int(value) > 0:
-            speed = int(value)
-        else:
-            problems.append(Problem(path, number, key, f"must be a positive integer, got {value!r}"))
-    if not nodes and not kids and not ({"nodes", "switches"} & seen):
-        problems.append(Problem(path, number, "SwitchName", f"switch {name!r} has neither Nodes= nor Switches="))
-    return SwitchDef(name, number, nodes, kids, speed)
 
 
-def _block(pairs: list[tuple[str, str]], path: str, number: int, problems: list[Problem]) -> BlockDef | None:
-    name = pairs[0][1]
-    if not name or not _NAME.match(name):
-        problems.append(Problem(path, number, "BlockName", f"invalid block name {name!r}"))
-        return None
-    nodes: tuple[str, ...] = ()
-    seen: set[str] = set()
-    for key, value in pairs[1:]:
-        low = key.lower()
-        if low not in _BLOCK_KEYS or low == "blockname":
-            problems.append(Problem(path, number, key, "unknown key (expected Nodes=)"))
-            continue
-        if low in seen:
-            problems.append(Problem(path, number, key, "given twice on one line"))
-            continue
-        seen.add(low)
-        nodes = _hosts(value, key, path, number, problems)
-    if "nodes" not in seen:
-        problems.append(Problem(path, number, "BlockName", f"block {name!r} has no Nodes="))
-    return BlockDef(name, number, nodes)
-
-
-def _block_sizes(value: str, path: str, number: int, problems: list[Problem]) -> tuple[int, ...]:
-    parts = [p.strip() for p in value.split(",")]
-    if not value or not all(p.isdigit() and int(p) > 0 for p in parts):
-        problems.append(Problem(path, number, "BlockSizes", f"must be positive integers, got {value!r}"))
+def _validate_tree(switches: list[_Switch], report: _Report) -> tuple[SwitchDef, ...]:
+    """The checks of topology_tree.c _validate_switches, all of them at once."""
+    if not switches:
+        report.warn(None, None, "no switches: slurmctld logs 'No switches configured' and runs "
+                                "without a topology")
         return ()
-    sizes = tuple(int(p) for p in parts)
-    if list(sizes) != sorted(set(sizes)):
-        problems.append(Problem(path, number, "BlockSizes", "must be strictly increasing"))
-        return ()
-    if any(s % sizes[0] for s in sizes):
-        problems.append(Problem(path, number, "BlockSizes", "every size must be a multiple of the first (base) size"))
-        return ()
-    return sizes
-
-
-def _validate_tree(switches: list[SwitchDef], path: str, problems: list[Problem]) -> None:
-    by_name: dict[str, SwitchDef] = {}
+    index: dict[str, _Switch] = {}
     for sw in switches:
-        if sw.name in by_name:
-            problems.append(Problem(path, sw.line, "SwitchName",
-                                    f"duplicate switch {sw.name!r} (first on line {by_name[sw.name].line})"))
+        first = index.get(sw.name)
+        if first is not None:
+            report.error(sw.line, "SwitchName", f"duplicate switch {sw.name!r} (first on line {first.line})", sw.name)
         else:
-            by_name[sw.name] = sw
-    leaf_of: dict[str, SwitchDef] = {}
-    parent_of: dict[str, SwitchDef] = {}
-    for sw in by_name.values():
-        for node in sw.nodes:
-            if node in by_name:
-                problems.append(Problem(path, sw.line, "Nodes", f"{node!r} is both a node and a switch"))
-            first = leaf_of.get(node)
-            if first is not None and first is not sw:
-                problems.append(Problem(path, sw.line, "Nodes",
-                                        f"node {node!r} is under two leaves: {first.name!r} (line {first.line}) and {sw.name!r}"))
-            elif first is None:
-                leaf_of[node] = sw
-        for kid in sw.switches:
-            if kid not in by_name:
-                problems.append(Problem(path, sw.line, "Switches", f"unknown switch {kid!r}"))
+            index[sw.name] = sw
+    unique = list(index.values())
+    nodes: dict[str, tuple[str, ...]] = {}
+    kids: dict[str, tuple[str, ...]] = {}
+    leaf_of: dict[str, _Switch] = {}
+    for sw in unique:
+        if sw.nodes is not None:
+            got = _hosts(sw, sw.nodes, "Nodes", report)
+            nodes[sw.name] = got or ()
+            twice = [n for n in dict.fromkeys(got or ()) if n in leaf_of and leaf_of[n] is not sw]
+            if twice:
+                other = leaf_of[twice[0]]
+                report.warn(sw.line, "Nodes", f"node {twice[0]!r} is under two leaves: {other.name!r} "
+                                              f"(line {other.line}) and {sw.name!r}"
+                            + (f" (and {len(twice) - 1} more nodes)" if len(twice) > 1 else ""), sw.name)
+            for n in got or ():
+                leaf_of.setdefault(n, sw)
+        elif sw.switches is not None:
+            got = _hosts(sw, sw.switches, "Switches", report)
+            kids[sw.name] = got or ()
+            if got == ():
+                report.error(sw.line, "Switches", f"switch {sw.name!r}: Switches= names no switch "
+                                                  "(slurmctld 22.05 crashes or finds no tree)", sw.name)
+            for kid in dict.fromkeys(got or ()):
+                if kid == sw.name:
+                    report.error(sw.line, "Switches", f"switch {sw.name!r} lists itself", sw.name)
+                elif kid not in index:
+                    report.error(sw.line, "Switches", f"unknown switch {kid!r} (listed by switch {sw.name!r})", sw.name)
+    if not any(p.severity == "error" and p.field == "Switches" for p in report.out):
+        _check_levels(unique, kids, report)
+    _warn_shape(unique, kids, leaf_of, report)
+    return tuple(SwitchDef(sw.name, sw.line, nodes.get(sw.name, ()), kids.get(sw.name, ()),
+                           sw.link_speed) for sw in unique)
+
+
+def _check_levels(unique: list[_Switch], kids: dict[str, tuple[str, ...]], report: _Report) -> None:
+    """slurmctld's level passes: each pass, in file order, sets a switch's level once all its
+    children have one (children checked last to first); unresolved after 21 passes = refused."""
+    level = {sw.name: (0 if sw.nodes is not None else -1) for sw in unique}
+    for _ in range(_MAX_PASSES):
+        resolved = True
+        for sw in unique:
+            if level[sw.name] != -1:
                 continue
-            other = parent_of.get(kid)
-            if other is not None and other is not sw:
-                problems.append(Problem(path, sw.line, "Switches",
-                                        f"switch {kid!r} has two parents: {other.name!r} (line {other.line}) and {sw.name!r}"))
-            elif other is None:
-                parent_of[kid] = sw
-    for sw in by_name.values():
-        if sw.name in sw.switches:
-            problems.append(Problem(path, sw.line, "Switches", f"switch {sw.name!r} lists itself"))
-    # Cycles: follow parents from every switch; a walk that returns to its start is a cycle.
-    reported: set[str] = set()
-    for start in by_name:
-        walk, cur = [start], parent_of.get(start)
-        while cur is not None and cur.name not in walk:
-            walk.append(cur.name)
-            cur = parent_of.get(cur.name)
-        if cur is not None and cur.name == start and not (set(walk) & reported):
-            reported.update(walk)
-            cycle = " -> ".join([*reversed(walk), start])
-            problems.append(Problem(path, by_name[start].line, "Switches", f"cycle: {cycle}"))
-    roots = [sw for sw in by_name.values() if sw.name not in parent_of]
+            best = -1
+            for kid in reversed(kids.get(sw.name, ())):
+                if level[kid] == -1:
+                    resolved, best = False, -1
+                    break
+                best = max(best, level[kid] + 1)
+            level[sw.name] = best
+        if resolved:
+            return
+    stuck = [sw for sw in unique if level[sw.name] == -1]
+    cycle = _cycle(kids)
+    if cycle:
+        at = next(sw for sw in unique if sw.name == cycle[0])
+        report.error(at.line, "Switches", "not a tree: cycle " + " -> ".join([*cycle, cycle[0]]), at.name)
+    else:
+        at = stuck[0]
+        report.error(at.line, "Switches", f"not a tree for slurmctld: switch {at.name!r} is still without a "
+                                          f"level after {_MAX_PASSES} passes (list leaves and lower switches "
+                                          "before the switches above them)", at.name)
+
+
+def _cycle(kids: dict[str, tuple[str, ...]]) -> list[str]:
+    """One cycle of the child graph (switch names in order), or [] if there is none."""
+    state: dict[str, int] = {}
+    for start in kids:
+        stack = [(start, iter(kids.get(start, ())))]
+        path = [start]
+        state[start] = state.get(start, 0) or 1
+        while stack:
+            node, it = stack[-1]
+            kid = next(it, None)
+            if kid is None:
+                state[node] = 2
+                stack.pop()
+                path.pop()
+            elif state.get(kid) == 1:
+                return path[path.index(kid):]
+            elif not state.get(kid):
+                state[kid] = 1
+                stack.append((kid, iter(kids.get(kid, ()))))
+                path.append(kid)
+    return []
+
+
+def _warn_shape(unique: list[_Switch], kids: dict[str, tuple[str, ...]], leaf_of: dict[str, _Switch],
+                report: _Report) -> None:
+    """What slurmctld accepts but a placement engine should hear about."""
+    parent: dict[str, _Switch] = {}
+    for sw in unique:
+        for kid in dict.fromkeys(kids.get(sw.name, ())):
+            other = parent.get(kid)
+            if other is not None:
+                report.warn(sw.line, "Switches", f"switch {kid!r} has two parents: {other.name!r} "
+                                                 f"(line {other.line}) and {sw.name!r}", sw.name)
+            parent[kid] = sw
+    names = {sw.name for sw in unique}
+    for node, sw in leaf_of.items():
+        if node in names:
+            report.warn(sw.line, "Nodes", f"node {node!r} of switch {sw.name!r} has a switch's name", sw.name)
+    roots = [sw for sw in unique if sw.name not in parent]
     if len(roots) > 1:
-        names = ", ".join(f"{r.name} (line {r.line})" for r in roots[:5])
-        extra = f" and {len(roots) - 5} more" if len(roots) > 5 else ""
-        problems.append(Problem(path, roots[1].line, "SwitchName",
-                                f"several roots: {names}{extra}; add a top switch listing them"))
-
-
-def _validate_blocks(blocks: list[BlockDef], sizes: tuple[int, ...], sizes_line: int | None,
-                     path: str, problems: list[Problem]) -> None:
-    by_name: dict[str, BlockDef] = {}
-    owner: dict[str, BlockDef] = {}
-    for blk in blocks:
-        if blk.name in by_name:
-            problems.append(Problem(path, blk.line, "BlockName",
-                                    f"duplicate block {blk.name!r} (first on line {by_name[blk.name].line})"))
-            continue
-        by_name[blk.name] = blk
-        for node in blk.nodes:
-            first = owner.get(node)
-            if first is not None:
-                problems.append(Problem(path, blk.line, "Nodes",
-                                        f"node {node!r} is in two blocks: {first.name!r} (line {first.line}) and {blk.name!r}"))
-            else:
-                owner[node] = blk
-    if sizes and blocks:
-        smallest = min(len(b.nodes) for b in blocks if b.nodes) if any(b.nodes for b in blocks) else 0
-        if smallest and sizes[0] > smallest:
-            problems.append(Problem(path, sizes_line, "BlockSizes",
-                                    f"base size {sizes[0]} is larger than the smallest block ({smallest} nodes)"))
+        listed = ", ".join(f"{r.name} (line {r.line})" for r in roots[:5])
+        more = f" and {len(roots) - 5} more" if len(roots) > 5 else ""
+        report.warn(roots[1].line, "SwitchName", f"several roots: {listed}{more}; no switch reaches "
+                                                 "every node (add a top switch listing them)", roots[1].name)
