@@ -157,10 +157,9 @@ def chaos(inputs: ReportInputs, tax_s: float) -> Chaos:
             if a.end is None or not inputs.since <= a.end < inputs.until:
                 continue
             t = by_team[a.team]
-            if b.start <= a.end + 1:
-                if b.gpus != a.gpus:
-                    res += 1
-                    t["resizes"] += 1
+            if b.start <= a.end + 1 and b.gpus != a.gpus:  # at once, another size: a resize
+                res += 1
+                t["resizes"] += 1
                 continue
             pre += 1
             t["preemptions"] += 1

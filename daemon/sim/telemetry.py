@@ -171,7 +171,7 @@ class LedgerStats:
     until: int
 
 
-def _profile(cfg: TelemetryConfig, job_id: str) -> tuple[str, float]:
+def job_profile(cfg: TelemetryConfig, job_id: str) -> tuple[str, float]:
     """(behaviour, peak memory share of the GPU) of one job; deterministic per job and seed."""
     r = _rng(cfg.seed, job_id)
     u = float(r.random())
@@ -235,8 +235,8 @@ def write_ledger(engine: Engine, jobs: Sequence[TraceJob], result: RunResult,
                          "submitted_at": datetime.fromtimestamp(epoch(j.submit_time), UTC)})
         for i in range(0, len(rows), _CHUNK):
             s.execute(insert(Job.__table__), rows[i:i + _CHUNK])
-        pk = dict(s.execute(select(Job.slurm_job_id, Job.id)
-                            .where(Job.cluster == cfg.cluster)).tuples().all())
+        pk = {j: i for j, i in s.execute(select(Job.slurm_job_id, Job.id)
+                                          .where(Job.cluster == cfg.cluster))}
         tj = {j.job_id: j for j in jobs}
         seg_rows, step_rows, order = [], [], {}
         # per-GPU grid of sample times over the whole replay; idle GPUs report zeros
@@ -247,7 +247,7 @@ def write_ledger(engine: Engine, jobs: Sequence[TraceJob], result: RunResult,
             g[2, :] = 75.0  # idle power
         for seg in sorted(segments, key=lambda x: (x.job_id, x.start)):
             job = tj[seg.job_id]
-            kind, mem_share = _profile(cfg, seg.job_id)
+            kind, mem_share = job_profile(cfg, seg.job_id)
             end = seg.end if seg.end is not None else end_t
             a, b = np.searchsorted(times, [seg.start, end])
             r = _rng(cfg.seed + 1, f"{seg.job_id}@{seg.start}")
@@ -383,5 +383,5 @@ def replay_into_ledger(url: str, jobs: Sequence[TraceJob], policy: Policy, fabri
         engine.dispose()
 
 
-__all__ = ["PROFILES", "LedgerStats", "SimSegment", "TelemetryConfig", "replay_into_ledger",
-           "simulate_with_ledger", "write_ledger"]
+__all__ = ["PROFILES", "LedgerStats", "SimSegment", "TelemetryConfig", "job_profile",
+           "replay_into_ledger", "simulate_with_ledger", "write_ledger"]

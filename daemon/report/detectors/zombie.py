@@ -4,7 +4,7 @@ An episode is a run of consecutive samples with SM below ``zombie_sm_pct`` and m
 above ``zombie_min_mem_mib`` (more than a bare CUDA context). Two more checks keep pauses that
 are part of healthy work out: the episode must last ``zombie_min_s`` (a checkpoint write or an
 evaluation pause is shorter), and where power is known its median must stay within
-``zombie_power_ratio`` x the GPU's lowest power in the series (the H200 recordings: a stalled
+``zombie_power_ratio`` x the GPU's lowest power in the series (the idle floor) (the H200 recordings: a stalled
 but working GPU sits near 330 W, a zombie at 120 W, idle at 80-120 W). A sampling gap longer
 than the episode's own median interval x 3 ends it: no samples is no evidence.
 """
@@ -38,7 +38,7 @@ def zombie_episodes(s: GpuSeries, th: DetectorThresholds) -> list[Episode]:
     quiet = (s.sm < th.zombie_sm_pct) & (s.mem_mib >= th.zombie_min_mem_mib)
     step = float(np.median(np.diff(s.t)))
     breaks = np.diff(s.t) > 3 * max(step, 1e-9)
-    floor = float(np.percentile(s.power_w, 5)) if s.power_w is not None else None
+    floor = float(np.min(s.power_w)) if s.power_w is not None else None
     out: list[Episode] = []
     i, n = 0, len(s)
     while i < n:
