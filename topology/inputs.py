@@ -85,7 +85,7 @@ def _open(path: str | Path, what: str) -> BinaryIO:
     try:
         return open(path, "rb")  # the callers close it in their finally-blocks
     except FileNotFoundError as exc:
-        raise InputProblem(f"{what} not found", path=str(path)) from exc
+        raise InputProblem(f"cannot read {what}: file not found", path=str(path)) from exc
     except OSError as exc:
         raise InputProblem(f"cannot read {what}: {exc.strerror or exc}", path=str(path)) from exc
 

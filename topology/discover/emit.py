@@ -16,6 +16,7 @@ the physical ones for traffic on one rail, which is what slurmctld's topology/tr
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -24,7 +25,7 @@ import hostlist
 
 from railgang.topology.discover.classify import FabricFacts, natural_key
 
-__all__ = ["FACTS_FORMAT", "SlurmSwitch", "facts_json", "render_conf", "slurm_tree"]
+__all__ = ["FACTS_FORMAT", "SlurmSwitch", "facts_json", "render_conf", "slurm_hostlist", "slurm_tree"]
 
 FACTS_FORMAT = "railgang-fabric-facts/1"
 _LEVEL_NAMES = {1: "su", 2: "spines", 3: "cores"}
@@ -58,10 +59,23 @@ class _Groups:
             self.parent[max(ra, rb)] = min(ra, rb)
 
 
-def _names(names: list[str]) -> str:
-    """A Slurm host list of switch names; names made from GUIDs are listed as they are, since
-    compressing their long hex-digit tails into ranges would only obscure them."""
-    return ",".join(names) if any(n.startswith("ib-") for n in names) else hostlist.collect_hostlist(names)
+_TAIL = re.compile(r"^(.*?)(\d*)$")
+
+
+def slurm_hostlist(names: list[str]) -> str:
+    """A host list slurmctld 22.05 reads: ranges only on the trailing number (``gpu[001-064]``).
+
+    python-hostlist would also write ``leaf-su[1-4]-r0`` (a range inside the name), which Slurm
+    refuses ("text after ']'"), so names are compressed in groups that differ only in their last
+    digits. Names made from GUIDs (``ib-<guid>``) are listed as they are: a range over their hex
+    tails would only obscure them.
+    """
+    groups: dict[str, list[str]] = {}
+    for name in names:
+        m = _TAIL.match(name)
+        prefix = m.group(1) if m and not name.startswith("ib-") else name
+        groups.setdefault(prefix, []).append(name)
+    return ",".join(hostlist.collect_hostlist(g) if len(g) > 1 else g[0] for g in groups.values())
 
 
 def _rate(facts: FabricFacts, guids: tuple[str, ...], hosts: tuple[str, ...]) -> float | None:
@@ -146,13 +160,13 @@ def render_conf(facts: FabricFacts, tree: tuple[SlurmSwitch, ...] | None = None)
     for g in tree:
         parts = [f"SwitchName={g.name}"]
         if g.nodes:
-            parts.append(f"Nodes={hostlist.collect_hostlist(list(g.nodes))}")
+            parts.append(f"Nodes={slurm_hostlist(list(g.nodes))}")
         if g.switches:
-            parts.append(f"Switches={_names(list(g.switches))}")
+            parts.append(f"Switches={slurm_hostlist(list(g.switches))}")
         if g.link_gbps:
             parts.append(f"LinkSpeed={round(g.link_gbps)}")
         if len(g.members) > 1 or (g.members and facts.switches[g.members[0]].name != g.name):
-            parts.append("# " + _names([facts.switches[m].name for m in g.members]))
+            parts.append("# " + slurm_hostlist([facts.switches[m].name for m in g.members]))
         lines.append(" ".join(parts))
     return "\n".join(lines) + "\n"
 
