@@ -18,13 +18,29 @@ import typer
 from railgang.daemon.cli_common import JsonOpt, emit, exit_with
 from railgang.daemon.errors import ExitCode, InputError
 from railgang.topology.comm_model import allreduce_time_s, step_comm_time_s
-from railgang.topology.conf import TopologyConf, TopologyError, check_topology, parse_topology
+from railgang.topology.conf import (
+    Problem,
+    TopologyConf,
+    TopologyError,
+    check_topology,
+    parse_topology,
+)
 from railgang.topology.counters import (
     PortSample,
     parse_node_exporter,
     parse_perfquery,
     port_rates,
     read_sysfs,
+)
+from railgang.topology.discover import (
+    FabricFacts,
+    classify,
+    facts_json,
+    parse_ibnetdiscover,
+    parse_node_name_map,
+    parse_rail_map,
+    render_conf,
+    slurm_tree,
 )
 from railgang.topology.fabric import (
     Fabric,
@@ -34,7 +50,15 @@ from railgang.topology.fabric import (
     render_topology,
 )
 from railgang.topology.fragmentation import fragmentation_index
-from railgang.topology.inputs import InputProblem, facts_from_slurm_json, parse_facts, parse_free
+from railgang.topology.inputs import (
+    InputProblem,
+    cap_list,
+    facts_from_slurm_json,
+    iter_lines,
+    parse_facts,
+    parse_free,
+    read_text,
+)
 from railgang.topology.linkstate import Thresholds, assess, quarantine_entries
 from railgang.topology.occupancy import random_occupancy
 from railgang.topology.placement import GangRequest, Placement, Unplaceable
@@ -46,21 +70,26 @@ app = typer.Typer(help="Check and show Slurm topology.conf files.", no_args_is_h
 
 
 def _read(path: Path, what: str) -> str:
+    """Bounded (``inputs.read_text``): /dev/zero or a 50 MB paste is one line, not a full memory."""
     try:
-        return path.read_text(encoding="utf-8")
-    except FileNotFoundError as exc:
-        raise InputError(f"{what} not found", path=str(path)) from exc
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"cannot read {what}: {exc}", path=str(path)) from exc
+        return read_text(path, what)
+    except InputProblem as exc:
+        raise _input_error(exc) from exc
+
+
+_NO_NODES = "no nodes: the file names no Nodes= (empty, or comments only); nothing could be placed on it"
 
 
 def _conf(path: Path) -> TopologyConf:
     try:
-        return parse_topology(_read(path, "topology file"), str(path))
+        conf = parse_topology(_read(path, "topology file"), str(path))
     except TopologyError as exc:
         first = exc.problems[0]
         more = f" (and {len(exc.problems) - 1} more; run 'railgang topology check')" if len(exc.problems) > 1 else ""
         raise InputError(first.message + more, path=first.path, line=first.line, field=first.field) from exc
+    if not conf.nodes:
+        raise InputError(_NO_NODES, path=str(path))
+    return conf
 
 
 def _input_error(exc: InputProblem) -> InputError:
@@ -99,20 +128,22 @@ BlocksOpt = Annotated[bool, typer.Option(
 @app.command("check")
 def check(file: Annotated[Path, typer.Argument(help="topology.conf to validate.")],
           as_json: JsonOpt = False) -> None:
-    """Validate a topology.conf: exit 0 if valid, 1 with every problem on stderr."""
+    """Validate a topology.conf: exit 0 if valid, 1 with its problems on stderr (the first 20)."""
     try:
-        text = file.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        typer.echo(f"{file}: cannot read: {exc}", err=True)
+        text = read_text(file, "topology file")
+    except InputProblem as exc:
+        typer.echo(str(exc), err=True)
         exit_with(ExitCode.ERROR)
     problems = check_topology(text, str(file))
+    if not problems and not parse_topology(text, str(file)).nodes:
+        problems = (Problem(str(file), None, None, _NO_NODES),)
     if problems:
-        if as_json:
-            emit({"path": str(file), "ok": False,
+        if as_json:  # capped like the text: a 50 MB file of repeats must not become 50 MB of JSON
+            emit({"path": str(file), "ok": False, "problems_count": len(problems),
                   "problems": [{"path": p.path, "line": p.line, "field": p.field,
-                                "message": p.message} for p in problems]}, True, "")
-        for p in problems:
-            typer.echo(str(p), err=True)
+                                "message": p.message} for p in problems[:100]]}, True, "")
+        for line in cap_list((str(p) for p in problems), 20):
+            typer.echo(line, err=True)
         typer.echo(f"{file}: {len(problems)} problem(s)", err=True)
         exit_with(ExitCode.ERROR)
     conf = parse_topology(text, str(file))
@@ -302,6 +333,81 @@ def generate(
                nl=False)
 
 
+# ibnetdiscover of a 10,000-GPU fabric is ~10 MB; it is streamed, so the cap only stops endless input.
+_IBNET_MAX_BYTES = 512 * 2**20
+
+
+def _rates(table: dict[float, int]) -> str:
+    return ", ".join(f"{k:g} Gb/s x{v}" for k, v in sorted(table.items(), reverse=True)) or "none"
+
+
+def _discover_summary(found: FabricFacts, tops: int) -> str:
+    hcas = sum(len(h) for h in found.hosts.values())
+    rails = f"{found.rails} rails, rail-optimised" if found.rail_optimised else f"{found.rails} rail"
+    return (f"discovered {len(found.hosts)} nodes ({hcas} HCAs, {rails}), {len(found.switches)} switches in "
+            f"{found.levels} level(s), {tops} Slurm switch line(s); links: hosts {_rates(dict(found.link_rates['host']))}"
+            f"; switches {_rates(dict(found.link_rates['switch']))}")
+
+
+@app.command("discover")
+def discover(
+    source: Annotated[Path, typer.Argument(help="ibnetdiscover output (plain, --node-name-map or -p form); - reads stdin.")],
+    node_name_map: Annotated[Path | None, typer.Option(
+        "--node-name-map", help="GUID -> name map (OpenSM format) for devices with vendor descriptions.")] = None,
+    rail_map: Annotated[Path | None, typer.Option(
+        "--rail-map", help="Node facts: host list -> HCA -> rail (JSON or TOML).")] = None,
+    output: Annotated[Path | None, typer.Option("--output", "-o", help="Write topology.conf here (default: stdout).")] = None,
+    facts_out: Annotated[Path | None, typer.Option("--facts-out", help="Write the fabric facts (JSON) here.")] = None,
+    strict: Annotated[bool, typer.Option("--strict", help="Exit 1 when anything could not be classified.")] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Build topology.conf and fabric facts (rails, HCAs, switch levels, link rates) from ibnetdiscover output."""
+    try:
+        found = parse_ibnetdiscover(iter_lines(source, "ibnetdiscover output", max_bytes=_IBNET_MAX_BYTES),
+                                    str(source))
+        names = parse_node_name_map(_read(node_name_map, "node name map"), str(node_name_map)) if node_name_map else None
+        rails = parse_rail_map(_read(rail_map, "rail map"), str(rail_map)) if rail_map else None
+    except InputProblem as exc:
+        raise _input_error(exc) from exc
+    facts = classify(found, names, rails)
+    if not facts.hosts:
+        cas = sum(1 for d in found.devices.values() if d.kind == "ca")
+        raise InputError(f"no nodes: none of the {cas} CA(s) names a host (NodeDescription like 'gpu001 mlx5_0'); "
+                         "give --node-name-map", path=str(source))
+    tree = slurm_tree(facts)
+    conf = render_conf(facts, tree)
+    parse_topology(conf, "<discovered>")  # a TopologyError here is a bug in the emitter, not bad input
+    problems = list(facts.problems)
+    made_up = [g for g in tree if not g.members]
+    notes = [f"{len(g.switches)} top switch groups have no common switch above them; joined under a "
+             f"made-up {g.name!r}" for g in made_up]
+    if output is not None:
+        output.write_text(conf, encoding="utf-8")
+    data = facts_json(facts, tree)
+    if facts_out is not None:
+        facts_out.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+    if as_json:
+        summary = {k: v for k, v in data.items() if k not in ("nodes", "switches")}
+        summary["notes"] = notes
+        if output is None:
+            summary["topology_conf"] = conf
+        typer.echo(json.dumps(summary, indent=2))
+    else:
+        if output is None:
+            typer.echo(conf, nl=False)
+        typer.echo(_discover_summary(facts, len(tree)), err=output is None)
+        for p in problems:
+            shown = cap_list(p.items, 5)
+            if p.count > len(p.items):
+                shown[-1:] = [shown[-1], f"… and {p.count - len(p.items)} more"] if len(p.items) <= 5 else [
+                    f"… and {p.count - 5} more"]
+            typer.echo(f"warning: {p.count} {p.kind}: {'; '.join(shown)}", err=True)
+        for note in notes:
+            typer.echo(f"warning: {note}", err=True)
+    if strict and (problems or notes):
+        exit_with(ExitCode.ERROR)
+
+
 def _placement_json(fabric: Fabric, p: Placement, seconds: float, step: dict[str, float]) -> dict[str, Any]:
     return {
         "placed": True, "job_class": p.job_class, "scope": p.scope, "cost": p.cost,
@@ -313,6 +419,28 @@ def _placement_json(fabric: Fabric, p: Placement, seconds: float, step: dict[str
         "ranks": [{"rank": i, "node": r.node, "gpu": r.gpu, "tp": r.tp_rank, "pp": r.pp_stage, "dp": r.dp_rank}
                   for i, r in enumerate(p.ranks)],
     }
+
+
+def _check_request(fabric: Fabric, gpus: int, tp: int, pp: int, dp: int | None) -> None:
+    """Requests that no free state could ever satisfy are invalid input (exit 1), not "not now"
+    (3); a TP degree that leaves GPUs of every NVLink domain unusable is warned about with the count."""
+    for flag, value in (("--gpus", gpus), ("--tp", tp), ("--pp", pp), ("--dp", dp)):
+        if value is not None and value < 1:
+            raise InputError(f"must be a positive number, got {value}", field=flag)
+    if gpus > fabric.total_gpus:
+        raise InputError(f"asks for {gpus} GPUs, more than the whole topology has ({fabric.total_gpus} GPUs "
+                         f"on {len(fabric.nodes)} nodes)", field="--gpus")
+    if tp > 1:
+        sizes = [sum(fabric.facts(n).gpus for n in members) for members in fabric.domains.values()]
+        stranded = [size % tp if size >= tp else size for size in sizes]
+        if all(stranded) and any(size >= tp for size in sizes):
+            typer.echo(f"warning: --tp {tp} strands {sum(stranded)} of {fabric.total_gpus} GPUs: every one of the "
+                       f"{len(sizes)} NVLink domains keeps {_span(stranded)} GPU(s) no TP group can "
+                       f"use (a TP group stays inside one domain); a divisor of {max(sizes)} wastes none", err=True)
+
+
+def _span(values: list[int]) -> str:
+    return f"{min(values)}" if min(values) == max(values) else f"{min(values)}-{max(values)}"
 
 
 def place(
@@ -339,6 +467,7 @@ def place(
     if occupancy is not None and not 0.0 <= occupancy <= 1.0:
         raise InputError(f"--occupancy must be within [0, 1], got {occupancy}", field="--occupancy")
     fabric = _fabric(topology, facts, blocks_nvlink)
+    _check_request(fabric, gpus, tp, pp, dp)
     if free is not None:
         try:
             free_map, warnings = parse_free(_read(free, "free-GPU file"), str(free), fabric)
@@ -353,6 +482,8 @@ def place(
     request = GangRequest(gpus, tp, pp, dp, job_class, min_mem, nvlink)
     result = place_gang(fabric, free_map, request, seed=seed)
     frag = fragmentation_index(fabric, free_map, [request])
+    if isinstance(result, Unplaceable) and result.code == "invalid_request":
+        raise InputError(result.detail)  # no amount of freed GPUs helps: invalid input, not "not now"
     if isinstance(result, Unplaceable):
         if as_json:
             typer.echo(json.dumps({"placed": False, "code": result.code, "detail": result.detail,
