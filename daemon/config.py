@@ -64,8 +64,8 @@ class SlurmSettings(BaseModel):
     # a grow is checkpoint + requeue: seconds between the checkpoint signal and the requeue
     resize_grace_s: float = Field(default=60.0, ge=0)
     # the fleet file job_submit.lua reads (RAILGANG_FLEET_FILE) to refuse needs no node meets;
-    # rewritten from sinfo when the nodes' facts change (docs/needs.md); empty = not written
-    fleet_file: Path | None = DEFAULT_STATE_DIR / "fleet.txt"
+    # rewritten from sinfo when the nodes' facts change (docs/needs.md); unset = not written
+    fleet_file: Path | None = None
 
 
 class DevClusterSettings(BaseModel):
