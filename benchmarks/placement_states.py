@@ -137,6 +137,7 @@ def run_states(cluster: DevCluster, states: int, occupancy: float, seed: int,
              "| --- | --- | --- | --- | --- | --- | --- |"]
     same = compared = 0
     ratios: dict[str, list[float]] = {"slurmctld": [], "baseline": []}
+    leaves: dict[str, list[int]] = {"slurmctld": [], "baseline": [], "railgang": []}
     recorded: list[dict[str, object]] = []
     for s in range(states):
         label, req = GANGS[s % len(GANGS)]
@@ -163,6 +164,9 @@ def run_states(cluster: DevCluster, states: int, occupancy: float, seed: int,
             nodes = ",".join(f"{n}:{len(g)}" for n, g in p.gpus.items()) if p is not None else "pending"
             cells = f"{r[2]} | {r[0]:.2f} | {r[1]:.2f}" if r is not None else "- | - | -"
             lines.append(f"| {s} | {label} | {name} | {nodes} | {cells} |")
+        for name, row in rows.items():
+            if row is not None:
+                leaves[name].append(row[2])
         if rows["railgang"] is not None:
             for name in ratios:
                 if (r := rows[name]) is not None:
@@ -172,6 +176,10 @@ def run_states(cluster: DevCluster, states: int, occupancy: float, seed: int,
         record.write_text(json.dumps(recorded, indent=1))
     lines.append("")
     lines.append(f"transcribed baseline == slurmctld (same nodes and GPU indices): {same}/{compared} states")
+    for name, counts in leaves.items():
+        if counts:
+            lines.append(f"{name}: {sum(counts)} leaves over {len(counts)} placed gangs "
+                         f"(mean {statistics.fmean(counts):.2f})")
     for name, vals in ratios.items():
         if vals:
             lines.append(f"{name} step comm / railgang's: median {statistics.median(vals):.2f}, "

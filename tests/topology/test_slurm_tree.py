@@ -16,7 +16,10 @@ from railgang.topology.placement.slurm_tree import slurm_tree_place, submission
 FABRIC = fabric_from_shape(64, 8, nodes_per_leaf=8)
 # Recorded by `benchmarks/slurm_placement_stream.py --mode states --record`: free GPUs after
 # filler jobs, drained nodes, the request, and where the real slurmctld 22.05 started it.
-RECORDED = Path(__file__).parent / "data" / "slurm_tree_states.json"
+# The first file (12 states, seed 1, 50 % busy) was used to correct the transcription; the second
+# (18 states, seed 2, 60 % busy, two more gang shapes) was recorded afterwards and never tuned on.
+DATA = Path(__file__).parent / "data"
+RECORDED = [DATA / "slurm_tree_states.json", DATA / "slurm_tree_states_heldout.json"]
 
 
 def free_with(busy: dict[str, int]) -> dict[str, frozenset[int]]:
@@ -82,15 +85,18 @@ def test_ranks_follow_gpu_order() -> None:
     assert [(r.node, r.gpu, r.tp_rank, r.dp_rank) for r in p.ranks[7:9]] == [("n01", 7, 7, 0), ("n02", 0, 0, 1)]
 
 
-def _recorded() -> list[dict[str, object]]:
-    if not RECORDED.exists():
-        pytest.fail(f"{RECORDED} is missing: it is part of the repository (recorded on slurmctld)")
-    return list(json.loads(RECORDED.read_text()))
+def _recorded(k: int) -> list[dict[str, object]]:
+    if not RECORDED[k].exists():
+        pytest.fail(f"{RECORDED[k]} is missing: it is part of the repository (recorded on slurmctld)")
+    return list(json.loads(RECORDED[k].read_text()))
 
 
-@pytest.mark.parametrize("i", range(12), ids=[f"state{i}" for i in range(12)])
-def test_agrees_with_the_real_slurmctld(i: int) -> None:
-    state = _recorded()[i]
+CASES = [(0, i) for i in range(12)] + [(1, i) for i in range(18)]
+
+
+@pytest.mark.parametrize(("k", "i"), CASES, ids=[f"{'tuned' if k == 0 else 'heldout'}-{i}" for k, i in CASES])
+def test_agrees_with_the_real_slurmctld(k: int, i: int) -> None:
+    state = _recorded(k)[i]
     free = {n: frozenset(v) for n, v in state["free"].items()}  # type: ignore[attr-defined]
     r = state["request"]
     req = GangRequest(r["gpus"], tp=r["tp"], pp=r["pp"])  # type: ignore[index]
