@@ -1,5 +1,5 @@
 """Placement over time: a job stream on 64 nodes x 8 GPUs (8 leaves of 8 under one spine), the setup
-of shared/notes/plain-slurm-placement.md, placed by railgang vs the Slurm topology/tree-like best fit.
+of shared/notes/plain-slurm-placement.md, placed by railgang vs Slurm 22.05 cons_tres + topology/tree (topology/placement/slurm_tree.py).
 
 Both use the same queue policy (FIFO order, any job that fits starts: backfill without
 reservations), so the only difference is *where* each job goes. Run by topology_bench.py, or alone:
@@ -108,7 +108,7 @@ def slurm_placer(fabric: Fabric, free: Mapping[str, frozenset[int]], req: GangRe
 def stream(n_jobs: int = 300, seeds: tuple[int, ...] = (1, 2, 3, 4, 5, 6, 7, 8)) -> list[str]:
     fabric = fabric_from_shape(64, 8, nodes_per_leaf=8)
     rows = []
-    for name, placer in (("railgang", railgang_placer), ("Slurm topology/tree-like best fit", slurm_placer)):
+    for name, placer in (("railgang", railgang_placer), ("Slurm 22.05 cons_tres + topology/tree", slurm_placer)):
         runs = [replay(fabric, make_jobs(n_jobs, s), placer) for s in seeds]
         rows.append(f"| {name} | {statistics.mean(r['one_leaf'] for r in runs) * 100:.0f} % | "
                     f"{statistics.mean(r['leaves_8'] for r in runs):.2f} | "
