@@ -14,9 +14,10 @@ What is compared, on one trace file (a Philly VC) and one cluster ``--gpus v100=
 - railgang ``default`` heterogeneity-aware and ``--type-blind``, ``fifo`` both ways; checkpoint
   loss and restore are charged on every preemption.
 
-Only jobs whose (model, size) Gavel measured on all three GPU types are kept (Gavel raises a
-KeyError on the others); both simulators get exactly the same jobs, converted to Gavel's
-10-column trace format in a temporary file.
+Only jobs whose (model, size) Gavel measured on every GPU type of the cluster are kept (Gavel
+raises a KeyError on the others); both simulators get exactly the same jobs, converted to Gavel's
+10-column trace format in a temporary file (``--gavel-trace-out`` keeps a copy, e.g. to run
+Gavel's own driver on it).
 
     GAVEL_DIR=/tmp/gavel/scheduler /tmp/gavel-venv/bin/python benchmarks/gavel_compare.py \\
         --vc ed69ec --gpus v100=12,p100=12,k80=12 --gpus-per-node 4 [--limit N] [--json out.json]
@@ -28,6 +29,7 @@ import argparse
 import json
 import logging
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -45,13 +47,14 @@ def philly_dir() -> Path:
     return Path(os.environ.get("RAILGANG_PHILLY_DIR", REPO.parent / "shared/traces/philly-gavel"))
 
 
-def measured(throughputs: dict[str, Any], job_type: str, gpus: int) -> bool:
+def measured(throughputs: dict[str, Any], job_type: str, gpus: int, types: tuple[str, ...]) -> bool:
     key = str((job_type, gpus))
     return all(isinstance(throughputs[t].get(key), dict) and throughputs[t][key].get("null")
-               for t in TYPES)
+               for t in types)
 
 
-def select(vc: str, limit: int | None, work: Path) -> tuple[Path, Path, int]:
+def select(vc: str, limit: int | None, work: Path, types: tuple[str, ...] = TYPES,
+           ) -> tuple[Path, Path, int]:
     """Write the kept jobs as a railgang trace (7 columns) and as a Gavel trace (10 columns)."""
     root = philly_dir()
     throughputs = json.loads((root / "simulation_throughputs.json").read_text())
@@ -62,7 +65,7 @@ def select(vc: str, limit: int | None, work: Path) -> tuple[Path, Path, int]:
     with ours.open("w") as a, theirs.open("w") as b:
         for line in (root / "seed=0" / f"{vc}.trace").read_text().splitlines():
             cells = line.split("\t")
-            if len(cells) != 7 or not measured(throughputs, cells[0], int(cells[6])):
+            if len(cells) != 7 or not measured(throughputs, cells[0], int(cells[6]), types):
                 continue
             job_type, command, steps_arg, needs_data, steps, arrival, gpus = cells
             a.write(line + "\n")
@@ -147,12 +150,17 @@ def main() -> None:
     ap.add_argument("--round-s", type=int, default=360, help="Gavel round length")
     ap.add_argument("--only", choices=("gavel", "railgang"), default=None)
     ap.add_argument("--json", type=Path, default=None, help="also write the rows here")
+    ap.add_argument("--gavel-trace-out", type=Path, default=None,
+                    help="also save the converted Gavel trace here")
     args = ap.parse_args()
     spec = parse_gpus(args.gpus)
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="gavel-compare-") as tmp:
         work = Path(tmp)
-        _, theirs, kept = select(args.vc, args.limit, work)
+        types = tuple(t for t in TYPES if spec[t] > 0)
+        _, theirs, kept = select(args.vc, args.limit, work, types)
+        if args.gavel_trace_out is not None:
+            shutil.copy(theirs, args.gavel_trace_out)
         print(f"{kept} jobs of VC {args.vc} on {args.gpus}", file=sys.stderr)
         if args.only != "gavel":
             for policy, blind in RAILGANG_RUNS:

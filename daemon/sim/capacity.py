@@ -109,7 +109,9 @@ def pool_report(records: Any, cap: Capacity, makespan_s: float) -> dict[str, Any
         return {"gpus": gpus, "gpu_h": round(gpu_s / 3600, 3), "cost_usd": round(usd, 2),
                 "allocated": None if util is None else round(util, 4)}
 
-    pools, by_type, by_tier = {}, {}, {}
+    pools: dict[str, Any] = {}
+    by_type: dict[str, Any] = {}
+    by_tier: dict[str, Any] = {}
     sums: dict[str, dict[str, list[float]]] = {"type": {}, "tier": {}}
     for pool in sorted(held):
         usd = held[pool] / 3600 * price_of.get(pool, 0.0)
