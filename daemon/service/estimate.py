@@ -60,7 +60,10 @@ class EstimateConfig:
     horizon_s: float = 7 * 86400.0  # a job not started this long after now: "beyond_horizon"
     max_events: int = 20000  # events per simulation
     wall_s: float = 1.0  # wall-clock seconds for all simulations together
-    cycle_s: float = 60.0  # the simulated daemon's cycle quantum (fewer cycles, coarser starts)
+    cycle_s: float = 60.0  # the simulated daemon's cycle quantum near now ...
+    cycle_growth: float = 0.05  # ... growing to 5 % of the time simulated (a start 10 h out is
+    # placed on a 30 min grid): bounded relative error for far fewer cycles
+    median_share: float = 0.5  # of the wall budget for the median draw (the point estimate)
     seed: int = 0
 
 
@@ -235,6 +238,7 @@ def estimate_starts(snapshot: Snapshot, policy: Policy, *, history: RatioHistory
     starts: dict[str, list[float]] = {j: [] for j in wanted}
     censored: dict[str, list[tuple[float, str]]] = {j: [] for j in wanted}
     rejected: dict[str, str] = {}
+    point: dict[str, tuple[float | None, float, str]] = {}  # the median draw: start, reached, why
     stopped: Counter[str] = Counter()
     sources: Counter[str] = Counter()
     queued: Counter[str] = Counter()
@@ -242,7 +246,8 @@ def estimate_starts(snapshot: Snapshot, policy: Policy, *, history: RatioHistory
     runs = 1 + max(0, config.samples)
     done_runs = 0
     engine = EngineConfig(sim=SimConfig(oracle=False, quotas=snapshot.quotas),
-                          cycle_s=config.cycle_s, cycle=cycle, seed=config.seed)
+                          cycle_s=config.cycle_s, cycle_growth=config.cycle_growth, cycle=cycle,
+                          seed=config.seed)
     for i in range(runs):
         left_s = deadline - time.perf_counter()
         if i > 0 and left_s <= 0:
@@ -261,8 +266,9 @@ def estimate_starts(snapshot: Snapshot, policy: Policy, *, history: RatioHistory
             # queue order: the first job still waiting ends the scan (usually at once)
             return all(records[j].start is not None or records[j].rejected for j in wanted)
 
+        share = (config.median_share if i == 0 and runs > 1 else 1.0 / (runs - i))
         bounds = Bounds(until=now + config.horizon_s, max_events=config.max_events,
-                        wall_s=max(0.0, left_s) / (runs - i), done=done)
+                        wall_s=max(0.0, left_s) * share, done=done)
         result = replay_from(seed, now, policy, snapshot.fabric, bounds=bounds, config=engine,
                              placer=placer)
         why = result.stopped or "drained"
@@ -276,8 +282,10 @@ def estimate_starts(snapshot: Snapshot, policy: Policy, *, history: RatioHistory
                 rejected[job_id] = rec.rejected
             else:
                 censored[job_id].append((reached, why))
+            if i == 0:
+                point[job_id] = (rec.start - now if rec.start is not None else None, reached, why)
         done_runs += 1
-    jobs = {j: _summarise(j, sorted(starts[j]), censored[j], rejected.get(j), done_runs,
+    jobs = {j: _summarise(j, point[j], sorted(starts[j]), len(censored[j]), rejected.get(j),
                           config.horizon_s) for j in wanted}
     scopes = Counter(history.ratios(j.account, j.priority_class)[1] or "none"
                      for j in snapshot.pending if j.job_id in starts)
@@ -292,23 +300,23 @@ def _finite(value: float) -> float | None:
     return None if math.isinf(value) else value
 
 
-def _summarise(job_id: str, started: list[float], censored: list[tuple[float, str]],
-               rejected: str | None, runs: int, horizon_s: float) -> StartEstimate:
-    if rejected is not None and not started:
+def _summarise(job_id: str, point: tuple[float | None, float, str], started: list[float],
+               censored: int, rejected: str | None, horizon_s: float) -> StartEstimate:
+    """The median draw gives the estimate (or says why there is none); every draw, a censored
+    one counted as later than all, gives the interval."""
+    start, reached, why = point
+    if rejected is not None and start is None:
         return StartEstimate(job_id, "never", note=rejected)
-    values = started + [math.inf] * len(censored)  # a censored draw starts later than any seen
-    if not values:
-        return StartEstimate(job_id, "budget", note="no simulation ran")
-    median, p10, p90 = (_quantile(values, q) for q in (0.5, 0.1, 0.9))
-    if not math.isinf(median):
-        return StartEstimate(job_id, "estimated", median, p10, _finite(p90),
+    values = started + [math.inf] * censored
+    p10, p90 = _quantile(values, 0.1), _quantile(values, 0.9)
+    if start is not None:
+        return StartEstimate(job_id, "estimated", start, min(p10, start), _finite(max(p90, start)),
                              started_in=len(started))
-    budget = [t for t, why in censored if why in ("events", "wall")]
-    if budget:
-        return StartEstimate(job_id, "budget", p10_s=_finite(p10), not_before_s=min(budget),
+    if why in ("events", "wall"):
+        return StartEstimate(job_id, "budget", p10_s=_finite(p10), not_before_s=reached,
                              started_in=len(started),
                              note="the simulation budget ran out before it started")
-    if all(why == "drained" for _, why in censored):
+    if why == "drained":
         note = "nothing the snapshot shows ending would free room for it"
     else:
         note = f"not started within the {horizon_s / 3600:g} h horizon"

@@ -48,6 +48,9 @@ _ORDER = {COMPLETE: 0, KILL: 1, SPOT_RETURN: 1, SPOT_RECLAIM: 1, "arrival": 2, "
 class EngineConfig:
     sim: SimConfig = field(default_factory=SimConfig)
     cycle_s: float = 0.0  # 0 = a cycle at every instant something changed; else a quantum
+    # the quantum grows with the time simulated, to cycle_growth x (now - start) when that is
+    # longer (0 = fixed): a forward estimate is exact near now and proportionally coarse later
+    cycle_growth: float = 0.0
     tick_s: float = 0.0  # periodic cycles while jobs wait (0 = off)
     max_pending: int | None = None  # queue length shown to the core per cycle (None = all)
     seed: int = 0
@@ -189,7 +192,7 @@ class _Replay:
         """Queue a decision cycle at ``now`` (or at the next quantum boundary), once."""
         t = now
         if self.config.cycle_s > 0:
-            q = self.config.cycle_s
+            q = max(self.config.cycle_s, self.config.cycle_growth * (now - self.origin))
             t = self.origin + math.ceil((now - self.origin) / q) * q
         if self.cycle_at is None or self.cycle_at > t:
             self.cycle_at = t

@@ -1,0 +1,147 @@
+"""How good and how fast is `railgang explain`'s start-time estimate (issue 9 part 3).
+
+    .venv/bin/python benchmarks/start_estimate.py [--philly-jobs 1500] [--synthetic-jobs 600]
+        [--moments 12] [--policy default] [--wall-s 1.0] [--samples 8] [--queue 1000]
+
+1. Error: replays a slice of the Philly-derived trace (../shared/traces/philly-gavel or
+   $RAILGANG_PHILLY_DIR, the philly-gavel loader) and a seeded synthetic trace through the
+   simulator; at evenly spaced moments it estimates every waiting job from the replay's own
+   snapshot, then compares with when the replay started it (daemon/service/estimate_error.py):
+   median and p90 absolute error, coverage of the p10-p90 interval, per run-time source.
+2. Speed: a queue of --queue jobs on a 1,024-GPU cluster (the Philly jobs arriving ten times
+   faster), estimated the way the daemon does (every waiting job, one wall-clock budget) and
+   for single jobs at several queue positions.
+
+Prints Markdown for BENCHMARKS.md (with `uptime`'s load average).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from railgang.daemon.core import policy as registry
+from railgang.daemon.core.snapshot import Snapshot
+from railgang.daemon.service.estimate import EstimateConfig, estimate_starts
+from railgang.daemon.service.estimate_error import (
+    VARIANTS,
+    Measurement,
+    measure,
+    synthetic,
+    with_time_limits,
+)
+from railgang.daemon.sim.backend import SimBackend, SimConfig
+from railgang.daemon.sim.engine import EngineConfig, simulate
+from railgang.daemon.sim.traces.philly import default_dir, read_philly
+from railgang.topology.fabric import fabric_from_shape
+
+
+def table(name: str, m: Measurement) -> list[str]:
+    rows = [f"**{name}**: {m.moments} moments, waiting jobs per moment {min(m.queue, default=0)}"
+            f"-{max(m.queue, default=0)}, replay {m.replay_s:.0f} s", "",
+            "| run times from | predictions | estimated & started | median abs err h | p90 abs "
+            "err h | p10-p90 covers | median actual wait h | censored (lower bound held) | "
+            "estimate ms median / max |",
+            "|---|---|---|---|---|---|---|---|---|"]
+    for v in VARIANTS:
+        s = m.summary(v)
+        rows.append(f"| {v} | {s['predictions']} | {s['estimated']} | {s['median_err_h']} | "
+                    f"{s['p90_err_h']} | {s['coverage']} | {s['median_actual_wait_h']} | "
+                    f"{s['censored']} ({s['censored_held']}) | {s['wall_ms_median']} / "
+                    f"{s['wall_ms_max']} |")
+    return rows
+
+
+def big_queue(jobs: list[Any], queue: int, policy: str) -> Snapshot:
+    """The first snapshot of a fast-arriving replay with at least ``queue`` waiting jobs."""
+    fabric = fabric_from_shape(128, 8, 8)
+    fast = [dataclasses.replace(tj, submit_time=tj.submit_time / 10) for tj in jobs]
+    found: list[Snapshot] = []
+
+    def grab(now: float, backend: SimBackend) -> None:
+        if not found and len(backend.pending) >= queue:
+            snap = backend.snapshot(now)
+            found.append(snap.replace(pending=snap.pending[:queue]))
+
+    simulate(fast, registry.get(policy), fabric, config=EngineConfig(
+        sim=SimConfig(oracle=False), cycle_s=60.0), observer=grab)
+    if not found:
+        raise SystemExit(f"the replay never queued {queue} jobs; use more --philly-jobs")
+    return found[0]
+
+
+def speed(snap: Snapshot, policy: str, config: EstimateConfig) -> list[str]:
+    rows = [f"**Speed**: {len(snap.pending)} waiting, {len(snap.running)} running on 1,024 GPUs "
+            f"({snap.free_gpus} free)", "",
+            "| what is estimated | wall ms | estimated | budget (lower bound) | beyond horizon | "
+            "simulations | stopped by |", "|---|---|---|---|---|---|---|"]
+
+    def run(label: str, targets: list[str] | None, cfg: EstimateConfig) -> None:
+        t = time.perf_counter()
+        e = estimate_starts(snap, registry.get(policy), config=cfg, targets=targets)
+        ms = (time.perf_counter() - t) * 1e3
+        status = [j.status for j in e.jobs.values()]
+        rows.append(f"| {label} | {ms:.0f} | {status.count('estimated')} | "
+                    f"{status.count('budget')} | {status.count('beyond_horizon')} | "
+                    f"{e.simulations} | {e.stopped} |")
+
+    run(f"every waiting job (the daemon's refresh), wall budget {config.wall_s:g} s", None, config)
+    for budget in (2.0, 5.0):
+        run(f"every waiting job, wall budget {budget:g} s", None,
+            dataclasses.replace(config, wall_s=budget))
+    ids = [j.job_id for j in snap.pending]
+    for pos in (1, 10, 100, 500, len(ids)):
+        if pos <= len(ids):
+            run(f"one job at queue position {pos}, budget {config.wall_s:g} s", [ids[pos - 1]],
+                config)
+    return rows
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--philly-jobs", type=int, default=1500)
+    ap.add_argument("--synthetic-jobs", type=int, default=600)
+    ap.add_argument("--moments", type=int, default=12)
+    ap.add_argument("--policy", default="default", choices=registry.names())
+    ap.add_argument("--wall-s", type=float, default=1.0)
+    ap.add_argument("--samples", type=int, default=8)
+    ap.add_argument("--queue", type=int, default=1000)
+    ap.add_argument("--skip-speed", action="store_true")
+    args = ap.parse_args()
+    config = EstimateConfig(samples=args.samples, wall_s=args.wall_s)
+    path = default_dir()
+    if not (path / "simulation_throughputs.json").is_file():
+        raise SystemExit(f"Philly-derived trace not found at {path}: check out ../shared or set "
+                         "RAILGANG_PHILLY_DIR")
+    philly = read_philly(path).jobs
+    out = [f"`{' '.join(['benchmarks/start_estimate.py', *sys.argv[1:]])}`, policy "
+           f"{args.policy}, {args.samples} sampled draws + the median one, wall budget "
+           f"{args.wall_s:g} s per estimate, load average before: "
+           f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}", ""]
+    jobs = with_time_limits(philly[: args.philly_jobs])
+    m = measure(jobs, fabric_from_shape(32, 8, 8), policy=args.policy, moments=args.moments,
+                config=config)
+    out += table(f"Philly-derived, first {len(jobs)} jobs, 256 GPUs (32 × 8, 8 per leaf)", m)
+    out.append("")
+    syn = with_time_limits(synthetic(args.synthetic_jobs, gpus=128, load=1.1))
+    m = measure(syn, fabric_from_shape(16, 8, 4), policy=args.policy, moments=args.moments,
+                config=config)
+    out += table(f"Synthetic, {len(syn)} jobs at load 1.1, 128 GPUs (16 × 8, 4 per leaf)", m)
+    if not args.skip_speed:
+        out.append("")
+        snap = big_queue(list(with_time_limits(philly[: max(args.philly_jobs, 3000)])),
+                         args.queue, args.policy)
+        out += speed(snap, args.policy, config)
+    out += ["", f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}"]
+    print("\n".join(out))
+
+
+if __name__ == "__main__":
+    main()
