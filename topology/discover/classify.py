@@ -231,10 +231,10 @@ def classify(found: Discovery, names: Mapping[str, str] | None = None, rail_map:
     lonely = [f"{s.name} {label[g]!r}" for g, s in switches.items() if s.level is None]
 
     rates = {"host": Counter(host_rates), "switch": Counter(switch_rates)}
-    modal = {k: _modal(v) for k, v in (("host", host_rates), ("switch", switch_rates))}
+    modal = {k: _modal(v) or 0.0 for k, v in (("host", host_rates), ("switch", switch_rates))}
     slow = [f"{_end(label, lk.a, lk.a_port)} - {_end(label, lk.b, lk.b_port)}: "
             f"{lk.width} {lk.speed} = {lk.gbps:g} Gb/s, most {kind} links {modal[kind]:g} Gb/s (line {lk.line})"
-            for kind, lk in slow_candidates if lk.gbps is not None and modal[kind] and lk.gbps < modal[kind]]
+            for kind, lk in slow_candidates if lk.gbps is not None and lk.gbps < modal[kind]]
     skipped = [f"line {n}" for n in found.skipped]
     problems = tuple(Problem(k, tuple(v), found.skipped_count if v is skipped else len(v)) for k, v in (
         ("unknown devices", unknown), ("switches with no hosts", lonely), ("hosts with an HCA off-rail", off_rail),
