@@ -11,6 +11,7 @@ Imports only the standard library, numpy and ``topology`` (a test enforces the b
 from railgang.daemon.core.actions import (
     Action,
     DrainNode,
+    Migrate,
     Preempt,
     Resize,
     SetPriority,
@@ -35,6 +36,7 @@ from railgang.daemon.core.job import (
     RunningJob,
     gpu_count,
 )
+from railgang.daemon.core.migration import MigrationRules
 from railgang.daemon.core.policy import Plan, Policy, Want
 from railgang.daemon.core.preemption import PreemptionBudget
 from railgang.daemon.core.reasons import PendingReason, Reason, reason_for
@@ -61,6 +63,8 @@ __all__ = [
     "Job",
     "JobRequest",
     "JobState",
+    "Migrate",
+    "MigrationRules",
     "Node",
     "NodeState",
     "PendingReason",

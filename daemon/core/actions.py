@@ -6,6 +6,8 @@
   assignment (a superset of the old one when growing, a subset when shrinking).
 - :class:`Preempt`: signal the job now (panic checkpoint), kill after ``grace_s``; the job goes
   back to the queue. ``for_job`` names the job the GPUs are freed for.
+- :class:`Migrate`: checkpoint a running job and restart it on a new assignment (R-T8: its links
+  degraded and moving pays back).
 - :class:`SetPriority`: hand the job's rank to Slurm (for backends that order Slurm's own queue).
 - :class:`DrainNode` / :class:`TagNode`: node hygiene (e.g. limping links from ``topology``).
 """
@@ -62,6 +64,25 @@ class Preempt:
 
 
 @dataclass(frozen=True)
+class Migrate:
+    """Move a running job off degraded links (R-T8): signal now (checkpoint), kill after
+    ``grace_s``, restart on exactly ``assignment`` with ``replicas``. The cycle holds the target
+    GPUs that are free now; the rest are the job's own. ``saving_s``/``cost_s``: the payback
+    rule's numbers (``core.migration``); ``gpus``: what it holds now (counts as churn)."""
+
+    job_id: str
+    grace_s: float
+    assignment: Assignment
+    replicas: int
+    saving_s: float = 0.0
+    cost_s: float = 0.0
+    gpus: int = 0
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "assignment", freeze_assignment(self.assignment))
+
+
+@dataclass(frozen=True)
 class SetPriority:
     job_id: str
     priority: int  # larger = sooner (Slurm convention)
@@ -80,6 +101,6 @@ class TagNode:
     remove: bool = False  # True: take the tag off (the links behind it were repaired)
 
 
-Action = Start | Resize | Preempt | SetPriority | DrainNode | TagNode
+Action = Start | Resize | Preempt | Migrate | SetPriority | DrainNode | TagNode
 
-__all__ = ["Action", "DrainNode", "Preempt", "Resize", "SetPriority", "Start", "TagNode"]
+__all__ = ["Action", "DrainNode", "Migrate", "Preempt", "Resize", "SetPriority", "Start", "TagNode"]

@@ -17,6 +17,9 @@ is excluded from equality). The recipe:
    whole jobs, within the class rules, budgets and cascade damping (``preemption``); signal +
    grace. Steps 4 and 5 run one priority class at a time, higher first, so a lower class never
    takes the free GPUs a higher class could have combined with a shrink or an eviction.
+   5b. **migrate** — running gangs whose links degraded (link health) are checkpointed and
+   re-placed when the payback rule says the saving beats the cost, within the budgets
+   (``migration``, DESIGN R-T8).
 6. **grow**    — grow running elastic jobs toward the plan's targets with anti-churn rules.
 7. **emit**    — actions in order (shrinks, preempts, starts, grows, node tags, priorities) and
    one reason per waiting job; nodes the link health quarantines get a ``TagNode``.
@@ -41,6 +44,7 @@ from railgang.daemon.core import preemption as pre
 from railgang.daemon.core.actions import Action, SetPriority, TagNode
 from railgang.daemon.core.evict import EvictPhase
 from railgang.daemon.core.gang import Placer, topology_placer
+from railgang.daemon.core.migration import MigrationRules, migrate_phase
 from railgang.daemon.core.phases import PlacePhase, grow_phase, shrink_phase
 from railgang.daemon.core.policy import Policy
 from railgang.daemon.core.reasons import PendingReason, Reason
@@ -50,7 +54,7 @@ from railgang.daemon.core.work import Work
 from railgang.topology.health import LinkHealth
 
 log = logging.getLogger(__name__)
-PHASES = ("observe", "order", "size", "place", "preempt", "grow", "emit")
+PHASES = ("observe", "order", "size", "place", "preempt", "migrate", "grow", "emit")
 
 
 @dataclass(frozen=True)
@@ -70,6 +74,9 @@ class CycleConfig:
     # daemon turns it on, DaemonSettings.leaf_wait_s).
     leaf_wait_s: float = 0.0
     leaf_holds: int = 2
+    # R-T8: move running gangs off degraded links when the payback rule says so (core/migration.py;
+    # a no-op while the link health is None or all healthy, e.g. every pinned simulation)
+    migration: MigrationRules = field(default_factory=MigrationRules)
 
 
 @dataclass(frozen=True)
@@ -129,6 +136,9 @@ def decide(
         if config.preempt:  # 5. preempt: shrink lower work first, then evict within budgets
             evicting.run(this_class, jobs)
         lap("preempt")
+    if config.preempt:  # 5b. migrate running gangs off degraded links when it pays back (R-T8)
+        migrate_phase(w, config.migration, config.budget)
+    lap("migrate")
     if config.resize:  # 6. grow elastic jobs into what is left, if the marginal gain pays
         grow_phase(w, plan, config.elastic)
     lap("grow")
@@ -138,7 +148,8 @@ def decide(
     hygiene: list[Action] = [
         TagNode(n, config.lame_link_tag) for n in sorted(quarantined)
         if n in snapshot.nodes and config.lame_link_tag not in snapshot.nodes[n].tags
-    ] + [TagNode(n, config.lame_link_tag, remove=True) for n in released]
+    ]
+    hygiene += [TagNode(n, config.lame_link_tag, remove=True) for n in released]
     if config.emit_priorities:
         waiting = [x.job_id for x in order if x.job_id not in w.started]
         hygiene += [SetPriority(j, len(waiting) - i) for i, j in enumerate(waiting)]

@@ -17,6 +17,7 @@ from typing import Any
 from railgang.daemon.core.actions import (
     Action,
     DrainNode,
+    Migrate,
     Preempt,
     Resize,
     SetPriority,
@@ -28,6 +29,7 @@ KINDS: dict[str, type[Any]] = {
     "start": Start,
     "resize": Resize,
     "preempt": Preempt,
+    "migrate": Migrate,
     "set_priority": SetPriority,
     "drain_node": DrainNode,
     "tag_node": TagNode,

@@ -170,7 +170,7 @@ class DaemonService:
                                     health=self.links.health() if self.links else None)
                 snap = outcome.snapshot
                 if self.links is not None and snap is not None and isinstance(snap.fabric, Fabric):
-                    self.links.set_fabric(outcome.snapshot.fabric)  # hosts and switches to fold on
+                    self.links.set_fabric(snap.fabric)  # the hosts and switches to fold on
                 report.now = outcome.now
                 t1 = time.perf_counter()
                 self._record(s, cycle.id, outcome, report, journal)

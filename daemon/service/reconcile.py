@@ -12,8 +12,9 @@ Start          the job runs on exactly the planned nodes        abandoned (pendi
 Resize         the job runs with the planned replicas/GPUs      abandoned (other size, not running)
 Preempt        the job was signalled (deadline set), is back    abandoned (runs, not signalled)
                in the queue, or is gone
+Migrate        as Preempt, or it runs again on the target nodes abandoned (runs, not signalled)
 DrainNode      the node is drained                              abandoned
-TagNode        the node carries the tag                         abandoned
+TagNode        the node carries (remove: lacks) the tag         abandoned
 SetPriority    — (idempotent)                                   resend while the job is pending,
                                                                 else abandoned
 =============  ===============================================  ===================================
@@ -32,6 +33,7 @@ from dataclasses import dataclass
 from railgang.daemon.core.actions import (
     Action,
     DrainNode,
+    Migrate,
     Preempt,
     Resize,
     SetPriority,
@@ -100,7 +102,10 @@ def judge(action: Action, snapshot: Snapshot,
         if running.replicas == action.replicas or running.gpus == action.gpus:
             return A, f"running with {running.gpus} GPUs as planned"
         return X, f"running with {running.gpus} GPUs, not {action.gpus}"
-    if isinstance(action, Preempt):
+    if isinstance(action, Migrate) and running is not None and set(running.assignment) == set(
+            action.assignment):
+        return A, "restarted on the target nodes"
+    if isinstance(action, Preempt | Migrate):
         if running is None:
             return A, f"job is {where}: the preemption took effect"
         if running.preempt_deadline is not None:

@@ -25,6 +25,7 @@ from typing import Any, Protocol
 from railgang.daemon.core.actions import (
     Action,
     DrainNode,
+    Migrate,
     Preempt,
     Resize,
     SetPriority,
@@ -38,6 +39,7 @@ from railgang.daemon.core.reasons import Reason
 from railgang.daemon.core.snapshot import Account, Node, NodeState, PreemptEvent, Snapshot
 from railgang.daemon.core.spot import TierTerms
 from railgang.daemon.sim.accounting import SimJob
+from railgang.daemon.sim.degrade import LinkEvent
 from railgang.daemon.sim.capacity import SPOT_RECLAIM, SPOT_RETURN, Capacity
 from railgang.daemon.sim.metrics import JobRecord
 from railgang.daemon.sim.progress import CommModel, NoComm, job_request
@@ -45,9 +47,11 @@ from railgang.daemon.sim.quotas import QuotaUse
 from railgang.daemon.sim.recorder import Recorder
 from railgang.daemon.sim.traces.model import TraceJob
 from railgang.daemon.slurm.backend import ActionResult
+from railgang.topology.health import LinkHealth
 
 COMPLETE = "complete"
 KILL = "kill"
+LINK = "link"  # a --degrade event (job_id: the switch; version: its index in SimConfig.degrade)
 
 
 class EventSink(Protocol):
@@ -73,6 +77,7 @@ class SimConfig:
     oracle: bool = True  # tell the core the exact work left (a real cluster only estimates it)
     quotas: QuotaTree | None = None  # the hierarchical quota tree (``--quotas``); None = none
     enforce_quotas: bool = True  # False: only measure attainment against the tree (a baseline)
+    degrade: tuple[LinkEvent, ...] = ()  # ``--degrade``: switch factors changing over time
     # typed and priced capacity (``--gpus``, daemon/sim/pools.py): each node's tier, the tiers'
     # prices and spot interruption process, how long a reclaimed spot node stays away after its
     # notice, and the seed of the interruption process (capacity.py)
@@ -111,6 +116,14 @@ class SimBackend:
         self.priorities: dict[str, int] = {}
         self._seq = 0
         self._usage_done: dict[str, float] = {}  # GPU-seconds of finished runs, per account
+        # link degradation (``degrade``): the switch factors now, the snapshot's LinkHealth, and
+        # migrations in flight (target assignment, replicas) and done (time, job)
+        self._switch_factor: dict[str, float] = {}
+        self.health: LinkHealth | None = None
+        self.migrations: dict[str, tuple[Assignment, int]] = {}
+        self.migrated: list[tuple[float, str]] = []
+        for i, ev in enumerate(config.degrade):
+            self.events.at(ev.at, LINK, ev.switch, i)
         self._account_base: dict[str, Account] = {}  # shares and quotas of a loaded snapshot
         self.quota_use = QuotaUse(config.quotas) if config.quotas is not None else None
 
@@ -325,6 +338,8 @@ class SimBackend:
             return self._resize(action, now)
         if isinstance(action, Preempt):
             return self._preempt(action, now)
+        if isinstance(action, Migrate):
+            return self._migrate(action, now)
         if isinstance(action, SetPriority):
             self.priorities[action.job_id] = action.priority
             return None
@@ -400,9 +415,66 @@ class SimBackend:
         self.events.at(kill_at, KILL, sj.tj.job_id, sj.version)
         return None
 
+    # -- link degradation and migration (degrade.py, core/migration.py) -------------------------
+    def _link(self, index: int, now: float) -> bool:
+        """A ``--degrade`` event: the switch's factor changes; running jobs go at their new speed."""
+        ev = self.config.degrade[index]
+        self._switch_factor[ev.switch] = ev.factor
+        worse = {s: f for s, f in self._switch_factor.items() if f < 1.0}
+        self.health = LinkHealth(switches=worse) if worse else None
+        if hasattr(self.comm, "health"):
+            self.comm.health = self.health
+        for sj in self.running.values():
+            if sj.assignment is None or sj.kill_at is not None:
+                continue  # a signalled job's progress is settled at its kill
+            sj.advance(now)
+            self._allocate(sj, sj.assignment, sj.replicas)
+            self._schedule_completion(sj, now)
+        return True
+
+    def _migrate(self, action: Migrate, now: float) -> str | None:
+        """Hold the target's free GPUs and signal the job; at the kill it restarts there."""
+        sj = self.running.get(action.job_id)
+        if sj is None or sj.assignment is None:
+            return f"{action.job_id} is not running"
+        if sj.kill_at is not None:
+            return f"{action.job_id} is being preempted"
+        old = sj.assignment
+        extra = {n: tuple(g for g in gs if g not in old.get(n, ())) for n, gs in action.assignment.items()}
+        problem = self._take({n: g for n, g in extra.items() if g})
+        if problem:
+            return problem
+        self.migrations[action.job_id] = (action.assignment, action.replicas)
+        return self._preempt(Preempt(action.job_id, action.grace_s), now)
+
+    def _drop_migration(self, sj: SimJob) -> None:
+        target = self.migrations.pop(sj.tj.job_id, None)
+        if target is not None and sj.assignment is not None:
+            old = sj.assignment
+            self._give({n: tuple(g for g in gs if g not in old.get(n, ())) for n, gs in target[0].items()})
+
+    def _migrated(self, sj: SimJob, now: float) -> None:
+        """The migration's grace is over: back to the checkpoint, restart on the target (restore)."""
+        assignment, replicas = self.migrations.pop(sj.tj.job_id)
+        sj.advance(now)
+        sj.roll_back(now)
+        self.preempt_log.append(PreemptEvent(now, sj.tj.job_id, sj.gpus))
+        old = sj.assignment
+        assert old is not None
+        self._give({n: tuple(g for g in gs if g not in assignment.get(n, ())) for n, gs in old.items()})
+        acc = sj.tj.account
+        self._usage_done[acc] = self._usage_done.get(acc, 0.0) + sj.attained - sj.attained_at_start
+        sj.requeued(now, self.config.oracle)  # the core's view: one more preemption, just now
+        self._allocate(sj, assignment, replicas)
+        sj.begin_run(now)
+        self.migrated.append((now, sj.tj.job_id))
+        self._schedule_completion(sj, now)
+
     # -- events from the engine ----------------------------------------------------------------
     def on_event(self, kind: str, job_id: str, version: int, now: float) -> bool:
         """Handle a due event; returns True if the cluster changed (a cycle is worth running)."""
+        if kind == LINK:
+            return self._link(version, now)
         if kind == SPOT_RECLAIM:
             return self._reclaim(job_id, now)
         if kind == SPOT_RETURN:
@@ -413,6 +485,9 @@ class SimBackend:
         if kind == COMPLETE:
             return self._complete(sj, now)
         if kind == KILL:
+            if sj.tj.job_id in self.migrations:
+                self._migrated(sj, now)
+                return True
             self._kill(sj, now)
             return True
         return False
@@ -420,6 +495,7 @@ class SimBackend:
     def _release(self, sj: SimJob) -> None:
         assert sj.assignment is not None
         self._give(sj.assignment)
+        self._drop_migration(sj)  # finished inside a migration's grace: its target is free again
         acc = sj.tj.account
         self._usage_done[acc] = self._usage_done.get(acc, 0.0) + sj.attained - sj.attained_at_start
         sj.released()
@@ -489,4 +565,4 @@ def _node(facts: Any, tier: str) -> Node:
 
 
 
-__all__ = ["COMPLETE", "KILL", "EventSink", "SimBackend", "SimConfig"]
+__all__ = ["COMPLETE", "KILL", "LINK", "EventSink", "SimBackend", "SimConfig"]

@@ -30,7 +30,10 @@ from railgang.daemon.core import policy as registry
 from railgang.daemon.core.spot import SpotRules
 from railgang.daemon.errors import ConfigError, InputError
 from railgang.daemon.sim import traces
+from railgang.daemon.core.cycle import CycleConfig
+from railgang.daemon.core.migration import MigrationRules
 from railgang.daemon.sim.backend import SimConfig
+from railgang.daemon.sim.degrade import parse_degrade
 from railgang.daemon.sim.capacity import Capacity, pool_report
 from railgang.daemon.sim.engine import EngineConfig, RunResult, simulate
 from railgang.daemon.sim.pools import mixed_cluster, parse_pools, parse_prices
@@ -193,6 +196,12 @@ def sim(
     spot_cost_blind: Annotated[bool, typer.Option(
         "--spot-cost-blind", help="Route to spot regardless of predicted interruptions (a "
                                   "baseline).")] = False,
+    degrade: Annotated[str | None, typer.Option(
+        "--degrade", help="Degrade links mid-trace: SWITCH@START[-END]:FACTOR[,...], e.g. "
+                          "spine1@3h:0.3 (paths through spine1 at 30 % from 3 h on); running "
+                          "gangs slow down and the core may migrate them (R-T8).")] = None,
+    no_migrate: Annotated[bool, typer.Option(
+        "--no-migrate", help="With --degrade: never migrate (the baseline).")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
     ledger: Annotated[str | None, typer.Option(
         "--ledger", metavar="DB_URL", help="Also store the replay as ledger segments and per-GPU "
@@ -239,6 +248,16 @@ def sim(
                                         tiers=mixed.tiers if mixed else {},
                                         spot_down_s=spot_down_s, spot_seed=seed),
                           cycle_s=cycle_s, tick_s=tick_s, seed=seed, max_pending=max_pending)
+    if degrade:
+        try:
+            events = parse_degrade(degrade, fabric.switches, min(j.submit_time for j in jobs))
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from exc
+        moving = MigrationRules(enabled=not no_migrate, checkpoint_on_signal=panic_checkpoint)
+        config = dataclasses.replace(config, sim=dataclasses.replace(config.sim, degrade=events),
+                                     cycle=CycleConfig(migration=moving))
+    elif no_migrate:
+        raise ConfigError("--no-migrate needs --degrade (nothing degrades, nothing migrates)")
     rules = SpotRules(max_interruptions_per_day=spot_max_per_day, cost_aware=not spot_cost_blind)
     runs: list[RunResult] = []
     with Progress(TextColumn("{task.description:>10}"), BarColumn(), MofNCompleteColumn(),
@@ -277,6 +296,10 @@ def sim(
             meta["cluster"]["topology"] = f"--gpus {gpus}, {gpus_per_node} per node, {leaf} per leaf"
             meta["type_blind"] = type_blind
         payload = to_json(runs, meta, baseline)
+        if degrade:
+            payload["degrade"], payload["migrate"] = degrade, not no_migrate
+            for run in runs:
+                payload["results"][run.policy]["migrations"] = run.migrations
         for run in runs:
             if mixed is not None:
                 payload["results"][run.policy].update(
@@ -320,6 +343,9 @@ def sim(
             failed = ", ".join(f"{k} x{v}" for k, v in run.failed_actions.most_common(5))
             err.print(f"[yellow]{run.policy}:[/] actions refused by the cluster: {failed}",
                       highlight=False, soft_wrap=True)
+        if degrade:
+            err.print(f"[dim]{run.policy}: {run.migrations} job(s) migrated off degraded links[/]",
+                      highlight=False)
         err.print(f"[dim]{run.policy}: {run.cycles:,} cycles, {run.events:,} events, "
                   f"{run.wall_s:.1f} s, {len(jobs) / max(run.wall_s, 1e-9):,.0f} jobs/s[/]",
                   highlight=False)

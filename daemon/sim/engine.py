@@ -33,7 +33,7 @@ from railgang.daemon.core.gang import Placer, topology_placer
 from railgang.daemon.core.policy import Policy
 from railgang.daemon.core.reasons import PendingReason, Reason
 from railgang.daemon.loop import run_cycle
-from railgang.daemon.sim.backend import COMPLETE, KILL, SimBackend, SimConfig
+from railgang.daemon.sim.backend import COMPLETE, KILL, LINK, SimBackend, SimConfig
 from railgang.daemon.sim.capacity import SPOT_RECLAIM, SPOT_RETURN
 from railgang.daemon.sim.metrics import JobRecord, Metrics, compute
 from railgang.daemon.sim.progress import CommModel
@@ -41,7 +41,8 @@ from railgang.daemon.sim.quotas import QuotaUse
 from railgang.daemon.sim.traces.model import TraceJob
 
 # event kinds in the order they are handled within one instant
-_ORDER = {COMPLETE: 0, KILL: 1, SPOT_RETURN: 1, SPOT_RECLAIM: 1, "arrival": 2, "cycle": 3, "tick": 4}
+_ORDER = {COMPLETE: 0, KILL: 1, SPOT_RETURN: 1, SPOT_RECLAIM: 1, "arrival": 2, "cycle": 3, "tick": 4,
+          LINK: 1}
 
 
 @dataclass(frozen=True)
@@ -68,6 +69,7 @@ class RunResult:
     unfinished_reasons: dict[str, str]
     failed_actions: Counter[str]
     quota_use: QuotaUse | None = None  # with a quota tree: GPUs per account, borrowing, reclaims
+    migrations: int = 0  # jobs moved off degraded links (--degrade; core/migration.py)
     stopped: str | None = None  # a bounded replay: why it stopped early (see ``Bounds``)
     ended_at: float | None = None  # simulated time when the replay stopped
 
@@ -202,7 +204,7 @@ class _Replay:
         config, backend = self.config, self.backend
         truncated = config.max_pending is not None and len(backend.pending) > config.max_pending
         outcome = run_cycle(backend, self.policy, self.clock, self.rng, config=config.cycle,
-                            placer=self.placer)
+                            placer=self.placer, health=backend.health)
         self.cycles += 1
         if truncated and any(isinstance(r.action, Start) and r.ok for r in outcome.results):
             self.want_cycle(now)  # the core saw only part of the queue and made room: look again
@@ -233,7 +235,7 @@ class _Replay:
                          metrics=compute(backend.records, backend.total_gpus),
                          records=backend.records, cycles=self.cycles, events=self.events,
                          wall_s=wall_s, unfinished_reasons=unfinished, failed_actions=self.failed,
-                         quota_use=backend.quota_use, stopped=self.stopped,
+                         quota_use=backend.quota_use, migrations=len(backend.migrated), stopped=self.stopped,
                          ended_at=self.clock.now())
 
 

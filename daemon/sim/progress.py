@@ -79,14 +79,15 @@ class TopologyComm:
         self.nbytes = nbytes
         self._best: dict[tuple[int, int, int], float] = {}
 
-    def _allreduce(self, assignment: Assignment) -> float:
+    def _allreduce(self, assignment: Assignment, health: Any = None) -> float:
         from railgang.topology.comm_model import ring_allreduce_time_s
 
         gpus = [(node, g) for node, idx in assignment.items() for g in idx]
-        return float(ring_allreduce_time_s(self.fabric, gpus, self.nbytes, health=self.health))
+        return float(ring_allreduce_time_s(self.fabric, gpus, self.nbytes, health=health))
 
     def best_time(self, job: JobRequest, gpus: int) -> float:
-        """All-reduce time of the placement ``topology`` picks for this size on an empty cluster."""
+        """All-reduce time of the placement ``topology`` picks for this size on an empty cluster
+        with healthy links (the reference a degraded link is measured against)."""
         key = (gpus, job.tp, job.pp)
         best = self._best.get(key)
         if best is None:
@@ -105,7 +106,7 @@ class TopologyComm:
         best = self.best_time(job, gpu_count(assignment))
         if best <= 0:
             return 1.0
-        ratio = max(1.0, self._allreduce(assignment) / best)
+        ratio = max(1.0, self._allreduce(assignment, self.health) / best)
         return 1.0 / ((1.0 - c) + c * ratio)
 
 

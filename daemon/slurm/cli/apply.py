@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from railgang.daemon.core.actions import (
     Action,
     DrainNode,
+    Migrate,
     Preempt,
     Resize,
     SetPriority,
@@ -164,8 +165,8 @@ def _plan(b: _Batch, i: int, action: Action, obs: Observation, now: float, confi
                 b.script.add(rec.job_id, [f"NodeList={cmd.hosts(keep)}"], i)
                 if set(keep) != set(action.assignment):
                     b.notes[i] = f"kept batch host {rec.batch_host}: now on {cmd.hosts(keep)}"
-    elif isinstance(action, Preempt):
-        found = _running_tagged(obs, action.job_id)
+    elif isinstance(action, Preempt | Migrate):  # a migration is checkpoint + requeue here: the
+        found = _running_tagged(obs, action.job_id)  # core places the requeued job again itself
         if isinstance(found, str):
             return found
         rec, tag = found

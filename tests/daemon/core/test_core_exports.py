@@ -6,7 +6,7 @@ import railgang.daemon.core as core
 
 EXPECTED = {
     "Account", "Action", "Assignment", "CycleConfig", "Decision", "DrainNode", "ElasticRules",
-    "GangRequest", "Job", "JobRequest", "JobState", "Node", "NodeState", "PendingReason", "Placed",
+    "GangRequest", "Job", "JobRequest", "JobState", "Migrate", "MigrationRules", "Node", "NodeState", "PendingReason", "Placed",
     "PlacementFailure", "Placer", "Plan", "Policy", "Preempt", "PreemptEvent", "PreemptionBudget",
     "Reason", "Resize", "RunningJob", "SetPriority", "SpeedupFn", "Snapshot", "Start", "TagNode",
     "Unplaceable", "Want", "allreduce", "amdahl", "decide", "gang_for", "gpu_count", "linear",

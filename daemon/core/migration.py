@@ -1,0 +1,177 @@
+"""Migration off degraded links (DESIGN R-T8): checkpoint, kill, re-place, restart — when it pays.
+
+When the link health says a running gang's links lost bandwidth (a spine or leaf uplink
+degraded, an HCA port trained down), the gang runs slower than its placement promised. The
+cycle's migrate phase weighs, per such job:
+
+- **measured loss**: the job's step-time factor on its current GPUs under the current link
+  health, ``f_now = 1 / ((1 - c) + c × T(now, health) / T(now, healthy))``, with ``c`` the job's
+  communication share (``comm_fraction``; ``MigrationRules.comm_fraction`` if unknown) and ``T``
+  the modeled ring all-reduce (``topology.comm_model``) — 1.0 on healthy links;
+- **re-place**: the best placement ``topology`` finds on the free GPUs plus the job's own, under
+  the same health; its factor ``f_new`` (same formula and reference);
+- **the payback rule**: with ``W`` seconds of work left at full speed, staying costs ``W / f_now``
+  and moving ``W / f_new + C``, where ``C`` = checkpoint save + restore/warm-up + restart
+  overhead (+ the work since the last periodic checkpoint when the job does not checkpoint on
+  the signal). The job migrates when the gross saving ``W / f_now - W / f_new`` is at least
+  ``margin × C``. R-T8's example: a 20 % loss (``f_now = 0.8``) and a 10-minute migration break
+  even after ``C × f_new / (f_new - f_now)`` = 50 minutes; with ``margin`` 1.5 the job needs at
+  least 60 minutes of work left to be moved (:func:`payback`).
+
+Within the preemption budget (a migration is a preemption the job pays for itself): never
+serving (class 0), a job at most once per ``job_min_interval_s``, the churn window's cap (except
+that one job may move while the window has no churn at all: a gang larger than the cap could
+otherwise never leave a degraded spine), and at most ``max_per_cycle`` jobs a cycle. The result is a :class:`~railgang.daemon.core.actions.Migrate`
+whose target GPUs the cycle holds from later starts. Pure and deterministic.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from railgang.daemon.core import preemption as pre
+from railgang.daemon.core.actions import Migrate
+from railgang.daemon.core.gang import Placed, gang_for
+from railgang.daemon.core.job import Assignment, RunningJob
+from railgang.daemon.core.work import Work
+
+__all__ = ["MigrationRules", "Payback", "migrate_phase", "payback", "step_factor"]
+
+_NBYTES = 1 << 30  # all-reduce size for the time ratio (only the ratio matters)
+
+
+@dataclass(frozen=True)
+class MigrationRules:
+    """When a degraded gang is moved (module docstring)."""
+
+    enabled: bool = True
+    min_loss: float = 0.1  # consider jobs that lost at least this share of their speed
+    margin: float = 1.5  # gross saving must be at least margin × cost
+    restart_s: float = 60.0  # requeue + launch on top of the job's checkpoint and restore costs
+    checkpoint_on_signal: bool = True  # the job saves when signalled (else: loses work since the
+    # last periodic checkpoint, which the cost then includes)
+    comm_fraction: float = 0.2  # communication share of a multi-node job that states none
+    max_per_cycle: int = 4
+
+
+@dataclass(frozen=True)
+class Payback:
+    """The payback rule's numbers for one job (seconds; factors relative to healthy links)."""
+
+    f_now: float
+    f_new: float
+    remaining_now_s: float  # W / f_now: time left staying put
+    remaining_new_s: float  # W / f_new: time left after moving, excluding the cost
+    cost_s: float
+    saving_s: float  # gross: remaining_now_s - remaining_new_s
+    payback_s: float  # wall time after which moving is ahead (inf if it never is)
+    migrate: bool
+
+
+def payback(work_s: float, f_now: float, f_new: float, cost_s: float, margin: float) -> Payback:
+    """Apply R-T8's rule to ``work_s`` seconds of full-speed work left."""
+    now_s = work_s / f_now if f_now > 0 else float("inf")
+    new_s = work_s / f_new if f_new > 0 else float("inf")
+    saving = now_s - new_s
+    back = cost_s * f_new / (f_new - f_now) if f_new > f_now else float("inf")
+    return Payback(f_now, f_new, now_s, new_s, cost_s, saving, back,
+                   f_new > f_now and saving >= margin * cost_s)
+
+
+def _gpus(assignment: Assignment) -> list[tuple[str, int]]:
+    return [(n, g) for n, gs in sorted(assignment.items()) for g in gs]
+
+
+def step_factor(fabric: Any, health: Any, assignment: Assignment, reference: Assignment,
+                comm: float) -> float:
+    """Speed of a step on ``assignment`` under ``health`` relative to ``reference`` on healthy
+    links: ``1 / ((1 - comm) + comm × T(assignment, health) / T(reference, healthy))``."""
+    from railgang.topology.comm_model import ring_allreduce_time_s
+
+    if comm <= 0 or (len(assignment) <= 1 and len(reference) <= 1):
+        return 1.0
+    ref = ring_allreduce_time_s(fabric, _gpus(reference), _NBYTES)
+    if ref <= 0:
+        return 1.0
+    t = ring_allreduce_time_s(fabric, _gpus(assignment), _NBYTES, health=health)
+    return 1.0 / ((1.0 - comm) + comm * t / ref)
+
+
+def _degraded(fabric: Any, health: Any, assignment: Assignment) -> bool:
+    """Cheap test: does any link the job's all-reduce crosses count below 1?"""
+    nodes = sorted(assignment)
+    if len(nodes) <= 1:
+        return False
+    hca = getattr(health, "hca", {}) or {}
+    if any(f < 1.0 for (n, _r), f in hca.items() if n in assignment):
+        return True
+    bad = {s for s, f in (getattr(health, "switches", {}) or {}).items() if f < 1.0}
+    if not bad:
+        return False
+    leaves: dict[str, str] = {}
+    for n in nodes:
+        leaves.setdefault(fabric.leaf_of(n), n)
+    reps = list(leaves.values())
+    if len(reps) == 1:
+        return fabric.leaf_of(reps[0]) in bad
+    return any(bad.intersection(fabric.path_switches(a, b))
+               for i, a in enumerate(reps) for b in reps[i + 1:])
+
+
+def _work_left(run: RunningJob, now: float) -> float | None:
+    left = run.job.remaining_at(run.replicas)  # full speed on its size
+    if left is None and run.job.time_limit_s is not None:
+        left = max(0.0, run.start_time + run.job.time_limit_s - now)
+    return left
+
+
+def migrate_phase(w: Work, rules: MigrationRules, budget: pre.PreemptionBudget) -> None:
+    """Emit ``Migrate`` for the degraded running gangs the payback rule moves (module docstring)."""
+    snap, now = w.snap, w.now
+    health, fabric = snap.health, snap.fabric
+    if not rules.enabled or health is None or not hasattr(fabric, "path_switches"):
+        return
+    if not any(f < 1.0 for f in (getattr(health, "switches", {}) or {}).values()) and not any(
+            f < 1.0 for f in (getattr(health, "hca", {}) or {}).values()):
+        return  # healthy links: nothing to weigh (and no cost for the cycle)
+    churn = pre.churned_gpus(snap, now, budget.churn_window_s) + sum(
+        getattr(a, "gpus", 0) for a in w.preempts)
+    cap = pre.churn_cap_gpus(snap, budget)
+    moved = 0
+    for run in snap.running.values():  # sorted by job id: deterministic
+        if moved >= rules.max_per_cycle:
+            break
+        if (run.preempt_deadline is not None or run.job_id in w.touched or run.priority_class == 0
+                or not _degraded(fabric, health, run.assignment)):
+            continue
+        if pre.recently_preempted(run.job.last_preempted_at, now, budget.job_min_interval_s):
+            continue
+        if churn > 0 and churn + run.gpus > cap:
+            continue  # an empty window lets one job move: a gang above the cap could never leave
+        comm = run.job.comm_fraction or rules.comm_fraction
+        f_now = step_factor(fabric, health, run.assignment, run.assignment, comm)
+        work = _work_left(run, now)
+        if f_now > 1.0 - rules.min_loss or work is None:
+            continue
+        free: dict[str, frozenset[int]] = dict(w.free)
+        for n, gs in run.assignment.items():
+            free[n] = free.get(n, frozenset()) | frozenset(gs)
+        placed = w.place(gang_for(run.job, run.replicas), free)
+        if not isinstance(placed, Placed):
+            continue
+        f_new = step_factor(fabric, health, placed.assignment, run.assignment, comm)
+        lost = 0.0 if rules.checkpoint_on_signal else run.work_since_checkpoint_s(now)
+        cost = run.job.checkpoint_cost_s + run.job.restore_cost_s + rules.restart_s + lost
+        verdict = payback(work, f_now, f_new, cost, rules.margin)
+        if not verdict.migrate:
+            continue
+        target: Mapping[str, tuple[int, ...]] = placed.assignment
+        w.take({n: tuple(g for g in gs if g not in run.assignment.get(n, ()))
+                for n, gs in target.items()})
+        w.preempts.append(Migrate(run.job_id, pre.grace_for(run, budget), target, run.replicas,
+                                  round(verdict.saving_s, 1), round(cost, 1), run.gpus))
+        w.touched.add(run.job_id)
+        churn += run.gpus
+        moved += 1
