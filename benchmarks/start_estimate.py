@@ -63,18 +63,22 @@ def big_queue(jobs: list[Any], queue: int, policy: str) -> Snapshot:
     """The first snapshot of a fast-arriving replay with at least ``queue`` waiting jobs."""
     fabric = fabric_from_shape(128, 8, 8)
     fast = [dataclasses.replace(tj, submit_time=tj.submit_time / 10) for tj in jobs]
-    found: list[Snapshot] = []
+
+    class Found(Exception):
+        def __init__(self, snap: Snapshot) -> None:
+            self.snap = snap
 
     def grab(now: float, backend: SimBackend) -> None:
-        if not found and len(backend.pending) >= queue:
+        if len(backend.pending) >= queue:
             snap = backend.snapshot(now)
-            found.append(snap.replace(pending=snap.pending[:queue]))
+            raise Found(snap.replace(pending=snap.pending[:queue]))  # stop the replay here
 
-    simulate(fast, registry.get(policy), fabric, config=EngineConfig(
-        sim=SimConfig(oracle=False), cycle_s=60.0), observer=grab)
-    if not found:
-        raise SystemExit(f"the replay never queued {queue} jobs; use more --philly-jobs")
-    return found[0]
+    try:
+        simulate(fast, registry.get(policy), fabric, config=EngineConfig(
+            sim=SimConfig(oracle=False), cycle_s=60.0), observer=grab)
+    except Found as found:
+        return found.snap
+    raise SystemExit(f"the replay never queued {queue} jobs; use more --philly-jobs")
 
 
 def speed(snap: Snapshot, policy: str, config: EstimateConfig) -> list[str]:
@@ -107,6 +111,7 @@ def speed(snap: Snapshot, policy: str, config: EstimateConfig) -> list[str]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--philly-jobs", type=int, default=1500)
+    ap.add_argument("--philly-nodes", type=int, default=56)
     ap.add_argument("--synthetic-jobs", type=int, default=600)
     ap.add_argument("--moments", type=int, default=12)
     ap.add_argument("--policy", default="default", choices=registry.names())
@@ -126,9 +131,10 @@ def main() -> None:
            f"{args.wall_s:g} s per estimate, load average before: "
            f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}", ""]
     jobs = with_time_limits(philly[: args.philly_jobs])
-    m = measure(jobs, fabric_from_shape(32, 8, 8), policy=args.policy, moments=args.moments,
-                config=config)
-    out += table(f"Philly-derived, first {len(jobs)} jobs, 256 GPUs (32 × 8, 8 per leaf)", m)
+    m = measure(jobs, fabric_from_shape(args.philly_nodes, 8, 8), policy=args.policy,
+                moments=args.moments, config=config)
+    out += table(f"Philly-derived, first {len(jobs)} jobs, {args.philly_nodes * 8} GPUs "
+                 f"({args.philly_nodes} × 8, 8 per leaf)", m)
     out.append("")
     syn = with_time_limits(synthetic(args.synthetic_jobs, gpus=128, load=1.1))
     m = measure(syn, fabric_from_shape(16, 8, 4), policy=args.policy, moments=args.moments,

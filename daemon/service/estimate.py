@@ -21,7 +21,8 @@ number of events and a share of one wall-clock budget; it stops as soon as every
 started. A job that does not start in a simulation is censored there, and the result says why
 honestly: ``never`` (larger than the cluster), ``beyond_horizon`` (it still waits at the horizon,
 or nothing left to happen would start it), or ``budget`` (the events or wall-clock budget ran out
-first: it starts no sooner than ``not_before_s``).
+first: in the median simulation it had not started by ``not_before_s``, a lower bound only as
+good as the simulated run times).
 
 The estimate ignores future arrivals (a later higher-class job can still overtake) and GPUs held
 by jobs the snapshot does not show stay held for the whole simulation. docs/estimate.md has the
@@ -151,7 +152,7 @@ class StartEstimate:
     start_s: float | None = None  # median over the simulations
     p10_s: float | None = None
     p90_s: float | None = None  # None: beyond the horizon or the budget in over 10 % of them
-    not_before_s: float | None = None  # censored: no sooner than this
+    not_before_s: float | None = None  # censored: not started by then in the median draw
     started_in: int = 0  # simulations in which it started
     note: str = ""
 

@@ -185,3 +185,14 @@ def test_the_daemon_side_reestimates_only_when_due() -> None:
     due = est.refresh(snap([gang(req("a", 16), WHOLE, start=0.0)],
                            [req("b", 8), req("c", 8)], now=60.0))
     assert due["b"]["start_s"] == 3540.0 and due["c"]["start_s"] == 3540.0
+
+
+def test_public_surface() -> None:
+    from railgang.daemon.service import estimate, estimate_error
+
+    assert set(estimate.__all__) == {
+        "SOURCES", "EstimateConfig", "Estimates", "RatioHistory", "StartEstimate",
+        "StartEstimator", "estimate_starts", "render_estimate", "run_time", "start_estimator"}
+    assert set(estimate_error.__all__) == {
+        "STANDARD_LIMITS_H", "VARIANTS", "Measurement", "Prediction", "measure", "synthetic",
+        "with_time_limits"}
