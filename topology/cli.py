@@ -485,6 +485,12 @@ def place(
     if isinstance(result, Unplaceable) and result.code == "invalid_request":
         raise InputError(result.detail)  # no amount of freed GPUs helps: invalid input, not "not now"
     if isinstance(result, Unplaceable):
+        # "not now" (3) must mean "later, once GPUs are freed": what the idle cluster cannot hold is invalid
+        all_free = {n: frozenset(range(fabric.facts(n).gpus)) for n in fabric.nodes}
+        idle = result if free_map == all_free else place_gang(fabric, all_free, request, seed=seed)
+        if isinstance(idle, Unplaceable):
+            raise InputError(f"cannot be placed even on the idle cluster: {idle.code}: {idle.detail}")
+    if isinstance(result, Unplaceable):
         if as_json:
             typer.echo(json.dumps({"placed": False, "code": result.code, "detail": result.detail,
                                    "fragmentation_index": frag.index}))

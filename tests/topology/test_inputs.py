@@ -197,6 +197,13 @@ def test_larger_than_free_but_not_than_cluster_is_not_now() -> None:
     assert res.exit_code == 3 and "insufficient_gpus" in res.stdout
 
 
+def test_what_the_idle_cluster_cannot_hold_is_invalid_whatever_is_free() -> None:
+    # 80 GB GPUs everywhere: asking for 100 GB is invalid even when nothing is free right now
+    res = _invoke("place", "-t", str(TREE), "--gpus", "8", "--min-gpu-mem", "100", "--occupancy", "1.0")
+    assert _is_input_error(res, "cannot be placed even on the idle cluster: gpu_memory")
+    assert _invoke("place", "-t", str(TREE), "--gpus", "8", "--min-gpu-mem", "80", "--occupancy", "1.0").exit_code == 3
+
+
 def test_a_tp_degree_that_strands_gpus_is_warned_with_the_count() -> None:
     res = _invoke("place", "-t", str(TREE), "--gpus", "24", "--tp", "3")
     assert res.exit_code == 0
