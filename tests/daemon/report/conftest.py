@@ -24,6 +24,7 @@ from railgang.daemon.sim.traces.model import TraceJob
 from railgang.db import migrate
 from railgang.db.session import make_engine
 from railgang.topology.fabric import fabric_from_shape
+from tests.daemon.api.conftest import db_kind, engine  # noqa: F401 (fixtures: SQLite + PostgreSQL)
 
 WEEK_START = "2026-11-23"  # a Monday; TelemetryConfig's default start
 TEAMS = ("vision", "nlp", "speech")
@@ -71,9 +72,9 @@ def sim_week(tmp_path_factory: pytest.TempPathFactory) -> SimWeek:
                                                    config=EngineConfig(),
                                                    comm=TopologyComm(fabric))
     cfg = TelemetryConfig()
-    engine = make_engine(url)
+    eng = make_engine(url)
     try:
-        stats = write_ledger(engine, jobs, result, segments, fabric, cfg, node_tier=tiers)
+        stats = write_ledger(eng, jobs, result, segments, fabric, cfg, node_tier=tiers)
     finally:
-        engine.dispose()
+        eng.dispose()
     return SimWeek(url, jobs, result, segments, stats, cfg)

@@ -1,9 +1,8 @@
-"""The report over a hand-built ledger: every number checked against arithmetic done here."""
+"""The report over a hand-built ledger (SQLite and PostgreSQL): every number checked against\narithmetic done here."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from pathlib import Path
 
 import pytest
 from sqlalchemy import Engine
@@ -12,19 +11,11 @@ from railgang.daemon.report.config import ReportSettings
 from railgang.daemon.report.model import Report
 from railgang.daemon.report.render import to_csv, to_json
 from railgang.daemon.report.service import NoReportData, make_report, parse_day
-from railgang.db import migrate
-from railgang.db.session import make_engine, session_scope
+from railgang.db.session import session_scope
 from tests.daemon.report.ledger_builder import DAY, T0, Ledger
 
 D3 = T0 + 3 * DAY  # 2026-11-26, the report's day
 NOW = datetime(2026, 12, 1, tzinfo=UTC)
-
-
-@pytest.fixture
-def engine(tmp_path: Path) -> Engine:
-    url = f"sqlite:///{tmp_path / 'l.sqlite'}"
-    migrate.upgrade(url)
-    return make_engine(url)
 
 
 def build(engine: Engine, teams: frozenset[str] | None = None,
