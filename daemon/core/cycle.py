@@ -20,6 +20,8 @@ is excluded from equality). The recipe:
    5b. **migrate** — running gangs whose links degraded (link health) are checkpointed and
    re-placed when the payback rule says the saving beats the cost, within the budgets
    (``migration``, DESIGN R-T8).
+   5c. **upgrade** — on a cluster of several GPU types, running jobs move onto a faster type's
+   GPUs that no waiting job took, when the time saved pays the move (``hetero.upgrade_phase``).
 6. **grow**    — grow running elastic jobs toward the plan's targets with anti-churn rules.
 7. **emit**    — actions in order (shrinks, preempts, starts, grows, node tags, priorities) and
    one reason per waiting job; nodes the link health quarantines get a ``TagNode``.
@@ -39,7 +41,7 @@ from dataclasses import dataclass, field
 from itertools import groupby
 from types import MappingProxyType
 
-from railgang.daemon.core import elastic
+from railgang.daemon.core import elastic, hetero
 from railgang.daemon.core import preemption as pre
 from railgang.daemon.core.actions import Action, SetPriority, TagNode
 from railgang.daemon.core.evict import EvictPhase
@@ -77,6 +79,8 @@ class CycleConfig:
     # R-T8: move running gangs off degraded links when the payback rule says so (core/migration.py;
     # a no-op while the link health is None or all healthy, e.g. every pinned simulation)
     migration: MigrationRules = field(default_factory=MigrationRules)
+    upgrade: hetero.UpgradeRules = field(default_factory=hetero.UpgradeRules)  # several GPU
+    # types: move running jobs onto a faster type's idle GPUs when it pays (a no-op on one pool)
 
 
 @dataclass(frozen=True)
@@ -138,6 +142,8 @@ def decide(
         lap("preempt")
     if config.preempt:  # 5b. migrate running gangs off degraded links when it pays back (R-T8)
         migrate_phase(w, config.migration, config.budget)
+    if config.preempt:  # 5c. move running jobs onto faster GPU types left idle (hetero.py)
+        hetero.upgrade_phase(w, plan, config.upgrade, config.budget)
     lap("migrate")
     if config.resize:  # 6. grow elastic jobs into what is left, if the marginal gain pays
         grow_phase(w, plan, config.elastic)

@@ -39,7 +39,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from railgang.daemon.core import preemption as pre
 from railgang.daemon.core import spot
+from railgang.daemon.core.actions import Migrate
 from railgang.daemon.core.gang import Placed, Unplaceable, gang_for
 from railgang.daemon.core.job import Job, JobRequest, RunningJob
 from railgang.daemon.core.policy import Plan, Want
@@ -50,6 +52,7 @@ if TYPE_CHECKING:
     from railgang.daemon.core.work import Work
 
 PoolKey = tuple[str, str]  # (GPU type, tier)
+_FILLED: PoolKey = ("\0", "\0")  # no GPU type is called NUL: Pools.ends is built
 
 # Fallback speeds relative to a V100 (1.0) for jobs without measured per-type rates. K80 and P100:
 # the median ratio over the (model, size) pairs Gavel measured on both (simulation_throughputs.json:
@@ -78,6 +81,9 @@ class Pools:
     gpus: Mapping[PoolKey, int]
     node_gpus: Mapping[PoolKey, int]
     of_node: Mapping[str, PoolKey]
+    # (expected end, GPUs) of the running jobs per pool, sorted; filled on first use (the
+    # running jobs do not change within one cycle)
+    ends: dict[PoolKey, list[tuple[float, int]]] = dataclasses.field(default_factory=dict)
 
     @property
     def mixed(self) -> bool:
@@ -153,13 +159,24 @@ def _run_ends(snapshot: Snapshot, pools: Pools) -> dict[str, list[tuple[float, i
     return ends
 
 
-def _slower_pays(left: float | None, r_there: float, r_best: float, wait_best_s: float) -> bool:
-    """Running at ``r_there`` now ends no later than waiting ``wait_best_s`` for ``r_best``."""
+def move_cost_s(job: Job) -> float:
+    """Expected cost of moving ``job`` later: checkpoint, restore, restart, half an interval."""
+    return (job.checkpoint_cost_s + job.restore_cost_s + UpgradeRules.restart_s
+            + job.checkpoint_interval_s / 2)
+
+
+def _slower_pays(job: Job, left: float | None, r_there: float, r_best: float,
+                 wait_best_s: float) -> bool:
+    """Start at ``r_there`` now rather than wait ``wait_best_s`` for ``r_best``? Yes if it ends
+    no later, or if the work done meanwhile (in fast seconds) beats the cost of moving to the
+    fast pool once it frees (the upgrade phase moves it then)."""
     if r_there >= r_best:
         return True
     if left is None:
         return r_there >= 0.5 * r_best  # no estimate: accept at most half speed
-    return left / max(r_there, 1e-9) <= wait_best_s + left / r_best
+    if left / max(r_there, 1e-9) <= wait_best_s + left / r_best:
+        return True
+    return wait_best_s * r_there / r_best >= move_cost_s(job)
 
 
 def homes(snapshot: Snapshot, order: Iterable[Want], pools: Pools,
@@ -191,7 +208,7 @@ def homes(snapshot: Snapshot, order: Iterable[Want], pools: Pools,
         for t in types:
             if room[t] < need:
                 continue
-            if t != b and not _slower_pays(work, type_rate(job, t), type_rate(job, b), wait_b):
+            if t != b and not _slower_pays(job, work, type_rate(job, t), type_rate(job, b), wait_b):
                 continue
             room[t] -= need
             end = snapshot.now + (work / max(type_rate(job, t), 1e-9) if work is not None else float("inf"))
@@ -231,7 +248,7 @@ def aware(plan: Plan, snapshot: Snapshot, rules: spot.SpotRules = spot.SpotRules
         by_speed = sorted(types, key=lambda t: (t != home[x.job_id], -type_rate(job, t), t))
         keys = tuple(k for t in by_speed for k in tier_order(job, t, pools, snapshot, rules))
         order.append(dataclasses.replace(x, pools=keys))
-    return dataclasses.replace(plan, order=tuple(order))
+    return dataclasses.replace(plan, order=tuple(order), hetero=True)
 
 
 # -- placement on one pool at a time (called by the cycle's phases) ----------------------------
@@ -242,14 +259,19 @@ def pool_shadow(w: Work, pools: Pools, key: PoolKey, need: int) -> float:
     avail = sum(len(g) for n, g in w.free.items() if n in names)
     if avail >= need:
         return w.now
-    ends = []
-    for run in w.snap.running.values():
-        if pool_of_run(pools, run) != key:
-            continue
-        left = run.job.remaining_at(run.replicas)
-        end = w.now + left / max(type_rate(run.job, key[0]), 1e-9) if left is not None else float("inf")
-        ends.append((end, run.gpus))
-    return shadow(w.now, avail, ends, need)
+    if not pools.ends:
+        for run in w.snap.running.values():
+            at = pool_of_run(pools, run)
+            if at is None:
+                continue
+            left = run.job.remaining_at(run.replicas)
+            rate = max(type_rate(run.job, at[0]), 1e-9)
+            pools.ends.setdefault(at, []).append(
+                (w.now + left / rate if left is not None else float("inf"), run.gpus))
+        for ends in pools.ends.values():
+            ends.sort()
+        pools.ends.setdefault(_FILLED, [])  # marks the cache filled even with nothing running
+    return shadow(w.now, avail, pools.ends.get(key, ()), need)
 
 
 def elsewhere_pays(w: Work, pools: Pools, job: Job, gpus: int, home: PoolKey, there: PoolKey) -> bool:
@@ -258,7 +280,7 @@ def elsewhere_pays(w: Work, pools: Pools, job: Job, gpus: int, home: PoolKey, th
     if r_there >= r_home:
         return True
     wait = pool_shadow(w, pools, home, gpus) - w.now
-    return _slower_pays(job.remaining_at(job.replicas), r_there, r_home, wait)
+    return _slower_pays(job, job.remaining_at(job.replicas), r_there, r_home, wait)
 
 
 def _nodes(w: Work, job: Job, names: frozenset[str]) -> frozenset[str]:
@@ -316,6 +338,83 @@ def grow_nodes(w: Work, run: RunningJob) -> frozenset[str] | None:
     return _nodes(w, run.job, pools.nodes.get(key, frozenset()) if key else frozenset())
 
 
-__all__ = ["TYPE_SPEED", "PoolKey", "Pools", "advantage", "aware", "elsewhere_pays", "grow_nodes",
-           "homes", "nodes_for", "place", "pool_of_run", "pool_shadow", "pools_of", "tier_order",
-           "type_rate"]
+# -- upgrades: move running work onto faster GPUs left idle (Gavel's rounds move jobs for free) --
+@dataclass(frozen=True)
+class UpgradeRules:
+    """When a running job moves to a faster pool whose GPUs nobody else took this cycle."""
+
+    enabled: bool = True
+    margin: float = 1.5  # time saved must be at least margin × the move's cost
+    restart_s: float = 60.0  # requeue + launch, on top of the job's checkpoint and restore
+    max_per_cycle: int = 4
+
+
+def upgrade_phase(w: Work, plan: Plan, rules: UpgradeRules, budget: pre.PreemptionBudget) -> None:
+    """Emit ``Migrate`` for running jobs that finish sooner on a faster pool's idle GPUs.
+
+    Runs after placement, so the free GPUs left are ones no waiting job would take. A job on pool
+    Q moves to pool P when ``W/r_Q - (W/r_P + C) >= margin × C`` (W: work left in reference
+    seconds, C: checkpoint + restore + restart + the work since its last checkpoint), largest
+    saving first, within the preemption budget (class 0 never, a job at most once per interval,
+    the churn window's cap)."""
+    pools = w.pools
+    if not rules.enabled or not plan.hetero or not pools.mixed or w.free_count <= 0:
+        return
+    snap, now = w.snap, w.now
+    churn = pre.churned_gpus(snap, now, budget.churn_window_s) + sum(
+        getattr(a, "gpus", 0) for a in w.preempts)
+    cap = pre.churn_cap_gpus(snap, budget)
+    cands = []
+    for run in snap.running.values():
+        key = pool_of_run(pools, run)
+        left = run.job.remaining_at(run.replicas)
+        if (key is None or left is None or run.preempt_deadline is not None or run.job_id in w.touched
+                or run.priority_class == 0
+                or pre.recently_preempted(run.job.last_preempted_at, now, budget.job_min_interval_s)):
+            continue
+        r_here = max(type_rate(run.job, key[0]), 1e-9)
+        cost = (run.job.checkpoint_cost_s + run.job.restore_cost_s + rules.restart_s
+                + run.work_since_checkpoint_s(now))
+        for there in pools.nodes:
+            r_there = type_rate(run.job, there[0])
+            if there == key or r_there <= r_here or there[1] != key[1]:
+                continue  # faster types of the same tier only (a tier change is a price change)
+            saving = left / r_here - (left / r_there + cost)
+            if saving >= rules.margin * cost:
+                cands.append((-saving, run.job_id, there, run))
+    moved = 0
+    for _, _, there, run in sorted(cands, key=lambda c: (c[0], c[1], c[2])):
+        if moved >= rules.max_per_cycle:
+            break
+        if run.job_id in w.touched or (churn > 0 and churn + run.gpus > cap):
+            continue
+        placed = w.place(gang_for(run.job, run.replicas, _nodes(w, run.job, pools.nodes[there])))
+        if not isinstance(placed, Placed):
+            continue
+        w.take(placed.assignment)
+        w.preempts.append(Migrate(run.job_id, pre.grace_for(run, budget), placed.assignment,
+                                  run.replicas, gpus=run.gpus))
+        w.touched.add(run.job_id)
+        churn += run.gpus
+        moved += 1
+
+
+__all__ = [
+    "TYPE_SPEED",
+    "PoolKey",
+    "Pools",
+    "UpgradeRules",
+    "advantage",
+    "aware",
+    "elsewhere_pays",
+    "grow_nodes",
+    "homes",
+    "nodes_for",
+    "place",
+    "pool_of_run",
+    "pool_shadow",
+    "pools_of",
+    "tier_order",
+    "type_rate",
+    "upgrade_phase",
+]

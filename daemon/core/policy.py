@@ -57,6 +57,8 @@ class Plan:
     preempt_within_class: bool = False
     reserve_for: frozenset[str] | None = None  # backfill: who may hold the reservation (None: the
     # first job that cannot start; a set: only those, e.g. starving jobs — others are skipped)
+    hetero: bool = False  # the plan placed by GPU type (``hetero.aware``): the cycle may also
+    # move running jobs onto faster types left idle (``hetero.upgrade_phase``); False = type-blind
     sized: bool = False  # targets already weigh the waiting jobs (Pollux): growth may proceed
     # while same-class work waits; otherwise growth only uses GPUs nobody of that class waits for
 

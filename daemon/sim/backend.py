@@ -39,8 +39,8 @@ from railgang.daemon.core.reasons import Reason
 from railgang.daemon.core.snapshot import Account, Node, NodeState, PreemptEvent, Snapshot
 from railgang.daemon.core.spot import TierTerms
 from railgang.daemon.sim.accounting import SimJob
-from railgang.daemon.sim.degrade import LinkEvent
 from railgang.daemon.sim.capacity import SPOT_RECLAIM, SPOT_RETURN, Capacity
+from railgang.daemon.sim.degrade import LinkEvent
 from railgang.daemon.sim.metrics import JobRecord
 from railgang.daemon.sim.progress import CommModel, NoComm, job_request
 from railgang.daemon.sim.quotas import QuotaUse
@@ -347,7 +347,7 @@ class SimBackend:
             node = self.nodes.get(action.node)
             if node is None:
                 return f"unknown node {action.node}"
-            if isinstance(action, TagNode) and action.remove:  # keeps the node's facts and tier
+            if isinstance(action, TagNode) and action.remove:
                 self.nodes[action.node] = dataclasses.replace(node, tags=node.tags - {action.tag})
                 return None
             self.nodes[action.node] = (node.with_state(NodeState.DRAIN)
@@ -562,7 +562,6 @@ def _node(facts: Any, tier: str) -> Node:
     return Node(facts.name, facts.gpus, tier=tier,
                 facts=GpuFacts(gpu_type=facts.gpu_type, gpu_mem_gb=facts.gpu_mem_gb,
                                nvlink=facts.nvlink))
-
 
 
 __all__ = ["COMPLETE", "KILL", "LINK", "EventSink", "SimBackend", "SimConfig"]

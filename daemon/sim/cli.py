@@ -27,14 +27,14 @@ from rich.table import Table
 
 from railgang.daemon.cli_common import JSON_HELP, choices_metavar, registry_choice
 from railgang.daemon.core import policy as registry
+from railgang.daemon.core.cycle import CycleConfig
+from railgang.daemon.core.migration import MigrationRules
 from railgang.daemon.core.spot import SpotRules
 from railgang.daemon.errors import ConfigError, InputError
 from railgang.daemon.sim import traces
-from railgang.daemon.core.cycle import CycleConfig
-from railgang.daemon.core.migration import MigrationRules
 from railgang.daemon.sim.backend import SimConfig
-from railgang.daemon.sim.degrade import parse_degrade
 from railgang.daemon.sim.capacity import Capacity, pool_report
+from railgang.daemon.sim.degrade import parse_degrade
 from railgang.daemon.sim.engine import EngineConfig, RunResult, simulate
 from railgang.daemon.sim.pools import mixed_cluster, parse_pools, parse_prices
 from railgang.daemon.sim.progress import TopologyComm
@@ -287,13 +287,12 @@ def sim(
     if jobs_csv is not None:
         write_jobs_csv(jobs_csv, runs, total_gpus)
     if as_json:
+        shape = (f"--gpus {gpus}, {gpus_per_node} per node, {leaf} per leaf" if mixed is not None
+                 else str(topology) if topology else f"{nodes}x{gpus_per_node}, {leaf} per leaf")
         meta = {"trace": str(trace), "jobs": len(jobs), "skipped_rows": len(loaded.problems),
-                "cluster": {"nodes": len(fabric.nodes), "gpus": total_gpus,
-                            "topology": str(topology) if topology else
-                            f"{nodes}x{gpus_per_node}, {leaf} per leaf"},
+                "cluster": {"nodes": len(fabric.nodes), "gpus": total_gpus, "topology": shape},
                 "elastic": elastic, "seed": seed}
         if mixed is not None:
-            meta["cluster"]["topology"] = f"--gpus {gpus}, {gpus_per_node} per node, {leaf} per leaf"
             meta["type_blind"] = type_blind
         payload = to_json(runs, meta, baseline)
         if degrade:

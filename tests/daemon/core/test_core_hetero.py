@@ -3,6 +3,7 @@ who gets the fast GPUs, gangs that never span pools, and the type-blind baseline
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from typing import Any
 
@@ -16,6 +17,7 @@ from railgang.daemon.core.needs import GpuFacts
 from railgang.daemon.core.policy import get
 from railgang.daemon.core.snapshot import Node, Snapshot, make_snapshot
 from railgang.topology.fabric import Fabric, NodeFacts
+from tests.daemon.core.core_builders import first_fit
 
 RESNET = {"v100": 1.0, "p100": 0.5, "k80": 0.1}  # gains 10x from a V100
 LSTM = {"v100": 1.0, "p100": 0.8, "k80": 0.6}  # gains 1.7x
@@ -117,3 +119,42 @@ def test_every_start_on_a_mixed_cluster_stays_in_one_pool(policy: str) -> None:
                        work=rng.uniform(60, 36000), t=i) for i in range(12)]
         for blind in (False, True):
             starts(snap(fabric, nodes, pending), policy, hetero=not blind)  # asserts one type
+
+
+def _pool_placer(fabric: Any, free: Any, spec: Any, *, health: Any = None, seed: int = 0) -> Any:
+    """The tests' first-fit placer, honouring ``GangRequest.nodes`` as the real one does."""
+    if spec.nodes is not None:
+        free = {n: g for n, g in free.items() if n in spec.nodes}
+    return first_fit(fabric, free, spec, health=health, seed=seed)
+
+
+@pytest.mark.parametrize("policy", ["default", "fifo"])
+def test_contract_invariants_hold_on_random_mixed_clusters(policy: str) -> None:
+    """The shared contract's snapshots, with each node given a random GPU type and tier: every
+    invariant of check_decision holds, and every start or move stays in one pool."""
+    from railgang.daemon.core.actions import Migrate
+    from railgang.daemon.core.cycle import CycleConfig
+    from railgang.daemon.core.spot import TierTerms
+    from tests.daemon.core.core_invariants import check_decision, random_snapshot
+
+    tiers = {"spot": TierTerms({"": 0.7}, 2.0, 120.0), "on-demand": TierTerms({"": 2.0})}
+    moved = 0
+    for seed in range(40):
+        base = random_snapshot(seed)
+        rng = random.Random(seed)
+        nodes = {n: dataclasses.replace(node, facts=GpuFacts(gpu_type=rng.choice(("v100", "k80"))),
+                                        tier=rng.choice(("on-demand", "spot")))
+                 for n, node in base.nodes.items()}
+        rates = {j.job_id: {"v100": 1.0, "k80": rng.uniform(0.1, 0.9)} for j in base.pending}
+        pending = [Job(dataclasses.replace(j.request, type_rates=rates[j.job_id]), j.state)
+                   for j in base.pending]
+        snap = base.replace(nodes=nodes, pending=tuple(pending), tiers=tiers)
+        d = decide(snap, get(policy), snap.now, random.Random(0), placer=_pool_placer,
+                   config=CycleConfig())
+        check_decision(snap, d)
+        for a in d.actions:
+            if isinstance(a, Start | Migrate):
+                pools = {(nodes[n].facts.gpu_type, nodes[n].tier) for n in a.assignment}
+                assert len(pools) == 1, f"{a.job_id} spans pools {pools}"
+                moved += isinstance(a, Migrate)
+    assert moved > 0  # the upgrade phase ran on some of them
