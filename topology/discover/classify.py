@@ -132,69 +132,92 @@ def _levels(leaves: set[str], switch_links: Mapping[str, set[str]]) -> dict[str,
     return level
 
 
-def _modal(values: list[float]) -> float | None:
-    return Counter(values).most_common(1)[0][0] if values else None
+@dataclass
+class _Cables:
+    """The links sorted by what they join: host ports (to a switch or not) and switch pairs."""
+
+    host_ports: dict[str, list[tuple[int, str | None, Link]]] = field(default_factory=lambda: defaultdict(list))
+    switch_links: dict[str, set[str]] = field(default_factory=lambda: defaultdict(set))
+    rated: list[tuple[str, Link]] = field(default_factory=list)  # ("host" | "switch", link with a known rate)
 
 
 def classify(found: Discovery, names: Mapping[str, str] | None = None, rail_map: RailMap | None = None) -> FabricFacts:
-    """Classify ``found``; ``names`` (GUID -> name) overrides NodeDescriptions, ``rail_map`` HCA rails."""
-    names = names or {}
+    """Classify ``found``; ``names`` (GUID -> name) overrides NodeDescriptions, ``rail_map`` HCA rails.
+
+    1. name every device, tell host HCAs from unknown devices; 2. sort the cables; 3. the HCAs of
+    each host; 4. switch levels; 5. rails; 6. switches; 7. what could not be classified.
+    """
     dev = found.devices
-    label = {g: names.get(g, d.description) for g, d in dev.items()}
-    unknown: list[str] = []
+    label = {g: (names or {}).get(g, d.description) for g, d in dev.items()}
+    host_of, unknown = _host_cas(found, label)
+    cables = _cables(found, host_of)
+    hosts = _host_hcas(host_of, cables, rail_map or {})
+    level = _levels({h.switch for hcs in hosts.values() for h in hcs if h.switch}, cables.switch_links)
+    leaf_rail, rail_optimised = _rails(hosts)
+    switches = _switches(found, label, hosts, level, cables.switch_links, leaf_rail if rail_optimised else {})
+    rates = {k: Counter(lk.gbps for kind, lk in cables.rated if kind == k and lk.gbps is not None)
+             for k in ("host", "switch")}
+    problems = _problems(found, label, host_of, cables, hosts, switches, leaf_rail if rail_optimised else {},
+                         rates, unknown)
+    return FabricFacts(
+        found.path, found.form, hosts, switches, max(level.values(), default=0),
+        len(set(leaf_rail.values())) if rail_optimised else (1 if hosts else 0), rail_optimised,
+        {k: dict(sorted(c.items())) for k, c in rates.items()}, problems)
+
+
+def _host_cas(found: Discovery, label: Mapping[str, str]) -> tuple[dict[str, tuple[str, str | None]], list[str]]:
     host_of: dict[str, tuple[str, str | None]] = {}
-    for g, d in dev.items():
+    unknown: list[str] = []
+    for g, d in found.devices.items():
         hh = host_and_hca(label[g]) if d.kind == "ca" else None
-        if d.kind == "ca" and hh is not None:
+        if hh is not None:
             host_of[g] = hh
         elif d.kind != "switch":
             unknown.append(f"{d.kind} {g} {label[g]!r}" + (f" (line {d.line})" if d.line else ""))
+    return host_of, unknown
 
-    # Cables: host ports to switches, switch to switch; anything else is left out.
-    host_ports: dict[str, list[tuple[int, str | None, Link]]] = defaultdict(list)
-    switch_links: dict[str, set[str]] = defaultdict(set)
-    host_rates: list[float] = []
-    switch_rates: list[float] = []
-    slow_candidates: list[tuple[str, Link]] = []
+
+def _cables(found: Discovery, host_of: Mapping[str, tuple[str, str | None]]) -> _Cables:
+    dev = found.devices
+    out = _Cables()
     for lk in found.links:
-        ka, kb = dev[lk.a].kind, dev[lk.b].kind
-        if ka == "switch" and kb == "switch":
-            switch_links[lk.a].add(lk.b)
-            switch_links[lk.b].add(lk.a)
+        if dev[lk.a].kind == "switch" and dev[lk.b].kind == "switch":
+            out.switch_links[lk.a].add(lk.b)
+            out.switch_links[lk.b].add(lk.a)
             if lk.gbps is not None:
-                switch_rates.append(lk.gbps)
-                slow_candidates.append(("switch", lk))
+                out.rated.append(("switch", lk))
             continue
         for me, my_port, peer in ((lk.a, lk.a_port, lk.b), (lk.b, lk.b_port, lk.a)):
-            if me in host_of:
-                host_ports[me].append((my_port, peer if dev[peer].kind == "switch" else None, lk))
-                if lk.gbps is not None and dev[peer].kind == "switch":
-                    host_rates.append(lk.gbps)
-                    slow_candidates.append(("host", lk))
+            if me in host_of:  # a CA cabled to another CA (back to back) has no switch
+                to_switch = dev[peer].kind == "switch"
+                out.host_ports[me].append((my_port, peer if to_switch else None, lk))
+                if lk.gbps is not None and to_switch:
+                    out.rated.append(("host", lk))
+    return out
 
-    unattached = [f"{host_of[g][0]} {host_of[g][1] or g}" for g in host_of
-                  if not any(sw for _, sw, _ in host_ports.get(g, ()))]
 
-    # Hosts: their HCAs in natural order; a CA with two cabled ports gives two HCA ports.
-    raw: dict[str, list[tuple[str, str, int, str | None, float | None]]] = defaultdict(list)
+def _host_hcas(host_of: Mapping[str, tuple[str, str | None]], cables: _Cables,
+               rail_map: RailMap) -> dict[str, tuple[Hca, ...]]:
+    """Each host's cabled HCA ports in natural name order; a CA with two cabled ports (or two
+    devices of one name, as the -p form lists a dual-port HCA) gives ``<hca>/<port>`` names."""
+    raw: dict[str, list[tuple[str, str, int, str, float | None]]] = defaultdict(list)
     for g, (host, hca) in host_of.items():
-        for port, sw, lk in sorted(host_ports.get(g, ()), key=lambda t: t[0]):
-            if sw is None:
-                continue
-            ports_of_ca = sum(1 for _, s, _ in host_ports[g] if s is not None)
-            hname = hca or g
-            raw[host].append((hname if ports_of_ca == 1 else f"{hname}/{port}", g, port, sw, lk.gbps))
-    leaves = {sw for entries in raw.values() for (_, _, _, sw, _) in entries if sw is not None}
-    level = _levels(leaves, switch_links)
-
+        for port, sw, lk in sorted(cables.host_ports.get(g, ()), key=lambda t: t[0]):
+            if sw is not None:
+                raw[host].append((hca or g, g, port, sw, lk.gbps))
     hosts: dict[str, tuple[Hca, ...]] = {}
     for host in sorted(raw, key=natural_key):
-        entries = sorted(raw[host], key=lambda e: natural_key(e[0]))
-        table = (rail_map or {}).get(host) or (rail_map or {}).get("*") or {}
-        hosts[host] = tuple(Hca(host, n, g, p, sw, rate, table.get(n.split("/")[0], i))
+        entries = sorted(raw[host], key=lambda e: (natural_key(e[0]), e[2]))
+        seen = Counter(e[0] for e in entries)
+        table = rail_map.get(host) or rail_map.get("*") or {}
+        hosts[host] = tuple(Hca(host, n if seen[n] == 1 else f"{n}/{p}", g, p, sw, rate, table.get(n, i))
                             for i, (n, g, p, sw, rate) in enumerate(entries))
+    return hosts
 
-    # Leaf rails by majority; rail-optimised when most multi-HCA hosts use several leaves.
+
+def _rails(hosts: Mapping[str, tuple[Hca, ...]]) -> tuple[dict[str, int], bool]:
+    """Leaf -> the rail most of its HCAs are on; rail-optimised when most multi-HCA hosts spread
+    their HCAs over several leaves."""
     votes: dict[str, Counter[int]] = defaultdict(Counter)
     for hcas in hosts.values():
         for h in hcas:
@@ -203,48 +226,55 @@ def classify(found: Discovery, names: Mapping[str, str] | None = None, rail_map:
     leaf_rail = {sw: c.most_common(1)[0][0] for sw, c in votes.items()}
     multi = [hc for hc in hosts.values() if len(hc) > 1]
     spread = sum(1 for hc in multi if len({h.switch for h in hc}) > 1)
-    rail_optimised = bool(multi) and spread * 2 > len(multi)
-    off_rail = [f"{host}: " + ", ".join(f"{h.name} (rail {h.rail}) on a rail-{leaf_rail[h.switch]} leaf"
-                                        for h in hcs if h.switch is not None and leaf_rail[h.switch] != h.rail)
-                for host, hcs in hosts.items()
-                if rail_optimised and any(h.switch is not None and leaf_rail[h.switch] != h.rail for h in hcs)]
-    counts = Counter(len(hc) for hc in hosts.values())
-    usual = counts.most_common(1)[0][0] if counts else 0
-    short = [f"{host}: {len(hc)} HCA(s), most hosts have {usual}" for host, hc in hosts.items() if len(hc) != usual]
+    return leaf_rail, bool(multi) and spread * 2 > len(multi)
 
-    # Switch names: the description's own name when it is unique, else one made from the GUID.
-    proposed = {g: switch_name(label[g], g) for g, d in dev.items() if d.kind == "switch"}
+
+def _switches(found: Discovery, label: Mapping[str, str], hosts: Mapping[str, tuple[Hca, ...]],
+              level: Mapping[str, int], switch_links: Mapping[str, set[str]],
+              leaf_rail: Mapping[str, int]) -> dict[str, SwitchInfo]:
+    """Switch names: the description's own name when it is unique (and no host's), else ``ib-<guid>``."""
+    proposed = {g: switch_name(label[g], g) for g, d in found.devices.items() if d.kind == "switch"}
     taken = Counter(n for n in proposed.values() if n)
-    switches: dict[str, SwitchInfo] = {}
-    host_names = set(hosts)
     hosts_on: dict[str, list[str]] = defaultdict(list)
     for host, hcs in hosts.items():
         for sw in dict.fromkeys(h.switch for h in hcs if h.switch is not None):
             hosts_on[sw].append(host)
+    switches: dict[str, SwitchInfo] = {}
     for g, name in proposed.items():
-        if not name or taken[name] > 1 or name in host_names:
+        if not name or taken[name] > 1 or name in hosts:
             name = f"ib-{g}"
         lvl = level.get(g)
         up = tuple(sorted(p for p in switch_links.get(g, ()) if lvl is not None and level.get(p) == lvl + 1))
-        switches[g] = SwitchInfo(g, name, label[g], lvl, leaf_rail.get(g) if rail_optimised else None,
-                                 tuple(hosts_on.get(g, ())), up)
-    lonely = [f"{s.name} {label[g]!r}" for g, s in switches.items() if s.level is None]
+        switches[g] = SwitchInfo(g, name, label[g], lvl, leaf_rail.get(g), tuple(hosts_on.get(g, ())), up)
+    return switches
 
-    rates = {"host": Counter(host_rates), "switch": Counter(switch_rates)}
-    modal = {k: _modal(v) or 0.0 for k, v in (("host", host_rates), ("switch", switch_rates))}
+
+def _problems(found: Discovery, label: Mapping[str, str], host_of: Mapping[str, tuple[str, str | None]],
+              cables: _Cables, hosts: Mapping[str, tuple[Hca, ...]], switches: Mapping[str, SwitchInfo],
+              leaf_rail: Mapping[str, int], rates: Mapping[str, Counter[float]],
+              unknown: list[str]) -> tuple[Problem, ...]:
+    """Everything that could not be classified, by kind; ``leaf_rail`` empty unless rail-optimised."""
+    unattached = [f"{host_of[g][0]} {host_of[g][1] or g}" for g in host_of
+                  if not any(sw for _, sw, _ in cables.host_ports.get(g, ()))]
+    off_rail = []
+    for host, hcs in hosts.items():
+        wrong = [f"{h.name} (rail {h.rail}) on a rail-{leaf_rail[h.switch]} leaf"
+                 for h in hcs if h.switch in leaf_rail and leaf_rail[h.switch] != h.rail]
+        if wrong:
+            off_rail.append(f"{host}: " + ", ".join(wrong))
+    counts = Counter(len(hc) for hc in hosts.values())
+    usual = counts.most_common(1)[0][0] if counts else 0
+    short = [f"{host}: {len(hc)} HCA(s), most hosts have {usual}" for host, hc in hosts.items() if len(hc) != usual]
+    lonely = [f"{s.name} {label[g]!r}" for g, s in switches.items() if s.level is None]
+    modal = {k: c.most_common(1)[0][0] if c else 0.0 for k, c in rates.items()}
     slow = [f"{_end(label, lk.a, lk.a_port)} - {_end(label, lk.b, lk.b_port)}: "
             f"{lk.width} {lk.speed} = {lk.gbps:g} Gb/s, most {kind} links {modal[kind]:g} Gb/s (line {lk.line})"
-            for kind, lk in slow_candidates if lk.gbps is not None and lk.gbps < modal[kind]]
+            for kind, lk in cables.rated if lk.gbps is not None and lk.gbps < modal[kind]]
     skipped = [f"line {n}" for n in found.skipped]
-    problems = tuple(Problem(k, tuple(v), found.skipped_count if v is skipped else len(v)) for k, v in (
+    return tuple(Problem(k, tuple(v), found.skipped_count if v is skipped else len(v)) for k, v in (
         ("unknown devices", unknown), ("switches with no hosts", lonely), ("hosts with an HCA off-rail", off_rail),
         ("hosts with an unusual HCA count", short), ("host HCAs not cabled to a switch", unattached),
-        ("links slower than the rest", slow),
-        ("lines not understood", skipped)) if v)
-    return FabricFacts(
-        found.path, found.form, hosts, switches, max(level.values(), default=0),
-        len(set(leaf_rail.values())) if rail_optimised else (1 if hosts else 0), rail_optimised,
-        {k: dict(sorted(c.items())) for k, c in rates.items()}, problems)
+        ("links slower than the rest", slow), ("lines not understood", skipped)) if v)
 
 
 def _end(label: Mapping[str, str], guid: str, port: int) -> str:
