@@ -40,13 +40,13 @@ _DIGITS = re.compile(r"(\d+)")
 
 @dataclass(frozen=True)
 class Hca:
-    """One host port: ``switch`` is the GUID of the switch it is cabled to (None: none)."""
+    """One host port cabled to a switch: ``switch`` is that switch's GUID."""
 
     host: str
     name: str
     guid: str
     port: int
-    switch: str | None
+    switch: str
     gbps: float | None
     rail: int
 
