@@ -134,14 +134,20 @@ def check(file: Annotated[Path, typer.Argument(help="topology.conf to validate."
     except InputProblem as exc:
         typer.echo(str(exc), err=True)
         exit_with(ExitCode.ERROR)
-    problems = check_topology(text, str(file))
+    found = check_topology(text, str(file), warnings=True)
+    problems = tuple(p for p in found if p.severity == "error")
+    # what slurmctld accepts but only logs (docs/topology.md "Conformance"): shown, not fatal
+    warnings = [{"line": p.line, "field": p.field, "switch": p.switch, "message": p.message}
+                for p in found if p.severity != "error"]
+    for line in cap_list((f"warning: {p}" for p in found if p.severity != "error"), 20):
+        typer.echo(line, err=True)
     if not problems and not parse_topology(text, str(file)).nodes:
         problems = (Problem(str(file), None, None, _NO_NODES),)
     if problems:
         if as_json:  # capped like the text: a 50 MB file of repeats must not become 50 MB of JSON
             emit({"path": str(file), "ok": False, "problems_count": len(problems),
-                  "problems": [{"path": p.path, "line": p.line, "field": p.field,
-                                "message": p.message} for p in problems[:100]]}, True, "")
+                  "problems": [{"path": p.path, "line": p.line, "field": p.field, "switch": p.switch,
+                                "message": p.message} for p in problems[:100]], "warnings": warnings[:100]}, True, "")
         for line in cap_list((str(p) for p in problems), 20):
             typer.echo(line, err=True)
         typer.echo(f"{file}: {len(problems)} problem(s)", err=True)
@@ -150,7 +156,7 @@ def check(file: Annotated[Path, typer.Argument(help="topology.conf to validate."
     count = len(conf.switches) if conf.kind == "tree" else len(conf.blocks)
     noun = "switches" if conf.kind == "tree" else "blocks"
     emit({"path": str(file), "ok": True, "kind": conf.kind, noun: count, "nodes": len(conf.nodes),
-          "problems": []}, as_json,
+          "problems": [], "warnings": warnings[:100]}, as_json,
          f"{file}: ok (topology/{conf.kind}, {count} {noun}, {len(conf.nodes)} nodes)")
 
 
