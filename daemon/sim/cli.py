@@ -81,8 +81,8 @@ def policy_for(name: str, type_blind: bool, rules: SpotRules) -> registry.Policy
     if "hetero" in fields:
         params["hetero"] = not type_blind
     elif type_blind:
-        raise ConfigError(f"--type-blind: policy {name} is type-blind already (only "
-                          "default and fifo place by GPU type)")
+        raise ConfigError(f"--type-blind: policy {name} is type-blind already (it places as "
+                          "Slurm does; the others place by GPU type)")
     if "spot" in fields:
         params["spot"] = rules
     return registry.get(name, **params)

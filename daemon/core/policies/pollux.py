@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from railgang.daemon.core import hetero
 from railgang.daemon.core.elastic import fill_by_marginal_gain
 from railgang.daemon.core.job import Job
 from railgang.daemon.core.policy import Plan, regrow_targets, want
@@ -53,6 +54,8 @@ class Pollux:
     name = "pollux"
     p: float = 0.5  # fairness knob: 1 = max total relative goodput, smaller = fairer
     lock_after_s: float = 6 * 3600.0  # running this long → size locked (steady state)
+    hetero: bool = True  # several GPU pools: place by per-type throughput (hetero.aware); False =
+    # type-blind
 
     def utility(self, job: Job, k: int) -> float:
         base = goodput(job, job.min_replicas)
@@ -80,7 +83,8 @@ class Pollux:
         order += [want(j.job_id, j.replicas, j.min_replicas) for j in queue if j.job_id not in alloc]
         targets = regrow_targets(snapshot)  # locked jobs keep their size or regrow to the request
         targets.update({i: alloc[i] for i in alloc if i in snapshot.running})
-        return Plan(order=tuple(order), mode="greedy", targets=targets, sized=True)
+        plan = Plan(order=tuple(order), mode="greedy", targets=targets, sized=True)
+        return hetero.aware(plan, snapshot) if self.hetero else plan
 
     def _grow(self, members: list[str], alloc: dict[str, int], jobs: dict[str, Job], capacity: int) -> int:
         return fill_by_marginal_gain(

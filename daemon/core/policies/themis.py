@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from railgang.daemon.core import hetero
 from railgang.daemon.core.elastic import fill_by_marginal_gain
 from railgang.daemon.core.job import Job
 from railgang.daemon.core.policy import Plan, want
@@ -72,6 +73,8 @@ def rho(job: Job, now: float, replicas: int, n_jobs: int, cluster_gpus: int) -> 
 class Themis:
     name = "themis"
     fairness: float = 0.8  # Themis f: the top (1 − f) of jobs by ρ bid in this round
+    hetero: bool = True  # several GPU pools: place by per-type throughput (hetero.aware); False =
+    # type-blind
 
     def plan(self, snapshot: Snapshot, now: float) -> Plan:
         total, free = snapshot.total_gpus, snapshot.free_gpus
@@ -86,7 +89,8 @@ class Themis:
             free -= sum(alloc[j.job_id] * j.replica_gpus for j in offered if j.job_id in alloc)
             order += [want(j.job_id, alloc[j.job_id], j.min_replicas) for j in offered if j.job_id in alloc]
             order += [want(j.job_id, j.replicas, j.min_replicas) for j in ranked if j.job_id not in alloc]
-        return Plan(order=tuple(order), mode="greedy")  # running elastic jobs grow into spare GPUs
+        plan = Plan(order=tuple(order), mode="greedy")  # running elastic jobs grow into spare GPUs
+        return hetero.aware(plan, snapshot) if self.hetero else plan
 
     @staticmethod
     def auction(bidders: list[Job], free: int, now: float, n: int, total: int) -> dict[str, int]:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import bisect
 from dataclasses import dataclass
 
+from railgang.daemon.core import hetero
 from railgang.daemon.core.job import Job
 from railgang.daemon.core.policy import Plan, regrow_targets, want
 from railgang.daemon.core.snapshot import Snapshot
@@ -36,6 +37,8 @@ class Tiresias:
     name = "tiresias"
     thresholds_gpu_h: tuple[float, ...] = (1.0, 10.0, 100.0)
     promote_after_s: float = 4 * 3600.0  # starvation guard: waited this long → queue 0
+    hetero: bool = True  # several GPU pools: place by per-type throughput (hetero.aware); False =
+    # type-blind
 
     def queue(self, job: Job, now: float) -> int:
         if now - queued_since(job) >= self.promote_after_s:
@@ -44,7 +47,7 @@ class Tiresias:
 
     def plan(self, snapshot: Snapshot, now: float) -> Plan:
         keyed = sorted((self.queue(j, now), queued_since(j), j.job_id, j) for j in snapshot.pending)
-        return Plan(
+        plan = Plan(
             order=tuple(want(j.job_id, j.replicas, level=q) for q, _, _, j in keyed),
             mode="greedy",
             targets=regrow_targets(snapshot),
@@ -52,6 +55,7 @@ class Tiresias:
                     for r in snapshot.running.values()},
             preempt_within_class=True,
         )
+        return hetero.aware(plan, snapshot) if self.hetero else plan
 
 
 POLICY = Tiresias

@@ -143,7 +143,7 @@ def test_cli_mixed_cluster_reports_pools_and_cost(tmp_path: Path) -> None:
     assert set(data["pools"]) == {"v100:on-demand", "k80:spot"}
     assert data["by_tier"]["on-demand"]["gpu_h"] > 0 and data["cost_usd"] > 0
     blind = CliRunner().invoke(app, ["sim", "--trace", str(trace), "--gpus", "v100=4",
-                                     "--gpus-per-node", "4", "--policy", "tiresias",
+                                     "--gpus-per-node", "4", "--policy", "slurm",
                                      "--type-blind", "--quiet"])
     assert blind.exit_code != 0 and "type-blind already" in str(blind.exception)
     bad = CliRunner().invoke(app, ["sim", "--trace", str(trace), "--gpus", "v100=5",
