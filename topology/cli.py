@@ -387,11 +387,13 @@ def discover(
     made_up = [g for g in tree if not g.members]
     notes = [f"{len(g.switches)} top switch groups have no common switch above them; joined under a "
              f"made-up {g.name!r}" for g in made_up]
-    if output is not None:
-        output.write_text(conf, encoding="utf-8")
     data = facts_json(facts, tree)
-    if facts_out is not None:
-        facts_out.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+    for path, text in ((output, conf), (facts_out, json.dumps(data, indent=2) + "\n")):
+        if path is not None:
+            try:
+                path.write_text(text, encoding="utf-8")
+            except OSError as exc:
+                raise InputError(f"cannot write: {exc.strerror or exc}", path=str(path)) from exc
     if as_json:
         summary = {k: v for k, v in data.items() if k not in ("nodes", "switches")}
         summary["notes"] = notes

@@ -103,6 +103,11 @@ def test_bad_inputs_are_one_line_exit_1(tmp_path: Path, capture: str | None, nam
     assert "\n" not in str(exc)
 
 
+def test_an_unwritable_output_is_one_line(tmp_path: Path) -> None:
+    code, _, _, exc = _run(str(DATA / "infiniband_exporter-test.ports"), "-o", str(tmp_path / "no" / "such" / "t.conf"))
+    assert code == 1 and isinstance(exc, InputError) and "cannot write: No such file or directory" in str(exc)
+
+
 def test_dev_zero_is_refused_without_reading_it_all() -> None:
     code, _, _, exc = _run("/dev/zero")
     assert code == 1 and isinstance(exc, InputError) and "line longer than 64 KiB" in str(exc)
