@@ -147,3 +147,26 @@ def test_big_memory_jobs_land_only_on_the_a100_pool_and_small_work_backfills_the
     assert nodes_of(slurm, waiting)[0] in A100
     fields = slurm.show(waiting)
     assert fields["ExcNodeList"] == "n[05-08]" and "needs=gpumem>=40G" in fields["AdminComment"]
+
+
+def test_the_daemon_rewrites_the_fleet_file_when_a_node_changes(
+        slurm: Cluster, daemon: Callable[[], Daemon]) -> None:
+    """A V100 node gains NVLink in Slurm (features changed by an admin): within a cycle the daemon
+    rewrites the fleet file, and job_submit.lua's next answer follows it."""
+    fleet = slurm.cluster.spec.gpu_fleet_file
+    before = fleet.read_text()
+    daemon()
+    feats = "gpumem_32g,eth,nvlink"
+    slurm.sl("scontrol", "update", "nodename=n08", f"AvailableFeatures={feats}", f"ActiveFeatures={feats}")
+    try:
+        wait_for(lambda: "n08 nodes=1 gpus=8 type=v100 gpumem=32 nvlink=1 net=eth" in fleet.read_text(),
+                 20, "the daemon to rewrite the fleet file")
+        assert "n[05-07] nodes=3 gpus=8 type=v100 gpumem=32 nvlink=0" in fleet.read_text()
+        res = slurm.sl("sbatch", "--account=team-a", "--gres=gpu:8", "--hold", "--output=/dev/null",
+                       "--parsable", "--rg-needs=type=v100,nvlink", "--wrap=true")
+        slurm.jobs.append(res.stdout.strip())
+        assert slurm.show(slurm.jobs[-1])["ExcNodeList"] == "n[01-07]"
+    finally:
+        feats = "gpumem_32g,eth"
+        slurm.sl("scontrol", "update", "nodename=n08", f"AvailableFeatures={feats}", f"ActiveFeatures={feats}")
+        wait_for(lambda: fleet.read_text() == before, 20, "the fleet file to be restored")
