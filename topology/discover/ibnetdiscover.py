@@ -34,6 +34,9 @@ from railgang.topology.inputs import InputProblem
 __all__ = ["MAX_SKIPPED", "Device", "Discovery", "Link", "link_gbps", "normal_guid", "parse_ibnetdiscover"]
 
 MAX_SKIPPED = 100  # 50 MB of garbage lines must not become a list of a million line numbers
+# Give up once this many lines were not understood and they outnumber what was, ten to one: an
+# endless stream of text (`yes | railgang topology discover -`) ends in a second, not in minutes.
+_GIVE_UP = 10_000
 
 # Gb/s per lane as the IBTA names them (FDR10 is FDR signalling at QDR's data rate).
 _LANE_GBPS = {"SDR": 2.5, "DDR": 5.0, "QDR": 10.0, "FDR10": 10.0, "FDR": 14.0, "EDR": 25.0,
@@ -125,6 +128,9 @@ class _Builder:
         self.skipped_count += 1
         if len(self.skipped) < MAX_SKIPPED:
             self.skipped.append(number)
+        if self.skipped_count >= _GIVE_UP and self.skipped_count > 10 * (len(self.devices) + len(self.links)):
+            raise InputProblem(f"{self.skipped_count:,} lines are not ibnetdiscover output (the first is line "
+                               f"{self.skipped[0]}); is this the right file?", path=self.path, line=number)
 
     def device(self, guid: str, kind: str, description: str, ports: int, line: int) -> None:
         old = self.devices.get(guid)

@@ -86,3 +86,17 @@ def test_link_rates(width: str, speed: str, gbps: float | None) -> None:
 
 def test_guids_are_normalised() -> None:
     assert normal_guid("0x8f10400411a08") == normal_guid("0008F10400411A08") == "0008f10400411a08"
+
+
+def test_endless_text_gives_up_early() -> None:
+    """`yes | railgang topology discover -`: refused after 10,000 lines, not after 256 MiB."""
+    def endless():  # type: ignore[no-untyped-def]
+        yield 1, 'Switch\t2 "S-00000000000000e1"\t\t# "leaf1" enhanced port 0 lid 1 lmc 0'
+        n = 1
+        while True:
+            n += 1
+            yield n, "y"
+
+    with pytest.raises(InputProblem, match="10,000 lines are not ibnetdiscover output") as info:
+        parse_ibnetdiscover(endless(), "stdin")
+    assert info.value.line == 10_001
