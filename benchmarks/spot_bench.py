@@ -4,8 +4,9 @@ Replays a Philly VC (or the first ``--limit`` jobs of the merged trace) with ``r
 --gpus TYPE=N,TYPE:spot=N`` — an on-demand pool beside a spot pool of the same GPU type — at each
 ``--rates`` (spot reclaims per node per day), once with the core's cost-aware routing (spot only
 while a job's predicted interruptions stay at or under ``--max-per-day`` and its C_eff is below
-on-demand) and once ``--spot-cost-blind`` (spot whenever it is free), plus an all-on-demand
-cluster of the same size as the reference. Prints a Markdown table: mean JCT, makespan, total
+on-demand), once ``--spot-cost-blind`` (spot whenever it is free), and on an all-spot cluster
+of the same size, plus an all-on-demand cluster of that size as the reference (``--runs`` picks
+some of ``ondemand,aware,blind,allspot``). Prints a Markdown table: mean JCT, makespan, total
 cost and the share paid to spot, spot interruptions, GPU-hours lost.
 
     .venv/bin/python benchmarks/spot_bench.py --vc 6c71a0 --gpus v100=64,v100:spot=64 \\
@@ -67,6 +68,7 @@ def main() -> None:
     ap.add_argument("--limit", type=int, default=None)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json", type=Path, default=None)
+    ap.add_argument("--runs", default="ondemand,aware,blind,allspot")
     args = ap.parse_args()
     root = philly_dir()
     rows: list[dict[str, Any]] = []
@@ -79,15 +81,20 @@ def main() -> None:
             shutil.copy(root / "simulation_throughputs.json", trace)
         total = sum(int(p.split("=")[1]) for p in args.gpus.split(","))
         gpu_type = args.gpus.split(",")[0].split("=")[0].split(":")[0]
-        rows.append(row(f"all on-demand ({gpu_type}={total})",
-                        sim(trace, f"{gpu_type}={total}", args, [])))
-        print(json.dumps(rows[-1]), file=sys.stderr)
+        runs = set(args.runs.split(","))
+        if "ondemand" in runs:
+            rows.append(row(f"all on-demand ({gpu_type}={total})",
+                            sim(trace, f"{gpu_type}={total}", args, [])))
+            print(json.dumps(rows[-1]), file=sys.stderr)
         for rate in (float(r) for r in args.rates.split(",")):
-            for blind in (False, True):
-                extra = ["--spot-rate", str(rate)] + (["--spot-cost-blind"] if blind else [])
-                label = f"{rate:g}/node-day, {'spot whenever free' if blind else 'cost-aware'}"
-                rows.append(row(label, sim(trace, args.gpus, args, extra)))
-                print(json.dumps(rows[-1]), file=sys.stderr)
+            for kind, gpus, extra, label in (
+                    ("aware", args.gpus, [], f"{args.gpus}, cost-aware"),
+                    ("blind", args.gpus, ["--spot-cost-blind"], f"{args.gpus}, spot whenever free"),
+                    ("allspot", f"{gpu_type}:spot={total}", [], f"all spot ({gpu_type}:spot={total})")):
+                if kind in runs:
+                    rows.append(row(f"{rate:g}/node-day: {label}",
+                                    sim(trace, gpus, args, ["--spot-rate", str(rate), *extra])))
+                    print(json.dumps(rows[-1]), file=sys.stderr)
     print("| run | finished | mean JCT (h) | makespan (h) | cost ($) | paid to spot | "
           "spot GPU-h | interruptions | GPU-h lost |")
     print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")

@@ -347,6 +347,7 @@ class UpgradeRules:
     margin: float = 1.5  # time saved must be at least margin × the move's cost
     restart_s: float = 60.0  # requeue + launch, on top of the job's checkpoint and restore
     max_per_cycle: int = 4
+    spot_rules: spot.SpotRules = dataclasses.field(default_factory=spot.SpotRules)  # onto spot
 
 
 def upgrade_phase(w: Work, plan: Plan, rules: UpgradeRules, budget: pre.PreemptionBudget) -> None:
@@ -377,8 +378,11 @@ def upgrade_phase(w: Work, plan: Plan, rules: UpgradeRules, budget: pre.Preempti
                 + run.work_since_checkpoint_s(now))
         for there in pools.nodes:
             r_there = type_rate(run.job, there[0])
-            if there == key or r_there <= r_here or there[1] != key[1]:
-                continue  # faster types of the same tier only (a tier change is a price change)
+            if there == key or r_there <= r_here:
+                continue
+            nodes = -(-run.gpus // max(1, pools.node_gpus[there]))
+            if not rules.spot_rules.allows(run.job, there, nodes, snap.tiers):
+                continue  # never onto spot that routing would refuse it
             saving = left / r_here - (left / r_there + cost)
             if saving >= rules.margin * cost:
                 cands.append((-saving, run.job_id, there, run))
