@@ -87,7 +87,7 @@ def run_gavel(gavel_dir: Path, trace: Path, policy: str, spec: dict[str, int], p
     import scheduler  # type: ignore[import-not-found]  # Gavel's, from GAVEL_DIR
     import utils  # type: ignore[import-not-found]
 
-    logging.disable(logging.INFO)  # Gavel logs every micro-task: gigabytes for one VC
+    logging.disable(logging.WARNING)  # Gavel logs every micro-task: gigabytes for one VC
     jobs, arrivals = utils.parse_trace(str(trace))
     sched = scheduler.Scheduler(utils.get_policy(policy, solver="ECOS", seed=seed),
                                 throughputs_file=str(gavel_dir / "simulation_throughputs.json"),
