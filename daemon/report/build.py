@@ -48,8 +48,8 @@ def _pct(part: float | None, whole: float) -> float | None:
 def team_rows(inputs: ReportInputs) -> list[TeamRow]:
     hours = (inputs.until - inputs.since) / 3600
     used_type: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
-    for g in inputs.segments:
-        used_type[g.team][g.gpu_type] += g.gpus
+    for seg in inputs.segments:
+        used_type[seg.team][seg.gpu_type] += seg.gpus
     reserved = sorted(v for (_, cap), v in inputs.rates.items() if cap == "reserved")
     rows = []
     by_team = {r["team"]: r for r in inputs.usage_team}
@@ -77,8 +77,8 @@ def team_rows(inputs: ReportInputs) -> list[TeamRow]:
 
 def top_jobs(inputs: ReportInputs, n: int) -> list[JobRow]:
     last: dict[str, Seg] = {}
-    for g in inputs.segments:
-        last[g.job] = g
+    for seg in inputs.segments:
+        last[seg.job] = seg
     rows = sorted(inputs.usage_job, key=lambda r: (-r["gpu_seconds"], r["job"]))[:n]
     out = []
     for r in rows:

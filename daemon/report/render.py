@@ -28,9 +28,11 @@ _COLUMNS: dict[str, tuple[str, ...]] = {
 
 
 def _rows(report: Report, table: str) -> list[dict[str, Any]]:
-    items = {"teams": report.teams, "jobs": report.top_jobs, "pools": report.pools,
-             "queue": report.queue, "anomalies": report.anomalies}[table]
-    return [asdict(x) for x in items]  # type: ignore[call-overload]
+    tables: dict[str, list[Any]] = {
+        "teams": list(report.teams), "jobs": list(report.top_jobs), "pools": list(report.pools),
+        "queue": list(report.queue), "anomalies": list(report.anomalies)}
+    items = tables[table]
+    return [asdict(x) for x in items]
 
 
 def _cell(v: Any) -> Any:

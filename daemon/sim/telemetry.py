@@ -22,11 +22,11 @@ import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
 import hostlist
 import numpy as np
-from sqlalchemy import Engine, insert, select
+from sqlalchemy import Engine, Table, insert, select
 
 from railgang.daemon.core.policy import Policy
 from railgang.daemon.sim.backend import SimBackend
@@ -126,14 +126,15 @@ def simulate_with_ledger(jobs: Sequence[TraceJob], policy: Policy, fabric: Any, 
                                      max_pending=config.max_pending)
     del old
     replay.run()
-    backend: _LoggingBackend = replay.backend  # type: ignore[assignment]
+    backend = replay.backend
+    assert isinstance(backend, _LoggingBackend)
     tiers = dict(getattr(config.sim, "node_tier", {}) or {})
     return (replay.result(time.perf_counter() - started),
             backend.segments + backend.still_open(), tiers)
 
 
 def _placer() -> Any:
-    from railgang.daemon.sim.engine import topology_placer
+    from railgang.daemon.core.gang import topology_placer
 
     return topology_placer
 
@@ -234,17 +235,19 @@ def write_ledger(engine: Engine, jobs: Sequence[TraceJob], result: RunResult,
                          "hints": f"tp{j.tp},pp{j.pp}", "state": state,
                          "submitted_at": datetime.fromtimestamp(epoch(j.submit_time), UTC)})
         for i in range(0, len(rows), _CHUNK):
-            s.execute(insert(Job.__table__), rows[i:i + _CHUNK])
+            s.execute(insert(_table(Job)), rows[i:i + _CHUNK])
         pk = {j: i for j, i in s.execute(select(Job.slurm_job_id, Job.id)
                                           .where(Job.cluster == cfg.cluster))}
         tj = {j.job_id: j for j in jobs}
-        seg_rows, step_rows, order = [], [], {}
+        seg_rows: list[dict[str, Any]] = []
+        step_rows: list[dict[str, Any]] = []
+        order: dict[str, int] = {}
         # per-GPU grid of sample times over the whole replay; idle GPUs report zeros
         times = np.arange(t0, end_t + cfg.interval_s, cfg.interval_s)
         grids = {(n, g): np.zeros((3, len(times))) for n in fabric.nodes
                  for g in range(fabric.facts(n).gpus)}
-        for g in grids.values():
-            g[2, :] = 75.0  # idle power
+        for grid in grids.values():
+            grid[2, :] = 75.0  # idle power
         for seg in sorted(segments, key=lambda x: (x.job_id, x.start)):
             job = tj[seg.job_id]
             kind, mem_share = job_profile(cfg, seg.job_id)
@@ -281,12 +284,16 @@ def write_ledger(engine: Engine, jobs: Sequence[TraceJob], result: RunResult,
                 step_rows.append({"job_id": pk[seg.job_id], "t_epoch": epoch(float(t)),
                                   "step_s": round(1.0 / share, 4), "compute_s": 1.0})
         for i in range(0, len(seg_rows), _CHUNK):
-            s.execute(insert(UsageRecord.__table__), seg_rows[i:i + _CHUNK])
+            s.execute(insert(_table(UsageRecord)), seg_rows[i:i + _CHUNK])
         for i in range(0, len(step_rows), _CHUNK):
-            s.execute(insert(StepTiming.__table__), step_rows[i:i + _CHUNK])
+            s.execute(insert(_table(StepTiming)), step_rows[i:i + _CHUNK])
         samples = _store_grid(s, grids, [epoch(float(t)) * 1000 for t in times])
     return LedgerStats(len(rows), len(seg_rows), samples, len(step_rows), epoch(t0),
                        epoch(end_t))
+
+
+def _table(model: Any) -> Table:
+    return cast(Table, model.__table__)
 
 
 def _store_grid(s: Any, grids: dict[tuple[str, int], np.ndarray], at_ms: list[int]) -> int:
@@ -299,11 +306,11 @@ def _store_grid(s: Any, grids: dict[tuple[str, int], np.ndarray], at_ms: list[in
                       "mem_used_mib": m, "power_w": p}
                      for t, u, m, p in zip(at_ms, sm, mem, power, strict=True))
         if len(batch) >= _CHUNK:
-            s.execute(insert(GpuSample.__table__), batch)
+            s.execute(insert(_table(GpuSample)), batch)
             count += len(batch)
             batch = []
     if batch:
-        s.execute(insert(GpuSample.__table__), batch)
+        s.execute(insert(_table(GpuSample)), batch)
         count += len(batch)
     return count
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response
@@ -28,7 +28,7 @@ Table = Annotated[str, Query(pattern="^(all|" + "|".join(TABLES) + ")$",
                              description="with format=csv: one table, or all in long form")]
 _MEDIA = {"html": "text/html; charset=utf-8", "json": "application/json",
           "csv": "text/csv; charset=utf-8"}
-_DOC = {200: {"content": {m: {} for m in _MEDIA.values()},
+_DOC: dict[int | str, dict[str, Any]] = {200: {"content": {m: {} for m in _MEDIA.values()},
               "description": "the report as HTML, JSON or CSV"}}
 
 

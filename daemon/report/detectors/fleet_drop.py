@@ -18,8 +18,8 @@ from railgang.daemon.report.config import DetectorThresholds
 from railgang.daemon.report.detectors.base import Anomaly
 
 
-def bin_series(t: Sequence[float], v: Sequence[float], bin_s: float) -> tuple[np.ndarray,
-                                                                             np.ndarray]:
+def bin_series(t: Sequence[float] | np.ndarray, v: Sequence[float] | np.ndarray,
+               bin_s: float) -> tuple[np.ndarray, np.ndarray]:
     """Mean of ``v`` per bin of ``bin_s`` seconds (bins without samples left out)."""
     ta, va = np.asarray(t, dtype=np.float64), np.asarray(v, dtype=np.float64)
     if not len(ta):
