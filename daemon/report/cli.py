@@ -1,7 +1,7 @@
 """``railgang report --date D --out DIR [--json]``: build one day's utilisation report.
 
-Exit codes (docs/cli.md): 0 written; 1 a malformed date or an unwritable ``--out``; 3 the day
-has no data in the ledger; 4 the database is not reachable/migrated (``db upgrade``).
+Exit codes (docs/cli.md): 0 written; 1 a malformed date, an unwritable ``--out``, or a database
+that is unreachable or not at head (``railgang db upgrade``); 3 the day has no data.
 """
 
 from __future__ import annotations

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
 from sqlalchemy import Engine
@@ -117,3 +118,22 @@ def test_day_without_data(engine: Engine) -> None:
     Ledger(engine).team("a", 8)
     with pytest.raises(NoReportData, match="no ledger segments or telemetry for 2026-11-26"):
         build(engine)
+
+
+def test_thresholds_from_the_config_file(tmp_path: Path) -> None:
+    from railgang.daemon.config import load_settings
+    from railgang.daemon.errors import ConfigError
+
+    good = tmp_path / "railgang.toml"
+    good.write_text('[report]\ndir = "/srv/reports"\npool_gpus = { h100 = 512 }\n'
+                    "[report.thresholds]\nzombie_min_s = 300\nstarved_sd_pct = 25\n")
+    r = load_settings(good).report
+    assert r.thresholds.zombie_min_s == 300 and r.thresholds.starved_sd_pct == 25
+    assert r.thresholds.surge_ratio == 3.0 and r.pool_gpus == {"h100": 512}
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[report.thresholds]\nzombie_minutes = 5\n")
+    with pytest.raises(ConfigError, match=r"report\.thresholds\.zombie_minutes: unknown key"):
+        load_settings(bad)
+    bad.write_text("[report.thresholds]\nsurge_ratio = 0.5\n")
+    with pytest.raises(ConfigError, match=r"report\.thresholds\.surge_ratio"):
+        load_settings(bad)
