@@ -203,6 +203,10 @@ def main() -> int:
                     help="daemon.leaf_wait_s (railgang mode; default: the daemon's default)")
     ap.add_argument("--leaf-holds", type=int, default=None, help="daemon.leaf_holds (railgang mode)")
     args = ap.parse_args()
+    if not 0.0 <= args.occupancy < 1.0:
+        ap.error(f"--occupancy {args.occupancy}: give the busy share of GPUs, 0 <= F < 1")
+    if args.states < 1:
+        ap.error(f"--states {args.states}: give at least 1")
     spec = ClusterSpec(dir=args.dir, nodes=64, gpus_per_node=8, nodes_per_leaf=8,
                        slurmctld_port=args.port_base, slurmdbd_port=args.port_base + 2,
                        mariadb_port=args.port_base - 511, slurmd_base_port=args.port_base + 83)

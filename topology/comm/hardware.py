@@ -61,7 +61,6 @@ class GpuSpec:
     nvlink_line_gbps: float      # per link, per direction, GB/s (NVLink 3 and 4: 25)
     nccl_gbps_per_link: float    # NCCL topo.h SMxx_NVLINK_BW
     pcie_gen: int                # host interface (A100: Gen4, H100/H200: Gen5), x16
-    nvswitch_hop_us: float = 0.0  # NVSwitch traversal is inside NCCL's NVLink hwLat
 
     @property
     def nvlink_gbps(self) -> float:

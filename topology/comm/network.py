@@ -18,7 +18,7 @@ filling), each capped by what the GPUs themselves can move.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from railgang.topology.comm.hardware import CommParams
 from railgang.topology.fabric import Fabric
@@ -38,7 +38,8 @@ class Flows:
     ``usage`` counts the edges crossing each link; ``cap`` bounds the per-edge rate (GB/s) by
     what the GPUs can move (NVLink, or the NIC for one channel); ``channels`` is how many
     parallel edges leave each node, so the collective's bus bandwidth is ``channels x rate``.
-    ``nodes`` and ``ranks`` size the algorithm; ``max_switch_hops`` adds switch latency.
+    ``nodes`` and ``ranks`` size the algorithm; ``max_switch_hops`` adds switch latency;
+    ``pxn_hops`` counts ring hops NCCL's PXN moved onto the receiver's rail.
     """
 
     usage: Mapping[LinkKey, int]
@@ -49,7 +50,6 @@ class Flows:
     ranks_per_node: int
     max_switch_hops: int = 0
     pxn_hops: int = 0
-    notes: tuple[str, ...] = field(default=())
 
 
 def nic_of(fabric: Fabric, params: CommParams, gpu: Gpu) -> int:
@@ -143,7 +143,7 @@ def ring_flows(fabric: Fabric, gpus: Sequence[Gpu], params: CommParams) -> Flows
     channels = min(len(v) for v in order.values())
     usage: dict[LinkKey, int] = {}
     hops_max = pxn_hops = 0
-    ring = [nd for nd in nodes]
+    ring = list(nodes)
     m = len(ring)
     for k in range(channels):
         for i in range(m):
