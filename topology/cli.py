@@ -9,6 +9,7 @@ placed now (the reason is printed, it is not an error). Exit codes: ``railgang.d
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -160,6 +161,15 @@ def check(file: Annotated[Path, typer.Argument(help="topology.conf to validate."
          f"{file}: ok (topology/{conf.kind}, {count} {noun}, {len(conf.nodes)} nodes)")
 
 
+def _compact(names: Iterable[str]) -> str:
+    """``gpu[001-004]``; names python-hostlist cannot compress (slurmctld accepts ``n]``) as a list."""
+    listed = list(names)
+    try:
+        return str(hostlist.collect_hostlist(listed))
+    except hostlist.BadHostlist:
+        return ",".join(listed)
+
+
 def _show_json(fabric: Fabric, conf: TopologyConf) -> dict[str, Any]:
     switches = []
     for sw in fabric.switches:
@@ -167,7 +177,7 @@ def _show_json(fabric: Fabric, conf: TopologyConf) -> dict[str, Any]:
         switches.append({
             "name": sw, "level": fabric.height(sw), "parent": fabric.parent(sw),
             "children": list(fabric.children(sw)),
-            "nodes": hostlist.collect_hostlist(list(fabric.direct_nodes(sw))) if fabric.direct_nodes(sw) else "",
+            "nodes": _compact(fabric.direct_nodes(sw)) if fabric.direct_nodes(sw) else "",
             "node_count": len(under), "gpus": sum(fabric.facts(n).gpus for n in under),
         })
     return {"path": conf.path, "kind": conf.kind, "roots": list(fabric.roots), "depth": fabric.depth,
@@ -194,7 +204,7 @@ def show(
     def walk(sw: str, indent: int) -> None:
         under = fabric.nodes_under(sw)
         direct = fabric.direct_nodes(sw)
-        hosts = f": {hostlist.collect_hostlist(list(direct))}" if direct else ""
+        hosts = f": {_compact(direct)}" if direct else ""
         typer.echo(f"{'  ' * indent}{sw}  (level {fabric.height(sw)}, {len(under)} nodes, "
                    f"{sum(fabric.facts(n).gpus for n in under)} GPUs){hosts}")
         for kid in fabric.children(sw):
@@ -515,7 +525,7 @@ def place(
         return
     leaves = sorted({fabric.leaf_of(n) for n in result.gpus}, key=fabric.leaves.index)
     typer.echo(f"placed {len(result.ranks)} GPUs ({result.job_class}) on {len(result.gpus)} node(s) "
-               f"under {result.scope or leaves[0]}: {hostlist.collect_hostlist(list(result.gpus))}")
+               f"under {result.scope or leaves[0]}: {_compact(result.gpus)}")
     typer.echo(f"leaves: {', '.join(leaves)}; cost {result.cost:g}; "
                f"modeled 1 GB all-reduce {seconds * 1e3:.1f} ms")
     if not explain:

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 import hostlist
 
-from railgang.topology.slurm_syntax import logical_lines, next_pair, parse_uint32, slurm_hostlist
+from railgang.topology.slurm_syntax import host_list, logical_lines, next_pair, parse_uint32
 
 __all__ = [
     "MAX_RANGE",
@@ -156,13 +156,7 @@ def _range_size(expr: str) -> int:
 
 
 def _slurm_hosts(expr: str) -> tuple[str, ...]:
-    """A topology.conf host list, as slurmctld expands it (ValueError when it refuses it)."""
-    try:
-        return slurm_hostlist(expr, MAX_RANGE)
-    except OverflowError as exc:
-        raise ValueError(str(exc)) from exc
-    except ValueError as exc:
-        raise ValueError(f"malformed host list {expr!r}: {exc}") from exc
+    return host_list(expr, MAX_RANGE)
 
 
 def parse_topology(text: str, path: str = "<string>") -> TopologyConf:

@@ -3,14 +3,16 @@
 
 Slurm 22.05 has no topology/block, so these rules are railgang's reading of the 23.11
 documentation, not checked against a slurmctld (the conformance test covers topology/tree only).
-The lexical rules are the same as for tree lines (``slurm_syntax``).
+The lexical rules are the same as for tree lines (``slurm_syntax``). ``conf`` imports this
+module only when a file has block lines, so importing ``conf`` here is no cycle.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from railgang.topology.slurm_syntax import next_pair
+from railgang.topology.conf import MAX_RANGE, BlockDef
+from railgang.topology.slurm_syntax import host_list, next_pair
 
 __all__ = ["parse_blocks"]
 
@@ -19,8 +21,6 @@ ErrorFn = Callable[..., None]  # _Report.error(line, field, message, switch=None
 
 def parse_blocks(lines: list[tuple[int, str]], error: ErrorFn) -> tuple[tuple[BlockDef, ...], tuple[int, ...]]:
     """Blocks and block sizes of the logical ``lines`` (all start with BlockName= or BlockSizes=)."""
-    from railgang.topology.conf import BlockDef, _slurm_hosts
-
     blocks: list[BlockDef] = []
     sizes: tuple[int, ...] = ()
     sizes_line: int | None = None
@@ -54,7 +54,7 @@ def parse_blocks(lines: list[tuple[int, str]], error: ErrorFn) -> tuple[tuple[Bl
                 continue
             seen.add(low)
             try:
-                nodes = _slurm_hosts(value)
+                nodes = host_list(value, MAX_RANGE)
             except ValueError as exc:
                 error(number, key, f"block {name!r}: {exc}", name)
         if "nodes" not in seen:
@@ -99,6 +99,3 @@ def _validate(blocks: list[BlockDef], sizes: tuple[int, ...], sizes_line: int | 
     if sizes and filled and sizes[0] > min(filled):
         error(sizes_line, "BlockSizes", f"base size {sizes[0]} is larger than the smallest block ({min(filled)} nodes)")
 
-
-if False:  # pragma: no cover - for the type checker only (conf imports this module lazily)
-    from railgang.topology.conf import BlockDef

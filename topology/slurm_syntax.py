@@ -24,6 +24,7 @@ __all__ = [
     "INFINITE",
     "SLURM_MAX_RANGE",
     "KeyValue",
+    "host_list",
     "logical_lines",
     "next_pair",
     "parse_uint32",
@@ -297,3 +298,13 @@ def slurm_hostlist(expr: str, cap: int) -> tuple[str, ...]:
         if not _push(names, prefix, ranges):
             raise ValueError(f"malformed prefix range in {tok!r}")
     return tuple(names.names)
+
+
+def host_list(expr: str, cap: int) -> tuple[str, ...]:
+    """``slurm_hostlist`` with one kind of error: ValueError saying what is wrong with ``expr``."""
+    try:
+        return slurm_hostlist(expr, cap)
+    except OverflowError as exc:
+        raise ValueError(str(exc)) from exc
+    except ValueError as exc:
+        raise ValueError(f"malformed host list {expr!r}: {exc}") from exc

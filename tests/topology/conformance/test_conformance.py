@@ -38,6 +38,24 @@ def test_railgang_agrees_with_recorded_slurmctld(case) -> None:  # type: ignore[
     assert outcome.agree, f"{case.why}: {'; '.join(outcome.reasons)}"
 
 
+def test_show_and_place_take_every_file_slurmctld_accepts() -> None:
+    """What slurmctld accepts, railgang must also build a fabric from: node 'n]', empty leaves,
+    two parents, a node named like a switch, a 5,000-character name (no traceback, exit 0/1/3)."""
+    from typer.testing import CliRunner
+
+    from railgang.daemon.cli import app
+    from railgang.daemon.errors import InputError
+
+    runner = CliRunner()
+    for case in CASES:
+        if not case.verdict.accepted:
+            continue
+        for args in (["topology", "show", "--json"], ["place", "--gpus", "8", "-t"]):
+            res = runner.invoke(app, [*args, str(case.path)])
+            assert res.exit_code in (0, 1, 3), (case.name, args, res.output)
+            assert res.exception is None or isinstance(res.exception, (SystemExit, InputError)), (case.name, res.exception)
+
+
 @pytest.mark.slurm
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
 def test_recorded_verdicts_hold_on_live_slurmctld(case, slurmctld_oracle: SlurmctldOracle) -> None:  # type: ignore[no-untyped-def]
