@@ -26,6 +26,7 @@ Gavel's own driver on it).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import os
@@ -93,8 +94,9 @@ def run_gavel(gavel_dir: Path, trace: Path, policy: str, spec: dict[str, int], p
                                 throughputs_file=str(gavel_dir / "simulation_throughputs.json"),
                                 simulate=True, seed=seed, time_per_iteration=round_s)
     started = time.perf_counter()
-    sched.simulate(spec, arrivals, jobs,
-                   num_gpus_per_server={t: per_node for t in TYPES})
+    with contextlib.redirect_stdout(sys.stderr):  # Gavel prints its totals; our table is stdout
+        sched.simulate(spec, arrivals, jobs,
+                       num_gpus_per_server={t: per_node for t in TYPES})
     wall = time.perf_counter() - started
     jcts = [v for v in sched._job_completion_times.values() if v is not None]
     end = sched.get_current_timestamp()
