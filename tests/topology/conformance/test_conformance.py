@@ -48,7 +48,7 @@ def test_show_and_place_take_every_file_slurmctld_accepts() -> None:
 
     runner = CliRunner()
     for case in CASES:
-        if not case.verdict.accepted:
+        if not case.verdict.accepted or case.name == "max":  # 65,536 nodes: 16 s, covered by the parser tests
             continue
         for args in (["topology", "show", "--json"], ["place", "--gpus", "8", "-t"]):
             res = runner.invoke(app, [*args, str(case.path)])
