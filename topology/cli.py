@@ -372,7 +372,7 @@ def discover(
     node_name_map: Annotated[Path | None, typer.Option(
         "--node-name-map", help="GUID -> name map (OpenSM format) for devices with vendor descriptions.")] = None,
     rail_map: Annotated[Path | None, typer.Option(
-        "--rail-map", help="Node facts: host list -> HCA -> rail (JSON or TOML).")] = None,
+        "--rail-map", help="Node facts: host list -> HCA -> rail (JSON, TOML or YAML).")] = None,
     output: Annotated[Path | None, typer.Option("--output", "-o", help="Write topology.conf here (default: stdout).")] = None,
     facts_out: Annotated[Path | None, typer.Option("--facts-out", help="Write the fabric facts (JSON) here.")] = None,
     strict: Annotated[bool, typer.Option("--strict", help="Exit 1 when anything could not be classified.")] = False,

@@ -9,7 +9,7 @@ Node name map (``infiniband-diags/man/common/sec_node-name-map.rst``)::
     0x506b4b03003fa9b6 "node018 HCA-1"
     H-003048c74e4a0000 x5570comp1      (also read: GUID with a type prefix, bare name)
 
-Rail map, JSON or TOML (by suffix), host lists allowed, ``"*"`` for every node::
+Rail map, JSON, TOML or YAML (by suffix), host lists allowed, ``"*"`` for every node::
 
     {"*": {"mlx5_0": 0, "mlx5_3": 1, "mlx5_4": 2, "mlx5_5": 3},
      "gpu[001-004]": {"mlx5_0": 0, "mlx5_1": 1}}
@@ -22,6 +22,9 @@ import re
 import tomllib
 from collections.abc import Mapping
 from types import MappingProxyType
+from typing import Any
+
+import yaml
 
 from railgang.topology.conf import expand_hosts
 from railgang.topology.discover.ibnetdiscover import normal_guid
@@ -53,14 +56,24 @@ def parse_node_name_map(text: str, path: str) -> dict[str, str]:
     return out
 
 
-def parse_rail_map(text: str, path: str) -> RailMap:
-    """Node -> HCA -> rail from JSON or TOML; every rail a non-negative integer."""
-    toml = path.endswith(".toml")
+def _load(text: str, path: str) -> Any:
+    kind = "TOML" if path.endswith(".toml") else "YAML" if path.endswith((".yaml", ".yml")) else "JSON"
     try:
-        data = tomllib.loads(text) if toml else json.loads(text)
-    except (tomllib.TOMLDecodeError, json.JSONDecodeError) as exc:
-        raise InputProblem(f"not valid {'TOML' if toml else 'JSON'}: {exc}", path=path,
-                           line=getattr(exc, "lineno", None)) from exc
+        if kind == "TOML":
+            return tomllib.loads(text)
+        if kind == "YAML":
+            return yaml.safe_load(text)
+        return json.loads(text)
+    except (tomllib.TOMLDecodeError, json.JSONDecodeError, yaml.YAMLError) as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = getattr(exc, "lineno", None) or (mark.line + 1 if mark is not None else None)
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise InputProblem(f"not valid {kind}: {first}", path=path, line=line) from exc
+
+
+def parse_rail_map(text: str, path: str) -> RailMap:
+    """Node -> HCA -> rail from JSON, TOML or YAML; every rail a non-negative integer."""
+    data = _load(text, path)
     if not isinstance(data, dict) or not data:
         raise InputProblem('expected a table of host list -> {HCA: rail}, e.g. {"*": {"mlx5_0": 0}}', path=path)
     out: dict[str, Mapping[str, int]] = {}

@@ -33,17 +33,19 @@ def test_rail_maps() -> None:
     rails = parse_rail_map('{"*": {"mlx5_0": 0}, "gpu[001-002]": {"mlx5_0": 3}}', "r.json")
     assert rails["gpu002"]["mlx5_0"] == 3 and rails["*"]["mlx5_0"] == 0
     assert parse_rail_map('["gpu001"]\nmlx5_0 = 1\n', "r.toml")["gpu001"]["mlx5_0"] == 1
+    assert parse_rail_map('"gpu[001-002]":\n  mlx5_0: 0\n  mlx5_3: 1\n', "r.yaml")["gpu002"]["mlx5_3"] == 1
 
 
 @pytest.mark.parametrize(("text", "path", "needle"), [
     ("{", "r.json", "not valid JSON"),
     ("[x", "r.toml", "not valid TOML"),
+    ("a: [1\n", "r.yml", "not valid YAML"),
     ("[]", "r.json", "expected a table"),
     ('{"gpu1": {}}', "r.json", "must map HCA names to rails"),
     ('{"gpu1": {"mlx5_0": -1}}', "r.json", "non-negative integer"),
     ('{"gpu1": {"mlx5_0": true}}', "r.json", "non-negative integer"),
     ('{"gpu[1-": {"mlx5_0": 0}}', "r.json", "host list"),
-], ids=["json", "toml", "not-a-table", "empty-entry", "negative", "bool", "bad-hosts"])
+], ids=["json", "toml", "yaml", "not-a-table", "empty-entry", "negative", "bool", "bad-hosts"])
 def test_bad_rail_maps(text: str, path: str, needle: str) -> None:
     with pytest.raises(InputProblem, match=needle):
         parse_rail_map(text, path)
