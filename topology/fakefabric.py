@@ -14,6 +14,7 @@ recoveries count, the state toggles), ``reset_counters`` (a reboot or ``perfquer
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -65,6 +66,8 @@ class FakeIBFabric:
         self.values: dict[tuple[str, int], dict[str, int]] = {}
         self.injections: dict[tuple[str, int], Injection] = {}
         self.garbage: dict[tuple[str, int, str], str] = {}
+        self._written: dict[Path, str] = {}  # what each file holds (only changes are written)
+        self._made: set[tuple[str, int]] = set()
         for node in fabric.nodes:
             for rail in range(fabric.facts(node).gpus):
                 self.values[(node, rail)] = dict.fromkeys(
@@ -172,17 +175,26 @@ class FakeIBFabric:
         return "\n".join(lines) + "\n"
 
     def write(self) -> None:
-        """Write every port's files (nothing without a ``root``: exporter text only)."""
+        """Write every port's files that changed (nothing without a ``root``: exporter text only).
+
+        Each file is replaced whole, so a reader never sees half a value (as with the kernel's
+        sysfs files, which are generated on read)."""
         if self.root is None:
             return
         for (node, rail), counters in self.values.items():
             port = self.sysfs_root(node) / f"mlx5_{rail}" / "ports" / "1"
             cdir = port / "counters"
-            cdir.mkdir(parents=True, exist_ok=True)
-            for name, value in counters.items():
-                text = self.garbage.get((node, rail, name), str(value))
-                (cdir / name).write_text(text + "\n")
+            if (node, rail) not in self._made:
+                cdir.mkdir(parents=True, exist_ok=True)
+                self._made.add((node, rail))
             rate, state, phys = self._port_state((node, rail))
-            (port / "rate").write_text(rate + "\n")
-            (port / "state").write_text(state + "\n")
-            (port / "phys_state").write_text(phys + "\n")
+            files = [(cdir / name, self.garbage.get((node, rail, name), str(value)))
+                     for name, value in counters.items()]
+            files += [(port / "rate", rate), (port / "state", state), (port / "phys_state", phys)]
+            for path, text in files:
+                if self._written.get(path) == text:
+                    continue
+                tmp = port / f".{path.name}.tmp"
+                tmp.write_text(text + "\n")
+                os.replace(tmp, path)
+                self._written[path] = text

@@ -15,7 +15,9 @@ keeps a short history per port instead:
 
 Samples come from any reader in ``counters`` (sysfs, node_exporter, perfquery); rates come from
 consecutive samples of one port (``port_rates``: wraps and resets handled). A port seen once has
-no verdict yet (``unknown``). Pure: no I/O, no clock; ``now`` is passed in.
+no verdict yet (``unknown``). A sample missing a counter the previous one had (an unreadable
+value) is not judged: the next complete sample closes the longer interval instead, so a bad read
+never passes for a clean interval (after ``window`` such samples in a row it becomes the new base). Pure: no I/O, no clock; ``now`` is passed in.
 """
 
 from __future__ import annotations
@@ -97,6 +99,7 @@ class _Port:
     clean_streak: int = 0
     intervals: int = 0
     since: float | None = None
+    gaps: int = 0  # samples in a row skipped for a counter the previous sample had
     notes: tuple[str, ...] = field(default=())
 
 
@@ -117,10 +120,13 @@ class LinkTracker:
             if port is None:
                 self._ports[s.key] = _Port(s, deque(maxlen=hy.window))
                 continue
+            if any(k not in s.counters for k in port.last.counters) and port.gaps < hy.window:
+                port.gaps += 1  # a counter unreadable this time: judge the longer interval next
+                continue  # time (a missing error counter must not read as a clean interval)
             rates = port_rates(port.last, s)
             if rates is None:  # not later than the last sample: nothing to judge
                 continue
-            port.last = s
+            port.last, port.gaps = s, 0
             state = classify(rates, self.th)
             port.state, port.notes = state, rates.notes
             port.intervals += 1

@@ -109,6 +109,20 @@ def test_counter_reset_is_not_an_error_burst(tmp_path: Path) -> None:
     assert not rig.quarantined()
 
 
+def test_an_unreadable_counter_never_reads_as_a_clean_interval(tmp_path: Path) -> None:
+    rig = Rig(tmp_path, Hysteresis(quarantine_after=2, window=2, release_after=1))
+    rig.fake.inject("n03", 2, symbol_error=4)
+    rig.tick(2)
+    assert rig.quarantined() == {"n03"}
+    rig.fake.corrupt("n03", 2, "symbol_error", "N/A")  # one bad read: not judged at all
+    rig.tick()
+    assert rig.quarantined() == {"n03"} and rig.port().intervals == 2
+    rig.fake.garbage.clear()
+    rig.tick()  # the next complete sample closes the 20 s interval: 80 errors / 20 s
+    assert rig.port().intervals == 3 and rig.port().reasons == ("symbol_error 4/s",)
+    assert rig.quarantined() == {"n03"}
+
+
 def test_down_port_quarantines_at_zero_bandwidth(tmp_path: Path) -> None:
     rig = Rig(tmp_path)
     rig.fake.degrade("n07", 3, state="1: DOWN", phys_state="2: Polling")
