@@ -7,9 +7,10 @@ Rules, each the simplest one an HPC network engineer would accept:
    ``<host> <hca>`` (``gpu001 mlx5_0``, ``node018 HCA-1``) or is a bare host name. Vendor
    defaults (``MT23108 InfiniHost Mellanox Technologies``), SHARP aggregation nodes, routers and
    devices of unknown type are *unknown devices*.
-2. A switch cabled to a host HCA is level 1 (leaf); every other switch is one level above the
-   lowest switch it is cabled to (breadth first). A switch no host can reach is *a switch with no
-   hosts*.
+2. A switch cabled to a host HCA is level 1 (leaf), unless it is a spine carrying a host or two
+   (most of its switch links go to busier switches: those hosts are reported); every
+   other switch is one level above the lowest switch it is cabled to (breadth first). A switch no
+   host can reach is *a switch with no hosts*.
 3. Rails: the HCAs of a host, in natural name order, are rails 0, 1, … unless a rail map says
    otherwise; a leaf serves the rail most of its HCAs are on. The fabric is rail-optimised when
    most multi-HCA hosts spread their HCAs over several leaves; then an HCA cabled to a leaf of
@@ -118,6 +119,20 @@ def natural_key(text: str) -> tuple[object, ...]:
     return tuple(int(p) if p.isdigit() else p for p in _DIGITS.split(text))
 
 
+def _true_leaves(hosts: Mapping[str, tuple[Hca, ...]], switch_links: Mapping[str, set[str]]) -> set[str]:
+    """Switches with hosts, less the spines that merely carry a few (a storage or login node on a
+    spine): a host-bearing switch is a spine when most of its switch links (two at least) go to
+    switches with at least as many hosts, one of them more. If that leaves nothing, all count."""
+    count: Counter[str] = Counter(h.switch for hcs in hosts.values() for h in hcs)
+    spines = set()
+    for sw, n in count.items():
+        peers = switch_links.get(sw, set())
+        as_busy = [count.get(p, 0) for p in peers if count.get(p, 0) >= n]
+        if len(as_busy) >= 2 and len(as_busy) * 2 > len(peers) and max(as_busy) > n:
+            spines.add(sw)
+    return (set(count) - spines) or set(count)
+
+
 def _levels(leaves: set[str], switch_links: Mapping[str, set[str]]) -> dict[str, int]:
     level = {s: 1 for s in leaves}
     frontier = sorted(leaves)
@@ -152,7 +167,7 @@ def classify(found: Discovery, names: Mapping[str, str] | None = None, rail_map:
     host_of, unknown = _host_cas(found, label)
     cables = _cables(found, host_of)
     hosts = _host_hcas(host_of, cables, rail_map or {})
-    level = _levels({h.switch for hcs in hosts.values() for h in hcs if h.switch}, cables.switch_links)
+    level = _levels(_true_leaves(hosts, cables.switch_links), cables.switch_links)
     leaf_rail, rail_optimised = _rails(hosts)
     switches = _switches(found, label, hosts, level, cables.switch_links, leaf_rail if rail_optimised else {})
     rates = {k: Counter(lk.gbps for kind, lk in cables.rated if kind == k and lk.gbps is not None)
@@ -266,6 +281,8 @@ def _problems(found: Discovery, label: Mapping[str, str], host_of: Mapping[str, 
     usual = counts.most_common(1)[0][0] if counts else 0
     short = [f"{host}: {len(hc)} HCA(s), most hosts have {usual}" for host, hc in hosts.items() if len(hc) != usual]
     lonely = [f"{s.name} {label[g]!r}" for g, s in switches.items() if s.level is None]
+    upper = [f"{host} on {switches[h.switch].name} (level {switches[h.switch].level})"
+             for host, hcs in hosts.items() for h in hcs if (switches[h.switch].level or 1) > 1]
     modal = {k: c.most_common(1)[0][0] if c else 0.0 for k, c in rates.items()}
     slow = [f"{_end(label, lk.a, lk.a_port)} - {_end(label, lk.b, lk.b_port)}: "
             f"{lk.width} {lk.speed} = {lk.gbps:g} Gb/s, most {kind} links {modal[kind]:g} Gb/s (line {lk.line})"
@@ -274,6 +291,7 @@ def _problems(found: Discovery, label: Mapping[str, str], host_of: Mapping[str, 
     return tuple(Problem(k, tuple(v), found.skipped_count if v is skipped else len(v)) for k, v in (
         ("unknown devices", unknown), ("switches with no hosts", lonely), ("hosts with an HCA off-rail", off_rail),
         ("hosts with an unusual HCA count", short), ("host HCAs not cabled to a switch", unattached),
+        ("hosts cabled to an upper-level switch", upper),
         ("links slower than the rest", slow), ("lines not understood", skipped)) if v)
 
 

@@ -127,13 +127,18 @@ def slurm_tree(facts: FabricFacts) -> tuple[SlurmSwitch, ...]:
                     uf.join(owner[u], g.name)
                 else:
                     owner[u] = g.name
+        for g in current:  # a spine carrying a host or two joins the leaves it is above
+            for m in g.members:
+                if m in owner:
+                    uf.join(owner[m], g.name)
         merged: dict[str, list[SlurmSwitch]] = {}
         for g in current:
             merged.setdefault(uf.find(g.name), []).append(g)
         level += 1
         nxt: list[SlurmSwitch] = []
         for i, kids in enumerate(merged.values(), start=1):
-            members = tuple(sorted({u for k in kids for u in ups[k.name]}))
+            members = tuple(sorted({u for k in kids for u in ups[k.name]} | {
+                m for k in kids for m in k.members if m in owner}))
             if not members:  # nothing above this group: it stays a top as it is
                 nxt.extend(kids)
                 continue

@@ -30,6 +30,12 @@ class Shape:
     several pods, every spine to each of ``cores`` core switches.
     """
 
+    @property
+    def first_spine_leaves(self) -> int:
+        """Leaves cabled to the first spine (``spine_hosts`` are told from leaf hosts by them)."""
+        units = -(-self.nodes // self.nodes_per_leaf)
+        return units if self.rail_optimised and self.rails > 1 else min(units, self.leaves_per_pod or units)
+
     nodes: int
     rails: int = 8
     rail_optimised: bool = True
@@ -39,6 +45,7 @@ class Shape:
     cores: int = 2
     speed: str = "NDR"
     prefix: str = "gpu"
+    spine_hosts: int = 0  # storage/login hosts (``<prefix>io<k>``, one HCA) cabled to the first spine
 
 
 @dataclass(frozen=True)
@@ -74,6 +81,7 @@ def generate_ibnetdiscover(shape: Shape, form: Literal["topology", "mapped", "ve
     width = len(str(shape.nodes))
     nodes = tuple(f"{shape.prefix}{i + 1:0{max(width, 3)}d}" for i in range(shape.nodes))
     units = [nodes[i:i + shape.nodes_per_leaf] for i in range(0, len(nodes), shape.nodes_per_leaf)]
+    index = {n: i for i, n in enumerate(nodes)}
     switches: dict[str, _Sw] = {}
     ca_port: dict[str, tuple[str, int]] = {}  # CA guid -> (switch guid, switch port)
     lid = iter(range(1, 1 << 30))
@@ -86,8 +94,8 @@ def generate_ibnetdiscover(shape: Shape, form: Literal["topology", "mapped", "ve
         pa, pb = len(a.ports) + 1, len(b.ports) + 1
         a.ports[pa], b.ports[pb] = (b.guid, pb), (a.guid, pa)
 
-    def host(sw: _Sw, node_index: int, rail: int) -> None:
-        g = _guid(0xA0, node_index, rail)
+    def host(sw: _Sw, node_index: int, rail: int, kind: int = 0xA0) -> None:
+        g = _guid(kind, node_index, rail)
         p = len(sw.ports) + 1
         sw.ports[p] = (g, 1)
         ca_port[g] = (sw.guid, p)
@@ -99,7 +107,7 @@ def generate_ibnetdiscover(shape: Shape, form: Literal["topology", "mapped", "ve
             for u, unit in enumerate(units):
                 leaf = switch(_guid(0xE1, u, r), f"leaf-su{u + 1}-r{r}")
                 for n in unit:
-                    host(leaf, nodes.index(n), r)
+                    host(leaf, index[n], r)
                 for sp in spines:
                     cable(leaf, sp)
         groups = tuple(tuple(u) for u in units)
@@ -114,7 +122,7 @@ def generate_ibnetdiscover(shape: Shape, form: Literal["topology", "mapped", "ve
                 leaf = switch(_guid(0xE1, u), f"leaf{u + 1}")
                 for n in units[u]:
                     for r in range(shape.rails):
-                        host(leaf, nodes.index(n), r)
+                        host(leaf, index[n], r)
                 for sp in spines:
                     cable(leaf, sp)
             for sp in spines:
@@ -122,12 +130,17 @@ def generate_ibnetdiscover(shape: Shape, form: Literal["topology", "mapped", "ve
                     cable(sp, c)
         groups = tuple(tuple(u) for u in units)
         levels = 1 if len(units) == 1 or not shape.spines else (3 if cores and len(pods) > 1 else 2)
-    name = {g: f"{nodes[int(g[2:10], 16)]} mlx5_{int(g[10:], 16)}" for g in ca_port}
+    io = tuple(f"{shape.prefix}io{k + 1}" for k in range(shape.spine_hosts if shape.spines else 0))
+    for k in range(len(io)):
+        host(switches[_guid(0xE2, 0, 0)], k, 0, kind=0xA1)
+    if io:
+        groups, levels = (*groups, io), max(levels, 2)
+    name = {g: f"{(nodes if g.startswith('a0') else io)[int(g[2:10], 16)]} mlx5_{int(g[10:], 16)}" for g in ca_port}
     name_map = "".join(f'0x{g} "{n}"\n' for g, n in name.items()) + "".join(
         f'0x{s.guid} "{s.name}"\n' for s in switches.values())
     lines = (_ports_form(switches, ca_port, name, shape.speed) if form == "ports"
              else _topology_form(switches, ca_port, name, shape.speed, form))
-    return GeneratedFabric("\n".join(lines) + "\n", name_map, nodes, groups, levels, len(switches))
+    return GeneratedFabric("\n".join(lines) + "\n", name_map, nodes + io, groups, levels, len(switches))
 
 
 def _topology_form(switches: dict[str, _Sw], ca_port: dict[str, tuple[str, int]], name: dict[str, str],

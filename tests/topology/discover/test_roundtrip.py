@@ -4,7 +4,9 @@ number of levels, a single root, nothing unclassified, in every output form."""
 
 from __future__ import annotations
 
-from hypothesis import HealthCheck, given, settings
+from dataclasses import replace
+
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from railgang.topology.conf import parse_topology
@@ -63,3 +65,21 @@ def test_host_lists_are_ones_slurm_reads() -> None:
     assert slurm_hostlist(["spine-p1-1", "spine-p2-1", "spine-p1-2"]) == "spine-p1-[1-2],spine-p2-1"
     assert slurm_hostlist(["gpu001", "gpu002", "gpu010", "login1"]) == "gpu[001-002,010],login1"
     assert slurm_hostlist(["ib-0008f10500108098", "ib-0008f10500108530"]) == "ib-0008f10500108098,ib-0008f10500108530"
+
+
+@settings(max_examples=30, deadline=None)
+@given(shape=st.one_of(RAIL_OPTIMISED, FAT_TREE), io=st.integers(1, 2))
+def test_hosts_on_a_spine_join_the_leaves_below_it(shape: Shape, io: int) -> None:
+    """A storage or login node cabled to a spine: its group hangs under the spine group, the
+    tree keeps its depth and one root, and the host is reported."""
+    assume(shape.first_spine_leaves >= 2 and shape.nodes_per_leaf > io)
+    shape = replace(shape, spine_hosts=io)
+    gen = generate_ibnetdiscover(shape)
+    facts = discover_text(gen.text)
+    conf = parse_topology(render_conf(facts), "<discovered>")
+    assert set(conf.nodes) == set(gen.nodes) and len(conf.roots) == 1
+    assert tuple(sw.nodes for sw in conf.switches if sw.nodes) == gen.groups
+    assert fabric_from_conf(conf).depth == gen.levels
+    assert {p.kind for p in facts.problems} <= {"hosts cabled to an upper-level switch",
+                                                "hosts with an unusual HCA count"}  # 1 HCA among 8
+    assert len(facts.problem("hosts cabled to an upper-level switch")) == io
