@@ -181,6 +181,7 @@ class Estimates:
     horizon_s: float
     wall_ms: float
     history_scope: Mapping[str, int] = field(default_factory=dict)  # pending jobs by ratio scope
+    cycles: int = 0  # simulated decision cycles, all simulations together
 
     def for_job(self, job_id: str) -> dict[str, Any] | None:
         """The JSON ``explain`` and the API show under ``estimate``."""
@@ -245,7 +246,7 @@ def estimate_starts(snapshot: Snapshot, policy: Policy, *, history: RatioHistory
     queued: Counter[str] = Counter()
     rng = random.Random(config.seed)
     runs = 1 + max(0, config.samples)
-    done_runs = 0
+    done_runs = cycles = 0
     engine = EngineConfig(sim=SimConfig(oracle=False, quotas=snapshot.quotas),
                           cycle_s=config.cycle_s, cycle_growth=config.cycle_growth, cycle=cycle,
                           seed=config.seed)
@@ -274,6 +275,7 @@ def estimate_starts(snapshot: Snapshot, policy: Policy, *, history: RatioHistory
                              placer=placer)
         why = result.stopped or "drained"
         stopped[why] += 1
+        cycles += result.cycles
         reached = (result.ended_at if result.ended_at is not None else now) - now
         for job_id in wanted:
             rec = records[job_id]
@@ -294,7 +296,8 @@ def estimate_starts(snapshot: Snapshot, policy: Policy, *, history: RatioHistory
                      sources={s: sources.get(s, 0) for s in SOURCES},
                      queued_sources={s: queued.get(s, 0) for s in SOURCES}, simulations=done_runs,
                      stopped=dict(stopped), horizon_s=config.horizon_s,
-                     wall_ms=(time.perf_counter() - began) * 1e3, history_scope=dict(scopes))
+                     wall_ms=(time.perf_counter() - began) * 1e3, history_scope=dict(scopes),
+                     cycles=cycles)
 
 
 def _finite(value: float) -> float | None:

@@ -90,7 +90,7 @@ class Prediction:
     p10_s: float | None
     p90_s: float | None
     not_before_s: float | None
-    actual_s: float | None = None  # filled in after the replay (None: never started)
+    actual_s: float | None = None  # filled in during the replay (None: never started)
 
 
 @dataclass
@@ -100,6 +100,7 @@ class Measurement:
     moments: int = 0
     queue: list[int] = field(default_factory=list)  # waiting jobs at each moment
     replay_s: float = 0.0
+    unfinished: int = 0  # jobs the replay never finished (their predictions keep actual None)
 
     def summary(self, variant: str) -> dict[str, Any]:
         """Median / p90 absolute error (h) and interval coverage over estimated jobs that
@@ -163,7 +164,15 @@ def measure(jobs: Sequence[TraceJob], fabric: Any, *, policy: str = "default",
 
     backend_class = {tj.job_id: tj.klass for tj in jobs}
 
+    waiting: dict[str, list[Prediction]] = {}  # predicted, not started since
+
     def observe(now: float, backend: SimBackend) -> None:
+        # starts happen in cycles and this runs after each: a job running now that waited at a
+        # moment started at this cycle's time (its first start after the moment, even if it had
+        # run and been preempted before)
+        for job_id in [j for j in waiting if j in backend.running]:
+            for p in waiting.pop(job_id):
+                p.actual_s = now - p.at
         if not times or now < times[0]:
             return
         while times and now >= times[0]:
@@ -182,18 +191,17 @@ def measure(jobs: Sequence[TraceJob], fabric: Any, *, policy: str = "default",
                                   targets=targets)
             out.wall_ms.setdefault(variant, []).append((time.perf_counter() - t) * 1e3)
             for job_id, e in est.jobs.items():
-                out.predictions.append(Prediction(variant, job_id, now, e.status, e.start_s,
-                                                  e.p10_s, e.p90_s, e.not_before_s))
+                p = Prediction(variant, job_id, now, e.status, e.start_s, e.p10_s, e.p90_s,
+                               e.not_before_s)
+                out.predictions.append(p)
+                waiting.setdefault(job_id, []).append(p)
 
     t0 = time.perf_counter()
     result = simulate(jobs, registry.get(policy), fabric,
                       config=EngineConfig(sim=SimConfig(oracle=False), cycle_s=cycle_s),
                       observer=observe)
     out.replay_s = time.perf_counter() - t0
-    starts = {r.job_id: r.start for r in result.records}
-    for p in out.predictions:
-        started = starts.get(p.job_id)
-        p.actual_s = None if started is None else started - p.at
+    out.unfinished = len(result.unfinished_reasons)
     return out
 
 

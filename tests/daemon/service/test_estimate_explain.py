@@ -74,9 +74,12 @@ def test_railgang_explain_shows_the_estimate(tmp_path: Path) -> None:
 
     ran = cli("daemon", "run", "--once", "--log-format", "json")
     assert ran.returncode == 0, ran.stderr
-    shown = [json.loads(cli("explain", f"demo-{i}", "--json").stdout or "{}") for i in range(1, 11)]
+    settings = load_settings(db={"url": env["RAILGANG_DB__URL"]})
+    shown = [explanation(settings, f"demo-{i}") for i in range(1, 11)]  # what the CLI reads
     waiting = [e for e in shown if e.get("state") == "waiting"]
     assert waiting, shown  # 10 jobs of up to 16 GPUs queued at once on 16 GPUs: some wait
+    first = json.loads(cli("explain", waiting[0]["job_id"], "--json").stdout)
+    assert first["estimate"] == {**waiting[0]["estimate"], "age_s": first["estimate"]["age_s"]}
     for e in waiting:
         est = e["estimate"]
         assert est["status"] == "estimated", est  # every demo job fits and runs minutes
