@@ -156,12 +156,15 @@ def load_series(s: Session, since: int, until: int) -> dict[str, GpuSeries]:
                 GpuSample.mem_used_mib, GpuSample.power_w)
          .where(GpuSample.at_epoch_ms >= since * 1000, GpuSample.at_epoch_ms < until * 1000)
          .order_by(GpuSample.node, GpuSample.gpu, GpuSample.at_epoch_ms))
-    rows = s.execute(q).all()
+    # Core rows through the session's connection: no ORM row processing for a million samples
+    rows = s.connection().execute(q).all()
     if not rows:
         return {}
     keys = [f"{r[0]}:{r[1]}" for r in rows]
-    num = np.array([(r[2] / 1000.0, r[3], np.nan if r[4] is None else r[4],
-                     np.nan if r[5] is None else r[5]) for r in rows], dtype=np.float64)
+    nan = float("nan")
+    num = np.array([(r[2], r[3], nan if r[4] is None else r[4], nan if r[5] is None else r[5])
+                    for r in rows], dtype=np.float64)
+    num[:, 0] /= 1000.0
     out: dict[str, GpuSeries] = {}
     start = 0
     for i in range(1, len(keys) + 1):
