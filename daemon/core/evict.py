@@ -20,7 +20,8 @@ from railgang.daemon.core.work import Work
 
 # reasons of jobs that more free GPUs would let start (a quota or a request no node meets would not)
 # (a tuple: members are compared by identity, no enum hashing in a loop over the queue)
-_GPUS_WOULD_HELP = (Reason.WAITING_FOR_GPUS, Reason.FRAGMENTED, Reason.QUARANTINED, Reason.RESERVED)
+_GPUS_WOULD_HELP = (Reason.WAITING_FOR_GPUS, Reason.FRAGMENTED, Reason.QUARANTINED, Reason.RESERVED,
+                    Reason.NO_ELIGIBLE_CAPACITY)
 
 
 def _eligible(plan: Plan, requester: Job, level: float, v: RunningJob) -> bool:
@@ -116,10 +117,14 @@ class EvictPhase:
                         key=lambda v: pre.victim_key(v, plan.levels.get(v.job_id, 0.0), now),
                     )
                 by_key[ck] = [v for v in self.ranked if _eligible(plan, job, x.level, v)]
-            cands = [v for v in by_key[ck] if v.job_id not in w.touched]
+            allowed = hetero.nodes_for(w, job, x)
+            # only victims on nodes the job may use (its needs, its pool) can make room for it:
+            # the others would spend the churn budget of the search for nothing
+            cands = [v for v in by_key[ck] if v.job_id not in w.touched
+                     and (allowed is None or not allowed.isdisjoint(v.assignment))]
             if not cands:
                 continue
-            memo = (gang_for(job, x.min_replicas, hetero.nodes_for(w, job, x)), ck, job.priority_class == 0)
+            memo = (gang_for(job, x.min_replicas, allowed), ck, job.priority_class == 0)
             if memo in hopeless:
                 code = hopeless[memo]
                 if code is not None:

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from railgang.daemon.core import Node, Reason, Start, decide, make_snapshot
+from railgang.daemon.core import Node, Preempt, Reason, RunningJob, Start, decide, make_snapshot
 from railgang.daemon.core.needs import (
     NETWORKS,
     NO_NEEDS,
@@ -229,3 +229,21 @@ def test_a_drained_node_is_not_eligible() -> None:
     snap = snap.replace(nodes={n.name: n for n in nodes})
     reason = decide(snap, get("fifo"), 0.0, random.Random(0)).reason("big")
     assert reason is not None and reason.code is Reason.NEEDS_UNMET and "8 GPUs meet" in reason.detail
+
+
+@pytest.mark.parametrize("other", [A100_40, V100], ids=["one-type", "mixed-types"])
+def test_a_needs_job_evicts_only_work_on_nodes_that_meet_its_needs(other: GpuFacts) -> None:
+    # 40 busy nodes; the 4 meeting net=ib hold the oldest (costliest) work, so a rank-order victim
+    # search that ignored the needs would spend the churn budget on nodes the job cannot use
+    fabric = fabric_from_shape(40, 8, 4)
+    names = list(fabric.nodes)
+    nodes = [Node(n, 8, facts=A100 if i < 4 else other) for i, n in enumerate(names)]
+    running = [RunningJob(job(f"r{i}").gpus(8).build(), {n: tuple(range(8))}, 0.0 if i < 4 else 100.0, 1)
+               for i, n in enumerate(names)]
+    snap = make_snapshot(now=200.0, fabric=fabric, nodes=nodes, running=running, pending=[
+        job("ib").gpus(8).cls(1).at(150).with_(needs=parse_needs("net=ib")).build()])
+    d = decide(snap, get("default"), 200.0, random.Random(0))
+    victims = [a.job_id for a in d.actions if isinstance(a, Preempt)]
+    assert len(victims) == 1 and int(victims[0][1:]) < 4
+    reason = d.reason("ib")
+    assert reason is not None and reason.code is Reason.PREEMPTING
