@@ -8,9 +8,10 @@ Rules, each the simplest one an HPC network engineer would accept:
    defaults (``MT23108 InfiniHost Mellanox Technologies``), SHARP aggregation nodes, routers and
    devices of unknown type are *unknown devices*.
 2. A switch cabled to a host HCA is level 1 (leaf), unless it is a spine carrying a host or two
-   (most of its switch links go to busier switches: those hosts are reported); every
-   other switch is one level above the lowest switch it is cabled to (breadth first). A switch no
-   host can reach is *a switch with no hosts*.
+   (half or more of its switch links go to host-bearing switches, one of them busier, and it has
+   no more hosts than switch links: those hosts are reported); every other switch is one level
+   above the lowest switch it is cabled to (breadth first). A switch no host can reach is *a
+   switch with no hosts*.
 3. Rails: the HCAs of a host, in natural name order, are rails 0, 1, … unless a rail map says
    otherwise; a leaf serves the rail most of its HCAs are on. The fabric is rail-optimised when
    most multi-HCA hosts spread their HCAs over several leaves; then an HCA cabled to a leaf of
@@ -121,14 +122,15 @@ def natural_key(text: str) -> tuple[object, ...]:
 
 def _true_leaves(hosts: Mapping[str, tuple[Hca, ...]], switch_links: Mapping[str, set[str]]) -> set[str]:
     """Switches with hosts, less the spines that merely carry a few (a storage or login node on a
-    spine): a host-bearing switch is a spine when most of its switch links (two at least) go to
-    switches with at least as many hosts, one of them more. If that leaves nothing, all count."""
+    spine): a host-bearing switch is a spine when half or more of its switch links (two at least)
+    go to other host-bearing switches, one of them busier, and it has no more hosts than switch
+    links. If that leaves nothing, all count."""
     count: Counter[str] = Counter(h.switch for hcs in hosts.values() for h in hcs)
     spines = set()
     for sw, n in count.items():
         peers = switch_links.get(sw, set())
-        as_busy = [count.get(p, 0) for p in peers if count.get(p, 0) >= n]
-        if len(as_busy) >= 2 and len(as_busy) * 2 > len(peers) and max(as_busy) > n:
+        bearing = [count[p] for p in peers if p in count]
+        if len(bearing) >= 2 and len(bearing) * 2 >= len(peers) and max(bearing) > n and n <= len(peers):
             spines.add(sw)
     return (set(count) - spines) or set(count)
 

@@ -67,7 +67,7 @@ def test_host_lists_are_ones_slurm_reads() -> None:
     assert slurm_hostlist(["ib-0008f10500108098", "ib-0008f10500108530"]) == "ib-0008f10500108098,ib-0008f10500108530"
 
 
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(shape=st.one_of(RAIL_OPTIMISED, FAT_TREE), io=st.integers(1, 2))
 def test_hosts_on_a_spine_join_the_leaves_below_it(shape: Shape, io: int) -> None:
     """A storage or login node cabled to a spine: its group hangs under the spine group, the
