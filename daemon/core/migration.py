@@ -21,7 +21,9 @@ cycle's migrate phase weighs, per such job:
 Within the preemption budget (a migration is a preemption the job pays for itself): never
 serving (class 0), a job at most once per ``job_min_interval_s``, the churn window's cap (except
 that one job may move while the window has no churn at all: a gang larger than the cap could
-otherwise never leave a degraded spine), and at most ``max_per_cycle`` jobs a cycle. The result is a :class:`~railgang.daemon.core.actions.Migrate`
+otherwise never leave a degraded spine), and at most ``max_per_cycle`` jobs a cycle. Jobs are weighed in order of a cheap bound of what they
+could gain (``W × c × (1 / worst link factor − 1)``; ties by job id), at most ``max_searches``
+a cycle, so a spine failure that slows hundreds of gangs keeps the cycle bounded. The result is a :class:`~railgang.daemon.core.actions.Migrate`
 whose target GPUs the cycle holds from later starts. Pure and deterministic.
 """
 
@@ -54,6 +56,7 @@ class MigrationRules:
     # last periodic checkpoint, which the cost then includes)
     comm_fraction: float = 0.2  # communication share of a multi-node job that states none
     max_per_cycle: int = 4
+    max_searches: int = 8  # jobs weighed per cycle (model + placement search), most to gain first
 
 
 @dataclass(frozen=True)
@@ -99,25 +102,23 @@ def step_factor(fabric: Any, health: Any, assignment: Assignment, reference: Ass
     return 1.0 / ((1.0 - comm) + comm * t / ref)
 
 
-def _degraded(fabric: Any, health: Any, assignment: Assignment) -> bool:
-    """Cheap test: does any link the job's all-reduce crosses count below 1?"""
+def _worst(fabric: Any, health: Any, assignment: Assignment) -> float:
+    """Cheap bound: the lowest factor on any link the job's all-reduce crosses (1.0: none)."""
     nodes = sorted(assignment)
     if len(nodes) <= 1:
-        return False
+        return 1.0
     hca = getattr(health, "hca", {}) or {}
-    if any(f < 1.0 for (n, _r), f in hca.items() if n in assignment):
-        return True
-    bad = {s for s, f in (getattr(health, "switches", {}) or {}).items() if f < 1.0}
-    if not bad:
-        return False
-    leaves: dict[str, str] = {}
-    for n in nodes:
-        leaves.setdefault(fabric.leaf_of(n), n)
-    reps = list(leaves.values())
-    if len(reps) == 1:
-        return fabric.leaf_of(reps[0]) in bad
-    return any(bad.intersection(fabric.path_switches(a, b))
-               for i, a in enumerate(reps) for b in reps[i + 1:])
+    worst = min((f for (n, _r), f in hca.items() if n in assignment), default=1.0)
+    bad = {s: f for s, f in (getattr(health, "switches", {}) or {}).items() if f < 1.0}
+    if bad:
+        leaves: dict[str, str] = {}
+        for n in nodes:
+            leaves.setdefault(fabric.leaf_of(n), n)
+        reps = list(leaves.values())
+        crossed = {fabric.leaf_of(reps[0])} if len(reps) == 1 else {
+            sw for i, a in enumerate(reps) for b in reps[i + 1:] for sw in fabric.path_switches(a, b)}
+        worst = min([worst, *(f for sw, f in bad.items() if sw in crossed)])
+    return worst
 
 
 def _work_left(run: RunningJob, now: float) -> float | None:
@@ -139,21 +140,31 @@ def migrate_phase(w: Work, rules: MigrationRules, budget: pre.PreemptionBudget) 
     churn = pre.churned_gpus(snap, now, budget.churn_window_s) + sum(
         getattr(a, "gpus", 0) for a in w.preempts)
     cap = pre.churn_cap_gpus(snap, budget)
-    moved = 0
-    for run in snap.running.values():  # sorted by job id: deterministic
-        if moved >= rules.max_per_cycle:
-            break
-        if (run.preempt_deadline is not None or run.job_id in w.touched or run.priority_class == 0
-                or not _degraded(fabric, health, run.assignment)):
+    # 1. who may have lost speed, within the per-job budget, ranked by a cheap bound of what
+    # moving could gain (work x comm x (1/worst link factor - 1)); the all-reduce model runs only
+    # for the first max_searches (a spine failure may slow hundreds of gangs at once)
+    cands: list[tuple[float, str, RunningJob, float, float]] = []
+    for run in snap.running.values():
+        if run.preempt_deadline is not None or run.job_id in w.touched or run.priority_class == 0:
+            continue
+        worst = _worst(fabric, health, run.assignment)
+        work = _work_left(run, now)
+        if worst >= 1.0 or work is None:
             continue
         if pre.recently_preempted(run.job.last_preempted_at, now, budget.job_min_interval_s):
             continue
+        comm = run.job.comm_fraction or rules.comm_fraction
+        bound = work * comm * (1.0 / max(worst, 1e-3) - 1.0)
+        cands.append((-bound, run.job_id, run, comm, work))
+    # 2. the payback rule with the modeled factors, and a placement search, best bound first
+    moved = 0
+    for _key, _jid, run, comm, work in sorted(cands, key=lambda c: c[:2])[:rules.max_searches]:
+        if moved >= rules.max_per_cycle:
+            break
         if churn > 0 and churn + run.gpus > cap:
             continue  # an empty window lets one job move: a gang above the cap could never leave
-        comm = run.job.comm_fraction or rules.comm_fraction
         f_now = step_factor(fabric, health, run.assignment, run.assignment, comm)
-        work = _work_left(run, now)
-        if f_now > 1.0 - rules.min_loss or work is None:
+        if f_now > 1.0 - rules.min_loss:
             continue
         free: dict[str, frozenset[int]] = dict(w.free)
         for n, gs in run.assignment.items():

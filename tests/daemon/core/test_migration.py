@@ -138,3 +138,13 @@ def test_at_most_max_per_cycle() -> None:
                          free=free, running=runs, health=SPINE1_AT_30)
     assert len(_decide(snap)) == 1  # the churn window: one 16-GPU move fills it
     assert len(_decide(snap, max_per_cycle=0)) == 0
+
+
+def test_the_job_that_could_gain_most_is_weighed_first() -> None:
+    runs = [RunningJob(_job("b0", work=20000.0), {"n04": ALL, "n08": ALL}, 0.0, 2),
+            RunningJob(_job("b1", work=40000.0), {"n03": ALL, "n07": ALL}, 0.0, 2)]
+    free = {n: frozenset(ALL) for n in FABRIC.nodes if n not in ("n03", "n04", "n07", "n08")}
+    snap = make_snapshot(now=7200.0, fabric=FABRIC, nodes=[Node(n, 8) for n in FABRIC.nodes],
+                         free=free, running=runs, health=SPINE1_AT_30)
+    assert [m.job_id for m in _decide(snap, max_searches=1)] == ["b1"]
+    assert _decide(snap, max_searches=0) == ()
