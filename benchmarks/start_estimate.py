@@ -112,6 +112,63 @@ def speed(snap: Snapshot, policy: str, config: EstimateConfig) -> list[str]:
     return rows
 
 
+def explain_speed(jobs: list[Any], queue: int) -> list[str]:
+    """The daemon's cycle with estimates on a queue of ``queue`` jobs (SQLite), then what
+    `railgang explain JOBID --json` costs: the command only reads the row the cycle wrote."""
+    import subprocess
+    import tempfile
+
+    from railgang.daemon.clock import SimClock
+    from railgang.daemon.core.cycle import CycleConfig
+    from railgang.daemon.service.backends import LiveSim
+    from railgang.daemon.service.cycle import DaemonService
+    from railgang.daemon.service.estimate import StartEstimator
+    from railgang.db import migrate
+    from railgang.db.session import make_engine
+
+    with tempfile.TemporaryDirectory() as tmp:
+        url = f"sqlite:///{tmp}/rg.sqlite"
+        migrate.upgrade(url)
+        engine = make_engine(url)
+        t0 = float(int(time.time()))
+        now_jobs = [dataclasses.replace(tj, submit_time=0.0) for tj in jobs[:queue]]
+        svc = DaemonService(engine=engine, backend=LiveSim(fabric_from_shape(128, 8, 8),
+                                                           now_jobs, start=t0),
+                            policy=registry.get("default"), clock=SimClock(t0), leader="bench",
+                            config=CycleConfig(), estimator=StartEstimator("default"))
+        report = svc.run_once()
+        waiting = svc.estimator.last.jobs if svc.estimator and svc.estimator.last else {}
+        job = next(iter(waiting))
+        env = {**os.environ, "RAILGANG_CONFIG": "", "RAILGANG_DB__URL": url}
+        exe = str(Path(sys.executable).with_name("railgang"))
+        from railgang.daemon.config import load_settings
+        from railgang.daemon.service.status import explanation, render
+
+        settings = load_settings(db={"url": url})
+        t = time.perf_counter()
+        for _ in range(20):
+            render(explanation(settings, job))
+        in_process_ms = (time.perf_counter() - t) / 20 * 1e3
+        runs = []
+        for _ in range(3):
+            t = time.perf_counter()
+            subprocess.run([exe, "explain", job, "--json"], env=env, check=True,
+                           capture_output=True)
+            runs.append(time.perf_counter() - t)
+        engine.dispose()
+    est = svc.estimator.last if svc.estimator else None
+    reached = sum(e.status == "estimated" for e in waiting.values())
+    return [f"**The daemon and `railgang explain` on a {queue}-job queue** (1,024 GPUs, every job "
+            f"queued at once): the cycle took {report.timings_ms['total']:.0f} ms, of which "
+            f"recording (explanations + the estimate) {report.timings_ms.get('record', 0):.0f} ms "
+            f"and the estimate itself {est.wall_ms if est else 0:.0f} ms "
+            f"({reached} of {len(waiting)} waiting jobs estimated, the rest a budget lower "
+            f"bound); `railgang explain {job} --json` took "
+            f"{', '.join(f'{r:.2f}' for r in runs)} s (process start and imports included; "
+            f"`railgang --help` alone takes about as long), reading and rendering the row "
+            f"in process {in_process_ms:.1f} ms"]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--philly-jobs", type=int, default=1500)
@@ -123,6 +180,7 @@ def main() -> None:
     ap.add_argument("--samples", type=int, default=8)
     ap.add_argument("--queue", type=int, default=1000)
     ap.add_argument("--skip-speed", action="store_true")
+    ap.add_argument("--only-speed", action="store_true")
     args = ap.parse_args()
     config = EstimateConfig(samples=args.samples, wall_s=args.wall_s)
     path = default_dir()
@@ -137,6 +195,11 @@ def main() -> None:
            f"{args.policy}, {args.samples} sampled draws + the median one, wall budget "
            f"{args.wall_s:g} s per estimate, load average before: "
            f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}", ""])
+    if args.only_speed:
+        limited = list(with_time_limits(philly[:4000]))
+        emit(explain_speed(limited, args.queue))
+        emit(["", *speed(big_queue(limited, args.queue), args.policy, config)])
+        return
     jobs = with_time_limits(philly[: args.philly_jobs])
     m = measure(jobs, fabric_from_shape(args.philly_nodes, 8, 8), policy=args.policy,
                 moments=args.moments, config=config)
