@@ -14,9 +14,10 @@ with λ_job = reclaims per node per day × the job's nodes (any node's reclaim s
 restart = restore time + the work lost per interruption: the checkpoint cost when the notice is
 long enough for a panic checkpoint, else half a checkpoint interval on average.
 
-Routing (:class:`SpotRules`): a job may use a spot pool only while its predicted interruptions
-stay at or under ``max_interruptions_per_day`` (DESIGN: about 4 a day for big jobs) and spot's
-C_eff stays below the on-demand price of the same GPU type; otherwise it goes to on-demand.
+Routing (:class:`SpotRules`): a big job (``min_gpus`` and up) may use a spot pool only while its
+predicted interruptions stay at or under ``max_interruptions_per_day`` (DESIGN: about 4 a day for
+big jobs), and any job only while spot's C_eff stays below the on-demand price of the same GPU
+type; otherwise it goes to on-demand.
 """
 
 from __future__ import annotations
@@ -77,7 +78,8 @@ class SpotRules:
     """When a job leaves spot for on-demand."""
 
     max_interruptions_per_day: float = 4.0  # DESIGN R-S9: about 4 a day for big jobs
-    min_gpus: int = 1  # jobs smaller than this ignore the cap (they restart cheaply)
+    min_gpus: int = 8  # "big" jobs (a node's worth and up) obey the cap; smaller ones restart
+    # cheaply and stay on spot while its C_eff is below on-demand (the cost test still applies)
     cost_aware: bool = True  # False: route as if every tier cost the same (a baseline)
 
     def allows(self, job: Job, pool: tuple[str, str], nodes: int,

@@ -79,3 +79,10 @@ def test_a_notice_that_covers_the_checkpoint_loses_less() -> None:
     abrupt = TierTerms({"": 1.0}, 2.0, notice_s=30.0)
     assert overhead(job, 1, calm) < overhead(job, 1, abrupt)
     assert overhead(job, 1, TierTerms({"": 1.0})) == 1.0  # never reclaimed: no overhead
+
+
+def test_small_jobs_stay_on_spot_above_the_cap_while_it_is_cheaper() -> None:
+    busy = {**TIERS, SPOT: TierTerms({"v100": 0.87}, interruptions_per_node_day=12.0)}
+    assert SpotRules().allows(big(1), ("v100", SPOT), 1, busy)  # 12 a day, restarts in minutes
+    assert not SpotRules().allows(big(8), ("v100", SPOT), 1, busy)  # a node's worth: capped
+    assert not SpotRules(min_gpus=1).allows(big(1), ("v100", SPOT), 1, busy)
