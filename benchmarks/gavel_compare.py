@@ -114,10 +114,12 @@ def run_gavel(gavel_dir: Path, trace: Path, policy: str, spec: dict[str, int], p
 
 
 def run_railgang(trace_dir: Path, policy: str, type_blind: bool, gpus: str, per_node: int,
-                 leaf: int, seed: int) -> dict[str, Any]:
+                 leaf: int, seed: int, extra: tuple[str, ...] = ()) -> dict[str, Any]:
+    """``extra``: more ``railgang sim`` options (gavel_fidelity.py passes ``--cycle-s``)."""
     cmd = [str(REPO / ".venv/bin/railgang"), "sim", "--trace", str(trace_dir), "--gpus", gpus,
            "--gpus-per-node", str(per_node), "--leaf", str(leaf), "--policy", policy,
-           "--seed", str(seed), "--json", "--quiet"] + (["--type-blind"] if type_blind else [])
+           "--seed", str(seed), "--json", "--quiet", *extra] + (
+               ["--type-blind"] if type_blind else [])
     started = time.perf_counter()
     out = subprocess.run(cmd, check=True, capture_output=True, text=True)
     wall = time.perf_counter() - started
@@ -128,6 +130,8 @@ def run_railgang(trace_dir: Path, policy: str, type_blind: bool, gpus: str, per_
             "makespan_h": m["makespan_s"] / 3600,
             "util_by_type": {t: v["allocated"] for t, v in res.get("by_type", {}).items()},
             "preemptions": m.get("preemptions"), "gpu_h_lost": m.get("gpu_hours_lost_to_preemption"),
+            "util_allocated": m.get("util_allocated"),
+            "idle_while_waiting_by_reason": m.get("idle_while_waiting_by_reason"),
             "wall_s": round(wall, 1)}
 
 
