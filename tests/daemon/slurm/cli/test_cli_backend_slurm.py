@@ -14,7 +14,15 @@ from pathlib import Path
 import pytest
 
 from railgang.daemon.config import SlurmSettings
-from railgang.daemon.core.actions import DrainNode, Preempt, Resize, SetPriority, Start, TagNode
+from railgang.daemon.core.actions import (
+    DrainNode,
+    Migrate,
+    Preempt,
+    Resize,
+    SetPriority,
+    Start,
+    TagNode,
+)
 from railgang.daemon.core.snapshot import Snapshot
 from railgang.daemon.slurm.backend import LeaseBackend
 from railgang.daemon.slurm.cli import CliBackend, write_heartbeat
@@ -136,6 +144,26 @@ def test_preempt_signals_then_requeues_under_lease(backend: CliBackend, submit: 
     assert rec is not None and rec.eligible_time > time.time()  # under a lease again, not running
 
 
+def test_migrate_is_a_checkpoint_then_a_requeue(backend: CliBackend, submit: Callable[..., str],
+                                                tmp_path: Path) -> None:
+    """R-T8 on Slurm: the job checkpoints on the signal and goes back to the queue, where the
+    core places it again (the target is not pinned across the requeue)."""
+    job = submit("-N1", "--gres=gpu:8", comment="rg:parallel=tp8;class=3")
+    wait_for(backend, lambda s: any(j.job_id == job for j in s.pending))
+    assert backend.apply([Start(job, {"n10": tuple(range(8))}, 1)], time.time())[0].ok
+    wait_for(backend, lambda s: job in s.running)
+    [res] = backend.apply([Migrate(job, 3.0, {"n09": tuple(range(8))}, 1, 900.0, 240.0, 8)], time.time())
+    assert res.ok, res.detail
+    assert backend.snapshot(time.time()).running[job].preempt_deadline is not None
+    deadline = time.monotonic() + 20
+    while not (tmp_path / f"sig.{job}").exists() and time.monotonic() < deadline:
+        time.sleep(0.3)
+    assert (tmp_path / f"sig.{job}").read_text().strip() == "usr1"
+    time.sleep(3.5)
+    snap = wait_for(backend, lambda s: any(j.job_id == job for j in s.pending))
+    assert {j.job_id: j for j in snap.pending}[job].state.preemptions == 1
+
+
 def test_grow_by_requeue_restarts_at_new_size(backend: CliBackend, submit: Callable[..., str],
                                               tmp_path: Path) -> None:
     job = submit("-N1", "--gres=gpu:8", comment="rg:parallel=tp8,dp1;elastic=1:2;class=2")
@@ -163,6 +191,11 @@ def test_drain_and_tag_node(backend: CliBackend, slurm_cluster: DevCluster) -> N
         assert reason == "railgang: lame IB link"
         again = backend.apply([TagNode("n15", "lame")], time.time())[0]
         assert again.ok and again.detail == "already tagged"
+        off = backend.apply([TagNode("n15", "lame", remove=True)], time.time())[0]
+        assert off.ok, off  # the links were repaired: the feature comes off
+        assert backend.snapshot(time.time()).nodes["n15"].tags == frozenset()
+        twice = backend.apply([TagNode("n15", "lame", remove=True)], time.time())[0]
+        assert twice.ok and twice.detail == "not tagged"
     finally:
         sl(slurm_cluster, "scontrol", "update", "nodename=n16", "state=resume", check=False)
         sl(slurm_cluster, "scontrol", "update", "nodename=n15", "AvailableFeatures=", "ActiveFeatures=",
