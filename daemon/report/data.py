@@ -25,6 +25,8 @@ from railgang.db.repositories import ledger
 from railgang.db.steps import StepTiming
 
 DAY_S = 86400
+# a job that never ran and ended like this is not waiting (cancelled while pending, refused)
+ENDED_UNSTARTED = ("CANCELLED", "FAILED", "TIMEOUT", "REJECTED", "DEADLINE", "COMPLETED")
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,7 +114,8 @@ def load_inputs(s: Session, *, since: int, until: int, now: int, history_days: i
     jq = (select(Job.slurm_job_id, Job.account, Job.gpus, Job.priority_class, Job.submitted_at,
                  first.c.first).outerjoin(first, first.c.job_id == Job.id)
           .where(Job.submitted_at < _dt(until))
-          .where(first.c.first.is_(None) | (first.c.first >= since)))
+          .where((first.c.first.is_(None) & Job.state.not_in(ENDED_UNSTARTED))
+                 | (first.c.first >= since)))
     if teams is not None:
         jq = jq.where(Job.account.in_(sorted(teams)))
     queue = [QueuedJob(j, a, g, pc, int(sub.timestamp()), None if f is None else int(f))
@@ -205,5 +208,5 @@ def has_data(s: Session, since: int, until: int) -> bool:
     return smp is not None
 
 
-__all__ = ["DAY_S", "QueuedJob", "ReportInputs", "Seg", "has_data", "load_inputs",
+__all__ = ["DAY_S", "ENDED_UNSTARTED", "QueuedJob", "ReportInputs", "Seg", "has_data", "load_inputs",
            "load_series", "load_steps"]

@@ -228,7 +228,8 @@ def write_ledger(engine: Engine, jobs: Sequence[TraceJob], result: RunResult,
         for j in jobs:
             rec = records.get(j.job_id)
             state = ("COMPLETED" if rec is not None and rec.finish is not None else
-                     "RUNNING" if rec is not None and rec.start is not None else "PENDING")
+                     "RUNNING" if rec is not None and rec.start is not None else
+                     "REJECTED" if rec is not None and rec.rejected else "PENDING")
             rows.append({"cluster": cfg.cluster, "slurm_job_id": j.job_id, "account": j.account,
                          "user": f"{j.account}-u{zlib.crc32(j.job_id.encode()) % 3}",
                          "gpus": j.gpus, "priority_class": j.klass,

@@ -71,6 +71,21 @@ def test_queue_per_class(ledger: Ledger, engine: Engine) -> None:
     assert q[0].max_depth == 0 and q[0].wait_p50_s is None
 
 
+def test_cancelled_before_starting_is_not_waiting(ledger: Ledger, engine: Engine) -> None:
+    from sqlalchemy import update
+
+    from railgang.db.models import Job
+
+    ledger.job("gone", "b", gpus=2, submit=D3 - DAY, segments=[], klass=2)
+    ledger.job("waits", "b", gpus=2, submit=D3 + 3600, segments=[], klass=2)
+    with session_scope(engine) as s:
+        s.execute(update(Job).where(Job.slurm_job_id.in_(["gone", "waits"]))
+                  .values(state="PENDING"))
+        s.execute(update(Job).where(Job.slurm_job_id == "gone").values(state="CANCELLED"))
+    q2 = {r.priority_class: r for r in build(engine).queue}[2]
+    assert q2.waiting_at_end == 1 and q2.max_depth == 1 and q2.started == 0
+
+
 def test_team_surge_and_idle_reservation(ledger: Ledger, engine: Engine) -> None:
     kinds = {(a.kind, a.subject) for a in build(engine).anomalies}
     assert ("team_surge", "a") in kinds  # 192 GPU-h against a usual 32
