@@ -41,17 +41,22 @@ class EvictPhase:
     """
 
     def __init__(self, w: Work, plan: Plan, budget: pre.PreemptionBudget) -> None:
-        snap = w.snap
         self.w, self.plan, self.budget = w, plan, budget
+        self.ranked: list[RunningJob] | None = None  # victims in rank order, built on first need
+        self.by_key: dict[tuple[int, float], list[RunningJob]] = {}
+        self.hopeless: dict[tuple[object, ...], Reason | None] = {}
+        self.served = 0
+        self.prepared = False  # the O(running) state below is built on the first job that
+        # GPUs would help: most simulated cycles have none, and skip it (issue 12, speed)
+
+    def _prepare(self) -> None:
+        snap, plan, budget, w = self.w.snap, self.plan, self.budget, self.w
+        self.prepared = True
         self.gpus_of = {r.job_id: r.gpus for r in snap.running.values()}
         self.inflight = sum(self.gpus_of[r.job_id] for r in snap.running.values()
                             if r.preempt_deadline is not None)
         self.churn = pre.churned_gpus(snap, w.now, budget.churn_window_s)
         self.cap = pre.churn_cap_gpus(snap, budget)
-        self.ranked: list[RunningJob] | None = None  # victims in rank order, built on first need
-        self.by_key: dict[tuple[int, float], list[RunningJob]] = {}
-        self.hopeless: dict[tuple[object, ...], Reason | None] = {}
-        self.served = 0
         # quick exits without ranking: the worst level per class among possible victims, whether
         # any of them could shrink, and how much churn the window still allows
         self.worst: dict[int, float] = {}
@@ -77,12 +82,15 @@ class EvictPhase:
 
     def run(self, order: list[Want], jobs: Mapping[str, Job]) -> None:
         w, plan, budget, now, snap = self.w, self.plan, self.budget, self.w.now, self.w.snap
-        gpus_of, by_key, hopeless = self.gpus_of, self.by_key, self.hopeless
+        by_key, hopeless = self.by_key, self.hopeless
         for x in order:
             job = jobs[x.job_id]
             r = w.reasons.get(job.job_id)
             if r is None or r.code not in _GPUS_WOULD_HELP:
                 continue
+            if not self.prepared:
+                self._prepare()
+            gpus_of = self.gpus_of
             if self.served >= budget.max_evictions_per_cycle:
                 break
             need = x.min_replicas * job.replica_gpus

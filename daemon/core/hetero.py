@@ -95,7 +95,25 @@ class Pools:
 
 
 def pools_of(snapshot: Snapshot) -> Pools:
-    """Group the usable nodes into pools (sorted keys: deterministic)."""
+    """Group the usable nodes into pools (sorted keys: deterministic).
+
+    Memoised on the nodes (a pure function of them; the last answer is kept): a replay asks
+    three times per cycle for the same nodes, cycle after cycle (issue 12, speed). The grouping
+    is shared, read only; each call gets its own per-cycle ``ends`` cache."""
+    items = tuple(snapshot.nodes.items())
+    hit = _POOLS_MEMO.get("last")
+    if hit is not None and hit[0] == items:  # equal nodes (identical ones compare at once)
+        p = hit[1]
+        return Pools(p.nodes, p.gpus, p.node_gpus, p.of_node)
+    pools = _pools_of(snapshot)
+    _POOLS_MEMO["last"] = (items, pools)
+    return Pools(pools.nodes, pools.gpus, pools.node_gpus, pools.of_node)
+
+
+_POOLS_MEMO: dict[str, tuple[tuple[tuple[str, object], ...], Pools]] = {}
+
+
+def _pools_of(snapshot: Snapshot) -> Pools:
     nodes: dict[PoolKey, set[str]] = {}
     gpus: dict[PoolKey, int] = {}
     biggest: dict[PoolKey, int] = {}

@@ -26,6 +26,7 @@ Ordering key: 1. Tiresias queue after promotion, 2. ρ (higher first), 3. job id
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
 from railgang.daemon.core import hetero
@@ -35,6 +36,31 @@ from railgang.daemon.core.policies.tiresias import Tiresias, bucket, queued_sinc
 from railgang.daemon.core.policy import Plan, regrow_targets, want
 from railgang.daemon.core.snapshot import Snapshot
 from railgang.daemon.core.spot import SpotRules
+
+
+class _Levels(Mapping[str, float]):
+    """Tiresias level of each running job, computed on first read: only an eviction search
+    reads them, and most cycles of a replay have none (issue 12, speed)."""
+
+    def __init__(self, snapshot: Snapshot, thresholds: tuple[float, ...]) -> None:
+        self._snapshot, self._thresholds = snapshot, thresholds
+        self._levels: dict[str, float] | None = None
+
+    def _all(self) -> dict[str, float]:
+        if self._levels is None:
+            t = self._thresholds
+            self._levels = {r.job_id: float(bucket(r.job.attained_gpu_s, t))
+                            for r in self._snapshot.running.values()}
+        return self._levels
+
+    def __getitem__(self, job_id: str) -> float:
+        return self._all()[job_id]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._all())
+
+    def __len__(self) -> int:
+        return len(self._all())
 
 
 @dataclass(frozen=True)
@@ -74,8 +100,7 @@ class Default:
             reserve_for=starving,
             targets=sizing.targets if sizing is not None else regrow_targets(snapshot),
             sized=by_pollux,
-            levels={r.job_id: float(bucket(r.job.attained_gpu_s, self.tiresias.thresholds_gpu_h))
-                    for r in snapshot.running.values()},
+            levels=_Levels(snapshot, self.tiresias.thresholds_gpu_h),
             preempt_within_class=self.evict_within_class,
         )
         return hetero.aware(plan, snapshot, self.spot) if self.hetero else plan
