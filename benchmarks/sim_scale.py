@@ -6,7 +6,8 @@
 
 Per size: generate the trace (``benchmarks/synthetic_trace.py``), write it as CSV, read it back
 with the simulator's CSV reader, replay it once, and print one Markdown row with the wall time
-and where it went: ``snapshot`` (the backend's snapshot build), the core's ``decide()`` phases
+and where it went (phase columns are wall seconds; ``CPU s`` is this process's CPU time, the
+fairer figure on a shared machine): ``snapshot`` (the backend's snapshot build), the core's ``decide()`` phases
 (observe, order, size, place, preempt, migrate, grow, emit, from ``Decision.phase_ms``),
 ``apply`` (the backend carrying out actions), ``record`` (the per-cycle work-conservation
 bookkeeping), ``metrics`` (the final metrics) and ``events`` (everything else: the heap, arrivals,
@@ -79,7 +80,7 @@ def replay(n: int, args: argparse.Namespace, tmp: Path, profile: Path | None) ->
     fabric = fabric_from_shape(args.nodes, args.gpus_per_node, args.leaf)
     _MS.clear()
     prof = cProfile.Profile() if profile is not None else None
-    t = time.perf_counter()
+    t, cpu = time.perf_counter(), time.process_time()
     if prof is not None:
         prof.enable()
     run = simulate(trace.jobs, get(args.policy), fabric, comm=TopologyComm(fabric),
@@ -87,13 +88,13 @@ def replay(n: int, args: argparse.Namespace, tmp: Path, profile: Path | None) ->
     if prof is not None:
         prof.disable()
         prof.dump_stats(str(profile))
-    wall = time.perf_counter() - t
+    wall, cpu = time.perf_counter() - t, time.process_time() - cpu
     ms = dict(_MS)
     inside = ms.get("cycle", 0.0) - sum(ms.get(k, 0.0) for k in ("snapshot", *PHASES, "apply"))
     ms["events"] = wall * 1e3 - ms.get("cycle", 0.0) - ms.get("record", 0.0) - ms.get("metrics", 0.0)
     ms["apply"] = ms.get("apply", 0.0) + max(inside, 0.0)  # run_cycle's own glue counts as apply
     m = run.metrics
-    return {"n": n, "wall": wall, "cycles": run.cycles, "events": run.events, "ms": ms,
+    return {"n": n, "wall": wall, "cpu": cpu, "cycles": run.cycles, "events": run.events, "ms": ms,
             "done": m.finished, "mean_jct_h": m.mean_jct_s / 3600}
 
 
@@ -114,14 +115,14 @@ def main() -> None:
     print(f"policy {args.policy}, {args.nodes * args.gpus_per_node} GPUs, load {args.load}, "
           f"seed {args.seed}, cycle quantum {args.cycle_s:g} s; Python "
           f"{platform.python_version()}; load average {os.getloadavg()[0]:.1f}\n")
-    print("| jobs | wall s | jobs/s | cycles | events | mean JCT h | "
+    print("| jobs | wall s | CPU s | jobs/s (CPU) | cycles | events | mean JCT h | "
           + " | ".join(f"{c} s" for c in COLUMNS) + " |")
-    print("|---" * (6 + len(COLUMNS)) + "|")
+    print("|---" * (7 + len(COLUMNS)) + "|")
     with tempfile.TemporaryDirectory() as tmp:
         for i, n in enumerate(sizes):
             r = replay(n, args, Path(tmp), args.profile if i == 0 else None)
             cells = " | ".join(f"{r['ms'].get(c, 0.0) / 1e3:.1f}" for c in COLUMNS)
-            print(f"| {n:,} | {r['wall']:.1f} | {n / r['wall']:,.0f} | {r['cycles']:,} | "
+            print(f"| {n:,} | {r['wall']:.1f} | {r['cpu']:.1f} | {n / r['cpu']:,.0f} | {r['cycles']:,} | "
                   f"{r['events']:,} | {r['mean_jct_h']:.2f} | {cells} |", flush=True)
     print(f"\nload average after: {os.getloadavg()[0]:.1f}")
 
