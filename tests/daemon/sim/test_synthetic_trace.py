@@ -1,0 +1,72 @@
+"""The synthetic trace generator (benchmarks/synthetic_trace.py): seeded, at the load it was asked
+for, Philly-like, and readable by the simulator's CSV reader."""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+import statistics
+import sys
+from collections import Counter
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from railgang.daemon.sim.traces.csv_trace import parse_csv
+
+PATH = Path(__file__).resolve().parents[3] / "benchmarks" / "synthetic_trace.py"
+
+
+def _load() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("synthetic_trace", PATH)
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["synthetic_trace"] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+syn = _load()
+
+
+def test_same_seed_same_trace_other_seed_other_trace() -> None:
+    a, b = syn.generate(500, seed=3), syn.generate(500, seed=3)
+    assert a == b
+    assert syn.generate(500, seed=4) != a
+
+
+@pytest.mark.parametrize(("gpus", "load"), [(1024, 0.8), (512, 0.5), (64, 1.2)],
+                         ids=["1024-80pct", "512-50pct", "64-overload"])
+def test_offered_load_is_what_was_asked(gpus: int, load: float) -> None:
+    jobs = syn.generate(3000, gpus_total=gpus, load=load, seed=1)
+    # the arrival span is a sum of exponential gaps: within a few percent at 3,000 jobs
+    assert syn.offered_load(jobs, gpus) == pytest.approx(load, rel=0.08)
+    assert all(j.gpus <= gpus for j in jobs)
+    assert [j.submit_time for j in jobs] == sorted(j.submit_time for j in jobs)
+
+
+def test_sizes_and_durations_follow_the_philly_fit() -> None:
+    jobs = syn.generate(20000, seed=0)
+    sizes = Counter(j.gpus for j in jobs)
+    total = sum(syn.PHILLY_SIZES.values())
+    for g in (1, 4, 8):  # the common sizes, within 2 points of their Philly share
+        assert sizes[g] / len(jobs) == pytest.approx(syn.PHILLY_SIZES[g] / total, abs=0.02)
+    logs = [math.log(j.duration_s) for j in jobs if j.gpus == 1]
+    mu, sigma = syn.PHILLY_LOG_DURATION[1]
+    assert statistics.mean(logs) == pytest.approx(mu, abs=0.1)
+    assert statistics.pstdev(logs) == pytest.approx(sigma, abs=0.1)
+    assert min(j.duration_s for j in jobs) >= syn.MIN_DURATION_S
+
+
+def test_the_simulator_reads_what_it_writes() -> None:
+    jobs = syn.generate(200, seed=5)
+    trace = parse_csv(list(syn.csv_lines(jobs)), strict=True)
+    assert [(t.job_id, t.gpus, t.duration_s, t.account) for t in trace.jobs] == [
+        (j.job_id, j.gpus, j.duration_s, j.account) for j in jobs]
+
+
+def test_bad_arguments_are_one_line_errors(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    assert syn.main(["--jobs", "0", "--out", str(tmp_path / "x.csv")]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("synthetic_trace:") and "\n" not in err
