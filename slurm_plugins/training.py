@@ -11,9 +11,12 @@ A training script (PyTorch, JAX, anything: this module needs only the standard l
   grow-by-requeue) and checkpoint within the grace time (:attr:`TrainingContext.stop_requested`,
   :meth:`TrainingContext.wait_for_requeue`);
 * know whether it is a **restart** (``SLURM_RESTART_COUNT``) so it resumes from its checkpoint;
-* **report progress** (step, samples/s) back to the daemon through the job's own Slurm
-  ``Comment`` (``rg-progress:step=…,sps=…,t=…``), rate-limited: Slurm is the only channel a job
-  needs, so nothing here opens a socket to the daemon.
+* **report progress** (step, samples/s, and when known the total steps, the wall time of a step
+  and the part of it the kernels computed) back to the daemon through the job's own Slurm
+  ``Comment`` (``rg-progress:step=…,sps=…,t=…[,total=…,step_s=…,compute_s=…]``), rate-limited:
+  Slurm is the only channel a job needs, so nothing here opens a socket to the daemon. The
+  daemon turns ``total`` and ``step_s`` into the work left (start-time estimates) and stores
+  ``step_s``/``compute_s`` as step timings (the report's communication-bound detector).
 
 Runnable example: ``slurm_plugins/demo/train_example.py``; the contract is described for users in
 docs/training.md.
@@ -34,6 +37,12 @@ from types import FrameType
 import hostlist
 
 PROGRESS_PREFIX = "rg-progress:"
+MAX_COMMENT = 256  # a progress comment is a handful of short numbers
+# bounds of each field (the Comment is written by the user: never trust it)
+_BOUNDS: dict[str, tuple[float, float]] = {
+    "step": (0, 1e12), "sps": (0, 1e9), "t": (0, 1e11), "total": (1, 1e12),
+    "step_s": (1e-6, 86400.0), "compute_s": (0, 86400.0)}
+_REQUIRED = ("step", "sps", "t")
 DEFAULT_STOP_SIGNALS = (signal.SIGUSR1, signal.SIGTERM)
 
 Runner = Callable[[Sequence[str]], str]
@@ -132,6 +141,7 @@ class TrainingContext:
         self._clock = clock
         self._report_every_s = report_every_s
         self._last_report: float | None = None
+        self._last_step: tuple[int, float] | None = None  # step and clock of the last report
         self._stop = threading.Event()
         self._received: list[int] = []
         self._stop_signal: int | None = None
@@ -189,18 +199,27 @@ class TrainingContext:
         return world_from_squeue(json.loads(out), self.job_id)
 
     # -- progress --------------------------------------------------------------------------
-    def report(self, step: int, samples_per_s: float, *, force: bool = False) -> bool:
+    def report(self, step: int, samples_per_s: float, *, total: int | None = None,
+               step_s: float | None = None, compute_s: float | None = None,
+               force: bool = False) -> bool:
         """Publish progress in the job's Comment, at most every ``report_every_s``.
 
-        Returns whether a report was sent. A failed report is not fatal to training: the daemon
-        only uses it to improve its estimates.
+        ``total``: the step the job ends at (the daemon then knows the work left); ``step_s``:
+        the wall time of one step (default: measured here from the steps between two calls);
+        ``compute_s``: the part of it the kernels computed (from the framework's profiler), for
+        the communication-bound detector. Returns whether a report was sent. A failed report is
+        not fatal to training: the daemon only uses it to improve its estimates.
         """
         now = self._clock()
         if not force and self._last_report is not None \
                 and now - self._last_report < self._report_every_s:
             return False
-        self._last_report = now
-        comment = f"{PROGRESS_PREFIX}step={step},sps={samples_per_s:.1f},t={int(time.time())}"
+        if step_s is None and self._last_step is not None and step > self._last_step[0] \
+                and self._last_report is not None and now > self._last_report:
+            step_s = (now - self._last_report) / (step - self._last_step[0])
+        self._last_report, self._last_step = now, (step, now)
+        comment = format_progress(Progress(step=step, sps=samples_per_s, t=int(time.time()),
+                                           total=total, step_s=step_s, compute_s=compute_s))
         try:
             self._runner(["scontrol", "update", f"JobId={self.job_id}", f"Comment={comment}"])
         except (RuntimeError, OSError, subprocess.TimeoutExpired):
@@ -208,19 +227,80 @@ class TrainingContext:
         return True
 
 
-def parse_progress(comment: str) -> dict[str, float] | None:
-    """The daemon's side of :meth:`TrainingContext.report`: ``None`` unless a progress comment."""
+@dataclass(frozen=True)
+class Progress:
+    """One progress report; the optional fields are absent in comments of older helpers."""
+
+    step: float
+    sps: float
+    t: int  # epoch seconds of the report
+    total: float | None = None  # the step the job ends at
+    step_s: float | None = None  # wall seconds of one step at the job's current size
+    compute_s: float | None = None  # of which the kernels computed
+
+    @property
+    def remaining_s(self) -> float | None:
+        """Seconds of training left at the current size (None without total and step time)."""
+        if self.total is None or self.step_s is None:
+            return None
+        return max(0.0, self.total - self.step) * self.step_s
+
+
+def format_progress(p: Progress) -> str:
+    out = f"{PROGRESS_PREFIX}step={int(p.step)},sps={p.sps:.1f},t={p.t}"
+    if p.total is not None:
+        out += f",total={int(p.total)}"
+    if p.step_s is not None:
+        out += f",step_s={p.step_s:.4g}"
+    if p.compute_s is not None:
+        out += f",compute_s={p.compute_s:.4g}"
+    return out
+
+
+def read_progress(comment: str) -> Progress | None:
+    """The daemon's side of :meth:`TrainingContext.report`: ``None`` when the comment is not a
+    progress report; raises ValueError (one line naming the field) when it is one but malformed
+    or out of bounds. Unknown fields are ignored (a newer helper may add some)."""
     if not comment.startswith(PROGRESS_PREFIX):
         return None
-    out: dict[str, float] = {}
+    if len(comment) > MAX_COMMENT or "\n" in comment:
+        raise ValueError(f"progress comment longer than {MAX_COMMENT} characters or multi-line")
+    got: dict[str, float] = {}
     for part in comment[len(PROGRESS_PREFIX):].split(","):
-        key, _, value = part.partition("=")
+        key, _, value = part.strip().partition("=")
+        if key not in _BOUNDS:
+            continue
         try:
-            out[key] = float(value)
+            num = float(value)
         except ValueError:
-            return None
-    return out if {"step", "sps", "t"} <= out.keys() else None
+            raise ValueError(f"progress field {key}={value[:20]!r} is not a number") from None
+        lo, hi = _BOUNDS[key]
+        if not lo <= num <= hi:  # also false for nan; inf is out of bounds
+            raise ValueError(f"progress field {key}={value[:20]} is outside [{lo:g}, {hi:g}]")
+        got[key] = num
+    missing = [k for k in _REQUIRED if k not in got]
+    if missing:
+        raise ValueError(f"progress comment lacks {', '.join(missing)}")
+    if "total" in got and got["step"] > got["total"]:
+        raise ValueError(f"progress step {got['step']:g} is past total {got['total']:g}")
+    if "compute_s" in got and "step_s" in got and got["compute_s"] > got["step_s"]:
+        raise ValueError(f"progress compute_s {got['compute_s']:g} exceeds step_s "
+                         f"{got['step_s']:g}")
+    return Progress(step=got["step"], sps=got["sps"], t=int(got["t"]), total=got.get("total"),
+                    step_s=got.get("step_s"), compute_s=got.get("compute_s"))
 
 
-__all__ = ["PROGRESS_PREFIX", "Shape", "TrainingContext", "World", "parse_progress",
-           "shape_from_env", "world_from_squeue"]
+def parse_progress(comment: str) -> dict[str, float] | None:
+    """:func:`read_progress` as a dict of the fields present; ``None`` unless a valid report."""
+    try:
+        p = read_progress(comment)
+    except ValueError:
+        return None
+    if p is None:
+        return None
+    return {k: float(v) for k, v in vars(p).items() if v is not None}
+
+
+__all__ = ["PROGRESS_PREFIX", "Progress", "Shape", "TrainingContext", "World",
+           "format_progress", "parse_progress", "read_progress", "shape_from_env",
+           "world_from_squeue"]

@@ -34,6 +34,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--steps", type=int, default=100)
     ap.add_argument("--step-s", type=float, default=1.0, help="seconds per step on one replica")
+    ap.add_argument("--compute-share", type=float, default=0.8,
+                    help="share of a step the kernels compute (a real job reads its profiler)")
     ap.add_argument("--checkpoint-every", type=int, default=10)
     ap.add_argument("--checkpoint-dir", type=Path,
                     default=Path(os.environ.get("RAILGANG_CHECKPOINT_DIR", "/tmp/railgang-ckpt")))
@@ -71,10 +73,13 @@ def main(argv: list[str] | None = None) -> int:
             if now and now != replicas:
                 print(f"resized: {replicas} -> {now} data-parallel replicas", flush=True)
                 replicas = now
+        began = time.monotonic()
         sps = train_step(replicas, args.step_s)
+        took = time.monotonic() - began
         step += 1
-        if ctx.job_id:
-            ctx.report(step, sps)
+        if ctx.job_id:  # total: the daemon knows the work left; step/compute: comm-bound check
+            ctx.report(step, sps, total=args.steps, step_s=took,
+                       compute_s=took * min(1.0, max(0.0, args.compute_share)))
         if step % args.checkpoint_every == 0:
             save("periodic")
     save("done")

@@ -13,10 +13,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from railgang.slurm_plugins.training import (
+    Progress,
     Shape,
     TrainingContext,
     World,
     parse_progress,
+    read_progress,
     shape_from_env,
     world_from_squeue,
 )
@@ -150,3 +152,54 @@ def test_a_failed_report_does_not_stop_training() -> None:
 def test_parse_progress_never_raises(comment: str) -> None:
     out = parse_progress(comment)
     assert out is None or {"step", "sps", "t"} <= out.keys()
+
+
+def test_progress_with_total_and_timings_round_trips() -> None:
+    clock = FakeClock()
+    run = Recorder()
+    ctx = TrainingContext({"SLURM_JOB_ID": "7"}, runner=run, clock=clock, report_every_s=60)
+    assert ctx.report(10, 50.0, total=100, compute_s=0.2)
+    clock.t = 60.0
+    assert ctx.report(130, 55.0, total=1000, compute_s=0.2)  # step time measured: 60 s / 120
+    p = read_progress(run.calls[-1][3].removeprefix("Comment="))
+    assert p is not None and (p.step, p.total, p.compute_s) == (130, 1000, 0.2)
+    assert p.step_s == pytest.approx(0.5)
+    assert p.remaining_s == pytest.approx(870 * 0.5)
+    first = read_progress(run.calls[0][3].removeprefix("Comment="))
+    assert first is not None and first.step_s is None and first.remaining_s is None
+
+
+def test_old_comments_still_parse() -> None:
+    p = read_progress("rg-progress:step=5,sps=12.5,t=1700000000")
+    assert p == Progress(step=5, sps=12.5, t=1700000000)
+    assert p.remaining_s is None
+
+
+@pytest.mark.parametrize("comment, word", [
+    ("rg-progress:step=x,sps=1,t=1", "step"),
+    ("rg-progress:step=1,sps=1", "lacks t"),
+    ("rg-progress:step=1,sps=nan,t=1", "sps"),
+    ("rg-progress:step=1,sps=inf,t=1", "sps"),
+    ("rg-progress:step=1,sps=1,t=1,total=0", "total"),
+    ("rg-progress:step=9,sps=1,t=1,total=5", "past total"),
+    ("rg-progress:step=1,sps=1,t=1,step_s=-2", "step_s"),
+    ("rg-progress:step=1,sps=1,t=1,step_s=1,compute_s=2", "exceeds"),
+    ("rg-progress:step=1,sps=1,t=1,total=1e300", "total"),
+    ("rg-progress:" + "x=1," * 100 + "step=1,sps=1,t=1", "longer"),
+    ("rg-progress:step=1,sps=1,t=1\nrm -rf /", "multi-line"),
+], ids=["not-a-number", "missing", "nan", "inf", "zero-total", "past-total", "negative",
+        "compute-over-step", "huge", "too-long", "two-lines"])
+def test_hostile_progress_is_refused_with_one_line(comment: str, word: str) -> None:
+    with pytest.raises(ValueError, match=word) as err:
+        read_progress(comment)
+    assert "\n" not in str(err.value)
+    assert parse_progress(comment) is None
+
+
+@given(st.text(max_size=120))
+def test_read_progress_raises_only_value_error(comment: str) -> None:
+    try:
+        p = read_progress("rg-progress:" + comment)
+    except ValueError:
+        return
+    assert p is not None and p.step >= 0 and (p.total is None or p.step <= p.total)
