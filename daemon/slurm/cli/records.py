@@ -20,6 +20,7 @@ from railgang.daemon.slurm.cli.parse import (
     gpu_indices,
     parse_tag,
 )
+from railgang.slurm_plugins.training import Progress, read_progress
 
 # squeue job states that hold or will hold resources; everything else (COMPLETED, CANCELLED...)
 # is history the snapshot ignores
@@ -54,6 +55,8 @@ class SqueueJob:
     tag: RailgangTag | None  # None: not a railgang job (or a malformed tag, see tag_problem)
     tag_problem: str = ""  # why a railgang: AdminComment was not understood
     alloc_problem: str = ""  # GPU indices unreadable: its nodes count as fully used
+    progress: Progress | None = None  # the training helper's last report (job Comment)
+    progress_problem: str = ""  # a malformed progress Comment (the job is kept, without it)
 
     @property
     def pending(self) -> bool:
@@ -139,6 +142,10 @@ def squeue_job(raw: Mapping[str, Any]) -> SqueueJob:
             tag, tag_problem = parse_tag(comment), ""
         except ParseProblem as exc:  # the job still holds its GPUs: keep it, just not as ours
             tag, tag_problem = None, f"job {job_id}: {exc}; skipped by railgang (fix the AdminComment)"
+        try:  # the Comment is the user's: a bad one costs the job its estimate, nothing more
+            progress, progress_problem = read_progress(str(raw.get("comment") or "")), ""
+        except ValueError as exc:
+            progress, progress_problem = None, f"job {job_id}: Comment: {exc}; progress ignored"
         return SqueueJob(
             job_id=job_id,
             state=str(raw.get("job_state", "")),
@@ -162,6 +169,8 @@ def squeue_job(raw: Mapping[str, Any]) -> SqueueJob:
             admin_comment=comment,
             tag=tag,
             tag_problem=tag_problem,
+            progress=progress,
+            progress_problem=progress_problem,
         )
     except ParseProblem as exc:
         raise ParseProblem(f"job {job_id}: {exc}") from exc
@@ -181,7 +190,7 @@ def parse_squeue(text: str) -> tuple[list[SqueueJob], list[str]]:
             problems.append(str(exc))
             continue
         jobs.append(job)
-        problems.extend(p for p in (job.tag_problem, job.alloc_problem) if p)
+        problems.extend(p for p in (job.tag_problem, job.alloc_problem, job.progress_problem) if p)
     return jobs, problems
 
 

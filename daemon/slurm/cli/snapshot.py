@@ -61,7 +61,18 @@ def core_job(rec: SqueueJob, tag: RailgangTag) -> Job:
         model=rec.name,
     )
     # every requeue (a railgang preemption or grow, a node failure) bumps Slurm's restart count
-    return Job(request, JobState(preemptions=rec.restarts))
+    return Job(request, JobState(preemptions=rec.restarts, work_remaining_s=_work_left(rec, request)))
+
+
+def _work_left(rec: SqueueJob, request: JobRequest) -> float | None:
+    """Seconds of work left at the requested size, from the training helper's progress report
+    (total steps and step time); the step time was measured at the size the job holds now."""
+    left = rec.progress.remaining_s if rec.progress is not None else None
+    if left is None:
+        return None
+    held = sum(len(idx) for _, idx in rec.allocation) if rec.state == "RUNNING" else 0
+    replicas = held // (request.tp * request.pp)
+    return left * (request.rate(replicas) if replicas else 1.0)
 
 
 def core_running(rec: SqueueJob, tag: RailgangTag, job: Job) -> RunningJob:

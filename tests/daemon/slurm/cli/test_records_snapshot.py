@@ -137,3 +137,40 @@ def test_topology_from_show_keeps_direct_nodes_only() -> None:
     conf = parse_topology(topology_from_show((DATA / "scontrol_topology.txt").read_text()))
     fabric = fabric_from_conf(conf)
     assert fabric.leaf_of("n05") == "leaf2" and len(fabric.leaves) == 4
+
+
+def _with_comments(comments: dict[int, str]) -> str:
+    raw = json.loads((DATA / "squeue_mixed.json").read_text())
+    for job in raw["jobs"]:
+        if job["job_id"] in comments:
+            job["comment"] = comments[job["job_id"]]
+    return json.dumps(raw)
+
+
+def test_progress_comment_gives_the_work_left() -> None:
+    jobs, problems = parse_squeue(_with_comments({
+        9: "rg-progress:step=200,sps=512.0,t=1796057390,total=1000,step_s=2,compute_s=1.5",
+        10: "rg-progress:step=50,sps=64.0,t=1796057390,total=150,step_s=4",  # shrunk to 1 of 2
+        12: "rg-progress:step=5,sps=1.0,t=1796057390"}))  # an old helper: no total
+    assert problems == [next(j for j in jobs if j.job_id == "13").tag_problem]
+    nodes, _ = parse_sinfo((DATA / "sinfo_mixed.json").read_text())
+    fabric = fabric_from_conf(parse_topology(topology_from_show((DATA / "scontrol_topology.txt").read_text())))
+    snap = build_observation(NOW, jobs, nodes, fabric).snapshot
+    assert snap.running["9"].job.work_remaining_s == pytest.approx(800 * 2.0)
+    shrunk = snap.running["10"].job
+    # 400 s at one replica is less at the requested two: scaled by the job's rate at one
+    assert shrunk.work_remaining_s == pytest.approx(400.0 * shrunk.request.rate(1))
+    assert shrunk.work_remaining_s < 400.0
+    assert next(j for j in snap.pending if j.job_id == "12").work_remaining_s is None
+
+
+def test_hostile_progress_comment_is_one_problem_line_and_the_job_stays() -> None:
+    jobs, problems = parse_squeue(_with_comments({
+        9: "rg-progress:step=1e400,sps=1,t=1", 10: "rg-progress:step=1,sps=1,t=1,total=nan"}))
+    assert sorted(j.job_id for j in jobs if j.progress_problem) == ["10", "9"]
+    bad = [p for p in problems if "Comment:" in p]
+    assert len(bad) == 2 and all("\n" not in p and "progress ignored" in p for p in bad)
+    nodes, _ = parse_sinfo((DATA / "sinfo_mixed.json").read_text())
+    fabric = fabric_from_conf(parse_topology(topology_from_show((DATA / "scontrol_topology.txt").read_text())))
+    snap = build_observation(NOW, jobs, nodes, fabric).snapshot
+    assert {"9", "10"} <= set(snap.running) and snap.running["9"].job.work_remaining_s is None
