@@ -190,7 +190,11 @@ def _evict_for(
     kills: list[RunningJob] = []
     extra: dict[str, frozenset[int]] = dict(w.free)
     got, killed, budget_hit, tries = w.free_count, 0, False, 0
-    steps = [(False, v) for v in cands if v.replicas > v.job.min_replicas] + [(True, v) for v in cands]
+    # a shrink serves a higher class only: shrinking a peer to its minimum left a deficit that
+    # same-class work never gave back (issue 12 part 4); peers are evicted under the budgets
+    steps = [(False, v) for v in cands if v.priority_class > job.priority_class
+             and elastic.shrink_pays(v, v.job.min_replicas, now)]
+    steps += [(True, v) for v in cands]
     for kill, v in steps:
         if kill:
             if pre.recently_preempted(v.job.last_preempted_at, now, budget.job_min_interval_s):

@@ -111,12 +111,14 @@ def _runtime(job: Job, replicas: int) -> float:
 
 
 def _sizes(job: Job, want: Want, free_count: int) -> list[int]:
-    """Start sizes to try: the wanted size, then smaller (halving) down to the minimum."""
+    """Start sizes to try: the wanted size, then halves of it down to the minimum (whole halves:
+    an odd size leaves partial nodes that scatter later gangs, issue 12 part 4)."""
     out = [want.replicas]
-    k = min(want.replicas - 1, free_count // job.replica_gpus)
-    while k > want.min_replicas:
-        out.append(k)
+    k, fit = want.replicas, free_count // job.replica_gpus
+    while k // 2 > want.min_replicas:
         k //= 2
+        if k <= fit:
+            out.append(k)
     if want.min_replicas < want.replicas:
         out.append(want.min_replicas)
     return sorted(set(out), reverse=True)
@@ -313,7 +315,8 @@ def _grow_to(w: Work, run: RunningJob, target: int, rules: elastic.ElasticRules)
     quota = w.snap.account(job.account).quota_gpus
     room = w.free_count if quota is None else min(w.free_count, quota - w.account_gpus.get(job.account, 0))
     room = int(min(room, quotas.room(w.snap.quotas, w.account_gpus, job.account, waiting=w.waiting)))
-    k = min(target, run.replicas + max(0, room) // job.replica_gpus)
+    top = min(target, run.replicas + max(0, room) // job.replica_gpus)
+    k = max((x for x in elastic.sizes(job) if run.replicas < x <= top), default=run.replicas)
     while k > run.replicas and elastic.resize_pays(run, k, w.now, rules):
         res = w.place(gang_for(job, k - run.replicas, hetero.grow_nodes(w, run)))
         if isinstance(res, Placed):
@@ -324,7 +327,7 @@ def _grow_to(w: Work, run: RunningJob, target: int, rules: elastic.ElasticRules)
             w.grows.append(Resize(run.job_id, k, merged, run.replicas))
             w.touched.add(run.job_id)
             break
-        k = run.replicas + (k - run.replicas) // 2
+        k = max((x for x in elastic.sizes(job) if run.replicas < x < k), default=run.replicas)
 
 
 __all__ = ["LeafWait", "PlacePhase", "grow_phase", "shrink_phase"]

@@ -30,6 +30,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
 from railgang.daemon.core import hetero
+from railgang.daemon.core.elastic import short_classes, smallest_start
 from railgang.daemon.core.policies.pollux import Pollux
 from railgang.daemon.core.policies.themis import contenders, rho
 from railgang.daemon.core.policies.tiresias import Tiresias, bucket, queued_since
@@ -87,10 +88,14 @@ class Default:
             for j in snapshot.pending
         )
         order = []
+        short = short_classes(snapshot.running.values())
         for q, _, _, j in keyed:
             s = sized.get(j.job_id)
             replicas = s.replicas if s is not None and j.elastic else j.replicas
-            order.append(want(j.job_id, replicas, j.min_replicas, level=q))
+            # never below the size where the curve turns super-linear (a shrunk start wastes GPUs),
+            # and at the asked size while a job of the class runs short of its own
+            low = replicas if j.priority_class in short else smallest_start(j, replicas)
+            order.append(want(j.job_id, replicas, low, level=q))
         starving = frozenset(j.job_id for j in snapshot.pending
                              if self.reserve_starving
                              and now - queued_since(j) >= self.tiresias.promote_after_s)

@@ -25,7 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from railgang.daemon.core import hetero
-from railgang.daemon.core.elastic import fill_by_marginal_gain
+from railgang.daemon.core.elastic import fill_by_chunks, short_classes, smallest_start, start_size
 from railgang.daemon.core.job import Job
 from railgang.daemon.core.policy import Plan, regrow_targets, want
 from railgang.daemon.core.snapshot import Snapshot
@@ -65,31 +65,42 @@ class Pollux:
         movable = [r for r in snapshot.running.values()
                    if r.job.elastic and r.priority_class >= 2 and r.preempt_deadline is None
                    and now - r.start_time < self.lock_after_s]
-        capacity = snapshot.free_gpus + sum(r.gpus - r.job.min_gpus for r in movable)
-        alloc: dict[str, int] = {r.job_id: r.job.min_replicas for r in movable}
+        # running jobs keep what they hold: shrinking them for every newcomer of their class cost
+        # more in resizes and super-linear slowdowns than it won (issue 12 part 4, BENCHMARKS)
+        capacity = snapshot.free_gpus
+        alloc: dict[str, int] = {r.job_id: r.replicas for r in movable}
         jobs: dict[str, Job] = {r.job_id: r.job for r in movable}
+        running = frozenset(alloc)
+        short = short_classes(snapshot.running.values())  # these start work only at full size
         queue = sorted(snapshot.pending, key=lambda j: (j.priority_class, j.submit_time, j.job_id))
         for c in range(4):  # higher classes are admitted and grown before lower ones
             members = [r.job_id for r in movable if r.priority_class == c]
-            for j in queue:  # 1. admission at the minimum size, in submit order
-                if j.priority_class == c and j.min_gpus <= capacity:
-                    alloc[j.job_id], jobs[j.job_id] = j.min_replicas, j
-                    capacity -= j.min_gpus
+            for j in queue:  # 1. admission in submit order: asked size, or smaller if no waste
+                if j.priority_class != c:
+                    continue
+                small = j.elastic and c not in short
+                k = start_size(j, capacity) if small else (
+                    j.replicas if j.replicas * j.replica_gpus <= capacity else None)
+                if k is not None:
+                    alloc[j.job_id], jobs[j.job_id] = k, j
+                    capacity -= k * j.replica_gpus
                     members.append(j.job_id)
-            capacity = self._grow(members, alloc, jobs, capacity)  # 2. marginal utility per GPU
+            capacity = fill_by_chunks(members, alloc, jobs, capacity, self.value, running)  # 2.
 
         admitted = [j for j in queue if j.job_id in alloc]
         order = [want(j.job_id, alloc[j.job_id], j.min_replicas) for j in admitted]
-        order += [want(j.job_id, j.replicas, j.min_replicas) for j in queue if j.job_id not in alloc]
+        order += [want(j.job_id, j.replicas, j.replicas if j.priority_class in short
+                       else smallest_start(j, j.replicas)) for j in queue if j.job_id not in alloc]
         targets = regrow_targets(snapshot)  # locked jobs keep their size or regrow to the request
         targets.update({i: alloc[i] for i in alloc if i in snapshot.running})
         plan = Plan(order=tuple(order), mode="greedy", targets=targets, sized=True)
         return hetero.aware(plan, snapshot) if self.hetero else plan
 
-    def _grow(self, members: list[str], alloc: dict[str, int], jobs: dict[str, Job], capacity: int) -> int:
-        return fill_by_marginal_gain(
-            members, alloc, jobs, capacity,
-            lambda j, k: self.utility(j, k + 1) - self.utility(j, k))
+    def value(self, job: Job, k: int) -> float:
+        """Goodput on ``k`` relative to the job's own at its asked size, to the power ``p``: a GPU
+        is worth the share of the job's run it saves, whatever the job's size (fairness)."""
+        base = goodput(job, job.replicas)
+        return float((goodput(job, k) / base) ** self.p) if base > 0 and k > 0 else 0.0
 
 
 POLICY = Pollux

@@ -11,13 +11,20 @@ from hypothesis import strategies as st
 from railgang.daemon.core import Decision, Resize, Start, decide, table
 from railgang.daemon.core.elastic import (
     ElasticRules,
+    fill_by_chunks,
     marginal_gain,
     resize_pays,
     shrink_assignment,
+    shrink_pays,
+    sizes,
+    smallest_start,
+    start_size,
     start_small_pays,
+    wastes_gpus,
 )
 from railgang.daemon.core.job import RunningJob
 from railgang.daemon.core.policy import get
+from railgang.daemon.core.scaling import SpeedupFn, linear
 from railgang.daemon.core.snapshot import Snapshot
 from tests.daemon.core.core_builders import cluster, first_fit, job
 
@@ -159,3 +166,82 @@ def test_pollux_locked_jobs_are_never_shrunk_but_regrow_to_their_request() -> No
             .pending(job("new").gpus(8).elastic(1, 8).at(9 * H)).build())
     plan = Pollux(lock_after_s=6 * H).plan(snap, 10 * H)
     assert plan.targets["old"] == 2
+
+
+# -- issue 12 part 4: elastic that pays ------------------------------------------------------------
+SUPER = table({1: 1.0, 2: 2.3, 4: 5.2})  # 15-30 % more per GPU at the asked size (Philly-like)
+SATURATING = table({1: 1.0, 2: 1.6, 4: 2.0})
+
+
+def test_the_rs6_worked_example_32_64_128_still_starts_small() -> None:
+    # 32 -> 64 -> 128 GPUs on the seed's sub-linear curve: starting small beats waiting 8 h
+    j = job("e").gpus(128).tp(32).elastic(1, 4).speedup(SEED_CURVE).work(24 * H).build()
+    assert start_small_pays(j, 1, 4, 8 * H)
+    assert smallest_start(j, 4) == 1
+
+
+@pytest.mark.parametrize(
+    ("curve", "wastes", "start_with_4_free", "lowest"),
+    [(SUPER, True, None, 4), (linear, False, 2, 1), (SATURATING, False, 2, 1)],
+    ids=["super-linear", "linear", "saturating"],
+)
+def test_a_super_linear_job_is_never_started_below_its_asked_size(
+        curve: SpeedupFn, wastes: bool, start_with_4_free: int | None, lowest: int) -> None:
+    j = job("e").gpus(8).tp(2).elastic(1, 4).speedup(curve).work(24 * H).build()  # 4 x 2 GPUs
+    assert wastes_gpus(j, 2, 4) is wastes
+    assert start_size(j, 4) == start_with_4_free
+    assert start_size(j, 8) == 4  # the asked size fits: always that
+    assert smallest_start(j, 4) == lowest
+    assert start_small_pays(j, 2, 4, 8 * H) is (not wastes)
+
+
+def test_sizes_are_halves_and_doubles_of_the_asked_size() -> None:
+    assert sizes(job("e").gpus(16).elastic(1, 16).build()) == (1, 2, 4, 8, 16)
+    assert sizes(job("e").gpus(12).elastic(2, 24).build()) == (3, 6, 12, 24) or \
+        sizes(job("e").gpus(12).elastic(2, 24).build()) == (2, 3, 6, 12, 24)
+
+
+def test_growth_goes_to_the_best_chunk_per_gpu_not_the_best_single_replica() -> None:
+    # one replica more is worth little to the super-linear job (2.3 -> 3.75 at 3), the whole step
+    # to 4 is worth the most per GPU; the linear 8-replica job gains 1/8 per GPU
+    sup = job("sup").gpus(4).elastic(1, 4).speedup(SUPER).build()
+    lin = job("lin").gpus(8).elastic(1, 8).build()
+    alloc = {"sup": 2, "lin": 6}
+    value = lambda j, k: j.rate(k)  # noqa: E731 - the job's rate normalised by its own
+    left = fill_by_chunks(["lin", "sup"], alloc, {"sup": sup, "lin": lin}, 2, value)
+    assert alloc == {"sup": 4, "lin": 6} and left == 0
+
+
+def test_growth_of_what_runs_wins_a_tie() -> None:
+    a, b = (job(i).gpus(4).elastic(1, 4).build() for i in ("a", "b"))
+    alloc = {"a": 2, "b": 2}
+    fill_by_chunks(["a", "b"], alloc, {"a": a, "b": b}, 2, lambda j, k: j.rate(k),
+                   running=frozenset({"b"}))
+    assert alloc == {"a": 2, "b": 4}
+
+
+@pytest.mark.parametrize(
+    ("curve", "last_resize", "pays"),
+    [(linear, None, True), (linear, 2 * H - 60, False), (SUPER, None, False)],
+    ids=["linear", "hysteresis-after-a-grow", "super-linear"],
+)
+def test_shrink_pays_hysteresis_and_curve(curve: SpeedupFn, last_resize: float | None, pays: bool) -> None:
+    j = job("v").gpus(4).elastic(1, 4).speedup(curve).work(20 * H).build()
+    r = RunningJob(j, {"n000": (0, 1, 2, 3)}, 0.0, 4, last_resize_time=last_resize)
+    assert shrink_pays(r, 1, 2 * H) is pays
+    assert not shrink_pays(r, 0, 2 * H)  # never below the minimum
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(1, 8), st.integers(0, 8), st.sampled_from([0, 1, 2])),
+                min_size=1, max_size=6), st.integers(0, 40))
+def test_fill_by_chunks_stays_in_range_and_capacity(spec: list[tuple[int, int, int]], cap: int) -> None:
+    curves = (SUPER, linear, SATURATING)
+    jobs = {f"j{i}": job(f"j{i}").gpus(hi).elastic(1, hi).speedup(curves[c]).build()
+            for i, (hi, _, c) in enumerate(spec)}
+    alloc = {f"j{i}": min(k, hi) for i, (hi, k, _) in enumerate(spec)}
+    before = dict(alloc)
+    left = fill_by_chunks(sorted(jobs), alloc, jobs, cap, lambda j, k: j.rate(k))
+    used = sum(alloc[i] - before[i] for i in alloc)
+    assert 0 <= left == cap - used
+    assert all(before[i] <= alloc[i] <= jobs[i].max_replicas for i in alloc)

@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from railgang.daemon.core import Decision, Start, allreduce, decide, table
+from railgang.daemon.core import Decision, Resize, Start, allreduce, decide, table
 from railgang.daemon.core.policies.pollux import Pollux, goodput, statistical_efficiency
 from railgang.daemon.core.policies.slurm import Slurm, fairshare_factors
 from railgang.daemon.core.policies.themis import rho
@@ -175,12 +175,24 @@ def test_pollux_fairness_knob_levels_allocations() -> None:
     assert greedy["a"] - greedy["b"] >= fair["a"] - fair["b"]
 
 
-def test_pollux_shrinks_a_running_elastic_job_to_admit_a_waiting_one() -> None:
+def test_pollux_does_not_shrink_a_running_peer_to_admit_a_waiting_one() -> None:
+    # issue 12 part 4: shrinking running same-class jobs for each newcomer cost more in resizes
+    # and scattered regrowth than it won; the newcomer waits for freed GPUs
     snap = (cluster(1).at(2 * H).running(job("big").gpus(8).elastic(1, 8).work(50 * H), start=0)
             .pending(job("new").gpus(4).elastic(1, 4).at(H)).build())
     d = run(snap, "pollux")
-    assert d.actions and d.actions[0].job_id == "big"
-    assert "new" in started(d)
+    assert not d.actions
+    assert "new" not in started(d)
+
+
+def test_pollux_regrows_a_short_job_before_starting_work_small() -> None:
+    # "short" (4 of 8) regrows into the 4 free GPUs; "new" would only fit small, and waits
+    snap = (cluster(1).at(2 * H).running(job("short").gpus(8).elastic(1, 8).work(50 * H), start=0,
+                                         replicas=4)
+            .pending(job("new").gpus(8).elastic(1, 8).at(H)).build())
+    d = run(snap, "pollux")
+    assert [(a.job_id, a.replicas) for a in d.actions if isinstance(a, Resize)] == [("short", 8)]
+    assert "new" not in started(d)
 
 
 # -- default -------------------------------------------------------------------------------------
@@ -243,13 +255,14 @@ def test_default_without_starvation_reservations_is_greedy() -> None:
 
 @pytest.mark.parametrize(
     ("kw", "replicas", "evicts"),
-    [({}, 1, True), ({"sizing": "requested"}, 4, True), ({"evict_within_class": False}, 1, False)],
+    [({}, 4, True), ({"sizing": "requested"}, 4, True), ({"evict_within_class": False}, 4, False)],
     ids=["pollux-sizing", "requested-sizing", "no-eviction-within-class"],
 )
 def test_default_knobs(kw: dict[str, object], replicas: int, evicts: bool) -> None:
     from railgang.daemon.core.policies.default import Default
 
-    # 8 GPUs free, 8 elastic jobs wanting 4 each: Pollux admits all at 1 replica.
+    # 8 GPUs free, 8 elastic jobs wanting 4 each: Pollux admits the first two at their asked size
+    # (issue 12 part 4: no small starts while the asked size fits)
     snap = (cluster(2).at(10 * H).running(job("heavy").gpus(8).service(200 * H).work(50 * H), start=0)
             .pending(*[job(f"w{i}").gpus(4).elastic(1, 4).at(9 * H + i).work(H) for i in range(8)])
             .build())
