@@ -13,6 +13,9 @@ its measured effect on mean JCT:
 - ``8-gpu-nodes``: the same on 8 nodes x 8 GPUs, railgang's gang placement (a gang of 8 or more
   takes whole nodes, a smaller one stays in one node).
 - ``event-driven``: one node, but a decision at every arrival and completion (``--cycle-s 0``).
+- ``decide-every-1920s``: one node, decisions 1,920 s apart: Gavel recomputes its allocation only
+  on an arrival or completion *and* at least ``minimum_time_between_allocation_resets`` (1,920 s
+  by default) after the previous one; its 360 s rounds only re-run the allocated jobs.
 
 Jobs: the helpers of ``gavel_compare`` (same selection: only (model, size) pairs Gavel measured,
 since Gavel raises a KeyError on the others; same 10-column Gavel trace; Gavel run in process).
@@ -36,7 +39,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from gavel_compare import run_gavel, run_railgang, select  # benchmark sibling
 
 # (label, GPUs per node or 0 = all in one node, --cycle-s)
-SETUPS = (("gavel-like", 0, 360.0), ("8-gpu-nodes", 8, 360.0), ("event-driven", 0, 0.0))
+SETUPS = (("gavel-like", 0, 360.0), ("8-gpu-nodes", 8, 360.0), ("event-driven", 0, 0.0),
+          ("decide-every-1920s", 0, 1920.0))
 POLICIES = ("fifo", "fifo-greedy")
 
 
