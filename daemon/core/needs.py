@@ -76,7 +76,7 @@ class Needs:
 
     @property
     def empty(self) -> bool:
-        return self == NO_NEEDS
+        return self is NO_NEEDS or self == NO_NEEDS  # identity first: the shared default
 
     def render(self) -> str:
         """The canonical text (``""`` for no needs)."""
