@@ -56,6 +56,10 @@ class EngineConfig:
     max_pending: int | None = None  # queue length shown to the core per cycle (None = all)
     seed: int = 0
     cycle: CycleConfig | None = None  # the core's cycle knobs (None = its defaults)
+    # skip the core when it provably has nothing to do (nobody waits, no elastic job runs, no
+    # link health, one GPU pool, no quota tree): same schedule, same rng draws (issue 12, speed).
+    # False = run the core at every cycle (to check that skipping changes nothing)
+    skip_idle: bool = True
 
 
 @dataclass
@@ -72,6 +76,7 @@ class RunResult:
     migrations: int = 0  # jobs moved off degraded links (--degrade; core/migration.py)
     stopped: str | None = None  # a bounded replay: why it stopped early (see ``Bounds``)
     ended_at: float | None = None  # simulated time when the replay stopped
+    skipped: int = 0  # of ``cycles``, those the core provably had nothing to do in (skip_idle)
 
 
 @dataclass(frozen=True)
@@ -130,8 +135,10 @@ class _Replay:
             self.heap.at(tj.submit_time, "arrival", tj.job_id, 0)
         self.cycle_at: float | None = None  # time of the one cycle already queued
         self.tick_at: float | None = None  # time of the one periodic tick already queued
-        self.cycles = self.events = 0
+        self.cycles = self.events = self.skipped = 0
         self.failed: Counter[str] = Counter()
+        nodes = self.backend.nodes.values()
+        self.one_pool = len({(n.facts.gpu_type, n.tier) for n in nodes}) <= 1
         self.last_reasons: tuple[PendingReason, ...] = ()  # rendered only at the end
         self.total = len(jobs)
         self.step = max(1, self.total // 200)
@@ -200,23 +207,31 @@ class _Replay:
             self.cycle_at = t
             self.heap.at(t, "cycle", "", 0)
 
+    def idle(self) -> bool:
+        """Would the core provably decide nothing now? Nobody waits (so no start, reservation,
+        reclaim or eviction), no running job is elastic (no shrink or grow), no link health and
+        no lame-link tag (no migration, no node hygiene), one GPU pool (no upgrade), no quota
+        tree (its attainment is observed at each snapshot)."""
+        b = self.backend
+        if b.pending or b.health is not None or not self.one_pool or b.quota_use is not None:
+            return False
+        if any(sj.job.elastic for sj in b.running.values()):
+            return False
+        return not any(n.tags for n in b.nodes.values())
+
     def cycle(self, now: float) -> None:
         config, backend = self.config, self.backend
-        truncated = config.max_pending is not None and len(backend.pending) > config.max_pending
-        outcome = run_cycle(backend, self.policy, self.clock, self.rng, config=config.cycle,
-                            placer=self.placer, health=backend.health)
+        if config.skip_idle and self.idle():
+            self.rng.randrange(2**31)  # the placement seed decide() draws: later cycles unchanged
+            self.skipped += 1
+            reasons: tuple[PendingReason, ...] = ()
+        else:
+            reasons = self._decide(now)
         self.cycles += 1
-        if truncated and any(isinstance(r.action, Start) and r.ok for r in outcome.results):
-            self.want_cycle(now)  # the core saw only part of the queue and made room: look again
-        for result in outcome.failed:
-            self.failed[f"{type(result.action).__name__}: {result.detail.split(' ')[0]}"] += 1
-        for pr in outcome.reasons:
-            if pr.code is Reason.LARGER_THAN_CLUSTER:
-                backend.reject(pr.job_id, pr.detail or "larger than the cluster", now)
-        self.last_reasons = outcome.reasons
+        self.last_reasons = reasons
         # work conservation: bookkeeping of what this cycle left idle, never a decision input
         free = sum(len(g) for n, g in backend.free.items() if backend.nodes[n].state.usable)
-        backend.recorder.cycle(now, free, outcome.reasons)
+        backend.recorder.cycle(now, free, reasons)
         if config.tick_s > 0 and self.tick_at is None and backend.pending and backend.running:
             self.tick_at = now + config.tick_s
             self.heap.at(self.tick_at, "tick", "", 0)
@@ -225,6 +240,21 @@ class _Replay:
         done = self.bounds.done if self.bounds is not None else None
         if done is not None and self.stopped is None and done(backend):
             self.stopped = "done"
+
+    def _decide(self, now: float) -> tuple[PendingReason, ...]:
+        """One cycle through the core (``run_cycle``); its reasons."""
+        config, backend = self.config, self.backend
+        truncated = config.max_pending is not None and len(backend.pending) > config.max_pending
+        outcome = run_cycle(backend, self.policy, self.clock, self.rng, config=config.cycle,
+                            placer=self.placer, health=backend.health)
+        if truncated and any(isinstance(r.action, Start) and r.ok for r in outcome.results):
+            self.want_cycle(now)  # the core saw only part of the queue and made room: look again
+        for result in outcome.failed:
+            self.failed[f"{type(result.action).__name__}: {result.detail.split(' ')[0]}"] += 1
+        for pr in outcome.reasons:
+            if pr.code is Reason.LARGER_THAN_CLUSTER:
+                backend.reject(pr.job_id, pr.detail or "larger than the cluster", now)
+        return outcome.reasons
 
     def result(self, wall_s: float) -> RunResult:
         backend = self.backend
@@ -236,7 +266,7 @@ class _Replay:
                          records=backend.records, cycles=self.cycles, events=self.events,
                          wall_s=wall_s, unfinished_reasons=unfinished, failed_actions=self.failed,
                          quota_use=backend.quota_use, migrations=len(backend.migrated), stopped=self.stopped,
-                         ended_at=self.clock.now())
+                         ended_at=self.clock.now(), skipped=self.skipped)
 
 
 def simulate(
