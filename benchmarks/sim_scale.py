@@ -94,7 +94,7 @@ def replay(n: int, args: argparse.Namespace, tmp: Path, profile: Path | None) ->
     ms["events"] = wall * 1e3 - ms.get("cycle", 0.0) - ms.get("record", 0.0) - ms.get("metrics", 0.0)
     ms["apply"] = ms.get("apply", 0.0) + max(inside, 0.0)  # run_cycle's own glue counts as apply
     m = run.metrics
-    return {"n": n, "wall": wall, "cpu": cpu, "cycles": run.cycles, "events": run.events, "ms": ms,
+    return {"n": n, "wall": wall, "cpu": cpu, "cycles": run.cycles, "skipped": run.skipped, "events": run.events, "ms": ms,
             "done": m.finished, "mean_jct_h": m.mean_jct_s / 3600}
 
 
@@ -115,14 +115,14 @@ def main() -> None:
     print(f"policy {args.policy}, {args.nodes * args.gpus_per_node} GPUs, load {args.load}, "
           f"seed {args.seed}, cycle quantum {args.cycle_s:g} s; Python "
           f"{platform.python_version()}; load average {os.getloadavg()[0]:.1f}\n")
-    print("| jobs | wall s | CPU s | jobs/s (CPU) | cycles | events | mean JCT h | "
+    print("| jobs | wall s | CPU s | jobs/s (CPU) | cycles (idle, skipped) | events | mean JCT h | "
           + " | ".join(f"{c} s" for c in COLUMNS) + " |")
     print("|---" * (7 + len(COLUMNS)) + "|")
     with tempfile.TemporaryDirectory() as tmp:
         for i, n in enumerate(sizes):
             r = replay(n, args, Path(tmp), args.profile if i == 0 else None)
             cells = " | ".join(f"{r['ms'].get(c, 0.0) / 1e3:.1f}" for c in COLUMNS)
-            print(f"| {n:,} | {r['wall']:.1f} | {r['cpu']:.1f} | {n / r['cpu']:,.0f} | {r['cycles']:,} | "
+            print(f"| {n:,} | {r['wall']:.1f} | {r['cpu']:.1f} | {n / r['cpu']:,.0f} | {r['cycles']:,} ({r['skipped']:,}) | "
                   f"{r['events']:,} | {r['mean_jct_h']:.2f} | {cells} |", flush=True)
     print(f"\nload average after: {os.getloadavg()[0]:.1f}")
 
