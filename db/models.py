@@ -64,6 +64,10 @@ class Job(Base):
     hints: Mapped[str] = mapped_column(String(256), default="")  # e.g. "tp8,pp4,dp8;elastic=4:16"
     submitted_at: Mapped[datetime] = mapped_column(UTCDateTime())
     state: Mapped[str] = mapped_column(String(24))
+    # issue 9: a finished job's actual/requested run time, for the start-time estimate's history
+    time_limit_s: Mapped[int | None] = mapped_column(Integer)  # None: unlimited or unknown
+    run_s: Mapped[int | None] = mapped_column(Integer)  # its last run's length, once finished
+    ended_epoch: Mapped[int | None] = mapped_column(BigInteger, index=True)
 
     __table_args__ = (UniqueConstraint("cluster", "slurm_job_id", name="cluster_job"),)
 

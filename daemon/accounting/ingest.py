@@ -14,6 +14,7 @@ from datetime import datetime, timedelta
 from sqlalchemy import Engine
 
 from railgang.daemon.accounting.sacct import Segment, parse_sacct, sacct_command
+from railgang.daemon.accounting.telemetry import STEP_TIMING_EVERY_S, job_pk, store_step_timing
 from railgang.daemon.config import LedgerSettings
 from railgang.daemon.errors import InputError, SlurmCommandError
 from railgang.daemon.slurm.cli.runner import SlurmRunner
@@ -50,6 +51,7 @@ class IngestResult:
     until: datetime
     segments: int
     watermark: datetime
+    step_timings: int = 0  # progress reports with step and compute time seen in the window
 
 
 def source_name(cluster: str) -> str:
@@ -57,7 +59,8 @@ def source_name(cluster: str) -> str:
 
 
 def ingest_window(engine: Engine, fetch: Fetch, since: datetime, until: datetime, *,
-                  settings: LedgerSettings, cluster: str) -> IngestResult:
+                  settings: LedgerSettings, cluster: str,
+                  step_timing_every_s: int = STEP_TIMING_EVERY_S) -> IngestResult:
     if until <= since:
         raise InputError(f"--until {until.isoformat()} is not after --since {since.isoformat()}",
                          field="until")
@@ -66,8 +69,23 @@ def ingest_window(engine: Engine, fetch: Fetch, since: datetime, until: datetime
                            default_gpu_type=settings.default_gpu_type)
     with session_scope(engine) as s:
         n = repo.upsert_segments(s, segments, capacity_of=capacity_for(settings))
+        timed = 0
+        for seg in _latest_progress(segments):  # the training helper's report (job Comment)
+            pk = job_pk(s, seg.cluster, seg.job_id)
+            if pk is not None and seg.progress is not None:
+                timed += store_step_timing(s, pk, seg.progress, every_s=step_timing_every_s)
         mark = repo.advance_watermark(s, source_name(cluster), until)
-    return IngestResult(since, until, n, mark)
+    return IngestResult(since, until, n, mark, timed)
+
+
+def _latest_progress(segments: list[Segment]) -> list[Segment]:
+    """One segment per job that carries a progress report (sacct repeats the Comment on every
+    record of the job)."""
+    out: dict[tuple[str, str], Segment] = {}
+    for seg in segments:
+        if seg.progress is not None:
+            out[(seg.cluster, seg.job_id)] = seg
+    return list(out.values())
 
 
 def default_since(engine: Engine, *, settings: LedgerSettings, cluster: str,

@@ -10,17 +10,26 @@ size and a requeued job a REQUEUED record per earlier run, each carrying the job
    Slurm overwrite the middle record, so the key (not the record's position) is what an upsert
    matches on; a record with no length is dropped.
 4. Records that never started (``time.start == 0``) or hold no GPU are not usage.
-5. Labels come from the job comment ``rg-labels:experiment=...,model=...``.
+5. Labels come from the job comment ``rg-labels:experiment=...,model=...``; a training job's
+   comment is instead its latest progress report (``rg-progress:...``, slurm_plugins/training.py),
+   kept on the segment for the step timings; a malformed one is logged in one line and ignored.
+6. ``time.limit`` (minutes; null when unlimited) and the run's own start (``time.start``) give a
+   finished job's actual/requested run-time ratio, which the start-time estimator rebuilds its
+   history from after a restart.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from railgang.daemon.errors import InputError
+from railgang.slurm_plugins.training import Progress, read_progress
+
+log = logging.getLogger(__name__)
 
 LABEL_PREFIX = "rg-labels:"
 NOTHING_FOUND = 9003  # "Nothing found with query": an empty window, not a failure
@@ -40,6 +49,9 @@ class Segment:
     start: int
     end: int | None
     labels: tuple[tuple[str, str], ...] = field(default=())
+    time_limit_s: int | None = None  # the job's time limit; None: unlimited or unknown
+    run_start: int = 0  # when the run this record belongs to started (a resize keeps it)
+    progress: Progress | None = None  # the training helper's latest report, if any
 
     @property
     def key(self) -> tuple[str, str, int]:
@@ -89,7 +101,26 @@ def _record(rec: dict[str, Any], default_gpu_type: str) -> Segment | None:
                    account=str(rec.get("account") or ""), user=str(rec.get("user") or ""),
                    partition=str(rec.get("partition") or ""), state=state,
                    nodes=str(rec.get("nodes") or ""), gpus=gpus, gpu_type=gpu_type,
-                   start=seg_start, end=seg_end, labels=parse_labels(comment))
+                   start=seg_start, end=seg_end, labels=parse_labels(comment),
+                   time_limit_s=_limit_s(t.get("limit")), run_start=start,
+                   progress=_progress(str(rec["job_id"]), comment))
+
+
+def _limit_s(raw: Any) -> int | None:
+    if isinstance(raw, dict):  # later openapi versions: {"set": .., "infinite": .., "number": ..}
+        raw = raw.get("number") if raw.get("set", True) and not raw.get("infinite") else None
+    if not isinstance(raw, int) or isinstance(raw, bool) or not 0 < raw < 10**8:
+        return None  # null, unlimited (Slurm's INFINITE is 0xfffffffe) or nonsense
+    return raw * 60
+
+
+def _progress(job_id: str, comment: str | None) -> Progress | None:
+    """The user writes the Comment: a bad one costs the job its timings, never the ingest."""
+    try:
+        return read_progress(comment or "")
+    except ValueError as exc:
+        log.warning("sacct job %s: Comment: %s; progress ignored", job_id, exc)
+        return None
 
 
 def parse_sacct(text: str, *, source: str = "sacct --json",

@@ -37,7 +37,8 @@ from railgang.daemon.errors import InputError
 from railgang.db.ledger import GpuSample, ProgressSample
 from railgang.db.models import Job, UsageRecord
 from railgang.db.repositories.ledger import _insert
-from railgang.slurm_plugins.training import parse_progress
+from railgang.db.steps import StepTiming
+from railgang.slurm_plugins.training import Progress, parse_progress
 
 _CHUNK = 500
 
@@ -149,6 +150,27 @@ def store_progress(s: Session, job_pk: int, comment: str) -> bool:
     return True
 
 
+STEP_TIMING_EVERY_S = 300  # one step-timing row per job per 5 minutes at most
+
+
+def store_step_timing(s: Session, job_pk: int, p: Progress, *,
+                      every_s: int = STEP_TIMING_EVERY_S) -> bool:
+    """Keep one report's step and compute time for the communication-bound detector, at most
+    one row per job per ``every_s`` (the report's time is rounded down to that grid, and a row
+    already there wins), so an ingest run every minute writes no more than one run every
+    ``every_s``. Also keeps the report as a progress sample (productive fraction). Returns
+    whether the report had both times."""
+    s.execute(_insert(s, ProgressSample.__table__).on_conflict_do_nothing(),
+              [{"job_id": job_pk, "t_epoch": p.t, "step": p.step, "sps": p.sps}])
+    if p.step_s is None or p.compute_s is None:
+        return False
+    slot = p.t - p.t % max(1, every_s)
+    s.execute(_insert(s, StepTiming.__table__).on_conflict_do_nothing(),
+              [{"job_id": job_pk, "t_epoch": slot, "step_s": p.step_s,
+                "compute_s": p.compute_s}])
+    return True
+
+
 def _gpus_of(seg: UsageRecord) -> dict[str, set[int] | None]:
     """node -> GPU indices of the segment (None: the ledger does not know which)."""
     out: dict[str, set[int] | None] = {n: None for n in hostlist.expand_hostlist(seg.nodes)}
@@ -202,5 +224,14 @@ def job_pk(s: Session, cluster: str, job_id: str) -> int | None:
     return s.scalar(select(Job.id).where(Job.cluster == cluster, Job.slurm_job_id == job_id))
 
 
-__all__ = ["Sample", "attribute", "job_pk", "parse_dcgm", "parse_nvidia_smi_csv",
-           "store_progress", "store_samples"]
+__all__ = [
+    "STEP_TIMING_EVERY_S",
+    "Sample",
+    "attribute",
+    "job_pk",
+    "parse_dcgm",
+    "parse_nvidia_smi_csv",
+    "store_progress",
+    "store_samples",
+    "store_step_timing",
+]

@@ -7,9 +7,11 @@ policy, with no arrivals. What is unknown is how long each job runs; every job g
 from the best source there is, named in the result:
 
 1. ``progress`` — the job's state carries the work left (``work_remaining_s``: the simulator
-   knows it; a backend that reads progress from the training contract can set it),
+   knows it; the Slurm CLI backend sets it from the training helper's progress Comment when it
+   gives the total steps and the step time),
 2. ``history`` — its time limit × an actual/requested run-time ratio observed for its account
-   (else its priority class, else the fleet) by :class:`RatioHistory`; a running job draws only
+   (else its priority class, else the fleet) by :class:`RatioHistory`, seeded at daemon start
+   from the ledger's finished jobs (``estimate_history.py``); a running job draws only
    from ratios it has not already outlived, and runs to its limit if it outlived them all,
 3. ``time_limit`` — its time limit alone (Slurm ends the job there: an upper bound),
 4. ``unknown`` — neither: it is taken to run past the horizon.
@@ -79,12 +81,15 @@ class RatioHistory:
         self._seen: dict[str, tuple[str, int, float, float]] = {}  # running: account, class, start, limit
         self._last_now: float | None = None
 
-    def add(self, account: str, klass: int, ratio: float) -> None:
+    def add(self, account: str, klass: int | None, ratio: float) -> None:
+        """One finished job's ratio; ``klass`` None (the ledger does not know the class) leaves
+        the class scope out."""
         if not 0 < ratio < math.inf:
             return
         ratio = min(ratio, 1.0)  # Slurm ends a job at its limit (a late completion is rounding)
         for key in (("account", account), ("class", klass), ("all", "")):
-            self._by.setdefault(key, deque(maxlen=self.keep)).append(ratio)
+            if key[1] is not None:
+                self._by.setdefault(key, deque(maxlen=self.keep)).append(ratio)
 
     def ratios(self, account: str, klass: int) -> tuple[Sequence[float], str]:
         """The ratios of the narrowest scope with enough of them, and that scope's name."""

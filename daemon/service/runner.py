@@ -29,6 +29,7 @@ from railgang.daemon.report.nightly import schedule_nightly
 from railgang.daemon.service.backends import make_backend
 from railgang.daemon.service.cycle import DaemonService
 from railgang.daemon.service.estimate import start_estimator
+from railgang.daemon.service.estimate_history import with_ledger_history
 from railgang.daemon.service.leader import LeaderLock, lock_for
 from railgang.daemon.service.links import LinkCollector
 from railgang.daemon.service.metrics import DaemonMetrics, observe_links
@@ -138,7 +139,8 @@ def run_daemon(settings: Settings, *, once: bool = False, wait: bool = True,
             journal_retention_s=d.journal_retention_days * 86400,
             explain_retention_s=d.explain_retention_s, keep_cycles=d.keep_cycles,
             grants_file=settings.ledger.grants_file,
-            estimator=start_estimator(d, cycle_config(settings)),
+            estimator=with_ledger_history(start_estimator(d, cycle_config(settings)), engine,
+                                          cluster=settings.ledger.cluster),
             quotas=QuotaStep(oversubscription=d.quota_oversubscription), links=links)
         log.info("leader: %s, %s backend, policy %s, every %g s", lock.describe(),
                  settings.slurm.backend, policy.name, d.cycle_interval_s)

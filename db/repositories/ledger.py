@@ -47,7 +47,8 @@ def upsert_segments(s: Session, segments: Sequence[Segment], *,
         last[(seg.cluster, seg.job_id)] = seg
     job_rows = [{"cluster": c, "slurm_job_id": j, "account": g.account, "user": g.user,
                  "gpus": g.gpus, "priority_class": 3, "hints": "",
-                 "submitted_at": _ts(g.start), "state": g.state} for (c, j), g in last.items()]
+                 "submitted_at": _ts(g.start), "state": g.state, **_run(g)}
+                for (c, j), g in last.items()]
     ids: dict[tuple[str, str], int] = {}
     for i in range(0, len(job_rows), _CHUNK):
         chunk = job_rows[i:i + _CHUNK]
@@ -55,7 +56,10 @@ def upsert_segments(s: Session, segments: Sequence[Segment], *,
         stmt = stmt.on_conflict_do_update(
             index_elements=["cluster", "slurm_job_id"],
             set_={"account": stmt.excluded.account, "user": stmt.excluded.user,
-                  "gpus": stmt.excluded.gpus, "state": stmt.excluded.state})
+                  "gpus": stmt.excluded.gpus, "state": stmt.excluded.state,
+                  # a window that does not reach the job's end must not erase what one did
+                  **{k: func.coalesce(stmt.excluded[k], Job.__table__.c[k])
+                     for k in ("time_limit_s", "run_s", "ended_epoch")}})
         s.execute(stmt, chunk)
         keys = [r["slurm_job_id"] for r in chunk]
         for c, j, pk in s.execute(select(Job.cluster, Job.slurm_job_id, Job.id)
@@ -85,6 +89,19 @@ def upsert_segments(s: Session, segments: Sequence[Segment], *,
         s.execute(stmt, label_rows[i:i + _CHUNK])
     _renumber(s, sorted(set(ids.values())))
     return len(segments)
+
+
+# states of a record after which the job runs again (or still runs): not its end
+_NOT_ENDED = frozenset({"RUNNING", "RESIZING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED",
+                        "PENDING", "SUSPENDED"})
+
+
+def _run(g: Segment) -> dict[str, int | None]:
+    """The job's time limit and, once its last run ended, that run's length."""
+    ended = g.end is not None and g.state.split()[0] not in _NOT_ENDED
+    return {"time_limit_s": g.time_limit_s,
+            "run_s": (g.end or 0) - (g.run_start or g.start) if ended else None,
+            "ended_epoch": g.end if ended else None}
 
 
 def _renumber(s: Session, job_ids: list[int]) -> None:
