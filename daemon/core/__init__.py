@@ -8,6 +8,7 @@ Public API::
 Imports only the standard library, numpy and ``topology`` (a test enforces the boundary).
 """
 
+from railgang.daemon.core import needs
 from railgang.daemon.core.actions import (
     Action,
     DrainNode,
@@ -37,6 +38,7 @@ from railgang.daemon.core.job import (
     gpu_count,
 )
 from railgang.daemon.core.migration import MigrationRules
+from railgang.daemon.core.needs import GpuFacts, Needs, NeedsError, parse_needs
 from railgang.daemon.core.policy import Plan, Policy, Want
 from railgang.daemon.core.preemption import PreemptionBudget
 from railgang.daemon.core.reasons import PendingReason, Reason, reason_for
@@ -60,11 +62,14 @@ __all__ = [
     "DrainNode",
     "ElasticRules",
     "GangRequest",
+    "GpuFacts",
     "Job",
     "JobRequest",
     "JobState",
     "Migrate",
     "MigrationRules",
+    "Needs",
+    "NeedsError",
     "Node",
     "NodeState",
     "PendingReason",
@@ -93,6 +98,8 @@ __all__ = [
     "gpu_count",
     "linear",
     "make_snapshot",
+    "needs",
+    "parse_needs",
     "reason_for",
     "table",
     "topology_placer",

@@ -306,12 +306,17 @@ def _nodes(w: Work, job: Job, names: frozenset[str]) -> frozenset[str]:
     return names if eligible is None else names & eligible
 
 
-def place(w: Work, job: Job, want: Want, replicas: int) -> Placed | Unplaceable:
+def place(w: Work, job: Job, want: Want, replicas: int,
+          avoid: frozenset[str] = frozenset()) -> Placed | Unplaceable:
     """Place ``replicas`` of ``job`` on one pool: the plan's pools in order (type-blind: the pool
-    with the most free GPUs first); on a one-pool cluster exactly the plain placement."""
+    with the most free GPUs first); on a one-pool cluster exactly the plain placement. ``avoid``:
+    nodes it may not use (a backfill job that would outlast the reservation on them)."""
     pools = w.pools
     if not pools.mixed:
-        return w.place(gang_for(job, replicas, w.eligible(job)))
+        nodes = w.eligible(job)
+        if avoid:
+            nodes = (frozenset(w.snap.nodes) if nodes is None else nodes) - avoid
+        return w.place(gang_for(job, replicas, nodes))
     gpus = replicas * job.replica_gpus
     if want.pools:
         order = list(want.pools)
@@ -326,12 +331,19 @@ def place(w: Work, job: Job, want: Want, replicas: int) -> Placed | Unplaceable:
             continue
         if home is not None and not elsewhere_pays(w, pools, job, gpus, home, key):
             continue  # waiting for the home pool ends sooner
-        res = w.place(gang_for(job, replicas, _nodes(w, job, names)))
+        res = w.place(gang_for(job, replicas, _nodes(w, job, names) - avoid))
         if isinstance(res, Placed):
             return res
         if failure is None or res.code.about_the_request or failure.code is PlacementFailure.INELIGIBLE_NODES:
             failure = res
     if failure is None or failure.code is PlacementFailure.INELIGIBLE_NODES:
+        eligible = w.eligible(job)
+        if eligible is not None:  # a job with needs: say so when they are what rules it out
+            have = sum(len(g) for n, g in w.free.items() if n in eligible)
+            if have < gpus <= w.free_count:
+                return Unplaceable(PlacementFailure.INELIGIBLE_NODES,
+                                   f"{w.free_count} GPUs free, {have} of them on nodes that meet "
+                                   f"{job.needs.render()}, {gpus} needed")
         return Unplaceable(PlacementFailure.INSUFFICIENT_GPUS,
                            f"no pool has {gpus} free GPUs the job may use")
     return failure

@@ -137,27 +137,68 @@ def _needs_unmet(w: Work, job: Job) -> str:
     return f"{have} GPUs meet {job.needs.render()}; the cluster has {fleet}"
 
 
-def _try_start(w: Work, job: Job, want: Want, fits: Callable[[int], bool],
+def _head_nodes(w: Work, job: Job, x: Want) -> frozenset[str] | None:
+    """Nodes whose GPUs ``job`` may use: those meeting its needs, within its pools on a mixed
+    cluster; None when any node will do (the reservation then counts every GPU)."""
+    nodes = w.eligible(job)
+    if x.pools and w.pools.mixed:
+        names = frozenset().union(*(w.pools.nodes.get(k, frozenset()) for k in x.pools))
+        if names != frozenset().union(*w.pools.nodes.values()):
+            nodes = names if nodes is None else nodes & names
+    return nodes
+
+
+def _shadow_on(w: Work, nodes: frozenset[str], need: int) -> tuple[float, int]:
+    """``Work.shadow`` counting only GPUs on ``nodes``: when ``need`` of them are free by the
+    expected ends of the jobs holding them (running, and started this cycle), and how many of
+    them are spare then."""
+    avail = sum(len(g) for n, g in w.free.items() if n in nodes)
+    ends = []
+    for run in w.snap.running.values():
+        held = sum(len(g) for n, g in run.assignment.items() if n in nodes)
+        if held:
+            ends.append((run.expected_end(w.now), held))
+    pending = {j.job_id: j for j in w.snap.pending}
+    for st in w.starts:
+        held = sum(len(g) for n, g in st.assignment.items() if n in nodes) if isinstance(st, Start) else 0
+        if held:
+            assert isinstance(st, Start)
+            left = pending[st.job_id].remaining_at(st.replicas) if st.job_id in pending else None
+            ends.append((w.now + left if left is not None else INF, held))
+    t = w.now
+    for end, held in sorted(ends):
+        if avail >= need:
+            break
+        avail, t = avail + held, end
+    return (t, avail - need) if avail >= need else (INF, 0)
+
+
+def _try_start(w: Work, job: Job, want: Want, fits: Callable[[int], bool | frozenset[str]],
                leaf: LeafWait | None = None) -> Attempt:
     """Start ``job`` at the largest acceptable size that places (inside one leaf while ``leaf``
     says it should wait for one); stop at a miss that no freed GPU can cure (the request itself
-    cannot be met)."""
+    cannot be met). ``fits(k)``: True, False, or the nodes the start must avoid (those of the
+    backfill reservation it would outlast)."""
     failure: Unplaceable | None = None
     for_leaf = False
     for k in _sizes(job, want, w.free_count):
         gpus = k * job.replica_gpus
-        if gpus > w.free_count or not fits(k):
+        ok = fits(k)
+        if gpus > w.free_count or ok is False:
             continue
+        avoid = ok if isinstance(ok, frozenset) else frozenset()
         if k < want.replicas:
             wait_s = w.shadow(want.replicas * job.replica_gpus)[0] - w.now
             if not elastic.start_small_pays(job, k, want.replicas, wait_s):
                 continue
-        res = hetero.place(w, job, want, k)  # one GPU pool at a time (exactly w.place on one)
+        res = hetero.place(w, job, want, k, avoid)  # one GPU pool at a time (w.place on one)
         if isinstance(res, Placed):
             if leaf is not None and leaf.spread(job, gpus, res):
                 for_leaf = True  # a smaller size may still fit one leaf
                 continue
             return Attempt(started=w.start(job, res, k))
+        if avoid:
+            continue  # missed beside the reservation only: the job waits behind it
         failure = res
         if res.code.about_the_request:
             break
@@ -172,6 +213,8 @@ class PlacePhase:
         self.w, self.plan = w, plan
         self.head: str | None = None
         self.shadow_t, self.extra = INF, 0
+        # nodes whose GPUs the reserved head can use (None: any; set when it has needs or pools)
+        self.head_nodes: frozenset[str] | None = None
         self.leaf = LeafWait(w, leaf_wait_s, leaf_holds) if leaf_wait_s > 0 else None
 
     def run(self, order: list[Want], jobs: Mapping[str, Job]) -> None:
@@ -202,7 +245,9 @@ class PlacePhase:
             st = attempt.started
             if st is not None:
                 if self.head is not None and w.now + _runtime(job, st.replicas) > self.shadow_t:
-                    self.extra -= st.gpus  # backfilled beside the reservation: uses spare GPUs
+                    hn = self.head_nodes  # backfilled beside the reservation: uses spare GPUs
+                    self.extra -= st.gpus if hn is None else sum(
+                        len(g) for n, g in st.assignment.items() if n in hn)
                 continue
             if attempt.for_leaf:
                 self._wait_for_leaf(job, x, need)
@@ -231,17 +276,24 @@ class PlacePhase:
         w.wait(job, Reason.WAITING_FOR_LEAF,
                f"free GPUs only across leaves; waits up to {left:.0f}s more for one leaf{where}", need)
 
-    def _fits(self, job: Job, quota: int | None) -> Callable[[int], bool]:
+    def _fits(self, job: Job, quota: int | None) -> Callable[[int], bool | frozenset[str]]:
         w, mode, head, shadow_t, extra = self.w, self.plan.mode, self.head, self.shadow_t, self.extra
+        head_nodes = self.head_nodes
         room = INF if quota is None else quota - w.account_gpus.get(job.account, 0)
         room = min(room, quotas.room(w.snap.quotas, w.account_gpus, job.account, waiting=w.waiting))
 
-        def fits(k: int) -> bool:
+        def fits(k: int) -> bool | frozenset[str]:
             if k * job.replica_gpus > room:
                 return False  # a start above the minimum must respect the quota too
             if head is None or mode != "backfill":
                 return True
-            return w.now + _runtime(job, k) <= shadow_t or k * job.replica_gpus <= extra
+            if w.now + _runtime(job, k) <= shadow_t or k * job.replica_gpus <= extra:
+                return True
+            if head_nodes is None:
+                return False
+            # GPUs the reserved job cannot use never delay it: start there, or not at all
+            off = sum(len(g) for n, g in w.free.items() if n not in head_nodes)
+            return head_nodes if off >= k * job.replica_gpus else False
 
         return fits
 
@@ -253,7 +305,12 @@ class PlacePhase:
         if self.head is None and may_reserve:
             self.head = job.job_id
             if plan.mode == "backfill":
-                self.shadow_t, self.extra = w.shadow(x.replicas * job.replica_gpus)
+                self.head_nodes = _head_nodes(w, job, x)
+                if self.head_nodes is None:
+                    self.shadow_t, self.extra = w.shadow(x.replicas * job.replica_gpus)
+                else:  # only the GPUs meeting its needs (and in its pools) free up for it
+                    self.shadow_t, self.extra = _shadow_on(w, self.head_nodes,
+                                                           x.replicas * job.replica_gpus)
                 w.reserved = True
                 w.wait(job, Reason.RESERVED, f"reserved start at t={self.shadow_t:.0f}", need)
                 return

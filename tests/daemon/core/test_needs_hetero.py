@@ -1,0 +1,98 @@
+"""Needs on a cluster of more than one GPU type (issue 13 gaps): a needs job's reason stays about
+its needs, backfill reserves on the GPUs that meet them, and the needs API is public."""
+
+from __future__ import annotations
+
+import random
+
+from railgang.daemon.core import Node, Reason, RunningJob, Start, decide, make_snapshot
+from railgang.daemon.core.needs import GpuFacts, parse_needs
+from railgang.daemon.core.policy import get
+from railgang.topology.fabric import fabric_from_shape
+from tests.daemon.core.core_builders import job
+
+A100 = GpuFacts("a100", 80.0, True, "ib", (8, 0))
+V100 = GpuFacts("v100", 32.0, False, "eth", (7, 0))
+BIG_MEM = parse_needs("gpumem>=40G")
+
+
+def _mixed(running: list[tuple[int, float]], *pending: object):  # type: ignore[no-untyped-def]
+    """4 nodes x 8 GPUs: n1-n2 A100 80 GB, n3-n4 V100 32 GB (two GPU types: two pools);
+    ``running``: (node index, work left s) of one 8-GPU job holding that node."""
+    fabric = fabric_from_shape(4, 8, 2)
+    names = list(fabric.nodes)
+    nodes = [Node(n, 8, facts=A100 if i < 2 else V100) for i, n in enumerate(names)]
+    runs = [RunningJob(job(f"r{i}").gpus(8).work(left).build(), {names[i]: tuple(range(8))}, 0.0, 8)
+            for i, left in running]
+    snap = make_snapshot(now=0.0, fabric=fabric, nodes=nodes, running=runs,
+                         pending=[p.build() for p in pending])  # type: ignore[attr-defined]
+    return names, snap
+
+
+def _starts(d: object) -> dict[str, set[str]]:
+    return {a.job_id: set(a.assignment) for a in d.actions if isinstance(a, Start)}  # type: ignore[attr-defined]
+
+
+def test_mixed_types_busy_eligible_pool_waits_as_no_eligible_capacity() -> None:
+    # the A100s are busy, the V100s free: enough free GPUs, none that meet the need. On one GPU
+    # type this is no_eligible_capacity; two types must not turn it into waiting_for_gpus
+    _, snap = _mixed([(0, 3600.0), (1, 3600.0)], job("big").gpus(8).with_(needs=BIG_MEM))
+    reason = decide(snap, get("fifo"), 0.0, random.Random(0)).reason("big")
+    assert reason is not None and reason.code is Reason.NO_ELIGIBLE_CAPACITY
+    assert "gpumem>=40G" in reason.detail
+
+
+def test_mixed_types_need_no_node_meets_stays_needs_unmet() -> None:
+    _, snap = _mixed([], job("h").gpus(8).with_(needs=parse_needs("type=h100")))
+    reason = decide(snap, get("fifo"), 0.0, random.Random(0)).reason("h")
+    assert reason is not None and reason.code is Reason.NEEDS_UNMET
+
+
+def test_mixed_types_without_needs_still_waits_for_gpus() -> None:
+    # 4 + 4 free GPUs in two pools: an 8-GPU gang never spans pools, and has no needs to blame
+    _, snap = _mixed([(0, 3600.0), (2, 3600.0)], job("j").gpus(16))
+    reason = decide(snap, get("fifo"), 0.0, random.Random(0)).reason("j")
+    assert reason is not None and reason.code is Reason.WAITING_FOR_GPUS
+
+
+def test_backfill_reserves_on_the_gpus_that_meet_the_needs() -> None:
+    # one A100 node busy until t=1000, one V100 node busy until t=100, one of each free. The
+    # 16-GPU big-memory job can start only when the A100 frees (t=1000): counting every GPU says
+    # 16 are free now (shadow t=0, nothing spare) and holds back a short job that ends first
+    _, snap = _mixed([(0, 1000.0), (2, 100.0)],
+                         job("big").gpus(16).with_(needs=BIG_MEM),
+                         job("short").gpus(8).work(500.0).at(1))
+    d = decide(snap, get("slurm"), 0.0, random.Random(0))
+    reason = d.reason("big")
+    assert reason is not None and reason.code is Reason.RESERVED
+    assert reason.detail == "reserved start at t=1000"
+    assert "short" in _starts(d)
+
+
+def test_backfill_still_refuses_a_job_that_would_delay_the_reserved_start() -> None:
+    # the same, but the waiting job runs past t=1000 on the only A100 node free: it would delay
+    # the reservation, unless it goes to the V100 node the big job cannot use
+    _, snap = _mixed([(0, 1000.0), (2, 100.0)],
+                         job("big").gpus(16).with_(needs=BIG_MEM),
+                         job("long").gpus(8).work(5000.0).at(1).with_(needs=BIG_MEM))
+    d = decide(snap, get("slurm"), 0.0, random.Random(0))
+    assert "long" not in _starts(d)
+
+
+def test_needs_are_part_of_the_public_core() -> None:
+    import railgang.daemon.core as core
+
+    for name in ("Needs", "GpuFacts", "NeedsError", "parse_needs", "needs"):
+        assert name in core.__all__ and getattr(core, name) is not None
+    assert core.parse_needs("nvlink") == core.Needs(nvlink=True)
+
+
+def test_a_long_job_backfills_on_gpus_the_reserved_job_cannot_use() -> None:
+    # it outlasts the reservation, but the V100 node it may use is one the big job never will
+    names, snap = _mixed([(0, 1000.0), (2, 100.0)],
+                         job("big").gpus(16).with_(needs=BIG_MEM),
+                         job("long").gpus(8).work(5000.0).at(1))
+    d = decide(snap, get("slurm"), 0.0, random.Random(0))
+    assert _starts(d).get("long") == {names[3]}
+    reason = d.reason("big")
+    assert reason is not None and reason.detail == "reserved start at t=1000"
