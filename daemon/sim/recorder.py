@@ -9,7 +9,8 @@ cycle, and those GPU-seconds are charged to the claiming job's record under the 
 gave it (``priority``, ``fragmented``, ``preemption_budget``...). One refinement: the core says
 ``priority`` both for a job behind a strict FIFO head ("FIFO: behind ...") and for one held back
 because it would delay a backfill reservation; the latter is charged to ``reserved``, the
-documented EASY-style reservation that idles those GPUs. Completions between two cycles of a
+documented EASY-style reservation that idles those GPUs (bounded: at most the GPUs free now, and
+only until the holder's shadow time). Completions between two cycles of a
 ``cycle_s`` quantum are not seen until the next cycle, so that latency is not counted.
 
 The backend tells the recorder what happened (arrived, rejected, left, finished); progress
@@ -26,9 +27,17 @@ from railgang.daemon.sim.metrics import JobRecord
 from railgang.daemon.sim.traces.model import TraceJob
 
 
-def _charge_to(pr: PendingReason, reservation: bool) -> str:
-    """The reason an idle GPU is charged to (see the module docstring)."""
-    if pr.code is Reason.PRIORITY and reservation and not pr.detail.startswith("FIFO"):
+def _charge_to(pr: PendingReason) -> str:
+    """The reason an idle GPU is charged to (see the module docstring).
+
+    A job held back because it would delay the backfill reservation is the one ``priority`` the
+    place phase gives without a detail (``phases._missed``; the FIFO head, policy-order and quota
+    kinds all say why). It is recognised by that, not by a ``reserved`` job in the same cycle: the
+    evict phase may replace the holder's ``reserved`` with ``preemption_budget`` or
+    ``preempting`` when it tries to make room for it, which charged ~12,000 GPU-h of `default`'s
+    reservation idling on Philly VC 6214e9 to ``priority``.
+    """
+    if pr.code is Reason.PRIORITY and not pr.detail:
         return Reason.RESERVED.value
     return pr.code.value
 
@@ -68,16 +77,14 @@ class Recorder:
         self._idle_since = now
         claims: list[tuple[JobRecord, str, int]] = []
         left = free_gpus
-        pending = tuple(reasons)
-        reservation = any(pr.code is Reason.RESERVED for pr in pending)
-        for pr in pending:
+        for pr in reasons:
             if left <= 0:
                 break
             if pr.code is Reason.LARGER_THAN_CLUSTER or not 0 < pr.needed <= left:
                 continue
             waiting = self._by_id.get(pr.job_id)
             if waiting is not None:
-                claims.append((waiting, _charge_to(pr, reservation), pr.needed))
+                claims.append((waiting, _charge_to(pr), pr.needed))
                 left -= pr.needed
         self._idle_claims = claims
 
