@@ -38,6 +38,7 @@ from typing import Any
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
+from railgang.daemon.accounting.progress import StepTimingRecorder
 from railgang.daemon.clock import Clock
 from railgang.daemon.core.actions import Action
 from railgang.daemon.core.cycle import CycleConfig
@@ -137,7 +138,8 @@ class DaemonService:
                  explain_retention_s: float = 86400, keep_cycles: int = 10000,
                  grants_file: Path | None = None, quotas: QuotaStep | None = None,
                  estimator: StartEstimator | None = None,
-                 links: LinkCollector | None = None) -> None:
+                 links: LinkCollector | None = None,
+                 steps: StepTimingRecorder | None = None) -> None:
         self.engine, self.backend, self.clock = engine, backend, clock
         self.policy = RecordingPolicy(policy)
         self.leader, self.config, self.placer = leader, config or CycleConfig(), placer
@@ -151,6 +153,7 @@ class DaemonService:
         self.sessions = sessionmaker(engine, expire_on_commit=False)
         self.tracker: explain.Tracker | None = None
         self.estimator = estimator  # "when will it start" for explain (service/estimate.py)
+        self.steps = steps  # running jobs' step timings for the report (accounting/progress.py)
         self.cycles = 0
 
     def run_once(self) -> CycleReport:
@@ -174,6 +177,9 @@ class DaemonService:
                 report.now = outcome.now
                 t1 = time.perf_counter()
                 self._record(s, cycle.id, outcome, report, journal)
+                obs = getattr(self.backend, "last", None)  # the CLI backend's squeue read
+                if self.steps is not None and obs is not None:
+                    self.steps.record(s, obs.jobs.values())
                 report.timings_ms = dict(outcome.timings)
                 if hooks.lease_ms:
                     report.timings_ms["reconcile"] -= hooks.lease_ms

@@ -18,6 +18,7 @@ from types import FrameType
 from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.schedulers.background import BackgroundScheduler
 
+from railgang.daemon.accounting.progress import StepTimingRecorder
 from railgang.daemon.clock import WallClock
 from railgang.daemon.config import Settings
 from railgang.daemon.core import policy as registry
@@ -141,7 +142,9 @@ def run_daemon(settings: Settings, *, once: bool = False, wait: bool = True,
             grants_file=settings.ledger.grants_file,
             estimator=with_ledger_history(start_estimator(d, cycle_config(settings)), engine,
                                           cluster=settings.ledger.cluster),
-            quotas=QuotaStep(oversubscription=d.quota_oversubscription), links=links)
+            quotas=QuotaStep(oversubscription=d.quota_oversubscription), links=links,
+            steps=(StepTimingRecorder(settings.ledger.cluster)
+                   if settings.slurm.backend == "cli" else None))
         log.info("leader: %s, %s backend, policy %s, every %g s", lock.describe(),
                  settings.slurm.backend, policy.name, d.cycle_interval_s)
         if once:
