@@ -66,6 +66,23 @@ class SlurmSettings(BaseModel):
     # the fleet file job_submit.lua reads (RAILGANG_FLEET_FILE) to refuse needs no node meets;
     # rewritten from sinfo when the nodes' facts change (docs/needs.md); unset = not written
     fleet_file: Path | None = None
+    # capacity tiers (docs/needs.md): a node's tier is its tier_spot/tier_ondemand/tier_reserved
+    # feature; USD per GPU-hour as TYPE[:TIER]=USD, the syntax of `railgang sim --price` (types
+    # and tiers not listed: the simulator's list prices); spot's reclaims per node-day and notice
+    prices: str = ""
+    spot_interruptions_per_node_day: float = Field(default=0.0, ge=0, le=1000)
+    spot_notice_s: float = Field(default=120.0, ge=0, le=3600)
+
+    @field_validator("prices")
+    @classmethod
+    def _prices_parse(cls, v: str) -> str:
+        from railgang.daemon.sim.pools import parse_prices  # lazy: config loads before the sim
+
+        try:
+            parse_prices(v)
+        except ConfigError as exc:
+            raise ValueError(str(exc).replace("--price", "prices", 1)) from None
+        return v
 
 
 class DevClusterSettings(BaseModel):

@@ -44,8 +44,9 @@ def spec_from_settings(settings: Settings, directory: Path | None = None,
 
 DirOpt = Annotated[Path | None, typer.Option("--dir", help="Cluster directory (default: devcluster.dir).")]
 PoolsOpt = Annotated[str | None, typer.Option(
-    "--pools", help="Mixed GPU pools TYPE=NODES[:FEATURE+...], e.g. a100=4,v100=4 (typed GRES "
-    "gpu:a100:N and features such as gpumem_80g,nvlink,ib; docs/needs.md). Default: devcluster.pools.")]
+    "--pools", help="Mixed GPU pools TYPE[:TIER]=NODES[:FEATURE+...], e.g. a100=4,v100=4,v100:spot=4 "
+    "(typed GRES gpu:a100:N, features such as gpumem_80g,nvlink,ib, the tier as tier_spot; "
+    "docs/needs.md). Default: devcluster.pools.")]
 
 
 @app.command("up")
@@ -65,14 +66,14 @@ def up(
     if as_json:
         emit({"already_running": res.already_running, "seconds": res.seconds,
               "processes": res.processes, "nodes": spec.nodes, "gpus_per_node": spec.gpus_per_node,
-              "pools": {p.gpu_type: {"nodes": p.nodes, "features": list(p.features)} for p in spec.pools},
+              "pools": {p.name: {"nodes": p.nodes, "features": list(p.features)} for p in spec.pools},
               "dir": str(spec.dir), "slurm_conf": str(spec.slurm_conf),
               "fleet_file": str(spec.gpu_fleet_file)}, True, "")
         return
     if res.already_running:
         console.print(f"already up: {spec.nodes} nodes under {spec.dir}")
     else:
-        pools = " (" + ", ".join(f"{p.nodes} {p.gpu_type}" for p in spec.pools) + ")" if spec.pools else ""
+        pools = " (" + ", ".join(f"{p.nodes} {p.name}" for p in spec.pools) + ")" if spec.pools else ""
         console.print(f"[green]up[/] in {res.seconds:.1f} s: {spec.nodes} nodes{pools} × {spec.gpus_per_node} GPUs, "
                       f"{res.processes} processes")
     console.print(f"export SLURM_CONF={spec.slurm_conf}", highlight=False, soft_wrap=True)

@@ -24,35 +24,50 @@ POOL_FEATURES: dict[str, tuple[str, ...]] = {
     "l40s": ("gpumem_48g", "eth"), "v100": ("gpumem_32g", "eth"), "p100": ("gpumem_16g", "eth"),
     "k80": ("gpumem_12g", "eth"), "t4": ("gpumem_16g", "eth"),
 }
-_POOL = re.compile(r"^([a-z0-9][a-z0-9_.\-]*)=(\d+)(?::([A-Za-z0-9_.+\-]+))?$")
+_POOL = re.compile(r"^([a-z0-9][a-z0-9_.\-]*)(?::([a-z\-]+))?=(\d+)(?::([A-Za-z0-9_.+\-]+))?$")
+# capacity tier -> the node feature that carries it (daemon/slurm/cli/facts.py reads it back)
+TIER_FEATURES = {"reserved": "tier_reserved", "on-demand": "tier_ondemand", "spot": "tier_spot"}
 
 
 @dataclass(frozen=True)
 class Pool:
-    """Nodes of one GPU type: typed GRES ``gpu:TYPE:N`` and node features for the facts."""
+    """Nodes of one GPU type (and capacity tier): typed GRES ``gpu:TYPE:N`` and node features for
+    the facts, the tier as a ``tier_*`` feature ("" = no tier: owned, unpriced)."""
 
     gpu_type: str
     nodes: int
     features: tuple[str, ...]
+    tier: str = ""
+
+    @property
+    def name(self) -> str:
+        """``v100`` or ``v100:spot``, as ``--pools`` names it."""
+        return f"{self.gpu_type}:{self.tier}" if self.tier else self.gpu_type
 
 
 def parse_pools(text: str) -> tuple[Pool, ...]:
-    """``a100=4,v100=4`` (TYPE=NODES, features from :data:`POOL_FEATURES`) or
-    ``a100=4:gpumem_40g+nvlink+roce`` (features given); ValueError with a one-line message."""
+    """``a100=4,v100=4`` (TYPE=NODES, features from :data:`POOL_FEATURES`),
+    ``a100=4:gpumem_40g+nvlink+roce`` (features given), ``v100:spot=4`` (a capacity tier, the
+    syntax of ``railgang sim --gpus``); ValueError with a one-line message."""
     pools: list[Pool] = []
     for item in filter(None, (p.strip() for p in text.split(","))):
         m = _POOL.match(item)
-        if m is None or int(m.group(2)) < 1:
-            raise ValueError(f"--pools: '{item}' is not TYPE=NODES[:FEATURE+FEATURE] "
-                             "(e.g. a100=8,v100=8 or a100=4:gpumem_40g+nvlink)")
-        gpu_type, feats = m.group(1), m.group(3)
+        if m is None or int(m.group(3)) < 1:
+            raise ValueError(f"--pools: '{item}' is not TYPE=NODES[:FEATURE+FEATURE] or "
+                             "TYPE:TIER=NODES (e.g. a100=8,v100=8,v100:spot=4 or a100=4:gpumem_40g+nvlink)")
+        gpu_type, tier, feats = m.group(1), m.group(2) or "", m.group(4)
+        if tier and tier not in TIER_FEATURES:
+            raise ValueError(f"--pools: unknown tier '{tier}' in '{item}' (one of "
+                             f"{', '.join(TIER_FEATURES)})")
         if feats is None and gpu_type not in POOL_FEATURES:
             raise ValueError(f"--pools: no default features for '{gpu_type}' (known: "
                              f"{', '.join(sorted(POOL_FEATURES))}); give them: {gpu_type}=N:gpumem_XXg+...")
-        if any(p.gpu_type == gpu_type for p in pools):
-            raise ValueError(f"--pools: '{gpu_type}' is given twice")
+        if any((p.gpu_type, p.tier) == (gpu_type, tier) for p in pools):
+            raise ValueError(f"--pools: '{item.split('=')[0]}' is given twice")
         features = tuple(feats.split("+")) if feats else POOL_FEATURES[gpu_type]
-        pools.append(Pool(gpu_type, int(m.group(2)), features))
+        if tier:
+            features = (*(f for f in features if not f.startswith("tier_")), TIER_FEATURES[tier])
+        pools.append(Pool(gpu_type, int(m.group(3)), features, tier))
     return tuple(pools)
 
 
@@ -325,6 +340,7 @@ def render_plugstack_conf(spank_so: Path | None) -> str:
 __all__ = [
     "POOL_FEATURES",
     "TEST_GRANTS",
+    "TIER_FEATURES",
     "ClusterSpec",
     "Pool",
     "parse_pools",

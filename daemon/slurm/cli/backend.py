@@ -29,7 +29,7 @@ from railgang.daemon.errors import SlurmCommandError, SlurmError
 from railgang.daemon.slurm.backend import ActionResult
 from railgang.daemon.slurm.cli import commands as cmd
 from railgang.daemon.slurm.cli.apply import ApplyConfig, apply_actions, finish_due
-from railgang.daemon.slurm.cli.facts import render_fleet_file, write_fleet_file
+from railgang.daemon.slurm.cli.facts import render_fleet_file, tier_terms, write_fleet_file
 from railgang.daemon.slurm.cli.parse import ParseProblem
 from railgang.daemon.slurm.cli.records import (
     SinfoNode,
@@ -78,8 +78,11 @@ class CliBackend:
         except ParseProblem as exc:
             raise SlurmError(f"cannot read the cluster: {exc}") from exc
         shares, share_notes = self._shares()
+        st = self.settings
         obs = build_observation(now, jobs, nodes, self._fabric_for(nodes), shares,
-                                [*job_notes, *node_notes, *share_notes])
+                                [*job_notes, *node_notes, *share_notes],
+                                lambda pools: tier_terms(pools, st.prices, st.spot_interruptions_per_node_day,
+                                                         st.spot_notice_s))
         for note in obs.skipped:
             log.warning("slurm: %s", note)
         self._write_fleet(obs)

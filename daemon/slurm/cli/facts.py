@@ -10,6 +10,12 @@ slurm.conf, no extra inventory:
 - interconnect: feature ``ib``, ``roce`` or ``eth``; else unknown.
 - compute capability: feature ``cc80`` / ``sm_80`` (8.0; ``cc100`` is 10.0); else by type.
 
+Capacity tier (``Node.tier``, not a need: Slurm reports no tiers or prices): feature
+``tier_spot``, ``tier_ondemand`` or ``tier_reserved``; without one, "" (owned, unpriced). The
+tiers' prices come from ``[slurm] prices`` in the syntax of ``railgang sim --price``
+(:func:`tier_terms`, defaults from the simulator's list prices), spot's interruption process from
+``[slurm] spot_interruptions_per_node_day`` / ``spot_notice_s`` (docs/needs.md).
+
 The fleet file lists each kind of node once, so ``job_submit.lua`` (no network, no Slurm API for
 nodes in 22.05) can refuse a need no node meets and say what exists. One line per kind::
 
@@ -30,9 +36,14 @@ from pathlib import Path
 import hostlist
 
 from railgang.daemon.core.needs import NETWORKS, GpuFacts
+from railgang.daemon.core.spot import ON_DEMAND, RESERVED, SPOT, TierTerms
+from railgang.daemon.sim.pools import parse_prices, price
 
-__all__ = ["COMPUTE_CAPABILITY", "MIN_GPU_MEM_GB", "facts_from_slurm", "render_fleet_file",
-           "write_fleet_file"]
+__all__ = ["COMPUTE_CAPABILITY", "MIN_GPU_MEM_GB", "TIER_BY_FEATURE", "facts_from_slurm",
+           "render_fleet_file", "tier_from_features", "tier_terms", "write_fleet_file"]
+
+# node feature -> capacity tier (Slurm feature names: no hyphen in "ondemand")
+TIER_BY_FEATURE = {"tier_reserved": RESERVED, "tier_ondemand": ON_DEMAND, "tier_spot": SPOT}
 
 # the smallest memory each type was sold with (GB per GPU): a need is never met by a guess
 MIN_GPU_MEM_GB = {"k80": 12.0, "p100": 12.0, "v100": 16.0, "t4": 16.0, "a10": 24.0, "l4": 24.0,
@@ -64,6 +75,31 @@ def facts_from_slurm(gres: str, features: Iterable[str]) -> GpuFacts:
         elif f in NETWORKS:
             net = f
     return GpuFacts(gpu_type, mem, nvlink, net, cc)
+
+
+def tier_from_features(features: Iterable[str]) -> str:
+    """A node's capacity tier from its ``tier_*`` feature ("" without one: owned, unpriced)."""
+    for raw in features:
+        tier = TIER_BY_FEATURE.get(raw.strip().lower())
+        if tier is not None:
+            return tier
+    return ""
+
+
+def tier_terms(pools: Iterable[tuple[str, str]], prices: str = "", spot_per_node_day: float = 0.0,
+               spot_notice_s: float = 120.0) -> dict[str, TierTerms]:
+    """``Snapshot.tiers`` for the (GPU type, tier) pools of a cluster: each tier present (and
+    on-demand, spot's yardstick) priced per type as ``railgang sim --price`` would price it;
+    empty when no node names a tier (no prices, routing as before). ConfigError on bad prices."""
+    pools = set(pools)
+    present = {tier for _, tier in pools if tier}
+    if not present:
+        return {}
+    overrides, types = parse_prices(prices), {gpu_type for gpu_type, _ in pools}
+    return {tier: TierTerms({t: price(t, tier, overrides) for t in types},
+                            spot_per_node_day if tier == SPOT else 0.0,
+                            spot_notice_s if tier == SPOT else 0.0)
+            for tier in sorted(present | {ON_DEMAND})}
 
 
 def _line(names: list[str], gpus: int, f: GpuFacts) -> str:

@@ -11,13 +11,13 @@ The core's job and node types are built in exactly one function each (:func:`cor
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from railgang.daemon.core.job import Job, JobRequest, JobState, RunningJob
 from railgang.daemon.core.snapshot import Account, Node, NodeState, Snapshot, make_snapshot
-from railgang.daemon.slurm.cli.facts import facts_from_slurm
+from railgang.daemon.slurm.cli.facts import facts_from_slurm, tier_from_features
 from railgang.daemon.slurm.cli.parse import RailgangTag
 from railgang.daemon.slurm.cli.records import ShareRow, SinfoNode, SqueueJob
 
@@ -95,7 +95,7 @@ def core_node(rec: SinfoNode) -> Node:
     come from the typed GRES and the other features (``facts.py``)."""
     tags = frozenset(f[len(TAG_FEATURE_PREFIX):] for f in rec.features if f.startswith(TAG_FEATURE_PREFIX))
     return Node(name=rec.name, gpus=rec.gpus, state=NodeState.parse(rec.state), tags=tags,
-                facts=facts_from_slurm(rec.gres, rec.features))
+                facts=facts_from_slurm(rec.gres, rec.features), tier=tier_from_features(rec.features))
 
 
 def core_account(row: ShareRow) -> Account:
@@ -144,8 +144,11 @@ def free_gpus(nodes: Iterable[SinfoNode], jobs: Iterable[SqueueJob], now: float)
 
 
 def build_observation(now: float, jobs: Iterable[SqueueJob], nodes: Iterable[SinfoNode], fabric: Any,
-                      shares: Iterable[ShareRow] = (), skipped: Iterable[str] = ()) -> Observation:
-    """Everything the core sees, from one read of squeue, sinfo and sshare."""
+                      shares: Iterable[ShareRow] = (), skipped: Iterable[str] = (),
+                      pricing: Callable[[Iterable[tuple[str, str]]], Mapping[str, Any]] | None = None,
+                      ) -> Observation:
+    """Everything the core sees, from one read of squeue, sinfo and sshare; ``pricing``: the
+    tiers' terms for the cluster's (GPU type, tier) pools (``facts.tier_terms``)."""
     job_list = list(jobs)
     node_list = list(nodes)
     notes = list(skipped)
@@ -177,6 +180,10 @@ def build_observation(now: float, jobs: Iterable[SqueueJob], nodes: Iterable[Sin
         free=free_gpus(node_list, job_list, now), running=running, pending=pending,
         accounts=[core_account(r) for r in shares],
     )
+    if pricing is not None:
+        tiers = pricing({(n.facts.gpu_type, n.tier) for n in snapshot.nodes.values()})
+        if tiers:
+            snapshot = snapshot.replace(tiers=tiers)
     return Observation(snapshot=snapshot, jobs={j.job_id: j for j in job_list},
                        nodes_raw={n.name: n for n in node_list}, skipped=tuple(notes),
                        leased=tuple(j.job_id for j in pending))
