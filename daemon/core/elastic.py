@@ -70,10 +70,21 @@ def wastes_gpus(job: Job, small: int, target: int, tol: float = SUPERLINEAR_TOL)
     return job.efficiency(small) < job.efficiency(target) * (1.0 - tol)
 
 
-def start_size(job: Job, capacity_gpus: int, tol: float = SUPERLINEAR_TOL) -> int | None:
+def spans_nodes(job: Job, node_gpus: int) -> bool:
+    """True when the asked size needs more than one node of ``node_gpus`` (0: unknown, False).
+    Such a gang starts whole: started small, its later growth lands wherever GPUs are free, and
+    16-GPU jobs ran 1.5x longer on the scattered placement (issue 12 part 4)."""
+    return 0 < node_gpus < job.replicas * job.replica_gpus
+
+
+def start_size(job: Job, capacity_gpus: int, tol: float = SUPERLINEAR_TOL,
+               node_gpus: int = 0) -> int | None:
     """Replicas to admit ``job`` at with ``capacity_gpus`` free: its asked size if it fits, else
-    the largest size down to its minimum that fits and does not waste GPUs; None: it waits."""
+    the largest size down to its minimum that fits and does not waste GPUs (and only when the
+    asked size fits one node of ``node_gpus``, if given); None: it waits."""
     fit = min(job.replicas, capacity_gpus // job.replica_gpus)
+    if spans_nodes(job, node_gpus):
+        return job.replicas if fit == job.replicas else None
     for k in reversed(sizes(job)):
         if k <= fit and not wastes_gpus(job, k, job.replicas, tol):
             return k
@@ -88,9 +99,12 @@ def marginal_gain(job: Job, cur: int, new: int) -> float:
     return job.speedup(new) / base - 1.0
 
 
-def smallest_start(job: Job, target: int, tol: float = SUPERLINEAR_TOL) -> int:
+def smallest_start(job: Job, target: int, tol: float = SUPERLINEAR_TOL, node_gpus: int = 0) -> int:
     """The fewest replicas ``job`` may start (or be shrunk) at below ``target`` without wasting
-    GPUs: its minimum on a linear or saturating curve, ``target`` itself on a super-linear one."""
+    GPUs: its minimum on a linear or saturating curve, ``target`` itself on a super-linear one
+    or when the asked size spans nodes of ``node_gpus`` (if given)."""
+    if spans_nodes(job, node_gpus):
+        return max(job.min_replicas, min(target, job.max_replicas))
     for k in sizes(job):
         if k < target and not wastes_gpus(job, k, target, tol):
             return k
@@ -277,6 +291,7 @@ __all__ = [
     "shrink_pays",
     "sizes",
     "smallest_start",
+    "spans_nodes",
     "start_size",
     "start_small_pays",
     "wastes_gpus",

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 
 from railgang.daemon.core import hetero
 from railgang.daemon.core.elastic import short_classes, smallest_start
-from railgang.daemon.core.policies.pollux import Pollux
+from railgang.daemon.core.policies.pollux import Pollux, node_gpus
 from railgang.daemon.core.policies.themis import contenders, rho
 from railgang.daemon.core.policies.tiresias import Tiresias, bucket, queued_since
 from railgang.daemon.core.policy import Plan, regrow_targets, want
@@ -68,7 +68,7 @@ class _Levels(Mapping[str, float]):
 class Default:
     name = "default"
     tiresias: Tiresias = field(default_factory=Tiresias)
-    pollux: Pollux = field(default_factory=Pollux)
+    pollux: Pollux = field(default_factory=lambda: Pollux(whole_multinode=True))
     reserve_starving: bool = True  # starving jobs hold an EASY reservation (False: pure greedy)
     evict_within_class: bool = True  # Tiresias-level eviction inside a class (under budgets)
     sizing: str = "pollux"  # "pollux": goodput allocation; "requested": start at the requested size
@@ -89,12 +89,14 @@ class Default:
         )
         order = []
         short = short_classes(snapshot.running.values())
+        node = node_gpus(snapshot) if self.pollux.whole_multinode and any(
+            j.elastic for j in snapshot.pending) else 0
         for q, _, _, j in keyed:
             s = sized.get(j.job_id)
             replicas = s.replicas if s is not None and j.elastic else j.replicas
             # never below the size where the curve turns super-linear (a shrunk start wastes GPUs),
             # and at the asked size while a job of the class runs short of its own
-            low = replicas if j.priority_class in short else smallest_start(j, replicas)
+            low = replicas if j.priority_class in short else smallest_start(j, replicas, node_gpus=node)
             order.append(want(j.job_id, replicas, low, level=q))
         starving = frozenset(j.job_id for j in snapshot.pending
                              if self.reserve_starving

@@ -31,6 +31,11 @@ from railgang.daemon.core.policy import Plan, regrow_targets, want
 from railgang.daemon.core.snapshot import Snapshot
 
 
+def node_gpus(snapshot: Snapshot) -> int:
+    """GPUs of the largest node (0 on an empty cluster): what "one node" means for a gang."""
+    return max((n.gpus for n in snapshot.nodes.values()), default=0)
+
+
 def statistical_efficiency(job: Job, replicas: int) -> float:
     """E(M) = (φ + M₀)/(φ + M): progress per sample at batch M relative to the base batch M₀."""
     if job.grad_noise_scale is None:
@@ -56,6 +61,8 @@ class Pollux:
     lock_after_s: float = 6 * 3600.0  # running this long → size locked (steady state)
     hetero: bool = True  # several GPU pools: place by per-type throughput (hetero.aware); False =
     # type-blind
+    whole_multinode: bool = False  # a job asking for more than one node starts at its asked size
+    # (default sets it: measured, it paid there; for pollux's greedy queue it did not)
 
     def utility(self, job: Job, k: int) -> float:
         base = goodput(job, job.min_replicas)
@@ -72,6 +79,7 @@ class Pollux:
         jobs: dict[str, Job] = {r.job_id: r.job for r in movable}
         running = frozenset(alloc)
         short = short_classes(snapshot.running.values())  # these start work only at full size
+        node = node_gpus(snapshot) if self.whole_multinode else 0
         queue = sorted(snapshot.pending, key=lambda j: (j.priority_class, j.submit_time, j.job_id))
         for c in range(4):  # higher classes are admitted and grown before lower ones
             members = [r.job_id for r in movable if r.priority_class == c]
@@ -79,7 +87,7 @@ class Pollux:
                 if j.priority_class != c:
                     continue
                 small = j.elastic and c not in short
-                k = start_size(j, capacity) if small else (
+                k = start_size(j, capacity, node_gpus=node) if small else (
                     j.replicas if j.replicas * j.replica_gpus <= capacity else None)
                 if k is not None:
                     alloc[j.job_id], jobs[j.job_id] = k, j
@@ -90,7 +98,8 @@ class Pollux:
         admitted = [j for j in queue if j.job_id in alloc]
         order = [want(j.job_id, alloc[j.job_id], j.min_replicas) for j in admitted]
         order += [want(j.job_id, j.replicas, j.replicas if j.priority_class in short
-                       else smallest_start(j, j.replicas)) for j in queue if j.job_id not in alloc]
+                       else smallest_start(j, j.replicas, node_gpus=node))
+                  for j in queue if j.job_id not in alloc]
         targets = regrow_targets(snapshot)  # locked jobs keep their size or regrow to the request
         targets.update({i: alloc[i] for i in alloc if i in snapshot.running})
         plan = Plan(order=tuple(order), mode="greedy", targets=targets, sized=True)

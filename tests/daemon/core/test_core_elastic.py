@@ -18,6 +18,7 @@ from railgang.daemon.core.elastic import (
     shrink_pays,
     sizes,
     smallest_start,
+    spans_nodes,
     start_size,
     start_small_pays,
     wastes_gpus,
@@ -245,3 +246,15 @@ def test_fill_by_chunks_stays_in_range_and_capacity(spec: list[tuple[int, int, i
     used = sum(alloc[i] - before[i] for i in alloc)
     assert 0 <= left == cap - used
     assert all(before[i] <= alloc[i] <= jobs[i].max_replicas for i in alloc)
+
+
+@pytest.mark.parametrize(("gpus", "node_gpus", "start", "lowest"),
+                         [(16, 8, None, 16), (8, 8, 4, 1), (16, 0, 8, 1)],
+                         ids=["spans-nodes-starts-whole", "one-node-may-start-small", "node-unknown"])
+def test_a_gang_asking_for_several_nodes_starts_whole(gpus: int, node_gpus: int, start: int | None,
+                                                      lowest: int) -> None:
+    # started small, a multi-node gang's growth lands wherever GPUs are free (scattered placement)
+    j = job("e").gpus(gpus).elastic(1, gpus).work(24 * H).build()
+    assert spans_nodes(j, node_gpus) is (start is None)
+    assert start_size(j, 8 if gpus == 16 else 4, node_gpus=node_gpus) == start
+    assert smallest_start(j, gpus, node_gpus=node_gpus) == lowest
