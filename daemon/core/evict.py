@@ -88,9 +88,6 @@ class EvictPhase:
             r = w.reasons.get(job.job_id)
             if r is None or r.code not in _GPUS_WOULD_HELP:
                 continue
-            if not self.prepared:
-                self._prepare()
-            gpus_of = self.gpus_of
             if self.served >= budget.max_evictions_per_cycle:
                 break
             need = x.min_replicas * job.replica_gpus
@@ -105,6 +102,9 @@ class EvictPhase:
                 continue
             if job.priority_class == 3 and not plan.preempt_within_class:
                 continue  # batch evicts nobody unless the policy ranks inside the class
+            if not self.prepared:  # the first job an eviction could serve (strict FIFO: none)
+                self._prepare()
+            gpus_of = self.gpus_of
             if not self._may_find_victims_ignoring_budget(job, x.level):
                 continue  # nobody this job may evict is running
             if self.inflight > 0 and w.free_count < need <= w.free_count + self.inflight:
