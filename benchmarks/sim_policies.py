@@ -54,16 +54,17 @@ railgang.daemon.loop.decide = _timed_decide  # measurement only: how much of a r
 _SHARED: dict[str, Any] = {}  # the trace and fabric, set before forking (not picklable)
 
 
-def _replay(name: str, cycle_s: float, max_pending: int | None) -> tuple[RunResult, float]:
-    """One policy's replay and the seconds spent in decide() (in this process)."""
+def _replay(name: str, cycle_s: float, max_pending: int | None) -> tuple[RunResult, float, float]:
+    """One policy's replay, the seconds spent in decide() and the CPU seconds (this process)."""
     _DECIDE_S[0] = 0.0
+    cpu = time.process_time()
     jobs, fabric = _SHARED["jobs"], _SHARED["fabric"]
     run = simulate(jobs, get(name), fabric, comm=TopologyComm(fabric),
                    config=EngineConfig(cycle_s=cycle_s, max_pending=max_pending))
     m = run.metrics
     print(f"# {name}: {run.wall_s:.1f} s, mean JCT {m.mean_jct_s / H:.2f} h", file=sys.stderr,
           flush=True)
-    return run, _DECIDE_S[0]
+    return run, _DECIDE_S[0], time.process_time() - cpu
 
 
 def h(x: float) -> str:
@@ -104,9 +105,11 @@ def main() -> None:
     else:
         done = [_replay(n, args.cycle_s, args.max_pending) for n in names]
     total_s = time.perf_counter() - started
-    for run, core_s in done:
+    cpu_s: dict[str, float] = {}
+    for run, core_s, cpu in done:
         runs.append(run)
         decide_s[run.policy] = core_s
+        cpu_s[run.policy] = cpu
 
     print(f"{len(jobs):,} jobs (trace read in {read_s:.2f} s), {gpus} GPUs = {args.nodes} nodes x "
           f"{args.gpus_per_node}, {args.leaf} nodes per leaf"
@@ -137,14 +140,14 @@ def main() -> None:
             cells = " | ".join("—" if math.isnan(v) else f"{v:.2f}×" for v in row.values())
             print(f"| {name} | {cells} |")
     print("\nSimulator speed (this machine, one process):\n")
-    print("| policy | cycles | events | wall s | in decide() s | simulator s | jobs/s "
-          "| extrapolated 100k jobs s |")
-    print("|---" * 8 + "|")
+    print("| policy | cycles | idle (skipped) | events | wall s | CPU s | in decide() s | simulator s "
+          "| jobs/s (CPU) | extrapolated 100k jobs CPU s |")
+    print("|---" * 10 + "|")
     for run in runs:
-        rate = len(jobs) / run.wall_s
+        rate = len(jobs) / max(cpu_s[run.policy], 1e-9)  # CPU: the machine may be shared
         core = decide_s[run.policy]
-        print(f"| {run.policy} | {run.cycles:,} | {run.events:,} | {run.wall_s:.1f} | "
-              f"{core:.1f} | {run.wall_s - core:.1f} | {rate:,.0f} | {100_000 / rate:.0f} |")
+        print(f"| {run.policy} | {run.cycles:,} | {getattr(run, 'skipped', 0):,} | {run.events:,} | "
+              f"{run.wall_s:.1f} | {cpu_s[run.policy]:.1f} | {core:.1f} | {run.wall_s - core:.1f} | {rate:,.0f} | {100_000 / rate:.0f} |")
 
 
 if __name__ == "__main__":
