@@ -387,7 +387,9 @@ def upgrade_phase(w: Work, plan: Plan, rules: UpgradeRules, budget: pre.Preempti
     Q moves to pool P when ``W/r_Q - (W/r_P + C) >= margin × C`` (W: work left in reference
     seconds, C: checkpoint + restore + restart + the work since its last checkpoint), largest
     saving first, within the preemption budget (class 0 never, a job at most once per interval,
-    the churn window's cap)."""
+    the churn window's cap). Before any upgrade, a job on spot that ``SpotRules`` would refuse on
+    the nodes it holds (a gang scattered over more nodes than routing counted is reclaimed more
+    often) moves to free non-spot GPUs of a type at least as fast (``_off_spot``)."""
     pools = w.pools
     if not rules.enabled or not plan.hetero or not pools.mixed or w.free_count <= 0:
         return
@@ -395,7 +397,7 @@ def upgrade_phase(w: Work, plan: Plan, rules: UpgradeRules, budget: pre.Preempti
     churn = pre.churned_gpus(snap, now, budget.churn_window_s) + sum(
         getattr(a, "gpus", 0) for a in w.preempts)
     cap = pre.churn_cap_gpus(snap, budget)
-    cands = []
+    cands = _off_spot(w, pools, rules, budget, now)  # leaving spot first: it is a cost, not a gain
     for run in snap.running.values():
         key = pool_of_run(pools, run)
         left = run.job.remaining_at(run.replicas)
@@ -415,7 +417,7 @@ def upgrade_phase(w: Work, plan: Plan, rules: UpgradeRules, budget: pre.Preempti
                 continue  # never onto spot that routing would refuse it
             saving = left / r_here - (left / r_there + cost)
             if saving >= rules.margin * cost:
-                cands.append((-saving, run.job_id, there, run))
+                cands.append(((1.0, -saving), run.job_id, there, run))
     moved = 0
     for _, _, there, run in sorted(cands, key=lambda c: (c[0], c[1], c[2])):
         if moved >= rules.max_per_cycle:
@@ -431,6 +433,34 @@ def upgrade_phase(w: Work, plan: Plan, rules: UpgradeRules, budget: pre.Preempti
         w.touched.add(run.job_id)
         churn += run.gpus
         moved += 1
+
+
+def _off_spot(w: Work, pools: Pools, rules: UpgradeRules, budget: pre.PreemptionBudget,
+              now: float) -> list[tuple[tuple[float, ...], str, PoolKey, RunningJob]]:
+    """Moves off spot (issue 13 part 3): a running job whose spot pool ``SpotRules`` would now
+    refuse it, on the nodes it actually holds (a scattered gang is reclaimed once per node), goes
+    to a non-spot pool of a type at least as fast, most predicted interruptions first."""
+    snap = w.snap
+    out: list[tuple[tuple[float, ...], str, PoolKey, RunningJob]] = []
+    for run in snap.running.values():
+        key = pool_of_run(pools, run)
+        if (key is None or key[1] != spot.SPOT or run.preempt_deadline is not None
+                or run.job_id in w.touched or run.priority_class == 0
+                or pre.recently_preempted(run.job.last_preempted_at, now, budget.job_min_interval_s)):
+            continue
+        terms = snap.tiers.get(spot.SPOT)
+        if terms is None or rules.spot_rules.allows(run.job, key, len(run.assignment), snap.tiers):
+            continue
+        left = run.job.remaining_at(run.replicas)
+        if left is not None and left <= move_cost_s(run.job):
+            continue  # ends before the move would pay for itself
+        r_here = type_rate(run.job, key[0])
+        per_day = spot.interruptions_per_day(run.job, len(run.assignment), terms)
+        for there in pools.nodes:
+            if there[1] != spot.SPOT and (there[0] == key[0] or type_rate(run.job, there[0]) >= r_here):
+                # before any upgrade; most interruptions first; its own type before faster ones
+                out.append(((0, -per_day, 0 if there[0] == key[0] else 1), run.job_id, there, run))
+    return out
 
 
 __all__ = [

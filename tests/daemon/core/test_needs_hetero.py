@@ -96,3 +96,43 @@ def test_a_long_job_backfills_on_gpus_the_reserved_job_cannot_use() -> None:
     assert _starts(d).get("long") == {names[3]}
     reason = d.reason("big")
     assert reason is not None and reason.detail == "reserved start at t=1000"
+
+
+# ---- a running job leaves spot when its predicted interruptions make spot dearer (part 3) ------
+def _spot(held: dict[str, int], running_on_demand: bool = False, **job_kw: object):  # type: ignore[no-untyped-def]
+    """2 on-demand + 3 spot V100 nodes of 4 GPUs; one 8-GPU job holding ``held`` spot GPUs per
+    node; spot reclaims 1.5 per node-day (cap: 4 a day for jobs of 8 GPUs and up)."""
+    from railgang.daemon.core.spot import ON_DEMAND, SPOT, TierTerms
+    from railgang.topology.fabric import Fabric, NodeFacts
+
+    names = {"od1": ON_DEMAND, "od2": ON_DEMAND, "sp1": SPOT, "sp2": SPOT, "sp3": SPOT}
+    leaves = {"leaf-od": ["od1", "od2"], "leaf-sp": ["sp1", "sp2", "sp3"]}
+    fabric = Fabric({"core": list(leaves)}, leaves, {n: NodeFacts(n, 4, "v100") for n in names})
+    nodes = [Node(n, 4, facts=GpuFacts("v100"), tier=t) for n, t in names.items()]
+    b = job("j").gpus(8).work(20 * 3600.0)
+    for k, v in job_kw.items():
+        b = b.with_(**{k: v})
+    runs = [RunningJob(b.build(), {n: tuple(range(g)) for n, g in held.items()}, 0.0, 8)]
+    if running_on_demand:
+        runs.append(RunningJob(job("od").gpus(8).work(3600.0).build(),
+                               {"od1": (0, 1, 2, 3), "od2": (0, 1, 2, 3)}, 0.0, 8))
+    tiers = {ON_DEMAND: TierTerms({"v100": 2.48}), SPOT: TierTerms({"v100": 0.87}, 1.5, 120.0)}
+    return make_snapshot(now=7200.0, fabric=fabric, nodes=nodes, running=runs).replace(tiers=tiers)
+
+
+def _migrations(snap: object) -> dict[str, set[str]]:
+    from railgang.daemon.core import Migrate
+
+    d = decide(snap, get("default"), 7200.0, random.Random(0))  # type: ignore[arg-type]
+    return {a.job_id: set(a.assignment) for a in d.actions if isinstance(a, Migrate)}
+
+
+def test_a_gang_scattered_over_spot_nodes_moves_to_free_on_demand() -> None:
+    # 8 GPUs over 3 spot nodes: 4.5 predicted reclaims a day, over the cap of 4 that routing
+    # applied to the 2 nodes it asked for; on-demand is free, so it moves there (checkpoint + requeue)
+    assert _migrations(_spot({"sp1": 3, "sp2": 3, "sp3": 2})) == {"j": {"od1", "od2"}}
+
+
+def test_a_job_within_the_cap_stays_on_spot_and_nothing_moves_onto_busy_on_demand() -> None:
+    assert _migrations(_spot({"sp1": 4, "sp2": 4})) == {}  # 3 a day: spot stays cheaper
+    assert _migrations(_spot({"sp1": 3, "sp2": 3, "sp3": 2}, running_on_demand=True)) == {}
