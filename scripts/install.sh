@@ -7,7 +7,8 @@ cd "$(dirname "$0")/.."
 
 APT_PACKAGES=(slurmctld slurmd slurm-client munge slurm-wlm-basic-plugins lua5.1 libslurm-dev
               slurmdbd slurm-wlm-mysql-plugin mariadb-server postgresql gcc
-              docker-compose shellcheck systemd)  # the last three: tests/deploy (no engine needed)
+              docker-compose shellcheck systemd  # these three: tests/deploy (no engine needed)
+              chromium)  # headless, for the report's browser test (tests/daemon/report)
 
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
