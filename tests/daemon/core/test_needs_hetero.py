@@ -136,3 +136,26 @@ def test_a_gang_scattered_over_spot_nodes_moves_to_free_on_demand() -> None:
 def test_a_job_within_the_cap_stays_on_spot_and_nothing_moves_onto_busy_on_demand() -> None:
     assert _migrations(_spot({"sp1": 4, "sp2": 4})) == {}  # 3 a day: spot stays cheaper
     assert _migrations(_spot({"sp1": 3, "sp2": 3, "sp3": 2}, running_on_demand=True)) == {}
+
+
+def test_simulator_moves_a_scattered_spot_gang_to_on_demand_once_it_frees() -> None:
+    # 12 on-demand + 12 spot V100 GPUs (4-GPU nodes), 1.5 reclaims per spot node-day. "od" holds
+    # all on-demand (12 GPUs on 3 nodes: 4.5 a day, over the cap: never spot) until t=4320; small
+    # jobs leave 2+3+4 spot GPUs free at t=3000, so "j" (8 GPUs: 2 nodes, 3 a day, allowed) starts
+    # scattered over 3 spot nodes: 4.5 a day. When on-demand frees it checkpoints and moves there
+    from railgang.daemon.sim.backend import SimConfig
+    from railgang.daemon.sim.engine import EngineConfig, simulate
+    from railgang.daemon.sim.pools import mixed_cluster, parse_pools
+    from railgang.daemon.sim.traces.model import TraceJob
+
+    h = 3600.0
+    cluster = mixed_cluster(parse_pools("v100=12,v100:spot=12", 4), 4, 1, spot_per_node_day=1.5)
+    jobs = [TraceJob(job_id=i, submit_time=t, gpus=g, duration_s=d) for i, t, d, g in [
+        ("od", 0.0, 1.2 * h, 12), ("f1", 0.0, 30 * h, 2), ("f2", 1.0, 0.5 * h, 3),
+        ("f3", 2.0, 30 * h, 1), ("j", 3000.0, 20 * h, 8)]]
+    config = EngineConfig(sim=SimConfig(node_tier=cluster.node_tier, tiers=cluster.tiers), seed=0)
+    rec = {r.job_id: r for r in simulate(jobs, get("default"), cluster.fabric, config=config).records}
+    j = rec["j"]
+    assert j.preemptions - j.interruptions == 1  # one move by railgang, not a reclaim
+    assert j.pool_gpu_s["v100:spot"] < 8 * 0.5 * h < j.pool_gpu_s["v100:on-demand"]
+    assert set(rec["f1"].pool_gpu_s) == {"v100:spot"}  # small jobs stay on cheap spot
