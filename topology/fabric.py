@@ -20,7 +20,7 @@ from types import MappingProxyType
 import hostlist
 import networkx as nx
 
-from railgang.topology.conf import TopologyConf, parse_topology
+from railgang.topology.conf import Problem, TopologyConf, TopologyError, parse_topology
 
 __all__ = ["Fabric", "NodeFacts", "fabric_from_conf", "fabric_from_shape", "load_fabric", "render_topology"]
 
@@ -383,12 +383,24 @@ def load_fabric(
 ) -> Fabric:
     """Read, validate and build a fabric from a ``topology.conf`` file.
 
-    Raises ``topology.conf.TopologyError`` (with file:line problems) for an invalid file and
-    ``OSError``/``UnicodeDecodeError`` if it cannot be read; nodes without facts get
+    Raises ``topology.conf.TopologyError`` (with file:line problems) for an invalid file, one that
+    cannot be read (missing, a directory, binary, not UTF-8, over ``inputs.MAX_TEXT_BYTES`` or never
+    ending like ``/dev/zero``: read through the bounded ``inputs.read_text``) and one that names no
+    nodes (empty, comments only: nothing could be placed on it); nodes without facts get
     ``default_gpus`` GPUs and default facts.
     """
+    # inputs imports this module (Fabric, NodeFacts), so its bounded reader is imported here
+    from railgang.topology.inputs import InputProblem, read_text
+
     path = Path(topology_conf)
-    conf = parse_topology(path.read_text(encoding="utf-8"), str(path))
+    try:
+        text = read_text(path, "topology file")
+    except InputProblem as exc:
+        raise TopologyError((Problem(exc.path, exc.line, exc.field, exc.message),)) from exc
+    conf = parse_topology(text, str(path))
+    if not conf.nodes:
+        raise TopologyError((Problem(str(path), None, None, "no nodes: the file names no Nodes= (empty, or "
+                                     "comments only); nothing could be placed on it"),))
     return fabric_from_conf(conf, facts, default_gpus, blocks_are_nvlink=blocks_are_nvlink,
                             rail_optimised=rail_optimised)
 

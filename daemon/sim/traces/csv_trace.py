@@ -23,6 +23,7 @@ from pathlib import Path
 
 from railgang.daemon.errors import InputError
 from railgang.daemon.sim.traces.model import Problem, Trace, TraceFormat, TraceJob
+from railgang.topology.inputs import InputProblem, iter_lines
 
 REQUIRED = ("job_id", "submit_time", "gpus", "duration_s")
 OPTIONAL = ("account", "tp", "pp", "dp", "elastic_min", "elastic_max", "class", "model")
@@ -160,14 +161,18 @@ def parse_csv(lines: Iterable[str], *, path: str = "<csv>", strict: bool = False
     return Trace(jobs=tuple(jobs), problems=tuple(problems), notes=notes)
 
 
+# Streamed line by line (``inputs.iter_lines``): a row longer than 64 KiB (``/dev/zero``, binary) is
+# refused at once, and the whole file is capped well above the largest public GPU traces (Helios,
+# PAI: tens to a few hundred MB as CSV) so a runaway file ends in one line, not a full memory.
+TRACE_MAX_BYTES = 1024 * 2**20
+
+
 def read_csv(path: Path, *, strict: bool = False) -> Trace:
+    lines = (line + "\n" for _, line in iter_lines(path, "trace", max_bytes=TRACE_MAX_BYTES))
     try:
-        with path.open(newline="", encoding="utf-8") as fh:
-            return parse_csv(fh, path=str(path), strict=strict)
-    except OSError as exc:
-        raise InputError(f"cannot read trace: {exc.strerror}", path=str(path)) from exc
-    except UnicodeDecodeError as exc:
-        raise InputError(f"not UTF-8 text: {exc.reason}", path=str(path)) from exc
+        return parse_csv(lines, path=str(path), strict=strict)
+    except InputProblem as exc:
+        raise InputError(exc.message, path=exc.path, line=exc.line, field=exc.field) from exc
 
 
 FORMAT = TraceFormat(
@@ -177,4 +182,4 @@ FORMAT = TraceFormat(
     claims=lambda path: path.suffix.lower() == ".csv",
 )
 
-__all__ = ["FORMAT", "OPTIONAL", "REQUIRED", "parse_csv", "read_csv"]
+__all__ = ["FORMAT", "OPTIONAL", "REQUIRED", "TRACE_MAX_BYTES", "parse_csv", "read_csv"]

@@ -30,12 +30,15 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from railgang.daemon.errors import InputError
+from railgang.daemon.sim.traces.csv_trace import TRACE_MAX_BYTES
 from railgang.daemon.sim.traces.model import Problem, Trace, TraceFormat, TraceJob
+from railgang.topology.inputs import InputProblem, iter_lines, read_text
 
 GPU_TYPE = "v100"
 OTHER_TYPES = ("p100", "k80")  # measured too: the per-type speeds of a mixed-cluster replay
 _REPO_ROOT = Path(__file__).resolve().parents[3]
 ENV_VAR = "RAILGANG_PHILLY_DIR"
+THROUGHPUTS_MAX_BYTES = 64 * 2**20  # Gavel's table is 1.2 MB; bounded like every input (issue 11 part 7)
 
 
 def default_dir() -> Path:
@@ -49,9 +52,9 @@ def default_dir() -> Path:
 def load_throughputs(path: Path, gpu_type: str = GPU_TYPE) -> dict[str, dict[int, float]]:
     """``{job_type: {gpus: steps_per_s}}`` for the jobs measured running alone on ``gpu_type``."""
     try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise InputError(f"cannot read throughputs: {exc.strerror}", path=str(path)) from exc
+        raw = json.loads(read_text(path, "throughputs file", limit=THROUGHPUTS_MAX_BYTES))
+    except InputProblem as exc:
+        raise InputError(exc.message, path=exc.path, line=exc.line, field=exc.field) from exc
     except json.JSONDecodeError as exc:
         raise InputError(f"invalid JSON: {exc.msg}", path=str(path), line=exc.lineno) from exc
     if not isinstance(raw, dict) or gpu_type not in raw:
@@ -107,11 +110,14 @@ def read_philly(path: Path | None = None, *, strict: bool = False) -> Trace:
     derived: Counter[str] = Counter()
     for file in files:
         vc = file.stem
-        try:
-            text = file.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise InputError(f"cannot read trace: {exc}", path=str(file)) from exc
-        for lineno, line in enumerate(text.splitlines(), start=1):
+        lines = iter_lines(file, "trace", max_bytes=TRACE_MAX_BYTES)
+        while True:  # streamed: an InputProblem (binary, /dev/zero, over the cap) comes from next()
+            try:
+                lineno, line = next(lines)
+            except StopIteration:
+                break
+            except InputProblem as exc:
+                raise InputError(exc.message, path=exc.path, line=exc.line, field=exc.field) from exc
             if not line.strip():
                 continue
             problem, job, was_derived = _parse_line(line, table, vc, str(file), lineno, others)
@@ -135,8 +141,8 @@ def read_philly(path: Path | None = None, *, strict: bool = False) -> Trace:
 
 def _has_type(path: Path, gpu_type: str) -> bool:
     try:
-        return gpu_type in json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError):
+        return gpu_type in json.loads(read_text(path, "throughputs file", limit=THROUGHPUTS_MAX_BYTES))
+    except (InputProblem, json.JSONDecodeError):
         return False
 
 
