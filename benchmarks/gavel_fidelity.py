@@ -8,8 +8,8 @@ its measured effect on mean JCT:
 
 - ``gavel-like``: one 64-GPU node (Gavel places a gang on any free workers of the type: no node
   or switch boundary), decisions in 360 s rounds (``--cycle-s 360`` = Gavel's
-  ``time_per_iteration``), type-blind. No preemption happens under FIFO in either simulator, so
-  Gavel's free preemption has nothing to act on.
+  ``time_per_iteration``), type-blind. railgang's FIFO never preempts; Gavel's may, for free,
+  only where its allocation over-admits a job at a completion (docs/simulator.md).
 - ``8-gpu-nodes``: the same on 8 nodes x 8 GPUs, railgang's gang placement (a gang of 8 or more
   takes whole nodes, a smaller one stays in one node).
 - ``event-driven``: one node, but a decision at every arrival and completion (``--cycle-s 0``).
