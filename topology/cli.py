@@ -59,6 +59,7 @@ from railgang.topology.inputs import (
     parse_facts,
     parse_free,
     read_text,
+    write_atomic,
 )
 from railgang.topology.linkstate import Thresholds, assess, quarantine_entries
 from railgang.topology.occupancy import random_occupancy
@@ -402,7 +403,7 @@ def discover(
     for path, text in ((output, conf), (facts_out, json.dumps(data, indent=2) + "\n")):
         if path is not None:
             try:
-                path.write_text(text, encoding="utf-8")
+                write_atomic(path, text)  # a reader (slurmctld, a second discover) never sees half a file
             except OSError as exc:
                 raise InputError(f"cannot write: {exc.strerror or exc}", path=str(path)) from exc
     if as_json:

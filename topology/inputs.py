@@ -19,8 +19,10 @@ of exhausting memory.
 from __future__ import annotations
 
 import json
+import os
 import re
 import sys
+import tempfile
 import tomllib
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
@@ -41,6 +43,7 @@ __all__ = [
     "parse_facts",
     "parse_free",
     "read_text",
+    "write_atomic",
 ]
 
 # A topology.conf, facts or free-GPU file of a 100,000-node cluster is a few MB; 16 MiB leaves room
@@ -143,6 +146,25 @@ def iter_lines(path: str | Path, what: str, *, max_bytes: int = MAX_TEXT_BYTES,
     finally:
         if stream is not sys.stdin.buffer:
             stream.close()
+
+
+def write_atomic(path: str | Path, text: str) -> None:
+    """Write ``text`` to ``path`` so that a reader sees the old or the new file, never a torn one,
+    and two writers at once (two daemons, two ``discover -o``) each replace it whole: every writer
+    gets its own temporary file beside ``path`` (a fixed ``.tmp`` name lets one writer rename away
+    the other's half-written file) and ``os.replace`` swaps it in. ``OSError`` when it cannot."""
+    target = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, 0o644)  # mkstemp makes it 0600; the file is read by other users' CLIs
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
 
 
 @dataclass(frozen=True)

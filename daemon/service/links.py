@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import threading
 import time
 import urllib.error
@@ -33,6 +32,7 @@ from railgang.daemon.config import LinkSettings
 from railgang.topology.counters import PortSample, parse_node_exporter, read_sysfs
 from railgang.topology.fabric import Fabric
 from railgang.topology.health import LinkHealth
+from railgang.topology.inputs import write_atomic
 from railgang.topology.linkstate import Thresholds
 from railgang.topology.linktrack import Change, Hysteresis, LinkTracker, PortStatus
 
@@ -160,9 +160,7 @@ class LinkCollector:
         path = self.settings.state_file
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_name(path.name + ".tmp")
-            tmp.write_text(json.dumps(state_json(result, self.settings.interval_s)))
-            os.replace(tmp, path)
+            write_atomic(path, json.dumps(state_json(result, self.settings.interval_s)))
         except OSError as exc:
             log.error("daemon.links.state_file: cannot write %s: %s", path, exc.strerror or exc)
 
