@@ -73,6 +73,9 @@ class ReclaimPhase:
             need = x.min_replicas * job.replica_gpus
             if w.account_gpus.get(job.account, 0) + need > tree.guaranteed(job.account):
                 continue  # borrowed work does not reclaim
+            flat = w.snap.account(job.account).quota_gpus
+            if flat is not None and w.account_gpus.get(job.account, 0) + need > flat:
+                continue  # Slurm's own account limit binds below the guarantee: nothing to reclaim
             if self.served >= self.budget.max_evictions_per_cycle:
                 break
             self._serve(job, x, need)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import random
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from railgang.daemon.core import CycleConfig, Decision, Preempt, Reason, Resize, Start, decide
@@ -174,6 +174,7 @@ def test_use_it_or_lose_it_proposes_after_72h_under_20_percent() -> None:
 @pytest.mark.parametrize("name", names())
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(seed=st.integers(0, 10**6))
+@example(seed=145)  # account quota 16 below its tree guarantee 27: reclaim used to start past 16
 def test_property_quota_never_exceeded_and_gangs_whole(name: str, seed: int) -> None:
     snap = random_snapshot(seed)
     if snap.quotas is None:
