@@ -134,6 +134,18 @@ class CommParams:
     oversubscription: tuple[float, ...] = (1.0, 1.0, 1.0)
     pxn: bool = True
     latency: NcclLatency = field(default_factory=NcclLatency)
+    # Slurm's LinkSpeed is unitless (slurmctld only stores it); railgang reads it as the data rate
+    # of the switch's ports in Gb/s (what `railgang topology discover` writes: NDR = 400). A site
+    # that wrote another unit sets this factor (Gb/s per LinkSpeed unit; 0.001 for Mb/s).
+    linkspeed_gbit_per_unit: float = 1.0
+
+    def port_gbps(self, link_speed: float | None) -> float:
+        """Payload GB/s of one switch port: the LinkSpeed of its switch when given (a port trains
+        to the slower end, so never above the NIC), else the NIC's datasheet rate."""
+        if not link_speed or link_speed <= 0:
+            return self.nic.gbps
+        gbit = link_speed * self.linkspeed_gbit_per_unit
+        return min(self.nic.gbps, gbit / 8 * ib_payload_efficiency())
 
     def oversub(self, level: int) -> float:
         """Down:up ratio of switches ``level`` above the nodes (0 = leaf)."""

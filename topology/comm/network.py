@@ -3,7 +3,9 @@
 Links are directed (InfiniBand is full duplex): a NIC's send and receive side, and each switch's
 uplink and downlink. Capacities come from the hardware (``CommParams``): a NIC port carries its
 payload rate; a switch's uplink carries what its ports below carry, divided by that level's
-oversubscription; a degraded port or switch (``LinkHealth``) scales the links it touches.
+oversubscription; a switch with a ``LinkSpeed`` in topology.conf runs its ports (and so the
+NIC cables into a leaf) at that rate, never above the NIC's (``CommParams.port_gbps``); a degraded
+port or switch (``LinkHealth``) scales the links it touches.
 
 On a rail-optimised fabric a leaf is a group of rail switches (NIC k of every node on rail
 switch k); traffic between different rails must climb to a spine and come back down, unless
@@ -93,13 +95,18 @@ def path_links(fabric: Fabric, a: str, nic_a: int, b: str, nic_b: int) -> tuple[
 
 def link_capacity(fabric: Fabric, params: CommParams, link: LinkKey, health: LinkHealth | None) -> float:
     """Payload capacity of ``link`` in GB/s, after oversubscription and link health."""
-    nic = params.nic.gbps
     if link[0] == "sw":
         return float("inf")  # switching fabric: only its ports (the other links) limit
     if link[0] == "nic":
         factor = health.port_factor(link[1], link[2]) if health is not None else 1.0
-        return nic * factor
+        # the HCA's cable ends in a port of its leaf: it runs at the slower of the two
+        return params.port_gbps(fabric.link_speed.get(fabric.leaf_of(link[1]))) * factor
     switch, rail = link[1], link[2]
+    # topology.conf's LinkSpeed (else the NIC's rate) prices each port's share; the uplink's cable
+    # ends in a port of the parent too and trains to the slower of the two
+    up = fabric.parent(switch)
+    nic = min(params.port_gbps(fabric.link_speed.get(switch)),
+              params.port_gbps(fabric.link_speed.get(up)) if up else float("inf"))
     height = fabric.height(switch)
     below = len(fabric.nodes_under(switch))
     ports_per_node = 1 if rail >= 0 else params.nics_per_node
