@@ -139,6 +139,10 @@ class _Replay:
         self.failed: Counter[str] = Counter()
         nodes = self.backend.nodes.values()
         self.one_pool = len({(n.facts.gpu_type, n.tier) for n in nodes}) <= 1
+        # no job of the trace has an elastic range: idle() need not look at the running jobs
+        # (a replay seeded from a live snapshot has no trace: it looks)
+        self.rigid = bool(jobs) and all(tj.elastic_min is None and tj.elastic_max is None
+                                        for tj in jobs)
         self.last_reasons: tuple[PendingReason, ...] = ()  # rendered only at the end
         self.total = len(jobs)
         self.step = max(1, self.total // 200)
@@ -215,7 +219,7 @@ class _Replay:
         b = self.backend
         if b.pending or b.health is not None or not self.one_pool or b.quota_use is not None:
             return False
-        if any(sj.job.elastic for sj in b.running.values()):
+        if not self.rigid and any(sj.job.elastic for sj in b.running.values()):
             return False
         return not any(n.tags for n in b.nodes.values())
 
