@@ -9,12 +9,13 @@ goodput_i(k) = throughput_i(k) × efficiency_i(k):
   φ unknown → E = 1;
 - or the job's own ``goodput_fn`` (a measured model), which replaces both.
 
-Allocation, once per cycle over the GPUs it may move (free GPUs + what running elastic jobs of
-class ≥ 2 hold above their minimum; jobs running longer than ``lock_after_s`` are locked, as
-production locks steady-state jobs: never shrunk, only regrown to their requested size), one priority class at a time (higher first): 1. admit the
-class's waiting jobs at their minimum in submit order while GPUs last, 2. hand out single replicas
-to the class's jobs by the highest marginal utility per GPU, utility
-u_i = (goodput_i(k) / goodput_i(min))^p. ``p`` is the fairness knob: p = 1 maximises total
+Allocation, once per cycle over the free GPUs (running jobs keep their size: shrinking them for
+newcomers did not pay, issue 12 part 4; jobs running longer than ``lock_after_s`` are locked, as
+production locks steady-state jobs: only regrown to their requested size), one priority class at a
+time (higher first): 1. admit the class's waiting jobs in submit order at their asked size, or the
+largest smaller size that fits without wasting GPUs on a super-linear curve (only while no job of
+the class runs short of its own size: freed GPUs regrow those first), 2. hand out the rest by the
+best chunk gain per GPU (``elastic.fill_by_chunks``), value u_i = (goodput_i(k) / goodput_i(asked))^p. ``p`` is the fairness knob: p = 1 maximises total
 relative goodput, p → 0 levels the relative speedups across jobs. Ordering key: 1. admitted
 first, 2. class, 3. submit time, 4. job id. Running elastic jobs get their allocation as ``targets`` (the
 cycle's anti-churn rules decide whether a resize is worth it). ``mode="greedy"``.
