@@ -1,4 +1,4 @@
-"""FIFO, greedy in arrival order (Gavel's FIFO): skip a job that does not fit, start later ones.
+"""FIFO, greedy in arrival order: skip a job that does not fit, start later ones that do.
 
 Ordering key: 1. submit time, 2. job id — the same as ``fifo``. The one difference is the queue
 discipline (``mode="greedy"``): a job that cannot start now is passed over and every later job of
@@ -6,8 +6,8 @@ its class that fits starts, so a big gang waiting for GPUs never holds idle GPUs
 jobs behind it (``fifo`` is strict head-of-line: the first job that cannot start blocks the rest).
 There is no reservation, so under steady small-job load a big gang may wait indefinitely — the
 price of work conservation without backfill. Rigid, no preemption inside a class, heterogeneity
-as ``fifo``. Gavel's ``fifo`` allocates type-blind; compare with ``--type-blind``
-(docs/simulator.md, "Fidelity against Gavel").
+as ``fifo``. Gavel's simulator's ``fifo`` is *not* this one: its allocation stops at the first
+job that fits no worker type, i.e. strict like ``fifo`` (docs/simulator.md, "Fidelity").
 """
 
 from __future__ import annotations

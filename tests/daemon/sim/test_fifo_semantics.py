@@ -1,5 +1,6 @@
-"""The two FIFO disciplines on a hand-built trace: strict head-of-line (``fifo``) and greedy in
-arrival order as Gavel's simulator does it (``fifo-greedy``), in the core and through a replay."""
+"""The two FIFO disciplines on a hand-built trace: strict head-of-line (``fifo``, also what
+Gavel's simulator's fifo allocation does) and greedy in arrival order (``fifo-greedy``), in the
+core and through a replay."""
 
 from __future__ import annotations
 
