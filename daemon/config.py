@@ -76,7 +76,7 @@ class SlurmSettings(BaseModel):
     @field_validator("prices")
     @classmethod
     def _prices_parse(cls, v: str) -> str:
-        from railgang.daemon.sim.pools import parse_prices  # lazy: config loads before the sim
+        from railgang.daemon.pricing import parse_prices  # lazy: pricing imports the errors module
 
         try:
             parse_prices(v)

@@ -31,12 +31,13 @@ from railgang.daemon.core.cycle import CycleConfig
 from railgang.daemon.core.migration import MigrationRules
 from railgang.daemon.core.spot import SpotRules
 from railgang.daemon.errors import ConfigError, InputError
+from railgang.daemon.pricing import parse_prices
 from railgang.daemon.sim import traces
 from railgang.daemon.sim.backend import SimConfig
 from railgang.daemon.sim.capacity import Capacity, pool_report
 from railgang.daemon.sim.degrade import parse_degrade
 from railgang.daemon.sim.engine import EngineConfig, RunResult, simulate
-from railgang.daemon.sim.pools import mixed_cluster, parse_pools, parse_prices
+from railgang.daemon.sim.pools import mixed_cluster, parse_pools
 from railgang.daemon.sim.progress import TopologyComm
 from railgang.daemon.sim.quotas import load_quotas, quota_report, quota_table
 from railgang.daemon.sim.report import (

@@ -6,10 +6,7 @@ A pool is ``TYPE[:TIER]=GPUS``: GPUs of one type on one capacity tier (``reserve
 ``<type>-<tier>-NNN``) under its own leaf switches (``--leaf`` nodes per leaf), all leaves under
 one core switch: a gang never spans pools, so pools never share a leaf.
 
-Prices (USD per GPU-hour, on-demand): :data:`ON_DEMAND_USD` by type (2020 cloud list prices for
-the GPU alone; types it does not list cost the seed's $2). Reserved capacity costs
-:data:`RESERVED_FACTOR` of on-demand (a one-year commitment), spot :data:`SPOT_FACTOR` (the
-seed's 65 % discount). ``--price TYPE[:TIER]=USD`` overrides any of them.
+Prices come from :mod:`railgang.daemon.pricing` (``--price TYPE[:TIER]=USD`` overrides them).
 """
 
 from __future__ import annotations
@@ -18,15 +15,11 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from railgang.daemon.core.spot import ON_DEMAND, RESERVED, SPOT, TIERS, TierTerms
+from railgang.daemon.core.spot import ON_DEMAND, TIERS, TierTerms
 from railgang.daemon.errors import ConfigError
+from railgang.daemon.pricing import tier_terms
 from railgang.topology.fabric import Fabric, NodeFacts
 
-ON_DEMAND_USD: Mapping[str, float] = {"k80": 0.45, "p100": 1.46, "v100": 2.48, "t4": 0.35,
-                                      "a100": 2.93, "h100": 4.0}
-DEFAULT_USD = 2.0  # DESIGN R-S9's on-demand price
-RESERVED_FACTOR = 0.6
-SPOT_FACTOR = 0.35
 GPU_MEM_GB: Mapping[str, float] = {"k80": 12.0, "p100": 16.0, "v100": 16.0, "t4": 16.0,
                                    "a100": 80.0, "h100": 80.0}
 PCIE_ONLY = frozenset({"k80", "t4"})
@@ -73,29 +66,6 @@ def parse_pools(text: str, gpus_per_node: int) -> tuple[Pool, ...]:
     return tuple(pools.values())
 
 
-def parse_prices(text: str | None) -> dict[tuple[str, str], float]:
-    """``v100=2.48,v100:spot=0.9`` -> {(type, tier): USD per GPU-hour}."""
-    out: dict[tuple[str, str], float] = {}
-    for part in (p.strip().lower() for p in (text or "").split(",") if p.strip()):
-        name, _, value = part.partition("=")
-        gpu_type, _, tier = name.partition(":")
-        try:
-            usd = float(value)
-        except ValueError:
-            usd = -1.0
-        if not gpu_type or usd < 0 or (tier and tier not in TIERS):
-            raise ConfigError(f"--price: {part!r} is not TYPE[:TIER]=USD (e.g. v100:spot=0.9)")
-        out[(gpu_type, tier or ON_DEMAND)] = usd
-    return out
-
-
-def price(gpu_type: str, tier: str, overrides: Mapping[tuple[str, str], float]) -> float:
-    if (gpu_type, tier) in overrides:
-        return overrides[(gpu_type, tier)]
-    base = overrides.get((gpu_type, ON_DEMAND), ON_DEMAND_USD.get(gpu_type, DEFAULT_USD))
-    return base * {RESERVED: RESERVED_FACTOR, SPOT: SPOT_FACTOR}.get(tier, 1.0)
-
-
 def mixed_cluster(pools: tuple[Pool, ...], gpus_per_node: int, nodes_per_leaf: int, *,
                   prices: Mapping[tuple[str, str], float] | None = None,
                   spot_per_node_day: float = 0.0, spot_notice_s: float = 120.0) -> MixedCluster:
@@ -116,15 +86,9 @@ def mixed_cluster(pools: tuple[Pool, ...], gpus_per_node: int, nodes_per_leaf: i
             node_tier[node] = pool.tier
     fabric = Fabric({"core": list(leaf_nodes)}, leaf_nodes, facts,
                     name="mixed-" + ",".join(f"{p.name}={p.gpus}" for p in pools))
-    overrides = dict(prices or {})
-    tiers: dict[str, TierTerms] = {}
-    for tier in sorted({p.tier for p in pools} | {ON_DEMAND}):
-        by_type = {p.gpu_type: price(p.gpu_type, tier, overrides) for p in pools}
-        spot = tier == SPOT
-        tiers[tier] = TierTerms(by_type, spot_per_node_day if spot else 0.0,
-                                spot_notice_s if spot else 0.0)
+    tiers = tier_terms((p.gpu_type for p in pools), (p.tier for p in pools), prices or {},
+                       spot_per_node_day=spot_per_node_day, spot_notice_s=spot_notice_s)
     return MixedCluster(pools, fabric, node_tier, tiers)
 
 
-__all__ = ["DEFAULT_USD", "GPU_MEM_GB", "ON_DEMAND_USD", "RESERVED_FACTOR", "SPOT_FACTOR",
-           "MixedCluster", "Pool", "mixed_cluster", "parse_pools", "parse_prices", "price"]
+__all__ = ["GPU_MEM_GB", "MixedCluster", "Pool", "mixed_cluster", "parse_pools"]

@@ -37,7 +37,8 @@ import hostlist
 
 from railgang.daemon.core.needs import NETWORKS, GpuFacts
 from railgang.daemon.core.spot import ON_DEMAND, RESERVED, SPOT, TierTerms
-from railgang.daemon.sim.pools import parse_prices, price
+from railgang.daemon.pricing import parse_prices
+from railgang.daemon.pricing import tier_terms as _priced
 
 __all__ = ["COMPUTE_CAPABILITY", "MIN_GPU_MEM_GB", "TIER_BY_FEATURE", "facts_from_slurm",
            "render_fleet_file", "tier_from_features", "tier_terms", "write_fleet_file"]
@@ -95,11 +96,8 @@ def tier_terms(pools: Iterable[tuple[str, str]], prices: str = "", spot_per_node
     present = {tier for _, tier in pools if tier}
     if not present:
         return {}
-    overrides, types = parse_prices(prices), {gpu_type for gpu_type, _ in pools}
-    return {tier: TierTerms({t: price(t, tier, overrides) for t in types},
-                            spot_per_node_day if tier == SPOT else 0.0,
-                            spot_notice_s if tier == SPOT else 0.0)
-            for tier in sorted(present | {ON_DEMAND})}
+    return _priced((gpu_type for gpu_type, _ in pools), present, parse_prices(prices),
+                   spot_per_node_day=spot_per_node_day, spot_notice_s=spot_notice_s)
 
 
 def _line(names: list[str], gpus: int, f: GpuFacts) -> str:

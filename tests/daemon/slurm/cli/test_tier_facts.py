@@ -15,7 +15,7 @@ from pydantic import ValidationError
 from railgang.daemon.config import SlurmSettings
 from railgang.daemon.core.spot import ON_DEMAND, SPOT, TierTerms
 from railgang.daemon.errors import ConfigError
-from railgang.daemon.sim.pools import ON_DEMAND_USD, SPOT_FACTOR
+from railgang.daemon.pricing import ON_DEMAND_USD, SPOT_FACTOR
 from railgang.daemon.slurm.cli import CliBackend, write_heartbeat
 from railgang.daemon.slurm.cli.facts import tier_from_features, tier_terms
 from railgang.daemon.slurm.cli.records import parse_sinfo
