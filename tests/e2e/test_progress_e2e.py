@@ -19,6 +19,7 @@ from railgang.slurm_plugins.training import read_progress
 from tests.e2e.conftest import RAILGANG, Cluster, Daemon, wait_for
 from tests.e2e.test_daemon_e2e import Start, running_on
 
+pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 STEPS, STEP_S = 160, 0.5  # one replica: 80 s of training
 
 
