@@ -20,6 +20,7 @@ from railgang.daemon.cli_common import JsonOpt, emit, exit_with
 from railgang.daemon.errors import ExitCode, InputError
 from railgang.topology.comm_model import allreduce_time_s, step_comm_time_s
 from railgang.topology.conf import (
+    MAX_RANGE,
     Problem,
     TopologyConf,
     TopologyError,
@@ -244,12 +245,12 @@ def _live_links(ctx: typer.Context, state: Path | None, show_all: bool, as_json:
     from railgang.daemon.cli_common import settings_from
 
     path = state if state is not None else settings_from(ctx).daemon.links.state_file
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError as exc:
+    if not path.exists():
         raise InputError("no link state yet (is the daemon running with daemon.links.enabled = "
-                         "true?)", path=str(path)) from exc
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+                         "true?)", path=str(path))
+    try:
+        data = json.loads(_read(path, "link state file"))  # bounded: --state /dev/zero is one line
+    except json.JSONDecodeError as exc:
         raise InputError(f"not a link state file: {exc}", path=str(path)) from exc
     if not isinstance(data, dict) or not isinstance(data.get("ports"), list):
         raise InputError("not a link state file (no 'ports' list)", path=str(path))
@@ -344,8 +345,11 @@ def generate(
     """Print a regular fat-tree topology.conf (for demos, tests and the simulator)."""
     if nodes < 1 or nodes_per_leaf < 1 or (leaves_per_spine is not None and leaves_per_spine < 1):
         raise InputError("--nodes, --nodes-per-leaf and --leaves-per-spine must be positive", field="--nodes")
-    if not prefix or not prefix.replace("-", "").replace("_", "").isalnum():
-        raise InputError(f"--prefix must be letters, digits, '-' or '_', got {prefix!r}", field="--prefix")
+    if nodes > MAX_RANGE:  # the same bound as a host list in topology.conf; more would run for minutes
+        raise InputError(f"--nodes {nodes} is more than {MAX_RANGE:,} nodes", field="--nodes")
+    if not prefix or len(prefix) > 64 or not prefix.replace("-", "").replace("_", "").isalnum():
+        raise InputError(f"--prefix must be 1-64 letters, digits, '-' or '_', got {prefix[:70]!r}",
+                         field="--prefix")
     typer.echo(render_topology(fabric_from_shape(nodes, 8, nodes_per_leaf, leaves_per_spine, prefix=prefix)),
                nl=False)
 

@@ -174,7 +174,7 @@ def read_sysfs(root: Path, host: str, time: float, *, data_width: int = 64) -> l
                 name = f.name
                 base, wide = (name[:-3], True) if name.endswith("_64") else (name, False)
                 try:
-                    raw = f.read_text(errors="replace")
+                    raw = _read_small(f)
                 except OSError as exc:
                     warnings.append(f"{f}: unreadable ({exc.strerror})")
                     continue
@@ -196,9 +196,20 @@ def read_sysfs(root: Path, host: str, time: float, *, data_width: int = 64) -> l
     return samples
 
 
+# A sysfs counter, rate or state file holds one short line; reading at most this much keeps a
+# snapshot whose file is /dev/zero or a 50 MB paste from filling memory (issue 11 part 7): the
+# value then fails to parse and is one warning.
+_SMALL_FILE_BYTES = 4096
+
+
+def _read_small(path: Path) -> str:
+    with path.open("rb") as fh:
+        return fh.read(_SMALL_FILE_BYTES).decode("utf-8", errors="replace")
+
+
 def _read_text(path: Path) -> str | None:
     try:
-        return path.read_text(errors="replace").strip()
+        return _read_small(path).strip()
     except OSError:
         return None
 

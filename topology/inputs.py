@@ -350,6 +350,9 @@ def parse_free(text: str, path: str, fabric: Fabric) -> tuple[dict[str, frozense
             if len(parts) != 2:
                 raise InputProblem("expected 'HOSTLIST GPUS'", path=path, line=number)
             entries.append((number, parts[0], parts[1]))
+    if not entries:  # an empty file is a mistake far more often than "every GPU busy" (say "none")
+        raise InputProblem("names no nodes (empty, or comments only); write 'HOSTLIST none' for busy "
+                           "nodes", path=path)
     free: dict[str, frozenset[int]] = {}
     unknown: list[str] = []
     for where, expr, spec in entries:

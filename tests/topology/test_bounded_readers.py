@@ -121,3 +121,49 @@ def test_sim_philly_trace_hostile(kind: str, hostile: dict[str, Path], tmp_path:
         trace.write_bytes(hostile["binary"].read_bytes())
     proc = _run("sim", "--trace", str(tmp_path), "--format", "philly-gavel")
     _one_clear_line(proc, trace)
+
+
+# -- issue 11 part 4 sweep: every `railgang topology` subcommand's help, and the hostile inputs
+# that printed a traceback, hung or ate memory before ----------------------------------------------
+
+
+@pytest.mark.parametrize("command", ["check", "show", "links", "generate", "discover"])
+def test_topology_help(command: str) -> None:
+    proc = _run("topology", command, "--help")
+    assert proc.returncode == 0 and "Usage" in proc.stdout and not proc.stderr, proc.stderr[-500:]
+
+
+@pytest.mark.parametrize("kind", ["/dev/zero", "directory", "binary", "empty"])
+def test_links_state_hostile(kind: str, hostile: dict[str, Path]) -> None:
+    path = hostile[kind]
+    _one_clear_line(_run("topology", "links", "--state", str(path)), path)
+
+
+@pytest.mark.parametrize("args", [["--nodes", "100000000"], ["--prefix", "a" * 100000]])
+def test_generate_refuses_runaway_sizes(args: list[str]) -> None:
+    proc = _run("topology", "generate", *args)
+    assert proc.returncode == 1 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr[-300:]
+    assert args[0] in proc.stderr and not proc.stdout
+
+
+def test_place_empty_free_file_is_invalid(hostile: dict[str, Path], tmp_path: Path) -> None:
+    conf = tmp_path / "topology.conf"
+    conf.write_text(VALID_CONF)
+    path = hostile["empty"]
+    _one_clear_line(_run("place", "-t", str(conf), "--gpus", "8", "--free", str(path)), path)
+
+
+def test_links_snapshot_counter_file_never_ends(tmp_path: Path) -> None:
+    # a sysfs snapshot whose counter file is /dev/zero: one warning for that counter, not a hang
+    for snap in ("before", "after"):
+        port = tmp_path / snap / "gpu001" / "mlx5_0" / "ports" / "1"
+        (port / "counters").mkdir(parents=True)
+        (port / "counters" / "port_rcv_errors").symlink_to("/dev/zero")
+        (port / "counters" / "port_xmit_data").write_text("1000\n" if snap == "before" else "2000\n")
+        (port / "state").write_text("4: ACTIVE\n")
+    conf = tmp_path / "topology.conf"
+    conf.write_text(VALID_CONF)
+    proc = _run("topology", "links", str(tmp_path / "before"), str(tmp_path / "after"), "-t", str(conf),
+                "--all")
+    assert proc.returncode in (0, 3) and "Traceback" not in proc.stderr, proc.stderr[-1000:]
+    assert "port_rcv_errors: not a counter value" in proc.stdout + proc.stderr
