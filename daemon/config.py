@@ -125,6 +125,8 @@ class LinkSettings(BaseModel):
     window: int = Field(default=5, ge=1)
     release_after: int = Field(default=5, ge=1)
     state_file: Path = DEFAULT_STATE_DIR / "links.json"  # what `railgang topology links` shows
+    # switch ports: <dir>/<switch>.perfquery, `perfquery -x` text a site job refreshes (e.g. from cron)
+    switch_perfquery_dir: Path | None = None
 
     @field_validator("exporter_url")
     @classmethod
@@ -139,7 +141,8 @@ class LinkSettings(BaseModel):
         if self.quarantine_after > self.window:
             raise ValueError(f"quarantine_after ({self.quarantine_after}) must not exceed window "
                              f"({self.window})")
-        if self.enabled and not self.exporter_url and self.sysfs_root is None:
+        if (self.enabled and not self.exporter_url and self.sysfs_root is None
+                and self.switch_perfquery_dir is None):
             raise ValueError("enabled without a source: set exporter_url or sysfs_root")
         return self
 

@@ -23,16 +23,23 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from types import MappingProxyType
 from typing import Any
 
 import hostlist
 
 from railgang.daemon.config import LinkSettings
-from railgang.topology.counters import PortSample, parse_node_exporter, read_sysfs
+from railgang.topology.counters import (
+    PortKey,
+    PortSample,
+    parse_node_exporter,
+    parse_perfquery,
+    read_sysfs,
+)
 from railgang.topology.fabric import Fabric
 from railgang.topology.health import LinkHealth
-from railgang.topology.inputs import write_atomic
+from railgang.topology.inputs import InputProblem, read_text, write_atomic
 from railgang.topology.linkstate import Thresholds
 from railgang.topology.linktrack import Change, Hysteresis, LinkTracker, PortStatus
 
@@ -81,6 +88,7 @@ class LinkCollector:
         self._tracker: LinkTracker | None = None
         self._health: LinkHealth | None = None
         self.last: LinkRound | None = None
+        self._switch_mtime: dict[str, float] = {}
         self._pool = ThreadPoolExecutor(settings.workers, thread_name_prefix="rg-links")
         if fabric is not None:
             self.set_fabric(fabric)
@@ -124,6 +132,32 @@ class LinkCollector:
                 errors.append(f"{host}: no sysfs tree under {s.sysfs_root / host}")
         return samples, errors
 
+    def _read_switches(self) -> tuple[list[PortSample], list[str]]:
+        """Switch ports from ``switch_perfquery_dir``: one ``<switch>.perfquery`` file per switch,
+        parsed like a snapshot's. A file's mtime is its sample time and an unchanged file is not
+        read again, so a refresh job slower than the round adds no zero-length intervals."""
+        root = self.settings.switch_perfquery_dir
+        if root is None:
+            return [], []
+        samples: list[PortSample] = []
+        errors: list[str] = []
+        try:
+            files = sorted(root.glob("*.perfquery"))
+        except OSError as exc:
+            return [], [f"switch_perfquery_dir: {root}: {exc.strerror or exc}"]
+        for f in files:
+            try:
+                mtime = f.stat().st_mtime
+                if self._switch_mtime.get(f.stem) == mtime:
+                    continue
+                text = read_text(f, "perfquery file", limit=MAX_PAGE_BYTES)
+            except (OSError, InputProblem) as exc:
+                errors.append(f"{f.stem}: {exc}")
+                continue
+            self._switch_mtime[f.stem] = mtime
+            samples += _merge_ports(parse_perfquery(text, f.stem, mtime))
+        return samples, errors
+
     def collect(self) -> LinkRound | None:
         """One round over every host; None while no fabric is known yet."""
         if self._tracker is None:
@@ -135,6 +169,9 @@ class LinkCollector:
         for got, errs in self._pool.map(self._read_host, hosts):
             samples += got
             errors += errs
+        got, errs = self._read_switches()
+        samples += got
+        errors += errs
         bad_values = sum(1 for s in samples if s.warnings)
         with self._lock:
             tracker = self._tracker
@@ -174,6 +211,19 @@ def _port_json(p: PortStatus) -> dict[str, Any]:
             "effective_gbps": round(p.effective_gbps, 3), "lame_in_window": p.lame_in_window,
             "clean_streak": p.clean_streak, "intervals": p.intervals, "since": p.since,
             "reasons": list(p.reasons), "notes": list(p.notes)}
+
+
+def _merge_ports(samples: list[PortSample]) -> list[PortSample]:
+    """One sample per port: ``perfquery`` prints the extended (data) and the basic (error) counters
+    of a port as two blocks; the tracker must see them as one reading, or each block would look
+    like the other's counters went missing."""
+    merged: dict[PortKey, PortSample] = {}
+    for s in samples:
+        old = merged.get(s.key)
+        merged[s.key] = s if old is None else replace(
+            old, counters=MappingProxyType({**s.counters, **old.counters}),  # extended (64-bit) first
+            widths=MappingProxyType({**s.widths, **old.widths}), warnings=old.warnings + s.warnings)
+    return list(merged.values())
 
 
 def state_json(result: LinkRound, interval_s: float) -> dict[str, Any]:
