@@ -4,8 +4,6 @@ directly (same repositories and checks as the API, audited as ``cli:<user>``).""
 from __future__ import annotations
 
 import getpass
-import os
-import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict
@@ -26,6 +24,7 @@ from railgang.daemon.cli_common import (
 )
 from railgang.db.auth import ROLES
 from railgang.db.org import CAPACITY_TIERS, GRANT_KINDS
+from railgang.topology.inputs import write_if_changed
 
 quota_app = typer.Typer(help="Quotas, priority-class grants, rates and quota events.",
                         no_args_is_help=True)
@@ -153,16 +152,9 @@ def grants_file(ctx: typer.Context, path: Annotated[Path | None, typer.Argument(
     target = path or settings_from(ctx).ledger.grants_file
     with session(ctx) as s:
         text = admin.grants_file_text(s)
-    if target.exists() and target.read_text() == text:
-        emit({"path": str(target), "written": False}, as_json, f"{target}: unchanged")
-        return
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".grants-")
-    with os.fdopen(fd, "w") as fh:
-        fh.write(text)
-    os.chmod(tmp, 0o644)
-    os.replace(tmp, target)  # slurmctld never reads a half-written file
-    emit({"path": str(target), "written": True}, as_json, f"{target}: written")
+    written = write_if_changed(target, text)  # slurmctld never reads a half-written file
+    emit({"path": str(target), "written": written}, as_json,
+         f"{target}: {'written' if written else 'unchanged'}")
 
 
 @quota_app.command("rate")

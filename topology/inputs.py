@@ -44,6 +44,7 @@ __all__ = [
     "parse_free",
     "read_text",
     "write_atomic",
+    "write_if_changed",
 ]
 
 # A topology.conf, facts or free-GPU file of a 100,000-node cluster is a few MB; 16 MiB leaves room
@@ -166,6 +167,21 @@ def write_atomic(path: str | Path, text: str) -> None:
         Path(tmp).unlink(missing_ok=True)
         raise
 
+
+
+def write_if_changed(path: str | Path, text: str) -> bool:
+    """:func:`write_atomic` unless ``path`` already holds ``text`` (files slurmctld's plugins
+    re-read, such as the grants and fleet files, change only when their content does), creating
+    its directory; True when written."""
+    target = Path(path)
+    try:
+        if target.read_text(encoding="utf-8") == text:
+            return False
+    except (FileNotFoundError, UnicodeDecodeError):
+        pass
+    target.parent.mkdir(parents=True, exist_ok=True)
+    write_atomic(target, text)
+    return True
 
 @dataclass(frozen=True)
 class FactsTable:

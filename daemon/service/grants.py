@@ -12,35 +12,14 @@ the last write, so a file deleted or overwritten by hand is restored within one 
 from __future__ import annotations
 
 import logging
-import os
-import tempfile
 from pathlib import Path
 
 from sqlalchemy.orm import Session
 
 from railgang.db.repositories import admin
+from railgang.topology.inputs import write_if_changed
 
 log = logging.getLogger("railgang.daemon")
-
-
-def write_grants_file(path: Path, text: str) -> bool:
-    """Replace ``path`` with ``text`` atomically unless it already holds it; True if written."""
-    try:
-        if path.read_text() == text:
-            return False
-    except (FileNotFoundError, UnicodeDecodeError):
-        pass
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".grants-")
-    try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
-        os.chmod(tmp, 0o644)  # slurmctld may run as SlurmUser, not as the daemon's user
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return True
 
 
 class GrantsFile:
@@ -57,7 +36,7 @@ class GrantsFile:
         file, or refuses classes 0-2 when there is none."""
         text = admin.grants_file_text(s)
         try:
-            written = write_grants_file(self.path, text)
+            written = write_if_changed(self.path, text)
         except OSError as exc:
             error = f"{exc.strerror or exc}"
             if error != self._failing:
@@ -74,4 +53,4 @@ class GrantsFile:
         return written
 
 
-__all__ = ["GrantsFile", "write_grants_file"]
+__all__ = ["GrantsFile"]

@@ -319,14 +319,15 @@ class DevCluster:
         """Write the fleet file job_submit.lua reads from what slurmctld registered (sinfo),
         through the daemon's own code, so a need no node meets is refused before any daemon
         runs; True if it changed."""
-        from railgang.daemon.slurm.cli.facts import render_fleet_file, write_fleet_file
+        from railgang.daemon.slurm.cli.facts import render_fleet_file
         from railgang.daemon.slurm.cli.records import parse_sinfo
         from railgang.daemon.slurm.cli.snapshot import core_node
+        from railgang.topology.inputs import write_if_changed
 
         res = _run(["/usr/bin/sinfo", "--json"], env=slurm_env(self.spec), timeout=30, what="sinfo --json")
         nodes, _ = parse_sinfo(res.stdout)
         text = render_fleet_file((n.name, n.gpus, core_node(n).facts) for n in nodes)
-        return write_fleet_file(self.spec.gpu_fleet_file, text)
+        return write_if_changed(self.spec.gpu_fleet_file, text)
 
     def node_states(self) -> dict[str, str]:
         res = _run(["/usr/bin/sinfo", "-h", "-N", "-o", "%N %t"], env=slurm_env(self.spec),

@@ -29,7 +29,7 @@ from railgang.daemon.errors import SlurmCommandError, SlurmError
 from railgang.daemon.slurm.backend import ActionResult
 from railgang.daemon.slurm.cli import commands as cmd
 from railgang.daemon.slurm.cli.apply import ApplyConfig, apply_actions, finish_due
-from railgang.daemon.slurm.cli.facts import render_fleet_file, tier_terms, write_fleet_file
+from railgang.daemon.slurm.cli.facts import render_fleet_file, tier_terms
 from railgang.daemon.slurm.cli.parse import ParseProblem
 from railgang.daemon.slurm.cli.records import (
     SinfoNode,
@@ -40,6 +40,7 @@ from railgang.daemon.slurm.cli.records import (
 )
 from railgang.daemon.slurm.cli.runner import SlurmRunner
 from railgang.daemon.slurm.cli.snapshot import STARTING_GRACE_S, Observation, build_observation
+from railgang.topology.inputs import write_if_changed
 
 log = logging.getLogger(__name__)
 
@@ -103,7 +104,7 @@ class CliBackend:
         if text == self._fleet_text:
             return
         try:
-            write_fleet_file(path, text)
+            write_if_changed(path, text)
             self._fleet_text = text
         except OSError as exc:
             log.warning("slurm: cannot write the fleet file %s (%s); job_submit.lua cannot refuse "

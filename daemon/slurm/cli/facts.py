@@ -27,11 +27,8 @@ half-written file); ``railgang devcluster up`` writes it once the nodes register
 
 from __future__ import annotations
 
-import os
 import re
-import tempfile
 from collections.abc import Iterable
-from pathlib import Path
 
 import hostlist
 
@@ -41,7 +38,7 @@ from railgang.daemon.pricing import parse_prices
 from railgang.daemon.pricing import tier_terms as _priced
 
 __all__ = ["COMPUTE_CAPABILITY", "MIN_GPU_MEM_GB", "TIER_BY_FEATURE", "facts_from_slurm",
-           "render_fleet_file", "tier_from_features", "tier_terms", "write_fleet_file"]
+           "render_fleet_file", "tier_from_features", "tier_terms"]
 
 # node feature -> capacity tier (Slurm feature names: no hyphen in "ondemand")
 TIER_BY_FEATURE = {"tier_reserved": RESERVED, "tier_ondemand": ON_DEMAND, "tier_spot": SPOT}
@@ -117,21 +114,3 @@ def render_fleet_file(nodes: Iterable[tuple[str, int, GpuFacts]]) -> str:
             "daemon; read by job_submit.lua)\n" + "".join(line + "\n" for line in lines))
 
 
-def write_fleet_file(path: Path, text: str) -> bool:
-    """Replace ``path`` with ``text`` atomically unless it already holds it; True if written."""
-    try:
-        if path.read_text() == text:
-            return False
-    except (FileNotFoundError, UnicodeDecodeError):
-        pass
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".fleet-")
-    try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
-        os.chmod(tmp, 0o644)  # slurmctld may run as SlurmUser, not as the daemon's user
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return True

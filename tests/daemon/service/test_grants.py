@@ -12,8 +12,8 @@ from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
 from railgang.daemon.clock import SimClock
-from railgang.daemon.service.grants import write_grants_file
 from railgang.db.repositories import admin
+from railgang.topology.inputs import write_if_changed
 from tests.daemon.service.conftest import Crash, Crashing, cluster, service
 
 SEEDED = ["limit 2 14400", "open 3"]  # what the migration's classes put in a fresh file
@@ -99,5 +99,5 @@ def test_write_grants_file(tmp_path: Path, before: str | bytes | None, written: 
         path.write_text(before)
     elif isinstance(before, bytes):
         path.write_bytes(before)
-    assert write_grants_file(path, "0 user a\n") is written
+    assert write_if_changed(path, "0 user a\n") is written
     assert path.read_text() == "0 user a\n"

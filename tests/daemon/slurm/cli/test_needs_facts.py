@@ -8,10 +8,11 @@ from pathlib import Path
 import pytest
 
 from railgang.daemon.core.needs import GpuFacts, parse_needs
-from railgang.daemon.slurm.cli.facts import facts_from_slurm, render_fleet_file, write_fleet_file
+from railgang.daemon.slurm.cli.facts import facts_from_slurm, render_fleet_file
 from railgang.daemon.slurm.cli.parse import ParseProblem, RailgangTag, parse_tag
 from railgang.daemon.slurm.cli.records import parse_sinfo
 from railgang.daemon.slurm.cli.snapshot import core_node
+from railgang.topology.inputs import write_if_changed
 
 
 @pytest.mark.parametrize(("gres", "features", "facts"), [
@@ -66,6 +67,6 @@ def test_fleet_file_has_one_sorted_line_per_kind_and_is_written_only_on_change(t
         "x1 nodes=1 gpus=4 type=- gpumem=0 nvlink=0 net=- cc=-",
     ]
     path = tmp_path / "state" / "fleet.txt"
-    assert write_fleet_file(path, text) and path.read_text() == text
-    assert not write_fleet_file(path, text)  # unchanged: not touched
+    assert write_if_changed(path, text) and path.read_text() == text
+    assert not write_if_changed(path, text)  # unchanged: not touched
     assert oct(path.stat().st_mode & 0o777) == "0o644"
