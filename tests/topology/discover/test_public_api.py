@@ -25,7 +25,7 @@ EXPECTED = {
     "railgang.topology.discover.generate": {"GeneratedFabric", "Shape", "generate_ibnetdiscover"},
     "railgang.topology.inputs": {
         "MAX_LINE_BYTES", "MAX_TEXT_BYTES", "FactsTable", "InputProblem", "cap_list", "facts_from_slurm_json",
-        "iter_lines", "parse_facts", "parse_free", "read_text", "write_atomic",
+        "iter_lines", "parse_facts", "parse_free", "read_text", "write_atomic", "write_if_changed",
     },
 }
 
