@@ -25,6 +25,7 @@ __all__ = [
     "CommParams",
     "GpuSpec",
     "NcclLatency",
+    "NcclNvls",
     "NicSpec",
     "ib_payload_efficiency",
     "pcie_payload_efficiency",
@@ -61,6 +62,14 @@ class GpuSpec:
     nvlink_line_gbps: float      # per link, per direction, GB/s (NVLink 3 and 4: 25)
     nccl_gbps_per_link: float    # NCCL topo.h SMxx_NVLINK_BW
     pcie_gen: int                # host interface (A100: Gen4, H100/H200: Gen5), x16
+    sm: int = 80                 # compute capability x10 (A100: 80, H100/H200: 90)
+    nvswitch_gen: int = 2        # NVSwitch of the HGX baseboard (A100: gen 2, H100/H200: gen 3)
+
+    @property
+    def has_nvls(self) -> bool:
+        """NVLink SHARP (in-switch reduction) exists: NVSwitch gen 3 and SM90+. NCCL searches
+        no NVLS graph otherwise (search.cc: ``nodes[NVS].count == 0 || ccMin < 90``)."""
+        return self.nvswitch_gen >= 3 and self.sm >= 90
 
     @property
     def nvlink_gbps(self) -> float:
@@ -106,10 +115,36 @@ class NcclLatency:
     tree_bw_factor: float = 0.92  # tuning.cc: tree busBw *= .92
 
 
+@dataclass(frozen=True)
+class NcclNvls:
+    """NCCL's NVLS / NVLS_TREE all-reduce constants for Hopper (SM90), Simple protocol.
+
+    All from NCCL master (commit 5067397c): ``src/graph/tuning.cc`` and ``src/graph/search.cc``,
+    ``src/include/device.h``. Latencies in µs, bandwidths in GB/s per channel.
+    """
+
+    efficiency: float = 0.85           # tuning.cc nvlsEfficiency[Hopper]
+    max_arity: int = 32                # device.h NCCL_MAX_NVLS_ARITY (NVLS channels <= GPUs)
+    # search.cc sm90SpeedArrayIntra / sm90SpeedArrayInter: the per-channel speeds the graph
+    # search tries, fastest first (intra: single node, inter: multi-node).
+    speeds_intra: tuple[float, ...] = (60.0, 50.0, 40.0, 30.0, 24.0, 20.0, 15.0, 12.0, 11.0, 6.0, 3.0)
+    speeds_inter: tuple[float, ...] = (48.0, 45.0, 42.0, 40.0, 30.0, 24.0, 22.0, 20.0, 17.5,
+                                       15.0, 12.0, 6.0, 3.0, 2.4, 1.2, 0.24, 0.12)
+    # tuning.cc perChMaxNVLSTreeBws[Hopper] for 1 / 2 / >2 nodes
+    tree_per_channel_max: tuple[float, float, float] = (0.0, 57.7, 45.5)
+    nvlink_lat: float = 25.0           # hwLatencies[NVLINK][NVLS and NVLS_TREE][Simple]
+    net_lat_nvls: float = 18.0         # hwLatencies[NET][NVLS][Simple]
+    net_lat_nvls_tree: float = 20.9    # hwLatencies[NET][NVLS_TREE][Simple]
+    # baseLatencies[NVLS] and [NVLS_TREE] are 0 in tuning.cc, so there is no base term.
+
+
 # GPUs: NVIDIA A100/H100/H200 datasheets (NVLink 3: 600 GB/s, NVLink 4: 900 GB/s bidirectional).
-A100_SXM = GpuSpec("A100-SXM4", nvlink_links=12, nvlink_line_gbps=25.0, nccl_gbps_per_link=20.0, pcie_gen=4)
-H100_SXM = GpuSpec("H100-SXM5", nvlink_links=18, nvlink_line_gbps=25.0, nccl_gbps_per_link=20.6, pcie_gen=5)
-H200_SXM = GpuSpec("H200-SXM", nvlink_links=18, nvlink_line_gbps=25.0, nccl_gbps_per_link=20.6, pcie_gen=5)
+A100_SXM = GpuSpec("A100-SXM4", nvlink_links=12, nvlink_line_gbps=25.0, nccl_gbps_per_link=20.0, pcie_gen=4,
+                   sm=80, nvswitch_gen=2)
+H100_SXM = GpuSpec("H100-SXM5", nvlink_links=18, nvlink_line_gbps=25.0, nccl_gbps_per_link=20.6, pcie_gen=5,
+                   sm=90, nvswitch_gen=3)
+H200_SXM = GpuSpec("H200-SXM", nvlink_links=18, nvlink_line_gbps=25.0, nccl_gbps_per_link=20.6, pcie_gen=5,
+                   sm=90, nvswitch_gen=3)
 # NICs: ConnectX-6 HDR 200 Gb/s (PCIe Gen4 x16) on Quantum QM8700 switches (130 ns port to
 # port); ConnectX-7 NDR 400 Gb/s (PCIe Gen5 x16) on Quantum-2 QM9700 switches (the same class).
 HDR = NicSpec("ConnectX-6 HDR", line_gbit=200.0, pcie_gen=4, switch_hop_us=0.13)
@@ -125,7 +160,9 @@ class CommParams:
     ``g * nics // gpus``; DGX: one per GPU). ``oversubscription`` is the down:up port ratio at
     each switch level above the nodes (leaf, spine, …); 1.0 is a non-blocking fat tree (DGX
     SuperPOD reference). ``pxn``: NCCL moves cross-rail sends over NVLink to the GPU on the
-    destination's rail first (NCCL_PXN_DISABLE=0, the default since 2.12).
+    destination's rail first (NCCL_PXN_DISABLE=0, the default since 2.12). ``nvls``: the
+    system's NVSwitches do NVLink SHARP, so NCCL's NVLS (one node) and NVLS_TREE (several) join
+    ring and tree; opt-in, and only effective where ``gpu.has_nvls`` (NVSwitch gen 3, SM90+).
     """
 
     gpu: GpuSpec = H100_SXM
@@ -134,6 +171,8 @@ class CommParams:
     oversubscription: tuple[float, ...] = (1.0, 1.0, 1.0)
     pxn: bool = True
     latency: NcclLatency = field(default_factory=NcclLatency)
+    nvls: bool = False
+    nvls_consts: NcclNvls = field(default_factory=NcclNvls)
     # Slurm's LinkSpeed is unitless (slurmctld only stores it); railgang reads it as the data rate
     # of the switch's ports in Gb/s (what `railgang topology discover` writes: NDR = 400). A site
     # that wrote another unit sets this factor (Gb/s per LinkSpeed unit; 0.001 for Mb/s).
@@ -160,8 +199,9 @@ class CommParams:
 
 # Named systems (vendor system datasheets): 8 GPUs on NVSwitch, 8 single-port HCAs.
 DGX_A100 = CommParams(gpu=A100_SXM, nic=HDR, nics_per_node=8)
-DGX_H100 = CommParams(gpu=H100_SXM, nic=NDR, nics_per_node=8)
-DGX_H200 = CommParams(gpu=H200_SXM, nic=NDR, nics_per_node=8)
+# DGX/HGX H100 and H200: four NVSwitch gen 3 chips with NVLink SHARP (DGX H100 datasheet).
+DGX_H100 = CommParams(gpu=H100_SXM, nic=NDR, nics_per_node=8, nvls=True)
+DGX_H200 = CommParams(gpu=H200_SXM, nic=NDR, nics_per_node=8, nvls=True)
 SYSTEMS: Mapping[str, CommParams] = MappingProxyType({
     "dgx-a100": DGX_A100, "dgx-h100": DGX_H100, "dgx-h200": DGX_H200,
 })

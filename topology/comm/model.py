@@ -21,20 +21,29 @@ from railgang.topology.fabric import Fabric
 from railgang.topology.health import LinkHealth
 from railgang.topology.placement.types import Placement, RankSlot
 
-__all__ = ["allreduce_time", "concurrent_allreduce", "params_for", "step_times"]
+__all__ = ["GENERIC", "allreduce_time", "concurrent_allreduce", "params_for", "step_times"]
 
 Gpu = tuple[str, int]
 
 
+# A fabric whose GPU type names no known system is modeled on DGX H100 links, but without NVLink
+# SHARP: NVLS is opt-in and only where the facts say the nodes have NVSwitch gen 3 (H100/H200 SXM).
+GENERIC = DGX_H100.with_(nvls=False)
+
+
 def params_for(fabric: Fabric) -> CommParams:
-    """The named system matching the fabric's GPU type (``a100``, ``h200``; anything else: DGX H100)."""
-    kinds = {fabric.facts(n).gpu_type.lower() for n in fabric.nodes[:1]}
-    kind = next(iter(kinds), "")
+    """The named system matching the fabric's GPU type (``a100``, ``h100``, ``h200``; anything
+    else: DGX H100 links without NVLS). NVLS stays on only for NVLink (not PCIe) H100/H200 nodes."""
+    facts = [fabric.facts(n) for n in fabric.nodes[:1]]
+    kind = facts[0].gpu_type.lower() if facts else ""
+    nvlink = bool(facts) and facts[0].nvlink and "pcie" not in kind
     if "a100" in kind:
         return DGX_A100
-    if "h200" in kind:
+    if "h200" in kind and nvlink:
         return DGX_H200
-    return DGX_H100
+    if "h100" in kind and nvlink:
+        return DGX_H100
+    return GENERIC
 
 
 def _rates(fabric: Fabric, flows: Sequence[Flows], params: CommParams,
