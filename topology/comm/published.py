@@ -49,11 +49,11 @@ CASES: tuple[Case, ...] = (
          note="NVIDIA's answer: ~370 GB/s with Ring"),
     Case("8x H100-SXM5 (1 node), default (NVLS)", DGX_H100, 1, 8, 8 * 2**30, 480.0,
          "https://github.com/NVIDIA/nccl-tests/issues/212",
-         note="NVLink SHARP: in-switch reduction, not modeled"),
+         note="NVLink SHARP: NCCL's NVLS rule"),
     Case("4 nodes x 8 H100 (HGX), 8x 400G per node", DGX_H100, 4, 8, 16 * 2**30, 365.84,
          "https://github.com/NVIDIA/nccl-tests/issues/309"),
     Case("2 nodes x 8 H100 (HGX), 8x 400G per node", DGX_H100, 2, 8, 16 * 2**30, 470.0,
-         "https://github.com/NVIDIA/nccl-tests/issues/309", note="NVLS tree: in-switch reduction, not modeled"),
+         "https://github.com/NVIDIA/nccl-tests/issues/309", note="NCCL's NVLS_TREE rule"),
 )
 
 
