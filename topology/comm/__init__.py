@@ -2,8 +2,8 @@
 
 ``hardware`` holds datasheet and protocol values (nothing fitted), ``network`` turns a set of
 GPUs into edges on the fabric's links and shares links between concurrent collectives max-min
-fairly, ``nccl`` prices ring and tree all-reduce the way NCCL's tuner does, ``published`` holds the
-nccl-tests measurements the model is checked against. ``railgang.topology.comm_model`` keeps the
+fairly, ``nccl`` prices ring, tree and (NVSwitch gen 3) NVLS / NVLS_TREE all-reduce the way NCCL's
+tuner does, ``published`` holds the nccl-tests measurements the model is checked against. ``railgang.topology.comm_model`` keeps the
 older entry points (``allreduce_time_s`` …) on top of this package.
 """
 
