@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import resource
 import selectors
 import signal
 import subprocess
@@ -27,6 +28,10 @@ SLURMCTLD = Path("/usr/sbin/slurmctld-wlm")
 NODES = "n[001-064]"  # the nodes slurm.conf defines; generated files also name others
 _START = "Reading the topology.conf file"
 _READY = "Running as primary controller"
+
+
+def _no_core_dumps() -> None:
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
 
 
 @dataclass(frozen=True)
@@ -158,7 +163,8 @@ class SlurmctldOracle:
         t0 = time.monotonic()
         proc = subprocess.Popen(  # argument list, never a shell
             [str(self.root / "bin" / "slurmctld"), "-D", "-i", "-c"], stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, start_new_session=True,
+            cwd=self.root, preexec_fn=_no_core_dumps)  # Switches="" crashes 22.05.8: no core file
         try:
             log, ready = self._read(proc)
         finally:
