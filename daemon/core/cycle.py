@@ -129,7 +129,7 @@ def decide(
         shrink_phase(w, plan, config.elastic)
     lap("size")
     placing = PlacePhase(w, plan, leaf_wait_s=config.leaf_wait_s, leaf_holds=config.leaf_holds)
-    evicting = EvictPhase(w, plan, config.budget)
+    evicting = EvictPhase(w, plan, config.budget, config.elastic)
     reclaiming = ReclaimPhase(w, config.budget) if snapshot.quotas is not None else None
     for _, batch in groupby(order, key=lambda x: jobs[x.job_id].priority_class):
         this_class = list(batch)  # 4-5. one priority class at a time, higher classes first:

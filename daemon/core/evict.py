@@ -40,8 +40,9 @@ class EvictPhase:
     (shape, class, level) so identical jobs behind it are answered without a search.
     """
 
-    def __init__(self, w: Work, plan: Plan, budget: pre.PreemptionBudget) -> None:
-        self.w, self.plan, self.budget = w, plan, budget
+    def __init__(self, w: Work, plan: Plan, budget: pre.PreemptionBudget,
+                 rules: elastic.ElasticRules = elastic.ElasticRules()) -> None:
+        self.w, self.plan, self.budget, self.rules = w, plan, budget, rules
         self.ranked: list[RunningJob] | None = None  # victims in rank order, built on first need
         self.by_key: dict[tuple[int, float], list[RunningJob]] = {}
         self.hopeless: dict[tuple[object, ...], Reason | None] = {}
@@ -141,7 +142,7 @@ class EvictPhase:
             if w.free_count + sum(gpus_of[v.job_id] for v in cands) < need:
                 hopeless[memo] = None
                 continue
-            found = _evict_for(w, job, x, cands, gpus_of, budget, self.churn, self.cap)
+            found = _evict_for(w, job, x, cands, gpus_of, budget, self.churn, self.cap, self.rules)
             placed, shrinks, kills = found.placed, found.shrinks, found.kills
             if placed is None:
                 hopeless[memo] = Reason.PREEMPTION_BUDGET if found.budget_hit else None
@@ -181,7 +182,7 @@ class Eviction:
 
 def _evict_for(
     w: Work, job: Job, x: Want, cands: list[RunningJob], gpus_of: Mapping[str, int],
-    budget: pre.PreemptionBudget, churn: int, cap: int,
+    budget: pre.PreemptionBudget, churn: int, cap: int, rules: elastic.ElasticRules,
 ) -> Eviction:
     """The first victim set (shrinks first, then whole jobs, in rank order) that lets ``job`` be
     placed."""
@@ -193,7 +194,7 @@ def _evict_for(
     # a shrink serves a higher class only: shrinking a peer to its minimum left a deficit that
     # same-class work never gave back (issue 12 part 4); peers are evicted under the budgets
     steps = [(False, v) for v in cands if v.priority_class > job.priority_class
-             and elastic.shrink_pays(v, v.job.min_replicas, now)]
+             and elastic.shrink_pays(v, v.job.min_replicas, now, rules)]
     steps += [(True, v) for v in cands]
     for kill, v in steps:
         if kill:

@@ -258,3 +258,21 @@ def test_a_gang_asking_for_several_nodes_starts_whole(gpus: int, node_gpus: int,
     assert spans_nodes(j, node_gpus) is (start is None)
     assert start_size(j, 8 if gpus == 16 else 4, node_gpus=node_gpus) == start
     assert smallest_start(j, gpus, node_gpus=node_gpus) == lowest
+
+
+def test_shrink_for_a_higher_class_honours_the_configured_resize_interval() -> None:
+    """The eviction step's shrink obeys the cycle's ElasticRules, not the 600 s default: with
+    ``min_interval_s=5`` an elastic class-3 job 20 s old shrinks for a class-1 gang (the daemon's
+    ``daemon.resize_min_interval_s``; the real-cluster e2e test runs with 5 s)."""
+    from railgang.daemon.core import CycleConfig
+
+    now = 1000.0
+    snap = (cluster(16).at(now)
+            .running(job("f").gpus(96).cls(2).work(1e5), start=now - 30)
+            .running(job("e").gpus(32).tp(8).elastic(1, 4).cls(3).work(1e5), start=now - 20)
+            .pending(job("g").gpus(24).tp(8).cls(1).at(now - 1))).build()
+    fast = CycleConfig(elastic=ElasticRules(min_interval_s=5.0))
+    d = decide(snap, get("fifo"), now, random.Random(0), placer=first_fit, config=fast)
+    assert [(type(a).__name__, a.job_id) for a in d.actions] == [("Resize", "e"), ("Start", "g")]
+    slow = decide(snap, get("fifo"), now, random.Random(0), placer=first_fit)  # 600 s: too soon
+    assert not any(isinstance(a, Resize) for a in slow.actions)
