@@ -9,18 +9,16 @@ The cluster is this module's own (its own directory and ports, no accounting), s
 
 from __future__ import annotations
 
-import os
-import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import hostlist
 import pytest
 
-from railgang.slurm_plugins.devcluster.cluster import DevCluster, preflight, slurm_env
+from railgang.slurm_plugins.devcluster.cluster import DevCluster, preflight
 from railgang.slurm_plugins.devcluster.layout import ClusterSpec, parse_pools
 from tests.conftest import TEST_ROOT, _unavailable
-from tests.e2e.conftest import CYCLE_S, LEASE_S, RAILGANG, Cluster, Daemon, wait_for
+from tests.e2e.conftest import Cluster, Daemon, wait_for
 from tests.support.ports import PORT_BASE
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
@@ -57,40 +55,9 @@ def slurm(mixed: DevCluster, tmp_path: Path) -> Iterator[Cluster]:
         mixed.spec.heartbeat_file.unlink(missing_ok=True)
 
 
-@pytest.fixture
-def daemon(slurm: Cluster, tmp_path: Path) -> Iterator[Callable[[], Daemon]]:
-    """The real daemon against the mixed cluster; it keeps the cluster's fleet file current."""
-    spec = slurm.cluster.spec
-    started: list[Daemon] = []
-
-    def start() -> Daemon:
-        env = {**os.environ, **slurm_env(spec), "RAILGANG_CONFIG": "", "RAILGANG_HOME": str(tmp_path),
-               "RAILGANG_DB__URL": f"sqlite:///{tmp_path / 'railgang.sqlite'}",
-               "RAILGANG_LEDGER__GRANTS_FILE": str(tmp_path / "class_grants.txt"),
-               "RAILGANG_SLURM__BACKEND": "cli", "RAILGANG_SLURM__CONF": str(spec.slurm_conf),
-               "RAILGANG_SLURM__LEASE_S": str(LEASE_S),
-               "RAILGANG_SLURM__FLEET_FILE": str(spec.gpu_fleet_file),
-               "RAILGANG_DAEMON__HEARTBEAT_FILE": str(spec.heartbeat_file),
-               "RAILGANG_DAEMON__METRICS_PORT": "0", "RAILGANG_DAEMON__POLICY": "default",
-               "RAILGANG_DAEMON__CYCLE_INTERVAL_S": str(CYCLE_S)}
-        log = tmp_path / "daemon.log"
-        spec.heartbeat_file.unlink(missing_ok=True)
-        with log.open("wb") as f:
-            proc = subprocess.Popen([RAILGANG, "daemon", "run", "--log-format", "json"], env=env,
-                                    stdout=f, stderr=subprocess.STDOUT)
-        d = Daemon(proc, log, env, tmp_path / "railgang.sqlite")
-        started.append(d)
-        wait_for(lambda: spec.heartbeat_file.exists() or proc.poll() is not None, 60,
-                 "the daemon's first heartbeat")
-        assert proc.poll() is None, log.read_text()[-3000:]
-        return d
-
-    try:
-        yield start
-    finally:
-        for d in started:
-            d.stop()
-        spec.heartbeat_file.unlink(missing_ok=True)
+def start_daemon(slurm: Cluster, daemon: Callable[..., Daemon]) -> Daemon:
+    """The e2e conftest's daemon (on this module's mixed cluster), keeping the fleet file current."""
+    return daemon(slurm__fleet_file=slurm.cluster.spec.gpu_fleet_file, daemon__policy="default")
 
 
 def nodes_of(slurm: Cluster, job: str) -> list[str]:
@@ -126,8 +93,8 @@ def test_an_impossible_need_is_refused_at_submit_with_what_exists(slurm: Cluster
 
 
 def test_big_memory_jobs_land_only_on_the_a100_pool_and_small_work_backfills_the_v100s(
-        slurm: Cluster, daemon: Callable[[], Daemon]) -> None:
-    d = daemon()
+        slurm: Cluster, daemon: Callable[..., Daemon]) -> None:
+    d = start_daemon(slurm, daemon)
     wait_for(lambda: slurm.cluster.spec.gpu_fleet_file.stat().st_mtime > 0, 10, "the fleet file")
     big = [slurm.sbatch("-N2", "--gres=gpu:8", BIG, args=("120",)) for _ in range(2)]
     wait_for(lambda: all(nodes_of(slurm, j) for j in big), 60, "the two big-memory gangs to start")
@@ -150,12 +117,12 @@ def test_big_memory_jobs_land_only_on_the_a100_pool_and_small_work_backfills_the
 
 
 def test_the_daemon_rewrites_the_fleet_file_when_a_node_changes(
-        slurm: Cluster, daemon: Callable[[], Daemon]) -> None:
+        slurm: Cluster, daemon: Callable[..., Daemon]) -> None:
     """A V100 node gains NVLink in Slurm (features changed by an admin): within a cycle the daemon
     rewrites the fleet file, and job_submit.lua's next answer follows it."""
     fleet = slurm.cluster.spec.gpu_fleet_file
     before = fleet.read_text()
-    daemon()
+    start_daemon(slurm, daemon)
     feats = "gpumem_32g,eth,nvlink"
     slurm.sl("scontrol", "update", "nodename=n08", f"AvailableFeatures={feats}", f"ActiveFeatures={feats}")
     try:
