@@ -15,9 +15,9 @@ from pathlib import Path
 import hostlist
 import pytest
 
-from railgang.slurm_plugins.devcluster.cluster import DevCluster, preflight
+from railgang.slurm_plugins.devcluster.cluster import DevCluster
 from railgang.slurm_plugins.devcluster.layout import ClusterSpec, parse_pools
-from tests.conftest import TEST_ROOT, _unavailable
+from tests.conftest import TEST_ROOT, real_cluster
 from tests.e2e.conftest import Cluster, Daemon, wait_for
 from tests.support.ports import PORT_BASE
 
@@ -33,15 +33,7 @@ def mixed() -> Iterator[DevCluster]:
     spec = ClusterSpec(dir=TEST_ROOT / "devcluster-mixed", cluster_name="rgmixed", accounting=False,
                        slurmctld_port=PORT_BASE + 700, slurmd_base_port=PORT_BASE + 710,
                        nodes_per_leaf=4).with_pools(parse_pools("a100=4,v100=4"))
-    cluster = DevCluster(spec)
-    cluster.down()  # leftovers of an interrupted earlier session (recorded PIDs only)
-    try:
-        preflight(spec)
-    except Exception as exc:  # DevClusterError: not root, packages missing
-        _unavailable("slurm", str(exc))
-    cluster.up()
-    yield cluster
-    cluster.down()
+    yield from real_cluster(spec)
 
 
 @pytest.fixture

@@ -20,9 +20,9 @@ from railgang.daemon.slurm.cli import CliBackend, write_heartbeat
 from railgang.daemon.slurm.cli.facts import tier_from_features, tier_terms
 from railgang.daemon.slurm.cli.records import parse_sinfo
 from railgang.daemon.slurm.cli.snapshot import build_observation, core_node
-from railgang.slurm_plugins.devcluster.cluster import DevCluster, preflight
+from railgang.slurm_plugins.devcluster.cluster import DevCluster
 from railgang.slurm_plugins.devcluster.layout import ClusterSpec, parse_pools
-from tests.conftest import TEST_ROOT, _unavailable
+from tests.conftest import TEST_ROOT, real_cluster
 from tests.support.ports import PORT_BASE
 
 SINFO = json.dumps({"nodes": [
@@ -78,15 +78,7 @@ def spot_cluster() -> Iterator[DevCluster]:
     spec = ClusterSpec(dir=TEST_ROOT / "devcluster-tiers", cluster_name="rgtiers", accounting=False,
                        slurmctld_port=PORT_BASE + 800, slurmd_base_port=PORT_BASE + 810,
                        nodes_per_leaf=2).with_pools(parse_pools("v100=2,v100:spot=2"))
-    cluster = DevCluster(spec)
-    cluster.down()  # leftovers of an interrupted earlier session (recorded PIDs only)
-    try:
-        preflight(spec)
-    except Exception as exc:  # DevClusterError: not root, packages missing
-        _unavailable("slurm", str(exc))
-    cluster.up()
-    yield cluster
-    cluster.down()
+    yield from real_cluster(spec)
 
 
 @pytest.mark.slurm
