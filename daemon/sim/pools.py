@@ -23,6 +23,7 @@ from railgang.topology.fabric import Fabric, NodeFacts
 GPU_MEM_GB: Mapping[str, float] = {"k80": 12.0, "p100": 16.0, "v100": 16.0, "t4": 16.0,
                                    "a100": 80.0, "h100": 80.0}
 PCIE_ONLY = frozenset({"k80", "t4"})
+MAX_NODES = 100_000  # the largest fabric `railgang topology generate` builds too
 _POOL = re.compile(r"^([a-z0-9][a-z0-9_.\-]*)(?::([a-z\-]+))?=(\d+)$")
 
 
@@ -63,6 +64,9 @@ def parse_pools(text: str, gpus_per_node: int) -> tuple[Pool, ...]:
         if (gpu_type, tier) in pools:
             raise ConfigError(f"--gpus: pool {gpu_type}:{tier} given twice")
         pools[(gpu_type, tier)] = Pool(gpu_type, tier, count)
+    nodes = sum(p.gpus for p in pools.values()) // gpus_per_node
+    if nodes > MAX_NODES:  # each node is an object in the fabric: refuse before building it
+        raise ConfigError(f"--gpus: {nodes:,} nodes in all; the simulator takes at most {MAX_NODES:,}")
     return tuple(pools.values())
 
 
@@ -91,4 +95,4 @@ def mixed_cluster(pools: tuple[Pool, ...], gpus_per_node: int, nodes_per_leaf: i
     return MixedCluster(pools, fabric, node_tier, tiers)
 
 
-__all__ = ["GPU_MEM_GB", "MixedCluster", "Pool", "mixed_cluster", "parse_pools"]
+__all__ = ["GPU_MEM_GB", "MAX_NODES", "MixedCluster", "Pool", "mixed_cluster", "parse_pools"]

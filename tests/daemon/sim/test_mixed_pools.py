@@ -46,7 +46,8 @@ def by_id(run: RunResult) -> dict[str, Any]:
     ("v100:cheap=8", "unknown tier 'cheap'"),
     ("v100=6", "multiple of --gpus-per-node (4)"),
     ("v100=8,v100=8", "given twice"),
-], ids=["no-count", "tier", "multiple", "twice"])
+    ("v100=800000000", "at most 100,000"),  # refused before 200 M nodes exhaust memory
+], ids=["no-count", "tier", "multiple", "twice", "huge"])
 def test_bad_pool_specs_are_one_line_errors(text: str, problem: str) -> None:
     with pytest.raises(ConfigError, match=problem.replace("[", r"\[").replace("(", r"\(")
                        .replace(")", r"\)")):
