@@ -45,6 +45,9 @@ class Pool:
         return f"{self.gpu_type}:{self.tier}" if self.tier else self.gpu_type
 
 
+MAX_POOL_NODES = 256  # = DevClusterSettings.nodes' upper bound
+
+
 def parse_pools(text: str) -> tuple[Pool, ...]:
     """``a100=4,v100=4`` (TYPE=NODES, features from :data:`POOL_FEATURES`),
     ``a100=4:gpumem_40g+nvlink+roce`` (features given), ``v100:spot=4`` (a capacity tier, the
@@ -68,6 +71,10 @@ def parse_pools(text: str) -> tuple[Pool, ...]:
         if tier:
             features = (*(f for f in features if not f.startswith("tier_")), TIER_FEATURES[tier])
         pools.append(Pool(gpu_type, int(m.group(3)), features, tier))
+    total = sum(p.nodes for p in pools)
+    if total > MAX_POOL_NODES:  # one slurmd process per node on this machine
+        raise ValueError(f"--pools: {total:,} nodes in all; a local cluster takes at most "
+                         f"{MAX_POOL_NODES} (devcluster.nodes has the same bound)")
     return tuple(pools)
 
 
@@ -338,6 +345,7 @@ def render_plugstack_conf(spank_so: Path | None) -> str:
 
 
 __all__ = [
+    "MAX_POOL_NODES",
     "POOL_FEATURES",
     "TEST_GRANTS",
     "TIER_FEATURES",

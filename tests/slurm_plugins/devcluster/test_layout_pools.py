@@ -29,6 +29,7 @@ def test_pools_parse_with_default_or_given_features() -> None:
 @pytest.mark.parametrize(("text", "says"), [
     ("a100", "is not TYPE=NODES"), ("a100=0", "is not TYPE=NODES"), ("A100=2", "is not TYPE=NODES"),
     ("mystery=2", "no default features for 'mystery'"), ("a100=1,a100=2", "'a100' is given twice"),
+    ("a100=99999999", "at most 256"),  # refused before 100 M nodes exhaust memory
 ], ids=repr)
 def test_bad_pools_say_what_to_write(text: str, says: str) -> None:
     with pytest.raises(ValueError, match=says):
