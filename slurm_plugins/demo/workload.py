@@ -49,7 +49,8 @@ class DemoJob:
             argv.append(f"--rg-elastic={self.elastic[0]}:{self.elastic[1]}")
         if self.priority_class == 2:
             argv.append("--time=10")  # interactive work is short by contract (DESIGN R-S7)
-        argv.append(f"--wrap={python} -m railgang.slurm_plugins.demo.train_example "
+        # exec: the batch shell must not die of the preemption signal (docs/training.md)
+        argv.append(f"--wrap=exec {python} -m railgang.slurm_plugins.demo.train_example "
                     f"--steps {self.steps} --step-s {step_s}")
         return argv
 

@@ -37,8 +37,21 @@ def state(cluster: DevCluster, job: str) -> str:
     return dict(kv.split("=", 1) for kv in out.split() if "=" in kv)["JobState"]
 
 
+def diagnose(cluster: DevCluster, job: str, tmp_path: Path) -> str:
+    """What a failed run needs to be understood: Slurm's view of the job, its output, the log."""
+    show = subprocess.run(["scontrol", "show", "job", job], capture_output=True, text=True,
+                          env=slurm_env(cluster.spec), timeout=60).stdout
+    outs = "".join(f"--- {p.name}\n{p.read_text()}" for p in sorted(tmp_path.glob("out-*")))
+    log = cluster.spec.log / "slurmctld.log"
+    lines = [ln for ln in log.read_text(errors="replace").splitlines() if f"JobId={job}" in ln
+             or f"job {job}" in ln or f"_{job}" in ln] if log.exists() else []
+    return f"scontrol:\n{show}\noutput:\n{outs}\nslurmctld.log:\n" + "\n".join(lines[-40:])
+
+
 def submit_example(cluster: DevCluster, tmp_path: Path, nodes: int, *args: str) -> str:
-    wrap = (f"RAILGANG_GRACE_S=3 {sys.executable} -m railgang.slurm_plugins.demo.train_example "
+    # exec: the batch shell would die of the SIGUSR1 that `scancel --full` sends every process of
+    # the job, ending the run as FAILED under the trainer (docs/training.md, "Your batch script").
+    wrap = (f"exec env RAILGANG_GRACE_S=3 {sys.executable} -m railgang.slurm_plugins.demo.train_example "
             f"--checkpoint-dir {tmp_path} " + " ".join(args))
     out = sl(cluster, "sbatch", "--parsable", "--account=team-a", f"-N{nodes}", "--gres=gpu:8",
              f"--rg-parallel=tp8,dp{nodes}", f"--output={tmp_path}/out-%j-%s.txt",
@@ -56,6 +69,8 @@ def test_preempted_example_checkpoints_requeues_and_resumes(slurm_cluster: DevCl
              what="the preemption checkpoint")
     step_at_preempt = json.loads(ckpt.read_text())["step"]
     assert 10 <= step_at_preempt < 40
+    # The trainer keeps the allocation after its checkpoint, waiting for the requeue.
+    assert state(slurm_cluster, job) == "RUNNING"
     sl(slurm_cluster, "scontrol", "requeue", job)
 
     seen: list[str] = []
@@ -74,7 +89,7 @@ def test_preempted_example_checkpoints_requeues_and_resumes(slurm_cluster: DevCl
     try:
         wait_for(restarted_and_done, timeout_s=240, what="completion")
     except AssertionError as exc:
-        raise AssertionError(f"{exc}; states seen: {seen}") from exc
+        raise AssertionError(f"{exc}; states seen: {seen}\n{diagnose(slurm_cluster, job, tmp_path)}") from exc
     assert json.loads(ckpt.read_text())["step"] == 40
     log = "".join(p.read_text() for p in tmp_path.glob("out-*"))
     assert f"start at step {step_at_preempt} (restart 1)" in log
