@@ -195,17 +195,23 @@ class Daemon:
         return self.proc.wait(10)
 
 
-@pytest.fixture
-def slurm(slurm_cluster: DevCluster, tmp_path: Path) -> Iterator[Cluster]:
-    """The cluster as a user sees it; cancels the test's jobs and removes the heartbeat after."""
+def user_view(cluster: DevCluster, tmp_path: Path) -> Iterator[Cluster]:
+    """``cluster`` as a user sees it; cancels the test's jobs and removes the heartbeat after
+    (before the cleanup too, so no lease is granted to what the cleanup cancels)."""
     tmp_path.chmod(0o755)
-    c = Cluster(slurm_cluster, tmp_path)
+    c = Cluster(cluster, tmp_path)
     try:
         yield c
     finally:
-        slurm_cluster.spec.heartbeat_file.unlink(missing_ok=True)
+        cluster.spec.heartbeat_file.unlink(missing_ok=True)
         c.cleanup()
-        slurm_cluster.spec.heartbeat_file.unlink(missing_ok=True)
+        cluster.spec.heartbeat_file.unlink(missing_ok=True)
+
+
+@pytest.fixture
+def slurm(slurm_cluster: DevCluster, tmp_path: Path) -> Iterator[Cluster]:
+    """The session cluster as a user sees it."""
+    yield from user_view(slurm_cluster, tmp_path)
 
 
 @pytest.fixture

@@ -18,7 +18,7 @@ import pytest
 from railgang.slurm_plugins.devcluster.cluster import DevCluster
 from railgang.slurm_plugins.devcluster.layout import ClusterSpec, parse_pools
 from tests.conftest import TEST_ROOT, real_cluster
-from tests.e2e.conftest import Cluster, Daemon, wait_for
+from tests.e2e.conftest import Cluster, Daemon, user_view, wait_for
 from tests.support.ports import PORT_BASE
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
@@ -38,13 +38,7 @@ def mixed() -> Iterator[DevCluster]:
 
 @pytest.fixture
 def slurm(mixed: DevCluster, tmp_path: Path) -> Iterator[Cluster]:
-    tmp_path.chmod(0o755)
-    c = Cluster(mixed, tmp_path)
-    try:
-        yield c
-    finally:
-        c.cleanup()
-        mixed.spec.heartbeat_file.unlink(missing_ok=True)
+    yield from user_view(mixed, tmp_path)
 
 
 def start_daemon(slurm: Cluster, daemon: Callable[..., Daemon]) -> Daemon:
