@@ -212,6 +212,9 @@ class LedgerSettings(BaseModel):
     window_s: int = Field(default=3600, ge=60, le=7 * 86400)
     # a first ingest with no watermark and no --since starts this long ago
     first_lookback_s: int = Field(default=86400, ge=60)
+    # step/compute time rows for the report's communication-bound detector: at most one per job
+    # per this many seconds (the daemon's live recorder and the sacct ingest alike)
+    step_timing_every_s: int = Field(default=300, ge=10, le=86400)
     # the class grants file job_submit.lua reads (written by `railgang quota grants-file`)
     grants_file: Path = DEFAULT_STATE_DIR / "class_grants.txt"
 

@@ -14,7 +14,7 @@ from datetime import datetime, timedelta
 from sqlalchemy import Engine
 
 from railgang.daemon.accounting.sacct import Segment, parse_sacct, sacct_command
-from railgang.daemon.accounting.telemetry import STEP_TIMING_EVERY_S, job_pk, store_step_timing
+from railgang.daemon.accounting.telemetry import job_pk, store_step_timing
 from railgang.daemon.config import LedgerSettings
 from railgang.daemon.errors import InputError, SlurmCommandError
 from railgang.daemon.slurm.cli.runner import SlurmRunner
@@ -59,8 +59,7 @@ def source_name(cluster: str) -> str:
 
 
 def ingest_window(engine: Engine, fetch: Fetch, since: datetime, until: datetime, *,
-                  settings: LedgerSettings, cluster: str,
-                  step_timing_every_s: int = STEP_TIMING_EVERY_S) -> IngestResult:
+                  settings: LedgerSettings, cluster: str) -> IngestResult:
     if until <= since:
         raise InputError(f"--until {until.isoformat()} is not after --since {since.isoformat()}",
                          field="until")
@@ -73,7 +72,7 @@ def ingest_window(engine: Engine, fetch: Fetch, since: datetime, until: datetime
         for seg in _latest_progress(segments):  # the training helper's report (job Comment)
             pk = job_pk(s, seg.cluster, seg.job_id)
             if pk is not None and seg.progress is not None:
-                timed += store_step_timing(s, pk, seg.progress, every_s=step_timing_every_s)
+                timed += store_step_timing(s, pk, seg.progress, every_s=settings.step_timing_every_s)
         mark = repo.advance_watermark(s, source_name(cluster), until)
     return IngestResult(since, until, n, mark, timed)
 

@@ -143,7 +143,8 @@ def run_daemon(settings: Settings, *, once: bool = False, wait: bool = True,
             estimator=with_ledger_history(start_estimator(d, cycle_config(settings)), engine,
                                           cluster=settings.ledger.cluster),
             quotas=QuotaStep(oversubscription=d.quota_oversubscription), links=links,
-            steps=(StepTimingRecorder(settings.ledger.cluster)
+            steps=(StepTimingRecorder(settings.ledger.cluster,
+                                      every_s=settings.ledger.step_timing_every_s)
                    if settings.slurm.backend == "cli" else None))
         log.info("leader: %s, %s backend, policy %s, every %g s", lock.describe(),
                  settings.slurm.backend, policy.name, d.cycle_interval_s)

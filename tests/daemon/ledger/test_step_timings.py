@@ -21,7 +21,7 @@ from railgang.db.steps import StepTiming
 from tests.daemon.api.dbs import fresh_engine
 from tests.daemon.ledger.builders import T0, document, record
 
-CFG = LedgerSettings()
+CFG = LedgerSettings(step_timing_every_s=300)  # one row per job per 5 minutes
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
@@ -39,7 +39,7 @@ def _running(job_id: int, comment: str) -> dict[str, object]:
 def _ingest(engine: Engine, recs: list[dict[str, object]], until: int) -> int:
     return ingest_window(engine, lambda a, b: document(recs),
                          datetime.fromtimestamp(T0 - 60, UTC), datetime.fromtimestamp(until, UTC),
-                         settings=CFG, cluster="railgang", step_timing_every_s=300).step_timings
+                         settings=CFG, cluster="railgang").step_timings
 
 
 def _report(t: int, step: int, step_s: float = 2.0, compute_s: float = 0.8) -> str:
@@ -78,3 +78,15 @@ def test_old_or_hostile_comments_store_nothing_and_the_ingest_goes_on(
     lines = [r.getMessage() for r in caplog.records if "progress ignored" in r.getMessage()]
     assert len(lines) == 2 and all("\n" not in m for m in lines)
     assert any("job 2" in m and "compute_s" in m for m in lines)
+
+
+def test_the_interval_is_a_ledger_setting(engine: Engine) -> None:
+    base = T0 + 600 - (T0 + 600) % 300  # two reports 120 s apart inside one 300 s slot
+    fine = LedgerSettings(step_timing_every_s=60)
+    for t, step in ((base + 10, 5), (base + 130, 60)):
+        ingest_window(engine, lambda a, b, t=t, step=step: document([_running(1, _report(t, step))]),
+                      datetime.fromtimestamp(T0 - 60, UTC), datetime.fromtimestamp(t + 5, UTC),
+                      settings=fine, cluster="railgang")
+    with session_scope(engine) as s:
+        slots = s.execute(select(StepTiming.t_epoch).order_by(StepTiming.t_epoch)).scalars().all()
+    assert slots == [base, base + 120]  # the default 300 s grid would keep only the first
