@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import importlib
-
 import pytest
+
+from tests.support.exports import assert_public_surface
 
 PUBLIC = {
     "railgang.daemon.errors": {"ConfigError", "DaemonError", "DatabaseError", "DevClusterError",
@@ -22,10 +22,7 @@ PUBLIC = {
 
 @pytest.mark.parametrize("module", sorted(PUBLIC))
 def test_exported_members(module: str) -> None:
-    mod = importlib.import_module(module)
-    assert set(mod.__all__) == PUBLIC[module]
-    for name in mod.__all__:
-        assert hasattr(mod, name)
+    assert_public_surface(module, PUBLIC[module])
 
 
 def test_errors_render_location() -> None:

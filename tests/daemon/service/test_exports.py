@@ -6,6 +6,8 @@ import importlib
 
 import pytest
 
+from tests.support.exports import assert_public_surface
+
 PUBLIC = {
     "railgang.daemon.loop": {"CycleJournal", "CycleOutcome", "run_cycle"},
     "railgang.daemon.service.backends": {"LiveSim", "demo_jobs", "make_backend"},
@@ -36,10 +38,7 @@ PUBLIC = {
 
 @pytest.mark.parametrize("module", sorted(PUBLIC))
 def test_exported_members(module: str) -> None:
-    mod = importlib.import_module(module)
-    assert set(mod.__all__) == PUBLIC[module]
-    for name in mod.__all__:
-        assert hasattr(mod, name)
+    assert_public_surface(module, PUBLIC[module])
 
 
 def test_the_service_never_reaches_into_the_core_internals() -> None:
