@@ -224,30 +224,28 @@ class SimJob:
         self.rate = 0.0
 
     # -- what the decision core sees -------------------------------------------------------------
-    def running_view(self, now: float, oracle: bool) -> RunningJob:
-        """The core's view of this running job as of ``now`` (only the state is new)."""
-        # progress_at inlined, the same arithmetic (hot: every running job, every cycle)
-        as_of = self.as_of
-        attained = self.attained + self.gpus * max(0.0, now - as_of) * self.eff
-        remaining: float | None = None
-        if oracle:
-            remaining = self.remaining
-            if not self.stopped:
-                moving_since = as_of if as_of > self.busy_until else self.busy_until
-                if now > moving_since:
-                    remaining = max(0.0, remaining - self.rate * (now - moving_since))
-        job = self.job
-        old = job.state
-        job = Job(job.request, JobState(attained, remaining, old.preemptions, old.last_preempted_at))
+    def running_view(self, now: float, oracle: bool) -> tuple[RunningJob, float]:
+        """The core's view of this running job as of ``now``, and its attained GPU-seconds then
+        (the snapshot's account usage needs them for every running job; the rest of the job
+        state is computed when the core first reads it, :class:`_LiveJob`)."""
         view = self.run_view
-        if view is None:
+        if view is None:  # the run's fields as of its last change (renewed below per snapshot)
             assert self.assignment is not None
             view = self.run_view = RunningJob(
-                job=job, assignment=self.assignment, start_time=self.start_time,
+                job=self.job, assignment=self.assignment, start_time=self.start_time,
                 replicas=self.replicas, last_resize_time=self.last_resize_time,
                 preempt_deadline=self.kill_at, last_checkpoint_time=self.ckpt_time)
-            return view
-        return view.with_job(job)
+        as_of = self.as_of  # progress_at's arithmetic, in the same order (same floats)
+        attained = self.attained + self.gpus * max(0.0, now - as_of) * self.eff
+        job = _new(_LiveJob)
+        _put(job, "request", self.job.request)
+        _put(job, "_now", now)
+        # what the state as of now depends on, copied: a later change of this job (the backend
+        # applying this cycle's actions) never reaches a snapshot already handed out
+        _put(job, "_line", (self.job.state, attained, as_of, self.remaining if oracle else None,
+                            None if self.stopped else self.busy_until, self.rate))
+        _put(job, "_state", None)
+        return view.with_job(job), attained
 
     def requeued(self, now: float, oracle: bool) -> None:
         """Back in the queue after a kill at ``now``: the pending view gets the new state."""
@@ -255,6 +253,37 @@ class SimJob:
         self.job = self.job.with_state(JobState(
             attained_gpu_s=self.attained, work_remaining_s=self.remaining if oracle else None,
             preemptions=old.preemptions + 1, last_preempted_at=now))
+
+
+_new, _put = object.__new__, object.__setattr__
+
+
+class _LiveJob(Job):
+    """A running job as of one snapshot whose state (attained service, work left as of
+    ``now``) is computed on first read: every cycle hands the core every running job, but the
+    core reads the state of few of them in most cycles (an eviction search, a backfill shadow)
+    and mostly their requests (issue 12, speed). Built only by :meth:`SimJob.running_view`;
+    the arithmetic is :meth:`SimJob.progress_at`'s, in the same order (same floats, same
+    schedules)."""
+
+    __slots__ = ("_line", "_now", "_state")
+    _line: tuple[JobState, float, float, float | None, float | None, float]
+    _now: float
+    _state: JobState | None
+
+    @property  # the field ``state``, computed on first read
+    def state(self) -> JobState:
+        state = self._state
+        if state is None:
+            old, attained, as_of, remaining, busy_until, rate = self._line
+            if remaining is not None and busy_until is not None:  # oracle, not stopped
+                moving_since = as_of if as_of > busy_until else busy_until
+                now = self._now
+                if now > moving_since:
+                    remaining = max(0.0, remaining - rate * (now - moving_since))
+            state = JobState(attained, remaining, old.preemptions, old.last_preempted_at)
+            _put(self, "_state", state)
+        return state
 
 
 __all__ = ["DONE_EPS", "SimJob"]

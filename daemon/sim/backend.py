@@ -229,10 +229,9 @@ class SimBackend:
         usage = dict(self._usage_done)
         oracle = self.config.oracle
         for jid, sj in self.running.items():  # hot path: every running job, every cycle
-            view = sj.running_view(now, oracle)
-            running[jid] = view
+            running[jid], attained = sj.running_view(now, oracle)
             acc = sj.tj.account
-            usage[acc] = usage.get(acc, 0.0) + view.job.state.attained_gpu_s - sj.attained_at_start
+            usage[acc] = usage.get(acc, 0.0) + attained - sj.attained_at_start
         if self._pending_view is None:
             self._pending_view = tuple(self._pending_jobs)
         pending = self._pending_view

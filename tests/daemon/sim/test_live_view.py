@@ -1,0 +1,57 @@
+"""The simulator's running views: state computed on first read, equal to the eager arithmetic,
+and fixed at the snapshot that handed them out (issue 12, speed)."""
+
+from __future__ import annotations
+
+import pytest
+
+from railgang.daemon.core.job import Job, JobState, RunningJob
+from railgang.daemon.sim.accounting import SimJob
+from railgang.daemon.sim.progress import job_request
+from railgang.daemon.sim.recorder import Recorder
+from railgang.daemon.sim.traces.model import TraceJob
+
+
+def _running(oracle: bool = True, restore: bool = False) -> SimJob:
+    tj = TraceJob("a", 0.0, 8, 1000.0, account="x")
+    sj = SimJob(tj, job_request(tj), Recorder().record(tj), oracle=oracle, integral=0.0)
+    sj.restore_needed = restore
+    sj.allocate({"n1": tuple(range(8))}, 8, 0.5)
+    sj.begin_run(10.0)
+    return sj
+
+
+@pytest.mark.parametrize("now", [10.0, 50.0, 130.0, 400.0, 5000.0], ids=lambda t: f"t{t:g}")
+@pytest.mark.parametrize("restore", [False, True], ids=["fresh", "restored"])
+def test_the_view_reads_what_progress_at_computes(now: float, restore: bool) -> None:
+    sj = _running(restore=restore)
+    view, attained = sj.running_view(now, oracle=True)
+    assert (view.job.attained_gpu_s, view.job.work_remaining_s) == sj.progress_at(now)
+    assert attained == view.job.attained_gpu_s
+    assert isinstance(view, RunningJob) and isinstance(view.job, Job)
+    assert view.job.request is sj.request and view.gpus == 8 and view.replicas == 8
+
+
+def test_without_the_oracle_the_work_left_is_unknown() -> None:
+    view, _ = _running(oracle=False).running_view(100.0, oracle=False)
+    assert view.job.work_remaining_s is None and view.job.remaining_at(8) is None
+    assert view.job.attained_gpu_s == 8 * 90.0
+
+
+def test_a_view_handed_out_never_moves_with_the_job() -> None:
+    sj = _running()
+    before, _ = sj.running_view(100.0, oracle=True)
+    sj.advance(300.0)  # the backend carries on after the cycle: a kill rolls the job back
+    sj.signal(300.0, 0.0, panic_checkpoint=False)
+    sj.roll_back(300.0)
+    sj.requeued(300.0, oracle=True)
+    assert before.job.state == JobState(8 * 90.0, 1000.0 - 0.5 * 90.0)
+    assert before.job.preemptions == 0 and before.preempt_deadline is None
+
+
+def test_a_stopped_job_makes_no_progress_in_its_view() -> None:
+    sj = _running()
+    sj.signal(100.0, 600.0, panic_checkpoint=True)  # saves, then waits for the kill
+    view, _ = sj.running_view(130.0, oracle=True)
+    assert view.job.work_remaining_s == pytest.approx(1000.0 - 0.5 * 90.0)
+    assert view.preempt_deadline == 100.0 + sj.request.checkpoint_cost_s
