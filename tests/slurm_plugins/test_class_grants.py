@@ -8,7 +8,6 @@ each test writes its own and the fixture puts the seed back.
 from __future__ import annotations
 
 import os
-import pwd
 import statistics
 import subprocess
 import sys
@@ -20,20 +19,12 @@ import pytest
 
 from railgang.slurm_plugins.devcluster.cluster import DevCluster, slurm_env
 from railgang.slurm_plugins.devcluster.layout import TEST_GRANTS
+from tests.support.slurm import sl
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
 RAILGANG = str(Path(sys.executable).with_name("railgang"))
 QOS = "rg-serve"  # a QOS of the test's own, granted class 0
-
-
-def sl(cluster: DevCluster, *argv: str, check: bool = True, user: str | None = None,
-       ) -> subprocess.CompletedProcess[str]:
-    if user is not None:
-        pw = pwd.getpwnam(user)
-        argv = ("setpriv", f"--reuid={pw.pw_uid}", f"--regid={pw.pw_gid}", "--clear-groups", *argv)
-    return subprocess.run(list(argv), capture_output=True, text=True, env=slurm_env(cluster.spec),
-                          timeout=60, check=check)
 
 
 class Submitter:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -13,17 +12,13 @@ import pytest
 from typer.testing import CliRunner
 
 from railgang.daemon.cli import app
-from railgang.slurm_plugins.devcluster.cluster import DevCluster, slurm_env
+from railgang.slurm_plugins.devcluster.cluster import DevCluster
 from railgang.slurm_plugins.devcluster.layout import ClusterSpec
 from railgang.slurm_plugins.devcluster.processes import is_running
 from tests.support.ports import MINI_CLUSTER_PORT
+from tests.support.slurm import sl
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
-
-
-def sl(cluster: DevCluster, *argv: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(list(argv), capture_output=True, text=True, env=slurm_env(cluster.spec),
-                          timeout=60, check=check)
 
 
 def submit(cluster: DevCluster, tmp_path: Path, *opts: str, cmd: str = "sleep 1") -> int:

@@ -7,8 +7,6 @@ so these tests use short leases without restarting slurmctld.
 from __future__ import annotations
 
 import os
-import pwd
-import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,7 +15,8 @@ import pytest
 
 from railgang.daemon.config import SlurmSettings
 from railgang.daemon.slurm.cli import CliBackend, write_heartbeat
-from railgang.slurm_plugins.devcluster.cluster import DevCluster, slurm_env
+from railgang.slurm_plugins.devcluster.cluster import DevCluster
+from tests.support.slurm import job_fields, sl
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
@@ -25,20 +24,6 @@ LEASE_S = 12
 # Slurm runs a job whose begin time passed on a later scheduling pass (22 s seen in the notes;
 # sched/backfill's interval is 30 s): the bound a dead daemon's waiting jobs start within
 SCHEDULING_PASS_S = 60
-
-
-def sl(cluster: DevCluster, *argv: str, check: bool = True, user: str | None = None,
-       ) -> subprocess.CompletedProcess[str]:
-    if user is not None:
-        pw = pwd.getpwnam(user)
-        argv = ("setpriv", f"--reuid={pw.pw_uid}", f"--regid={pw.pw_gid}", "--clear-groups", *argv)
-    return subprocess.run(list(argv), capture_output=True, text=True, env=slurm_env(cluster.spec),
-                          timeout=60, check=check)
-
-
-def job_fields(cluster: DevCluster, job: str) -> dict[str, str]:
-    out = sl(cluster, "scontrol", "show", "job", "-o", job).stdout
-    return dict(kv.split("=", 1) for kv in out.split() if "=" in kv)
 
 
 @pytest.fixture

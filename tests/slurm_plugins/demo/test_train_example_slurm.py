@@ -5,22 +5,21 @@ is seen by the job through Slurm."""
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from railgang.slurm_plugins.devcluster.cluster import DevCluster, slurm_env
+from railgang.slurm_plugins.devcluster.cluster import DevCluster
+from tests.support.slurm import job_fields
+from tests.support.slurm import sl as run_slurm
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
 
 def sl(cluster: DevCluster, *argv: str) -> str:
-    res = subprocess.run(list(argv), capture_output=True, text=True, env=slurm_env(cluster.spec),
-                         timeout=60, check=True)
-    return res.stdout
+    return run_slurm(cluster, *argv).stdout
 
 
 def wait_for(pred, timeout_s: float = 60, what: str = "") -> None:  # type: ignore[no-untyped-def]
@@ -33,14 +32,12 @@ def wait_for(pred, timeout_s: float = 60, what: str = "") -> None:  # type: igno
 
 
 def state(cluster: DevCluster, job: str) -> str:
-    out = sl(cluster, "scontrol", "show", "job", "-o", job)
-    return dict(kv.split("=", 1) for kv in out.split() if "=" in kv)["JobState"]
+    return job_fields(cluster, job)["JobState"]
 
 
 def diagnose(cluster: DevCluster, job: str, tmp_path: Path) -> str:
     """What a failed run needs to be understood: Slurm's view of the job, its output, the log."""
-    show = subprocess.run(["scontrol", "show", "job", job], capture_output=True, text=True,
-                          env=slurm_env(cluster.spec), timeout=60).stdout
+    show = run_slurm(cluster, "scontrol", "show", "job", job, check=False).stdout
     outs = "".join(f"--- {p.name}\n{p.read_text()}" for p in sorted(tmp_path.glob("out-*")))
     log = cluster.spec.log / "slurmctld.log"
     lines = [ln for ln in log.read_text(errors="replace").splitlines() if f"JobId={job}" in ln

@@ -6,7 +6,6 @@ cancels its jobs at the end, so the tests share one cluster without seeing each 
 
 from __future__ import annotations
 
-import subprocess
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -26,7 +25,8 @@ from railgang.daemon.core.actions import (
 from railgang.daemon.core.snapshot import Snapshot
 from railgang.daemon.slurm.backend import LeaseBackend
 from railgang.daemon.slurm.cli import CliBackend, write_heartbeat
-from railgang.slurm_plugins.devcluster.cluster import DevCluster, slurm_env
+from railgang.slurm_plugins.devcluster.cluster import DevCluster
+from tests.support.slurm import sl
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
@@ -36,11 +36,6 @@ trap 'echo usr1 >> {dir}/sig.$SLURM_JOB_ID' USR1
 echo "${{SLURM_RESTART_COUNT:-0}} $SLURM_JOB_NODELIST" >> {dir}/run.$SLURM_JOB_ID
 while true; do sleep 1 & wait; done
 """
-
-
-def sl(cluster: DevCluster, *argv: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(list(argv), capture_output=True, text=True, env=slurm_env(cluster.spec),
-                          timeout=60, check=check)
 
 
 @pytest.fixture
