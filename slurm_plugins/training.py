@@ -50,7 +50,11 @@ Runner = Callable[[Sequence[str]], str]
 
 
 def _run_slurm(argv: Sequence[str]) -> str:
-    res = subprocess.run(list(argv), capture_output=True, text=True, timeout=30, check=False)
+    # every failure is a RuntimeError: a training loop must be able to catch one kind and go on
+    try:
+        res = subprocess.run(list(argv), capture_output=True, text=True, timeout=30, check=False)
+    except subprocess.TimeoutExpired as exc:  # slurmctld busy: the caller keeps its last view
+        raise RuntimeError(f"{argv[0]} gave no answer within {exc.timeout:g} s") from exc
     if res.returncode != 0:
         last = (res.stderr.strip().splitlines() or ["no output"])[-1]
         raise RuntimeError(f"{argv[0]} exited {res.returncode}: {last}")
@@ -113,6 +117,8 @@ def world_from_squeue(doc: Mapping[str, object], job_id: str) -> World:
     if not isinstance(jobs, list):
         raise ValueError("squeue --json: no 'jobs' list")
     for job in jobs:
+        if not isinstance(job, dict):
+            raise ValueError("squeue --json: a 'jobs' entry is not an object")
         if str(job.get("job_id")) != str(job_id):
             continue
         nodes = tuple(hostlist.expand_hostlist(job.get("nodes") or "")) if job.get("nodes") else ()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
 from collections.abc import Sequence
 
 import pytest
@@ -66,6 +67,21 @@ def test_world_of_an_unknown_job_is_an_error() -> None:
         world_from_squeue({"jobs": []}, "9")
     with pytest.raises(ValueError, match="jobs"):
         world_from_squeue({}, "9")
+    with pytest.raises(ValueError, match="not an object"):
+        world_from_squeue({"jobs": ["9"]}, "9")
+
+
+def test_a_slurm_command_that_hangs_is_a_runtime_error(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    # a busy slurmctld: the training loop catches RuntimeError and keeps its last size, so a
+    # timeout must not escape as another kind and kill the job (seen: a requeued run FAILED)
+    from railgang.slurm_plugins import training
+
+    def hang(*_a, **kw):  # type: ignore[no-untyped-def]
+        raise subprocess.TimeoutExpired(cmd="squeue", timeout=kw["timeout"])
+
+    monkeypatch.setattr(training.subprocess, "run", hang)
+    with pytest.raises(RuntimeError, match="squeue gave no answer within 30 s"):
+        TrainingContext({"SLURM_JOB_ID": "7"}).world()
 
 
 def test_world_queries_squeue_for_its_own_job() -> None:
