@@ -49,6 +49,7 @@ from railgang.daemon.core.gang import Placer, topology_placer
 from railgang.daemon.core.job import Job, RunningJob
 from railgang.daemon.core.policy import Policy
 from railgang.daemon.core.snapshot import Snapshot
+from railgang.daemon.service.estimate_calibration import IntervalCalibration
 from railgang.daemon.sim.backend import SimBackend, SimConfig
 from railgang.daemon.sim.engine import Bounds, EngineConfig, replay_from
 from railgang.daemon.sim.metrics import JobRecord
@@ -344,24 +345,41 @@ class StartEstimator:
 
     def __init__(self, policy_name: str, *, cycle: CycleConfig | None = None,
                  config: EstimateConfig = EstimateConfig(), interval_s: float = 60.0,
-                 placer: Placer = topology_placer, history: RatioHistory | None = None) -> None:
+                 placer: Placer = topology_placer, history: RatioHistory | None = None,
+                 calibration: IntervalCalibration | None = None) -> None:
         self.policy_name, self.cycle, self.config = policy_name, cycle, config
         self.interval_s, self.placer = interval_s, placer
         self.history = history or RatioHistory()
+        self.calibration = calibration or IntervalCalibration(quantum_s=config.cycle_s)
         self.last: Estimates | None = None
         self.rows: dict[str, dict[str, Any]] = {}
 
     def refresh(self, snapshot: Snapshot) -> Mapping[str, dict[str, Any]]:
         """The estimate per waiting job (re-estimated when due); jobs that arrived since the
-        last estimate have none until the next."""
+        last estimate have none until the next. Intervals are widened by how often earlier ones
+        missed (estimate_calibration.py)."""
         self.history.observe(snapshot)
+        self.calibration.observe(snapshot)
         if self.last is None or snapshot.now - self.last.now >= self.interval_s:
             self.last = estimate_starts(snapshot, registry.get(self.policy_name),
                                         history=self.history, config=self.config,
                                         cycle=self.cycle, placer=self.placer)
-            self.rows = {j: row for j in self.last.jobs
-                         if (row := self.last.for_job(j)) is not None}
+            self.rows = {}
+            for job_id, est in self.last.jobs.items():
+                row = self.last.for_job(job_id)
+                if row is None:
+                    continue
+                if est.status == "estimated" and est.p10_s is not None:
+                    self.calibration.shown(job_id, self.last.now, est.p10_s, est.p90_s)
+                    row = self._calibrated(row, est)
+                self.rows[job_id] = row
         return self.rows
+
+    def _calibrated(self, row: dict[str, Any], est: StartEstimate) -> dict[str, Any]:
+        lo, hi = self.calibration.widen(est.p10_s or 0.0, est.p90_s)
+        return {**row, "p10_s": round(lo, 1), "p90_s": None if hi is None else round(hi, 1),
+                "raw_p10_s": row["p10_s"], "raw_p90_s": row["p90_s"],
+                "interval": self.calibration.describe()}
 
 
 def _span(seconds: float) -> str:
@@ -393,8 +411,13 @@ def render_estimate(est: Mapping[str, Any]) -> str:
         hi = _span(p90) if p90 is not None else "beyond the horizon"
         left = est["start_s"] - (age or 0.0)  # the estimate counts from when it was made
         when = f"in {_span(left)}" if left >= 1 else "now (at the next cycles)"
-        return (f"  expected start: {when} (p10-p90 {_span(est['p10_s'])} - {hi} from the "
-                f"estimate; {basis}{since})")
+        interval = est.get("interval") or {}
+        how = "from the estimate"
+        if interval.get("widened_by"):
+            how += (f", widened x{interval['widened_by']:g} by {interval['calibrated_on']} past "
+                    "starts")
+        return (f"  expected start: {when} (p10-p90 {_span(est['p10_s'])} - {hi} {how}; "
+                f"{basis}{since})")
     if status == "never":
         return f"  expected start: never: {est.get('note', '')} ({basis}{since})"
     lower = est.get("not_before_s")

@@ -31,6 +31,7 @@ from railgang.daemon.core import policy as registry
 from railgang.daemon.core.job import JobState
 from railgang.daemon.core.snapshot import Snapshot
 from railgang.daemon.service.estimate import EstimateConfig, RatioHistory, estimate_starts
+from railgang.daemon.service.estimate_calibration import IntervalCalibration, online_coverage
 from railgang.daemon.sim.backend import SimBackend, SimConfig
 from railgang.daemon.sim.engine import EngineConfig, simulate
 from railgang.daemon.sim.traces.model import TraceJob
@@ -101,10 +102,12 @@ class Measurement:
     queue: list[int] = field(default_factory=list)  # waiting jobs at each moment
     replay_s: float = 0.0
     unfinished: int = 0  # jobs the replay never finished (their predictions keep actual None)
+    min_scores: int = 20  # starts seen before intervals are widened (IntervalCalibration)
 
     def summary(self, variant: str) -> dict[str, Any]:
         """Median / p90 absolute error (h) and interval coverage over estimated jobs that
-        started; honesty of the censored ones (did they really start later?)."""
+        started, raw and as the daemon shows it (widened by the starts known at each moment,
+        estimate_calibration.py); honesty of the censored ones (did they really start later?)."""
         ps = [p for p in self.predictions if p.variant == variant]
         est = [p for p in ps if p.status == "estimated" and p.actual_s is not None]
         errors = sorted(abs((p.start_s or 0.0) - (p.actual_s or 0.0)) / 3600.0 for p in est)
@@ -114,12 +117,16 @@ class Measurement:
         held = [p for p in censored if p.actual_s is None
                 or p.actual_s >= (p.not_before_s or 0.0) - 60.0]
         walls = sorted(self.wall_ms.get(variant, []))
+        _, calibrated, _ = online_coverage(
+            ((p.at, p.p10_s or 0.0, p.p90_s, p.actual_s or 0.0) for p in est),
+            IntervalCalibration(min_scores=self.min_scores))
         return {
             "predictions": len(ps), "estimated": len(est),
             "median_err_h": round(statistics.median(errors), 2) if errors else None,
             "p90_err_h": round(errors[max(0, math.ceil(0.9 * len(errors)) - 1)], 2)
             if errors else None,
             "coverage": round(len(covered) / len(est), 3) if est else None,
+            "coverage_calibrated": None if calibrated is None else round(calibrated, 3),
             "median_actual_wait_h": round(statistics.median(
                 p.actual_s or 0.0 for p in est) / 3600.0, 2) if est else None,
             "censored": len(censored), "censored_held": len(held),

@@ -1,0 +1,134 @@
+"""Honest start-time intervals: widen the simulated p10-p90 by how often it has missed.
+
+The forward simulation's spread only covers what it varies (run times); the largest misses come
+from what it cannot know (later arrivals that overtake, jobs cancelled early). Measured on
+replayed traces, its p10-p90 held only 30-50 % of actual starts instead of 80 %. This module
+calibrates it the split-conformal way (conformalized quantile regression, Romano et al., NeurIPS
+2019), online: every interval the daemon showed for a job is kept until the job starts, then
+scored by how far outside it the start fell, in log time (a 2 h miss on a 10 min estimate is
+worse than on a 2-day one):
+
+    s = max(log((lo + c) / (a + c)), log((a + c) / (hi + c)))     a: actual wait, c: one quantum
+
+``s`` <= 0 means the start fell inside. The interval shown is the raw one widened by the
+``ceil((n + 1) · 0.8) / n`` empirical quantile ``q`` of the newest ``n`` scores:
+``lo' = (lo + c)·e^-q - c``, ``hi' = (hi + c)·e^q - c``. Under exchangeable errors that covers
+80 % of future starts; the window of recent scores follows drift. Intervals are only widened,
+never narrowed (an interval too wide is honest, one too narrow is not), and not at all before
+``min_scores`` starts were seen. Scores always use the raw interval, so widening never feeds on
+itself. The calibration lives in the daemon's memory and is learnt again after a restart.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from railgang.daemon.core.snapshot import Snapshot
+
+
+@dataclass(frozen=True)
+class Shown:
+    """One interval shown for a waiting job, in seconds from ``made_at`` (hi None: unbounded)."""
+
+    made_at: float
+    lo_s: float
+    hi_s: float | None
+
+
+class IntervalCalibration:
+    """Scores of settled intervals and the widening they call for; see the module docstring."""
+
+    def __init__(self, *, coverage: float = 0.8, keep: int = 1000, min_scores: int = 20,
+                 quantum_s: float = 60.0, per_job: int = 24) -> None:
+        if not 0.0 < coverage < 1.0:
+            raise ValueError(f"coverage must be in (0, 1), not {coverage}")
+        self.coverage, self.min_scores, self.c = coverage, max(1, min_scores), max(1.0, quantum_s)
+        self.per_job = max(1, per_job)
+        self._scores: deque[float] = deque(maxlen=max(1, keep))
+        self._open: dict[str, list[Shown]] = {}  # job -> intervals shown while it waited
+
+    # -- learning ---------------------------------------------------------------------------
+    def score(self, lo_s: float, hi_s: float | None, actual_s: float) -> float:
+        a = math.log(max(0.0, actual_s) + self.c)
+        below = math.log(max(0.0, lo_s) + self.c) - a
+        above = -math.inf if hi_s is None else a - math.log(max(0.0, hi_s) + self.c)
+        return max(below, above)
+
+    def add(self, lo_s: float, hi_s: float | None, actual_s: float) -> None:
+        self._scores.append(self.score(lo_s, hi_s, actual_s))
+
+    def shown(self, job_id: str, made_at: float, lo_s: float, hi_s: float | None) -> None:
+        """Remember a raw interval shown for ``job_id``; a long wait keeps every other one
+        (at most ``per_job``), so one job cannot outweigh many."""
+        kept = self._open.setdefault(job_id, [])
+        kept.append(Shown(made_at, lo_s, hi_s))
+        if len(kept) > self.per_job:
+            self._open[job_id] = kept[::2]
+
+    def observe(self, snapshot: Snapshot) -> int:
+        """Settle the intervals of jobs that started by ``snapshot`` (their start is known now);
+        forget those of jobs gone without starting (cancelled). Returns scores added."""
+        added = 0
+        pending = {j.job_id for j in snapshot.pending}
+        for job_id in list(self._open):
+            run = snapshot.running.get(job_id)
+            if run is not None:
+                for s in self._open.pop(job_id):
+                    self.add(s.lo_s, s.hi_s, run.start_time - s.made_at)
+                    added += 1
+            elif job_id not in pending:
+                del self._open[job_id]
+        return added
+
+    # -- using ------------------------------------------------------------------------------
+    @property
+    def scores(self) -> int:
+        return len(self._scores)
+
+    def margin(self) -> float | None:
+        """``q`` in log time (>= 0), or None while fewer than ``min_scores`` starts were seen."""
+        n = len(self._scores)
+        if n < self.min_scores:
+            return None
+        ranked = sorted(self._scores)
+        k = min(n, math.ceil((n + 1) * self.coverage))
+        return max(0.0, ranked[k - 1])
+
+    def widen(self, lo_s: float, hi_s: float | None) -> tuple[float, float | None]:
+        q = self.margin()
+        if not q:
+            return lo_s, hi_s
+        lo = max(0.0, (lo_s + self.c) * math.exp(-q) - self.c)
+        hi = None if hi_s is None else (hi_s + self.c) * math.exp(q) - self.c
+        return lo, hi
+
+    def describe(self) -> dict[str, float | int | None]:
+        q = self.margin()
+        return {"calibrated_on": self.scores, "target_coverage": self.coverage,
+                "widened_by": None if q is None else round(math.exp(q), 2)}
+
+
+def online_coverage(intervals: Iterable[tuple[float, float, float | None, float]],
+                    calibration: IntervalCalibration) -> tuple[float | None, float | None, int]:
+    """Coverage of raw and calibrated intervals as a daemon would have shown them: each
+    ``(made_at, lo_s, hi_s, actual_s)`` is widened by the scores of the starts known by its
+    ``made_at`` only. Returns (raw coverage, calibrated coverage, how many were calibrated)."""
+    rows = sorted(intervals)
+    settled = sorted((made + actual, lo, hi, actual) for made, lo, hi, actual in rows)
+    i = raw_in = cal_in = calibrated = 0
+    for made, lo, hi, actual in rows:
+        while i < len(settled) and settled[i][0] <= made:
+            calibration.add(settled[i][1], settled[i][2], settled[i][3])
+            i += 1
+        raw_in += lo <= actual <= (math.inf if hi is None else hi)
+        wlo, whi = calibration.widen(lo, hi)
+        calibrated += calibration.margin() is not None
+        cal_in += wlo <= actual <= (math.inf if whi is None else whi)
+    n = len(rows)
+    return (raw_in / n if n else None, cal_in / n if n else None, calibrated)
+
+
+__all__ = ["IntervalCalibration", "Shown", "online_coverage"]

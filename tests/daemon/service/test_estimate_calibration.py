@@ -1,0 +1,118 @@
+"""Calibrated start-time intervals: split-conformal widening from the intervals that missed."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from railgang.daemon.service.estimate import StartEstimator, render_estimate
+from railgang.daemon.service.estimate_calibration import IntervalCalibration, online_coverage
+from tests.daemon.service.test_estimate import EXACT, WHOLE, gang, req, snap
+from tests.support.exports import assert_public_surface
+
+
+def test_a_start_inside_scores_at_most_zero_and_a_miss_by_its_log_distance() -> None:
+    cal = IntervalCalibration(quantum_s=60.0)
+    assert cal.score(600.0, 3600.0, 1200.0) < 0
+    assert cal.score(600.0, 3600.0, 7260.0) == pytest.approx(math.log(7320 / 3660))
+    assert cal.score(600.0, 3600.0, 0.0) == pytest.approx(math.log(660 / 60))
+    assert cal.score(600.0, None, 10**9) < 0  # unbounded above: only a start too early misses
+
+
+def cases(n: int, seed: int) -> list[tuple[float, float, float]]:
+    """Intervals 1.8x wide around a point estimate that is off by a log-normal factor
+    (sigma 1): they hold about a quarter of the actual starts."""
+    rng = random.Random(seed)
+    out = []
+    for _ in range(n):
+        actual = rng.lognormvariate(math.log(3600.0), 1.5)
+        point = actual * math.exp(rng.gauss(0.0, 1.0))
+        out.append((point / 1.35, point * 1.35, actual))
+    return out
+
+
+def covered(rows: list[tuple[float, float | None, float]]) -> float:
+    return sum(lo <= a <= (math.inf if hi is None else hi) for lo, hi, a in rows) / len(rows)
+
+
+def test_widened_intervals_cover_the_target_share_of_new_starts() -> None:
+    cal = IntervalCalibration(coverage=0.8, keep=2000)
+    for lo, hi, actual in cases(2000, seed=1):
+        cal.add(lo, hi, actual)
+    fresh = cases(2000, seed=2)
+    raw = covered([(lo, hi, a) for lo, hi, a in fresh])
+    wide = covered([(*cal.widen(lo, hi), a) for lo, hi, a in fresh])
+    assert raw < 0.35
+    assert 0.76 <= wide <= 0.84
+    assert cal.describe()["widened_by"] > 1.5
+
+
+def test_nothing_changes_before_enough_starts_or_when_the_intervals_already_hold() -> None:
+    cal = IntervalCalibration(min_scores=20)
+    for lo, hi, actual in cases(19, seed=3):
+        cal.add(lo, hi, actual)
+    assert cal.margin() is None and cal.widen(100.0, 200.0) == (100.0, 200.0)
+    good = IntervalCalibration(min_scores=5)
+    for _ in range(50):
+        good.add(0.0, 10_000.0, 1000.0)  # every start well inside: never narrowed
+    assert good.margin() == 0.0 and good.widen(100.0, 200.0) == (100.0, 200.0)
+
+
+@given(st.lists(st.tuples(st.floats(0, 1e6), st.floats(0, 1e6), st.floats(0, 1e6)),
+                min_size=1, max_size=60),
+       st.floats(0, 1e6), st.floats(0, 1e6))
+def test_widening_only_ever_grows_an_interval(scores: list[tuple[float, float, float]],
+                                             a: float, b: float) -> None:
+    cal = IntervalCalibration(min_scores=1)
+    for lo, hi, actual in scores:
+        cal.add(min(lo, hi), max(lo, hi), actual)
+    lo, hi = min(a, b), max(a, b)
+    wlo, whi = cal.widen(lo, hi)
+    assert whi is not None and 0.0 <= wlo <= lo + 1e-6 and whi >= hi - 1e-6
+
+
+def test_the_daemon_settles_shown_intervals_when_jobs_start_and_forgets_cancelled_ones() -> None:
+    cal = IntervalCalibration(min_scores=1)
+    for job in ("b", "c", "d"):
+        cal.shown(job, 0.0, 600.0, 1200.0)
+    b = req("b", 8)
+    # b started at 3,000 s (a miss above), c was cancelled, d still waits
+    assert cal.observe(snap([gang(b, {"n01": tuple(range(8))}, start=3000.0)], [req("d", 8)],
+                            now=3010.0)) == 1
+    assert cal.scores == 1 and cal.margin() == pytest.approx(math.log(3060 / 1260))
+    assert cal.observe(snap([], [req("d", 8)], now=3020.0)) == 0  # c is not scored, ever
+
+
+def test_one_long_wait_keeps_a_bounded_number_of_intervals() -> None:
+    cal = IntervalCalibration(per_job=4)
+    for t in range(10):
+        cal.shown("b", float(t), 0.0, 1.0)
+    assert cal.observe(snap([gang(req("b", 16), WHOLE, start=20.0)], [], now=21.0)) <= 4
+
+
+def test_online_coverage_uses_only_starts_known_at_each_moment() -> None:
+    # the first interval misses; the second is made before that miss is known, the third after
+    rows = [(0.0, 10.0, 20.0, 5000.0), (100.0, 10.0, 20.0, 15.0), (6000.0, 10.0, 20.0, 300.0)]
+    raw, calibrated, n = online_coverage(rows, IntervalCalibration(min_scores=1, quantum_s=1.0))
+    assert raw == pytest.approx(1 / 3)
+    assert n == 1 and calibrated == pytest.approx(2 / 3)  # only the third is widened, and holds
+
+
+def test_explain_shows_the_widened_interval_and_says_so() -> None:
+    cal = IntervalCalibration(min_scores=1)
+    cal.add(0.0, 1000.0, 4000.0)  # one miss by ~4x
+    est = StartEstimator("default", config=EXACT, calibration=cal)
+    rows = est.refresh(snap([gang(req("a", 16), WHOLE, start=0.0)], [req("b", 8)]))
+    b = rows["b"]
+    assert b["raw_p90_s"] == 3600.0 and b["p90_s"] > 3600.0 * 3 and b["p10_s"] < 3600.0
+    assert b["interval"]["calibrated_on"] == 1
+    assert "widened x" in render_estimate(b) and "by 1 past starts" in render_estimate(b)
+
+
+def test_public_surface() -> None:
+    assert_public_surface("railgang.daemon.service.estimate_calibration",
+                          {"IntervalCalibration", "Shown", "online_coverage"})
