@@ -235,17 +235,20 @@ class SimJob:
                 job=self.job, assignment=self.assignment, start_time=self.start_time,
                 replicas=self.replicas, last_resize_time=self.last_resize_time,
                 preempt_deadline=self.kill_at, last_checkpoint_time=self.ckpt_time)
-        as_of = self.as_of  # progress_at's arithmetic, in the same order (same floats)
-        attained = self.attained + self.gpus * max(0.0, now - as_of) * self.eff
-        job = _new(_LiveJob)
-        _put(job, "request", self.job.request)
-        _put(job, "_now", now)
+        as_of, job = self.as_of, self.job
+        dt = now - as_of  # progress_at's arithmetic, in the same order (same floats)
+        attained = self.attained + self.gpus * (dt if dt > 0.0 else 0.0) * self.eff
+        live = _new(_LiveJob)
+        _put(live, "request", job.request)
         # what the state as of now depends on, copied: a later change of this job (the backend
         # applying this cycle's actions) never reaches a snapshot already handed out
-        _put(job, "_line", (self.job.state, attained, as_of, self.remaining if oracle else None,
-                            None if self.stopped else self.busy_until, self.rate))
-        _put(job, "_state", None)
-        return view.with_job(job), attained
+        _put(live, "_line", (job.state, now, attained, as_of, self.remaining if oracle else None,
+                             None if self.stopped else self.busy_until, self.rate))
+        fields = view.__dict__.copy()  # RunningJob.with_job, inlined (every job, every cycle)
+        fields["job"] = live
+        run = _new(RunningJob)
+        _put(run, "__dict__", fields)
+        return run, attained
 
     def requeued(self, now: float, oracle: bool) -> None:
         """Back in the queue after a kill at ``now``: the pending view gets the new state."""
@@ -266,23 +269,23 @@ class _LiveJob(Job):
     the arithmetic is :meth:`SimJob.progress_at`'s, in the same order (same floats, same
     schedules)."""
 
-    __slots__ = ("_line", "_now", "_state")
-    _line: tuple[JobState, float, float, float | None, float | None, float]
-    _now: float
-    _state: JobState | None
+    __slots__ = ("_line", "_state")
+    _line: tuple[JobState, float, float, float, float | None, float | None, float]
+    _state: JobState  # unset until first read
 
     @property  # the field ``state``, computed on first read
     def state(self) -> JobState:
-        state = self._state
-        if state is None:
-            old, attained, as_of, remaining, busy_until, rate = self._line
-            if remaining is not None and busy_until is not None:  # oracle, not stopped
-                moving_since = as_of if as_of > busy_until else busy_until
-                now = self._now
-                if now > moving_since:
-                    remaining = max(0.0, remaining - rate * (now - moving_since))
-            state = JobState(attained, remaining, old.preemptions, old.last_preempted_at)
-            _put(self, "_state", state)
+        try:
+            return self._state
+        except AttributeError:
+            pass
+        old, now, attained, as_of, remaining, busy_until, rate = self._line
+        if remaining is not None and busy_until is not None:  # oracle, not stopped
+            moving_since = as_of if as_of > busy_until else busy_until
+            if now > moving_since:
+                remaining = max(0.0, remaining - rate * (now - moving_since))
+        state = JobState(attained, remaining, old.preemptions, old.last_preempted_at)
+        _put(self, "_state", state)
         return state
 
 

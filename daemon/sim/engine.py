@@ -236,7 +236,9 @@ class _Replay:
         self.cycles += 1
         self.last_reasons = reasons
         # work conservation: bookkeeping of what this cycle left idle, never a decision input
-        free = sum(len(g) for n, g in backend.free.items() if backend.nodes[n].state.usable)
+        # (the free GPUs only matter to it while a job waits, most cycles have none waiting)
+        free = sum(len(g) for n, g in backend.free.items()
+                   if backend.nodes[n].state.usable) if reasons else 0
         backend.recorder.cycle(now, free, reasons)
         if config.tick_s > 0 and self.tick_at is None and backend.pending and backend.running:
             self.tick_at = now + config.tick_s
