@@ -14,7 +14,7 @@ from railgang.daemon.core import quota as quotas
 from railgang.daemon.core.actions import Preempt, Resize
 from railgang.daemon.core.gang import Placed, gang_for
 from railgang.daemon.core.job import Assignment, Job, RunningJob
-from railgang.daemon.core.policy import Plan, Want
+from railgang.daemon.core.policy import Plan, Want, want
 from railgang.daemon.core.reasons import Reason
 from railgang.daemon.core.work import Work
 
@@ -105,6 +105,11 @@ class EvictPhase:
                 continue  # batch evicts nobody unless the policy ranks inside the class
             if not self.prepared:  # the first job an eviction could serve (strict FIFO: none)
                 self._prepare()
+            if x.min_replicas < x.replicas and not any(c > job.priority_class for c in self.worst):
+                # only peers run: killing one buys the asked size, never a small start (the
+                # victim's requeue cost more than the small start gave; issue 12 part 4)
+                x = want(x.job_id, x.replicas, x.replicas, x.level, x.pools)
+                need = x.min_replicas * job.replica_gpus
             gpus_of = self.gpus_of
             if not self._may_find_victims_ignoring_budget(job, x.level):
                 continue  # nobody this job may evict is running

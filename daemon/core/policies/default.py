@@ -30,7 +30,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
 from railgang.daemon.core import hetero
-from railgang.daemon.core.elastic import short_classes, smallest_start
+from railgang.daemon.core.elastic import lowest_start, running_ends, short_classes, wait_for
 from railgang.daemon.core.policies.pollux import Pollux, node_gpus
 from railgang.daemon.core.policies.themis import contenders, rho
 from railgang.daemon.core.policies.tiresias import Tiresias, bucket, queued_since
@@ -88,6 +88,7 @@ class Default:
             for j in snapshot.pending
         )
         order = []
+        ends: list[tuple[float, int]] | None = None  # what runs, soonest end first (on first use)
         short = short_classes(snapshot.running.values())
         node = node_gpus(snapshot) if self.pollux.whole_multinode and any(
             j.elastic for j in snapshot.pending) else 0
@@ -96,7 +97,13 @@ class Default:
             replicas = s.replicas if s is not None and j.elastic else j.replicas
             # never below the size where the curve turns super-linear (a shrunk start wastes GPUs),
             # and at the asked size while a job of the class runs short of its own
-            low = replicas if j.priority_class in short else smallest_start(j, replicas, node_gpus=node)
+            # and only if the run at the small size alone beats waiting (growth is not promised)
+            if j.priority_class in short or not j.elastic:
+                low = replicas
+            else:
+                ends = running_ends(snapshot.running.values(), now) if ends is None else ends
+                wait = wait_for(ends, snapshot.free_gpus, replicas * j.replica_gpus, now)
+                low = lowest_start(j, replicas, wait, node_gpus=node)
             order.append(want(j.job_id, replicas, low, level=q))
         starving = frozenset(j.job_id for j in snapshot.pending
                              if self.reserve_starving

@@ -12,13 +12,16 @@ goodput_i(k) = throughput_i(k) × efficiency_i(k):
 Allocation, once per cycle over the free GPUs (running jobs keep their size: shrinking them for
 newcomers did not pay, issue 12 part 4; jobs running longer than ``lock_after_s`` are locked, as
 production locks steady-state jobs: only regrown to their requested size), one priority class at a
-time (higher first): 1. admit the class's waiting jobs in submit order at their asked size, or the
-largest smaller size that fits without wasting GPUs on a super-linear curve (only while no job of
-the class runs short of its own size: freed GPUs regrow those first), 2. hand out the rest by the
-best chunk gain per GPU (``elastic.fill_by_chunks``), value u_i = (goodput_i(k) / goodput_i(asked))^p. ``p`` is the fairness knob: p = 1 maximises total
-relative goodput, p → 0 levels the relative speedups across jobs. Ordering key: 1. admitted
-first, 2. class, 3. submit time, 4. job id. Running elastic jobs get their allocation as ``targets`` (the
-cycle's anti-churn rules decide whether a resize is worth it). ``mode="greedy"``.
+time (higher first): 1. admit the class's waiting jobs in submit order at their asked size, 1b. with the GPUs no waiting job can use whole, start
+elastic jobs small, in submit order, at the largest size that fits without wasting GPUs on a
+super-linear curve and whose run at that size alone beats waiting for the asked size
+(``elastic.pays_without_growth``; none while a job of the class runs short), 2. hand out the rest
+by the best chunk gain per GPU (``elastic.fill_by_chunks``), value u_i = (goodput_i(k) /
+goodput_i(asked))^p. ``p`` is the fairness knob: p = 1 maximises total relative goodput, p → 0
+levels the relative speedups across jobs. Ordering key: 1. admitted first, 2. class, 3. submit
+time, 4. job id. Admitted jobs start at their allocation, the rest all-or-nothing at their asked
+size. Running elastic jobs get their allocation as ``targets`` (the cycle's anti-churn rules
+decide whether a resize is worth it). ``mode="greedy"``.
 """
 
 from __future__ import annotations
@@ -26,7 +29,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from railgang.daemon.core import hetero
-from railgang.daemon.core.elastic import fill_by_chunks, short_classes, smallest_start, start_size
+from railgang.daemon.core.elastic import (
+    fill_by_chunks,
+    pays_without_growth,
+    running_ends,
+    short_classes,
+    start_size,
+    wait_for,
+)
 from railgang.daemon.core.job import Job
 from railgang.daemon.core.policy import Plan, regrow_targets, want
 from railgang.daemon.core.snapshot import Snapshot
@@ -63,7 +73,8 @@ class Pollux:
     hetero: bool = True  # several GPU pools: place by per-type throughput (hetero.aware); False =
     # type-blind
     whole_multinode: bool = False  # a job asking for more than one node starts at its asked size
-    # (default sets it: measured, it paid there; for pollux's greedy queue it did not)
+    # (default sets it: measured, it paid there; for pollux's greedy queue it did not: 12 seeds of
+    # the synthetic check, elastic/rigid mean JCT 0.92 without it, 0.94 with it)
 
     def utility(self, job: Job, k: int) -> float:
         base = goodput(job, job.min_replicas)
@@ -82,25 +93,30 @@ class Pollux:
         short = short_classes(snapshot.running.values())  # these start work only at full size
         node = node_gpus(snapshot) if self.whole_multinode else 0
         queue = sorted(snapshot.pending, key=lambda j: (j.priority_class, j.submit_time, j.job_id))
+        ends: list[tuple[float, int]] | None = None  # what runs, soonest end first (on first use)
         for c in range(4):  # higher classes are admitted and grown before lower ones
             members = [r.job_id for r in movable if r.priority_class == c]
-            for j in queue:  # 1. admission in submit order: asked size, or smaller if no waste
-                if j.priority_class != c:
+            for j in queue:  # 1. admission in submit order at the asked size
+                if j.priority_class == c and j.replicas * j.replica_gpus <= capacity:
+                    alloc[j.job_id], jobs[j.job_id] = j.replicas, j
+                    capacity -= j.replicas * j.replica_gpus
+                    members.append(j.job_id)
+            for j in queue:  # 1b. GPUs nobody can use whole: small starts that pay alone
+                if j.priority_class != c or j.job_id in alloc or not j.elastic or c in short:
                     continue
-                small = j.elastic and c not in short
-                k = start_size(j, capacity, node_gpus=node) if small else (
-                    j.replicas if j.replicas * j.replica_gpus <= capacity else None)
-                if k is not None:
+                k = start_size(j, capacity, node_gpus=node)
+                if k is not None and ends is None:
+                    ends = running_ends(snapshot.running.values(), now)
+                if k is not None and ends is not None and pays_without_growth(
+                        j, k, j.replicas, wait_for(ends, capacity, j.replicas * j.replica_gpus, now)):
                     alloc[j.job_id], jobs[j.job_id] = k, j
                     capacity -= k * j.replica_gpus
                     members.append(j.job_id)
             capacity = fill_by_chunks(members, alloc, jobs, capacity, self.value, running)  # 2.
 
         admitted = [j for j in queue if j.job_id in alloc]
-        order = [want(j.job_id, alloc[j.job_id], j.min_replicas) for j in admitted]
-        order += [want(j.job_id, j.replicas, j.replicas if j.priority_class in short
-                       else smallest_start(j, j.replicas, node_gpus=node))
-                  for j in queue if j.job_id not in alloc]
+        order = [want(j.job_id, alloc[j.job_id]) for j in admitted]
+        order += [want(j.job_id, j.replicas) for j in queue if j.job_id not in alloc]
         targets = regrow_targets(snapshot)  # locked jobs keep their size or regrow to the request
         targets.update({i: alloc[i] for i in alloc if i in snapshot.running})
         plan = Plan(order=tuple(order), mode="greedy", targets=targets, sized=True)

@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
+import math
 import random
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from railgang.daemon.core import Decision, Resize, Start, decide, table
+from railgang.daemon.core import Decision, Preempt, Resize, Start, decide, table
 from railgang.daemon.core.elastic import (
     ElasticRules,
     fill_by_chunks,
+    lowest_start,
     marginal_gain,
+    pays_without_growth,
     resize_pays,
+    running_ends,
     shrink_assignment,
     shrink_pays,
     sizes,
@@ -21,6 +25,7 @@ from railgang.daemon.core.elastic import (
     spans_nodes,
     start_size,
     start_small_pays,
+    wait_for,
     wastes_gpus,
 )
 from railgang.daemon.core.job import RunningJob
@@ -276,3 +281,82 @@ def test_shrink_for_a_higher_class_honours_the_configured_resize_interval() -> N
     assert [(type(a).__name__, a.job_id) for a in d.actions] == [("Resize", "e"), ("Start", "g")]
     slow = decide(snap, get("fifo"), now, random.Random(0), placer=first_fit)  # 600 s: too soon
     assert not any(isinstance(a, Resize) for a in slow.actions)
+
+
+# -- a small start must pay on its own; kills buy the asked size (issue 12 part 4, BENCHMARKS) ----
+def test_a_small_start_pays_without_growth_only_when_the_wait_is_long() -> None:
+    # the R-S6 worked example (24 h of work, 1 of 4 replicas on the seed curve): counting on the
+    # growth after 8 h it pays (29.5 h < 32 h), run small to the end it does not (76.8 h > 32 h)
+    j = job("e").gpus(128).tp(32).elastic(1, 4).speedup(SEED_CURVE).work(24 * H).build()
+    assert start_small_pays(j, 1, 4, 8 * H)
+    assert not pays_without_growth(j, 1, 4, 8 * H)
+    assert lowest_start(j, 4, 8 * H) == 4
+    assert pays_without_growth(j, 1, 4, 60 * H)  # 76.8 h < 60 h + 24 h
+    assert lowest_start(j, 4, 60 * H) == 1
+    assert lowest_start(j, 4, 20 * H) == 2  # 2 replicas: 24 / (1.8 / 3.2) = 42.7 h < 44 h
+
+
+def test_a_super_linear_job_never_pays_small_however_long_the_wait() -> None:
+    j = job("e").gpus(8).tp(2).elastic(1, 4).speedup(SUPER).work(24 * H).build()
+    assert not pays_without_growth(j, 2, 4, 1000 * H)
+    assert lowest_start(j, 4, 1000 * H) == 4
+
+
+def test_unknown_work_falls_back_to_the_growth_rule() -> None:
+    j = job("e").gpus(8).tp(2).elastic(1, 4).build()  # no work estimate (a real cluster)
+    assert pays_without_growth(j, 2, 4, 2 * H) is start_small_pays(j, 2, 4, 2 * H) is True
+    assert pays_without_growth(j, 2, 4, 10.0) is start_small_pays(j, 2, 4, 10.0) is False
+
+
+@pytest.mark.parametrize(("free", "need", "wait"),
+                         [(8, 4, 0.0), (4, 12, 2 * H), (4, 20, 5 * H), (4, 100, math.inf)],
+                         ids=["fits-now", "first-end", "second-end", "never"])
+def test_wait_for_counts_gpus_freed_by_expected_ends(free: int, need: int, wait: float) -> None:
+    now = 10 * H
+    ends = [(now + 2 * H, 8), (now + 5 * H, 8)]
+    assert wait_for(ends, free, need, now) == wait
+
+
+def test_running_ends_are_soonest_first() -> None:
+    a = RunningJob(job("a").gpus(8).work(5 * H).build(), {"n000": tuple(range(8))}, 0.0, 8)
+    b = RunningJob(job("b").gpus(4).work(H).build(), {"n001": (0, 1, 2, 3)}, 0.0, 4)
+    assert running_ends([a, b], 0.0) == [(H, 4), (5 * H, 8)]
+
+
+def test_pollux_starts_whole_jobs_before_it_starts_an_earlier_one_small() -> None:
+    # 8 GPUs free: "big" (submitted first, 16 GPUs, elastic) would start on 8 and take them all;
+    # "later" (8 GPUs) fits whole, so it goes first and big waits (no GPUs are left over)
+    snap = (cluster(2).at(H).running(job("r").gpus(8).work(2 * H), start=0)
+            .pending(job("big").gpus(16).elastic(1, 16).work(10 * H).at(0),
+                     job("later").gpus(8).work(H).at(60)).build())
+    d = run(snap, "pollux")
+    assert [(a.job_id, a.replicas) for a in d.actions if isinstance(a, Start)] == [("later", 8)]
+
+
+def test_pollux_starts_small_into_gpus_no_job_can_use_whole_when_it_pays_alone() -> None:
+    # 4 GPUs free for 100 h, nobody else waits: the 8-GPU linear job runs 20 h on 4 instead of
+    # 10 h on 8 after a 100 h wait
+    snap = (cluster(1).at(H).running(job("r").gpus(4).work(101 * H), start=0)
+            .pending(job("e").gpus(8).elastic(1, 8).speedup(linear).work(10 * H).at(0)).build())
+    assert [(a.job_id, a.replicas) for a in run(snap, "pollux").actions
+            if isinstance(a, Start)] == [("e", 4)]
+    soon = (cluster(1).at(H).running(job("r").gpus(4).work(2 * H), start=0)
+            .pending(job("e").gpus(8).elastic(1, 8).speedup(linear).work(10 * H).at(0)).build())
+    assert not run(soon, "pollux").actions  # 2 h wait + 10 h beats 20 h on 4 GPUs
+
+
+def test_no_eviction_buys_a_small_start() -> None:
+    # default, one class: a long 1-GPU job in a worse Tiresias level holds the only GPU that
+    # frees soon enough. Killing it would start the 4-GPU elastic newcomer on 1 GPU (which pays
+    # alone: 200 h on 1 < 199 h wait + 50 h); a kill must buy the asked size, and the other
+    # holders are in its own level
+    snap = (cluster(3).at(200 * H)
+            .running(job("old").gpus(1).service(500 * H).work(900 * H), start=0)
+            .running(job("mid").gpus(7).work(200 * H), start=199 * H)
+            .running(job("r1").gpus(8).work(200 * H), start=199 * H)
+            .running(job("r2").gpus(8).work(200 * H), start=199 * H)
+            .pending(job("new").gpus(4).elastic(1, 4).speedup(linear).work(50 * H).at(199 * H))
+            .build())
+    d = run(snap, "default")
+    assert not [a for a in d.actions if isinstance(a, Preempt)]
+    assert d.reason("new") is not None and d.reason("new").needed == 1  # it may still start small
