@@ -325,9 +325,9 @@ class PlacePhase:
 
 def _targets(w: Work, plan: Plan) -> list[tuple[RunningJob, int]]:
     out = []
-    for run in w.snap.running.values():
+    for run in w.snap.elastic_running:
         job = run.job
-        if not job.elastic or run.job_id in w.touched or run.preempt_deadline is not None:
+        if run.job_id in w.touched or run.preempt_deadline is not None:
             continue
         target = plan.targets.get(run.job_id, elastic.default_target(run))
         out.append((run, max(job.min_replicas, min(job.max_replicas, target))))

@@ -123,6 +123,11 @@ class PreemptEvent:
     gpus: int
 
 
+# the last nodes mapping whose usable GPUs were counted, and the count: a backend hands the same
+# read-only nodes to every snapshot while they do not change (kept by identity, never compared)
+_TOTAL_MEMO: dict[str, tuple[Mapping[str, Node], int]] = {}
+
+
 def _freeze_free(free: Mapping[str, Iterable[int]]) -> Mapping[str, frozenset[int]]:
     return MappingProxyType({n: frozenset(g) for n, g in sorted(free.items())})
 
@@ -143,11 +148,20 @@ class Snapshot:
     quotas: QuotaTree | None = None  # None: no quota tree (only the flat Account.quota_gpus)
     tiers: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))  # tier name ->
     # railgang.daemon.core.spot.TierTerms (price, interruption rate); empty = no prices known
+    held: Mapping[str, int] | None = field(default=None, compare=False, repr=False)  # GPUs each
+    # account's running jobs hold, when the backend keeps that count as jobs start and end (the
+    # simulator); None = counted from ``running``. Only a shortcut: it must equal that count
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "free", _freeze_free(self.free))
-        object.__setattr__(self, "nodes", MappingProxyType(dict(sorted(self.nodes.items()))))
-        object.__setattr__(self, "running", MappingProxyType(dict(sorted(self.running.items()))))
+        # a read-only mapping (``MappingProxyType``) is taken as it is: the caller built it
+        # sorted by name (a snapshot's own, under ``replace``; a backend that keeps one between
+        # cycles while its nodes or free GPUs do not change: issue 12, speed)
+        if type(self.free) is not MappingProxyType:
+            object.__setattr__(self, "free", _freeze_free(self.free))
+        if type(self.nodes) is not MappingProxyType:
+            object.__setattr__(self, "nodes", MappingProxyType(dict(sorted(self.nodes.items()))))
+        if type(self.running) is not MappingProxyType:
+            object.__setattr__(self, "running", MappingProxyType(dict(sorted(self.running.items()))))
         object.__setattr__(self, "accounts", MappingProxyType(dict(self.accounts)))
         object.__setattr__(self, "pending", tuple(self.pending))
         object.__setattr__(self, "preemptions", tuple(self.preemptions))
@@ -157,11 +171,22 @@ class Snapshot:
     @functools.cached_property
     def total_gpus(self) -> int:
         """GPUs on nodes that can run work (not drained or down)."""
-        return sum(n.gpus for n in self.nodes.values() if n.state.usable)
+        nodes = self.nodes
+        last = _TOTAL_MEMO.get("last")
+        if last is not None and last[0] is nodes:  # the same nodes as the previous snapshot's
+            return last[1]
+        total = sum(n.gpus for n in nodes.values() if n.state.usable)
+        _TOTAL_MEMO["last"] = (nodes, total)
+        return total
 
-    @property
+    @functools.cached_property
     def free_gpus(self) -> int:
         return sum(len(g) for g in self.free.values())
+
+    @functools.cached_property
+    def elastic_running(self) -> tuple[RunningJob, ...]:
+        """The running jobs with an elastic range, by job id (the only ones a plan can size)."""
+        return tuple(r for r in self.running.values() if r.job.request.elastic)
 
     def account(self, name: str) -> Account:
         return self.accounts.get(name) or Account(name)
@@ -172,6 +197,8 @@ class Snapshot:
 
     @functools.cached_property
     def _account_running_gpus(self) -> dict[str, int]:
+        if self.held is not None:
+            return dict(self.held)
         out: dict[str, int] = {}
         for r in self.running.values():
             acc = r.job.request.account

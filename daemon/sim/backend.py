@@ -20,6 +20,7 @@ import bisect
 import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any, Protocol
 
 from railgang.daemon.core.actions import (
@@ -107,6 +108,12 @@ class SimBackend:
         self._interrupted: set[str] = set()  # jobs signalled by a spot reclaim
         self.free: dict[str, set[int]] = {n: set(range(self.nodes[n].gpus)) for n in names}
         self._frozen_free: dict[str, frozenset[int]] = {}
+        # what snapshots share while it does not change (issue 12, speed): the read-only free
+        # GPUs and nodes, sorted, and the usable GPU count; None = changed, built at the next use
+        self._free_view: Mapping[str, frozenset[int]] | None = None
+        self._nodes_view: Mapping[str, Node] | None = None
+        self._total: int | None = None
+        self._held: dict[str, int] = {}  # GPUs each account's running jobs hold
         self.jobs: dict[str, SimJob] = {}
         self.pending: list[tuple[float, int, str]] = []  # (submit, seq, job_id), kept sorted
         self._pending_jobs: list[Job] = []  # the core's views, aligned with ``pending``
@@ -130,7 +137,12 @@ class SimBackend:
     # -- bookkeeping ---------------------------------------------------------------------------
     @property
     def total_gpus(self) -> int:
-        return sum(n.gpus for n in self.nodes.values() if n.state.usable)
+        if self._total is None:
+            self._total = sum(n.gpus for n in self.nodes.values() if n.state.usable)
+        return self._total
+
+    def _nodes_changed(self) -> None:
+        self._nodes_view, self._free_view, self._total = None, None, None
 
     @property
     def records(self) -> list[JobRecord]:
@@ -168,22 +180,33 @@ class SimBackend:
         for node, gpus in assignment.items():
             self.free[node].difference_update(gpus)
             self._frozen_free.pop(node, None)
+        self._free_view = None
         return None
 
     def _give(self, assignment: Assignment) -> None:
         for node, gpus in assignment.items():
             self.free[node].update(gpus)
             self._frozen_free.pop(node, None)
+        self._free_view = None
 
     def _allocate(self, sj: SimJob, assignment: Assignment, replicas: int) -> None:
         factor = self.comm.factor(sj.request, assignment)
-        cap = self.capacity
+        cap, before = self.capacity, sj.gpus
         if not cap.active:
             sj.allocate(assignment, replicas, factor)
-            return
-        rate, sj.eff = cap.speed(sj.request, assignment)
-        sj.allocate(assignment, replicas, factor, rate)
-        sj.pool, sj.price_s = cap.pool(assignment), cap.usd_per_gpu_s(assignment)
+        else:
+            rate, sj.eff = cap.speed(sj.request, assignment)
+            sj.allocate(assignment, replicas, factor, rate)
+            sj.pool, sj.price_s = cap.pool(assignment), cap.usd_per_gpu_s(assignment)
+        self._hold(sj.tj.account, sj.gpus - before)
+
+    def _hold(self, account: str, gpus: int) -> None:
+        """``gpus`` more (or fewer) GPUs held by ``account``'s running jobs."""
+        held = self._held.get(account, 0) + gpus
+        if held:
+            self._held[account] = held
+        else:
+            self._held.pop(account, None)
 
     def _schedule_completion(self, sj: SimJob, now: float) -> None:
         sj.version += 1
@@ -237,15 +260,11 @@ class SimBackend:
         pending = self._pending_view
         if self.max_pending is not None and len(pending) > self.max_pending:
             pending = pending[: self.max_pending]
-        free: dict[str, frozenset[int]] = {}
-        nodes, away = self.nodes, self.capacity.away
-        for node, gpus in self.free.items():
-            if not nodes[node].state.usable or node in away:  # away: a reclaimed spot node
-                continue
-            cached = self._frozen_free.get(node)
-            if cached is None:
-                cached = self._frozen_free[node] = frozenset(gpus)
-            free[node] = cached
+        free = self._free_view
+        if free is None:
+            free = self._free_view = self._frozen_free_now()
+        if self._nodes_view is None:
+            self._nodes_view = MappingProxyType(dict(sorted(self.nodes.items())))
         horizon = now - self.config.preempt_window_s
         while self.preempt_log and self.preempt_log[0].time < horizon:
             self.preempt_log.pop(0)
@@ -254,12 +273,25 @@ class SimBackend:
                     else Account(a, usage_gpu_s=u) for a, u in sorted(usage.items())]
         if self.quota_use is not None:
             self.quota_use.observe(now, self._account_gpus())
-        return Snapshot(now=now, fabric=self.fabric, nodes=self.nodes, free=free,
+        return Snapshot(now=now, fabric=self.fabric, nodes=self._nodes_view, free=free,
                         running=running, pending=pending,
                         accounts={a.name: a for a in accounts},
                         preemptions=tuple(self.preempt_log),
                         quotas=self.config.quotas if self.config.enforce_quotas else None,
-                        tiers=self.config.tiers)
+                        tiers=self.config.tiers, held=dict(self._held))
+
+    def _frozen_free_now(self) -> Mapping[str, frozenset[int]]:
+        """The free GPUs a snapshot shows: usable nodes that are not away, sorted, read only."""
+        free: dict[str, frozenset[int]] = {}
+        nodes, away = self.nodes, self.capacity.away
+        for node, gpus in sorted(self.free.items()):
+            if not nodes[node].state.usable or node in away:  # away: a reclaimed spot node
+                continue
+            cached = self._frozen_free.get(node)
+            if cached is None:
+                cached = self._frozen_free[node] = frozenset(gpus)
+            free[node] = cached
+        return MappingProxyType(free)
 
     def load(self, snapshot: Snapshot, run_s: Mapping[str, float]) -> dict[str, JobRecord]:
         """Seed this empty cluster with a snapshot of another, as of ``snapshot.now``: the what-if
@@ -279,6 +311,7 @@ class SimBackend:
         for name in self.free:
             self.free[name] = set(snapshot.free.get(name, ()))
         self._frozen_free.clear()
+        self._nodes_changed()
         self._account_base = dict(snapshot.accounts)
         self._usage_done = {a.name: a.usage_gpu_s for a in snapshot.accounts.values()}
         self.preempt_log = list(snapshot.preemptions)
@@ -346,6 +379,7 @@ class SimBackend:
             node = self.nodes.get(action.node)
             if node is None:
                 return f"unknown node {action.node}"
+            self._nodes_changed()
             if isinstance(action, TagNode) and action.remove:
                 self.nodes[action.node] = dataclasses.replace(node, tags=node.tags - {action.tag})
                 return None
@@ -497,6 +531,7 @@ class SimBackend:
         self._drop_migration(sj)  # finished inside a migration's grace: its target is free again
         acc = sj.tj.account
         self._usage_done[acc] = self._usage_done.get(acc, 0.0) + sj.attained - sj.attained_at_start
+        self._hold(acc, -sj.gpus)
         sj.released()
         del self.running[sj.tj.job_id]
 
@@ -532,6 +567,7 @@ class SimBackend:
             return False
         cap.away.add(node)
         self._frozen_free.pop(node, None)
+        self._free_view = None
         notice = cap.notice_s
         for sj in list(self.running.values()):
             if sj.assignment is None or node not in sj.assignment or sj.kill_at is not None:
@@ -549,6 +585,7 @@ class SimBackend:
         cap = self.capacity
         cap.away.discard(node)
         self._frozen_free.pop(node, None)
+        self._free_view = None
         if self.running:
             self.events.at(cap.next_reclaim(node, now), SPOT_RECLAIM, node, 0)
         else:
