@@ -295,9 +295,10 @@ def wait_for(ends: Iterable[tuple[float, int]], free: int, need: int, now: float
 def pays_without_growth(job: Job, small: int, target: int, wait_s: float) -> bool:
     """Starting at ``small`` now and *never* growing still finishes before waiting ``wait_s`` for
     ``target``. The growth that :func:`start_small_pays` counts on is not a promise the cluster
-    keeps: measured, 80 % of regrowths failed to place (the added GPUs must form a gang of their
-    own on a busy, fragmented cluster) and jobs started small ran a time-integrated 6,600 GPU-h
-    short on the synthetic check (issue 12 part 4). Unknown work: :func:`start_small_pays`."""
+    keeps: measured, 308 of 317 regrowths that had the free GPUs by count failed to place (the
+    added replicas must form a gang of their own on a busy, fragmented cluster), and jobs started
+    small ran a time-integrated 6,600 GPU-h short on the synthetic check (issue 12 part 4).
+    Unknown work: :func:`start_small_pays`."""
     if small >= target:
         return True
     work = job.work_remaining_s
