@@ -48,13 +48,13 @@ class SimJob:
         "replicas",
         "restore_needed",
         "run_origin",
-        "run_view",
         "share",
         "start_time",
         "stopped",
         "submit_integral",
         "tj",
         "version",
+        "view",
     )
 
     def __init__(self, tj: TraceJob, request: JobRequest, record: JobRecord, *, oracle: bool,
@@ -68,7 +68,7 @@ class SimJob:
         self.attained = 0.0  # GPU-seconds held as of ``as_of``, over all runs
         self.attained_at_start = 0.0
         self.assignment: Assignment | None = None  # None while pending
-        self.run_view: RunningJob | None = None  # cached view of the current run (state aside)
+        self.view: RunningJob | None = None  # the core's view, kept until this job changes
         self.replicas = 0
         self.gpus = 0
         self.rate = 0.0  # work-seconds per second while moving
@@ -98,6 +98,7 @@ class SimJob:
     # -- integration -------------------------------------------------------------------------
     def advance(self, t: float) -> None:
         """Integrate from the last update to ``t`` (constant rate in between)."""
+        self.view = None
         if self.assignment is None or t <= self.as_of:
             self.as_of = max(self.as_of, t)
             return
@@ -119,7 +120,6 @@ class SimJob:
                 self.ckpt_productive = rec.productive_gpu_s + gpus * max(0.0, b - p0) * self.share
                 self.ckpt_allocated = rec.allocated_gpu_s - gpus * (t - b)
                 self.ckpt_time = b
-                self.run_view = None  # the view carries the checkpoint time
         if moving and t > p0:
             self.remaining = max(0.0, self.remaining - self.rate * (t - p0))
             rec.productive_gpu_s += gpus * (t - p0) * self.share
@@ -157,11 +157,12 @@ class SimJob:
         if type_rate != 1.0:
             self.rate *= type_rate
         self.share = (1.0 - request.comm_fraction) * placement_factor
-        self.run_view = None
+        self.view = None
 
     def begin_run(self, now: float) -> None:
         """Bookkeeping of a (re)start at ``now`` on the allocation just set."""
         rec = self.record
+        self.view = None
         self.as_of = now
         self.start_time = now
         self.busy_until = now
@@ -184,6 +185,7 @@ class SimJob:
     def resized(self, now: float) -> None:
         """A resize just took effect: no progress during the transition."""
         self.busy_until = max(self.busy_until, now + self.request.transition_cost_s)
+        self.view = None
         self.last_resize_time = now
         self.record.resizes += 1
 
@@ -200,7 +202,7 @@ class SimJob:
             self.kill_at = now + cost
         else:
             self.kill_at = now + grace_s
-        self.run_view = None
+        self.view = None
         self.version += 1
         return self.kill_at
 
@@ -208,6 +210,7 @@ class SimJob:
         """Killed at ``now``: work since the last checkpoint is lost (call :meth:`advance` first;
         the backend releases the GPUs)."""
         rec = self.record
+        self.view = None
         rec.preemptions += 1
         rec.lost_gpu_s += max(0.0, rec.allocated_gpu_s - self.ckpt_allocated)
         rec.productive_gpu_s = self.ckpt_productive
@@ -219,39 +222,43 @@ class SimJob:
 
     def released(self) -> None:
         self.assignment = None
-        self.run_view = None
+        self.view = None
         self.gpus = 0
         self.rate = 0.0
 
     # -- what the decision core sees -------------------------------------------------------------
-    def running_view(self, now: float, oracle: bool) -> tuple[RunningJob, float]:
-        """The core's view of this running job as of ``now``, and its attained GPU-seconds then
-        (the snapshot's account usage needs them for every running job; the rest of the job
-        state is computed when the core first reads it, :class:`_LiveJob`)."""
-        view = self.run_view
-        if view is None:  # the run's fields as of its last change (renewed below per snapshot)
-            assert self.assignment is not None
-            view = self.run_view = RunningJob(
-                job=self.job, assignment=self.assignment, start_time=self.start_time,
-                replicas=self.replicas, last_resize_time=self.last_resize_time,
-                preempt_deadline=self.kill_at, last_checkpoint_time=self.ckpt_time)
-        as_of, job = self.as_of, self.job
-        dt = now - as_of  # progress_at's arithmetic, in the same order (same floats)
-        attained = self.attained + self.gpus * (dt if dt > 0.0 else 0.0) * self.eff
+    def running_view(self, clock: Now, oracle: bool) -> RunningJob:
+        """The core's view of this running job as of ``clock.t``: built once per change of the
+        job and kept while ``clock`` is the backend's (its state, the attained service and work
+        left as of ``clock.t``, is computed when the core reads it, :class:`_LiveJob`)."""
+        view = self.view
+        if view is not None and view.job._clock is clock:  # type: ignore[attr-defined]
+            return view
+        assert self.assignment is not None
+        job = self.job
         live = _new(_LiveJob)
         _put(live, "request", job.request)
-        # what the state as of now depends on, copied: a later change of this job (the backend
-        # applying this cycle's actions) never reaches a snapshot already handed out
-        _put(live, "_line", (job.state, now, attained, as_of, self.remaining if oracle else None,
+        _put(live, "_clock", clock)
+        _put(live, "_at", math.nan)  # no state computed yet
+        # the progress line, copied: a later change of this job builds a new view, and one
+        # already handed out keeps reading the line it was built with
+        _put(live, "_line", (job.state, self.attained, self.as_of, self.gpus, self.eff,
+                             self.remaining if oracle else None,
                              None if self.stopped else self.busy_until, self.rate))
-        fields = view.__dict__.copy()  # RunningJob.with_job, inlined (every job, every cycle)
-        fields["job"] = live
-        run = _new(RunningJob)
-        _put(run, "__dict__", fields)
-        return run, attained
+        view = self.view = RunningJob(
+            job=live, assignment=self.assignment, start_time=self.start_time,
+            replicas=self.replicas, last_resize_time=self.last_resize_time,
+            preempt_deadline=self.kill_at, last_checkpoint_time=self.ckpt_time)
+        return view
+
+    def attained_at(self, now: float) -> float:
+        """GPU-seconds attained as of ``now`` (:meth:`progress_at`'s arithmetic, same floats)."""
+        dt = now - self.as_of
+        return self.attained + self.gpus * (dt if dt > 0.0 else 0.0) * self.eff
 
     def requeued(self, now: float, oracle: bool) -> None:
         """Back in the queue after a kill at ``now``: the pending view gets the new state."""
+        self.view = None
         old = self.job.state
         self.job = self.job.with_state(JobState(
             attained_gpu_s=self.attained, work_remaining_s=self.remaining if oracle else None,
@@ -261,32 +268,49 @@ class SimJob:
 _new, _put = object.__new__, object.__setattr__
 
 
+class Now:
+    """The time of the backend's latest snapshot, read by the running views built for it.
+
+    Views are kept from snapshot to snapshot while their job does not change, and this one
+    object moves on with the snapshots; a backend starts a new one when an older snapshot is
+    still held somewhere, so that one keeps reading its own time (``SimBackend.snapshot``)."""
+
+    __slots__ = ("t",)
+
+    def __init__(self, t: float) -> None:
+        self.t = t
+
+
 class _LiveJob(Job):
-    """A running job as of one snapshot whose state (attained service, work left as of
-    ``now``) is computed on first read: every cycle hands the core every running job, but the
-    core reads the state of few of them in most cycles (an eviction search, a backfill shadow)
-    and mostly their requests (issue 12, speed). Built only by :meth:`SimJob.running_view`;
-    the arithmetic is :meth:`SimJob.progress_at`'s, in the same order (same floats, same
-    schedules)."""
+    """A running job whose state (attained service, work left) is computed as of its clock's
+    time when it is read, from the job's progress line as of its last change: every cycle hands
+    the core every running job, but the core reads the state of few (an eviction search, a
+    backfill shadow), and most jobs do not change from one cycle to the next (issue 12, speed).
+    Built only by :meth:`SimJob.running_view`; the arithmetic is :meth:`SimJob.progress_at`'s,
+    in the same order (same floats, same schedules)."""
 
-    __slots__ = ("_line", "_state")
-    _line: tuple[JobState, float, float, float, float | None, float | None, float]
-    _state: JobState  # unset until first read
+    __slots__ = ("_at", "_clock", "_line", "_state")
+    _line: tuple[JobState, float, float, int, float, float | None, float | None, float]
+    _clock: Now
+    _at: float  # the time ``_state`` is as of (NaN: none yet)
+    _state: JobState
 
-    @property  # the field ``state``, computed on first read
+    @property  # the field ``state``, computed when read at a new time
     def state(self) -> JobState:
-        try:
+        now = self._clock.t
+        if self._at == now:
             return self._state
-        except AttributeError:
-            pass
-        old, now, attained, as_of, remaining, busy_until, rate = self._line
+        old, attained, as_of, gpus, eff, remaining, busy_until, rate = self._line
+        dt = now - as_of
+        attained = attained + gpus * (dt if dt > 0.0 else 0.0) * eff
         if remaining is not None and busy_until is not None:  # oracle, not stopped
             moving_since = as_of if as_of > busy_until else busy_until
             if now > moving_since:
                 remaining = max(0.0, remaining - rate * (now - moving_since))
         state = JobState(attained, remaining, old.preemptions, old.last_preempted_at)
         _put(self, "_state", state)
+        _put(self, "_at", now)
         return state
 
 
-__all__ = ["DONE_EPS", "SimJob"]
+__all__ = ["DONE_EPS", "Now", "SimJob"]

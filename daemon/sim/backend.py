@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
+import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -39,7 +40,7 @@ from railgang.daemon.core.quota import QuotaTree
 from railgang.daemon.core.reasons import Reason
 from railgang.daemon.core.snapshot import Account, Node, NodeState, PreemptEvent, Snapshot
 from railgang.daemon.core.spot import TierTerms
-from railgang.daemon.sim.accounting import SimJob
+from railgang.daemon.sim.accounting import Now, SimJob
 from railgang.daemon.sim.capacity import SPOT_RECLAIM, SPOT_RETURN, Capacity
 from railgang.daemon.sim.degrade import LinkEvent
 from railgang.daemon.sim.metrics import JobRecord
@@ -114,6 +115,14 @@ class SimBackend:
         self._nodes_view: Mapping[str, Node] | None = None
         self._total: int | None = None
         self._held: dict[str, int] = {}  # GPUs each account's running jobs hold
+        # the running views, sorted by job id, and the running set they were built for (bumped
+        # when a job starts or leaves); the time they are read at, and the last snapshot handed
+        # out (while it is still held, a new snapshot gets a new time: SimJob.running_view)
+        self._running_view: Mapping[str, RunningJob] | None = None
+        self._running_epoch = 0
+        self._view_epoch = -1
+        self._clock = Now(0.0)
+        self._last_snapshot: weakref.ref[Snapshot] | None = None
         self.jobs: dict[str, SimJob] = {}
         self.pending: list[tuple[float, int, str]] = []  # (submit, seq, job_id), kept sorted
         self._pending_jobs: list[Job] = []  # the core's views, aligned with ``pending``
@@ -248,13 +257,29 @@ class SimBackend:
         self.recorder.left(now)
 
     def snapshot(self, now: float) -> Snapshot:
-        running: dict[str, RunningJob] = {}
+        held = self._last_snapshot() if self._last_snapshot is not None else None
+        if held is not None:  # an older snapshot is still held: it keeps its time and views
+            self._clock, self._running_view = Now(now), None
+        clock = self._clock
+        clock.t = now
         usage = dict(self._usage_done)
-        oracle = self.config.oracle
-        for jid, sj in self.running.items():  # hot path: every running job, every cycle
-            running[jid], attained = sj.running_view(now, oracle)
+        oracle, views = self.config.oracle, self._running_view
+        if self._view_epoch != self._running_epoch:
+            views = None
+        for sj in self.running.values():  # hot path: every running job, every cycle
+            view = sj.view
+            if view is None or view.job._clock is not clock:  # type: ignore[attr-defined]
+                sj.running_view(clock, oracle)  # the job changed since the last snapshot
+                views = None
+            dt = now - sj.as_of  # SimJob.attained_at, inlined (same floats)
+            attained = sj.attained + sj.gpus * (dt if dt > 0.0 else 0.0) * sj.eff
             acc = sj.tj.account
             usage[acc] = usage.get(acc, 0.0) + attained - sj.attained_at_start
+        if views is None:
+            running = self.running
+            views = self._running_view = MappingProxyType(
+                {jid: running[jid].running_view(clock, oracle) for jid in sorted(running)})
+            self._view_epoch = self._running_epoch
         if self._pending_view is None:
             self._pending_view = tuple(self._pending_jobs)
         pending = self._pending_view
@@ -273,12 +298,14 @@ class SimBackend:
                     else Account(a, usage_gpu_s=u) for a, u in sorted(usage.items())]
         if self.quota_use is not None:
             self.quota_use.observe(now, self._account_gpus())
-        return Snapshot(now=now, fabric=self.fabric, nodes=self._nodes_view, free=free,
-                        running=running, pending=pending,
+        snap = Snapshot(now=now, fabric=self.fabric, nodes=self._nodes_view, free=free,
+                        running=views, pending=pending,
                         accounts={a.name: a for a in accounts},
                         preemptions=tuple(self.preempt_log),
                         quotas=self.config.quotas if self.config.enforce_quotas else None,
                         tiers=self.config.tiers, held=dict(self._held))
+        self._last_snapshot = weakref.ref(snap)
+        return snap
 
     def _frozen_free_now(self) -> Mapping[str, frozenset[int]]:
         """The free GPUs a snapshot shows: usable nodes that are not away, sorted, read only."""
@@ -322,7 +349,9 @@ class SimBackend:
             sj.remaining = run_s[job_id] * sj.rate  # work left, so that it ends run_s from now
             sj.begin_run(now)
             sj.start_time, sj.last_resize_time = run.start_time, run.last_resize_time
+            sj.view = None  # fields written after begin_run
             self.running[job_id] = sj
+            self._running_epoch += 1
             self._schedule_completion(sj, now)
             records[job_id] = sj.record
         for job in snapshot.pending:
@@ -404,6 +433,7 @@ class SimBackend:
         self._allocate(sj, action.assignment, action.replicas)
         sj.begin_run(now)
         self.running[sj.tj.job_id] = sj
+        self._running_epoch += 1
         if self.capacity.paused:  # work runs again: the spot nodes' reclaim processes resume
             for node in sorted(self.capacity.paused):
                 self.events.at(self.capacity.next_reclaim(node, now), SPOT_RECLAIM, node, 0)
@@ -534,6 +564,7 @@ class SimBackend:
         self._hold(acc, -sj.gpus)
         sj.released()
         del self.running[sj.tj.job_id]
+        self._running_epoch += 1
 
     def _complete(self, sj: SimJob, now: float) -> bool:
         sj.advance(now)
