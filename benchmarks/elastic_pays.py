@@ -138,8 +138,11 @@ def main() -> None:
         rigid = list(read_philly(args.trace or default_dir()).jobs)
         rigid = rigid[: args.limit] if args.limit else rigid
     fabric = fabric_from_shape(args.nodes, args.gpus_per_node, args.leaf)
+    first = min(j.submit_time for j in rigid)
+    bound = max(j.submit_time + j.duration_s for j in rigid) - first
     print(f"{len(rigid):,} jobs on {gpus} GPUs ({args.nodes} x {args.gpus_per_node}, leaf "
-          f"{args.leaf})\n")
+          f"{args.leaf}); makespan lower bound (a job's arrival + its run at full size, "
+          f"latest): {bound / H:.1f} h\n")
     print("| policy | run | done | mean JCT h | util prod | util alloc | makespan h | resizes "
           "| GPU-h lost to resizes | GPU-h lost to preemption | started small (super-linear) |")
     print("|---" * 11 + "|")
