@@ -111,24 +111,39 @@ class IntervalCalibration:
                 "widened_by": None if q is None else round(math.exp(q), 2)}
 
 
+@dataclass(frozen=True)
+class Coverage:
+    """Shares of actual starts inside the interval: raw, as shown (calibrated where enough
+    starts were known), and among the intervals that were calibrated."""
+
+    intervals: int
+    raw: float | None
+    shown: float | None
+    calibrated: int  # intervals made after ``min_scores`` starts were known
+    once_calibrated: float | None
+
+
 def online_coverage(intervals: Iterable[tuple[float, float, float | None, float]],
-                    calibration: IntervalCalibration) -> tuple[float | None, float | None, int]:
-    """Coverage of raw and calibrated intervals as a daemon would have shown them: each
-    ``(made_at, lo_s, hi_s, actual_s)`` is widened by the scores of the starts known by its
-    ``made_at`` only. Returns (raw coverage, calibrated coverage, how many were calibrated)."""
+                    calibration: IntervalCalibration) -> Coverage:
+    """Coverage as a daemon would have shown the intervals: each ``(made_at, lo_s, hi_s,
+    actual_s)`` is widened by the scores of the starts known by its ``made_at`` only."""
     rows = sorted(intervals)
     settled = sorted((made + actual, lo, hi, actual) for made, lo, hi, actual in rows)
-    i = raw_in = cal_in = calibrated = 0
+    i = raw_in = shown_in = calibrated = calibrated_in = 0
     for made, lo, hi, actual in rows:
         while i < len(settled) and settled[i][0] <= made:
             calibration.add(settled[i][1], settled[i][2], settled[i][3])
             i += 1
         raw_in += lo <= actual <= (math.inf if hi is None else hi)
         wlo, whi = calibration.widen(lo, hi)
-        calibrated += calibration.margin() is not None
-        cal_in += wlo <= actual <= (math.inf if whi is None else whi)
+        inside = wlo <= actual <= (math.inf if whi is None else whi)
+        shown_in += inside
+        if calibration.margin() is not None:
+            calibrated += 1
+            calibrated_in += inside
     n = len(rows)
-    return (raw_in / n if n else None, cal_in / n if n else None, calibrated)
+    return Coverage(n, raw_in / n if n else None, shown_in / n if n else None, calibrated,
+                    calibrated_in / calibrated if calibrated else None)
 
 
-__all__ = ["IntervalCalibration", "Shown", "online_coverage"]
+__all__ = ["Coverage", "IntervalCalibration", "Shown", "online_coverage"]

@@ -117,7 +117,7 @@ class Measurement:
         held = [p for p in censored if p.actual_s is None
                 or p.actual_s >= (p.not_before_s or 0.0) - 60.0]
         walls = sorted(self.wall_ms.get(variant, []))
-        _, calibrated, _ = online_coverage(
+        cov = online_coverage(
             ((p.at, p.p10_s or 0.0, p.p90_s, p.actual_s or 0.0) for p in est),
             IntervalCalibration(min_scores=self.min_scores))
         return {
@@ -126,7 +126,10 @@ class Measurement:
             "p90_err_h": round(errors[max(0, math.ceil(0.9 * len(errors)) - 1)], 2)
             if errors else None,
             "coverage": round(len(covered) / len(est), 3) if est else None,
-            "coverage_calibrated": None if calibrated is None else round(calibrated, 3),
+            "coverage_shown": None if cov.shown is None else round(cov.shown, 3),
+            "calibrated": cov.calibrated,
+            "coverage_once_calibrated": (None if cov.once_calibrated is None
+                                         else round(cov.once_calibrated, 3)),
             "median_actual_wait_h": round(statistics.median(
                 p.actual_s or 0.0 for p in est) / 3600.0, 2) if est else None,
             "censored": len(censored), "censored_held": len(held),

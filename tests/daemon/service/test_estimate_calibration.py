@@ -97,9 +97,10 @@ def test_one_long_wait_keeps_a_bounded_number_of_intervals() -> None:
 def test_online_coverage_uses_only_starts_known_at_each_moment() -> None:
     # the first interval misses; the second is made before that miss is known, the third after
     rows = [(0.0, 10.0, 20.0, 5000.0), (100.0, 10.0, 20.0, 15.0), (6000.0, 10.0, 20.0, 300.0)]
-    raw, calibrated, n = online_coverage(rows, IntervalCalibration(min_scores=1, quantum_s=1.0))
-    assert raw == pytest.approx(1 / 3)
-    assert n == 1 and calibrated == pytest.approx(2 / 3)  # only the third is widened, and holds
+    cov = online_coverage(rows, IntervalCalibration(min_scores=1, quantum_s=1.0))
+    assert cov.intervals == 3 and cov.raw == pytest.approx(1 / 3)
+    assert cov.calibrated == 1 and cov.once_calibrated == 1.0  # only the third is widened: holds
+    assert cov.shown == pytest.approx(2 / 3)
 
 
 def test_explain_shows_the_widened_interval_and_says_so() -> None:
@@ -115,4 +116,4 @@ def test_explain_shows_the_widened_interval_and_says_so() -> None:
 
 def test_public_surface() -> None:
     assert_public_surface("railgang.daemon.service.estimate_calibration",
-                          {"IntervalCalibration", "Shown", "online_coverage"})
+                          {"Coverage", "IntervalCalibration", "Shown", "online_coverage"})
