@@ -29,7 +29,9 @@ Growth and shrink change the number of DP replicas only; a replica (``tp × pp``
 
 from __future__ import annotations
 
+import bisect
 import heapq
+import itertools
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
@@ -276,20 +278,28 @@ def fill_by_chunks(members: Iterable[str], alloc: dict[str, int], jobs: Mapping[
     return capacity
 
 
-def running_ends(running: Iterable[RunningJob], now: float) -> list[tuple[float, int]]:
-    """(expected end, GPUs held) of what runs, soonest first: the input of :func:`wait_for`."""
-    return sorted((r.expected_end(now), r.gpus) for r in running)
+@dataclass(frozen=True)
+class Ends:
+    """What runs, soonest expected end first: the end times and the GPUs freed by each of them
+    (cumulative), so :func:`wait_for` is one bisection per waiting job, not a walk."""
+
+    times: tuple[float, ...]
+    freed: tuple[int, ...]
 
 
-def wait_for(ends: Iterable[tuple[float, int]], free: int, need: int, now: float) -> float:
-    """Seconds until ``need`` GPUs are free, from ``free`` now and the (end time, GPUs) of what
-    runs, soonest first (count-based, as the EASY shadow; inf when they never are)."""
-    t = now
-    for end, g in ends:
-        if free >= need:
-            break
-        free, t = free + g, end
-    return t - now if free >= need else float("inf")
+def running_ends(running: Iterable[RunningJob], now: float) -> Ends:
+    """The :class:`Ends` of what runs (expected ends: ``RunningJob.expected_end``)."""
+    pairs = sorted((r.expected_end(now), r.gpus) for r in running)
+    return Ends(tuple(t for t, _ in pairs), tuple(itertools.accumulate(g for _, g in pairs)))
+
+
+def wait_for(ends: Ends, free: int, need: int, now: float) -> float:
+    """Seconds until ``need`` GPUs are free, from ``free`` now and the GPUs that what runs gives
+    back at its expected ends (count-based, as the EASY shadow; inf when they never are)."""
+    if free >= need:
+        return 0.0
+    i = bisect.bisect_left(ends.freed, need - free)
+    return ends.times[i] - now if i < len(ends.times) else float("inf")
 
 
 def pays_without_growth(job: Job, small: int, target: int, wait_s: float) -> bool:
@@ -327,6 +337,7 @@ def default_target(run: RunningJob) -> int:
 
 __all__ = [
     "ElasticRules",
+    "Ends",
     "completion_if_small",
     "default_target",
     "fill_by_chunks",

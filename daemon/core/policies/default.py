@@ -30,7 +30,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
 from railgang.daemon.core import hetero
-from railgang.daemon.core.elastic import lowest_start, running_ends, short_classes, wait_for
+from railgang.daemon.core.elastic import Ends, lowest_start, running_ends, short_classes, wait_for
 from railgang.daemon.core.policies.pollux import Pollux, node_gpus
 from railgang.daemon.core.policies.themis import contenders, rho
 from railgang.daemon.core.policies.tiresias import Tiresias, bucket, queued_since
@@ -88,7 +88,7 @@ class Default:
             for j in snapshot.pending
         )
         order = []
-        ends: list[tuple[float, int]] | None = None  # what runs, soonest end first (on first use)
+        ends: Ends | None = None  # what runs, soonest end first (built on first use)
         short = short_classes(snapshot.running.values())
         node = node_gpus(snapshot) if self.pollux.whole_multinode and any(
             j.elastic for j in snapshot.pending) else 0

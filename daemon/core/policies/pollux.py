@@ -30,6 +30,7 @@ from dataclasses import dataclass
 
 from railgang.daemon.core import hetero
 from railgang.daemon.core.elastic import (
+    Ends,
     fill_by_chunks,
     pays_without_growth,
     running_ends,
@@ -93,7 +94,7 @@ class Pollux:
         short = short_classes(snapshot.running.values())  # these start work only at full size
         node = node_gpus(snapshot) if self.whole_multinode else 0
         queue = sorted(snapshot.pending, key=lambda j: (j.priority_class, j.submit_time, j.job_id))
-        ends: list[tuple[float, int]] | None = None  # what runs, soonest end first (on first use)
+        ends: Ends | None = None  # what runs, soonest end first (built on first use)
         for c in range(4):  # higher classes are admitted and grown before lower ones
             members = [r.job_id for r in movable if r.priority_class == c]
             for j in queue:  # 1. admission in submit order at the asked size
