@@ -17,6 +17,7 @@ import math
 from railgang.daemon.core.job import Assignment, Job, JobRequest, JobState, RunningJob, gpu_count
 from railgang.daemon.sim.metrics import JobRecord
 from railgang.daemon.sim.traces.model import TraceJob
+from railgang.daemon.sim.views import LiveJob, Now
 
 DONE_EPS = 1e-6  # relative work left below which a job counts as finished (float rounding)
 
@@ -230,21 +231,17 @@ class SimJob:
     def running_view(self, clock: Now, oracle: bool) -> RunningJob:
         """The core's view of this running job as of ``clock.t``: built once per change of the
         job and kept while ``clock`` is the backend's (its state, the attained service and work
-        left as of ``clock.t``, is computed when the core reads it, :class:`_LiveJob`)."""
+        left as of ``clock.t``, is computed when the core reads it, ``views.LiveJob``)."""
         view = self.view
-        if view is not None and view.job._clock is clock:  # type: ignore[attr-defined]
+        if view is not None and view.job.clock is clock:  # type: ignore[attr-defined]
             return view
         assert self.assignment is not None
-        job = self.job
-        live = _new(_LiveJob)
-        _put(live, "request", job.request)
-        _put(live, "_clock", clock)
-        _put(live, "_at", math.nan)  # no state computed yet
         # the progress line, copied: a later change of this job builds a new view, and one
         # already handed out keeps reading the line it was built with
-        _put(live, "_line", (job.state, self.attained, self.as_of, self.gpus, self.eff,
-                             self.remaining if oracle else None,
-                             None if self.stopped else self.busy_until, self.rate))
+        live = LiveJob.of(self.job, clock, (
+            self.job.state, self.attained, self.as_of, self.gpus, self.eff,
+            self.remaining if oracle else None, None if self.stopped else self.busy_until,
+            self.rate, self.attained_at_start))
         view = self.view = RunningJob(
             job=live, assignment=self.assignment, start_time=self.start_time,
             replicas=self.replicas, last_resize_time=self.last_resize_time,
@@ -265,52 +262,4 @@ class SimJob:
             preemptions=old.preemptions + 1, last_preempted_at=now))
 
 
-_new, _put = object.__new__, object.__setattr__
-
-
-class Now:
-    """The time of the backend's latest snapshot, read by the running views built for it.
-
-    Views are kept from snapshot to snapshot while their job does not change, and this one
-    object moves on with the snapshots; a backend starts a new one when an older snapshot is
-    still held somewhere, so that one keeps reading its own time (``SimBackend.snapshot``)."""
-
-    __slots__ = ("t",)
-
-    def __init__(self, t: float) -> None:
-        self.t = t
-
-
-class _LiveJob(Job):
-    """A running job whose state (attained service, work left) is computed as of its clock's
-    time when it is read, from the job's progress line as of its last change: every cycle hands
-    the core every running job, but the core reads the state of few (an eviction search, a
-    backfill shadow), and most jobs do not change from one cycle to the next (issue 12, speed).
-    Built only by :meth:`SimJob.running_view`; the arithmetic is :meth:`SimJob.progress_at`'s,
-    in the same order (same floats, same schedules)."""
-
-    __slots__ = ("_at", "_clock", "_line", "_state")
-    _line: tuple[JobState, float, float, int, float, float | None, float | None, float]
-    _clock: Now
-    _at: float  # the time ``_state`` is as of (NaN: none yet)
-    _state: JobState
-
-    @property  # the field ``state``, computed when read at a new time
-    def state(self) -> JobState:
-        now = self._clock.t
-        if self._at == now:
-            return self._state
-        old, attained, as_of, gpus, eff, remaining, busy_until, rate = self._line
-        dt = now - as_of
-        attained = attained + gpus * (dt if dt > 0.0 else 0.0) * eff
-        if remaining is not None and busy_until is not None:  # oracle, not stopped
-            moving_since = as_of if as_of > busy_until else busy_until
-            if now > moving_since:
-                remaining = max(0.0, remaining - rate * (now - moving_since))
-        state = JobState(attained, remaining, old.preemptions, old.last_preempted_at)
-        _put(self, "_state", state)
-        _put(self, "_at", now)
-        return state
-
-
-__all__ = ["DONE_EPS", "Now", "SimJob"]
+__all__ = ["DONE_EPS", "SimJob"]

@@ -40,7 +40,8 @@ from railgang.daemon.core.quota import QuotaTree
 from railgang.daemon.core.reasons import Reason
 from railgang.daemon.core.snapshot import Account, Node, NodeState, PreemptEvent, Snapshot
 from railgang.daemon.core.spot import TierTerms
-from railgang.daemon.sim.accounting import Now, SimJob
+from railgang.daemon.sim import seed
+from railgang.daemon.sim.accounting import SimJob
 from railgang.daemon.sim.capacity import SPOT_RECLAIM, SPOT_RETURN, Capacity
 from railgang.daemon.sim.degrade import LinkEvent
 from railgang.daemon.sim.metrics import JobRecord
@@ -48,6 +49,7 @@ from railgang.daemon.sim.progress import CommModel, NoComm, job_request
 from railgang.daemon.sim.quotas import QuotaUse
 from railgang.daemon.sim.recorder import Recorder
 from railgang.daemon.sim.traces.model import TraceJob
+from railgang.daemon.sim.views import Now, all_fresh, lazy_accounts, sorted_views
 from railgang.daemon.slurm.backend import ActionResult
 from railgang.topology.health import LinkHealth
 
@@ -108,7 +110,9 @@ class SimBackend:
                                  down_s=config.spot_down_s)
         self._interrupted: set[str] = set()  # jobs signalled by a spot reclaim
         self.free: dict[str, set[int]] = {n: set(range(self.nodes[n].gpus)) for n in names}
-        self._frozen_free: dict[str, frozenset[int]] = {}
+        # the free GPUs snapshots show (usable nodes not away, sorted; None = rebuild) and the
+        # read-only copy the last snapshot got (None = changed since)
+        self._free_shown: dict[str, frozenset[int]] | None = None
         # what snapshots share while it does not change (issue 12, speed): the read-only free
         # GPUs and nodes, sorted, and the usable GPU count; None = changed, built at the next use
         self._free_view: Mapping[str, frozenset[int]] | None = None
@@ -152,6 +156,7 @@ class SimBackend:
 
     def _nodes_changed(self) -> None:
         self._nodes_view, self._free_view, self._total = None, None, None
+        self._free_shown = None
 
     @property
     def records(self) -> list[JobRecord]:
@@ -188,14 +193,18 @@ class SimBackend:
                 return f"GPUs {sorted(set(gpus) - have)} on {node} are not free"
         for node, gpus in assignment.items():
             self.free[node].difference_update(gpus)
-            self._frozen_free.pop(node, None)
-        self._free_view = None
+            self._free_changed(node)
         return None
 
     def _give(self, assignment: Assignment) -> None:
         for node, gpus in assignment.items():
             self.free[node].update(gpus)
-            self._frozen_free.pop(node, None)
+            self._free_changed(node)
+
+    def _free_changed(self, node: str) -> None:
+        shown = self._free_shown
+        if shown is not None and node in shown:
+            shown[node] = frozenset(self.free[node])
         self._free_view = None
 
     def _allocate(self, sj: SimJob, assignment: Assignment, replicas: int) -> None:
@@ -257,28 +266,19 @@ class SimBackend:
         self.recorder.left(now)
 
     def snapshot(self, now: float) -> Snapshot:
-        held = self._last_snapshot() if self._last_snapshot is not None else None
-        if held is not None:  # an older snapshot is still held: it keeps its time and views
-            self._clock, self._running_view = Now(now), None
+        running, oracle = self.running, self.config.oracle
+        views = self._running_view
+        if self._last_snapshot is not None and self._last_snapshot() is not None:
+            # an older snapshot is still held: it keeps its time and its views
+            self._clock, views = Now(now), None
+            for sj in running.values():
+                sj.view = None
         clock = self._clock
         clock.t = now
-        usage = dict(self._usage_done)
-        oracle, views = self.config.oracle, self._running_view
-        if self._view_epoch != self._running_epoch:
-            views = None
-        for sj in self.running.values():  # hot path: every running job, every cycle
-            view = sj.view
-            if view is None or view.job._clock is not clock:  # type: ignore[attr-defined]
-                sj.running_view(clock, oracle)  # the job changed since the last snapshot
-                views = None
-            dt = now - sj.as_of  # SimJob.attained_at, inlined (same floats)
-            attained = sj.attained + sj.gpus * (dt if dt > 0.0 else 0.0) * sj.eff
-            acc = sj.tj.account
-            usage[acc] = usage.get(acc, 0.0) + attained - sj.attained_at_start
-        if views is None:
-            running = self.running
-            views = self._running_view = MappingProxyType(
-                {jid: running[jid].running_view(clock, oracle) for jid in sorted(running)})
+        if views is None or self._view_epoch != self._running_epoch or not all_fresh(running):
+            for sj in [sj for sj in running.values() if sj.view is None]:
+                sj.running_view(clock, oracle)  # the job changed since its view was built
+            views = self._running_view = sorted_views(running)
             self._view_epoch = self._running_epoch
         if self._pending_view is None:
             self._pending_view = tuple(self._pending_jobs)
@@ -287,38 +287,43 @@ class SimBackend:
             pending = pending[: self.max_pending]
         free = self._free_view
         if free is None:
-            free = self._free_view = self._frozen_free_now()
+            if self._free_shown is None:
+                self._free_shown = self._frozen_free_now()
+            free = self._free_view = MappingProxyType(dict(self._free_shown))
         if self._nodes_view is None:
             self._nodes_view = MappingProxyType(dict(sorted(self.nodes.items())))
         horizon = now - self.config.preempt_window_s
         while self.preempt_log and self.preempt_log[0].time < horizon:
             self.preempt_log.pop(0)
         base = self._account_base
-        accounts = [dataclasses.replace(base[a], usage_gpu_s=u) if a in base
-                    else Account(a, usage_gpu_s=u) for a, u in sorted(usage.items())]
+        if base:  # a loaded snapshot's shares and quotas (an estimate): summed now
+            accounts = self._accounts(now, base)
+        else:
+            accounts = lazy_accounts(self._usage_done, running, self._held, now)
         if self.quota_use is not None:
             self.quota_use.observe(now, self._account_gpus())
         snap = Snapshot(now=now, fabric=self.fabric, nodes=self._nodes_view, free=free,
-                        running=views, pending=pending,
-                        accounts={a.name: a for a in accounts},
+                        running=views, pending=pending, accounts=accounts,
                         preemptions=tuple(self.preempt_log),
                         quotas=self.config.quotas if self.config.enforce_quotas else None,
                         tiers=self.config.tiers, held=dict(self._held))
         self._last_snapshot = weakref.ref(snap)
         return snap
 
-    def _frozen_free_now(self) -> Mapping[str, frozenset[int]]:
-        """The free GPUs a snapshot shows: usable nodes that are not away, sorted, read only."""
-        free: dict[str, frozenset[int]] = {}
+    def _frozen_free_now(self) -> dict[str, frozenset[int]]:
+        """The free GPUs a snapshot shows: usable nodes that are not away, sorted."""
         nodes, away = self.nodes, self.capacity.away
-        for node, gpus in sorted(self.free.items()):
-            if not nodes[node].state.usable or node in away:  # away: a reclaimed spot node
-                continue
-            cached = self._frozen_free.get(node)
-            if cached is None:
-                cached = self._frozen_free[node] = frozenset(gpus)
-            free[node] = cached
-        return MappingProxyType(free)
+        return {node: frozenset(gpus) for node, gpus in sorted(self.free.items())
+                if nodes[node].state.usable and node not in away}  # away: reclaimed spot nodes
+
+    def _accounts(self, now: float, base: Mapping[str, Account]) -> dict[str, Account]:
+        """Accounts with their usage as of ``now``, summed at once, over a loaded snapshot's."""
+        usage = dict(self._usage_done)
+        for sj in self.running.values():
+            acc = sj.tj.account
+            usage[acc] = usage.get(acc, 0.0) + sj.attained_at(now) - sj.attained_at_start
+        return {a: Account(a, base[a].share, u, base[a].quota_gpus) if a in base
+                else Account(a, usage_gpu_s=u) for a, u in sorted(usage.items())}
 
     def load(self, snapshot: Snapshot, run_s: Mapping[str, float]) -> dict[str, JobRecord]:
         """Seed this empty cluster with a snapshot of another, as of ``snapshot.now``: the what-if
@@ -331,48 +336,7 @@ class SimBackend:
         their requests (class, scaling curve, time limit) and states; accounts keep their shares
         and usage; the preemption history carries over (budgets). Returns the records by job id.
         """
-        now = snapshot.now
-        for name, node in snapshot.nodes.items():
-            if name in self.nodes:
-                self.nodes[name] = node
-        for name in self.free:
-            self.free[name] = set(snapshot.free.get(name, ()))
-        self._frozen_free.clear()
-        self._nodes_changed()
-        self._account_base = dict(snapshot.accounts)
-        self._usage_done = {a.name: a.usage_gpu_s for a in snapshot.accounts.values()}
-        self.preempt_log = list(snapshot.preemptions)
-        records: dict[str, JobRecord] = {}
-        for job_id, run in snapshot.running.items():
-            sj = self._seeded(run.job, run_s[job_id], now)
-            self._allocate(sj, run.assignment, run.replicas)
-            sj.remaining = run_s[job_id] * sj.rate  # work left, so that it ends run_s from now
-            sj.begin_run(now)
-            sj.start_time, sj.last_resize_time = run.start_time, run.last_resize_time
-            sj.view = None  # fields written after begin_run
-            self.running[job_id] = sj
-            self._running_epoch += 1
-            self._schedule_completion(sj, now)
-            records[job_id] = sj.record
-        for job in snapshot.pending:
-            sj = self._seeded(job, run_s[job.job_id], now)
-            self._enqueue(sj)
-            records[job.job_id] = sj.record
-        return records
-
-    def _seeded(self, job: Job, run_s: float, now: float) -> SimJob:
-        r = job.request
-        tj = TraceJob(job_id=r.job_id, submit_time=r.submit_time, gpus=r.gpus,
-                      duration_s=max(run_s, 1.0), account=r.account, tp=r.tp, pp=r.pp,
-                      elastic_min=r.elastic_min, elastic_max=r.elastic_max,
-                      klass=r.priority_class, model=r.model)
-        sj = SimJob(tj, r, self.recorder.record(tj), oracle=False,
-                    integral=self.recorder.integral_at(now))
-        sj.job, sj.as_of = job, now  # the state as observed (attained service, preemptions)
-        sj.attained = sj.attained_at_start = job.attained_gpu_s
-        self.jobs[r.job_id] = sj
-        self.recorder.entered(now)
-        return sj
+        return seed.load(self, snapshot, run_s)
 
     def _account_gpus(self) -> dict[str, int]:
         out: dict[str, int] = {}
@@ -597,8 +561,7 @@ class SimBackend:
             cap.paused.add(node)  # replay can end when nothing else is left to happen)
             return False
         cap.away.add(node)
-        self._frozen_free.pop(node, None)
-        self._free_view = None
+        self._free_shown = self._free_view = None
         notice = cap.notice_s
         for sj in list(self.running.values()):
             if sj.assignment is None or node not in sj.assignment or sj.kill_at is not None:
@@ -615,8 +578,7 @@ class SimBackend:
     def _returned(self, node: str, now: float) -> bool:
         cap = self.capacity
         cap.away.discard(node)
-        self._frozen_free.pop(node, None)
-        self._free_view = None
+        self._free_shown = self._free_view = None
         if self.running:
             self.events.at(cap.next_reclaim(node, now), SPOT_RECLAIM, node, 0)
         else:

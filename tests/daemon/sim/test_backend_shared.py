@@ -1,6 +1,7 @@
 """The simulator's snapshots share what did not change since the last one (issue 12, speed):
 at every cycle of a replay with preemptions and resizes, the shared free GPUs, nodes, usable
-count and per-account GPUs equal what a snapshot built from scratch shows."""
+count and per-account GPUs equal what a snapshot built from scratch shows, and the accounts'
+usage (summed when first read) what the eager sum gave."""
 
 from __future__ import annotations
 
@@ -28,6 +29,12 @@ def test_shared_views_equal_a_snapshot_from_scratch(policy: str) -> None:
         assert dict(snap.free) == dict(fresh.free) and list(snap.free) == sorted(snap.free)
         assert dict(snap.nodes) == dict(fresh.nodes) and snap.total_gpus == fresh.total_gpus
         assert snap.account_running_gpus() == fresh.account_running_gpus()
+        usage = dict(backend._usage_done)  # the eager sum, in the backend's order of its jobs
+        for sj in backend.running.values():
+            acc = sj.tj.account
+            usage[acc] = usage.get(acc, 0.0) + sj.attained_at(now) - sj.attained_at_start
+        assert {a.name: a.usage_gpu_s for a in snap.accounts.values()} == usage
+        assert list(snap.accounts) == sorted(usage)
         checked.append(now)
 
     run = simulate(make_elastic(synthetic_jobs()[:120]), get(policy), fabric_from_shape(8, 8, 4),
