@@ -18,7 +18,8 @@ from __future__ import annotations
 import dataclasses
 import logging
 import re
-from collections.abc import Mapping, Sequence
+import signal
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from railgang.daemon.core.actions import (
@@ -252,8 +253,21 @@ def due(obs: Observation, now: float) -> tuple[list[SqueueJob], list[SqueueJob],
     return preempts, grows, regrows
 
 
-def finish_due(runner: SlurmRunner, obs: Observation, now: float, config: ApplyConfig) -> list[str]:
-    """Second phases that fell due; one line per job done or failed.
+def died_of_the_signal(ended: Iterable[SqueueJob]) -> list[SqueueJob]:
+    """Ended jobs whose run railgang signalled (a preemption or grow mark of this run) and that
+    the checkpoint signal itself killed: a batch shell's default action on SIGUSR1 is to exit, so
+    a script that neither ``exec``s its trainer nor traps the signal ends FAILED the moment it is
+    signalled. Slurm can requeue an ended batch job; railgang must, or the job is lost."""
+    number = getattr(signal, f"SIG{cmd.CHECKPOINT_SIGNAL}")
+    return [r for r in ended if r.tag is not None and r.exit_signal == number
+            and any(m is not None and m.restarts == r.restarts
+                    for m in (r.tag.preempt, r.tag.grow))]
+
+
+def finish_due(runner: SlurmRunner, obs: Observation, now: float, config: ApplyConfig,
+               ended: Iterable[SqueueJob] = ()) -> list[str]:
+    """Second phases that fell due; one line per job done or failed. ``ended``: jobs squeue
+    still shows after they ended; those the checkpoint signal killed are requeued now.
 
     A preempted job is requeued; Slurm gives it a BeginTime about two minutes out (a lease the
     daemon then renews like any other). A growing job is requeued and pinned to its new nodes at
@@ -262,6 +276,12 @@ def finish_due(runner: SlurmRunner, obs: Observation, now: float, config: ApplyC
     """
     preempts, grows, regrows = due(obs, now)
     notes: list[str] = []
+    for rec in died_of_the_signal(ended):
+        assert rec.tag is not None
+        (preempts if rec.tag.preempt is not None else grows).append(rec)
+        log.warning("slurm: job %s: its batch script died of the checkpoint signal (SIG%s); "
+                    "requeued now. Make the script exec its trainer or trap the signal "
+                    "(docs/training.md)", rec.job_id, cmd.CHECKPOINT_SIGNAL)
     ids = [r.job_id for r in preempts + grows]
     failed: dict[str, str] = {}
     if ids:
@@ -288,4 +308,5 @@ def finish_due(runner: SlurmRunner, obs: Observation, now: float, config: ApplyC
     return notes
 
 
-__all__ = ["DRAIN_PREFIX", "ApplyConfig", "apply_actions", "due", "finish_due"]
+__all__ = ["DRAIN_PREFIX", "ApplyConfig", "apply_actions", "died_of_the_signal", "due",
+           "finish_due"]

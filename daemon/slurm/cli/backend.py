@@ -74,10 +74,13 @@ class CliBackend:
     def observe(self, now: float) -> Observation:
         """One read of the cluster (and the requeues that fell due); kept as ``self.last``."""
         try:
-            jobs, job_notes = parse_squeue(self.runner.run([cmd.SQUEUE, "--json"]).stdout)
+            seen, job_notes = parse_squeue(self.runner.run([cmd.SQUEUE, "--json"]).stdout,
+                                           keep_signalled=True)
             nodes, node_notes = parse_sinfo(self.runner.run([cmd.SINFO, "--json"]).stdout)
         except ParseProblem as exc:
             raise SlurmError(f"cannot read the cluster: {exc}") from exc
+        jobs = [j for j in seen if j.pending or j.active]
+        ended = [j for j in seen if not (j.pending or j.active)]
         shares, share_notes = self._shares()
         st = self.settings
         obs = build_observation(now, jobs, nodes, self._fabric_for(nodes), shares,
@@ -87,7 +90,7 @@ class CliBackend:
         for note in obs.skipped:
             log.warning("slurm: %s", note)
         self._write_fleet(obs)
-        self.finished = finish_due(self.runner, obs, now, self.config)
+        self.finished = finish_due(self.runner, obs, now, self.config, ended=ended)
         self.last = obs
         return obs
 

@@ -57,6 +57,7 @@ class SqueueJob:
     alloc_problem: str = ""  # GPU indices unreadable: its nodes count as fully used
     progress: Progress | None = None  # the training helper's last report (job Comment)
     progress_problem: str = ""  # a malformed progress Comment (the job is kept, without it)
+    exit_signal: int = 0  # the signal that ended the job's batch script (0: none, or still on)
 
     @property
     def pending(self) -> bool:
@@ -123,6 +124,21 @@ def _allocation(raw: Mapping[str, Any], job_id: str) -> tuple[tuple[str, tuple[i
     return tuple((n, gpu_indices(d)) for n, d in zip(nodes, details, strict=True))
 
 
+def exit_signal(raw: Mapping[str, Any]) -> int:
+    """The signal number that ended the job, from ``exit_code``: a wait status on 22.05
+    (openapi 0.0.38: ``10`` is "killed by signal 10"), an object with ``signal.id`` later."""
+    code = raw.get("exit_code")
+    if isinstance(code, dict):
+        sig = code.get("signal")
+        ident = sig.get("id") if isinstance(sig, dict) else None
+        if isinstance(ident, dict):  # {"set": true, "number": 10}
+            ident = ident.get("number") if ident.get("set", True) else 0
+        return int(ident) if isinstance(ident, int | float) else 0
+    if isinstance(code, int | float) and not isinstance(code, bool):
+        return int(code) & 0x7F
+    return 0
+
+
 def squeue_job(raw: Mapping[str, Any]) -> SqueueJob:
     """One ``jobs[]`` entry -> :class:`SqueueJob`; raises :class:`ParseProblem` naming the field."""
     job_id = str(raw.get("job_id", "?"))
@@ -171,18 +187,25 @@ def squeue_job(raw: Mapping[str, Any]) -> SqueueJob:
             tag_problem=tag_problem,
             progress=progress,
             progress_problem=progress_problem,
+            exit_signal=exit_signal(raw),
         )
     except ParseProblem as exc:
         raise ParseProblem(f"job {job_id}: {exc}") from exc
 
 
-def parse_squeue(text: str) -> tuple[list[SqueueJob], list[str]]:
-    """``squeue --json`` output -> (jobs that hold or wait for resources, skip messages)."""
+def parse_squeue(text: str, *, keep_signalled: bool = False,
+                 ) -> tuple[list[SqueueJob], list[str]]:
+    """``squeue --json`` output -> (jobs that hold or wait for resources, skip messages).
+
+    ``keep_signalled`` also keeps jobs that ended of a signal (squeue shows ended jobs for
+    ``MinJobAge``): a batch script killed by railgang's checkpoint signal must still be
+    requeued (``apply.died_of_the_signal``)."""
     data = load_json(text, "squeue --json")
     jobs: list[SqueueJob] = []
     problems: list[str] = []
     for raw in data.get("jobs") or []:
-        if str(raw.get("job_state", "")) not in PENDING_STATES | ACTIVE_STATES:
+        if str(raw.get("job_state", "")) not in PENDING_STATES | ACTIVE_STATES and not (
+                keep_signalled and exit_signal(raw)):
             continue
         try:
             job = squeue_job(raw)
@@ -265,6 +288,7 @@ __all__ = [
     "ShareRow",
     "SinfoNode",
     "SqueueJob",
+    "exit_signal",
     "load_json",
     "node_state",
     "parse_sinfo",

@@ -113,3 +113,40 @@ def test_grow_then_requeue_when_due() -> None:
                             ApplyConfig(resize_grace_s=20))
     assert again.ok and again.detail == f"already growing: requeue due at {NOW + 20:.0f}"
     assert rec3.calls == []
+
+
+def test_a_job_the_checkpoint_signal_killed_is_requeued_at_once() -> None:
+    import dataclasses
+
+    from railgang.daemon.slurm.cli.apply import died_of_the_signal
+
+    obs = observation()
+    mark = "railgang:tp=8,pp=1,dp=1;class=3;preempt={:.0f}@{}"
+    run = obs.jobs["10"]
+
+    def ended(comment: str, sig: int, restarts: int = 0) -> object:
+        return dataclasses.replace(run, state="FAILED", admin_comment=comment,
+                                   tag=parse_tag(comment), exit_signal=sig, restarts=restarts)
+
+    killed = ended(mark.format(NOW + 600, 0), 10)
+    others = [ended(mark.format(NOW + 600, 0), 15),  # cancelled by someone: not ours to revive
+              ended("railgang:tp=8,pp=1,dp=1;class=3", 10),  # never signalled by railgang
+              ended(mark.format(NOW + 600, 0), 10, restarts=1)]  # the mark of an earlier run
+    assert died_of_the_signal([killed, *others]) == [killed]
+    rec = Recorder()
+    notes = finish_due(SlurmRunner(exec_fn=rec), obs, NOW + 5, ApplyConfig(),
+                       ended=[killed, *others])  # long before the grace ends
+    assert rec.calls[0][0] == ("scontrol", "requeue", "10")
+    assert notes == ["job 10: preempted, requeued"]
+
+
+def test_the_exit_signal_reads_both_squeue_json_forms() -> None:
+    from railgang.daemon.slurm.cli.records import exit_signal
+
+    assert exit_signal({"exit_code": 10}) == 10  # 22.05: a wait status, killed by SIGUSR1
+    assert exit_signal({"exit_code": 256}) == 0  # exited 1
+    assert exit_signal({"exit_code": {"status": ["SIGNALED"], "signal": {
+        "id": {"set": True, "infinite": False, "number": 10}, "name": "USR1"}}}) == 10
+    assert exit_signal({"exit_code": {"status": ["SUCCESS"], "signal": {
+        "id": {"set": False, "number": 0}}}}) == 0
+    assert exit_signal({}) == 0 and exit_signal({"exit_code": "x"}) == 0

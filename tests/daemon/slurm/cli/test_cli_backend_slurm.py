@@ -26,7 +26,7 @@ from railgang.daemon.core.snapshot import Snapshot
 from railgang.daemon.slurm.backend import LeaseBackend
 from railgang.daemon.slurm.cli import CliBackend, write_heartbeat
 from railgang.slurm_plugins.devcluster.cluster import DevCluster
-from tests.support.slurm import sl
+from tests.support.slurm import job_fields, sl
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
@@ -55,9 +55,10 @@ def submit(slurm_cluster: DevCluster, tmp_path: Path) -> Iterator[Callable[..., 
     script.write_text(TRAP_SCRIPT.format(dir=tmp_path))
     script.chmod(0o755)
 
-    def sbatch(*opts: str, comment: str = "rg:parallel=tp8,dp1") -> str:
+    def sbatch(*opts: str, comment: str = "rg:parallel=tp8,dp1", wrap: str | None = None) -> str:
+        what = [f"--wrap={wrap}"] if wrap is not None else [str(script)]
         res = sl(slurm_cluster, "sbatch", "--parsable", f"--chdir={tmp_path}", "--output=/dev/null",
-                 "--account=team-a", f"--comment={comment}", *opts, str(script))
+                 "--account=team-a", f"--comment={comment}", *opts, *what)
         jobs.append(res.stdout.strip().split(";")[0])
         return jobs[-1]
 
@@ -137,6 +138,28 @@ def test_preempt_signals_then_requeues_under_lease(backend: CliBackend, submit: 
     assert queued.state.preemptions == 1
     rec = fresh.last.jobs[job] if fresh.last else None
     assert rec is not None and rec.eligible_time > time.time()  # under a lease again, not running
+
+
+def test_a_script_the_signal_kills_is_requeued_not_lost(backend: CliBackend, slurm_cluster: DevCluster,
+                                                        submit: Callable[..., str]) -> None:
+    """A batch script that neither execs its trainer nor traps SIGUSR1 dies of the checkpoint
+    signal and Slurm ends the job FAILED; railgang requeues it at once (not after the grace),
+    since nothing else would bring it back."""
+    job = submit("-N1", "--gres=gpu:8", comment="rg:parallel=tp8;class=3", wrap="sleep 600")
+    wait_for(backend, lambda s: any(j.job_id == job for j in s.pending))
+    assert backend.apply([Start(job, {"n13": tuple(range(8))}, 1)], time.time())[0].ok
+    wait_for(backend, lambda s: job in s.running)
+    [res] = backend.apply([Preempt(job, grace_s=600)], time.time())
+    assert res.ok, res.detail
+    deadline = time.monotonic() + 30
+    while job_fields(slurm_cluster, job)["JobState"] != "FAILED" and time.monotonic() < deadline:
+        time.sleep(0.3)
+    assert job_fields(slurm_cluster, job)["ExitCode"] == "0:10"  # killed by SIGUSR1
+    backend.snapshot(time.time())
+    assert backend.finished == [f"job {job}: preempted, requeued"]
+    snap = wait_for(backend, lambda s: any(j.job_id == job for j in s.pending))
+    assert {j.job_id: j for j in snap.pending}[job].state.preemptions == 1
+    assert job_fields(slurm_cluster, job)["Restarts"] == "1"
 
 
 def test_migrate_is_a_checkpoint_then_a_requeue(backend: CliBackend, submit: Callable[..., str],
