@@ -86,7 +86,7 @@ _want = functools.lru_cache(maxsize=1 << 16, typed=True)(Want)
 def regrow_targets(snapshot: Snapshot) -> dict[str, int]:
     """Targets of a rigid-minded policy: an elastic job shrunk below its requested size (to make
     room for a higher class) grows back to it, never beyond."""
-    return {r.job_id: max(r.replicas, r.job.replicas) for r in snapshot.running.values() if r.job.elastic}
+    return {r.job_id: max(r.replicas, r.job.replicas) for r in snapshot.elastic_running}
 
 
 # -- registry ----------------------------------------------------------------------------------

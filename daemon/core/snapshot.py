@@ -151,6 +151,9 @@ class Snapshot:
     held: Mapping[str, int] | None = field(default=None, compare=False, repr=False)  # GPUs each
     # account's running jobs hold, when the backend keeps that count as jobs start and end (the
     # simulator); None = counted from ``running``. Only a shortcut: it must equal that count
+    elastic: tuple[RunningJob, ...] | None = field(default=None, compare=False, repr=False)
+    classes: tuple[int, ...] | None = field(default=None, compare=False, repr=False)
+    # likewise ``elastic_running`` and ``running_per_class`` kept by a backend (None = derived)
 
     def __post_init__(self) -> None:
         # a read-only mapping (``MappingProxyType``) is taken as it is: the caller built it
@@ -186,7 +189,19 @@ class Snapshot:
     @functools.cached_property
     def elastic_running(self) -> tuple[RunningJob, ...]:
         """The running jobs with an elastic range, by job id (the only ones a plan can size)."""
+        if self.elastic is not None:
+            return self.elastic
         return tuple(r for r in self.running.values() if r.job.request.elastic)
+
+    @functools.cached_property
+    def running_per_class(self) -> tuple[int, ...]:
+        """Running jobs per priority class (0 serving … 3 batch)."""
+        if self.classes is not None:
+            return self.classes
+        per = [0, 0, 0, 0]
+        for r in self.running.values():
+            per[r.priority_class] += 1
+        return tuple(per)
 
     def account(self, name: str) -> Account:
         return self.accounts.get(name) or Account(name)

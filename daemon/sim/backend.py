@@ -40,7 +40,7 @@ from railgang.daemon.core.quota import QuotaTree
 from railgang.daemon.core.reasons import Reason
 from railgang.daemon.core.snapshot import Account, Node, NodeState, PreemptEvent, Snapshot
 from railgang.daemon.core.spot import TierTerms
-from railgang.daemon.sim import seed
+from railgang.daemon.sim import seed, views
 from railgang.daemon.sim.accounting import SimJob
 from railgang.daemon.sim.capacity import SPOT_RECLAIM, SPOT_RETURN, Capacity
 from railgang.daemon.sim.degrade import LinkEvent
@@ -49,7 +49,6 @@ from railgang.daemon.sim.progress import CommModel, NoComm, job_request
 from railgang.daemon.sim.quotas import QuotaUse
 from railgang.daemon.sim.recorder import Recorder
 from railgang.daemon.sim.traces.model import TraceJob
-from railgang.daemon.sim.views import Now, all_fresh, lazy_accounts, sorted_views
 from railgang.daemon.slurm.backend import ActionResult
 from railgang.topology.health import LinkHealth
 
@@ -123,9 +122,12 @@ class SimBackend:
         # when a job starts or leaves); the time they are read at, and the last snapshot handed
         # out (while it is still held, a new snapshot gets a new time: SimJob.running_view)
         self._running_view: Mapping[str, RunningJob] | None = None
+        self._elastic_view: tuple[RunningJob, ...] = ()  # those of them with an elastic range
+        self._per_class = [0, 0, 0, 0]  # running jobs per priority class
+        self._elastic = 0  # running jobs with an elastic range
         self._running_epoch = 0
         self._view_epoch = -1
-        self._clock = Now(0.0)
+        self._clock = views.Now(0.0)
         self._last_snapshot: weakref.ref[Snapshot] | None = None
         self.jobs: dict[str, SimJob] = {}
         self.pending: list[tuple[float, int, str]] = []  # (submit, seq, job_id), kept sorted
@@ -201,6 +203,13 @@ class SimBackend:
             self.free[node].update(gpus)
             self._free_changed(node)
 
+    def _entered(self, sj: SimJob) -> None:
+        """``sj`` runs from now on (its allocation and run are set)."""
+        self.running[sj.tj.job_id] = sj
+        self._running_epoch += 1
+        self._per_class[sj.request.priority_class] += 1
+        self._elastic += sj.request.elastic
+
     def _free_changed(self, node: str) -> None:
         shown = self._free_shown
         if shown is not None and node in shown:
@@ -267,19 +276,21 @@ class SimBackend:
 
     def snapshot(self, now: float) -> Snapshot:
         running, oracle = self.running, self.config.oracle
-        views = self._running_view
+        shown = self._running_view
         if self._last_snapshot is not None and self._last_snapshot() is not None:
             # an older snapshot is still held: it keeps its time and its views
-            self._clock, views = Now(now), None
+            self._clock, shown = views.Now(now), None
             for sj in running.values():
                 sj.view = None
         clock = self._clock
         clock.t = now
-        if views is None or self._view_epoch != self._running_epoch or not all_fresh(running):
+        if shown is None or self._view_epoch != self._running_epoch or not views.all_fresh(running):
             for sj in [sj for sj in running.values() if sj.view is None]:
                 sj.running_view(clock, oracle)  # the job changed since its view was built
-            views = self._running_view = sorted_views(running)
+            shown = self._running_view = views.sorted_views(running)
             self._view_epoch = self._running_epoch
+            self._elastic_view = tuple(v for v in shown.values()
+                                       if v.job.request.elastic) if self._elastic else ()
         if self._pending_view is None:
             self._pending_view = tuple(self._pending_jobs)
         pending = self._pending_view
@@ -288,7 +299,7 @@ class SimBackend:
         free = self._free_view
         if free is None:
             if self._free_shown is None:
-                self._free_shown = self._frozen_free_now()
+                self._free_shown = views.frozen_free(self.free, self.nodes, self.capacity.away)
             free = self._free_view = MappingProxyType(dict(self._free_shown))
         if self._nodes_view is None:
             self._nodes_view = MappingProxyType(dict(sorted(self.nodes.items())))
@@ -297,33 +308,19 @@ class SimBackend:
             self.preempt_log.pop(0)
         base = self._account_base
         if base:  # a loaded snapshot's shares and quotas (an estimate): summed now
-            accounts = self._accounts(now, base)
+            accounts = views.eager_accounts(self._usage_done, self.running, base, now)
         else:
-            accounts = lazy_accounts(self._usage_done, running, self._held, now)
+            accounts = views.lazy_accounts(self._usage_done, running, self._held, now)
         if self.quota_use is not None:
             self.quota_use.observe(now, self._account_gpus())
         snap = Snapshot(now=now, fabric=self.fabric, nodes=self._nodes_view, free=free,
-                        running=views, pending=pending, accounts=accounts,
+                        running=shown, pending=pending, accounts=accounts,
                         preemptions=tuple(self.preempt_log),
                         quotas=self.config.quotas if self.config.enforce_quotas else None,
-                        tiers=self.config.tiers, held=dict(self._held))
+                        tiers=self.config.tiers, held=dict(self._held),
+                        elastic=self._elastic_view, classes=tuple(self._per_class))
         self._last_snapshot = weakref.ref(snap)
         return snap
-
-    def _frozen_free_now(self) -> dict[str, frozenset[int]]:
-        """The free GPUs a snapshot shows: usable nodes that are not away, sorted."""
-        nodes, away = self.nodes, self.capacity.away
-        return {node: frozenset(gpus) for node, gpus in sorted(self.free.items())
-                if nodes[node].state.usable and node not in away}  # away: reclaimed spot nodes
-
-    def _accounts(self, now: float, base: Mapping[str, Account]) -> dict[str, Account]:
-        """Accounts with their usage as of ``now``, summed at once, over a loaded snapshot's."""
-        usage = dict(self._usage_done)
-        for sj in self.running.values():
-            acc = sj.tj.account
-            usage[acc] = usage.get(acc, 0.0) + sj.attained_at(now) - sj.attained_at_start
-        return {a: Account(a, base[a].share, u, base[a].quota_gpus) if a in base
-                else Account(a, usage_gpu_s=u) for a, u in sorted(usage.items())}
 
     def load(self, snapshot: Snapshot, run_s: Mapping[str, float]) -> dict[str, JobRecord]:
         """Seed this empty cluster with a snapshot of another, as of ``snapshot.now``: the what-if
@@ -396,8 +393,7 @@ class SimBackend:
         self._dequeue(sj)
         self._allocate(sj, action.assignment, action.replicas)
         sj.begin_run(now)
-        self.running[sj.tj.job_id] = sj
-        self._running_epoch += 1
+        self._entered(sj)
         if self.capacity.paused:  # work runs again: the spot nodes' reclaim processes resume
             for node in sorted(self.capacity.paused):
                 self.events.at(self.capacity.next_reclaim(node, now), SPOT_RECLAIM, node, 0)
@@ -529,6 +525,8 @@ class SimBackend:
         sj.released()
         del self.running[sj.tj.job_id]
         self._running_epoch += 1
+        self._per_class[sj.request.priority_class] -= 1
+        self._elastic -= sj.request.elastic
 
     def _complete(self, sj: SimJob, now: float) -> bool:
         sj.advance(now)

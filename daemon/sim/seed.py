@@ -37,8 +37,7 @@ def load(backend: SimBackend, snapshot: Snapshot, run_s: Mapping[str, float]) ->
         sj.begin_run(now)
         sj.start_time, sj.last_resize_time = run.start_time, run.last_resize_time
         sj.view = None  # fields written after begin_run
-        backend.running[job_id] = sj
-        backend._running_epoch += 1
+        backend._entered(sj)
         backend._schedule_completion(sj, now)
         records[job_id] = sj.record
     for job in snapshot.pending:

@@ -24,7 +24,7 @@ from types import MappingProxyType
 from typing import Any
 
 from railgang.daemon.core.job import Job, JobState, RunningJob
-from railgang.daemon.core.snapshot import Account
+from railgang.daemon.core.snapshot import Account, Node
 
 Line = tuple[JobState, float, float, int, float, float | None, float | None, float, float]
 """A running job's progress line as of its last change: its state then (preemptions), GPU-s
@@ -147,4 +147,25 @@ def lazy_accounts(done: Mapping[str, float], running: Mapping[str, Any], held: M
     return out
 
 
-__all__ = ["Line", "LiveJob", "Now", "all_fresh", "attained", "lazy_accounts", "sorted_views"]
+def eager_accounts(done: Mapping[str, float], running: Mapping[str, Any],
+                   base: Mapping[str, Account], now: float) -> dict[str, Account]:
+    """Accounts with their usage as of ``now`` summed at once, over ``base``'s shares and quotas
+    (a loaded snapshot's, for an estimate; ``running``: the backend's jobs)."""
+    usage = dict(done)
+    for sj in running.values():
+        acc = sj.tj.account
+        usage[acc] = usage.get(acc, 0.0) + sj.attained_at(now) - sj.attained_at_start
+    return {a: Account(a, base[a].share, u, base[a].quota_gpus) if a in base
+            else Account(a, usage_gpu_s=u) for a, u in sorted(usage.items())}
+
+
+def frozen_free(free: Mapping[str, set[int]], nodes: Mapping[str, Node],
+                away: set[str]) -> dict[str, frozenset[int]]:
+    """The free GPUs a snapshot shows: usable nodes that are not away (reclaimed spot nodes),
+    sorted."""
+    return {node: frozenset(gpus) for node, gpus in sorted(free.items())
+            if nodes[node].state.usable and node not in away}
+
+
+__all__ = ["Line", "LiveJob", "Now", "all_fresh", "attained", "eager_accounts", "frozen_free",
+           "lazy_accounts", "sorted_views"]

@@ -82,7 +82,7 @@ class Pollux:
         return float((goodput(job, k) / base) ** self.p) if base > 0 else 0.0
 
     def plan(self, snapshot: Snapshot, now: float) -> Plan:
-        movable = [r for r in snapshot.running.values()
+        movable = [r for r in snapshot.elastic_running
                    if r.job.elastic and r.priority_class >= 2 and r.preempt_deadline is None
                    and now - r.start_time < self.lock_after_s]
         # running jobs keep what they hold: shrinking them for every newcomer of their class cost
@@ -91,7 +91,7 @@ class Pollux:
         alloc: dict[str, int] = {r.job_id: r.replicas for r in movable}
         jobs: dict[str, Job] = {r.job_id: r.job for r in movable}
         running = frozenset(alloc)
-        short = short_classes(snapshot.running.values())  # these start work only at full size
+        short = short_classes(snapshot.elastic_running)  # these start work only at full size
         node = node_gpus(snapshot) if self.whole_multinode else 0
         queue = sorted(snapshot.pending, key=lambda j: (j.priority_class, j.submit_time, j.job_id))
         ends: Ends | None = None  # what runs, soonest end first (built on first use)

@@ -54,8 +54,8 @@ def contenders(snapshot: Snapshot) -> dict[int, int]:
     per = [0, 0, 0, 0]
     for j in snapshot.pending:
         per[j.priority_class] += 1
-    for r in snapshot.running.values():
-        per[r.priority_class] += 1
+    for c, n in enumerate(snapshot.running_per_class):
+        per[c] += n
     return {c: max(1, sum(per[: c + 1])) for c in range(4)}
 
 

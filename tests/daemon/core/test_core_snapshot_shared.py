@@ -44,3 +44,9 @@ def test_elastic_running_are_the_running_jobs_with_a_range_by_id() -> None:
                                job("a").gpus(2).elastic(1, 8)).build())
     assert [r.job_id for r in snap.elastic_running] == ["a", "z"]
     assert all(r is snap.running[r.job_id] for r in snap.elastic_running)
+
+
+def test_running_per_class_counts_each_class_and_a_backends_count_stands_in() -> None:
+    snap = cluster(4).running(job("a").gpus(2).cls(1), job("b").gpus(2), job("c").gpus(2)).build()
+    assert snap.running_per_class == (0, 1, 0, 2)
+    assert snap.replace(classes=(0, 1, 0, 2), elastic=()).running_per_class == (0, 1, 0, 2)

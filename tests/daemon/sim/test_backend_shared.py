@@ -1,6 +1,6 @@
 """The simulator's snapshots share what did not change since the last one (issue 12, speed):
 at every cycle of a replay with preemptions and resizes, the shared free GPUs, nodes, usable
-count and per-account GPUs equal what a snapshot built from scratch shows, and the accounts'
+count, per-account GPUs, elastic running jobs and jobs per class equal what a snapshot built from scratch shows, and the accounts'
 usage (summed when first read) what the eager sum gave."""
 
 from __future__ import annotations
@@ -29,6 +29,9 @@ def test_shared_views_equal_a_snapshot_from_scratch(policy: str) -> None:
         assert dict(snap.free) == dict(fresh.free) and list(snap.free) == sorted(snap.free)
         assert dict(snap.nodes) == dict(fresh.nodes) and snap.total_gpus == fresh.total_gpus
         assert snap.account_running_gpus() == fresh.account_running_gpus()
+        assert snap.elastic is not None and snap.classes is not None  # the backend's own
+        assert snap.elastic_running == fresh.elastic_running
+        assert snap.running_per_class == fresh.running_per_class
         usage = dict(backend._usage_done)  # the eager sum, in the backend's order of its jobs
         for sj in backend.running.values():
             acc = sj.tj.account
