@@ -165,7 +165,8 @@ class Snapshot:
             object.__setattr__(self, "nodes", MappingProxyType(dict(sorted(self.nodes.items()))))
         if type(self.running) is not MappingProxyType:
             object.__setattr__(self, "running", MappingProxyType(dict(sorted(self.running.items()))))
-        object.__setattr__(self, "accounts", MappingProxyType(dict(self.accounts)))
+        if type(self.accounts) is not MappingProxyType:
+            object.__setattr__(self, "accounts", MappingProxyType(dict(self.accounts)))
         object.__setattr__(self, "pending", tuple(self.pending))
         object.__setattr__(self, "preemptions", tuple(self.preemptions))
 

@@ -124,7 +124,9 @@ class SimBackend:
         self._running_view: Mapping[str, RunningJob] | None = None
         self._elastic_view: tuple[RunningJob, ...] = ()  # those of them with an elastic range
         self._per_class = [0, 0, 0, 0]  # running jobs per priority class
+        self._running_ids: list[str] = []  # the running jobs' ids, sorted
         self._elastic = 0  # running jobs with an elastic range
+        self._accounts_view: Mapping[str, Account] | None = None  # the last lazy_accounts
         self._running_epoch = 0
         self._view_epoch = -1
         self._clock = views.Now(0.0)
@@ -207,6 +209,7 @@ class SimBackend:
         """``sj`` runs from now on (its allocation and run are set)."""
         self.running[sj.tj.job_id] = sj
         self._running_epoch += 1
+        bisect.insort(self._running_ids, sj.tj.job_id)
         self._per_class[sj.request.priority_class] += 1
         self._elastic += sj.request.elastic
 
@@ -287,7 +290,7 @@ class SimBackend:
         if shown is None or self._view_epoch != self._running_epoch or not views.all_fresh(running):
             for sj in [sj for sj in running.values() if sj.view is None]:
                 sj.running_view(clock, oracle)  # the job changed since its view was built
-            shown = self._running_view = views.sorted_views(running)
+            shown = self._running_view = views.sorted_views(running, self._running_ids)
             self._view_epoch = self._running_epoch
             self._elastic_view = tuple(v for v in shown.values()
                                        if v.job.request.elastic) if self._elastic else ()
@@ -308,9 +311,10 @@ class SimBackend:
             self.preempt_log.pop(0)
         base = self._account_base
         if base:  # a loaded snapshot's shares and quotas (an estimate): summed now
-            accounts = views.eager_accounts(self._usage_done, self.running, base, now)
+            accounts: Mapping[str, Account] = views.eager_accounts(self._usage_done, self.running, base, now)
         else:
-            accounts = views.lazy_accounts(self._usage_done, running, self._held, now)
+            accounts = self._accounts_view = views.lazy_accounts(
+                self._usage_done, running, self._held, self._clock, self._accounts_view)
         if self.quota_use is not None:
             self.quota_use.observe(now, self._account_gpus())
         snap = Snapshot(now=now, fabric=self.fabric, nodes=self._nodes_view, free=free,
@@ -525,6 +529,7 @@ class SimBackend:
         sj.released()
         del self.running[sj.tj.job_id]
         self._running_epoch += 1
+        del self._running_ids[bisect.bisect_left(self._running_ids, sj.tj.job_id)]
         self._per_class[sj.request.priority_class] -= 1
         self._elastic -= sj.request.elastic
 

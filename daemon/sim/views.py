@@ -42,10 +42,11 @@ class Now:
     object moves on with the snapshots; the backend starts a new one when an older snapshot is
     still held somewhere, so that one keeps reading its own time (``SimBackend.snapshot``)."""
 
-    __slots__ = ("t",)
+    __slots__ = ("t", "usage")
 
     def __init__(self, t: float) -> None:
         self.t = t
+        self.usage: _Usage | None = None  # the accounts' usage as of ``t`` (lazy_accounts)
 
 
 def attained(line: Line, now: float) -> float:
@@ -90,9 +91,9 @@ class LiveJob(Job):
         return state
 
 
-def sorted_views(running: Mapping[str, Any]) -> Mapping[str, RunningJob]:
-    """The kept views of ``running`` (job id -> a job with a fresh ``view``), by job id."""
-    ids = sorted(running)
+def sorted_views(running: Mapping[str, Any], ids: list[str]) -> Mapping[str, RunningJob]:
+    """The kept views of ``running`` (job id -> a job with a fresh ``view``) in the order of
+    ``ids`` (its keys, sorted)."""
     return MappingProxyType(dict(zip(ids, map(_VIEW, map(running.__getitem__, ids)), strict=True)))
 
 
@@ -125,26 +126,34 @@ class _Usage:
 
 
 class _LazyAccount(Account):
-    """An account whose ``usage_gpu_s`` is read from its snapshot's :class:`_Usage`."""
+    """An account whose ``usage_gpu_s`` is read from its clock's :class:`_Usage` (the same
+    object serves every snapshot of that clock, as the running views do)."""
 
     @property  # the field, summed on first read
     def usage_gpu_s(self) -> float:
-        usage: _Usage = self.__dict__["_usage"]
-        return usage.of(self.name)
+        clock: Now = self.__dict__["_clock"]
+        assert clock.usage is not None
+        return clock.usage.of(self.name)
 
 
 def lazy_accounts(done: Mapping[str, float], running: Mapping[str, Any], held: Mapping[str, int],
-                  now: float) -> dict[str, Account]:
-    """Every account that used GPUs (``done``) or holds some now (``held``), by name, each with
-    the usage the eager snapshot summed (``running``: the backend's jobs, fresh views)."""
-    usage = _Usage(dict(done), list(map(_VIEW, running.values())), now)
+                  clock: Now, kept: Mapping[str, Account] | None) -> Mapping[str, Account]:
+    """Every account that used GPUs (``done``) or holds some now (``held``), by name, read only,
+    each with the usage the eager snapshot summed as of ``clock.t`` (``running``: the backend's
+    jobs, fresh views). ``kept``: the last answer, returned again if it has the same accounts
+    on the same clock."""
+    clock.usage = _Usage(dict(done), list(map(_VIEW, running.values())), clock.t)
+    names = done.keys() | held.keys()
+    if kept is not None and kept.keys() == names and all(
+            a.__dict__["_clock"] is clock for a in list(kept.values())[:1]):
+        return kept
     out: dict[str, Account] = {}
-    for name in sorted(done.keys() | held.keys()):
+    for name in sorted(names):
         account = _new(_LazyAccount)
         _put(account, "__dict__", {"name": name, "share": 1.0, "quota_gpus": None,
-                                   "_usage": usage})
+                                   "_clock": clock})
         out[name] = account
-    return out
+    return MappingProxyType(out)
 
 
 def eager_accounts(done: Mapping[str, float], running: Mapping[str, Any],

@@ -29,6 +29,8 @@ def test_shared_views_equal_a_snapshot_from_scratch(policy: str) -> None:
         assert dict(snap.free) == dict(fresh.free) and list(snap.free) == sorted(snap.free)
         assert dict(snap.nodes) == dict(fresh.nodes) and snap.total_gpus == fresh.total_gpus
         assert snap.account_running_gpus() == fresh.account_running_gpus()
+        assert list(snap.running) == sorted(backend.running)
+        assert all(snap.running[j].job.request is sj.request for j, sj in backend.running.items())
         assert snap.elastic is not None and snap.classes is not None  # the backend's own
         assert snap.elastic_running == fresh.elastic_running
         assert snap.running_per_class == fresh.running_per_class
