@@ -192,7 +192,7 @@ class DaemonLeader(Base):
 
 # the issue-8 tables (quotas, classes, rates, tokens, audit, ledger side tables) live in their own
 # modules; importing them here registers them on Base.metadata wherever the models are loaded
-from railgang.db import auth, ledger, org, steps  # noqa: E402, F401
+from railgang.db import auth, estimates, ledger, org, steps  # noqa: E402, F401
 
 __all__ = [
     "JOURNAL_STATES",

@@ -48,6 +48,7 @@ from railgang.daemon.core.snapshot import Snapshot
 from railgang.daemon.loop import CycleOutcome, run_cycle
 from railgang.daemon.service import explain
 from railgang.daemon.service.estimate import StartEstimator
+from railgang.daemon.service.estimate_history import save_scores
 from railgang.daemon.service.grants import GrantsFile
 from railgang.daemon.service.journal import SessionJournal, utc
 from railgang.daemon.service.links import LinkCollector
@@ -240,7 +241,10 @@ class DaemonService:
             self.tracker = explain.Tracker(explain_repo.live(s))
         at = utc(outcome.now)
         # start-time estimates (re-simulated every daemon.estimate_interval_s; in "record" ms)
-        estimates = self.estimator.refresh(snap) if self.estimator is not None else None
+        estimates = None
+        if self.estimator is not None:
+            estimates = self.estimator.refresh(snap)
+            save_scores(s, self.estimator, outcome.now)  # the calibration outlives a restart
         rows = explain.build_rows(outcome, self.policy.last, self.policy.name,
                                   keep=self.tracker.keep, estimates=estimates)
         write, gone = self.tracker.changes(rows, [*snap.running, *(j.job_id for j in snap.pending)])

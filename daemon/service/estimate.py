@@ -351,6 +351,7 @@ class StartEstimator:
         self.interval_s, self.placer = interval_s, placer
         self.history = history or RatioHistory()
         self.calibration = calibration or IntervalCalibration(quantum_s=config.cycle_s)
+        self.cluster = ""  # whose scores the database keeps (estimate_history.save_scores)
         self.last: Estimates | None = None
         self.rows: dict[str, dict[str, Any]] = {}
 

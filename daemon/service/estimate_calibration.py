@@ -16,7 +16,8 @@ worse than on a 2-day one):
 80 % of future starts; the window of recent scores follows drift. Intervals are only widened,
 never narrowed (an interval too wide is honest, one too narrow is not), and not at all before
 ``min_scores`` starts were seen. Scores always use the raw interval, so widening never feeds on
-itself. The calibration lives in the daemon's memory and is learnt again after a restart.
+itself. The daemon stores the scores (``estimate_history.save_scores``) and a restarted one
+reads them back.
 """
 
 from __future__ import annotations
@@ -47,8 +48,10 @@ class IntervalCalibration:
             raise ValueError(f"coverage must be in (0, 1), not {coverage}")
         self.coverage, self.min_scores, self.c = coverage, max(1, min_scores), max(1.0, quantum_s)
         self.per_job = max(1, per_job)
-        self._scores: deque[float] = deque(maxlen=max(1, keep))
+        self.keep = max(1, keep)
+        self._scores: deque[float] = deque(maxlen=self.keep)
         self._open: dict[str, list[Shown]] = {}  # job -> intervals shown while it waited
+        self._unsaved: list[float] = []  # settled since the last drain_new (for the database)
 
     # -- learning ---------------------------------------------------------------------------
     def score(self, lo_s: float, hi_s: float | None, actual_s: float) -> float:
@@ -78,10 +81,25 @@ class IntervalCalibration:
             if run is not None:
                 for s in self._open.pop(job_id):
                     self.add(s.lo_s, s.hi_s, run.start_time - s.made_at)
+                    self._unsaved.append(self._scores[-1])
                     added += 1
             elif job_id not in pending:
                 del self._open[job_id]
         return added
+
+    def load(self, scores: Iterable[float]) -> int:
+        """Scores kept from an earlier run of the daemon, oldest first; returns how many."""
+        n = 0
+        for score in scores:
+            if math.isfinite(score):
+                self._scores.append(score)
+                n += 1
+        return n
+
+    def drain_new(self) -> list[float]:
+        """The scores settled since the last call, to be stored."""
+        out, self._unsaved = self._unsaved, []
+        return out
 
     # -- using ------------------------------------------------------------------------------
     @property

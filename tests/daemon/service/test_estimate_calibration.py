@@ -117,3 +117,23 @@ def test_explain_shows_the_widened_interval_and_says_so() -> None:
 def test_public_surface() -> None:
     assert_public_surface("railgang.daemon.service.estimate_calibration",
                           {"Coverage", "IntervalCalibration", "Shown", "online_coverage"})
+
+
+def test_the_database_keeps_the_newest_scores_of_each_cluster(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from railgang.daemon.service.estimate_history import save_scores, stored_scores
+    from railgang.db.session import session_scope
+    from tests.daemon.api.dbs import fresh_engine
+
+    with fresh_engine("sqlite", tmp_path, None) as engine:
+        est = StartEstimator("fifo", calibration=IntervalCalibration(keep=3))
+        est.cluster = "c1"
+        for batch in ([0.1, 0.2], [0.3, 0.4, 0.5], [0.6] * 30):
+            est.calibration._unsaved.extend(batch)
+            with session_scope(engine) as s:
+                assert save_scores(s, est, 1.0) == len(batch)
+        with session_scope(engine) as s:
+            kept = stored_scores(s, cluster="c1", limit=1000)
+            assert save_scores(s, est, 2.0) == 0  # nothing new
+        assert kept == [0.6] * 30  # 10 x keep newest rows of the cluster
+        loaded = IntervalCalibration(keep=3)
+        assert loaded.load([*kept, math.nan]) == 30 and loaded.scores == 3

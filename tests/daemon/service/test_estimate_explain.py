@@ -4,6 +4,7 @@ rows carry it, and ``railgang explain`` (in process and as the installed command
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -90,3 +91,30 @@ def test_railgang_explain_shows_the_estimate(tmp_path: Path) -> None:
     text = cli("explain", waiting[0]["job_id"])
     assert text.returncode == 0 and "  expected start: in " in text.stdout, text.stdout
     assert "simulations of the default policy" in text.stdout
+
+
+def test_the_calibration_is_stored_as_jobs_start_and_read_back_by_a_new_daemon(
+        engine: Engine) -> None:
+    from railgang.daemon.service.estimate_history import stored_scores, with_ledger_history
+    from railgang.db.session import session_scope
+
+    t0 = float(int(time.time()))
+    clock = SimClock(t0)
+    est = with_ledger_history(StartEstimator("fifo", config=EstimateConfig(wall_s=5.0)), engine,
+                              cluster="railgang")
+    assert est is not None and est.calibration.scores == 0
+    svc = service(engine, LiveSim(fabric_from_shape(8, 8, 2), JOBS, start=t0), clock,
+                  estimator=est)
+    svc.run_once()  # zbig is shown [3,600 s, 3,600 s]
+    for _ in range(3):  # a, b, c, d end at 3,600 s; zbig starts at the next cycle
+        clock.advance(1830.0)
+        svc.run_once()
+    with session_scope(engine) as s:
+        scores = stored_scores(s, cluster="railgang", limit=100)
+    assert len(scores) >= 1 and est.calibration.scores == len(scores)
+    # fifo starts them as predicted, seen at the first cycle after: at most one cycle late
+    assert min(scores) <= 0.0 and max(scores) < math.log((3600 + 60 + 1830) / (3600 + 60))
+    restarted = with_ledger_history(StartEstimator("fifo"), engine, cluster="railgang")
+    assert restarted is not None and restarted.calibration.scores == len(scores)
+    other = with_ledger_history(StartEstimator("fifo"), engine, cluster="elsewhere")
+    assert other is not None and other.calibration.scores == 0
