@@ -198,10 +198,11 @@ def _evict_for(
     got, killed, budget_hit, tries = w.free_count, 0, False, 0
     # a shrink serves a higher class only: shrinking a peer to its minimum left a deficit that
     # same-class work never gave back (issue 12 part 4); peers are evicted under the budgets
-    steps = [(False, v) for v in cands if v.priority_class > job.priority_class
+    steps = [(False, v, True) for v in cands if v.priority_class > job.priority_class
              and elastic.shrink_pays(v, v.job.min_replicas, now, rules)]
-    steps += [(True, v) for v in cands]
-    for kill, v in steps:
+    room = cap - churn if job.priority_class > 0 else None
+    steps += _node_by_node(w, cands, gpus_of, need, room, budget)
+    for kill, v, complete in steps:
         if kill:
             if pre.recently_preempted(v.job.last_preempted_at, now, budget.job_min_interval_s):
                 budget_hit = True
@@ -222,12 +223,53 @@ def _evict_for(
         for n, gs in gone.items():
             extra[n] = extra.get(n, frozenset()) | frozenset(gs)
             got += len(gs)
-        if got >= need and tries < 4:
+        if got >= need and complete and tries < 4:
             tries += 1
             placed = w.place(gang_for(job, x.min_replicas, hetero.nodes_for(w, job, x)), extra)
             if isinstance(placed, Placed):
                 return Eviction(placed, tuple(shrinks), tuple(kills))
     return Eviction(budget_hit=budget_hit)
+
+
+def _node_by_node(w: Work, cands: list[RunningJob], gpus_of: Mapping[str, int], need: int,
+                  room: int | None, budget: pre.PreemptionBudget,
+                  ) -> list[tuple[bool, RunningJob, bool]]:
+    """Kill steps ``(True, victim, complete)``, node by node (``preemption`` module docstring):
+    for each node, the victims (in rank order) whose GPUs there, with its free ones, make
+    ``min(need, node GPUs)``; nodes whose worst needed victim ranks best come first (then fewest
+    GPUs killed, then name), and ``complete`` marks the last victim of a node, where a placement
+    is tried. Victims taken one by one in rank order alone scatter over the nodes: on a full
+    cluster of 1-GPU jobs an 8-GPU gang then killed up to the churn cap without ever emptying a
+    node (Philly, issue 12 part 5). The rest of the candidates follow in rank order."""
+    now = w.now
+    on: dict[str, list[RunningJob]] = {}
+    for v in cands:
+        if not pre.recently_preempted(v.job.last_preempted_at, now, budget.job_min_interval_s):
+            for n, gs in v.assignment.items():
+                if gs:
+                    on.setdefault(n, []).append(v)
+    rank = {v.job_id: i for i, v in enumerate(cands)}
+    plans: list[tuple[int, int, str, list[RunningJob]]] = []
+    for n, victims in on.items():
+        target, have = min(need, w.snap.nodes[n].gpus), len(w.free.get(n, ()))
+        taken: list[RunningJob] = []
+        cost = 0
+        for v in victims:
+            if have >= target:
+                break
+            taken.append(v)
+            have += len(v.assignment[n])
+            cost += gpus_of[v.job_id]
+        if taken and have >= target and (room is None or cost <= room):
+            plans.append((rank[taken[-1].job_id], cost, n, taken))
+    steps: list[tuple[bool, RunningJob, bool]] = []
+    seen: set[str] = set()
+    for *_, taken in sorted(plans, key=lambda p: p[:3]):
+        group = [v for v in taken if v.job_id not in seen]
+        seen.update(v.job_id for v in group)
+        steps += [(True, v, i == len(group) - 1) for i, v in enumerate(group)]
+    steps += [(True, v, True) for v in cands if v.job_id not in seen]
+    return steps
 
 
 

@@ -11,7 +11,7 @@ Definitions (docs/simulator.md has the long form):
   on an independent 1/N share of the cluster, N the time-averaged number of jobs in the system
   while it was there: T_ideal = duration x max(1, gpus / (C / N)). Reported as a distribution
   (p50/p90/p99/max, share above 2) over all finished jobs and over "big" jobs of at least one
-  GPU-hour (gpus x duration), and per account (mean, p99, max).
+  GPU-hour (gpus x duration), and per account (mean, p50/p90/p99, max, share above 2, big max).
 - idle while waiting (work conservation) = GPU-seconds left free after a cycle that a pending job
   could have used by count (``recorder.Recorder.cycle``), split by the core's pending reason; the
   "placeable" part leaves out reasons that say the free GPUs had no valid gang slot.
@@ -109,6 +109,12 @@ class AccountMetrics:
     rho_mean: float = math.nan
     rho_p99: float = math.nan
     idle_while_waiting_gpu_h: float = 0.0  # charged to this account's waiting jobs
+    # the rest of ρ's distribution for this account, and its jobs of at least one GPU-hour
+    rho_p50: float = math.nan
+    rho_p90: float = math.nan
+    rho_share_above_2: float = 0.0
+    big_jobs_finished: int = 0
+    rho_big_max: float = math.nan
 
 
 @dataclass(frozen=True, slots=True)
@@ -182,6 +188,8 @@ def compute(records: Iterable[JobRecord], cluster_gpus: int) -> Metrics:
         group = by_account[name]
         fin = [r for r in group if r.finish is not None]
         acc_rho = sorted(x for r in fin if (x := rho_of.get(id(r))) is not None)
+        acc_big = [x for r in fin if r.gpu_hours >= BIG_JOB_GPU_H
+                   and (x := rho_of.get(id(r))) is not None]
         accounts.append(AccountMetrics(
             account=name, jobs=len(group), finished=len(fin),
             mean_jct_s=_mean([r.finish - r.submit for r in fin if r.finish is not None]),
@@ -189,7 +197,10 @@ def compute(records: Iterable[JobRecord], cluster_gpus: int) -> Metrics:
             max_rho=max(acc_rho, default=math.nan),
             gpu_hours=sum(r.allocated_gpu_s for r in group) / 3600.0,
             rho_mean=_mean(acc_rho), rho_p99=percentile(acc_rho, 99),
-            idle_while_waiting_gpu_h=sum(sum(r.idle_fit_gpu_s.values()) for r in group) / 3600))
+            idle_while_waiting_gpu_h=sum(sum(r.idle_fit_gpu_s.values()) for r in group) / 3600,
+            rho_p50=percentile(acc_rho, 50), rho_p90=percentile(acc_rho, 90),
+            rho_share_above_2=(sum(1 for x in acc_rho if x > 2) / len(acc_rho)) if acc_rho else 0.0,
+            big_jobs_finished=len(acc_big), rho_big_max=max(acc_big, default=math.nan)))
     return Metrics(
         jobs=len(recs), finished=len(done),
         rejected=sum(1 for r in recs if r.rejected is not None),

@@ -141,15 +141,16 @@ def ratio_table(table_ratios: Mapping[str, Mapping[str, float]], baseline: str) 
 
 def account_table(run: RunResult, top: int = 15) -> Table:
     table = Table(title=f"per account ({run.policy})")
-    for col in ("account", "jobs", "done", "mean JCT h", "queue h", "ρ mean", "ρ p99", "ρ max",
-                "GPU-h", "idle GPU-h"):
+    for col in ("account", "jobs", "done", "mean JCT h", "queue h", "ρ mean", "ρ p50", "ρ p90",
+                "ρ p99", "ρ max", "ρ>2", "big max", "GPU-h", "idle GPU-h"):
         table.add_column(col, justify="left" if col == "account" else "right")
     accounts = sorted(run.metrics.per_account, key=lambda a: -a.gpu_hours)[:top]
     for a in accounts:
         table.add_row(a.account, str(a.jobs), str(a.finished), fmt(a.mean_jct_s, "h"),
-                      fmt(a.mean_queueing_s, "h"), fmt(a.rho_mean, "x"), fmt(a.rho_p99, "x"),
-                      fmt(a.max_rho, "x"), f"{a.gpu_hours:,.0f}",
-                      f"{a.idle_while_waiting_gpu_h:,.1f}")
+                      fmt(a.mean_queueing_s, "h"), fmt(a.rho_mean, "x"), fmt(a.rho_p50, "x"),
+                      fmt(a.rho_p90, "x"), fmt(a.rho_p99, "x"), fmt(a.max_rho, "x"),
+                      fmt(a.rho_share_above_2, "%"), fmt(a.rho_big_max, "x"),
+                      f"{a.gpu_hours:,.0f}", f"{a.idle_while_waiting_gpu_h:,.1f}")
     return table
 
 

@@ -13,19 +13,26 @@ How the pieces combine, and why:
    buy the most progress; rigid jobs are sized as requested. Steady-state jobs are locked.
 4. **Starvation guard as a reservation**: a job that waited ``promote_after_s`` is promoted to
    queue 0 and, if it still cannot start, holds an EASY backfill reservation, so large jobs are
-   not starved by a stream of small ones (protects p99 JCT versus FIFO).
+   not starved by a stream of small ones (protects p99 JCT versus FIFO). A job is starving too
+   once its ρ, at the time a reservation made now could start it (now + the drain, ``_Drain``),
+   reaches ``promote_rho`` (1.5: half-way from a fair finish to the goal's bound of 2): a short
+   gang's fair run time is far below 4 h, and it needs the reservation early (issue 12 part 5).
 5. **Preemption inside a class** follows the Tiresias levels (evict jobs in a strictly higher
    service queue), always within the cycle's budgets, shrink-before-preempt and cascade damping.
+   Inside a queue the job preempted least often is the first victim (before least work lost):
+   otherwise the cheapest victim is the job that just resumed (it has lost the least since its
+   restart), and the same long jobs were evicted 50–80 times each on Philly (issue 12 part 5).
 6. **Heterogeneous pools** (several GPU types or tiers): each job's pools are filled in by
    ``hetero.aware`` — the free fast GPUs go to the jobs with the largest speed ratio, a slower
    type only when starting there ends sooner than waiting, spot only while it is cheaper in
    effective cost (``spot.SpotRules``). ``hetero=False`` is the type-blind baseline.
 
-Ordering key: 1. Tiresias queue after promotion, 2. ρ (higher first), 3. job id.
+Ordering key: 1. Tiresias queue after promotion (0 when starving), 2. ρ (higher first), 3. job id.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
@@ -40,8 +47,11 @@ from railgang.daemon.core.spot import SpotRules
 
 
 class _Levels(Mapping[str, float]):
-    """Tiresias level of each running job, computed on first read: only an eviction search
-    reads them, and most cycles of a replay have none (issue 12, speed)."""
+    """Tiresias level of each running job, less ``p / (2 (p + 1))`` for a job preempted ``p``
+    times: inside a queue the job evicted least often goes first (point 5 of the module
+    docstring), and the level stays in (queue − ½, queue], so who may evict whom is Tiresias'
+    rule unchanged. Computed on first read: only an eviction search reads them, and most cycles
+    of a replay have none (issue 12, speed)."""
 
     def __init__(self, snapshot: Snapshot, thresholds: tuple[float, ...]) -> None:
         self._snapshot, self._thresholds = snapshot, thresholds
@@ -50,7 +60,8 @@ class _Levels(Mapping[str, float]):
     def _all(self) -> dict[str, float]:
         if self._levels is None:
             t = self._thresholds
-            self._levels = {r.job_id: float(bucket(r.job.attained_gpu_s, t))
+            self._levels = {r.job_id: bucket(r.job.attained_gpu_s, t)
+                            - r.job.preemptions / (2.0 * (r.job.preemptions + 1))
                             for r in self._snapshot.running.values()}
         return self._levels
 
@@ -62,6 +73,35 @@ class _Levels(Mapping[str, float]):
 
     def __len__(self) -> int:
         return len(self._all())
+
+
+class _Drain:
+    """Seconds until a gang of whole nodes could start if it held the reservation from now: until
+    the k-th node empties (k = nodes it needs; a node empties at the last expected end of what
+    runs on it), since GPUs freed here and there do not make a node. 0 for a gang smaller than a
+    node (GPUs free up for it all the time) and when the ends are unknown (no work estimates, no
+    time limits). Built on first use."""
+
+    def __init__(self, snapshot: Snapshot, now: float) -> None:
+        self._snapshot, self._now = snapshot, now
+        self._node_gpus = node_gpus(snapshot)
+        self._empty_at: list[float] | None = None
+
+    def wait_s(self, gpus: int) -> float:
+        if self._node_gpus <= 0 or gpus < self._node_gpus:
+            return 0.0
+        snap, now = self._snapshot, self._now
+        if self._empty_at is None:
+            last = {n: now for n, node in snap.nodes.items() if node.state.usable}
+            for r in snap.running.values():
+                end = r.expected_end(now)
+                for n in r.assignment:
+                    if n in last and end > last[n]:
+                        last[n] = end
+            self._empty_at = sorted(last.values())
+        k = -(-gpus // self._node_gpus)
+        wait = self._empty_at[k - 1] - now if k <= len(self._empty_at) else math.inf
+        return wait if math.isfinite(wait) else 0.0
 
 
 @dataclass(frozen=True)
@@ -76,6 +116,9 @@ class Default:
     hetero: bool = True  # on a cluster of several GPU pools: place by per-type throughput and
     # effective cost (hetero.aware); False = type-blind (the pool with the most free GPUs)
     spot: SpotRules = field(default_factory=SpotRules)  # when a job leaves spot for on-demand
+    promote_rho: float = 1.5  # a waiting job whose ρ, were it started now, reaches this is
+    # starving too (queue 0, may hold the reservation): half-way from a fair finish (1) to the
+    # fairness goal's bound (2), so the reservation's drain has half a fair run time left; inf = off
 
     def plan(self, snapshot: Snapshot, now: float) -> Plan:
         total = snapshot.total_gpus
@@ -83,8 +126,15 @@ class Default:
         by_pollux = self.sizing == "pollux"
         sizing = self.pollux.plan(snapshot, now) if by_pollux else None
         sized = {w.job_id: w for w in sizing.order} if sizing is not None else {}
+        rhos = {j.job_id: rho(j, now, j.replicas, n[j.priority_class], total) for j in snapshot.pending}
+        drain = _Drain(snapshot, now)
+        behind = frozenset(  # ρ-starving: its ρ reaches promote_rho by the time a reservation
+            j.job_id for j in snapshot.pending  # made now could start it
+            if rhos[j.job_id] >= self.promote_rho
+            or ((wait := drain.wait_s(j.gpus)) > 0
+                and rho(j, now + wait, j.replicas, n[j.priority_class], total) >= self.promote_rho))
         keyed = sorted(
-            (self.tiresias.queue(j, now), -rho(j, now, j.replicas, n[j.priority_class], total), j.job_id, j)
+            (0 if j.job_id in behind else self.tiresias.queue(j, now), -rhos[j.job_id], j.job_id, j)
             for j in snapshot.pending
         )
         order = []
@@ -106,8 +156,9 @@ class Default:
                 low = lowest_start(j, replicas, wait, node_gpus=node)
             order.append(want(j.job_id, replicas, low, level=q))
         starving = frozenset(j.job_id for j in snapshot.pending
-                             if self.reserve_starving
-                             and now - queued_since(j) >= self.tiresias.promote_after_s)
+                             if self.reserve_starving and (
+                                 j.job_id in behind
+                                 or now - queued_since(j) >= self.tiresias.promote_after_s))
         plan = Plan(
             order=tuple(order),
             mode="backfill",

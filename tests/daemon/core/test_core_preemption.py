@@ -131,3 +131,21 @@ def test_preemption_can_be_switched_off() -> None:
     d = run(snap, config=CycleConfig(preempt=False))
     assert d.actions == ()
     assert not any(isinstance(a, Start | Resize) for a in d.actions)
+
+
+def test_victims_are_taken_node_by_node() -> None:
+    # 20 full nodes of 1-GPU batch jobs; the one on GPU 0 of every node has the worst Tiresias
+    # level (> 100 GPU-h), the others 1-10 GPU-h. An 8-GPU job in queue 0 needs a whole node and
+    # the churn cap (5 % of 160) allows 8 GPUs: in plain rank order the first 8 victims would be
+    # the worst-level jobs on 8 different nodes (no node empties; the budget is spent for
+    # nothing). Node by node, it evicts the 8 jobs of one node.
+    snap = cluster(20).at(NOW)
+    for n in range(20):
+        for g in range(8):
+            worst = g == 0
+            snap = snap.running(job(f"j{n:02d}-{g}").cls(3).service((200 if worst else 2) * H)
+                                .work(50 * H), on={f"n{n:03d}": (g,)}, start=0)
+    d = run(snap.pending(job("gang").gpus(8).cls(3).at(NOW - 60).work(H)).build(), "tiresias")
+    victims = [a.job_id for a in d.of(Preempt)]
+    assert len(victims) == 8 and len({v.split("-")[0] for v in victims}) == 1
+    assert d.reason("gang").code is Reason.PREEMPTING  # type: ignore[union-attr]
