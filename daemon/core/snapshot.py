@@ -153,7 +153,9 @@ class Snapshot:
     # simulator); None = counted from ``running``. Only a shortcut: it must equal that count
     elastic: tuple[RunningJob, ...] | None = field(default=None, compare=False, repr=False)
     classes: tuple[int, ...] | None = field(default=None, compare=False, repr=False)
-    # likewise ``elastic_running`` and ``running_per_class`` kept by a backend (None = derived)
+    free_count: int | None = field(default=None, compare=False, repr=False)
+    # likewise ``elastic_running``, ``running_per_class`` and ``free_gpus`` kept by a backend
+    # (None = derived)
 
     def __post_init__(self) -> None:
         # a read-only mapping (``MappingProxyType``) is taken as it is: the caller built it
@@ -185,6 +187,8 @@ class Snapshot:
 
     @functools.cached_property
     def free_gpus(self) -> int:
+        if self.free_count is not None:
+            return self.free_count
         return sum(len(g) for g in self.free.values())
 
     @functools.cached_property

@@ -109,18 +109,17 @@ class SimBackend:
                                  down_s=config.spot_down_s)
         self._interrupted: set[str] = set()  # jobs signalled by a spot reclaim
         self.free: dict[str, set[int]] = {n: set(range(self.nodes[n].gpus)) for n in names}
-        # the free GPUs snapshots show (usable nodes not away, sorted; None = rebuild) and the
-        # read-only copy the last snapshot got (None = changed since)
+        # what snapshots share while it does not change (issue 12, speed; None = rebuild): the
+        # free GPUs shown (usable nodes not away, sorted) and their count, the read-only copy the
+        # last snapshot got, the nodes, and the usable GPU count
         self._free_shown: dict[str, frozenset[int]] | None = None
-        # what snapshots share while it does not change (issue 12, speed): the read-only free
-        # GPUs and nodes, sorted, and the usable GPU count; None = changed, built at the next use
+        self._free_count = 0
         self._free_view: Mapping[str, frozenset[int]] | None = None
         self._nodes_view: Mapping[str, Node] | None = None
         self._total: int | None = None
         self._held: dict[str, int] = {}  # GPUs each account's running jobs hold
-        # the running views, sorted by job id, and the running set they were built for (bumped
-        # when a job starts or leaves); the time they are read at, and the last snapshot handed
-        # out (while it is still held, a new snapshot gets a new time: SimJob.running_view)
+        # the running views by job id, the running set they were built for (bumped as jobs start
+        # and leave), their clock and the last snapshot (held still: a new clock, views.Now)
         self._running_view: Mapping[str, RunningJob] | None = None
         self._elastic_view: tuple[RunningJob, ...] = ()  # those of them with an elastic range
         self._per_class = [0, 0, 0, 0]  # running jobs per priority class
@@ -159,8 +158,7 @@ class SimBackend:
         return self._total
 
     def _nodes_changed(self) -> None:
-        self._nodes_view, self._free_view, self._total = None, None, None
-        self._free_shown = None
+        self._nodes_view = self._free_view = self._total = self._free_shown = None
 
     @property
     def records(self) -> list[JobRecord]:
@@ -216,7 +214,9 @@ class SimBackend:
     def _free_changed(self, node: str) -> None:
         shown = self._free_shown
         if shown is not None and node in shown:
-            shown[node] = frozenset(self.free[node])
+            gpus = frozenset(self.free[node])
+            self._free_count += len(gpus) - len(shown[node])
+            shown[node] = gpus
         self._free_view = None
 
     def _allocate(self, sj: SimJob, assignment: Assignment, replicas: int) -> None:
@@ -232,8 +232,7 @@ class SimBackend:
 
     def _hold(self, account: str, gpus: int) -> None:
         """``gpus`` more (or fewer) GPUs held by ``account``'s running jobs."""
-        held = self._held.get(account, 0) + gpus
-        if held:
+        if held := self._held.get(account, 0) + gpus:
             self._held[account] = held
         else:
             self._held.pop(account, None)
@@ -303,6 +302,7 @@ class SimBackend:
         if free is None:
             if self._free_shown is None:
                 self._free_shown = views.frozen_free(self.free, self.nodes, self.capacity.away)
+                self._free_count = sum(map(len, self._free_shown.values()))
             free = self._free_view = MappingProxyType(dict(self._free_shown))
         if self._nodes_view is None:
             self._nodes_view = MappingProxyType(dict(sorted(self.nodes.items())))
@@ -322,7 +322,8 @@ class SimBackend:
                         preemptions=tuple(self.preempt_log),
                         quotas=self.config.quotas if self.config.enforce_quotas else None,
                         tiers=self.config.tiers, held=dict(self._held),
-                        elastic=self._elastic_view, classes=tuple(self._per_class))
+                        elastic=self._elastic_view, classes=tuple(self._per_class),
+                        free_count=self._free_count)
         self._last_snapshot = weakref.ref(snap)
         return snap
 

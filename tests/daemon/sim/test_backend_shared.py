@@ -34,6 +34,7 @@ def test_shared_views_equal_a_snapshot_from_scratch(policy: str) -> None:
         assert snap.elastic is not None and snap.classes is not None  # the backend's own
         assert snap.elastic_running == fresh.elastic_running
         assert snap.running_per_class == fresh.running_per_class
+        assert snap.free_count is not None and snap.free_gpus == fresh.free_gpus
         usage = dict(backend._usage_done)  # the eager sum, in the backend's order of its jobs
         for sj in backend.running.values():
             acc = sj.tj.account
