@@ -13,10 +13,10 @@ How the pieces combine, and why:
    buy the most progress; rigid jobs are sized as requested. Steady-state jobs are locked.
 4. **Starvation guard as a reservation**: a job that waited ``promote_after_s`` is promoted to
    queue 0 and, if it still cannot start, holds an EASY backfill reservation, so large jobs are
-   not starved by a stream of small ones (protects p99 JCT versus FIFO). A job is starving too
-   once its ρ, at the time a reservation made now could start it (now + the drain, ``_Drain``),
-   reaches ``promote_rho`` (1.5: half-way from a fair finish to the goal's bound of 2): a short
-   gang's fair run time is far below 4 h, and it needs the reservation early (issue 12 part 5).
+   not starved by a stream of small ones (protects p99 JCT versus FIFO). Optional ρ guard
+   (``promote_rho``, off by default): a job may also hold the reservation once its ρ at the time
+   a reservation made now could start it (now + the drain of whole nodes, ``_Drain``) reaches
+   ``promote_rho``; a short gang's fair run time is far below 4 h (issue 12 part 5).
 5. **Preemption inside a class** follows the Tiresias levels (evict jobs in a strictly higher
    service queue), always within the cycle's budgets, shrink-before-preempt and cascade damping.
    Inside a queue the job preempted least often is the first victim (before least work lost):
@@ -27,7 +27,7 @@ How the pieces combine, and why:
    type only when starting there ends sooner than waiting, spot only while it is cheaper in
    effective cost (``spot.SpotRules``). ``hetero=False`` is the type-blind baseline.
 
-Ordering key: 1. Tiresias queue after promotion (0 when starving), 2. ρ (higher first), 3. job id.
+Ordering key: 1. Tiresias queue after promotion, 2. ρ (higher first), 3. job id.
 """
 
 from __future__ import annotations
@@ -116,9 +116,10 @@ class Default:
     hetero: bool = True  # on a cluster of several GPU pools: place by per-type throughput and
     # effective cost (hetero.aware); False = type-blind (the pool with the most free GPUs)
     spot: SpotRules = field(default_factory=SpotRules)  # when a job leaves spot for on-demand
-    promote_rho: float = 1.5  # a waiting job whose ρ, were it started now, reaches this is
-    # starving too (queue 0, may hold the reservation): half-way from a fair finish (1) to the
-    # fairness goal's bound (2), so the reservation's drain has half a fair run time left; inf = off
+    promote_rho: float = math.inf  # the ρ guard (module docstring, point 4): a waiting job whose
+    # ρ at the earliest start a reservation could give it reaches this may hold the reservation;
+    # inf = off (the default: measured, 1.5 meets the full-Philly ρ goals but on an overloaded
+    # VC, 6214e9 on 64 GPUs, it raised the share of ρ > 2 from 2.5 % to 45 %; BENCHMARKS.md)
 
     def plan(self, snapshot: Snapshot, now: float) -> Plan:
         total = snapshot.total_gpus
@@ -130,16 +131,18 @@ class Default:
         drain = _Drain(snapshot, now)
         behind = frozenset(  # ρ-starving: its ρ reaches promote_rho by the time a reservation
             j.job_id for j in snapshot.pending  # made now could start it
-            if rhos[j.job_id] >= self.promote_rho
-            or ((wait := drain.wait_s(j.gpus)) > 0
-                and rho(j, now + wait, j.replicas, n[j.priority_class], total) >= self.promote_rho))
+            if math.isfinite(self.promote_rho) and (
+                rhos[j.job_id] >= self.promote_rho
+                or ((wait := drain.wait_s(j.gpus)) > 0
+                    and rho(j, now + wait, j.replicas, n[j.priority_class], total)
+                    >= self.promote_rho)))
         keyed = sorted(
-            (0 if j.job_id in behind else self.tiresias.queue(j, now), -rhos[j.job_id], j.job_id, j)
+            (self.tiresias.queue(j, now), -rhos[j.job_id], j.job_id, j)
             for j in snapshot.pending
         )
         order = []
         ends: Ends | None = None  # what runs, soonest end first (built on first use)
-        short = short_classes(snapshot.running.values())
+        short = short_classes(snapshot.elastic_running)
         node = node_gpus(snapshot) if self.pollux.whole_multinode and any(
             j.elastic for j in snapshot.pending) else 0
         for q, _, _, j in keyed:
