@@ -1,5 +1,5 @@
-"""`default`'s fairness rules (issue 12 part 5): the ρ guard with its drain, and victims inside a
-Tiresias queue by how often they were already preempted."""
+"""`default`'s fairness rules (issue 12 part 5): the optional ρ guard with its drain, and victims
+inside a Tiresias queue by how often they were already preempted."""
 
 from __future__ import annotations
 
@@ -27,16 +27,17 @@ def gang_behind_long_work(left_s: float):  # type: ignore[no-untyped-def]
 
 
 def test_rho_guard_counts_the_drain_of_a_whole_node() -> None:
-    # no node empties for 3 h: ρ at the earliest start is ≈ 10, so the gang is starving now
-    # (queue 0, may hold the reservation) although its ρ today is only 1.08
-    plan = Default().plan(gang_behind_long_work(3 * H), NOW)
+    # no node empties for 3 h: ρ at the earliest start is ≈ 10, so the gang may hold the
+    # reservation now although its ρ today is only 1.08
+    guard = Default(promote_rho=1.5)
+    plan = guard.plan(gang_behind_long_work(3 * H), NOW)
     assert plan.reserve_for == frozenset({"gang"})
     assert [w.job_id for w in plan.order] == ["gang", "small"]
     # a node empties in a minute: ρ stays below 1.5, nobody is starving
-    assert Default().plan(gang_behind_long_work(60), NOW).reserve_for == frozenset()
-    # the guard off: only the 4-h wait makes a job starving
-    assert Default(promote_rho=math.inf).plan(gang_behind_long_work(3 * H), NOW).reserve_for \
-        == frozenset()
+    assert guard.plan(gang_behind_long_work(60), NOW).reserve_for == frozenset()
+    # the default: the guard is off, only the 4-h wait makes a job starving
+    assert Default().promote_rho == math.inf
+    assert Default().plan(gang_behind_long_work(3 * H), NOW).reserve_for == frozenset()
 
 
 def test_victim_inside_a_queue_is_the_one_preempted_least() -> None:
