@@ -96,6 +96,15 @@ class SimJob:
     def request(self) -> JobRequest:
         return self.job.request
 
+    def size_problem(self, replicas: int, gpus: int) -> str | None:
+        """Why a start or resize at this size does not fit the request (whole replicas, in range)."""
+        req = self.request
+        if gpus != replicas * req.replica_gpus:
+            return f"{gpus} GPUs for {replicas} replicas of {req.replica_gpus}"
+        if not req.min_replicas <= replicas <= req.max_replicas:
+            return f"{replicas} replicas outside [{req.min_replicas}, {req.max_replicas}]"
+        return None
+
     # -- integration -------------------------------------------------------------------------
     def advance(self, t: float) -> None:
         """Integrate from the last update to ``t`` (constant rate in between)."""

@@ -387,12 +387,7 @@ class SimBackend:
         sj = self.jobs.get(action.job_id)
         if sj is None or sj.assignment is not None:
             return f"{action.job_id} is not pending"
-        req = sj.request
-        if action.gpus != action.replicas * req.replica_gpus:
-            return f"{action.gpus} GPUs for {action.replicas} replicas of {req.replica_gpus}"
-        if not req.min_replicas <= action.replicas <= req.max_replicas:
-            return f"{action.replicas} replicas outside [{req.min_replicas}, {req.max_replicas}]"
-        problem = self._take(action.assignment)
+        problem = sj.size_problem(action.replicas, action.gpus) or self._take(action.assignment)
         if problem:
             return problem
         self._dequeue(sj)
@@ -406,17 +401,21 @@ class SimBackend:
         self._schedule_completion(sj, now)
         return None
 
-    def _resize(self, action: Resize, now: float) -> str | None:
-        sj = self.running.get(action.job_id)
+    def _running_unsignalled(self, job_id: str) -> tuple[SimJob | None, str | None]:
+        sj = self.running.get(job_id)  # the job a resize or migration acts on, or why none
         if sj is None or sj.assignment is None:
-            return f"{action.job_id} is not running"
+            return None, f"{job_id} is not running"
         if sj.kill_at is not None:
-            return f"{action.job_id} is being preempted"
-        req = sj.request
-        if not req.min_replicas <= action.replicas <= req.max_replicas:
-            return f"{action.replicas} replicas outside [{req.min_replicas}, {req.max_replicas}]"
-        if action.gpus != action.replicas * req.replica_gpus:
-            return f"{action.gpus} GPUs for {action.replicas} replicas of {req.replica_gpus}"
+            return None, f"{job_id} is being preempted"
+        return sj, None
+
+    def _resize(self, action: Resize, now: float) -> str | None:
+        sj, why = self._running_unsignalled(action.job_id)
+        if sj is None or sj.assignment is None:
+            return why
+        problem = sj.size_problem(action.replicas, action.gpus)
+        if problem:
+            return problem
         old = sj.assignment
         added = {n: tuple(set(g) - set(old.get(n, ()))) for n, g in action.assignment.items()}
         removed = {n: tuple(set(g) - set(action.assignment.get(n, ()))) for n, g in old.items()}
@@ -462,11 +461,9 @@ class SimBackend:
 
     def _migrate(self, action: Migrate, now: float) -> str | None:
         """Hold the target's free GPUs and signal the job; at the kill it restarts there."""
-        sj = self.running.get(action.job_id)
+        sj, why = self._running_unsignalled(action.job_id)
         if sj is None or sj.assignment is None:
-            return f"{action.job_id} is not running"
-        if sj.kill_at is not None:
-            return f"{action.job_id} is being preempted"
+            return why
         old = sj.assignment
         extra = {n: tuple(g for g in gs if g not in old.get(n, ())) for n, gs in action.assignment.items()}
         problem = self._take({n: g for n, g in extra.items() if g})
