@@ -99,7 +99,12 @@ curl -sf -H "Authorization: Bearer $token" "$api/v1/chargeback?group_by=team&for
 
 echo; echo "== what happened (from the daemon's journal and Slurm)"
 $rg daemon status
-requeued=$(grep -l "preempted" "$out"/*.out 2>/dev/null | wc -l || true)
+# a job's log holds every run (--open-mode=append): the checkpoint line, then a restart
+requeued=0
+for log in "$out"/*.out; do
+  [ -e "$log" ] || continue
+  if grep -q "(preempted)" "$log" && grep -q "(restart [1-9]" "$log"; then requeued=$((requeued + 1)); fi
+done
 echo "jobs that checkpointed on a preemption signal and resumed: $requeued"
 .venv/bin/python - "$RAILGANG_HOME/daemon.log" <<'PY'
 import collections, json, sys

@@ -44,7 +44,9 @@ class DemoJob:
         argv = ["sbatch", "--parsable", f"--job-name={self.name}", f"--account={self.account}",
                 f"--nodes={self.nodes}", f"--gres=gpu:{self.gpus_per_node}",
                 f"--rg-parallel=tp{self.tp},pp{self.pp},dp{self.dp}",
-                f"--rg-class={self.priority_class}", f"--output={out_dir}/%x-%j.out"]
+                # append: a requeued run would truncate the log and lose the first run's lines
+                f"--rg-class={self.priority_class}", "--open-mode=append",
+                f"--output={out_dir}/%x-%j.out"]
         if self.elastic:
             argv.append(f"--rg-elastic={self.elastic[0]}:{self.elastic[1]}")
         if self.priority_class == 2:
