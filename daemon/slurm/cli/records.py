@@ -8,6 +8,7 @@ the observation of the others). Field names follow ``squeue --json``/``sinfo --j
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -133,10 +134,17 @@ def exit_signal(raw: Mapping[str, Any]) -> int:
         ident = sig.get("id") if isinstance(sig, dict) else None
         if isinstance(ident, dict):  # {"set": true, "number": 10}
             ident = ident.get("number") if ident.get("set", True) else 0
-        return int(ident) if isinstance(ident, int | float) else 0
-    if isinstance(code, int | float) and not isinstance(code, bool):
-        return int(code) & 0x7F
-    return 0
+        return _signal_number(ident)
+    return _signal_number(code) & 0x7F
+
+
+def _signal_number(value: Any) -> int:
+    """A whole number from JSON, or 0 for anything else (NaN, infinity, text, booleans)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return 0
+    if isinstance(value, float) and not (math.isfinite(value) and value.is_integer()):
+        return 0
+    return max(0, min(int(value), 2**31 - 1))
 
 
 def squeue_job(raw: Mapping[str, Any]) -> SqueueJob:

@@ -150,3 +150,8 @@ def test_the_exit_signal_reads_both_squeue_json_forms() -> None:
     assert exit_signal({"exit_code": {"status": ["SUCCESS"], "signal": {
         "id": {"set": False, "number": 0}}}}) == 0
     assert exit_signal({}) == 0 and exit_signal({"exit_code": "x"}) == 0
+    # hostile squeue output: no traceback, just "not killed by a signal"
+    for bad in (float("inf"), float("nan"), -10, True, [10], None, 10.5, "10"):
+        assert exit_signal({"exit_code": bad}) == 0
+        assert exit_signal({"exit_code": {"signal": {"id": bad}}}) == 0
+    assert exit_signal({"exit_code": 1e300}) == 127  # clamped, never an overflow
