@@ -1,4 +1,4 @@
-"""Ledger side tables: job labels, ingest watermarks and telemetry samples.
+"""Ledger side tables: job labels, ingest watermarks, telemetry samples and node states.
 
 The ledger segments themselves are ``db.models.UsageRecord`` rows, keyed by (job, segment
 start) so re-reading the same Slurm accounting record updates the row instead of adding one.
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import BigInteger, Float, ForeignKey, Index, Integer, String
+from sqlalchemy import BigInteger, Float, ForeignKey, Index, Integer, String, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column
 
 from railgang.db.base import Base, UTCDateTime
@@ -51,6 +51,30 @@ class GpuSample(Base):
     mem_used_mib: Mapped[float | None] = mapped_column(Float)
     power_w: Mapped[float | None] = mapped_column(Float)
 
+    # the report reads a time window of every GPU: the key leads with the node (issue 23)
+    __table_args__ = (Index("ix_gpu_samples_at_epoch_ms", "at_epoch_ms"),)
+
+
+class NodeState(Base):
+    """A node of the fleet as ``sinfo`` showed it from ``at_epoch`` on (until the node's next
+    row): the report's inventory (pool sizes count idle nodes too) and its down/drained list."""
+
+    __tablename__ = "node_states"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    cluster: Mapped[str] = mapped_column(String(64))
+    node: Mapped[str] = mapped_column(String(64))
+    at_epoch: Mapped[int] = mapped_column(BigInteger)
+    state: Mapped[str] = mapped_column(String(24))  # idle, mixed, allocated, drain, down, ...
+    gpu_type: Mapped[str] = mapped_column(String(32))
+    gpus: Mapped[int] = mapped_column(Integer)
+    reason: Mapped[str] = mapped_column(String(256), default="")
+
+    __table_args__ = (
+        UniqueConstraint("cluster", "node", "at_epoch", name="node_at"),
+        Index("ix_node_states_at_epoch", "at_epoch"),
+    )
+
 
 class ProgressSample(Base):
     """One progress report of the training helper (``rg-progress:step=..,sps=..,t=..``)."""
@@ -64,4 +88,4 @@ class ProgressSample(Base):
     sps: Mapped[float] = mapped_column(Float)
 
 
-__all__ = ["GpuSample", "JobLabel", "LedgerWatermark", "ProgressSample"]
+__all__ = ["GpuSample", "JobLabel", "LedgerWatermark", "NodeState", "ProgressSample"]
