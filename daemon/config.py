@@ -7,9 +7,11 @@ nested keys), the TOML file (``--config PATH`` or ``RAILGANG_CONFIG``), then def
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import tomllib
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Literal
 
@@ -219,6 +221,18 @@ class LedgerSettings(BaseModel):
     grants_file: Path = DEFAULT_STATE_DIR / "class_grants.txt"
 
 
+MAX_FLOAT_SETTING = 1e9
+
+
+def _floats(data: Any, key: str = "") -> Iterator[tuple[str, float]]:
+    """(dotted key, value) of every float in a settings dump, nested groups and tables included."""
+    if isinstance(data, dict):
+        for name, value in data.items():
+            yield from _floats(value, f"{key}.{name}" if key else str(name))
+    elif isinstance(data, float):
+        yield key, data
+
+
 class Settings(BaseSettings):
     """Everything railgang can be told. See docs/configuration.md for each key."""
 
@@ -246,6 +260,18 @@ class Settings(BaseSettings):
     ) -> tuple[PydanticBaseSettingsSource, ...]:
         # The TOML file is passed in as init kwargs by load_settings(); env overrides it.
         return (env_settings, init_settings)
+
+    @model_validator(mode="after")
+    def _floats_in_range(self) -> Settings:
+        # pydantic takes "inf", "nan" and 1e300 for a float; the loop then overflows (timedelta,
+        # int(), Event.wait) long after start-up, in a traceback. Every float setting is finite
+        # and within MAX_FLOAT_SETTING (31 years in seconds), whatever its own bounds say.
+        for key, value in _floats(self.model_dump()):
+            if not math.isfinite(value):
+                raise ValueError(f"{key}: {value} is not a finite number")
+            if abs(value) > MAX_FLOAT_SETTING:
+                raise ValueError(f"{key}: {value:g} is out of range (at most {MAX_FLOAT_SETTING:g})")
+        return self
 
     def check_secrets(self) -> None:
         if self.environment == "prod" and self.api.secret_key.get_secret_value() == DEV_API_SECRET:
@@ -309,15 +335,34 @@ def load_settings(path: Path | None = None, **overrides: Any) -> Settings:
         for err in exc.errors():
             key = ".".join(str(p) for p in err["loc"])
             msg = "unknown key (check spelling; see docs/configuration.md)" if err["type"] == "extra_forbidden" else err["msg"]
-            problems.append(f"{source}: {key}: {msg}")
+            if not key:  # a check over several keys (the float ranges): its message names the key
+                msg = msg.removeprefix("Value error, ")
+            problems.append(f"{source}: {key}: {msg}" if key else f"{source}: {msg}")
         raise ConfigError("; ".join(problems)) from exc
     settings.check_secrets()
     return settings
 
 
+# user:password@ in a URL's authority, and password=... among its query parameters
+_URL_PASSWORD = re.compile(r"(?P<head>^[^:/?#]+://[^:/?#@]*:)(?P<secret>[^/?#]*)(?P<tail>@)")
+_QUERY_PASSWORD = re.compile(r"(?P<head>[?&](?:password|passwd|pass)=)(?P<secret>[^&#]*)",
+                             re.IGNORECASE)
+MASK = "***"
+
+
+def mask_url(url: str) -> str:
+    """``url`` with its password shown as ``***`` (as SQLAlchemy's ``hide_password`` renders it),
+    in the authority and in a ``password=`` query parameter alike; anything else unchanged."""
+    url = _URL_PASSWORD.sub(lambda m: f"{m['head']}{MASK}{m['tail']}", url, count=1)
+    return _QUERY_PASSWORD.sub(lambda m: f"{m['head']}{MASK}", url)
+
+
 def masked_dump(settings: Settings) -> dict[str, Any]:
-    """The effective configuration as plain data, secrets shown as '**********'."""
-    return settings.model_dump(mode="json")
+    """The effective configuration as plain data: ``SecretStr`` values shown as '**********' and
+    the password of ``db.url`` as ``***``. What ``config show`` prints and what may be logged."""
+    data = settings.model_dump(mode="json")
+    data["db"]["url"] = mask_url(settings.db.url)
+    return data
 
 
-__all__ = ["Settings", "load_settings", "masked_dump"]
+__all__ = ["Settings", "load_settings", "mask_url", "masked_dump"]

@@ -18,8 +18,11 @@ def make_engine(url: str, *, echo: bool = False) -> Engine:
     """Create an engine; for SQLite, make the parent folder and turn on foreign keys and WAL."""
     try:
         parsed = make_url(url)
-    except ArgumentError as exc:
-        raise DatabaseError(f"db.url: cannot parse {url!r}: {exc}") from exc
+    except (ArgumentError, ValueError) as exc:  # ValueError: a port that is not a number
+        from railgang.daemon.config import mask_url  # the message must not show the password
+
+        raise DatabaseError(f"db.url: cannot parse {mask_url(url)!r} (expected "
+                            "dialect+driver://user:password@host:port/database)") from exc
     if parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "", ":memory:"):
         Path(parsed.database).expanduser().parent.mkdir(parents=True, exist_ok=True)
     engine = create_engine(url, echo=echo, pool_pre_ping=True)

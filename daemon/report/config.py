@@ -7,6 +7,7 @@ This module imports nothing from the rest of railgang, so ``daemon.config`` can 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Annotated
 
 from pydantic import BaseModel, Field
 
@@ -69,7 +70,8 @@ class ReportSettings(BaseModel):
     top_jobs: int = Field(default=20, ge=1, le=1000)
     # GPUs per pool (GPU type) when telemetry cannot tell (idle GPUs send no samples)
     pool_gpus: dict[str, int] = {}
-    gpu_memory_gib: dict[str, float] = Field(default_factory=lambda: dict(DEFAULT_GPU_MEMORY_GIB))
+    gpu_memory_gib: dict[str, Annotated[float, Field(gt=0)]] = Field(
+        default_factory=lambda: dict(DEFAULT_GPU_MEMORY_GIB))
     # preemption tax per event (R-S8: 15 min lost + 20 save + 10 reload and warm-up)
     preemption_tax_s: float = Field(default=45 * 60.0, ge=0)
     fragmentation_samples: int = Field(default=24, ge=1, le=1440)  # instants per day

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import re
 from pathlib import Path
 
@@ -99,3 +100,80 @@ def test_daemon_leaf_wait_reaches_the_core(tmp_path: Path) -> None:
     path = write(tmp_path, "[daemon]\nleaf_wait_s = 30\nleaf_holds = 0\n")
     tuned = cycle_config(load_settings(path))
     assert (tuned.leaf_wait_s, tuned.leaf_holds) == (30.0, 0)
+
+
+# -- issue 18 row 10: the database password is a secret too ------------------------------------
+
+PG_URL = "postgresql+psycopg://railgang:pg-s3cret-pw@db.example:5432/railgang"
+
+
+@pytest.mark.parametrize("as_json", [True, False], ids=["json", "text"])
+def test_config_show_masks_the_database_password(tmp_path: Path, as_json: bool) -> None:
+    path = write(tmp_path, f'[db]\nurl = "{PG_URL}?sslmode=require&password=q-s3cret"\n')
+    res = CliRunner().invoke(app, ["--config", str(path), "config", "show",
+                                   *(["--json"] if as_json else [])])
+    assert res.exit_code == 0, res.output
+    assert "s3cret" not in res.output
+    assert "postgresql+psycopg://railgang:***@db.example:5432/railgang" in res.output
+
+
+@pytest.mark.parametrize(("url", "shown"), [
+    (PG_URL, "postgresql+psycopg://railgang:***@db.example:5432/railgang"),
+    ("postgresql://u:p@ss@h/db", "postgresql://u:***@h/db"),
+    ("postgresql://u@h/db", "postgresql://u@h/db"),
+    ("postgresql://h/db?user=u&password=pw", "postgresql://h/db?user=u&password=***"),
+    ("sqlite:////var/lib/railgang/railgang.sqlite", "sqlite:////var/lib/railgang/railgang.sqlite"),
+], ids=["authority", "at-in-password", "no-password", "query", "sqlite"])
+def test_mask_url(url: str, shown: str) -> None:
+    from railgang.daemon.config import mask_url
+
+    assert mask_url(url) == shown
+
+
+def test_unparsable_db_url_hides_the_password() -> None:
+    from railgang.daemon.errors import DatabaseError
+    from railgang.db.session import make_engine
+
+    with pytest.raises(DatabaseError) as err:
+        make_engine("postgresql+psycopg://u:pg-s3cret-pw@h:notaport/db")
+    assert "s3cret" not in str(err.value) and "u:***@h:notaport" in str(err.value)
+
+
+# -- issue 18 row 14: every float setting is finite and in range --------------------------------
+
+
+def _float_keys() -> list[str]:
+    from railgang.daemon.config import _floats
+
+    return sorted(key for key, _ in _floats(load_settings().model_dump()))
+
+
+def _nested(key: str, value: float) -> dict[str, object]:
+    data: dict[str, object] = {}
+    node = data
+    *groups, last = key.split(".")
+    for group in groups:
+        node = node.setdefault(group, {})  # type: ignore[assignment]
+    node[last] = value
+    return data
+
+
+@pytest.mark.parametrize("value", [math.inf, -math.inf, math.nan, 1e300, -1.0],
+                         ids=["inf", "-inf", "nan", "1e300", "negative"])
+@pytest.mark.parametrize("key", _float_keys())
+def test_every_float_setting_is_finite_and_in_range(key: str, value: float) -> None:
+    with pytest.raises(ConfigError) as err:
+        load_settings(**_nested(key, value))
+    message = str(err.value)
+    assert key.rsplit(".", 1)[-1] in message and "\n" not in message, message
+
+
+@pytest.mark.parametrize("text", ["inf", "nan", "1e300", "-5"])
+def test_cycle_interval_from_file_and_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                  text: str) -> None:
+    path = write(tmp_path, f"[daemon]\ncycle_interval_s = {text}\n")
+    with pytest.raises(ConfigError, match=r"daemon\.cycle_interval_s"):
+        load_settings(path)
+    monkeypatch.setenv("RAILGANG_DAEMON__CYCLE_INTERVAL_S", text)
+    with pytest.raises(ConfigError, match=r"daemon\.cycle_interval_s"):
+        load_settings()
