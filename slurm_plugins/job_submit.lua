@@ -44,6 +44,67 @@ local KIND_NAMES = { account = "account", user = "user", qos = "QOS" }
 local FLEET_FILE = os.getenv("RAILGANG_FLEET_FILE")
 local NETWORKS = { eth = true, ib = true, roce = true }
 local NEEDS_HELP = "type=A100/H100, gpumem>=40G, nvlink, net=ib/roce, cc>=8.0 (comma-separated)"
+-- Everything below runs inside slurmctld with its locks held, on text any user writes. Lua
+-- patterns backtrack (quadratic, or worse, on crafted input), so every user-written text is
+-- measured (#s is O(1)) and refused when over-long *before* any pattern runs on it; the patterns
+-- that do run are anchored and use no `.-`.
+local MAX_HINTS_LEN = 512    -- a whole "rg:..." comment
+local MAX_HINT_LEN = 256     -- one hint value (--rg-parallel, --rg-elastic, --rg-class, --rg-needs)
+local MAX_FILE_BYTES = 1048576  -- the daemon's grants and fleet files; more is not a real file
+local MAX_GANG = 65536       -- tp, pp, dp and elastic bounds: the daemon's tag reader's range
+local MAX_BEGIN_AHEAD_S = 366 * 86400  -- a --begin further out than a year is taken as a year
+
+-- uids that may move a railgang job's lease or set its priority: root, plus the users named in
+-- RAILGANG_TRUSTED_USERS in slurmctld's environment (names or uids, comma-separated; default
+-- "slurm,railgang": SlurmUser and the daemon's user of the documented deployment; add Slurm
+-- operators who place jobs by hand). Names are looked up in /etc/passwd once, when the script
+-- loads (slurmctld reloads it when it changes), never per request. docs/security.md
+local function trusted_uids(text, passwd)
+    local t = { [0] = true }
+    local by_name = {}
+    for line in string.gmatch(passwd or "", "[^\n]+") do
+        local name, uid = string.match(line, "^([^:]+):[^:]*:(%d+):")
+        if name ~= nil and #uid <= 10 then by_name[name] = tonumber(uid) end
+    end
+    for item in string.gmatch(text or "", "[^,%s]+") do
+        if string.find(item, "^%d+$") and #item <= 10 then
+            t[tonumber(item)] = true
+        elseif by_name[item] ~= nil then
+            t[by_name[item]] = true
+        end
+    end
+    return t
+end
+
+local function read_passwd()
+    local f = io.open("/etc/passwd", "r")
+    if f == nil then return "" end
+    local text = f:read(4 * 1048576) or ""
+    f:close()
+    return text
+end
+local TRUSTED = trusted_uids(os.getenv("RAILGANG_TRUSTED_USERS") or "slurm,railgang", read_passwd())
+
+-- s without leading and trailing white space, in linear time ("^%s*(.-)%s*$" is quadratic)
+local function trim(s)
+    local first = string.find(s, "%S")
+    if first == nil then return "" end
+    local last = #s
+    while last > first do
+        local b = string.byte(s, last)
+        if b ~= 32 and (b < 9 or b > 13) then break end
+        last = last - 1
+    end
+    return string.sub(s, first, last)
+end
+
+-- a small decimal integer in lo..hi (at most 6 digits, so no float or overflow), else nil
+local function small_int(s, lo, hi)
+    if #s == 0 or #s > 6 or string.find(s, "^%d+$") == nil then return nil end
+    local n = tonumber(s)
+    if n < lo or n > hi then return nil end
+    return n
+end
 
 local function reject(msg)
     slurm.log_user("%s", "railgang: " .. msg)
@@ -67,14 +128,15 @@ local function parse_parallel(s)
     local shape = { tp = 1, pp = 1, dp = 1 }
     local seen = {}
     for part in string.gmatch(s, "[^,]+") do
-        local key, num = string.match(part, "^%s*(%a%a)(%d+)%s*$")
-        if key == nil or shape[key] == nil then
+        part = trim(part)
+        local key, digits = string.sub(part, 1, 2), string.sub(part, 3)
+        if shape[key] == nil or string.find(digits, "^%d+$") == nil then
             return nil, "--rg-parallel: '" .. part .. "' is not tpN, ppN or dpN (e.g. tp8,pp4,dp8)"
         end
         if seen[key] then return nil, "--rg-parallel: " .. key .. " given twice" end
         seen[key] = true
-        num = tonumber(num)
-        if num < 1 or num > 65536 then return nil, "--rg-parallel: " .. key .. " must be 1..65536" end
+        local num = small_int(digits, 1, MAX_GANG)
+        if num == nil then return nil, "--rg-parallel: " .. key .. " must be 1..65536" end
         shape[key] = num
     end
     if next(seen) == nil then return nil, "--rg-parallel is empty (e.g. tp8,pp4,dp8)" end
@@ -83,19 +145,29 @@ end
 
 -- "4:16" (DP replicas) -> 4, 16
 local function parse_elastic(s)
-    local lo, hi = string.match(s, "^%s*(%d+):(%d+)%s*$")
+    local lo, hi = string.match(trim(s), "^(%d+):(%d+)$")
     if lo == nil then return nil, nil, "--rg-elastic: '" .. s .. "' is not MIN:MAX (e.g. 4:16)" end
-    lo, hi = tonumber(lo), tonumber(hi)
-    if lo < 1 or hi < lo then return nil, nil, "--rg-elastic: need 1 <= MIN <= MAX, got " .. s end
-    return lo, hi
+    local lo_n, hi_n = small_int(lo, 1, MAX_GANG), small_int(hi, 1, MAX_GANG)
+    if lo_n == nil or hi_n == nil or hi_n < lo_n then
+        return nil, nil, "--rg-elastic: need 1 <= MIN <= MAX <= 65536 replicas, got " .. s
+    end
+    return lo_n, hi_n
 end
 
 local function hints_from_comment(comment)
     if comment == nil or string.sub(comment, 1, 3) ~= "rg:" then return nil end
+    if #comment > MAX_HINTS_LEN then
+        return nil, string.format("--comment: railgang hints are at most %d characters, this one "
+            .. "has %d (use the --rg-* options, or shorten it)", MAX_HINTS_LEN, #comment)
+    end
     local h = {}
     for item in string.gmatch(string.sub(comment, 4), "[^;]+") do
-        local k, v = string.match(item, "^%s*(%a+)=(.-)%s*$")
-        if k == nil then return nil, "--comment: '" .. item .. "' is not key=value" end
+        local eq = string.find(item, "=", 1, true)
+        local k = eq and trim(string.sub(item, 1, eq - 1))
+        local v = eq and trim(string.sub(item, eq + 1))
+        if k == nil or string.find(k, "^%a+$") == nil then
+            return nil, "--comment: '" .. item .. "' is not key=value"
+        end
         if k ~= "parallel" and k ~= "elastic" and k ~= "class" and k ~= "needs" then
             return nil, "--comment: unknown hint '" .. k .. "' (parallel, elastic, class, needs)"
         end
@@ -146,7 +218,7 @@ local function parse_needs(text)
         local key, value, err
         if item == "" then
             return nil, string.format("an empty need in '%s' (two commas?); needs are %s",
-                string.match(text, "^%s*(.-)%s*$"), NEEDS_HELP)
+                trim(text), NEEDS_HELP)
         elseif item == "nvlink" then
             key, value = "nvlink", true
         elseif string.sub(item, 1, 5) == "type=" then
@@ -157,7 +229,8 @@ local function parse_needs(text)
             value, err = name_set(string.sub(item, 5), item, "interconnect", NETWORKS)
         elseif string.sub(item, 1, 8) == "gpumem>=" then
             local num = string.sub(item, 9)
-            num = string.match(num, "^(.-)gb$") or string.match(num, "^(.-)g$") or num
+            if string.sub(num, -2) == "gb" then num = string.sub(num, 1, -3)
+            elseif string.sub(num, -1) == "g" then num = string.sub(num, 1, -2) end
             local gb = (string.match(num, "^%d+$") or string.match(num, "^%d+%.%d+$")) and tonumber(num)
             if not gb or gb <= 0 or gb > 4096 then
                 return nil, string.format("'%s': memory per GPU must be a number of GB in (0, 4096], "
@@ -215,12 +288,23 @@ local function parse_fleet(text)
     return kinds
 end
 
+-- a small local file's text, or nil when missing, unreadable or larger than MAX_FILE_BYTES
+local function read_small(path)
+    local f = io.open(path, "r")
+    if f == nil then return nil end
+    local text = f:read(MAX_FILE_BYTES + 1)
+    f:close()
+    if text ~= nil and #text > MAX_FILE_BYTES then
+        slurm.log_info("%s", "railgang: " .. path .. " is larger than " .. MAX_FILE_BYTES
+            .. " bytes; ignored")
+        return nil
+    end
+    return text or ""
+end
+
 local function current_fleet()
     if FLEET_FILE == nil or FLEET_FILE == "" then return nil end
-    local f = io.open(FLEET_FILE, "r")
-    if f == nil then return nil end
-    local text = f:read("*a")
-    f:close()
+    local text = read_small(FLEET_FILE)
     if text == nil then return nil end
     if text ~= fleet_text then fleet, fleet_text = parse_fleet(text), text end
     return fleet
@@ -339,10 +423,7 @@ end
 -- The grants now, or nil when the file is not configured, missing or unreadable.
 local function current_grants()
     if GRANTS_FILE == nil or GRANTS_FILE == "" then return nil end
-    local f = io.open(GRANTS_FILE, "r")
-    if f == nil then return nil end
-    local text = f:read("*a")
-    f:close()
+    local text = read_small(GRANTS_FILE)
     if text == nil then return nil end
     if text ~= grants_text then
         grants, grants_text = parse_grants(text), text
@@ -414,6 +495,12 @@ function slurm_job_submit(job_desc, part_list, submit_uid)
     if hints.parallel == nil and hints.elastic == nil and hints.class == nil and hints.needs == nil then
         return slurm.SUCCESS  -- not an ML job: Slurm schedules it as usual
     end
+    for _, key in ipairs({ "parallel", "elastic", "class", "needs" }) do
+        if hints[key] ~= nil and #hints[key] > MAX_HINT_LEN then
+            return reject(string.format("--rg-%s is at most %d characters, this one has %d",
+                key, MAX_HINT_LEN, #hints[key]))
+        end
+    end
 
     local tag = {}
     if hints.parallel then
@@ -435,8 +522,8 @@ function slurm_job_submit(job_desc, part_list, submit_uid)
     end
     local class = 3
     if hints.class then
-        class = tonumber(hints.class)
-        if class == nil or class < 0 or class > 3 or class ~= math.floor(class) then
+        class = small_int(trim(hints.class), 0, 3)
+        if class == nil then
             return reject("--rg-class must be 0 (serving), 1 (production), 2 (interactive) or 3 (batch)")
         end
     end
@@ -457,10 +544,17 @@ function slurm_job_submit(job_desc, part_list, submit_uid)
         if text ~= "" then table.insert(tag, "needs=" .. text) end
     end
 
+    local now = os.time()
+    if is_set(job_desc.begin_time) and job_desc.begin_time ~= slurm.INFINITE
+        and job_desc.begin_time > now then
+        -- the user's own --begin, kept in the tag: the daemon neither starts the job before it
+        -- nor pulls its begin time forward when it renews the lease
+        table.insert(tag, string.format("begin=%d", math.min(job_desc.begin_time, now + MAX_BEGIN_AHEAD_S)))
+    end
     job_desc.admin_comment = "railgang:" .. table.concat(tag, ";")
     local lease = daemon_lease()
     if lease ~= nil then
-        local until_t = os.time() + lease
+        local until_t = now + lease
         -- a later --begin of the user's own is kept: the lease only ever delays
         if not is_set(job_desc.begin_time) or job_desc.begin_time < until_t then
             job_desc.begin_time = until_t
@@ -473,18 +567,51 @@ function slurm_job_submit(job_desc, part_list, submit_uid)
     return slurm.SUCCESS
 end
 
+-- the class in a railgang AdminComment ("...;class=N;..."), or nil
+local function tagged_class(admin_comment)
+    if admin_comment == nil or string.sub(admin_comment, 1, 9) ~= "railgang:"
+        or #admin_comment > 4 * MAX_HINTS_LEN then
+        return nil
+    end
+    local c = string.match(admin_comment, ";class=(%d)") or string.match(admin_comment, "^railgang:class=(%d)")
+    return tonumber(c)
+end
+
+local function refuse_modify(job_rec, modify_uid, what)
+    -- 22.05 discards log_user in job_modify (scontrol shows "Access/permission denied"); the
+    -- submit message already points the owner at `railgang explain JOBID`
+    slurm.log_info("%s", "railgang: refused uid " .. tostring(modify_uid) .. " " .. what
+        .. " of job " .. tostring(job_rec.job_id) .. "; see `railgang explain`")
+    return slurm.ESLURM_ACCESS_DENIED or slurm.ERROR
+end
+
 function slurm_job_modify(job_desc, job_rec, part_list, modify_uid)
-    -- While the daemon holds a railgang job's lease, its owner must not end the lease early
-    -- (StartTime=now) nor bump its priority: the daemon decides when and where it starts.
-    -- Root (the daemon itself, admins) may. The other fields (TimeLimit, Name...) stay editable.
-    if modify_uid ~= 0 and (is_set(job_desc.begin_time) or is_set(job_desc.priority))
-        and job_rec.admin_comment ~= nil and string.sub(job_rec.admin_comment, 1, 9) == "railgang:"
-        and daemon_lease() ~= nil then
-        -- 22.05 discards log_user in job_modify (scontrol shows "Access/permission denied");
-        -- the submit message already points the owner at `railgang explain JOBID`
-        slurm.log_info("%s", "railgang: refused uid " .. tostring(modify_uid) .. " moving the lease or "
-            .. "priority of job " .. tostring(job_rec.job_id) .. "; see `railgang explain`")
-        return slurm.ESLURM_ACCESS_DENIED or slurm.ERROR
+    local class = tagged_class(job_rec.admin_comment)
+    if class == nil then return slurm.SUCCESS end  -- not a railgang job
+    -- A class is granted to an account, user or QOS: moving a class 0-2 job to another account
+    -- or QOS re-checks the grant (for everyone: the daemon re-checks queued jobs every cycle too).
+    local new_account = job_desc.account ~= nil and job_desc.account ~= "" and job_desc.account ~= job_rec.account
+    local new_qos = job_desc.qos ~= nil and job_desc.qos ~= ""
+    if class < 3 and (new_account or new_qos) then
+        local who = { account = new_account and job_desc.account or job_rec.account,
+                      user_name = job_rec.user_name, qos = new_qos and job_desc.qos or nil,
+                      time_limit = job_rec.time_limit }
+        if check_class(who, class) ~= nil then
+            return refuse_modify(job_rec, modify_uid, "moving a class-" .. class .. " job to an "
+                .. "account or QOS without that class's grant")
+        end
+    end
+    -- While the daemon holds a railgang job's lease, only trusted uids (root, SlurmUser, the
+    -- daemon's user, operators: RAILGANG_TRUSTED_UIDS) may end the lease early (StartTime) or set
+    -- its priority: the daemon decides when and where it starts. The owner may still hold and
+    -- release it (priority 0 and INFINITE: `scontrol hold/release`), and edit its other fields.
+    if TRUSTED[modify_uid] or daemon_lease() == nil then return slurm.SUCCESS end
+    if is_set(job_desc.begin_time) then
+        return refuse_modify(job_rec, modify_uid, "moving the lease")
+    end
+    local p = job_desc.priority
+    if p ~= nil and p ~= slurm.NO_VAL and p ~= 0 and p ~= slurm.INFINITE then
+        return refuse_modify(job_rec, modify_uid, "setting the priority")
     end
     return slurm.SUCCESS
 end
