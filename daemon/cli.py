@@ -17,15 +17,16 @@ from rich.console import Console
 
 from railgang.daemon import __version__
 from railgang.daemon.cli_common import CliState, JsonOpt, settings_from
-from railgang.daemon.config import masked_dump
+from railgang.daemon.cli_lazy import Component, LazyGroup
 from railgang.daemon.errors import RailgangError
 
 app = typer.Typer(
     name="railgang",
     help="ML-aware scheduling layer for Slurm GPU clusters.",
+    cls=LazyGroup,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
-    add_completion=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
 )
 config_app = typer.Typer(help="Show and check the configuration.", no_args_is_help=True)
 app.add_typer(config_app, name="config")
@@ -58,6 +59,8 @@ def _root(
 @config_app.command("show")
 def config_show(ctx: typer.Context, as_json: JsonOpt = False) -> None:
     """Print the effective configuration (file + RAILGANG_* variables + defaults), secrets masked."""
+    from railgang.daemon.config import masked_dump
+
     data = masked_dump(settings_from(ctx))
     if as_json:
         typer.echo(json.dumps(data, indent=2))
@@ -72,38 +75,38 @@ def config_show(ctx: typer.Context, as_json: JsonOpt = False) -> None:
             typer.echo(f"{group} = {json.dumps(values)}")
 
 
-def _register_components() -> None:
-    # Imported here so that `railgang --help` lists them while each stays in its own package.
-    from railgang.daemon.accounting.cli import ledger_app
-    from railgang.daemon.api.cli import api
-    from railgang.daemon.quota_cli import quota_app, token_app
-    from railgang.daemon.report.cli import report
-    from railgang.daemon.service.cli import daemon_app, explain
-    from railgang.daemon.sim.cli import sim
-    from railgang.daemon.top import top
-    from railgang.db.cli import app as db_app
-    from railgang.slurm_plugins.demo.cli import demo
-    from railgang.slurm_plugins.devcluster.cli import app as devcluster_app
-    from railgang.topology.cli import app as topology_app
-    from railgang.topology.cli import place
-
-    app.add_typer(daemon_app, name="daemon")
-    app.command("api")(api)
-    app.add_typer(quota_app, name="quota")
-    app.add_typer(token_app, name="token")
-    app.add_typer(ledger_app, name="ledger")
-    app.command("explain")(explain)
-    app.add_typer(db_app, name="db")
-    app.add_typer(devcluster_app, name="devcluster")
-    app.add_typer(topology_app, name="topology")
-    app.command("place")(place)
-    app.command("sim")(sim)
-    app.command("demo")(demo)
-    app.command("top")(top)
-    app.command("report")(report)
-
-
-_register_components()
+# Every other component, imported only when its command runs (cli_lazy.py): `railgang --help`
+# lists them from this table. The help line is the command's own first line (a test checks).
+LazyGroup.components = {
+    "daemon": Component("railgang.daemon.service.cli", "daemon_app",
+                        "The scheduling daemon: run it, or ask how it is doing."),
+    "api": Component("railgang.daemon.api.cli", "api", "Serve the admin API (quotas, ledger, "
+                     "chargeback, explanations); OpenAPI docs at /docs."),
+    "quota": Component("railgang.daemon.quota_cli", "quota_app",
+                       "Quotas, priority-class grants, rates and quota events."),
+    "token": Component("railgang.daemon.quota_cli", "token_app",
+                       "API tokens (stored hashed; the secret is shown once)."),
+    "ledger": Component("railgang.daemon.accounting.cli", "ledger_app", "The usage ledger: sacct "
+                        "ingest (exactly once), reconciliation, telemetry intake."),
+    "explain": Component("railgang.daemon.service.cli", "explain", "Why a job waits (reason, "
+                         "place in the order, what blocks it) or where it runs and why."),
+    "db": Component("railgang.db.cli", "app",
+                    "Database migrations (SQLite by default, PostgreSQL by URL)."),
+    "devcluster": Component("railgang.slurm_plugins.devcluster.cli", "app", "A local GPU Slurm "
+                            "22.05 test cluster on this machine (root, loopback only)."),
+    "topology": Component("railgang.topology.cli", "app",
+                          "Check and show Slurm topology.conf files."),
+    "place": Component("railgang.topology.cli", "place", "Place a gang on a topology: exit 0 "
+                       "placed, 3 cannot be placed now (reason printed)."),
+    "sim": Component("railgang.daemon.sim.cli", "sim",
+                     "Replay a job trace through the decision core on a simulated cluster."),
+    "demo": Component("railgang.slurm_plugins.demo.cli", "demo", "Submit a reproducible mix of "
+                      "hinted training jobs to the cluster in SLURM_CONF."),
+    "top": Component("railgang.daemon.top", "top", "Live view of leaves, nodes (one cell per GPU, "
+                     "one letter per job) and jobs."),
+    "report": Component("railgang.daemon.report.cli", "report", "Build the daily utilisation "
+                        "report: teams, pools, queue, cost of chaos, anomalies."),
+}
 
 
 def main() -> None:

@@ -18,12 +18,14 @@ import json
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 
-from railgang.daemon.config import Settings, load_settings
 from railgang.daemon.errors import ExitCode
+
+if TYPE_CHECKING:  # pydantic is imported when settings are first read, not by --help
+    from railgang.daemon.config import Settings
 
 JSON_HELP = "Machine-readable output."
 JsonOpt = Annotated[bool, typer.Option("--json", help=JSON_HELP)]
@@ -38,6 +40,8 @@ class CliState:
 
     def settings(self) -> Settings:
         if self._settings is None:
+            from railgang.daemon.config import load_settings
+
             self._settings = load_settings(self.config_path)
         return self._settings
 

@@ -33,12 +33,14 @@ NO_JSON = {
 
 def _commands(cmd: typer.core.TyperGroup | typer.core.TyperCommand, path: tuple[str, ...] = ()
               ) -> Iterator[tuple[str, typer.core.TyperCommand]]:
-    subs = getattr(cmd, "commands", None)
-    if subs is None:
+    if not isinstance(cmd, typer.core.TyperGroup):
         yield " ".join(path), cmd  # type: ignore[misc]
         return
-    for name, sub in subs.items():
-        yield from _commands(sub, (*path, name))
+    ctx = typer.Context(cmd)  # the root's components are imported on first get_command
+    for name in cmd.list_commands(ctx):
+        sub = cmd.get_command(ctx, name)
+        assert sub is not None, name
+        yield from _commands(sub, (*path, name))  # type: ignore[arg-type]
 
 
 COMMANDS = dict(_commands(typer.main.get_command(app)))  # type: ignore[arg-type]
