@@ -29,6 +29,7 @@ from railgang.daemon.errors import SlurmCommandError, SlurmError
 from railgang.daemon.slurm.backend import ActionResult
 from railgang.daemon.slurm.cli import commands as cmd
 from railgang.daemon.slurm.cli.apply import ApplyConfig, apply_actions, finish_due
+from railgang.daemon.slurm.cli.class_grants import read_grants
 from railgang.daemon.slurm.cli.facts import render_fleet_file, tier_terms
 from railgang.daemon.slurm.cli.parse import ParseProblem
 from railgang.daemon.slurm.cli.records import (
@@ -56,12 +57,14 @@ class CliBackend:
     """
 
     def __init__(self, settings: SlurmSettings | None = None, runner: SlurmRunner | None = None, *,
-                 read_shares: bool = True) -> None:
+                 read_shares: bool = True, grants_file: Path | None = None) -> None:
         self.settings = settings or SlurmSettings()
         self.runner = runner or SlurmRunner.from_settings(self.settings)
         self.config = ApplyConfig(lease_s=float(self.settings.lease_s),
                                   resize_grace_s=self.settings.resize_grace_s)
         self.read_shares = read_shares
+        # the class grants job_submit.lua reads (ledger.grants_file), re-checked every cycle
+        self.grants_file = grants_file
         self.last: Observation | None = None
         self.finished: list[str] = []  # what the last snapshot's requeues did, one line each
         self._fabric_key: tuple[Any, ...] | None = None
@@ -86,7 +89,9 @@ class CliBackend:
         obs = build_observation(now, jobs, nodes, self._fabric_for(nodes), shares,
                                 [*job_notes, *node_notes, *share_notes],
                                 lambda pools: tier_terms(pools, st.prices, st.spot_interruptions_per_node_day,
-                                                         st.spot_notice_s))
+                                                         st.spot_notice_s),
+                                lease_s=float(st.lease_s),
+                                grants=read_grants(self.grants_file) if self.grants_file else None)
         for note in obs.skipped:
             log.warning("slurm: %s", note)
         self._write_fleet(obs)

@@ -8,7 +8,10 @@ naming the job or node and the field, so a caller can skip that one record and l
 
 The railgang tag lives in a job's AdminComment, written by ``job_submit.lua``::
 
-    railgang:tp=8,pp=4,dp=8;elastic=4:16;class=1[;needs=gpumem>=40G,nvlink][;preempt=DEADLINE@RESTARTS][;grow=DEADLINE@RESTARTS@n[01-04]x8]
+    railgang:tp=8,pp=4,dp=8;elastic=4:16;class=1[;needs=gpumem>=40G,nvlink][;begin=EPOCH][;preempt=DEADLINE@RESTARTS][;grow=DEADLINE@RESTARTS@n[01-04]x8]
+
+``begin`` is the user's own ``--begin``, kept by ``job_submit.lua`` because the lease overwrites
+Slurm's begin time: the daemon starts the job no earlier, and renews its lease no earlier either.
 
 ``preempt``/``grow`` are added by this backend while a checkpoint signal is in flight; they are
 bound to the job's restart count, so they lapse by themselves once the job was requeued.
@@ -53,6 +56,7 @@ class RailgangTag:
     elastic: tuple[int, int] | None = None  # DP replicas (min, max)
     klass: int = 3
     needs: Needs = NO_NEEDS  # what every node must offer (canonical text in the tag)
+    begin: float | None = None  # the user's --begin (epoch s): not started before it
     preempt: Pending | None = None
     grow: Pending | None = None
 
@@ -66,6 +70,8 @@ class RailgangTag:
         parts.append(f"class={self.klass}")
         if not self.needs.empty:
             parts.append(f"needs={self.needs.render()}")
+        if self.begin is not None:
+            parts.append(f"begin={self.begin:.0f}")
         if self.preempt is not None:
             parts.append(f"preempt={self.preempt.deadline:.0f}@{self.preempt.restarts}")
         if self.grow is not None:
@@ -140,6 +146,8 @@ def parse_tag(comment: str) -> RailgangTag | None:
                 fields["needs"] = parse_needs(value)
             except NeedsError as exc:
                 raise ParseProblem(f"AdminComment needs: {exc}") from exc
+        elif key == "begin":
+            fields["begin"] = float(_int(value, "begin", 0, 2**40))
         elif key == "preempt":
             fields["preempt"] = _pending(value, "preempt", with_target=False)
         elif key == "grow":

@@ -11,12 +11,14 @@ The core's job and node types are built in exactly one function each (:func:`cor
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from railgang.daemon.core.job import Job, JobRequest, JobState, RunningJob
 from railgang.daemon.core.snapshot import Account, Node, NodeState, Snapshot, make_snapshot
+from railgang.daemon.slurm.cli.class_grants import ClassGrants
 from railgang.daemon.slurm.cli.facts import facts_from_slurm, tier_from_features
 from railgang.daemon.slurm.cli.parse import RailgangTag
 from railgang.daemon.slurm.cli.records import ShareRow, SinfoNode, SqueueJob
@@ -146,18 +148,35 @@ def free_gpus(nodes: Iterable[SinfoNode], jobs: Iterable[SqueueJob], now: float)
 def build_observation(now: float, jobs: Iterable[SqueueJob], nodes: Iterable[SinfoNode], fabric: Any,
                       shares: Iterable[ShareRow] = (), skipped: Iterable[str] = (),
                       pricing: Callable[[Iterable[tuple[str, str]]], Mapping[str, Any]] | None = None,
-                      ) -> Observation:
+                      *, lease_s: float = 0.0, grants: ClassGrants | None = None) -> Observation:
     """Everything the core sees, from one read of squeue, sinfo and sshare; ``pricing``: the
-    tiers' terms for the cluster's (GPU type, tier) pools (``facts.tier_terms``)."""
+    tiers' terms for the cluster's (GPU type, tier) pools (``facts.tier_terms``); ``lease_s``:
+    the lease the backend renews (a job with a later ``--begin`` joins the renewals one lease
+    before it); ``grants``: the class grants now (a class 0-2 job no longer granted to its
+    account, user or QOS is scheduled as class 3; None: not checked)."""
     job_list = list(jobs)
     node_list = list(nodes)
     notes = list(skipped)
     pending: list[Job] = []
     running: list[RunningJob] = []
+    begins: list[str] = []  # waiting for the user's --begin, inside one lease of it
+    lease_s = max(0.0, lease_s)
     for rec in job_list:
         tag = rec.tag
         if tag is None:
             continue
+        if rec.pending and tag.begin is not None and tag.begin > now:
+            # the user asked for a later start: not the core's to place yet; its lease is
+            # renewed only once renewing cannot pull its begin time forward (now + lease >= begin)
+            if now + lease_s >= tag.begin and rec.reason.split(",")[0] in QUEUE_REASONS:
+                begins.append(rec.job_id)
+            continue
+        if rec.pending and tag.klass < 3 and grants is not None and not grants.allows(
+                tag.klass, rec.account, rec.user, rec.qos):
+            notes.append(f"job {rec.job_id}: class {tag.klass} is not granted to account "
+                         f"{rec.account!r}, user {rec.user!r} or QOS {rec.qos!r} (revoked, or the "
+                         "job was moved); scheduled as class 3 (batch)")
+            tag = dataclasses.replace(tag, klass=3)
         if rec.pending and (rec.reason.split(",")[0] not in QUEUE_REASONS or rec.priority == 0
                             or starting(rec, now)):
             continue  # held, dependent, invalid, or just started: not the core's to place now
@@ -186,7 +205,7 @@ def build_observation(now: float, jobs: Iterable[SqueueJob], nodes: Iterable[Sin
             snapshot = snapshot.replace(tiers=tiers)
     return Observation(snapshot=snapshot, jobs={j.job_id: j for j in job_list},
                        nodes_raw={n.name: n for n in node_list}, skipped=tuple(notes),
-                       leased=tuple(j.job_id for j in pending))
+                       leased=(*(j.job_id for j in pending), *begins))
 
 
 def _id_key(job_id: str) -> tuple[int, str]:

@@ -29,7 +29,8 @@ def test_backend_signatures() -> None:
     from railgang.daemon.slurm.backend import LeaseBackend
     from railgang.daemon.slurm.cli import CliBackend
 
-    assert list(inspect.signature(CliBackend).parameters) == ["settings", "runner", "read_shares"]
+    assert list(inspect.signature(CliBackend).parameters) == ["settings", "runner", "read_shares",
+                                                                "grants_file"]
     for method in ("snapshot", "observe", "apply", "renew_leases"):
         assert callable(getattr(CliBackend, method))
     assert issubclass(CliBackend, LeaseBackend)
