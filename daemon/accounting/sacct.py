@@ -27,12 +27,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from railgang.daemon.errors import InputError
+from railgang.daemon.slurm.cli.parse import ParseProblem
+from railgang.daemon.slurm.cli.records import RECORD_ERRORS, load_json, record_name
 from railgang.slurm_plugins.training import Progress, read_progress
 
 log = logging.getLogger(__name__)
 
 LABEL_PREFIX = "rg-labels:"
 NOTHING_FOUND = 9003  # "Nothing found with query": an empty window, not a failure
+MAX_GPUS = 1 << 20  # GPUs one record may hold; more is a broken record, not a bill
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,8 +70,9 @@ def parse_labels(comment: str | None) -> tuple[tuple[str, str], ...]:
     out: dict[str, str] = {}
     for part in comment[len(LABEL_PREFIX):].split(","):
         key, sep, value = part.partition("=")
-        if sep and key.strip() and value.strip():
-            out[key.strip()[:32]] = value.strip()[:128]
+        key, value = key.replace("\x00", "").strip(), value.replace("\x00", "").strip()
+        if sep and key and value:  # NUL: PostgreSQL refuses it in text
+            out[key[:32]] = value[:128]
     return tuple(sorted(out.items()))
 
 
@@ -76,7 +80,10 @@ def _gpus(tres: Any, default_type: str) -> tuple[int, str]:
     count, gpu_type = 0, default_type
     for t in tres or []:
         if t.get("type") == "gres" and str(t.get("name") or "").startswith("gpu"):
-            count += int(t.get("count") or 0)
+            n = t.get("count") or 0
+            if isinstance(n, bool) or not isinstance(n, int) or not 0 <= n <= MAX_GPUS:
+                raise ValueError(f"tres gpu count {str(n)[:20]} is not a GPU count")
+            count += n
             _, _, kind = str(t["name"]).partition(":")
             if kind:
                 gpu_type = kind
@@ -85,7 +92,7 @@ def _gpus(tres: Any, default_type: str) -> tuple[int, str]:
 
 def _record(rec: dict[str, Any], default_gpu_type: str) -> Segment | None:
     t = rec["time"]
-    start, end, submit = int(t["start"] or 0), int(t["end"] or 0), int(t["submission"] or 0)
+    start, end, submit = _epoch(t, "start"), _epoch(t, "end"), _epoch(t, "submission")
     if start == 0:
         return None
     gpus, gpu_type = _gpus(rec.get("tres", {}).get("allocated"), default_gpu_type)
@@ -97,13 +104,30 @@ def _record(rec: dict[str, Any], default_gpu_type: str) -> Segment | None:
     if seg_end is not None and seg_end <= seg_start:
         return None
     comment = (rec.get("comment") or {}).get("job")
-    return Segment(cluster=str(rec["cluster"]), job_id=str(rec["job_id"]),
+    comment = comment if isinstance(comment, str) else None
+    job_id = rec["job_id"]
+    if isinstance(job_id, bool) or not isinstance(job_id, int | str) or len(str(job_id)) > 32:
+        raise ValueError(f"job_id {str(job_id)[:40]} is not a Slurm job id")
+    return Segment(cluster=str(rec["cluster"]), job_id=str(job_id),
                    account=str(rec.get("account") or ""), user=str(rec.get("user") or ""),
                    partition=str(rec.get("partition") or ""), state=state,
                    nodes=str(rec.get("nodes") or ""), gpus=gpus, gpu_type=gpu_type,
                    start=seg_start, end=seg_end, labels=parse_labels(comment),
                    time_limit_s=_limit_s(t.get("limit")), run_start=start,
-                   progress=_progress(str(rec["job_id"]), comment))
+                   progress=_progress(str(job_id), comment))
+
+
+def _epoch(t: dict[str, Any], key: str) -> int:
+    """A time of the record in epoch seconds (0: unset); ValueError for anything but a whole
+    number in a sane range (``Infinity``, ``NaN``, text, a year past 9999)."""
+    raw = t[key]
+    if isinstance(raw, dict):  # later openapi versions: {"set": .., "number": ..}
+        raw = raw.get("number") if raw.get("set", True) else 0
+    if raw is None:
+        return 0
+    if isinstance(raw, bool) or not isinstance(raw, int | float) or not 0 <= raw < 253402300800:
+        raise ValueError(f"time.{key} is {str(raw)[:20]}, not a time")
+    return int(raw)
 
 
 def _limit_s(raw: Any) -> int | None:
@@ -125,25 +149,38 @@ def _progress(job_id: str, comment: str | None) -> Progress | None:
 
 def parse_sacct(text: str, *, source: str = "sacct --json",
                 default_gpu_type: str = "gpu") -> list[Segment]:
-    """Every GPU segment of the document; later records of the same key win (rule 3)."""
+    """Every GPU segment of the document; later records of the same key win (rule 3).
+
+    The document is read tolerantly (``records.load_json``); one malformed record (not an
+    object, ``Infinity`` or text where a time belongs, a missing ``time``) is skipped with a
+    warning naming its job, never the window. Raises :class:`InputError` (one line) only when
+    the document as a whole is unreadable, has no ``jobs`` list or reports an sacct error."""
     try:
-        doc = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InputError(f"not JSON: {exc.msg}", path=source, line=exc.lineno) from exc
-    if not isinstance(doc, dict) or not isinstance(doc.get("jobs"), list):
+        doc = load_json(text, "sacct --json")
+    except ParseProblem as exc:
+        cause = exc.__cause__
+        if isinstance(cause, json.JSONDecodeError):
+            raise InputError(f"not JSON: {cause.msg}", path=source, line=cause.lineno) from exc
+        raise InputError(str(exc).removeprefix("sacct --json: "), path=source) from exc
+    if not isinstance(doc.get("jobs"), list):
         raise InputError("no 'jobs' list (is this `sacct --json` output?)", path=source)
-    for err in doc.get("errors") or []:
-        if int(err.get("error_number", 0)) != NOTHING_FOUND:
-            raise InputError(f"sacct reported error {err.get('error_number')}: "
-                             f"{err.get('error') or err.get('description')}", path=source)
+    errors = doc.get("errors") or []
+    for err in errors if isinstance(errors, list) else [errors]:
+        number = err.get("error_number", 0) if isinstance(err, dict) else err
+        if number != NOTHING_FOUND and number not in (0, None):
+            what = (err.get("error") or err.get("description")) if isinstance(err, dict) else ""
+            raise InputError(f"sacct reported error {str(number)[:20]}: {str(what)[:120]}",
+                             path=source)
     by_key: dict[tuple[str, str, int], Segment] = {}
     for i, rec in enumerate(doc["jobs"]):
         try:
+            if not isinstance(rec, dict):
+                raise TypeError("not an object")
             seg = _record(rec, default_gpu_type)
-        except (KeyError, TypeError, ValueError) as exc:
-            raise InputError(f"record {i} (job {rec.get('job_id', '?')}) is malformed: "
-                             f"{type(exc).__name__} {exc}", path=source,
-                             field="jobs") from exc
+        except RECORD_ERRORS as exc:
+            log.warning("%s: record %d (job %s) skipped: %s %s", source, i, record_name(rec),
+                        type(exc).__name__, str(exc)[:120])
+            continue
         if seg is not None:
             by_key[seg.key] = seg
     return sorted(by_key.values(), key=lambda s: s.key)

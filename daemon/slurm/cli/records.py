@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -59,7 +60,6 @@ class SqueueJob:
     progress: Progress | None = None  # the training helper's last report (job Comment)
     progress_problem: str = ""  # a malformed progress Comment (the job is kept, without it)
     exit_signal: int = 0  # the signal that ended the job's batch script (0: none, or still on)
-    qos: str = ""  # the job's QOS (a class may be granted to a QOS)
 
     @property
     def pending(self) -> bool:
@@ -91,13 +91,64 @@ class ShareRow:
     raw_usage: float
 
 
+_LONE_SURROGATE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+_DIGITS_LIMIT = "Exceeds the limit"  # int("9" * 5000): CPython's int max_str_digits guard
+
+
 def load_json(text: str, command: str) -> dict[str, Any]:
+    """A Slurm command's JSON document, read tolerantly: ``NaN``/``Infinity`` stay floats for the
+    per-record readers to refuse, an integer of thousands of digits reads as infinity (so the
+    one record holding it is skipped, not the document), ``\\ud800``-style lone surrogates are
+    replaced, and a document nested past the JSON reader's depth is one :class:`ParseProblem`.
+
+    Raises :class:`ParseProblem` (one line) when the whole document is unreadable or not an
+    object; never anything else."""
     try:
-        data = json.loads(text)
+        try:
+            data = json.loads(text)
+        except ValueError as exc:
+            if isinstance(exc, json.JSONDecodeError) or _DIGITS_LIMIT not in str(exc):
+                raise
+            data = json.loads(text, parse_int=_bounded_int)
     except json.JSONDecodeError as exc:
         raise ParseProblem(f"{command}: output is not JSON ({exc.msg} at line {exc.lineno})") from exc
+    except RecursionError as exc:
+        raise ParseProblem(f"{command}: output is nested too deeply to read") from exc
+    except ValueError as exc:
+        raise ParseProblem(f"{command}: output is not JSON ({str(exc)[:80]})") from exc
     if not isinstance(data, dict):
         raise ParseProblem(f"{command}: output is not a JSON object")
+    doc: dict[str, Any] = data
+    return _without_surrogates(doc) if _LONE_SURROGATE.search(text) else doc
+
+
+def _bounded_int(digits: str) -> int | float:
+    return int(digits) if len(digits) <= 4000 else (-math.inf if digits.startswith("-") else math.inf)
+
+
+def _clean(text: str) -> str:
+    return text.encode("utf-8", "replace").decode("utf-8")
+
+
+def _without_surrogates(data: dict[str, Any]) -> dict[str, Any]:
+    """Every string of ``data`` (keys too) with lone surrogates replaced by '?', walked without
+    recursion (the document is as deep as the JSON reader allowed)."""
+    stack: list[Any] = [data]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            items = list(node.items())
+            node.clear()
+            for k, v in items:
+                node[_clean(k)] = _clean(v) if isinstance(v, str) else v
+                if isinstance(v, dict | list):
+                    stack.append(v)
+        elif isinstance(node, list):
+            for i, v in enumerate(node):
+                if isinstance(v, str):
+                    node[i] = _clean(v)
+                elif isinstance(v, dict | list):
+                    stack.append(v)
     return data
 
 
@@ -108,8 +159,30 @@ def _num(raw: Mapping[str, Any], key: str, default: float = 0.0) -> float:
     if isinstance(value, dict):  # later openapi versions wrap numbers as {"set":..,"number":..}
         value = value.get("number", default) if value.get("set", True) else default
     if not isinstance(value, (int, float)) or isinstance(value, bool):
-        raise ParseProblem(f"field {key} is {value!r}, not a number")
-    return float(value)
+        raise ParseProblem(f"field {key} is {_short(value)}, not a number")
+    number = float(value)  # an int past a float's range is an OverflowError, caught per record
+    if not math.isfinite(number):
+        raise ParseProblem(f"field {key} is {value!r}, not a finite number")
+    return number
+
+
+def _short(value: Any, width: int = 40) -> str:
+    """``repr`` of a user's value for a log line, cut to ``width`` characters."""
+    text = repr(value) if not isinstance(value, dict | list) else type(value).__name__
+    return text if len(text) <= width else text[:width] + "..."
+
+
+# what a malformed record can raise in a reader besides ParseProblem: a wrong type where a field
+# is read (TypeError, AttributeError, KeyError, IndexError), an out-of-range number
+# (OverflowError, ValueError) or a value nested too deeply to print (RecursionError)
+RECORD_ERRORS = (ParseProblem, TypeError, ValueError, AttributeError, KeyError, IndexError,
+                 OverflowError, RecursionError)
+
+
+def record_name(raw: Any) -> str:
+    """How a log line names one record: its job id (cut short), else ``?``."""
+    ident = raw.get("job_id", "?") if isinstance(raw, dict) else "?"
+    return ident if isinstance(ident, str) and len(ident) <= 32 else _short(ident, 32)
 
 
 def _allocation(raw: Mapping[str, Any], job_id: str) -> tuple[tuple[str, tuple[int, ...]], ...]:
@@ -149,78 +222,122 @@ def _signal_number(value: Any) -> int:
 
 
 def squeue_job(raw: Mapping[str, Any]) -> SqueueJob:
-    """One ``jobs[]`` entry -> :class:`SqueueJob`; raises :class:`ParseProblem` naming the field."""
-    job_id = str(raw.get("job_id", "?"))
+    """One ``jobs[]`` entry -> :class:`SqueueJob`; raises :class:`ParseProblem` naming the job
+    and the field, and nothing else, whatever the entry holds."""
+    job_id = record_name(raw)
     try:
-        nodes_requested = int(_num(raw, "node_count", 1)) or 1
-        per_job = gpu_count(str(raw.get("tres_per_job") or ""))
-        per_node = gpu_count(str(raw.get("tres_per_node") or ""))
-        limit = raw.get("time_limit")
-        comment = str(raw.get("admin_comment") or "")
-        try:
-            allocation, alloc_problem = _allocation(raw, job_id), ""
-        except ParseProblem as exc:  # keep the job: its nodes must not look free
-            nodes = expand_hosts(str(raw.get("nodes") or ""))
-            allocation = tuple((n, ()) for n in nodes)
-            alloc_problem = f"job {job_id}: {exc}; its nodes count as fully used"
-        try:
-            tag, tag_problem = parse_tag(comment), ""
-        except ParseProblem as exc:  # the job still holds its GPUs: keep it, just not as ours
-            tag, tag_problem = None, f"job {job_id}: {exc}; skipped by railgang (fix the AdminComment)"
-        try:  # the Comment is the user's: a bad one costs the job its estimate, nothing more
-            progress, progress_problem = read_progress(str(raw.get("comment") or "")), ""
-        except ValueError as exc:
-            progress, progress_problem = None, f"job {job_id}: Comment: {exc}; progress ignored"
-        return SqueueJob(
-            job_id=job_id,
-            state=str(raw.get("job_state", "")),
-            reason=str(raw.get("state_reason") or "None"),
-            account=str(raw.get("account") or "default"),
-            user=str(raw.get("user_name") or ""),
-        qos=str(raw.get("qos") or ""),
-            name=str(raw.get("name") or ""),
-            submit_time=_num(raw, "submit_time"),
-            eligible_time=_num(raw, "eligible_time"),
-            start_time=_num(raw, "start_time"),
-            resize_time=_num(raw, "resize_time"),
-            time_limit_s=None if limit is None else _num(raw, "time_limit") * 60.0,
-            priority=int(_num(raw, "priority")),
-            restarts=int(_num(raw, "restart_cnt")),
-            nodes_requested=nodes_requested,
-            gpus_requested=per_job or per_node * nodes_requested,
-            batch_host=str(raw.get("batch_host") or ""),
-            required_nodes=expand_hosts(str(raw.get("required_nodes") or "")),
-            allocation=allocation,
-            alloc_problem=alloc_problem,
-            admin_comment=comment,
-            tag=tag,
-            tag_problem=tag_problem,
-            progress=progress,
-            progress_problem=progress_problem,
-            exit_signal=exit_signal(raw),
-        )
+        return _squeue_job(raw, job_id)
     except ParseProblem as exc:
         raise ParseProblem(f"job {job_id}: {exc}") from exc
+    except RECORD_ERRORS as exc:
+        raise ParseProblem(f"job {job_id}: unreadable record ({type(exc).__name__}: "
+                           f"{str(exc)[:80]})") from exc
+
+
+def _squeue_job(raw: Mapping[str, Any], job_id: str) -> SqueueJob:
+    nodes_requested = int(_num(raw, "node_count", 1)) or 1
+    per_job = gpu_count(str(raw.get("tres_per_job") or ""))
+    per_node = gpu_count(str(raw.get("tres_per_node") or ""))
+    limit = raw.get("time_limit")
+    comment = str(raw.get("admin_comment") or "")
+    try:
+        allocation, alloc_problem = _allocation(raw, job_id), ""
+    except RECORD_ERRORS as exc:  # keep the job: its nodes must not look free
+        nodes = expand_hosts(str(raw.get("nodes") or ""))
+        allocation = tuple((n, ()) for n in nodes)
+        alloc_problem = f"job {job_id}: {exc}; its nodes count as fully used"
+    try:
+        tag, tag_problem = parse_tag(comment), ""
+    except ParseProblem as exc:  # the job still holds its GPUs: keep it, just not as ours
+        tag, tag_problem = None, f"job {job_id}: {exc}; skipped by railgang (fix the AdminComment)"
+    try:  # the Comment is the user's: a bad one costs the job its estimate, nothing more
+        progress, progress_problem = read_progress(str(raw.get("comment") or "")), ""
+    except ValueError as exc:
+        progress, progress_problem = None, f"job {job_id}: Comment: {exc}; progress ignored"
+    return SqueueJob(
+        job_id=job_id,
+        state=str(raw.get("job_state", "")),
+        reason=str(raw.get("state_reason") or "None"),
+        account=str(raw.get("account") or "default"),
+        user=str(raw.get("user_name") or ""),
+        name=str(raw.get("name") or ""),
+        submit_time=_num(raw, "submit_time"),
+        eligible_time=_num(raw, "eligible_time"),
+        start_time=_num(raw, "start_time"),
+        resize_time=_num(raw, "resize_time"),
+        time_limit_s=None if limit is None else _num(raw, "time_limit") * 60.0,
+        priority=int(_num(raw, "priority")),
+        restarts=int(_num(raw, "restart_cnt")),
+        nodes_requested=nodes_requested,
+        gpus_requested=per_job or per_node * nodes_requested,
+        batch_host=str(raw.get("batch_host") or ""),
+        required_nodes=expand_hosts(str(raw.get("required_nodes") or "")),
+        allocation=allocation,
+        alloc_problem=alloc_problem,
+        admin_comment=comment,
+        tag=tag,
+        tag_problem=tag_problem,
+        progress=progress,
+        progress_problem=progress_problem,
+        exit_signal=exit_signal(raw),
+    )
+
+
+def unreadable_job(raw: Mapping[str, Any], problem: str) -> SqueueJob | None:
+    """What is left of an active job whose record could not be read: its nodes (all their GPUs
+    count as used, so nothing is placed on them) and nothing of its own for railgang to act on.
+    ``None`` when even the job id, state or node list are unreadable."""
+    try:
+        job_id, state = raw.get("job_id"), raw.get("job_state")
+        nodes = expand_hosts(str(raw.get("nodes") or ""))
+    except RECORD_ERRORS:
+        return None
+    if (not isinstance(job_id, int | str) or isinstance(job_id, bool) or not isinstance(state, str)
+            or state not in ACTIVE_STATES or not nodes):
+        return None
+    return SqueueJob(job_id=record_name(raw), state=str(state), reason="None", account="", user="",
+                     name="", submit_time=0.0, eligible_time=0.0, start_time=0.0, resize_time=0.0,
+                     time_limit_s=None, priority=0, restarts=0, nodes_requested=len(nodes),
+                     gpus_requested=0, batch_host="", required_nodes=(),
+                     allocation=tuple((n, ()) for n in nodes),
+                     alloc_problem=f"{problem}; its nodes count as fully used",
+                     admin_comment="", tag=None)
 
 
 def parse_squeue(text: str, *, keep_signalled: bool = False,
                  ) -> tuple[list[SqueueJob], list[str]]:
     """``squeue --json`` output -> (jobs that hold or wait for resources, skip messages).
 
+    One bad record (not an object, a field of the wrong type, ``Infinity`` where a count
+    belongs) is one skip message naming the job; an active job's nodes stay used if its node
+    list can be read (:func:`unreadable_job`). Raises :class:`ParseProblem` only when the
+    document as a whole is unreadable or has no ``jobs`` list.
+
     ``keep_signalled`` also keeps jobs that ended of a signal (squeue shows ended jobs for
     ``MinJobAge``): a batch script killed by railgang's checkpoint signal must still be
     requeued (``apply.died_of_the_signal``)."""
     data = load_json(text, "squeue --json")
+    entries = data.get("jobs", [])
+    if not isinstance(entries, list):
+        raise ParseProblem("squeue --json: 'jobs' is not a list")
     jobs: list[SqueueJob] = []
     problems: list[str] = []
-    for raw in data.get("jobs") or []:
-        if str(raw.get("job_state", "")) not in PENDING_STATES | ACTIVE_STATES and not (
-                keep_signalled and exit_signal(raw)):
+    for i, raw in enumerate(entries):
+        if not isinstance(raw, dict):
+            problems.append(f"squeue: jobs[{i}] is {_short(raw)}, not a job; skipped")
             continue
         try:
+            state = raw.get("job_state", "")
+            if not isinstance(state, str):
+                raise ParseProblem(f"job {record_name(raw)}: job_state is {_short(state)}")
+            if state not in PENDING_STATES | ACTIVE_STATES and not (keep_signalled and exit_signal(raw)):
+                continue
             job = squeue_job(raw)
         except ParseProblem as exc:
-            problems.append(str(exc))
+            problems.append(f"{exc}; skipped")
+            salvage = unreadable_job(raw, str(exc))
+            if salvage is not None:
+                jobs.append(salvage)
             continue
         jobs.append(job)
         problems.extend(p for p in (job.tag_problem, job.alloc_problem, job.progress_problem) if p)
@@ -240,29 +357,42 @@ def node_state(base: str, flags: list[str]) -> str:
 
 
 def parse_sinfo(text: str) -> tuple[list[SinfoNode], list[str]]:
-    """``sinfo --json`` output -> (nodes, skip messages)."""
+    """``sinfo --json`` output -> (nodes, skip messages); one bad node is one message."""
     data = load_json(text, "sinfo --json")
+    entries = data.get("nodes", [])
+    if not isinstance(entries, list):
+        raise ParseProblem("sinfo --json: 'nodes' is not a list")
     nodes: list[SinfoNode] = []
     problems: list[str] = []
-    for raw in data.get("nodes") or []:
-        name = str(raw.get("name") or "")
-        if not name:
-            problems.append("sinfo: a node without a name")
-            continue
-        feats = str(raw.get("active_features") or raw.get("features") or "")
-        nodes.append(SinfoNode(
-            name=name,
-            gpus=gpu_count(str(raw.get("gres") or "")),
-            state=node_state(str(raw.get("state") or ""), list(raw.get("state_flags") or [])),
-            reason=str(raw.get("reason") or ""),
-            features=frozenset(f for f in feats.split(",") if f),
-            gres=str(raw.get("gres") or ""),
-        ))
+    for i, raw in enumerate(entries):
+        try:
+            nodes.append(_sinfo_node(raw, i))
+        except RECORD_ERRORS as exc:
+            problems.append(f"sinfo: nodes[{i}]: {str(exc)[:120]}; skipped")
     return nodes, problems
 
 
+def _sinfo_node(raw: Any, i: int) -> SinfoNode:
+    if not isinstance(raw, dict):
+        raise ParseProblem(f"{_short(raw)} is not a node")
+    name = raw.get("name")
+    if not isinstance(name, str) or not name:
+        raise ParseProblem("a node without a name")
+    feats = str(raw.get("active_features") or raw.get("features") or "")
+    flags = raw.get("state_flags") or []
+    return SinfoNode(
+        name=name,
+        gpus=gpu_count(str(raw.get("gres") or "")),
+        state=node_state(str(raw.get("state") or ""), [str(f) for f in flags] if isinstance(flags, list) else []),
+        reason=str(raw.get("reason") or ""),
+        features=frozenset(f for f in feats.split(",") if f),
+        gres=str(raw.get("gres") or ""),
+    )
+
+
 def parse_sshare(text: str) -> tuple[list[ShareRow], list[str]]:
-    """``sshare -a -P -n -o Account,User,NormShares,RawUsage`` -> account rows (users skipped)."""
+    """``sshare -a -P -n -o Account,User,NormShares,RawUsage`` -> account rows (users skipped);
+    a row whose shares or usage is not a finite number >= 0 is one skip message."""
     rows: list[ShareRow] = []
     problems: list[str] = []
     for number, line in enumerate(text.splitlines(), start=1):
@@ -270,9 +400,14 @@ def parse_sshare(text: str) -> tuple[list[ShareRow], list[str]]:
         if len(parts) < 4 or not parts[0] or parts[1]:
             continue  # blank line or a user's row: fair-share is per account here
         try:
-            rows.append(ShareRow(parts[0], float(parts[2] or 0), float(parts[3] or 0)))
+            shares, usage = float(parts[2] or 0), float(parts[3] or 0)
         except ValueError:
-            problems.append(f"sshare line {number}: '{line.strip()}' has no numeric shares/usage")
+            shares = usage = math.nan
+        if not (math.isfinite(shares) and math.isfinite(usage) and shares >= 0 and usage >= 0):
+            problems.append(f"sshare line {number}: {_short(line.strip(), 80)} has no numeric "
+                            "shares/usage")
+            continue
+        rows.append(ShareRow(parts[0], shares, usage))
     return rows, problems
 
 
@@ -295,6 +430,7 @@ def topology_from_show(text: str) -> str:
 __all__ = [
     "ACTIVE_STATES",
     "PENDING_STATES",
+    "RECORD_ERRORS",
     "ShareRow",
     "SinfoNode",
     "SqueueJob",
@@ -304,6 +440,8 @@ __all__ = [
     "parse_sinfo",
     "parse_squeue",
     "parse_sshare",
+    "record_name",
     "squeue_job",
     "topology_from_show",
+    "unreadable_job",
 ]

@@ -8,6 +8,12 @@ Retry rule: only *transient* failures are retried — slurmctld busy or unreacha
 command — with exponential backoff. A refusal ("Invalid job id", "Requested node configuration
 is not available", "Access/permission denied") is an answer, not a hiccup: it is returned at once
 (:meth:`SlurmRunner.attempt`) or raised as :class:`SlurmCommandError` (:meth:`SlurmRunner.run`).
+
+Output is hostile (docs/security.md, "Slurm output"): 22.05 copies a job's name and Comment into
+``squeue --json``/``sacct --json`` without checking that they are UTF-8, so output is decoded as
+UTF-8 with every invalid byte replaced by U+FFFD (never a ``UnicodeDecodeError``), and it is
+spooled to a temporary file and refused beyond :data:`MAX_OUTPUT_BYTES` instead of being read
+whole into memory.
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ from __future__ import annotations
 import logging
 import os
 import subprocess
+import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -39,6 +46,14 @@ TRANSIENT_MARKERS = (
     "try again",
     "communication connection failure",
 )
+
+# a Slurm client's stdout (or stderr) larger than this is refused, not read: squeue --json of
+# 100,000 jobs is about 400 MB on 22.05
+MAX_OUTPUT_BYTES = 1 << 30
+
+
+class OutputTooLarge(OSError):
+    """A command wrote more than :data:`MAX_OUTPUT_BYTES`; nothing of it was read."""
 
 
 def is_transient(stderr: str) -> bool:
@@ -79,11 +94,29 @@ Exec = Callable[[Sequence[str], Mapping[str, str], float, str | None], tuple[int
 ``subprocess.TimeoutExpired`` or ``OSError``. The default is :func:`subprocess_exec`."""
 
 
+def decode(data: bytes) -> str:
+    """Slurm output as text: UTF-8, each invalid byte replaced by U+FFFD (never raises)."""
+    return data.decode("utf-8", errors="replace")
+
+
 def subprocess_exec(argv: Sequence[str], env: Mapping[str, str], timeout_s: float,
-                    stdin: str | None = None) -> tuple[int, str, str]:
-    res = subprocess.run(list(argv), capture_output=True, text=True, env=dict(env), timeout=timeout_s,
-                         check=False, input=stdin if stdin is not None else "")
-    return res.returncode, res.stdout, res.stderr
+                    stdin: str | None = None, max_bytes: int | None = None) -> tuple[int, str, str]:
+    """Run ``argv`` with stdout and stderr spooled to temporary files (memory stays flat
+    whatever the command prints); raises :class:`OutputTooLarge` past ``max_bytes``
+    (default :data:`MAX_OUTPUT_BYTES`)."""
+    limit = MAX_OUTPUT_BYTES if max_bytes is None else max_bytes
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        res = subprocess.run(list(argv), stdout=out, stderr=err, env=dict(env), timeout=timeout_s,
+                             check=False, input=(stdin or "").encode("utf-8"))
+        texts = []
+        for f in (out, err):
+            size = f.seek(0, os.SEEK_END)
+            if size > limit:
+                raise OutputTooLarge(f"{argv[0]} wrote {size} bytes, more than the {limit} "
+                                     "railgang reads")
+            f.seek(0)
+            texts.append(decode(f.read()))
+    return res.returncode, texts[0], texts[1]
 
 
 @dataclass
@@ -134,6 +167,8 @@ class SlurmRunner:
             except subprocess.TimeoutExpired:
                 rc, out, err = -1, "", f"timed out after {self.timeout_s:g}s"
                 transient = True
+            except OutputTooLarge as exc:  # an answer nobody can read: no retry helps either
+                raise SlurmCommandError(list(args), None, str(exc)) from exc
             except OSError as exc:  # not installed / not executable: no retry helps
                 raise SlurmCommandError(list(args), None, f"cannot run: {exc.strerror or exc}") from exc
             else:
@@ -163,4 +198,5 @@ class SlurmRunner:
             del self.history[: len(self.history) - self.keep_history]
 
 
-__all__ = ["CommandResult", "Exec", "SlurmRunner", "is_transient", "last_line", "subprocess_exec"]
+__all__ = ["MAX_OUTPUT_BYTES", "CommandResult", "Exec", "OutputTooLarge", "SlurmRunner", "decode",
+           "is_transient", "last_line", "subprocess_exec"]

@@ -71,8 +71,9 @@ def test_typed_gpus_come_from_the_gres_name() -> None:
     ('{"meta": {}}', "no 'jobs' list"),
     ('{"jobs": [], "errors": [{"error_number": 1, "error": "Unspecified error"}]}',
      "sacct reported error 1: Unspecified error"),
-    ('{"jobs": [{"job_id": 4, "time": {}}]}', r"record 0 \(job 4\) is malformed"),
-], ids=["not-json", "no-jobs", "sacct-error", "missing-field"])
+    ('{"jobs": 3}', "no 'jobs' list"),
+    ('[' * 100_000 + ']' * 100_000, "nested too deeply"),
+], ids=["not-json", "no-jobs", "sacct-error", "jobs-not-a-list", "deep-nesting"])
 def test_bad_input_is_one_clear_line(text: str, message: str) -> None:
     with pytest.raises(InputError, match=message):
         parse_sacct(text)
