@@ -60,6 +60,7 @@ class SqueueJob:
     progress: Progress | None = None  # the training helper's last report (job Comment)
     progress_problem: str = ""  # a malformed progress Comment (the job is kept, without it)
     exit_signal: int = 0  # the signal that ended the job's batch script (0: none, or still on)
+    qos: str = ""  # the job's QOS (a class may be granted to a QOS)
 
     @property
     def pending(self) -> bool:
@@ -260,6 +261,7 @@ def _squeue_job(raw: Mapping[str, Any], job_id: str) -> SqueueJob:
         reason=str(raw.get("state_reason") or "None"),
         account=str(raw.get("account") or "default"),
         user=str(raw.get("user_name") or ""),
+        qos=str(raw.get("qos") or ""),
         name=str(raw.get("name") or ""),
         submit_time=_num(raw, "submit_time"),
         eligible_time=_num(raw, "eligible_time"),
