@@ -44,7 +44,7 @@ class Observation:
     leased: tuple[str, ...] = field(default=())  # pending railgang jobs in the queue
 
 
-def core_job(rec: SqueueJob, tag: RailgangTag) -> Job:
+def core_job(rec: SqueueJob, tag: RailgangTag, now: float) -> Job:
     """The core's :class:`Job` for a railgang job (raises ValueError if the sizes disagree)."""
     per_replica = tag.tp * tag.pp
     gpus = per_replica * tag.dp if tag.dp is not None else rec.gpus_requested
@@ -63,16 +63,24 @@ def core_job(rec: SqueueJob, tag: RailgangTag) -> Job:
         model=rec.name,
     )
     # every requeue (a railgang preemption or grow, a node failure) bumps Slurm's restart count
-    return Job(request, JobState(preemptions=rec.restarts, work_remaining_s=_work_left(rec, request)))
+    return Job(request, JobState(preemptions=rec.restarts,
+                                 work_remaining_s=_work_left(rec, request, now)))
 
 
-def _work_left(rec: SqueueJob, request: JobRequest) -> float | None:
+def _work_left(rec: SqueueJob, request: JobRequest, now: float) -> float | None:
     """Seconds of work left at the requested size, from the training helper's progress report
-    (total steps and step time); the step time was measured at the size the job holds now."""
+    (total steps and step time); the step time was measured at the size the job holds now.
+
+    The report is the user's own Comment (docs/security.md, "Progress reports"): it counts only
+    for a RUNNING job, and never for more than the job's time limit leaves of this run, so a
+    forged report can neither move a pending job in the queue nor stretch a running one past
+    what Slurm will let it run."""
     left = rec.progress.remaining_s if rec.progress is not None else None
-    if left is None:
+    if left is None or rec.state != "RUNNING":
         return None
-    held = sum(len(idx) for _, idx in rec.allocation) if rec.state == "RUNNING" else 0
+    if rec.time_limit_s is not None:
+        left = min(left, max(0.0, rec.time_limit_s - max(0.0, now - rec.start_time)))
+    held = sum(len(idx) for _, idx in rec.allocation)
     replicas = held // (request.tp * request.pp)
     return left * (request.rate(replicas) if replicas else 1.0)
 
@@ -183,7 +191,7 @@ def build_observation(now: float, jobs: Iterable[SqueueJob], nodes: Iterable[Sin
         if (not rec.pending and not rec.active) or rec.alloc_problem:
             continue
         try:
-            job = core_job(rec, tag)
+            job = core_job(rec, tag, now)
             if rec.pending:
                 pending.append(job)
             elif rec.state == "RUNNING":
