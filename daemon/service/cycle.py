@@ -214,6 +214,8 @@ class DaemonService:
                         "; ".join(f"{j}: {w}" for j, w in list(hooks.refused.items())[:3]))
         if self.heartbeat_file is not None:
             write_heartbeat(self.heartbeat_file, outcome.now, self.lease_s)
+            if self.metrics is not None:
+                self.metrics.beat(outcome.now, self.lease_s, hooks.renewed, len(hooks.refused))
         report.timings_ms["total"] = (time.perf_counter() - t0) * 1e3
         if self.metrics is not None:
             self.metrics.observe_cycle(report.timings_ms, report.reasons, report.running,

@@ -3,8 +3,11 @@
 =====================================  =========  =============================================
 name                                   type       labels / meaning
 =====================================  =========  =============================================
+railgang_build_info                    gauge      ``version``, ``python``, ``component``: 1
 railgang_cycle_phase_seconds           histogram  ``phase``: snapshot, reconcile, the core's
-                                                  phases, journal, apply, record, total
+                                                  phases, journal, apply, record (no total:
+                                                  the phases sum to about the cycle)
+railgang_cycle_seconds                 histogram  one whole cycle, end to end
 railgang_cycles_total                  counter    ``result``: ok | error
 railgang_last_cycle_timestamp_seconds  gauge      end of the last successful cycle (epoch)
 railgang_pending_jobs                  gauge      ``reason``: the core's reason code
@@ -13,6 +16,19 @@ railgang_actions_total                 counter    ``kind``, ``result``: applied 
                                                   abandoned
 railgang_leaf_gpus                     gauge      ``leaf``, ``state``: allocated | free
 railgang_leader                        gauge      1 while this process holds the leader lock
+railgang_heartbeat_timestamp_seconds   gauge      when the heartbeat file was last written
+                                                  (epoch; job_submit.lua's leases need it fresh)
+railgang_lease_seconds                 gauge      the lease a heartbeat grants (slurm.lease_s)
+railgang_lease_renewals_total          counter    ``result``: renewed | refused
+railgang_nodes                         gauge      ``state``: idle | mixed | alloc | drain | down
+                                                  (as observed at the cycle's start)
+railgang_account_gpus                  gauge      ``account``: GPUs its running jobs hold
+railgang_account_pending_jobs          gauge      ``account``: jobs waiting
+railgang_account_oldest_wait_seconds   gauge      ``account``: the longest wait of a pending job
+railgang_account_quota_gpus            gauge      ``account``, ``kind``: guaranteed | limit (the
+                                                  quota tree; only accounts that have one)
+railgang_report_last_timestamp_seconds gauge      newest report written under report.dir
+                                                  (epoch of its files; 0 when none)
 railgang_link_ports                    gauge      ``status``: healthy | congested | lame |
                                                   unknown (last interval's verdict)
 railgang_link_quarantined_ports        gauge      ports held in quarantine (hysteresis applied)
@@ -29,11 +45,13 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry, Gauge, Histogram, start_http_server
 from prometheus_client import Counter as PromCounter
 
+from railgang.daemon.build_info import register_build_info
 from railgang.daemon.core.reasons import Reason
 from railgang.daemon.core.snapshot import Snapshot
 
@@ -48,8 +66,11 @@ class DaemonMetrics:
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry or CollectorRegistry()
         r = self.registry
+        register_build_info(r, "daemon")
         self.phase = Histogram("railgang_cycle_phase_seconds", "Cycle time by phase",
                                ["phase"], buckets=BUCKETS, registry=r)
+        self.cycle = Histogram("railgang_cycle_seconds", "One whole cycle", buckets=BUCKETS,
+                               registry=r)
         self.cycles = PromCounter("railgang_cycles", "Cycles run", ["result"], registry=r)
         self.last_cycle = Gauge("railgang_last_cycle_timestamp_seconds",
                                 "End of the last successful cycle (epoch seconds)", registry=r)
@@ -61,6 +82,23 @@ class DaemonMetrics:
         self.leaf_gpus = Gauge("railgang_leaf_gpus", "GPUs per leaf switch",
                                ["leaf", "state"], registry=r)
         self.leader = Gauge("railgang_leader", "1 while this process is the leader", registry=r)
+        self.heartbeat = Gauge("railgang_heartbeat_timestamp_seconds",
+                               "When the heartbeat file was last written (epoch)", registry=r)
+        self.lease = Gauge("railgang_lease_seconds", "Lease a heartbeat grants", registry=r)
+        self.renewals = PromCounter("railgang_lease_renewals", "Begin-time lease renewals",
+                                    ["result"], registry=r)
+        self.nodes = Gauge("railgang_nodes", "Nodes by observed state", ["state"], registry=r)
+        self.account_gpus = Gauge("railgang_account_gpus", "GPUs held by an account's jobs",
+                                  ["account"], registry=r)
+        self.account_pending = Gauge("railgang_account_pending_jobs", "Jobs waiting per account",
+                                     ["account"], registry=r)
+        self.account_wait = Gauge("railgang_account_oldest_wait_seconds",
+                                  "Longest wait of a pending job per account", ["account"],
+                                  registry=r)
+        self.account_quota = Gauge("railgang_account_quota_gpus", "Quota of an account",
+                                   ["account", "kind"], registry=r)
+        self.report_last = Gauge("railgang_report_last_timestamp_seconds",
+                                 "Newest report written under report.dir (epoch)", registry=r)
         self.link_ports = Gauge("railgang_link_ports", "IB ports by last verdict", ["status"],
                                 registry=r)
         self.link_q_ports = Gauge("railgang_link_quarantined_ports", "IB ports in quarantine",
@@ -80,6 +118,17 @@ class DaemonMetrics:
             self.pending.labels(reason.value).set(0)
         self._server: Any = None
 
+    def watch_reports(self, root: Path | None) -> None:
+        """Read the newest report's time from ``root`` at every scrape (0 without reports)."""
+        self.report_last.set_function(lambda: newest_report(root))
+
+    def beat(self, now: float, lease_s: int, renewed: int, refused: int) -> None:
+        """The heartbeat file was written at ``now``; this cycle renewed/refused leases."""
+        self.heartbeat.set(now)
+        self.lease.set(lease_s)
+        self.renewals.labels("renewed").inc(renewed)
+        self.renewals.labels("refused").inc(refused)
+
     def serve(self, port: int, host: str = "127.0.0.1") -> int:
         """Serve ``/metrics`` on ``host:port`` (0 = any free port); returns the port."""
         server, _thread = start_http_server(port, addr=host, registry=self.registry)
@@ -96,7 +145,10 @@ class DaemonMetrics:
                       running: int, actions: Counter[tuple[str, str]],
                       snapshot: Snapshot | None, finished_at: float) -> None:
         for phase, ms in timings_ms.items():
-            self.phase.labels(phase).observe(ms / 1e3)
+            if phase == "total":  # its own metric: a sum over phases must not count it twice
+                self.cycle.observe(ms / 1e3)
+            else:
+                self.phase.labels(phase).observe(ms / 1e3)
         for reason in Reason:
             self.pending.labels(reason.value).set(reasons.get(reason.value, 0))
         self.running.set(running)
@@ -105,8 +157,48 @@ class DaemonMetrics:
         if snapshot is not None:
             for (leaf, state), n in leaf_gpus(snapshot).items():
                 self.leaf_gpus.labels(leaf, state).set(n)
+            self._observe_accounts(snapshot)
         self.cycles.labels("ok").inc()
         self.last_cycle.set(finished_at)
+
+
+    def _observe_accounts(self, snapshot: Snapshot) -> None:
+        """Nodes by state, and per account: GPUs held, jobs waiting, longest wait, quota."""
+        states = Counter(str(n.state.value) for n in snapshot.nodes.values())
+        self.nodes.clear()
+        for state, n in states.items():
+            self.nodes.labels(state).set(n)
+        held: Counter[str] = Counter()
+        for rj in snapshot.running.values():
+            held[rj.job.account] += rj.gpus
+        waiting: Counter[str] = Counter()
+        oldest: dict[str, float] = {}
+        for job in snapshot.pending:
+            waiting[job.account] += 1
+            wait = max(0.0, snapshot.now - job.submit_time)
+            oldest[job.account] = max(oldest.get(job.account, 0.0), wait)
+        for gauge in (self.account_gpus, self.account_pending, self.account_wait):
+            gauge.clear()  # accounts that left drop out instead of keeping their last value
+        for account in {*held, *waiting, *snapshot.accounts}:
+            self.account_gpus.labels(account).set(held.get(account, 0))
+            self.account_pending.labels(account).set(waiting.get(account, 0))
+            self.account_wait.labels(account).set(oldest.get(account, 0.0))
+        self.account_quota.clear()
+        if snapshot.quotas is not None:
+            for name, q in snapshot.quotas.nodes.items():
+                self.account_quota.labels(name, "guaranteed").set(q.guaranteed)
+                if q.limit is not None:
+                    self.account_quota.labels(name, "limit").set(q.limit)
+
+
+def newest_report(root: Path | None) -> float:
+    """Modification time of the newest ``<root>/<day>/`` report folder (0: none)."""
+    if root is None or not root.is_dir():
+        return 0.0
+    try:
+        return max((p.stat().st_mtime for p in root.iterdir() if p.is_dir()), default=0.0)
+    except OSError:
+        return 0.0
 
 
 def observe_links(metrics: DaemonMetrics, result: LinkRound) -> None:
@@ -142,4 +234,4 @@ def leaf_gpus(snapshot: Snapshot) -> dict[tuple[str, str], int]:
     return out
 
 
-__all__ = ["BUCKETS", "DaemonMetrics", "leaf_gpus", "observe_links"]
+__all__ = ["BUCKETS", "DaemonMetrics", "leaf_gpus", "newest_report", "observe_links"]

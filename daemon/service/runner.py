@@ -123,6 +123,7 @@ def run_daemon(settings: Settings, *, once: bool = False, wait: bool = True,
                             acquired_at=datetime.now(UTC), backend=settings.slurm.backend,
                             policy=policy.name)
         metrics.leader.set(1)
+        metrics.watch_reports(settings.report.dir)  # RailgangReportMissing (alerts.yml)
         d = settings.daemon
         if d.metrics_port and not once:
             try:
