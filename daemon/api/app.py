@@ -33,6 +33,7 @@ from railgang.daemon import __version__
 from railgang.daemon.api import messages
 from railgang.daemon.api.routes import admin, jobs, org, policy, reports, usage
 from railgang.daemon.api.schemas import ErrorResponse
+from railgang.daemon.build_info import register_build_info
 from railgang.daemon.config import Settings
 from railgang.daemon.errors import DomainError
 from railgang.db.session import make_engine
@@ -108,6 +109,7 @@ def create_app(settings: Settings, *, engine: Engine | None = None) -> FastAPI:
     """The app for ``settings``; the engine is built when the app starts (or given, in tests)."""
     settings.check_secrets()
     registry = CollectorRegistry()
+    register_build_info(registry, "api")
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
