@@ -56,15 +56,17 @@ def _engine(settings: Settings) -> Engine:
 def ingest(ctx: typer.Context, since: When = None, until: When = None, file: FileOpt = None,
            as_json: JsonOpt = False) -> None:
     """Ingest [since, until) from sacct in windows of ledger.window_s, one transaction each.
-    Default since: the watermark minus ledger.overlap_s; default until: now. Re-running any
-    window changes nothing."""
-    from railgang.daemon.accounting.ingest import default_since, ingest_window
+    Default since: the watermark minus ledger.overlap_s; default until: now (an --until in the
+    future is refused). Re-running any window changes nothing."""
+    from railgang.daemon.accounting.ingest import default_since, ingest_window, not_in_future
 
     settings = settings_from(ctx)
     cfg = settings.ledger
+    now = datetime.now(UTC)
+    hi = _utc(until) or now
+    not_in_future(hi, now)  # before any window: a future end moved the watermark past open jobs
     engine = _engine(settings)
     try:
-        hi = _utc(until) or datetime.now(UTC)
         lo = _utc(since) or default_since(engine, settings=cfg, cluster=cfg.cluster, now=hi)
         fetch = _fetch(settings, file)
         results = []

@@ -3,13 +3,18 @@
 One window = one ``sacct --json`` call, one transaction: the segments it returned are upserted
 by key and the watermark moves to the window's end in the same commit. A crash before the
 commit leaves neither; re-running any window (or an overlapping one) rewrites the same rows.
+
+A window never ends in the future (issue 18 row 7): the watermark would move past jobs that have
+not ended yet, and every later ingest would start after them. ``--until`` later than now is
+refused; a watermark found in the future (written before this rule) is refused too, until an
+ingest with an explicit ``--since`` resets it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 from sqlalchemy import Engine
 
@@ -58,11 +63,22 @@ def source_name(cluster: str) -> str:
     return f"sacct:{cluster}"
 
 
+def not_in_future(until: datetime, now: datetime) -> None:
+    """Refuse a window end later than ``now`` (InputError, one line)."""
+    if until > now:
+        raise InputError(f"--until {until.isoformat(timespec='seconds')} is in the future (now "
+                         f"{now.isoformat(timespec='seconds')}); the ledger ingests only what has "
+                         "happened, leave --until out for now", field="until")
+
+
 def ingest_window(engine: Engine, fetch: Fetch, since: datetime, until: datetime, *,
-                  settings: LedgerSettings, cluster: str) -> IngestResult:
+                  settings: LedgerSettings, cluster: str,
+                  now: datetime | None = None) -> IngestResult:
     if until <= since:
         raise InputError(f"--until {until.isoformat()} is not after --since {since.isoformat()}",
                          field="until")
+    now = now or datetime.now(UTC)
+    not_in_future(until, now)
     text = fetch(since, until)
     segments = parse_sacct(text, source=f"sacct {_fmt(since)}..{_fmt(until)}",
                            default_gpu_type=settings.default_gpu_type)
@@ -73,7 +89,7 @@ def ingest_window(engine: Engine, fetch: Fetch, since: datetime, until: datetime
             pk = job_pk(s, seg.cluster, seg.job_id)
             if pk is not None and seg.progress is not None:
                 timed += store_step_timing(s, pk, seg.progress, every_s=settings.step_timing_every_s)
-        mark = repo.advance_watermark(s, source_name(cluster), until)
+        mark = repo.advance_watermark(s, source_name(cluster), until, now=now)
     return IngestResult(since, until, n, mark, timed)
 
 
@@ -89,11 +105,16 @@ def _latest_progress(segments: list[Segment]) -> list[Segment]:
 
 def default_since(engine: Engine, *, settings: LedgerSettings, cluster: str,
                   now: datetime) -> datetime:
-    """The watermark minus the overlap, or ``first_lookback_s`` ago on a first run."""
+    """The watermark minus the overlap, or ``first_lookback_s`` ago on a first run; InputError
+    when the watermark is later than ``now`` (no window could start before it)."""
     with session_scope(engine) as s:
         mark = repo.watermark(s, source_name(cluster))
     if mark is None:
         return now - timedelta(seconds=settings.first_lookback_s)
+    if mark > now:
+        raise InputError(f"the watermark {mark.isoformat(timespec='seconds')} is in the future "
+                         "(an --until past now was accepted before); ingest again with --since "
+                         "the last time ingested correctly, which resets it", field="since")
     return mark - timedelta(seconds=settings.overlap_s)
 
 
@@ -160,4 +181,5 @@ def reconcile(engine: Engine, fetch: Fetch, since: datetime, until: datetime, *,
 
 
 __all__ = ["Difference", "Fetch", "IngestResult", "ReconcileReport", "capacity_for",
-           "default_since", "ingest_window", "reconcile", "sacct_fetcher", "source_name"]
+           "default_since", "ingest_window", "not_in_future", "reconcile", "sacct_fetcher",
+           "source_name"]

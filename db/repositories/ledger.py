@@ -120,14 +120,17 @@ def watermark(s: Session, source: str) -> datetime | None:
     return None if row is None else row.ingested_until
 
 
-def advance_watermark(s: Session, source: str, until: datetime) -> datetime:
-    """Move the watermark forward (never back: re-ingesting an old window keeps it)."""
+def advance_watermark(s: Session, source: str, until: datetime, *,
+                      now: datetime | None = None) -> datetime:
+    """Move the watermark forward (never back: re-ingesting an old window keeps it), except
+    that a watermark later than ``now`` (written before issue 18 row 7 refused such windows) is
+    replaced by ``until``: nothing can have been ingested past now."""
     row = s.get(LedgerWatermark, source)
-    now = datetime.now(UTC)
+    now = now or datetime.now(UTC)
     if row is None:
         s.add(LedgerWatermark(source=source, ingested_until=until, updated_at=now))
         return until
-    if until > row.ingested_until:
+    if until > row.ingested_until or row.ingested_until > now:
         row.ingested_until = until
     row.updated_at = now
     return row.ingested_until
