@@ -193,6 +193,8 @@ class ApiSettings(BaseModel):
     # pagination: ?limit= defaults to page_default and is refused above page_max
     page_default: int = Field(default=100, ge=1)
     page_max: int = Field(default=1000, ge=1, le=100000)
+    # request bodies over this many bytes are refused (413) as they stream, before parsing
+    max_body_bytes: int = Field(default=1 << 20, ge=1024, le=1 << 30)
 
 
 class LedgerSettings(BaseModel):

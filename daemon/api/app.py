@@ -1,6 +1,8 @@
 """The FastAPI application: routes by feature, one error format, metrics and health.
 
-Every error answers ``{"error": {"code", "message", "fields"}}``: domain errors
+Requests pass ``guard.RequestGuard`` first: a body is bounded (``api.max_body_bytes``, 413) and
+read only after the bearer token is checked (401). Every error answers
+``{"error": {"code", "message", "fields"}}``: domain errors
 (``railgang.daemon.errors.DomainError``) with their own status, request validation as 422 with
 one entry per failing field, unknown paths as 404, database conflicts as 409, anything else as
 500 (logged, never shown).
@@ -31,12 +33,14 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from railgang.daemon import __version__
 from railgang.daemon.api import messages
+from railgang.daemon.api.guard import RequestGuard
 from railgang.daemon.api.routes import admin, jobs, org, policy, reports, usage
 from railgang.daemon.api.schemas import ErrorResponse
 from railgang.daemon.build_info import register_build_info
 from railgang.daemon.config import Settings
 from railgang.daemon.errors import DomainError
-from railgang.db.session import make_engine
+from railgang.db.repositories import tokens
+from railgang.db.session import make_engine, unit_of_work
 
 log = logging.getLogger(__name__)
 
@@ -73,6 +77,10 @@ def _install_handlers(app: FastAPI) -> None:
         if exc.status_code == 405:
             return error(405, "method_not_allowed", messages.METHOD.format(
                 method=request.method, path=request.url.path))
+        if exc.status_code == 413:
+            return error(413, "payload_too_large", str(exc.detail), headers={"Connection": "close"})
+        if exc.status_code == 400 and exc.detail == "There was an error parsing the body":
+            return error(400, "bad_request", messages.BAD_BODY)  # FastAPI's: too deep, bad bytes
         return error(exc.status_code, "http_error", str(exc.detail))
 
     @app.exception_handler(IntegrityError)
@@ -131,6 +139,14 @@ def create_app(settings: Settings, *, engine: Engine | None = None) -> FastAPI:
     app.state.engine = engine
     app.state.sessions = sessionmaker(engine, expire_on_commit=False) if engine else None
     _install_handlers(app)
+
+    def authenticate(secret: str) -> None:
+        with unit_of_work(app.state.sessions) as session:
+            tokens.authenticate(session, secret)
+
+    # before the metrics middleware, so that it wraps (and counts) what the guard refuses
+    app.add_middleware(RequestGuard, max_body_bytes=settings.api.max_body_bytes,
+                       authenticate=authenticate, reply=error)
     _install_metrics(app, registry)
     for module in (org, usage, policy, jobs, admin, reports):
         app.include_router(module.router)

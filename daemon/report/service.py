@@ -38,6 +38,9 @@ class Day:
         return self.day.isoformat()
 
 
+LAST_DAY = date(9998, 12, 31)
+
+
 def parse_day(text: str, *, field: str = "--date") -> Day:
     """``YYYY-MM-DD`` (a UTC day) -> its window; anything else is one clear error."""
     if not _DATE.match(text.strip()):
@@ -48,6 +51,9 @@ def parse_day(text: str, *, field: str = "--date") -> Day:
         raise InputError(f"{text!r} is not a calendar date ({exc})", field=field) from exc
     if d.year < 1971:
         raise InputError(f"{text!r} is before the ledger's epoch", field=field)
+    if d > LAST_DAY:  # the report reads the day after too (and its epoch seconds): year 10000
+        raise InputError(f"{text!r} is after {LAST_DAY.isoformat()}, the last day a report covers",
+                         field=field)
     since = int(datetime(d.year, d.month, d.day, tzinfo=UTC).timestamp())
     return Day(d, since, since + DAY_S)
 

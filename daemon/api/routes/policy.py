@@ -7,6 +7,7 @@ from typing import Annotated
 from fastapi import APIRouter, Path, Query, Response
 from sqlalchemy import select
 
+from railgang.daemon.api import messages
 from railgang.daemon.api.deps import (
     AdminToken,
     CurrentToken,
@@ -26,6 +27,7 @@ from railgang.daemon.api.schemas import (
     RateIn,
     RateOut,
 )
+from railgang.daemon.errors import PermissionDeniedError
 from railgang.db.models import Account
 from railgang.db.org import QuotaEvent
 from railgang.db.repositories import admin as repo
@@ -108,9 +110,13 @@ def events(session: SessionDep, principal: CurrentToken, page: PageDep,
 
 @router.post("/quota-events", status_code=201, response_model=EventOut)
 def add_event(body: EventIn, session: SessionDep, principal: CurrentToken) -> EventOut:
-    """Record a borrow/reclaim or propose a cut or a restore (admin, or the team's team-admin
-    for its own team); proposals wait for an admin's approve/reject."""
+    """Record a borrow/reclaim or propose a restore (admin, or the team's team-admin for its own
+    team) or a use-it-or-lose-it cut (admin only); proposals wait for an admin's approve/reject."""
     require_write(principal, body.account)
+    if body.kind == "lose-proposal" and not principal.is_admin:
+        # a lose-proposal, even a rejected one, pauses the daemon's review of that team for the
+        # review window: a team must not be able to switch off its own review
+        raise PermissionDeniedError(messages.LOSE_PROPOSAL_ADMIN_ONLY)
     e = repo.add_event(session, actor=principal.name, kind=body.kind, account=body.account,
                        gpus=body.gpus, gpu_type=body.gpu_type, detail=body.detail)
     return EventOut(**repo.event_dict(e, body.account))
