@@ -8,6 +8,7 @@ cd "$(dirname "$0")/.."
 APT_PACKAGES=(slurmctld slurmd slurm-client munge slurm-wlm-basic-plugins lua5.1 libslurm-dev
               slurmdbd slurm-wlm-mysql-plugin mariadb-server postgresql gcc
               docker-compose shellcheck systemd  # these three: tests/deploy (no engine needed)
+              prometheus  # promtool: tests/deploy checks and unit-tests the alert rules (not started)
               chromium)  # headless, for the report's browser test (tests/daemon/report)
 
 missing=()

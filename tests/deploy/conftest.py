@@ -10,6 +10,7 @@ agree with railgang's Settings, the rendered Slurm configs and the entrypoint. A
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -79,3 +80,29 @@ def raw_compose() -> dict[str, Any]:
     data = yaml.safe_load(COMPOSE_FILE.read_text())
     assert isinstance(data, dict)
     return data
+
+
+def expositions() -> dict[str, str]:
+    """The /metrics pages of the daemon (a fresh registry) and of the API (one request made)."""
+    from fastapi.testclient import TestClient
+    from prometheus_client import generate_latest
+
+    from railgang.daemon.api.app import create_app
+    from railgang.daemon.config import Settings
+    from railgang.daemon.service.metrics import DaemonMetrics
+
+    client = TestClient(create_app(Settings(db={"url": "sqlite://"})))
+    client.get("/no-such-page")  # so the request counters have a series
+    return {"daemon": generate_latest(DaemonMetrics().registry).decode(),
+            "api": client.get("/metrics").text}
+
+
+def exported_metrics() -> set[str]:
+    """Every metric family railgang exports (counters without their ``_total``)."""
+    text = "".join(expositions().values())
+    return {re.sub(r"_total$", "", m) for m in re.findall(r"^# TYPE (\w+) ", text, re.M)}
+
+
+def metrics_in(expr: str) -> set[str]:
+    """The railgang_* metric families a PromQL expression reads."""
+    return {re.sub(r"_(total|bucket|sum|count)$", "", m) for m in re.findall(r"railgang_\w+", expr)}

@@ -163,7 +163,7 @@ def test_ports_agree_with_settings(settings: Settings, services: dict[str, dict[
     assert published == {settings.api.port}
     assert f":{settings.api.port}/healthz" in " ".join(api["healthcheck"]["test"])
     assert str(settings.daemon.metrics_port) in [str(p) for p in services["railgang-daemon"]["expose"]]
-    prom = (DEPLOY / "prometheus.yml").read_text()
+    prom = (DEPLOY / "prometheus" / "prometheus.yml").read_text()
     assert f'"railgang-daemon:{settings.daemon.metrics_port}"' in prom
     assert f'"railgang-api:{settings.api.port}"' in prom
 
