@@ -6,8 +6,8 @@
 #   slurmctld  register the test accounts in slurmdbd, then the controller
 #   slurmd     one emulated GPU node, named after the container's host name
 #   migrate    railgang db upgrade (one-shot, before daemon and api)
-#   daemon     railgang daemon run
-#   api        railgang api
+#   daemon     railgang daemon run --log-format json
+#   api        railgang api --log-format json
 # Paths below are those of [devcluster] dir in deploy/railgang.toml (tests/deploy checks that
 # they agree with ClusterSpec); every config file itself comes from the same rendering as
 # `railgang devcluster up`.
@@ -110,7 +110,7 @@ case "$role" in
     exec railgang daemon run --log-format json "$@"
     ;;
   api)
-    exec railgang api "$@"
+    exec railgang api --log-format json "$@"
     ;;
   *)
     die "unknown role '${role}'; one of: config slurmdbd slurmctld slurmd migrate daemon api"

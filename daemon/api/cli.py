@@ -9,6 +9,7 @@ import typer
 
 from railgang.daemon.cli_common import state_from
 from railgang.daemon.errors import DatabaseError
+from railgang.daemon.service.logs import LogFormat, logging_config
 
 UvicornLevel = Literal["critical", "error", "warning", "info", "debug", "trace"]
 
@@ -30,6 +31,8 @@ def api(
     log_level: Annotated[UvicornLevel, typer.Option(help="uvicorn log level.")] = "info",
     workers: Annotated[int, typer.Option(min=1, max=64, help="uvicorn worker processes "
                                          "(each with its own database pool).")] = 1,
+    log_format: Annotated[LogFormat, typer.Option(
+        "--log-format", help="json (one object per line) or text.")] = "text",
 ) -> None:
     """Serve the admin API (quotas, ledger, chargeback, explanations); OpenAPI docs at /docs."""
     import uvicorn
@@ -40,7 +43,7 @@ def api(
     cfg = state.settings()
     require_head(cfg.db.url)
     bind = {"host": host or cfg.api.host, "port": port or cfg.api.port, "log_level": log_level,
-            "access_log": False}
+            "access_log": False, "log_config": logging_config(log_format, log_level)}
     if workers == 1:
         uvicorn.run(create_app(cfg), **bind)  # type: ignore[arg-type]
         return

@@ -1,4 +1,5 @@
-"""Structured logs: ``--log-format json`` writes one JSON object per line, ``text`` a readable line.
+"""Structured logs: ``--log-format json`` writes one JSON object per line, ``text`` a readable line
+(``railgang daemon run`` and ``railgang api``).
 
 Every record carries ``ts`` (epoch seconds), ``level``, ``logger`` and ``msg``; a cycle's record
 adds the fields of :meth:`~railgang.daemon.service.cycle.CycleReport.as_log` (cycle id, phase
@@ -52,4 +53,23 @@ def setup_logging(fmt: LogFormat, level: int = logging.INFO) -> None:
     logging.getLogger("alembic").setLevel(logging.WARNING)
 
 
-__all__ = ["JsonFormatter", "LogFormat", "TextFormatter", "setup_logging"]
+def logging_config(fmt: LogFormat, level: str = "info") -> dict[str, Any]:
+    """A ``logging.config.dictConfig`` for uvicorn (``railgang api``): its own loggers and the
+    app's, all through one stderr handler in ``fmt``. uvicorn applies it in every worker process
+    (``--workers N``), which a handler set up in the parent would not reach."""
+    formatter = JsonFormatter if fmt == "json" else TextFormatter
+    upper = "DEBUG" if level == "trace" else level.upper()
+    return {
+        "version": 1,
+        "disable_existing_loggers": False,
+        "formatters": {"railgang": {"()": f"{formatter.__module__}.{formatter.__qualname__}"}},
+        "handlers": {"stderr": {"class": "logging.StreamHandler", "formatter": "railgang",
+                                "stream": "ext://sys.stderr"}},
+        "root": {"handlers": ["stderr"], "level": upper},
+        # uvicorn's loggers propagate to the root's handler instead of printing their own lines
+        "loggers": {name: {"handlers": [], "propagate": True, "level": upper}
+                    for name in ("uvicorn", "uvicorn.error", "uvicorn.access")},
+    }
+
+
+__all__ = ["JsonFormatter", "LogFormat", "TextFormatter", "logging_config", "setup_logging"]

@@ -20,7 +20,7 @@ PUBLIC = {
     "railgang.daemon.service.leader": {"PG_KEY", "AdvisoryLock", "FileLock", "LeaderLock",
                                        "lock_for", "probe"},
     "railgang.daemon.service.logs": {"JsonFormatter", "LogFormat", "TextFormatter",
-                                     "setup_logging"},
+                                     "logging_config", "setup_logging"},
     "railgang.daemon.service.links": {"LinkCollector", "LinkRound", "state_json"},
     "railgang.daemon.service.metrics": {"BUCKETS", "DaemonMetrics", "leaf_gpus",
                                        "newest_report", "observe_links"},
