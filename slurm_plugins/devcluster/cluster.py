@@ -8,6 +8,7 @@ the processes ``up`` recorded.
 from __future__ import annotations
 
 import os
+import pwd
 import shutil
 import stat
 import subprocess
@@ -137,6 +138,31 @@ def write_configs(spec: ClusterSpec, spank_so: Path | None) -> None:
         dbd.chmod(0o600)  # slurmdbd refuses a readable slurmdbd.conf
 
 
+# The railgang daemon's user of the documented deployment (docs/deploy.md, deploy/systemd): a
+# system user without a shell that is a Slurm operator. job_submit.lua trusts it by name
+# (RAILGANG_TRUSTED_USERS defaults to "slurm,railgang"), so the cluster creates it before
+# slurmctld loads the script, and the end-to-end tests run the daemon as it.
+DAEMON_USER = "railgang"
+
+
+def daemon_uid() -> int | None:
+    try:
+        return pwd.getpwnam(DAEMON_USER).pw_uid
+    except KeyError:
+        return None
+
+
+def ensure_daemon_user() -> int | None:
+    """The daemon user's uid, created as a system user when missing and we are root; None when
+    it cannot be (not root): the cluster then works as before, with root as the only operator."""
+    uid = daemon_uid()
+    if uid is not None or os.geteuid() != 0:
+        return uid
+    subprocess.run(["useradd", "--system", "--no-create-home", "--home-dir", "/nonexistent",
+                    "--shell", "/usr/sbin/nologin", DAEMON_USER], capture_output=True, check=False)
+    return daemon_uid()
+
+
 def register_accounts(spec: ClusterSpec) -> None:
     """Cluster plus a small org -> dept -> team hierarchy, so enforce=associations admits jobs."""
     env = slurm_env(spec)
@@ -149,6 +175,8 @@ def register_accounts(spec: ClusterSpec) -> None:
         ["add", "account", "team-b", "parent=research", "fairshare=1", "Description=team"],
         ["add", "user", "root", "account=team-a,team-b", "DefaultAccount=team-a"],
     ]
+    if daemon_uid() is not None:  # the daemon's user is a Slurm operator (docs/deploy.md)
+        cmds.append(["add", "user", DAEMON_USER, "account=team-a", "AdminLevel=Operator"])
     for args in cmds:
         # "already exists" / "nothing new" are fine: registration is idempotent
         _run([mgr, "-i", *args, f"cluster={spec.cluster_name}"] if args[1] == "user"
@@ -204,9 +232,15 @@ class DevCluster:
     def _write_tree(self) -> None:
         s = self.spec
         self._say(f"writing configs under {s.dir}")
-        for d in (s.etc, s.bin, s.run, s.log, s.dev, s.dir / "state", s.dir / "spool", s.run / "pids"):
+        for d in (s.etc, s.bin, s.run, s.log, s.dev, s.dir / "state", s.dir / "spool", s.run / "pids",
+                  s.daemon_dir):
             d.mkdir(parents=True, exist_ok=True)
         s.dir.chmod(0o755)
+        s.run.chmod(0o755)
+        uid = ensure_daemon_user()
+        if uid is not None:  # the daemon (its user) writes here, slurmctld (SlurmUser) reads
+            os.chown(s.daemon_dir, uid, -1)
+            s.daemon_dir.chmod(0o755)
         # the program-name trap: Slurm decides "am I slurmd" from basename(argv[0])
         for name in ("slurmctld", "slurmd", "slurmstepd"):
             link = s.bin / name

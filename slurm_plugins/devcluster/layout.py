@@ -192,14 +192,20 @@ class ClusterSpec:
         return self.run / "mysqld.sock"
 
     @property
+    def daemon_dir(self) -> Path:
+        """Where the railgang daemon's files for slurmctld live (heartbeat, fleet): owned by the
+        daemon's user (``DAEMON_USER``) when it exists, as /var/lib/railgang is in production."""
+        return self.run / "railgang"
+
+    @property
     def heartbeat_file(self) -> Path:
         """The daemon heartbeat job_submit.lua reads (leases only while it is fresh)."""
-        return self.daemon_heartbeat or self.run / "railgang-heartbeat"
+        return self.daemon_heartbeat or self.daemon_dir / "heartbeat"
 
     @property
     def gpu_fleet_file(self) -> Path:
         """The fleet file job_submit.lua reads to refuse needs no node meets."""
-        return self.fleet_file or self.run / "railgang-fleet"
+        return self.fleet_file or self.daemon_dir / "fleet"
 
     @property
     def class_grants_file(self) -> Path:

@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import sqlite3
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import closing
@@ -28,6 +30,7 @@ import pytest
 from railgang.slurm_plugins.devcluster.cluster import DevCluster, slurm_env
 
 RAILGANG = str(Path(sys.executable).with_name("railgang"))
+TEST_ROOT = Path(os.environ.get("RAILGANG_TEST_ROOT", f"/tmp/railgang-pytest-{os.getuid()}"))
 CYCLE_S = 1.0  # daemon.cycle_interval_s
 LEASE_S = 20  # slurm.lease_s: job_submit.lua's begin-time lease while the daemon is alive
 # a job whose lease ran out starts on one of Slurm's own later scheduling passes (sched/backfill
@@ -148,6 +151,12 @@ class Cluster:
                      60, "cancelled jobs to leave the nodes")
 
 
+def uid_gid(uid: int) -> int:
+    import pwd
+
+    return pwd.getpwuid(uid).pw_gid
+
+
 def wait_for(pred: Callable[[], object], timeout_s: float, what: str, every_s: float = 0.5) -> None:
     deadline = time.monotonic() + timeout_s
     while not pred():
@@ -214,22 +223,76 @@ def slurm(slurm_cluster: DevCluster, tmp_path: Path) -> Iterator[Cluster]:
     yield from user_view(slurm_cluster, tmp_path)
 
 
+# the classes the test jobs hold in the daemon's database, as an admin grants them (`railgang
+# quota grant 0 qos normal`): the daemon re-checks every waiting job's class against them. By
+# QOS (every test job runs in "normal"), so the daemon's quota tree stays empty as before.
+E2E_GRANTS = [(c, "qos", "normal") for c in (0, 1, 2)]
+
+
+def operator_home() -> tuple[Path, int]:
+    """A directory for one daemon run owned by the daemon's own user, a non-root Slurm operator
+    (docs/deploy.md), with its database already migrated and the test accounts' class grants.
+
+    The user must reach the interpreter and this checkout: each directory above them that is not
+    searchable by others gets o+x (search only, never o+r): /root on a machine whose Python
+    lives under /root/.pyenv. Root-only daemons hid a refused lease renewal for months."""
+    from sqlalchemy.orm import Session
+
+    from railgang.db.migrate import upgrade
+    from railgang.db.repositories import admin
+    from railgang.db.session import make_engine
+    from railgang.slurm_plugins.devcluster.cluster import DAEMON_USER, daemon_uid
+
+    uid = daemon_uid()
+    if uid is None:
+        pytest.fail(f"the daemon user {DAEMON_USER!r} is missing: `railgang devcluster up` creates "
+                    "it as root (the e2e daemon runs as a non-root Slurm operator)")
+    # not under pytest's tmp_path: its base directory is private (0700) and reset by every session
+    base = TEST_ROOT / "e2e-daemons"
+    base.mkdir(parents=True, exist_ok=True)
+    home = Path(tempfile.mkdtemp(prefix="daemon-", dir=base))
+    home.chmod(0o755)
+    for target in (Path(os.path.realpath(sys.executable)), Path(RAILGANG).resolve(),
+                   Path(__file__).resolve(), home):
+        for d in target.parents:
+            mode = d.stat().st_mode
+            if not mode & 0o001:
+                d.chmod(mode | 0o001)
+    url = f"sqlite:///{home / 'railgang.sqlite'}"
+    upgrade(url)
+    engine = make_engine(url)
+    try:
+        with Session(engine) as s:
+            for class_id, kind, subject in E2E_GRANTS:
+                admin.grant(s, actor="e2e", class_id=class_id, kind=kind, subject=subject)
+            s.commit()
+    finally:
+        engine.dispose()
+    for path in (home, *home.iterdir()):
+        os.chown(path, uid, -1)
+    return home, uid
+
+
 @pytest.fixture
 def daemon(slurm: Cluster, tmp_path: Path) -> Iterator[Callable[..., Daemon]]:
-    """Start ``railgang daemon run`` (its own SQLite database, the cluster's heartbeat file, a
-    1 s cycle, a 20 s lease, no metrics endpoint); keyword arguments set more knobs as
-    ``RAILGANG_<GROUP>__<KEY>`` (``daemon__policy="fifo"``). Returns once the first cycle has
-    written the heartbeat, so jobs submitted from then on are leased. Stopped with SIGTERM."""
+    """Start ``railgang daemon run`` as the deployment runs it: as the ``railgang`` user, a
+    non-root Slurm operator (its own SQLite database with the test accounts' class grants, the
+    cluster's heartbeat file, a 1 s cycle, a 20 s lease, no metrics endpoint); keyword arguments
+    set more knobs as ``RAILGANG_<GROUP>__<KEY>`` (``daemon__policy="fifo"``). Returns once the
+    first cycle has written the heartbeat, so jobs submitted from then on are leased. Stopped
+    with SIGTERM."""
     spec = slurm.cluster.spec
     started: list[Daemon] = []
+    home, uid = operator_home()
+    user = ["setpriv", f"--reuid={uid}", f"--regid={uid_gid(uid)}", "--clear-groups"]
 
     def start(**knobs: object) -> Daemon:
-        env = {**os.environ, **slurm_env(spec), "RAILGANG_CONFIG": "",
-               "RAILGANG_HOME": str(tmp_path),  # nothing of this daemon outside the test's dir
-               "RAILGANG_DB__URL": f"sqlite:///{tmp_path / 'railgang.sqlite'}",
-               # its database grants no class, and the cluster's own grants file (the test
-               # accounts' grants, which the class 0-2 jobs here rely on) must stay as it is
-               "RAILGANG_LEDGER__GRANTS_FILE": str(tmp_path / "class_grants.txt"),
+        env = {**os.environ, **slurm_env(spec), "RAILGANG_CONFIG": "", "HOME": str(home),
+               "RAILGANG_HOME": str(home),  # nothing of this daemon outside the test's dir
+               "RAILGANG_DB__URL": f"sqlite:///{home / 'railgang.sqlite'}",
+               # its own grants file: the cluster's (the test accounts' grants, which the class
+               # 0-2 jobs here rely on at submission) must stay as it is for the other tests
+               "RAILGANG_LEDGER__GRANTS_FILE": str(home / "class_grants.txt"),
                "RAILGANG_SLURM__BACKEND": "cli", "RAILGANG_SLURM__CONF": str(spec.slurm_conf),
                "RAILGANG_SLURM__LEASE_S": str(LEASE_S),
                "RAILGANG_DAEMON__HEARTBEAT_FILE": str(spec.heartbeat_file),
@@ -239,9 +302,9 @@ def daemon(slurm: Cluster, tmp_path: Path) -> Iterator[Callable[..., Daemon]]:
         log = tmp_path / f"daemon{len(started)}.log"
         spec.heartbeat_file.unlink(missing_ok=True)
         with log.open("wb") as f:
-            proc = subprocess.Popen([RAILGANG, "daemon", "run", "--log-format", "json"], env=env,
-                                    stdout=f, stderr=subprocess.STDOUT)
-        d = Daemon(proc, log, env, tmp_path / "railgang.sqlite")
+            proc = subprocess.Popen([*user, RAILGANG, "daemon", "run", "--log-format", "json"],
+                                    env=env, stdout=f, stderr=subprocess.STDOUT)
+        d = Daemon(proc, log, env, home / "railgang.sqlite")
         started.append(d)
         wait_for(lambda: spec.heartbeat_file.exists() or proc.poll() is not None, 60,
                  "the daemon's first heartbeat")
@@ -254,3 +317,4 @@ def daemon(slurm: Cluster, tmp_path: Path) -> Iterator[Callable[..., Daemon]]:
         for d in started:
             d.stop()
         spec.heartbeat_file.unlink(missing_ok=True)
+        shutil.rmtree(home, ignore_errors=True)

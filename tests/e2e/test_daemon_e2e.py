@@ -236,3 +236,47 @@ def test_mixed_hinted_jobs_finish_and_gangs_stay_in_one_leaf(slurm: Cluster, dae
             checked += 1
             assert len({leaf_of[n] for n in r.nodes}) == 1, (r, busy)
     assert gangs >= 7 and checked >= 3, (gangs, checked)  # the check did bite
+
+
+def test_a_users_begin_holds_the_job_back_and_a_revoked_grant_reorders_the_queue(
+        slurm: Cluster, daemon: Start) -> None:
+    """Issue 18 rows 5 and 8 through the daemon, running as its non-root operator user: a hinted
+    job with ``--begin`` 30 s out stays pending (BeginTime) on an empty cluster until then, then
+    the daemon starts it; a class-0 job whose grant the daemon no longer finds waits as class 3."""
+    d = daemon(daemon__policy="fifo")
+    t0 = time.time()
+    later = slurm.sbatch("-N1", "--gres=gpu:8", "--begin=now+30",
+                         "--comment=rg:parallel=tp8;class=3", args=("2",))
+    now_job = slurm.sbatch("-N1", "--gres=gpu:8", "--comment=rg:parallel=tp8;class=3", args=("2",))
+    wait_for(lambda: slurm.states([now_job]).get(now_job) in ("RUNNING", "COMPLETED"), 30,
+             "the job without --begin to start")
+    assert slurm.show(later)["JobState"] == "PENDING" and time.time() - t0 < 30
+    wait_for(lambda: slurm.states([later]).get(later) in ("RUNNING", "COMPLETING", "COMPLETED"), 60,
+             "the --begin job to start after its begin time")
+    run = slurm.settled([later])[-1]
+    assert run.start is not None and run.start >= t0 + 29, (run.start, t0)
+    # the daemon's grants are by QOS "normal"; a job in another QOS keeps its tag, not its class
+    slurm.sl("sacctmgr", "-i", "add", "qos", "rg-e2e-other", check=False)
+    slurm.sl("sacctmgr", "-i", "modify", "user", "root", "set", "qos+=rg-e2e-other", check=False)
+    try:
+        full = slurm.sbatch("-N16", "--gres=gpu:8", args=("20",))
+        wait_for(lambda: running_on(slurm, full), 30, "the filler to run")
+        moved = slurm.sbatch("-N1", "--gres=gpu:8", "--qos=rg-e2e-other",
+                             "--comment=rg:parallel=tp8;class=0", args=("2",))
+        wait_for(lambda: any(w.startswith(f"job {moved}: class 0 is not granted") for w in warnings(d)),
+                 30, "the daemon to name the ungranted job")
+    finally:
+        slurm.sl("scancel", *slurm.jobs, check=False)
+
+
+def warnings(d: Daemon) -> list[str]:
+    out = []
+    for line in d.log.read_text().splitlines():
+        if line.startswith("{"):
+            try:
+                rec = json.loads(line)
+            except ValueError:
+                continue
+            msg = str(rec.get("msg") or rec.get("message") or "")
+            out.append(msg.removeprefix("slurm: "))
+    return out
