@@ -8,6 +8,7 @@ table; docs/cli.md), never a traceback. Settings reach the sub-commands through 
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -16,7 +17,7 @@ import typer
 from rich.console import Console
 
 from railgang.daemon import __version__
-from railgang.daemon.cli_common import CliState, JsonOpt, settings_from
+from railgang.daemon.cli_common import CliState, JsonOpt, emit, settings_from, state_from
 from railgang.daemon.cli_lazy import Component, LazyGroup
 from railgang.daemon.errors import RailgangError
 
@@ -75,6 +76,16 @@ def config_show(ctx: typer.Context, as_json: JsonOpt = False) -> None:
             typer.echo(f"{group} = {json.dumps(values)}")
 
 
+@config_app.command("check")
+def config_check(ctx: typer.Context, as_json: JsonOpt = False) -> None:
+    """Load and validate the configuration (file + RAILGANG_* variables); exit 1 with the problem."""
+    state = state_from(ctx)
+    state.settings()  # the loader's own checks; a problem is a ConfigError: one line, exit 1
+    source = state.config_path or os.environ.get("RAILGANG_CONFIG")
+    emit({"ok": True, "config": str(source) if source else None}, as_json,
+         f"ok: {source or 'defaults and RAILGANG_* variables (no config file)'}")
+
+
 # Every other component, imported only when its command runs (cli_lazy.py): `railgang --help`
 # lists them from this table. The help line is the command's own first line (a test checks).
 LazyGroup.components = {
@@ -106,6 +117,8 @@ LazyGroup.components = {
                      "one letter per job) and jobs."),
     "report": Component("railgang.daemon.report.cli", "report", "Build the daily utilisation "
                         "report: teams, pools, queue, cost of chaos, anomalies."),
+    "paths": Component("railgang.slurm_plugins.paths", "paths", "Print where the installed "
+                       "job_submit.lua and SPANK plugin source are. Exit 1: one is missing."),
 }
 
 
