@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from sqlalchemy import func, select
+from sqlalchemy import bindparam, func, select
 from sqlalchemy.orm import Session
 
 from railgang.daemon.report.series import GpuSeries
@@ -153,30 +153,49 @@ def _dt(epoch: int) -> Any:
     return datetime.fromtimestamp(epoch, UTC)
 
 
+def sampled_gpus(s: Session) -> list[tuple[str, int]]:
+    """Every (node, GPU) with samples, by seeks along the primary key (node, gpu, time): one
+    per node and one per GPU (a loose index scan), not a pass over every sample. (A row-value
+    ``(node, gpu) > (?, ?)`` seeks on the node only in SQLite, hence the two levels.)"""
+    out: list[tuple[str, int]] = []
+    first_node = select(func.min(GpuSample.node))
+    next_gpu = select(func.min(GpuSample.gpu)).where(GpuSample.node == bindparam("n"),
+                                                    GpuSample.gpu > bindparam("g"))
+    node = s.scalar(first_node)
+    while node is not None:
+        gpu = s.scalar(next_gpu, {"n": node, "g": -1})
+        while gpu is not None:
+            out.append((node, gpu))
+            gpu = s.scalar(next_gpu, {"n": node, "g": gpu})
+        node = s.scalar(first_node.where(GpuSample.node > node))
+    return out
+
+
 def load_series(s: Session, since: int, until: int) -> dict[str, GpuSeries]:
-    """Every GPU's samples in the window, one array pass (no per-row objects)."""
-    q = (select(GpuSample.node, GpuSample.gpu, GpuSample.at_epoch_ms, GpuSample.sm_util,
-                GpuSample.mem_used_mib, GpuSample.power_w)
-         .where(GpuSample.at_epoch_ms >= since * 1000, GpuSample.at_epoch_ms < until * 1000)
-         .order_by(GpuSample.node, GpuSample.gpu, GpuSample.at_epoch_ms))
-    # Core rows through the session's connection: no ORM row processing for a million samples
-    rows = s.connection().execute(q).all()
-    if not rows:
+    """Every GPU's samples in the window, one array pass (no per-row objects). One range read
+    per GPU along the primary key: a day is contiguous there, while the time index would
+    fetch each row from a different page (BENCHMARKS.md "sim --ledger")."""
+    if not has_samples(s, since, until):
         return {}
-    keys = [f"{r[0]}:{r[1]}" for r in rows]
-    nan = float("nan")
-    num = np.array([(r[2], r[3], nan if r[4] is None else r[4], nan if r[5] is None else r[5])
-                    for r in rows], dtype=np.float64)
-    num[:, 0] /= 1000.0
+    q = (select(GpuSample.at_epoch_ms, GpuSample.sm_util, GpuSample.mem_used_mib,
+                GpuSample.power_w)
+         .where(GpuSample.node == bindparam("n"), GpuSample.gpu == bindparam("g"),
+                GpuSample.at_epoch_ms >= since * 1000, GpuSample.at_epoch_ms < until * 1000)
+         .order_by(GpuSample.at_epoch_ms))
+    # Core rows through the session's connection: no ORM row processing for a million samples
+    conn = s.connection()
     out: dict[str, GpuSeries] = {}
-    start = 0
-    for i in range(1, len(keys) + 1):
-        if i == len(keys) or keys[i] != keys[start]:
-            block = num[start:i]
-            mem = None if np.isnan(block[:, 2]).any() else block[:, 2]
-            power = None if np.isnan(block[:, 3]).any() else block[:, 3]
-            out[keys[start]] = GpuSeries(keys[start], block[:, 0], block[:, 1], mem, power)
-            start = i
+    for node, gpu in sampled_gpus(s):
+        rows = conn.execute(q, {"n": node, "g": gpu}).all()
+        if not rows:
+            continue
+        # None (not measured) becomes NaN: a column with any is left out, as before
+        block = np.array([tuple(r) for r in rows], dtype=np.float64)
+        block[:, 0] /= 1000.0
+        mem = None if np.isnan(block[:, 2]).any() else block[:, 2]
+        power = None if np.isnan(block[:, 3]).any() else block[:, 3]
+        key = f"{node}:{gpu}"
+        out[key] = GpuSeries(key, block[:, 0], block[:, 1], mem, power)
     return out
 
 
@@ -203,6 +222,11 @@ def has_data(s: Session, since: int, until: int) -> bool:
         UsageRecord.end_epoch.is_(None) | (UsageRecord.end_epoch > since)).limit(1))
     if seg is not None:
         return True
+    return has_samples(s, since, until)
+
+
+def has_samples(s: Session, since: int, until: int) -> bool:
+    """Whether any GPU sent a sample in the window (the at_epoch_ms index: one seek)."""
     smp = s.scalar(select(GpuSample.gpu).where(GpuSample.at_epoch_ms >= since * 1000,
                                                GpuSample.at_epoch_ms < until * 1000).limit(1))
     return smp is not None

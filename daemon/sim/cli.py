@@ -211,6 +211,9 @@ def sim(
         "--ledger-start", help="With --ledger: UTC day (YYYY-MM-DD) of trace time 0.")] = None,
     telemetry_interval_s: Annotated[float, typer.Option(
         "--telemetry-interval-s", help="With --ledger: seconds between GPU samples.")] = 60.0,
+    yes: Annotated[bool, typer.Option(
+        "--yes", "-y", help="With --ledger: write without asking, however many samples.")]
+    = False,
 ) -> None:
     """Replay a job trace through the decision core on a simulated cluster."""
     err = Console(stderr=True)
@@ -275,14 +278,15 @@ def sim(
     if ledger is not None:  # one more replay, logging segments (daemon/sim/telemetry.py)
         if len(names) > 1:
             raise ConfigError("--ledger stores one replay: give --policy, not --compare")
-        from railgang.daemon.sim.telemetry import replay_into_ledger
+        from railgang.daemon.sim.ledger_cli import write_sim_ledger
 
-        stats = replay_into_ledger(ledger, jobs, registry.get(names[0]), fabric, config,
-                                   start=ledger_start, interval_s=telemetry_interval_s,
-                                   seed=seed)
-        err.print(f"[dim]ledger: {stats.jobs:,} jobs, {stats.segments:,} segments, "
-                  f"{stats.samples:,} GPU samples, {stats.step_timings:,} step timings[/]",
-                  highlight=False)
+        stats = write_sim_ledger(err, ledger, jobs, registry.get(names[0]), fabric, config,
+                                 start=ledger_start, interval_s=telemetry_interval_s, seed=seed,
+                                 yes=yes, quiet=quiet)
+        if stats is not None:
+            err.print(f"[dim]ledger: {stats.jobs:,} jobs, {stats.segments:,} segments, "
+                      f"{stats.samples:,} GPU samples, {stats.step_timings:,} step timings[/]",
+                      highlight=False)
     baseline = "fifo" if "fifo" in names and len(names) > 1 else None
     total_gpus = sum(fabric.facts(n).gpus for n in fabric.nodes)
     if jobs_csv is not None:

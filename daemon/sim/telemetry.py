@@ -33,7 +33,7 @@ from railgang.daemon.sim.backend import SimBackend
 from railgang.daemon.sim.engine import EngineConfig, RunResult, _Replay
 from railgang.daemon.sim.progress import CommModel
 from railgang.daemon.sim.traces.model import TraceJob
-from railgang.db.ledger import GpuSample
+from railgang.db.ledger import GpuSample, NodeState
 from railgang.db.models import Account, Job, UsageRecord
 from railgang.db.org import Rate
 from railgang.db.session import session_scope
@@ -204,26 +204,46 @@ def _gpu_values(kind: str, mem_share: float, t: np.ndarray, start: float, end: f
     return sm, mem, power
 
 
+def replay_span(jobs: Sequence[TraceJob], result: RunResult,
+                segments: Sequence[SimSegment]) -> tuple[float, float]:
+    """(first submission, last end) of the replay in trace time: the span the samples cover."""
+    t0 = min((j.submit_time for j in jobs), default=0.0)
+    end_t = max([s.end for s in segments if s.end is not None] +
+                [r.finish for r in result.records if r.finish is not None] + [t0])
+    return t0, end_t
+
+
+def sample_count(fabric: Any, t0: float, end_t: float, interval_s: float) -> int:
+    """GPU samples ``write_ledger`` stores: every GPU of the cluster at every sample time."""
+    gpus = sum(fabric.facts(n).gpus for n in fabric.nodes)
+    return int(gpus * len(np.arange(t0, end_t + interval_s, interval_s)))
+
+
 def write_ledger(engine: Engine, jobs: Sequence[TraceJob], result: RunResult,
                  segments: Sequence[SimSegment], fabric: Any, cfg: TelemetryConfig, *,
-                 node_tier: dict[str, str] | None = None) -> LedgerStats:
-    """Store the replay in the ledger (see the module docstring); returns what was written."""
+                 node_tier: dict[str, str] | None = None,
+                 on_progress: Callable[[int, int], None] | None = None) -> LedgerStats:
+    """Store the replay in the ledger (see the module docstring); returns what was written.
+    ``on_progress(samples written, samples in all)`` is called after each chunk."""
     tiers = node_tier or {}
-    t0 = min((j.submit_time for j in jobs), default=0.0)
+    t0, end_t = replay_span(jobs, result, segments)
     ep = float(cfg.start_epoch) - t0
 
     def epoch(t: float) -> int:
         return round(ep + t)
 
     records = {r.job_id: r for r in result.records}
-    end_t = max([s.end for s in segments if s.end is not None] +
-                [r.finish for r in result.records if r.finish is not None] + [t0])
     gpu_type = {n: cfg.gpu_type if fabric.facts(n).gpu_type == "gpu" else fabric.facts(n).gpu_type
                 for n in fabric.nodes}
     with session_scope(engine) as s:
         _ensure_org(s, sorted({j.account for j in jobs}), sum(fabric.facts(n).gpus
                                                                for n in fabric.nodes))
         _ensure_rates(s, sorted(set(gpu_type.values())), cfg)
+        # the fleet as sinfo would show it: every node from the first sample on (idle or not)
+        s.execute(insert(_table(NodeState)), [
+            {"cluster": cfg.cluster, "node": n, "at_epoch": epoch(t0), "state": "idle",
+             "gpu_type": gpu_type[n], "gpus": fabric.facts(n).gpus, "reason": ""}
+            for n in sorted(fabric.nodes)])
         rows = []
         for j in jobs:
             rec = records.get(j.job_id)
@@ -288,7 +308,7 @@ def write_ledger(engine: Engine, jobs: Sequence[TraceJob], result: RunResult,
             s.execute(insert(_table(UsageRecord)), seg_rows[i:i + _CHUNK])
         for i in range(0, len(step_rows), _CHUNK):
             s.execute(insert(_table(StepTiming)), step_rows[i:i + _CHUNK])
-        samples = _store_grid(s, grids, [epoch(float(t)) * 1000 for t in times])
+        samples = _store_grid(s, grids, [epoch(float(t)) * 1000 for t in times], on_progress)
     return LedgerStats(len(rows), len(seg_rows), samples, len(step_rows), epoch(t0),
                        epoch(end_t))
 
@@ -297,8 +317,10 @@ def _table(model: Any) -> Table:
     return cast(Table, model.__table__)
 
 
-def _store_grid(s: Any, grids: dict[tuple[str, int], np.ndarray], at_ms: list[int]) -> int:
+def _store_grid(s: Any, grids: dict[tuple[str, int], np.ndarray], at_ms: list[int],
+                on_progress: Callable[[int, int], None] | None = None) -> int:
     count = 0
+    total = len(grids) * len(at_ms)
     batch: list[dict[str, Any]] = []
     for (node, gpu), g in sorted(grids.items()):
         sm, mem, power = (np.round(g[0], 1).tolist(), np.round(g[1], 0).tolist(),
@@ -310,9 +332,13 @@ def _store_grid(s: Any, grids: dict[tuple[str, int], np.ndarray], at_ms: list[in
             s.execute(insert(_table(GpuSample)), batch)
             count += len(batch)
             batch = []
+            if on_progress is not None:
+                on_progress(count, total)
     if batch:
         s.execute(insert(_table(GpuSample)), batch)
         count += len(batch)
+    if on_progress is not None:
+        on_progress(count, total)
     return count
 
 
@@ -349,47 +375,21 @@ def _ensure_rates(s: Any, gpu_types: list[str], cfg: TelemetryConfig) -> None:
     s.flush()
 
 
-
-
 def replay_into_ledger(url: str, jobs: Sequence[TraceJob], policy: Policy, fabric: Any,
                        config: EngineConfig, *, start: str | None = None,
                        interval_s: float = 60.0, seed: int = 0) -> LedgerStats:
-    """``railgang sim --ledger URL``: replay once more with segment logging and store it.
+    """``railgang sim --ledger URL`` without the estimate and the confirmation: replay once
+    more with segment logging and store it (``daemon/sim/ledger_run.py``)."""
+    from railgang.daemon.sim.ledger_run import prepare_ledger
 
-    ``start`` (YYYY-MM-DD, UTC) is the day trace time 0 falls on (default: the Monday
-    ``TelemetryConfig.start_epoch``). The database is migrated to head first; a job id already
-    in the ledger under the ``sim`` cluster is refused (one replay per database)."""
-    from railgang.daemon.errors import ConfigError, InputError
-    from railgang.daemon.sim.progress import TopologyComm
-    from railgang.db import migrate
-    from railgang.db.session import make_engine
-
-    cfg = TelemetryConfig(interval_s=interval_s, seed=seed)
-    if start is not None:
-        try:
-            day = datetime.strptime(start, "%Y-%m-%d").replace(tzinfo=UTC)
-        except ValueError as exc:
-            raise InputError(f"{start!r} is not a date; use YYYY-MM-DD", field="--ledger-start"
-                             ) from exc
-        cfg = TelemetryConfig(start_epoch=int(day.timestamp()), interval_s=interval_s, seed=seed)
-    if interval_s < 1:
-        raise ConfigError("--telemetry-interval-s must be at least 1 second")
-    migrate.upgrade(url)
-    engine = make_engine(url)
+    run = prepare_ledger(url, jobs, policy, fabric, config, start=start, interval_s=interval_s,
+                         seed=seed)
     try:
-        with session_scope(engine) as s:
-            clash = s.scalar(select(Job.slurm_job_id).where(
-                Job.cluster == cfg.cluster, Job.slurm_job_id.in_([j.job_id for j in jobs[:500]]))
-                .limit(1))
-        if clash is not None:
-            raise ConfigError(f"--ledger: job {clash} of this trace is already in the ledger "
-                              "(cluster 'sim'); use a fresh database")
-        result, segments, tiers = simulate_with_ledger(jobs, policy, fabric, config=config,
-                                                       comm=TopologyComm(fabric))
-        return write_ledger(engine, jobs, result, segments, fabric, cfg, node_tier=tiers)
+        return run.write()
     finally:
-        engine.dispose()
+        run.close()
 
 
 __all__ = ["PROFILES", "LedgerStats", "SimSegment", "TelemetryConfig", "job_profile",
-           "replay_into_ledger", "simulate_with_ledger", "write_ledger"]
+           "replay_into_ledger", "replay_span", "sample_count", "simulate_with_ledger",
+           "write_ledger"]
