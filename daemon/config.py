@@ -10,7 +10,6 @@ from __future__ import annotations
 import math
 import os
 import re
-import tomllib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Literal
@@ -290,37 +289,25 @@ _TOML_LINE = re.compile(r"\(at line (\d+), column (\d+)\)$")
 
 
 def _read_toml(path: Path) -> dict[str, Any]:
-    """The TOML table in ``path``; every problem is one ConfigError naming the file (and line)."""
+    """The TOML table in ``path``, read through the one bounded reader (``topology.files``: a
+    regular file only, so a FIFO cannot hang the command; at most 1 MiB; UTF-8 without NUL;
+    nesting bounded); every problem is one ConfigError naming the file (and line)."""
+    from railgang.topology.files import InputProblem, parse_toml, read_text
+
     try:
-        with path.open("rb") as fh:
-            raw = fh.read(MAX_CONFIG_BYTES + 1)
-    except FileNotFoundError as exc:
-        raise ConfigError(f"{path}: config file not found (give --config PATH or unset RAILGANG_CONFIG)") from exc
-    except IsADirectoryError as exc:
-        raise ConfigError(f"{path}: is a directory; --config takes a TOML file") from exc
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read the config file: {exc.strerror or exc}") from exc
-    if len(raw) > MAX_CONFIG_BYTES:
-        raise ConfigError(f"{path}: larger than {MAX_CONFIG_BYTES >> 20} MiB, not a railgang "
-                          "config file (a few kB of TOML)")
+        text = read_text(path, "config file", limit=MAX_CONFIG_BYTES)
+    except InputProblem as exc:
+        hint = " (give --config PATH or unset RAILGANG_CONFIG)" if "not found" in exc.message else ""
+        raise ConfigError(f"{exc}{hint}") from exc
     try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = raw.count(b"\n", 0, exc.start) + 1
-        raise ConfigError(f"{path}:{line}: not UTF-8 (byte 0x{raw[exc.start]:02x}); a config file "
-                          "is UTF-8 TOML") from exc
-    if "\x00" in text:
-        line = text.count("\n", 0, text.index("\x00")) + 1
-        raise ConfigError(f"{path}:{line}: binary data (NUL byte), not a TOML config file")
-    try:
-        return tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        message = str(exc)
+        return parse_toml(text, str(path), "config file", finite=False)  # floats: Settings names the key
+    except InputProblem as exc:
+        message = exc.message
         where = _TOML_LINE.search(message)
         if where is None:
-            raise ConfigError(f"{path}: not valid TOML: {message}") from exc
-        raise ConfigError(f"{path}:{where.group(1)}: not valid TOML: "
-                          f"{message[:where.start()].rstrip()} (column {where.group(2)})") from exc
+            raise ConfigError(str(exc)) from exc
+        raise ConfigError(f"{path}:{where.group(1)}: {message[:where.start()].rstrip()} "
+                          f"(column {where.group(2)})") from exc
 
 
 def load_settings(path: Path | None = None, **overrides: Any) -> Settings:

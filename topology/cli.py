@@ -51,6 +51,7 @@ from railgang.topology.fabric import (
     fabric_from_shape,
     render_topology,
 )
+from railgang.topology.files import parse_json
 from railgang.topology.fragmentation import fragmentation_index
 from railgang.topology.inputs import (
     InputProblem,
@@ -248,10 +249,10 @@ def _live_links(ctx: typer.Context, state: Path | None, show_all: bool, as_json:
     if not path.exists():
         raise InputError("no link state yet (is the daemon running with daemon.links.enabled = "
                          "true?)", path=str(path))
-    try:
-        data = json.loads(_read(path, "link state file"))  # bounded: --state /dev/zero is one line
-    except json.JSONDecodeError as exc:
-        raise InputError(f"not a link state file: {exc}", path=str(path)) from exc
+    try:  # bounded: --state /dev/zero or a FIFO is one line
+        data = parse_json(_read(path, "link state file"), str(path), "link state file")
+    except InputProblem as exc:
+        raise _input_error(exc) from exc
     if not isinstance(data, dict) or not isinstance(data.get("ports"), list):
         raise InputError("not a link state file (no 'ports' list)", path=str(path))
     ports = [p for p in data["ports"] if show_all or p.get("status") != "healthy" or p.get("quarantined")]

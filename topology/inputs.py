@@ -11,26 +11,33 @@ Free-GPU file (``railgang place --free``), one line per host list, ``#`` comment
 
 A JSON object ``{"gpu[001-004]": "all", "gpu005": [0, 1, 2, 3]}`` is accepted too.
 
-Every file is read through ``read_text`` or ``iter_lines``: bounded in bytes and in line length, so
-``/dev/zero``, a pipe that never ends or a 50 MB paste of repeats is refused with one line instead
-of exhausting memory.
+Every file is read through ``read_text`` or ``iter_lines`` and parsed with ``parse_json`` /
+``parse_toml``: railgang's one bounded reader (``railgang.topology.files``, re-exported here),
+so ``/dev/zero``, a FIFO, a 50 MB paste of repeats or JSON nested 100,000 deep is refused with one
+line instead of hanging or exhausting memory.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import re
-import sys
 import tempfile
-import tomllib
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 
 from railgang.topology.conf import expand_hosts
 from railgang.topology.fabric import Fabric, NodeFacts
+from railgang.topology.files import (
+    MAX_LINE_BYTES,
+    MAX_TEXT_BYTES,
+    InputProblem,
+    iter_lines,
+    parse_json,
+    parse_toml,
+    read_text,
+)
 
 __all__ = [
     "MAX_LINE_BYTES",
@@ -47,26 +54,10 @@ __all__ = [
     "write_if_changed",
 ]
 
-# A topology.conf, facts or free-GPU file of a 100,000-node cluster is a few MB; 16 MiB leaves room
-# and still refuses /dev/zero or a runaway paste before it costs real memory.
-MAX_TEXT_BYTES = 16 * 2**20
-# No line of any input we read (ibnetdiscover included) is near this long; a longer one is binary
-# data or a file without newlines (/dev/zero), refused before it is held whole.
-MAX_LINE_BYTES = 64 * 2**10
-
 # Memory per GPU when Slurm only tells the type; a ``gpumem_<GB>`` node feature overrides it.
 GPU_MEMORY_GB = {"h100": 80.0, "h200": 141.0, "a100": 80.0, "a100-40": 40.0, "a100_40g": 40.0,
                  "v100": 32.0, "l40s": 48.0, "b200": 180.0, "gb200": 186.0}
 _PCIE_TYPES = {"l40s"}
-
-
-class InputProblem(ValueError):
-    """A malformed input, located: ``path:line: field: message``."""
-
-    def __init__(self, message: str, *, path: str, line: int | None = None, field: str | None = None) -> None:
-        self.message, self.path, self.line, self.field = message, path, line, field
-        where = path + (f":{line}" if line is not None else "")
-        super().__init__(f"{where}: {field + ': ' if field else ''}{message}")
 
 
 def cap_list(items: Iterable[str], limit: int = 10) -> list[str]:
@@ -81,72 +72,6 @@ def cap_list(items: Iterable[str], limit: int = 10) -> list[str]:
     if extra:
         out.append(f"… and {extra} more")
     return out
-
-
-def _open(path: str | Path, what: str) -> BinaryIO:
-    if str(path) == "-":
-        return sys.stdin.buffer
-    try:
-        return open(path, "rb")  # the callers close it in their finally-blocks
-    except FileNotFoundError as exc:
-        raise InputProblem(f"cannot read {what}: file not found", path=str(path)) from exc
-    except OSError as exc:
-        raise InputProblem(f"cannot read {what}: {exc.strerror or exc}", path=str(path)) from exc
-
-
-def _too_big(what: str, limit: int) -> str:
-    return f"{what} is larger than {limit // 2**20} MiB (or never ends); refusing to read it"
-
-
-def read_text(path: str | Path, what: str, limit: int = MAX_TEXT_BYTES) -> str:
-    """The whole file as text, reading at most ``limit`` bytes; ``-`` is stdin.
-
-    InputProblem when it is missing, unreadable, over ``limit`` (``/dev/zero``), binary (NUL bytes)
-    or not UTF-8.
-    """
-    stream = _open(path, what)
-    try:
-        data = stream.read(limit + 1)
-    except OSError as exc:
-        raise InputProblem(f"cannot read {what}: {exc.strerror or exc}", path=str(path)) from exc
-    finally:
-        if stream is not sys.stdin.buffer:
-            stream.close()
-    if len(data) > limit:
-        raise InputProblem(_too_big(what, limit), path=str(path))
-    return _decode(data, what, str(path), None)
-
-
-def _decode(data: bytes, what: str, path: str, line: int | None) -> str:
-    if b"\0" in data:
-        raise InputProblem(f"{what} contains NUL bytes: binary data, not text", path=path, line=line)
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise InputProblem(f"{what} is not UTF-8 text: {exc.reason} at byte {exc.start}",
-                           path=path, line=line) from exc
-
-
-def iter_lines(path: str | Path, what: str, *, max_bytes: int = MAX_TEXT_BYTES,
-               max_line: int = MAX_LINE_BYTES) -> Iterator[tuple[int, str]]:
-    """(line number, text without the newline) streamed from the file, for inputs too big to hold
-    as one string (ibnetdiscover of a large fabric); the same bounds and refusals as ``read_text``."""
-    stream = _open(path, what)
-    total = 0
-    try:
-        for number, raw in enumerate(iter(lambda: stream.readline(max_line + 1), b""), start=1):
-            total += len(raw)
-            if total > max_bytes:
-                raise InputProblem(_too_big(what, max_bytes), path=str(path), line=number)
-            if len(raw) > max_line and not raw.endswith(b"\n"):
-                raise InputProblem(f"line longer than {max_line // 2**10} KiB: binary data or no newlines",
-                                   path=str(path), line=number)
-            yield number, _decode(raw, what, str(path), number).rstrip("\r\n")
-    except OSError as exc:
-        raise InputProblem(f"cannot read {what}: {exc.strerror or exc}", path=str(path)) from exc
-    finally:
-        if stream is not sys.stdin.buffer:
-            stream.close()
 
 
 def write_atomic(path: str | Path, text: str) -> None:
@@ -225,12 +150,8 @@ def parse_facts(text: str, path: str) -> FactsTable:
         [nodes."gpu[001-016]"]
         nvlink_domain = "nvl1"
     """
-    try:
-        data = tomllib.loads(text) if path.endswith(".toml") else json.loads(text)
-    except (tomllib.TOMLDecodeError, json.JSONDecodeError) as exc:
-        line = getattr(exc, "lineno", None)
-        raise InputProblem(f"not valid {'TOML' if path.endswith('.toml') else 'JSON'}: {exc}",
-                           path=path, line=line) from exc
+    data = (parse_toml(text, path, "facts file") if path.endswith(".toml")
+            else parse_json(text, path, "facts file"))
     if not isinstance(data, dict):
         raise InputProblem("expected a table with [defaults] and [nodes]", path=path)
     unknown = set(data) - {"defaults", "nodes"}
@@ -291,10 +212,7 @@ def facts_from_slurm_json(text: str, path: str = "<slurm json>", default_gpus: i
     GPU count and type come from gres (``gpu:h100:8(S:0-1)``); node features may refine them:
     ``gpumem_<GB>``, ``nvlink``, ``pcie``/``no_nvlink``, ``nvl_<domain>``.
     """
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InputProblem(f"not valid JSON: {exc}", path=path, line=exc.lineno) from exc
+    data = parse_json(text, path, "Slurm JSON")
     out: dict[str, NodeFacts] = {}
     if isinstance(data, dict) and isinstance(data.get("nodes"), list):
         for node in data["nodes"]:
@@ -343,10 +261,7 @@ def parse_free(text: str, path: str, fabric: Fabric) -> tuple[dict[str, frozense
     """Free GPUs per node from a free-GPU file, and warnings for nodes not in the fabric (skipped)."""
     entries: list[tuple[int | None, str, str]] = []
     if text.lstrip().startswith("{"):
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise InputProblem(f"not valid JSON: {exc}", path=path, line=exc.lineno) from exc
+        data = parse_json(text, path, "free-GPU file")
         if not isinstance(data, dict):
             raise InputProblem("expected an object of host list -> GPUs", path=path)
         for key, value in data.items():

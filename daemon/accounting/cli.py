@@ -15,6 +15,7 @@ from railgang.daemon.accounting.ingest import Fetch
 from railgang.daemon.cli_common import JsonOpt, emit, exit_with, settings_from
 from railgang.daemon.config import Settings
 from railgang.daemon.errors import ExitCode, InputError
+from railgang.daemon.inputs import SACCT_MAX_BYTES, TELEMETRY_MAX_BYTES, read_input
 
 ledger_app = typer.Typer(help="The usage ledger: sacct ingest (exactly once), reconciliation, "
                               "telemetry intake.", no_args_is_help=True)
@@ -36,10 +37,7 @@ def _fetch(settings: Settings, file: Path | None) -> Fetch:
 
     if file is None:
         return sacct_fetcher(SlurmRunner.from_settings(settings.slurm))
-    try:
-        text = file.read_text()
-    except OSError as exc:
-        raise InputError(f"cannot read: {exc.strerror}", path=str(file)) from exc
+    text = read_input(file, "sacct JSON file", limit=SACCT_MAX_BYTES)  # bounded, regular files
     return lambda _since, _until: text
 
 
@@ -65,10 +63,10 @@ def ingest(ctx: typer.Context, since: When = None, until: When = None, file: Fil
     now = datetime.now(UTC)
     hi = _utc(until) or now
     not_in_future(hi, now)  # before any window: a future end moved the watermark past open jobs
+    fetch = _fetch(settings, file)  # a bad --file is refused before the database is touched
     engine = _engine(settings)
     try:
         lo = _utc(since) or default_since(engine, settings=cfg, cluster=cfg.cluster, now=hi)
-        fetch = _fetch(settings, file)
         results = []
         t = lo
         while t < hi:
@@ -98,9 +96,10 @@ def reconcile(ctx: typer.Context, since: When = None, until: When = None, file: 
     now = datetime.now(UTC)
     hi = _utc(until) or now
     lo = _utc(since) or hi - timedelta(days=1)
+    fetch = _fetch(settings, file)
     engine = _engine(settings)
     try:
-        rep = run(engine, _fetch(settings, file), lo, hi, settings=cfg, now=now)
+        rep = run(engine, fetch, lo, hi, settings=cfg, now=now)
     finally:
         engine.dispose()
     if as_json:
@@ -129,10 +128,7 @@ def telemetry(ctx: typer.Context, path: Path,
     from railgang.daemon.accounting import telemetry as tm
     from railgang.db.session import session_scope
 
-    try:
-        text = path.read_text()
-    except OSError as exc:
-        raise InputError(f"cannot read: {exc.strerror}", path=str(path)) from exc
+    text = read_input(path, "telemetry file", limit=TELEMETRY_MAX_BYTES)
     if fmt == "nvidia-smi":
         if node is None:
             raise InputError("--node is required for nvidia-smi CSV", field="node")

@@ -221,7 +221,7 @@ def sim(
     if not out.is_terminal:
         out = Console(width=160)
     names = policy_names(policy, compare)
-    loaded = read_trace(trace, fmt, strict=strict)
+    loaded = read_trace(trace, fmt, strict=strict, limit=limit)  # --limit: streamed, read no further
     for problem in loaded.problems[:10]:
         err.print(f"[yellow]skipped[/] {problem.render()}", highlight=False, soft_wrap=True)
     if len(loaded.problems) > 10:

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import bisect
 import math
-import tomllib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,6 +39,7 @@ from rich.table import Table
 from railgang.daemon.core.quota import QuotaNode, QuotaTree, check_hierarchy
 from railgang.daemon.core.quota_review import LoseItProposal, LoseItRules, proposals_from_means
 from railgang.daemon.errors import InputError
+from railgang.daemon.inputs import QUOTAS_MAX_BYTES, read_toml
 from railgang.daemon.sim.metrics import JobRecord
 
 _KEYS = {"org": {"name", "guaranteed", "limit"},
@@ -80,12 +80,7 @@ def _node(path: str, kind: str, i: int | None, raw: Any, parent: str | None) -> 
 def load_quotas(path: Path) -> QuotaTree:
     """The tree in ``path``; ``InputError`` (one line: file, field, what to do) otherwise."""
     p = str(path)
-    try:
-        data = tomllib.loads(path.read_text())
-    except OSError as exc:
-        raise InputError(f"cannot read quotas file: {exc.strerror or exc}", path=p) from exc
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise InputError(f"not valid TOML: {exc}", path=p) from exc
+    data = read_toml(path, "quotas file", limit=QUOTAS_MAX_BYTES)  # bounded, regular files only
     unknown = sorted(set(data) - set(_KEYS))
     if unknown:
         raise InputError(f"unknown table '{unknown[0]}' (expected [org], [[department]], [[team]])",

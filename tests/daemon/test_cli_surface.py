@@ -162,20 +162,20 @@ def _bad_config(tmp_path: Path, kind: str) -> tuple[str, str]:
     if kind == "directory":
         return str(tmp_path), f"{tmp_path}: is a directory"
     if kind == "missing":
-        return str(p), f"{p}: config file not found"
+        return str(p), f"{p}: cannot read config file: file not found"
     if kind == "dev-zero":
-        return "/dev/zero", "/dev/zero: larger than 1 MiB"
+        return "/dev/zero", "/dev/zero: is a character device"  # refused unread
     if kind == "huge":
         p.write_text("# padding\n" * 200_000)
-        return str(p), f"{p}: larger than 1 MiB"
+        return str(p), f"{p}: config file is larger than 1 MiB"
     if kind == "not-utf8":
         p.write_bytes(b"[db]\nurl = \"caf\xe9\"\n")
-        return str(p), f"{p}:2: not UTF-8"
+        return str(p), f"{p}:2: config file is not UTF-8"
     if kind == "binary":
         p.write_bytes(b"\x7fELF\x02\x01\x01\x00\x00\x00")
-        return str(p), f"{p}:1: binary data"
+        return str(p), f"{p}:1: config file contains NUL bytes"
     p.write_text('[daemon]\npolicy = "fifo"\n[db\n')
-    return str(p), f"{p}:3: not valid TOML"
+    return str(p), f"{p}:3: config file is not valid TOML"
 
 
 KINDS = ["directory", "missing", "dev-zero", "huge", "not-utf8", "binary", "invalid-toml"]

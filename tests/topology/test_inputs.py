@@ -91,7 +91,7 @@ def test_free_text_and_json() -> None:
 # --- bounded reading (issue 11 part 7) --------------------------------------------------------
 
 def test_read_text_refuses_endless_and_binary_input(tmp_path: Path) -> None:
-    with pytest.raises(InputProblem, match="larger than 16 MiB"):
+    with pytest.raises(InputProblem, match="is a character device"):  # refused unread
         read_text("/dev/zero", "topology file")
     with pytest.raises(InputProblem, match="larger than 1 MiB"):
         (tmp_path / "big").write_bytes(b"x" * (2**20 + 1))
@@ -151,11 +151,18 @@ def test_topology_without_nodes_is_an_error_everywhere(tmp_path: Path, text: str
 
 def test_dev_zero_is_one_line_for_every_file_option(tmp_path: Path) -> None:
     res = _invoke("topology", "check", "/dev/zero")
-    assert res.exit_code == 1 and res.stderr.strip() == "/dev/zero: topology file is larger than 16 MiB (or never ends); refusing to read it"
-    assert _is_input_error(_invoke("topology", "show", "/dev/zero"), "larger than 16 MiB")
-    assert _is_input_error(_invoke("place", "-t", "/dev/zero", "--gpus", "8"), "larger than 16 MiB")
-    assert _is_input_error(_invoke("place", "-t", str(TREE), "--gpus", "8", "--free", "/dev/zero"), "free-GPU file is larger")
-    assert _is_input_error(_invoke("place", "-t", str(TREE), "--gpus", "8", "--facts", "/dev/zero"), "facts file is larger")
+    assert res.exit_code == 1 and res.stderr.strip() == ("/dev/zero: is a character device; the "
+                                                        "topology file must be a regular file")
+    device = "is a character device"
+    assert _is_input_error(_invoke("topology", "show", "/dev/zero"), device)
+    assert _is_input_error(_invoke("place", "-t", "/dev/zero", "--gpus", "8"), device)
+    assert _is_input_error(_invoke("place", "-t", str(TREE), "--gpus", "8", "--free", "/dev/zero"),
+                           "the free-GPU file must be a regular file")
+    assert _is_input_error(_invoke("place", "-t", str(TREE), "--gpus", "8", "--facts", "/dev/zero"),
+                           "the facts file must be a regular file")
+    big = tmp_path / "big.conf"  # a regular file over the bound: refused after 16 MiB + 1 bytes
+    big.write_bytes(b"# padding\n" * (17 * 2**20 // 10))
+    assert _is_input_error(_invoke("topology", "show", str(big)), "larger than 16 MiB")
 
 
 def test_fifty_megabytes_of_repeats_is_refused_at_once(tmp_path: Path) -> None:

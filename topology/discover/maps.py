@@ -17,9 +17,7 @@ Rail map, JSON, TOML or YAML (by suffix), host lists allowed, ``"*"`` for every 
 
 from __future__ import annotations
 
-import json
 import re
-import tomllib
 from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
@@ -28,7 +26,7 @@ import yaml
 
 from railgang.topology.conf import expand_hosts
 from railgang.topology.discover.ibnetdiscover import normal_guid
-from railgang.topology.inputs import InputProblem
+from railgang.topology.files import InputProblem, parse_json, parse_toml
 
 __all__ = ["RailMap", "parse_node_name_map", "parse_rail_map"]
 
@@ -58,13 +56,15 @@ def parse_node_name_map(text: str, path: str) -> dict[str, str]:
 
 def _load(text: str, path: str) -> Any:
     kind = "TOML" if path.endswith(".toml") else "YAML" if path.endswith((".yaml", ".yml")) else "JSON"
+    if kind == "TOML":
+        return parse_toml(text, path, "rail map")
+    if kind == "JSON":
+        return parse_json(text, path, "rail map")
     try:
-        if kind == "TOML":
-            return tomllib.loads(text)
-        if kind == "YAML":
-            return yaml.safe_load(text)
-        return json.loads(text)
-    except (tomllib.TOMLDecodeError, json.JSONDecodeError, yaml.YAMLError) as exc:
+        return yaml.safe_load(text)
+    except RecursionError as exc:
+        raise InputProblem("rail map is nested too deep", path=path) from exc
+    except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = getattr(exc, "lineno", None) or (mark.line + 1 if mark is not None else None)
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__

@@ -53,15 +53,17 @@ def guess_format(path: Path) -> TraceFormat:
                      path=str(path))
 
 
-def read_trace(path: Path, fmt: str | None = None, *, strict: bool = False) -> Trace:
-    """Read ``path`` with format ``fmt`` (a registered name), or the format that claims it."""
+def read_trace(path: Path, fmt: str | None = None, *, strict: bool = False,
+               limit: int | None = None) -> Trace:
+    """Read ``path`` with format ``fmt`` (a registered name), or the format that claims it; with
+    ``limit``, only the first ``limit`` jobs by submit time, streamed (``model.collect``)."""
     if fmt is None:
-        return guess_format(path).read(path, strict=strict)
+        return guess_format(path).read(path, strict=strict, limit=limit)
     try:
         reader = get(fmt)
     except KeyError as exc:
         raise InputError(str(exc.args[0]), path=str(path)) from exc
-    return reader.read(path, strict=strict)
+    return reader.read(path, strict=strict, limit=limit)
 
 
 __all__ = ["Problem", "Trace", "TraceFormat", "TraceJob", "get", "guess_format", "names",

@@ -18,11 +18,11 @@ from __future__ import annotations
 
 import csv
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from railgang.daemon.errors import InputError
-from railgang.daemon.sim.traces.model import Problem, Trace, TraceFormat, TraceJob
+from railgang.daemon.sim.traces.model import Item, Problem, Trace, TraceFormat, TraceJob, collect
 from railgang.topology.inputs import InputProblem, iter_lines
 
 REQUIRED = ("job_id", "submit_time", "gpus", "duration_s")
@@ -98,8 +98,18 @@ def _job(row: dict[str, str]) -> TraceJob:
                     klass=3 if klass is None else klass, model=(row.get("model") or "").strip())
 
 
-def parse_csv(lines: Iterable[str], *, path: str = "<csv>", strict: bool = False) -> Trace:
-    """Parse CSV text (an iterable of lines, e.g. an open file)."""
+def parse_csv(lines: Iterable[str], *, path: str = "<csv>", strict: bool = False,
+              limit: int | None = None) -> Trace:
+    """Parse CSV text (an iterable of lines, e.g. an open file); with ``limit``, only the first
+    ``limit`` jobs by submit time, reading no further than that needs (``model.collect``)."""
+    notes: list[str] = []
+    jobs, problems = collect([_items(lines, path, strict, notes)], limit=limit,
+                             key=lambda job, n: (job.submit_time, n))
+    return Trace(jobs=tuple(jobs), problems=tuple(problems), notes=tuple(notes))
+
+
+def _items(lines: Iterable[str], path: str, strict: bool, notes: list[str]) -> Iterator[Item]:
+    """Jobs and problems in file order (``strict``: the first problem raises instead)."""
     numbered = ((n, line) for n, line in enumerate(lines, start=1))
     content = ((n, line) for n, line in numbered if not line.lstrip().startswith("#"))
     # keep the physical line number of every row the csv module sees
@@ -107,7 +117,7 @@ def parse_csv(lines: Iterable[str], *, path: str = "<csv>", strict: bool = False
 
     def feed() -> Iterable[str]:
         for n, line in content:
-            line_of.append(n)
+            line_of[:] = [n]  # only the latest: a long trace must not grow a list
             yield line
 
     reader = csv.reader(feed())
@@ -122,9 +132,7 @@ def parse_csv(lines: Iterable[str], *, path: str = "<csv>", strict: bool = False
     if missing:
         raise InputError(f"header lacks column(s) {', '.join(missing)} "
                          f"(required: {', '.join(REQUIRED)})", path=path, line=line_of[0])
-    notes = tuple(f"ignored unknown column {c!r}" for c in names if c not in REQUIRED + OPTIONAL)
-    jobs: list[TraceJob] = []
-    problems: list[Problem] = []
+    notes.extend(f"ignored unknown column {c!r}" for c in names if c not in REQUIRED + OPTIONAL)
     seen: set[str] = set()
     while True:
         try:
@@ -151,26 +159,24 @@ def parse_csv(lines: Iterable[str], *, path: str = "<csv>", strict: bool = False
                                           f"duplicate job_id {job.job_id!r}")
                     else:
                         seen.add(job.job_id)
-                        jobs.append(job)
+                        yield job
                         continue
         if strict:
             raise InputError(problem.message, path=problem.path, line=problem.line,
                              field=problem.field)
-        problems.append(problem)
-    jobs.sort(key=lambda j: j.submit_time)
-    return Trace(jobs=tuple(jobs), problems=tuple(problems), notes=notes)
+        yield problem
 
 
-# Streamed line by line (``inputs.iter_lines``): a row longer than 64 KiB (``/dev/zero``, binary) is
-# refused at once, and the whole file is capped well above the largest public GPU traces (Helios,
-# PAI: tens to a few hundred MB as CSV) so a runaway file ends in one line, not a full memory.
+# Streamed line by line (``files.iter_lines``): a row longer than 64 KiB (binary) is refused at
+# once, the whole file is capped well above the largest public GPU traces (Helios, PAI: tens to a
+# few hundred MB as CSV), and with ``--limit`` reading stops once the first N jobs are known.
 TRACE_MAX_BYTES = 1024 * 2**20
 
 
-def read_csv(path: Path, *, strict: bool = False) -> Trace:
+def read_csv(path: Path, *, strict: bool = False, limit: int | None = None) -> Trace:
     lines = (line + "\n" for _, line in iter_lines(path, "trace", max_bytes=TRACE_MAX_BYTES))
     try:
-        return parse_csv(lines, path=str(path), strict=strict)
+        return parse_csv(lines, path=str(path), strict=strict, limit=limit)
     except InputProblem as exc:
         raise InputError(exc.message, path=exc.path, line=exc.line, field=exc.field) from exc
 

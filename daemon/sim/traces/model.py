@@ -9,9 +9,12 @@ other allocation's speed from ``duration_s`` through the job's scaling curve (se
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import heapq
+import math
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +66,55 @@ class Trace:
     notes: tuple[str, ...] = ()  # how derived values were obtained (e.g. missing throughputs)
 
 
+Item = TraceJob | Problem  # what a streaming reader yields, in file order
+
+
+def collect(streams: Iterable[Iterator[Item]], *, limit: int | None,
+            key: Callable[[TraceJob, int], tuple[Any, ...]]) -> tuple[list[TraceJob], list[Problem]]:
+    """The jobs of ``streams`` in ``key`` order (``key(job, n)``, ``n`` the job's place in the
+    merged stream) and the problems met; with ``limit``, only the first ``limit`` jobs.
+
+    With a limit, memory holds about ``2 * limit`` jobs, and reading stops as soon as no row still
+    unread can come among the first ``limit``: traces list jobs in submit order (each file of a
+    directory is merged by submit time), so once ``limit`` jobs are in, the first job with a later
+    submit time ends the read (ties are all kept, then ``key`` decides). A row met out of submit
+    order turns the early stop off and the whole trace is read (still holding ``2 * limit``); a
+    row out of order *after* the stop is not seen, which is what reading a sorted log means.
+    """
+    problems: list[Problem] = []
+    in_order = True
+
+    def checked(stream: Iterator[Item]) -> Iterator[TraceJob]:
+        nonlocal in_order
+        last = -math.inf
+        for item in stream:
+            if isinstance(item, Problem):
+                problems.append(item)
+                continue
+            in_order = in_order and item.submit_time >= last
+            last = item.submit_time
+            yield item
+
+    merged = heapq.merge(*(checked(s) for s in streams), key=lambda j: j.submit_time)
+    if limit is None:
+        jobs = [(key(job, n), job) for n, job in enumerate(merged)]
+        jobs.sort(key=lambda kj: kj[0])
+        return [job for _, job in jobs], problems
+    best: list[tuple[tuple[Any, ...], TraceJob]] = []
+    cutoff: float | None = None  # submit time of the limit-th job met while all was in order
+    for n, job in enumerate(merged):
+        if cutoff is not None and in_order and job.submit_time > cutoff:
+            break
+        best.append((key(job, n), job))
+        if cutoff is None and in_order and n + 1 == limit:
+            cutoff = job.submit_time
+        if len(best) > 2 * limit:
+            best.sort(key=lambda kj: kj[0])
+            del best[limit:]
+    best.sort(key=lambda kj: kj[0])
+    return [job for _, job in best[:limit]], problems
+
+
 @dataclass(frozen=True, slots=True)
 class TraceFormat:
     """One trace format: a module in ``daemon/sim/traces/`` that defines ``FORMAT = TraceFormat(...)``
@@ -70,8 +122,8 @@ class TraceFormat:
 
     name: str  # what --format accepts
     summary: str  # one line for --help and the docs
-    read: Callable[..., Trace]  # read(path, *, strict=False) -> Trace
+    read: Callable[..., Trace]  # read(path, *, strict=False, limit=None) -> Trace (see collect)
     claims: Callable[[Path], bool]  # whether a path looks like this format (--format left out)
 
 
-__all__ = ["Problem", "Trace", "TraceFormat", "TraceJob"]
+__all__ = ["Item", "Problem", "Trace", "TraceFormat", "TraceJob", "collect"]

@@ -22,17 +22,16 @@ how many jobs were derived this way in ``Trace.notes``.
 from __future__ import annotations
 
 import ast
-import json
 import math
 import os
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 from railgang.daemon.errors import InputError
 from railgang.daemon.sim.traces.csv_trace import TRACE_MAX_BYTES
-from railgang.daemon.sim.traces.model import Problem, Trace, TraceFormat, TraceJob
-from railgang.topology.inputs import InputProblem, iter_lines, read_text
+from railgang.daemon.sim.traces.model import Item, Problem, Trace, TraceFormat, TraceJob, collect
+from railgang.topology.files import InputProblem, iter_lines, parse_json, read_text
 
 GPU_TYPE = "v100"
 OTHER_TYPES = ("p100", "k80")  # measured too: the per-type speeds of a mixed-cluster replay
@@ -52,11 +51,10 @@ def default_dir() -> Path:
 def load_throughputs(path: Path, gpu_type: str = GPU_TYPE) -> dict[str, dict[int, float]]:
     """``{job_type: {gpus: steps_per_s}}`` for the jobs measured running alone on ``gpu_type``."""
     try:
-        raw = json.loads(read_text(path, "throughputs file", limit=THROUGHPUTS_MAX_BYTES))
+        raw = parse_json(read_text(path, "throughputs file", limit=THROUGHPUTS_MAX_BYTES), str(path),
+                         "throughputs file")
     except InputProblem as exc:
         raise InputError(exc.message, path=exc.path, line=exc.line, field=exc.field) from exc
-    except json.JSONDecodeError as exc:
-        raise InputError(f"invalid JSON: {exc.msg}", path=str(path), line=exc.lineno) from exc
     if not isinstance(raw, dict) or gpu_type not in raw:
         raise InputError(f"no {gpu_type!r} table", path=str(path))
     table: dict[str, dict[int, float]] = {}
@@ -97,43 +95,46 @@ def _trace_files(path: Path) -> tuple[list[Path], Path]:
     raise InputError("simulation_throughputs.json not found beside the trace", path=str(path))
 
 
-def read_philly(path: Path | None = None, *, strict: bool = False) -> Trace:
-    """Read one ``.trace`` file or a whole trace directory (all VCs merged)."""
+def read_philly(path: Path | None = None, *, strict: bool = False,
+                limit: int | None = None) -> Trace:
+    """Read one ``.trace`` file or a whole trace directory (all VCs merged by submit time); with
+    ``limit``, only the first ``limit`` jobs, each file read no further than that needs."""
     path = default_dir() if path is None else path
     if not path.exists():
         raise InputError(f"trace not found (set --trace or ${ENV_VAR})", path=str(path))
     files, thr_path = _trace_files(path)
     table = load_throughputs(thr_path)
     others = {t: load_throughputs(thr_path, t) for t in OTHER_TYPES if _has_type(thr_path, t)}
-    jobs: list[TraceJob] = []
-    problems: list[Problem] = []
-    derived: Counter[str] = Counter()
-    for file in files:
-        vc = file.stem
+    derived: dict[str, str] = {}  # job id -> "model xGPUs" of jobs whose throughput was derived
+
+    def items(file: Path) -> Iterator[Item]:
         lines = iter_lines(file, "trace", max_bytes=TRACE_MAX_BYTES)
-        while True:  # streamed: an InputProblem (binary, /dev/zero, over the cap) comes from next()
+        while True:  # streamed: an InputProblem (binary, a FIFO, over the cap) comes from next()
             try:
                 lineno, line = next(lines)
             except StopIteration:
-                break
+                return
             except InputProblem as exc:
                 raise InputError(exc.message, path=exc.path, line=exc.line, field=exc.field) from exc
             if not line.strip():
                 continue
-            problem, job, was_derived = _parse_line(line, table, vc, str(file), lineno, others)
+            problem, job, was_derived = _parse_line(line, table, file.stem, str(file), lineno, others)
             if problem is not None:
                 if strict:
                     raise InputError(problem.message, path=problem.path, line=problem.line,
                                      field=problem.field)
-                problems.append(problem)
+                yield problem
             elif job is not None:
-                jobs.append(job)
                 if was_derived:
-                    derived[f"{job.model} x{job.gpus}"] += 1
-    jobs.sort(key=lambda j: (j.submit_time, j.job_id))
+                    derived[job.job_id] = f"{job.model} x{job.gpus}"
+                yield job
+
+    jobs, problems = collect([items(f) for f in files], limit=limit,
+                             key=lambda job, _n: (job.submit_time, job.job_id))
     notes: list[str] = []
-    if derived:
-        total = sum(derived.values())
+    kept = Counter(derived[j.job_id] for j in jobs if j.job_id in derived)
+    if kept:
+        total = sum(kept.values())
         notes.append(f"{total} of {len(jobs)} jobs had no measured throughput for their size; "
                      "derived linearly from the nearest measured size of the same model")
     return Trace(jobs=tuple(jobs), problems=tuple(problems), notes=tuple(notes))
@@ -141,8 +142,9 @@ def read_philly(path: Path | None = None, *, strict: bool = False) -> Trace:
 
 def _has_type(path: Path, gpu_type: str) -> bool:
     try:
-        return gpu_type in json.loads(read_text(path, "throughputs file", limit=THROUGHPUTS_MAX_BYTES))
-    except (InputProblem, json.JSONDecodeError):
+        return gpu_type in parse_json(read_text(path, "throughputs file", limit=THROUGHPUTS_MAX_BYTES),
+                                      str(path), "throughputs file")
+    except InputProblem:
         return False
 
 

@@ -108,8 +108,12 @@ def test_an_unwritable_output_is_one_line(tmp_path: Path) -> None:
     assert code == 1 and isinstance(exc, InputError) and "cannot write: No such file or directory" in str(exc)
 
 
-def test_dev_zero_is_refused_without_reading_it_all() -> None:
-    code, _, _, exc = _run("/dev/zero")
+def test_dev_zero_is_refused_without_reading_it_all(tmp_path: Path) -> None:
+    code, _, _, exc = _run("/dev/zero")  # not a regular file: refused before a byte is read
+    assert code == 1 and isinstance(exc, InputError) and "is a character device" in str(exc)
+    zeros = tmp_path / "zeros"
+    zeros.write_bytes(b"\0" * (128 * 1024))  # a regular file of zeros: the line bound
+    code, _, _, exc = _run(str(zeros))
     assert code == 1 and isinstance(exc, InputError) and "line longer than 64 KiB" in str(exc)
 
 

@@ -1,0 +1,62 @@
+"""The daemon's side of the one bounded reader (``railgang.topology.files``): every file a
+``railgang`` command is given is read here, with the bound that fits what it holds, and every
+problem becomes one ``InputError`` line (``path[:line]: message``), never a traceback.
+
+The bounds, in one table (docs/security.md "Files"); ``--config`` is read by ``daemon/config.py``
+(1 MiB), topology and facts files by ``topology/inputs.py`` (16 MiB), traces line by line
+(``sim/traces``, 1 GiB, 64 KiB a line).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from railgang.daemon.errors import InputError
+from railgang.topology.files import InputProblem, iter_lines, parse_json, parse_toml, read_text
+
+SACCT_MAX_BYTES = 256 * 2**20  # `sacct --json` of a busy day; a longer range: --since/--until
+TELEMETRY_MAX_BYTES = 256 * 2**20  # a day of nvidia-smi CSV at 1 s for 8 GPUs is ~70 MB
+QUOTAS_MAX_BYTES = 2**20  # a quota tree of a few hundred teams is a few kB
+
+
+def input_error(exc: InputProblem) -> InputError:
+    """The CLI's one-line error for a reader's problem."""
+    return InputError(exc.message, path=exc.path, line=exc.line, field=exc.field)
+
+
+def read_input(path: str | Path, what: str, *, limit: int) -> str:
+    """The file's text (a regular file, at most ``limit`` bytes, UTF-8 without NUL)."""
+    try:
+        return read_text(path, what, limit)
+    except InputProblem as exc:
+        raise input_error(exc) from exc
+
+
+def read_toml(path: str | Path, what: str, *, limit: int) -> dict[str, Any]:
+    """A bounded TOML file: nesting bounded, no ``inf``/``nan``."""
+    try:
+        return parse_toml(read_text(path, what, limit), str(path), what)
+    except InputProblem as exc:
+        raise input_error(exc) from exc
+
+
+def read_json(path: str | Path, what: str, *, limit: int) -> Any:
+    """A bounded JSON file: nesting bounded, no NaN/Infinity."""
+    try:
+        return parse_json(read_text(path, what, limit), str(path), what)
+    except InputProblem as exc:
+        raise input_error(exc) from exc
+
+
+def input_lines(path: str | Path, what: str, *, max_bytes: int) -> Iterator[tuple[int, str]]:
+    """(line number, text) streamed; stops reading when the consumer stops."""
+    try:
+        yield from iter_lines(path, what, max_bytes=max_bytes)
+    except InputProblem as exc:
+        raise input_error(exc) from exc
+
+
+__all__ = ["QUOTAS_MAX_BYTES", "SACCT_MAX_BYTES", "TELEMETRY_MAX_BYTES", "input_error",
+           "input_lines", "read_input", "read_json", "read_toml"]
