@@ -9,12 +9,10 @@ from contextlib import contextmanager
 from dataclasses import asdict
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import typer
-from sqlalchemy.orm import Session
 
-from railgang.daemon.accounting.quota import ANY_GPU
 from railgang.daemon.cli_common import (
     JsonOpt,
     choices_metavar,
@@ -22,9 +20,12 @@ from railgang.daemon.cli_common import (
     registry_choice,
     settings_from,
 )
-from railgang.db.auth import ROLES
-from railgang.db.org import CAPACITY_TIERS, GRANT_KINDS
-from railgang.topology.inputs import write_if_changed
+from railgang.db.choices import CAPACITY_TIERS, GRANT_KINDS, ROLES
+
+if TYPE_CHECKING:  # --help imports neither SQLAlchemy nor the core (tests/daemon/test_cli_imports.py)
+    from sqlalchemy.orm import Session
+
+ANY_GPU = "*"  # railgang.daemon.core.quota.ANY_GPU (tests/daemon/test_cli_imports.py checks)
 
 quota_app = typer.Typer(help="Quotas, priority-class grants, rates and quota events.",
                         no_args_is_help=True)
@@ -148,6 +149,7 @@ def grants_file(ctx: typer.Context, path: Annotated[Path | None, typer.Argument(
                 as_json: JsonOpt = False) -> None:
     """Write the class grants file for job_submit.lua (atomic; unchanged grants = no write)."""
     from railgang.db.repositories import admin
+    from railgang.topology.inputs import write_if_changed
 
     target = path or settings_from(ctx).ledger.grants_file
     with session(ctx) as s:

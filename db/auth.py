@@ -8,8 +8,7 @@ from sqlalchemy import CheckConstraint, ForeignKey, String
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from railgang.db.base import Base, UTCDateTime
-
-ROLES = ("admin", "team-admin", "team-reader")
+from railgang.db.choices import ROLES
 
 
 class ApiToken(Base):

@@ -24,9 +24,8 @@ from sqlalchemy import (
 from sqlalchemy.orm import Mapped, mapped_column
 
 from railgang.db.base import Base, UTCDateTime
+from railgang.db.choices import CAPACITY_TIERS, GRANT_KINDS
 
-CAPACITY_TIERS = ("reserved", "on-demand", "spot", "borrowed")
-GRANT_KINDS = ("account", "user", "qos")
 EVENT_KINDS = ("borrow", "reclaim", "lose-proposal", "restore")
 EVENT_STATES = ("recorded", "proposed", "approved", "rejected")
 
