@@ -10,6 +10,7 @@ already multiplied). Garbage never raises: an unreadable value is skipped and na
 
 from __future__ import annotations
 
+import errno
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -17,6 +18,8 @@ from pathlib import Path
 from types import MappingProxyType
 
 from prometheus_client.parser import text_string_to_metric_families
+
+from railgang.topology.files import InputProblem, open_input
 
 __all__ = [
     "ERROR_COUNTERS",
@@ -203,7 +206,11 @@ _SMALL_FILE_BYTES = 4096
 
 
 def _read_small(path: Path) -> str:
-    with path.open("rb") as fh:
+    try:  # regular files only (sysfs attributes are): a FIFO in a snapshot must not block
+        fh = open_input(path, "counter file")
+    except InputProblem as exc:
+        raise OSError(errno.EINVAL, exc.message.split("; ")[0]) from exc
+    with fh:
         return fh.read(_SMALL_FILE_BYTES).decode("utf-8", errors="replace")
 
 

@@ -166,4 +166,18 @@ def test_links_snapshot_counter_file_never_ends(tmp_path: Path) -> None:
     proc = _run("topology", "links", str(tmp_path / "before"), str(tmp_path / "after"), "-t", str(conf),
                 "--all")
     assert proc.returncode in (0, 3) and "Traceback" not in proc.stderr, proc.stderr[-1000:]
-    assert "port_rcv_errors: not a counter value" in proc.stdout + proc.stderr
+    assert "port_rcv_errors: unreadable (is a character device)" in proc.stdout + proc.stderr
+
+
+def test_links_snapshot_counter_fifo_does_not_hang(tmp_path: Path) -> None:
+    # issue 18 row 9: a FIFO among the counters blocked the open for ever; refused unread now
+    for snap in ("before", "after"):
+        port = tmp_path / snap / "gpu001" / "mlx5_0" / "ports" / "1"
+        (port / "counters").mkdir(parents=True)
+        os.mkfifo(port / "counters" / "port_rcv_errors")
+        (port / "counters" / "port_xmit_data").write_text("1000\n" if snap == "before" else "2000\n")
+    conf = tmp_path / "topology.conf"
+    conf.write_text(VALID_CONF)
+    proc = _run("topology", "links", str(tmp_path / "before"), str(tmp_path / "after"), "-t", str(conf))
+    assert proc.returncode in (0, 3) and "Traceback" not in proc.stderr, proc.stderr[-1000:]
+    assert "port_rcv_errors: unreadable (is a FIFO (named pipe))" in proc.stderr
