@@ -6,15 +6,18 @@ import json
 from dataclasses import asdict
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
 import typer
-from sqlalchemy import Engine
 
-from railgang.daemon.accounting.ingest import Fetch
 from railgang.daemon.cli_common import JsonOpt, emit, exit_with, settings_from
-from railgang.daemon.config import Settings
 from railgang.daemon.errors import ExitCode, InputError
+
+if TYPE_CHECKING:  # `ledger --help` imports no SQLAlchemy (tests/daemon/test_cli_imports.py)
+    from sqlalchemy import Engine
+
+    from railgang.daemon.accounting.ingest import Fetch
+    from railgang.daemon.config import Settings
 from railgang.daemon.inputs import SACCT_MAX_BYTES, TELEMETRY_MAX_BYTES, read_input
 
 ledger_app = typer.Typer(help="The usage ledger: sacct ingest (exactly once), reconciliation, "
