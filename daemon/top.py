@@ -5,10 +5,16 @@ One frame is a pure function of three Slurm reads (``squeue --json``, ``sinfo --
 Nodes are grouped by leaf switch; each node shows its GPUs as cells, one letter per job, so a gang
 that spans leaves is visible at a glance. Jobs are listed with their railgang shape and class;
 multi-node running jobs also show how many leaves they span.
+
+Filters as squeue's: ``-u/--user``, ``--me``, ``-A/--account`` (comma lists) keep the jobs listed
+(the GPUs of the others show as ``▪``); ``-o/--format`` picks the job columns. Without a Slurm
+cluster to read, or with ``slurm.backend = "sim"``, the frame comes from the daemon's database
+(the core's latest word on each job, ``railgang explain``'s source): jobs only, no node grid.
 """
 
 from __future__ import annotations
 
+import getpass
 import json
 import os
 import string
@@ -16,7 +22,7 @@ import time
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import typer
 from rich.console import Console, Group
@@ -24,22 +30,18 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from railgang.daemon.cli_common import JsonOpt, settings_from
-from railgang.daemon.config import Settings
+from railgang.daemon.cli_common import JsonOpt, choices_metavar, registry_choice, settings_from
 from railgang.daemon.errors import InputError, RailgangError
-from railgang.daemon.slurm.cli.records import (
-    ACTIVE_STATES,
-    PENDING_STATES,
-    SinfoNode,
-    SqueueJob,
-    parse_sinfo,
-    parse_squeue,
-    topology_from_show,
-)
-from railgang.daemon.slurm.cli.runner import SlurmRunner
-from railgang.topology.conf import TopologyError, parse_topology
+
+if TYPE_CHECKING:  # `top --help` imports neither the Slurm adapter nor networkx
+    from railgang.daemon.config import Settings
+    from railgang.daemon.slurm.cli.records import SinfoNode, SqueueJob
+    from railgang.daemon.slurm.cli.runner import SlurmRunner
 
 LETTERS = string.ascii_uppercase + string.ascii_lowercase + string.digits
+COLUMNS = ("job", "name", "user", "account", "state", "gpus", "shape", "class", "elastic", "nodes",
+           "leaves", "reason")
+Source = Literal["auto", "slurm", "daemon"]
 
 
 @dataclass(frozen=True)
@@ -56,6 +58,7 @@ class JobView:
     name: str
     account: str
     state: str
+    user: str = field(default="", kw_only=True)  # "" when the source does not say (the daemon's)
     reason: str
     gpus: int
     nodes: tuple[str, ...]
@@ -81,6 +84,8 @@ def _shape(tp: int, pp: int, dp: int) -> str:
 
 def leaves_of(topology_text: str) -> dict[str, list[str]]:
     """Leaf switch -> its nodes (switches that list nodes directly)."""
+    from railgang.topology.conf import parse_topology
+
     conf = parse_topology(topology_text, "scontrol show topology")
     return {sw.name: list(sw.nodes) for sw in conf.switches if sw.nodes}
 
@@ -90,6 +95,8 @@ def build_frame(jobs: Iterable[SqueueJob], nodes: Iterable[SinfoNode],
                 reasons: Mapping[str, str] | None = None) -> Frame:
     """Pure: Slurm records + leaves -> what one screen shows. ``reasons``: the daemon's pending
     reason per job (from its database); without it a waiting job shows Slurm's own reason."""
+    from railgang.daemon.slurm.cli.records import ACTIVE_STATES, PENDING_STATES
+
     reasons = reasons or {}
     node_map = {n.name: n for n in nodes}
     owner: dict[str, list[str]] = {n.name: [""] * n.gpus for n in node_map.values()}
@@ -105,7 +112,7 @@ def build_frame(jobs: Iterable[SqueueJob], nodes: Iterable[SinfoNode],
                     owner[n][g] = j.job_id
         t = j.tag
         views.append(JobView(
-            job_id=j.job_id, name=j.name, account=j.account, state=j.state,
+            job_id=j.job_id, name=j.name, account=j.account, state=j.state, user=j.user,
             reason="" if j.state in ACTIVE_STATES else reasons.get(j.job_id, j.reason),
             gpus=sum(len(g) for _, g in j.allocation) or j.gpus_requested, nodes=held,
             leaves=len({leaf_of.get(n, n) for n in held}),
@@ -125,7 +132,28 @@ def build_frame(jobs: Iterable[SqueueJob], nodes: Iterable[SinfoNode],
     return Frame(grouped, views, total, used, list(problems))
 
 
-def render(frame: Frame) -> Group:
+def select(frame: Frame, users: Iterable[str] = (), accounts: Iterable[str] = ()) -> Frame:
+    """The frame with only the jobs of these users and accounts (empty: any), as squeue -u/-A."""
+    users, accounts = set(users), set(accounts)
+    jobs = [v for v in frame.jobs
+            if (not users or v.user in users) and (not accounts or v.account in accounts)]
+    return Frame(frame.leaves, jobs, frame.gpus_total, frame.gpus_used, frame.problems)
+
+
+def _cell(v: JobView, column: str) -> str:
+    from railgang.daemon.slurm.cli.records import ACTIVE_STATES
+
+    state = "run" if v.state in ACTIVE_STATES else "wait"
+    return {"job": v.job_id, "name": v.name, "user": v.user, "account": v.account, "state": state,
+            "gpus": str(v.gpus), "shape": v.shape,
+            "class": "" if v.klass is None else str(v.klass), "elastic": v.elastic,
+            "nodes": ",".join(v.nodes[:4]) + ("…" if len(v.nodes) > 4 else ""),
+            "leaves": str(v.leaves or ""), "reason": v.reason}[column]
+
+
+def render(frame: Frame, columns: Iterable[str] = COLUMNS) -> Group:
+    from railgang.daemon.slurm.cli.records import ACTIVE_STATES, PENDING_STATES
+
     letter = {v.job_id: LETTERS[i % len(LETTERS)] for i, v in
               enumerate(v for v in frame.jobs if v.nodes)}
     grid = Table.grid(padding=(0, 2))
@@ -133,22 +161,18 @@ def render(frame: Frame) -> Group:
         cells = Text(f"{leaf:>8} ", style="bold")
         for n in nodes:
             cells.append(f"{n.name} ")
-            for o in n.owners:
-                cells.append(letter.get(o, "·") if o else "·",
+            for o in n.owners:  # ▪: a job the filters leave out
+                cells.append(letter.get(o, "▪") if o else "·",
                              style="green" if o else ("red" if n.state in ("drain", "down")
                                                       else "dim"))
             cells.append("  ")
         grid.add_row(cells)
     jobs = Table(box=None, header_style="bold")
-    for title in ("", "job", "name", "account", "state", "GPUs", "shape", "class", "elastic",
-                  "nodes", "leaves", "reason"):
+    columns = list(columns)
+    for title in ("", *("GPUs" if c == "gpus" else c for c in columns)):
         jobs.add_column(title, no_wrap=True, overflow="ellipsis")
     for v in frame.jobs:
-        state = "run" if v.state in ACTIVE_STATES else "wait"
-        jobs.add_row(letter.get(v.job_id, ""), v.job_id, v.name, v.account, state, str(v.gpus),
-                     v.shape, "" if v.klass is None else str(v.klass), v.elastic,
-                     ",".join(v.nodes[:4]) + ("…" if len(v.nodes) > 4 else ""),
-                     str(v.leaves or ""), v.reason)
+        jobs.add_row(letter.get(v.job_id, ""), *(_cell(v, c) for c in columns))
     head = Text(f"GPUs in use {frame.gpus_used}/{frame.gpus_total}   jobs running "
                 f"{sum(v.state in ACTIVE_STATES for v in frame.jobs)}   waiting "
                 f"{sum(v.state in PENDING_STATES for v in frame.jobs)}", style="bold")
@@ -173,8 +197,43 @@ def daemon_reasons(db_url: str) -> dict[str, str]:
         return {}
 
 
+def from_daemon(db_url: str) -> Frame:
+    """The daemon's view from its database (any backend, the simulator's too): its latest word
+    on each live job; no node grid (the database keeps no GPU map)."""
+    import hostlist
+    from sqlalchemy import select as sql_select
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from railgang.daemon.slurm.cli.records import ACTIVE_STATES
+    from railgang.db.models import JobExplanation
+    from railgang.db.session import make_engine, session_scope
+
+    try:
+        engine = make_engine(db_url)
+        with session_scope(engine) as s:
+            rows = s.execute(sql_select(JobExplanation).where(JobExplanation.state != "gone")
+                             ).scalars().all()
+            views = [JobView(
+                job_id=r.job_id, name="", account=r.account,
+                state="RUNNING" if r.state == "running" else "PENDING",
+                reason=r.reason or "" if r.state == "waiting" else "", gpus=r.gpus,
+                nodes=tuple(hostlist.expand_hostlist(r.nodes)) if r.nodes else (), leaves=0,
+                shape="", klass=r.priority_class, elastic="") for r in rows]
+    except (SQLAlchemyError, RailgangError) as exc:
+        raise InputError(f"the daemon's database ({type(exc).__name__}): {exc}; is the daemon "
+                         "running with this db.url?") from exc
+    views.sort(key=lambda v: (v.state not in ACTIVE_STATES, int(v.job_id) if v.job_id.isdigit()
+                              else 0))
+    used = sum(v.gpus for v in views if v.state in ACTIVE_STATES)
+    return Frame({}, views, 0, used, ["the daemon's view from its database: no node grid, no "
+                                      "users (read Slurm for those)"])
+
+
 def observe(runner: SlurmRunner, db_url: str | None = None) -> Frame:
     """Three Slurm reads (and the daemon's reasons, when ``db_url`` is given) -> one frame."""
+    from railgang.daemon.slurm.cli.records import parse_sinfo, parse_squeue, topology_from_show
+    from railgang.topology.conf import TopologyError
+
     jobs, p1 = parse_squeue(runner.run(["squeue", "--json"]).stdout)
     nodes, p2 = parse_sinfo(runner.run(["sinfo", "--json"]).stdout)
     text = runner.run(["scontrol", "show", "topology"]).stdout
@@ -196,39 +255,69 @@ def _slurm_conf(s: Settings) -> Path | None:
     return dev if dev.is_file() else None
 
 
+def _comma(value: str | None) -> list[str]:
+    return [v.strip() for v in (value or "").split(",") if v.strip()]
+
+
 def top(
     ctx: typer.Context,
     once: Annotated[bool, typer.Option("--once", help="Print one frame and exit.")] = False,
     interval: Annotated[float, typer.Option(min=0.5, help="Seconds between frames.")] = 2.0,
+    user: Annotated[str | None, typer.Option(
+        "--user", "-u", help="Only these users' jobs (comma list), as squeue -u.")] = None,
+    me: Annotated[bool, typer.Option("--me", help="Only my jobs, as squeue --me.")] = False,
+    account: Annotated[str | None, typer.Option(
+        "--account", "-A", help="Only these accounts' jobs (comma list), as squeue -A.")] = None,
+    columns: Annotated[str | None, typer.Option(
+        "--format", "-o", callback=registry_choice(lambda: COLUMNS, comma_list=True),
+        metavar=choices_metavar(COLUMNS), help="Job columns to show, a comma list in order "
+        "(default: all).")] = None,
+    source: Annotated[Source, typer.Option(
+        help="slurm: squeue/sinfo/scontrol; daemon: the daemon's database (any backend, the "
+             "simulator's too); auto: daemon when slurm.backend is sim or no Slurm is found."
+    )] = "auto",
     as_json: JsonOpt = False,
 ) -> None:
     """Live view of leaves, nodes (one cell per GPU, one letter per job) and jobs.
 
     --once prints one frame; --json prints one frame as JSON. Both exit after it."""
     settings = settings_from(ctx)
+    users = _comma(user) + ([getpass.getuser()] if me else [])
+    accounts = _comma(account)
     conf = _slurm_conf(settings)
-    if conf is None:
-        raise InputError("no Slurm cluster: export SLURM_CONF, set slurm.conf, or start one with "
-                         "`railgang devcluster up`")
-    runner = SlurmRunner.from_settings(settings.slurm.model_copy(update={"conf": conf}))
+    if source == "auto":
+        source = "daemon" if settings.slurm.backend == "sim" or conf is None else "slurm"
+    if source == "slurm":
+        from railgang.daemon.slurm.cli.runner import SlurmRunner
+
+        if conf is None:
+            raise InputError("no Slurm cluster: export SLURM_CONF, set slurm.conf, start one with "
+                             "`railgang devcluster up`, or use --source daemon")
+        runner = SlurmRunner.from_settings(settings.slurm.model_copy(update={"conf": conf}))
     url = settings.db.url
+
+    def frame() -> Frame:
+        whole = observe(runner, url) if source == "slurm" else from_daemon(url)
+        return select(whole, users, accounts)
+
     if as_json:
-        typer.echo(json.dumps(asdict(observe(runner, url)), indent=2))
+        typer.echo(json.dumps(asdict(frame()), indent=2))
         return
+    shown = _comma(columns) or COLUMNS
     console = Console()
     if not console.is_terminal:  # a log or a pipe: Rich's 80-column default would cut job ids
         console = Console(width=140)
     if once:
-        console.print(render(observe(runner, url)))
+        console.print(render(frame(), shown))
         return
-    with Live(render(observe(runner, url)), console=console, screen=False,
-              auto_refresh=False) as live:
+    with Live(render(frame(), shown), console=console, screen=False, auto_refresh=False) as live:
         try:
             while True:
                 time.sleep(interval)
-                live.update(render(observe(runner, url)), refresh=True)
+                live.update(render(frame(), shown), refresh=True)
         except KeyboardInterrupt:
             pass
 
 
-__all__ = ["Frame", "JobView", "NodeView", "build_frame", "leaves_of", "observe", "render", "top"]
+__all__ = ["COLUMNS", "Frame", "JobView", "NodeView", "build_frame", "from_daemon", "leaves_of",
+           "observe", "render", "select", "top"]

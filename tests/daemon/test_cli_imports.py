@@ -28,7 +28,6 @@ NOT_YET_LAZY: dict[str, set[str]] = {
     "topology": {"networkx"},
     "place": {"networkx"},
     "sim": {"networkx"},
-    "top": {"networkx"},
 }
 
 PROBE = """

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
+import pytest
 from rich.console import Console
+from typer.testing import CliRunner
 
+from railgang.daemon.cli import app
 from railgang.daemon.slurm.cli.records import parse_sinfo, parse_squeue, topology_from_show
-from railgang.daemon.top import Frame, build_frame, leaves_of, render
+from railgang.daemon.top import Frame, build_frame, from_daemon, leaves_of, render, select
 
 DATA = Path(__file__).parent / "slurm" / "cli" / "data"
 
@@ -85,3 +89,61 @@ def test_daemon_reasons_from_its_database(tmp_path: Path) -> None:
                    ExplanationRow("9", "running", "team-a", 1, 16, nodes="n[01-02]")],
                cycle_id=1, at=datetime.now(UTC))
     assert daemon_reasons(url) == {"12": "quarantined"}
+
+
+# -- squeue-like filters, columns, and the daemon's view (any backend) ---------------------------
+def test_select_by_account_and_user() -> None:
+    f = frame()
+    b = select(f, accounts=["team-b"])
+    assert [j.job_id for j in b.jobs] == ["10", "12"]
+    assert b.leaves == f.leaves and b.gpus_used == f.gpus_used  # the grid is the whole cluster
+    assert select(f, users=["root"]).jobs == f.jobs
+    assert select(f, users=["nobody"]).jobs == []
+
+
+def test_render_with_chosen_columns_marks_filtered_gpus() -> None:
+    console = Console(width=160, record=True)
+    console.print(render(select(frame(), accounts=["team-b"]), ["job", "account"]))
+    text = console.export_text()
+    assert "team-b" in text and "team-a" not in text and "shape" not in text
+    assert "▪" in text  # team-a's GPUs: busy, not listed
+
+
+def _daemon_db(tmp_path: Path) -> str:
+    from datetime import UTC, datetime
+
+    from railgang.db import migrate
+    from railgang.db.repositories.explanations import ExplanationRow, upsert
+    from railgang.db.session import make_engine, session_scope
+
+    url = f"sqlite:///{tmp_path / 'rg.sqlite'}"
+    migrate.upgrade(url)
+    with session_scope(make_engine(url)) as s:
+        upsert(s, [ExplanationRow("5", "running", "team-a", 1, 16, nodes="n[01-02]"),
+                   ExplanationRow("6", "waiting", "team-b", 3, 8, reason="quota")],
+               cycle_id=1, at=datetime.now(UTC))
+    return url
+
+
+def test_from_daemon_reads_the_explanations(tmp_path: Path) -> None:
+    f = from_daemon(_daemon_db(tmp_path))
+    assert [(j.job_id, j.state, j.nodes, j.reason) for j in f.jobs] == [
+        ("5", "RUNNING", ("n01", "n02"), ""), ("6", "PENDING", (), "quota")]
+    assert f.gpus_used == 16 and f.leaves == {} and f.problems
+
+
+def test_top_on_a_simulator_daemon(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    url = _daemon_db(tmp_path)
+    monkeypatch.delenv("SLURM_CONF", raising=False)
+    monkeypatch.setenv("RAILGANG_DB__URL", url)
+    monkeypatch.setenv("RAILGANG_SLURM__BACKEND", "sim")
+    res = CliRunner().invoke(app, ["top", "--json", "-A", "team-b"])
+    assert res.exit_code == 0, res.output
+    assert [j["job_id"] for j in json.loads(res.output)["jobs"]] == ["6"]
+    res = CliRunner().invoke(app, ["top", "--once", "--format", "job,reason"])
+    assert res.exit_code == 0 and "quota" in res.output, res.output
+
+
+def test_unknown_column_is_a_usage_error() -> None:
+    res = CliRunner().invoke(app, ["top", "--format", "job,colour"])
+    assert res.exit_code == 2 and "colour" in res.output
