@@ -17,12 +17,13 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 
-from railgang.daemon.errors import ExitCode
+from railgang.daemon.errors import ExitCode, RailgangError
 
 if TYPE_CHECKING:  # pydantic is imported when settings are first read, not by --help
     from railgang.daemon.config import Settings
@@ -92,10 +93,23 @@ def registry_choice(names: Callable[[], Sequence[str]], *, comma_list: bool = Fa
     return check
 
 
+def when_option(value: str | datetime | None) -> datetime | None:
+    """typer ``parser=`` of a time option: ISO or relative (``now-1day``, ``yesterday``;
+    ``railgang.daemon.when``), counted from now; a bad value is a usage error."""
+    if value is None or isinstance(value, datetime):
+        return value
+    from railgang.daemon.when import parse_when
+
+    try:
+        return parse_when(value, datetime.now(UTC))
+    except RailgangError as exc:
+        raise typer.BadParameter(str(exc)) from exc
+
+
 def choices_metavar(names: Sequence[str]) -> str:
     """``<a|b|c>``, as typer shows a ``Literal``'s choices."""
     return "<" + "|".join(names) + ">"
 
 
 __all__ = ["JSON_HELP", "CliState", "JsonOpt", "choices_metavar", "emit", "exit_with",
-           "registry_choice", "settings_from", "state_from"]
+           "registry_choice", "settings_from", "state_from", "when_option"]

@@ -10,8 +10,9 @@ from typing import TYPE_CHECKING, Annotated, Literal
 
 import typer
 
-from railgang.daemon.cli_common import JsonOpt, emit, exit_with, settings_from
+from railgang.daemon.cli_common import JsonOpt, emit, exit_with, settings_from, when_option
 from railgang.daemon.errors import ExitCode, InputError
+from railgang.daemon.when import HELP as WHEN_HELP
 
 if TYPE_CHECKING:  # `ledger --help` imports no SQLAlchemy (tests/daemon/test_cli_imports.py)
     from sqlalchemy import Engine
@@ -23,8 +24,7 @@ from railgang.daemon.inputs import SACCT_MAX_BYTES, TELEMETRY_MAX_BYTES, read_in
 ledger_app = typer.Typer(help="The usage ledger: sacct ingest (exactly once), reconciliation, "
                               "telemetry intake.", no_args_is_help=True)
 
-When = Annotated[datetime | None, typer.Option(formats=["%Y-%m-%dT%H:%M:%S", "%Y-%m-%d"],
-                                               help="UTC time, e.g. 2026-11-30T12:00:00")]
+When = Annotated[datetime | None, typer.Option(parser=when_option, metavar="TIME", help=WHEN_HELP)]
 FileOpt = Annotated[Path | None, typer.Option(
     "--file", help="Read this `sacct --json` output instead of running sacct.")]
 TelemetryFormat = Literal["nvidia-smi", "dcgm"]

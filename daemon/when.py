@@ -1,0 +1,57 @@
+"""Times and days on the command line: ISO forms, and relative ones as ``date -d`` and Grafana
+take them: ``now``, ``today``, ``yesterday``, ``tomorrow``, each optionally followed by ``+N`` or
+``-N`` and a unit (``now-1day``, ``now-90m``, ``today-1w``, ``yesterday+12h``). Every time is UTC
+(a naive ISO time is read as UTC). Units: s, m (minutes), h, d, w, in any of their spellings
+(``min``, ``mins``, ``minute``, ``minutes``, ``hour``, ``days``, ``week`` …).
+
+Pure: ``now`` is given. The command line's parser (``cli_common.when_option``) reads the clock.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, date, datetime, timedelta
+
+from railgang.daemon.errors import InputError
+
+UNITS = {"s": 1, "sec": 1, "secs": 1, "second": 1, "seconds": 1,
+         "m": 60, "min": 60, "mins": 60, "minute": 60, "minutes": 60,
+         "h": 3600, "hr": 3600, "hrs": 3600, "hour": 3600, "hours": 3600,
+         "d": 86400, "day": 86400, "days": 86400,
+         "w": 604800, "week": 604800, "weeks": 604800}
+_RELATIVE = re.compile(r"(now|today|yesterday|tomorrow)(?:\s*([+-])\s*(\d+)\s*([a-z]+))?")
+HELP = "UTC; YYYY-MM-DD[THH:MM[:SS]], or relative: now-1day, now-2h, today, yesterday"
+
+
+def parse_when(text: str, now: datetime, *, field: str | None = None) -> datetime:
+    """``text`` as an aware UTC datetime, relative forms counted from ``now``."""
+    raw = text.strip().lower()
+    m = _RELATIVE.fullmatch(raw)
+    if m:
+        base, sign, amount, unit = m.groups()
+        midnight = now.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+        t = {"now": now.astimezone(UTC), "today": midnight,
+             "yesterday": midnight - timedelta(days=1),
+             "tomorrow": midnight + timedelta(days=1)}[base]
+        if sign is None:
+            return t
+        if unit not in UNITS:
+            raise InputError(f"{text!r}: unknown unit {unit!r} (one of s, m, h, d, w)", field=field)
+        try:
+            step = timedelta(seconds=int(amount) * UNITS[unit])
+            return t + step if sign == "+" else t - step
+        except OverflowError as exc:
+            raise InputError(f"{text!r} is out of range", field=field) from exc
+    try:
+        t = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    except ValueError as exc:
+        raise InputError(f"{text!r} is not a time ({HELP})", field=field) from exc
+    return t.replace(tzinfo=UTC) if t.tzinfo is None else t.astimezone(UTC)
+
+
+def parse_day(text: str, now: datetime, *, field: str | None = None) -> date:
+    """A UTC day: ``YYYY-MM-DD`` or a relative form (``yesterday``, ``today-7d``, ``now-1day``)."""
+    return parse_when(text, now, field=field).date()
+
+
+__all__ = ["HELP", "UNITS", "parse_day", "parse_when"]
