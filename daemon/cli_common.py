@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TypeVar
 
 import typer
 
@@ -28,6 +28,7 @@ from railgang.daemon.errors import ExitCode, RailgangError
 if TYPE_CHECKING:  # pydantic is imported when settings are first read, not by --help
     from railgang.daemon.config import Settings
 
+T = TypeVar("T")
 JSON_HELP = "Machine-readable output."
 JsonOpt = Annotated[bool, typer.Option("--json", help=JSON_HELP)]
 
@@ -93,6 +94,18 @@ def registry_choice(names: Callable[[], Sequence[str]], *, comma_list: bool = Fa
     return check
 
 
+def deprecated_alias(new: T | None, old: T | None, old_flag: str, new_flag: str) -> T | None:
+    """The value of an option renamed from ``old_flag`` to ``new_flag`` (the old spelling is a
+    hidden option that still works, with a warning on stderr; both at once is a usage error)."""
+    if old is None:
+        return new
+    if new is not None:
+        raise typer.BadParameter(f"{old_flag} is the old name of {new_flag}: give only "
+                                 f"{new_flag}", param_hint=f"'{old_flag}'")
+    typer.echo(f"warning: {old_flag} is deprecated and will go; use {new_flag}", err=True)
+    return old
+
+
 def when_option(value: str | datetime | None) -> datetime | None:
     """typer ``parser=`` of a time option: ISO or relative (``now-1day``, ``yesterday``;
     ``railgang.daemon.when``), counted from now; a bad value is a usage error."""
@@ -111,5 +124,6 @@ def choices_metavar(names: Sequence[str]) -> str:
     return "<" + "|".join(names) + ">"
 
 
-__all__ = ["JSON_HELP", "CliState", "JsonOpt", "choices_metavar", "emit", "exit_with",
+__all__ = ["JSON_HELP", "CliState", "JsonOpt", "choices_metavar", "deprecated_alias", "emit",
+           "exit_with",
            "registry_choice", "settings_from", "state_from", "when_option"]

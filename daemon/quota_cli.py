@@ -16,6 +16,7 @@ import typer
 from railgang.daemon.cli_common import (
     JsonOpt,
     choices_metavar,
+    deprecated_alias,
     emit,
     registry_choice,
     settings_from,
@@ -33,6 +34,10 @@ token_app = typer.Typer(help="API tokens (stored hashed; the secret is shown onc
                         no_args_is_help=True)
 
 Level = Literal["org", "dept", "team"]  # the CHECK constraint of accounts.level
+BurstOpt = Annotated[int | None, typer.Option(
+    "--burst-limit", min=0, help="Burst limit in GPUs (omit: none).")]
+# the old name (sim --limit counts jobs; one meaning per flag name): hidden, warns
+OldLimitOpt = Annotated[int | None, typer.Option("--limit", min=0, hidden=True)]
 
 
 def actor() -> str:
@@ -83,10 +88,12 @@ def add(ctx: typer.Context, name: str,
         level: Annotated[Level, typer.Option(help="org, dept or team")],
         parent: Annotated[str | None, typer.Option(help="Parent account.")] = None,
         guaranteed: Annotated[int, typer.Option(min=0)] = 0,
-        limit: Annotated[int | None, typer.Option(min=0, help="Burst limit.")] = None,
+        limit: BurstOpt = None, old_limit: OldLimitOpt = None,
         as_json: JsonOpt = False) -> None:
     """Add an organisation, department or team (checked against the hierarchy)."""
     from railgang.db.repositories import org
+
+    limit = deprecated_alias(limit, old_limit, "--limit", "--burst-limit")
 
     with session(ctx) as s:
         org.create_account(s, actor=actor(), name=name, level=level, parent=parent,
@@ -97,13 +104,14 @@ def add(ctx: typer.Context, name: str,
 
 @quota_app.command("set")
 def set_quota(ctx: typer.Context, account: str, guaranteed: Annotated[int, typer.Option(min=0)],
-              limit: Annotated[int | None, typer.Option(min=0, help="Burst limit (omit: none).")]
-              = None,
+              limit: BurstOpt = None, old_limit: OldLimitOpt = None,
               gpu_type: Annotated[str, typer.Option(help="GPU type or pool; * = all")] = ANY_GPU,
               as_json: JsonOpt = False) -> None:
     """Set an account's guarantee and burst limit; refused (nothing written) if it breaks
     the hierarchy."""
     from railgang.db.repositories import org
+
+    limit = deprecated_alias(limit, old_limit, "--limit", "--burst-limit")
 
     with session(ctx) as s:
         org.set_quota(s, actor=actor(), account=account, gpu_type=gpu_type,

@@ -25,7 +25,7 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from railgang.daemon.cli_common import JSON_HELP, choices_metavar, registry_choice
+from railgang.daemon.cli_common import JSON_HELP, choices_metavar, deprecated_alias, registry_choice
 from railgang.daemon.core import policy as registry
 from railgang.daemon.core.cycle import CycleConfig
 from railgang.daemon.core.migration import MigrationRules
@@ -176,9 +176,11 @@ def sim(
                                       "schedule without it (the baseline to compare with).",
     )] = False,
     gpus: Annotated[str | None, typer.Option(
-        "--gpus", help="Mixed cluster instead of --nodes: pools TYPE[:TIER]=GPUS, e.g. "
-                       "v100=64,p100=64,k80=64 or v100=256,v100:spot=256 (tiers reserved, "
-                       "on-demand, spot); each pool its own nodes and leaves.")] = None,
+        "--gpu-pools", help="Mixed cluster instead of --nodes: pools TYPE[:TIER]=GPUS, e.g. "
+                            "v100=64,p100=64,k80=64 or v100=256,v100:spot=256 (tiers reserved, "
+                            "on-demand, spot); each pool its own nodes and leaves.")] = None,
+    old_gpus: Annotated[str | None, typer.Option(  # --gpus counts GPUs (place): one meaning
+        "--gpus", hidden=True)] = None,
     type_blind: Annotated[bool, typer.Option(
         "--type-blind", help="Policies ignore GPU types (the pool with the most free GPUs); "
                              "the baseline of heterogeneity-aware allocation.")] = False,
@@ -237,9 +239,10 @@ def sim(
         raise ConfigError("--quotas-measure-only needs --quotas FILE (the tree to measure against)")
     tree = load_quotas(quotas) if quotas is not None else None
     mixed = None
+    gpus = deprecated_alias(gpus, old_gpus, "--gpus", "--gpu-pools")
     if gpus is not None:
         if topology is not None:
-            raise ConfigError("--gpus builds the cluster: leave out --topology")
+            raise ConfigError("--gpu-pools builds the cluster: leave out --topology")
         mixed = mixed_cluster(parse_pools(gpus, gpus_per_node), gpus_per_node, leaf,
                               prices=parse_prices(prices), spot_per_node_day=spot_rate,
                               spot_notice_s=spot_notice_s)
@@ -292,7 +295,7 @@ def sim(
     if jobs_csv is not None:
         write_jobs_csv(jobs_csv, runs, total_gpus)
     if as_json:
-        shape = (f"--gpus {gpus}, {gpus_per_node} per node, {leaf} per leaf" if mixed is not None
+        shape = (f"--gpu-pools {gpus}, {gpus_per_node} per node, {leaf} per leaf" if mixed is not None
                  else str(topology) if topology else f"{nodes}x{gpus_per_node}, {leaf} per leaf")
         meta = {"trace": str(trace), "jobs": len(jobs), "skipped_rows": len(loaded.problems),
                 "cluster": {"nodes": len(fabric.nodes), "gpus": total_gpus, "topology": shape},

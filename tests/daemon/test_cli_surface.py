@@ -207,3 +207,30 @@ def test_main_prints_the_config_problem_without_traceback(tmp_path: Path, kind: 
     assert res.returncode == ExitCode.ERROR
     assert res.stderr.count("\n") == 1 and expected in res.stderr, res.stderr
     assert "Traceback" not in res.stderr and res.stdout == ""
+
+
+# -- one meaning per flag name --------------------------------------------------------------------
+# flags that once meant two things: the commands that may have them now (a renamed spelling stays
+# as a hidden, deprecated alias for a while)
+ONE_MEANING = {"--gpus": {"place"},  # a GPU count; sim's pool spec is --gpu-pools
+               "--limit": {"sim"},  # a number of jobs; quota's burst limit is --burst-limit
+               "--format": {"sim", "ledger telemetry", "top"}}  # the format of what is read/shown
+
+
+@pytest.mark.parametrize("flag", sorted(ONE_MEANING))
+def test_one_meaning_per_flag(flag: str) -> None:
+    visible = {name for name, cmd in COMMANDS.items() for p in cmd.params
+               if flag in getattr(p, "opts", ()) and not getattr(p, "hidden", False)}
+    assert visible == ONE_MEANING[flag]
+
+
+def test_renamed_flags_are_deprecated_aliases(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RAILGANG_DB__URL", f"sqlite:///{tmp_path / 'q.sqlite'}")
+    assert runner.invoke(app, ["db", "upgrade"]).exit_code == 0
+    assert runner.invoke(app, ["quota", "add", "acme", "--level", "org"]).exit_code == 0
+    res = runner.invoke(app, ["quota", "set", "acme", "--guaranteed", "8", "--limit", "16", "--json"])
+    assert res.exit_code == 0 and "--limit is deprecated" in res.stderr, res.output
+    assert json.loads(res.stdout)["limit_gpus"] == 16
+    res = runner.invoke(app, ["quota", "set", "acme", "--guaranteed", "8", "--limit", "16",
+                              "--burst-limit", "16"])
+    assert res.exit_code == ExitCode.USAGE

@@ -57,10 +57,10 @@ def test_sync_accounts_on_the_real_cluster(slurm_cluster: DevCluster, tmp_path: 
     for args in (["ml-org", "--level", "org", "--guaranteed", "128"],
                  ["research", "--level", "dept", "--parent", "ml-org", "--guaranteed", "64"],
                  ["team-a", "--level", "team", "--parent", "research", "--guaranteed", "32",
-                  "--limit", "48"],
+                  "--burst-limit", "48"],
                  [vision, "--level", "dept", "--parent", "ml-org", "--guaranteed", "32"],
                  [team_v, "--level", "team", "--parent", vision, "--guaranteed", "16",
-                  "--limit", "24"]):
+                  "--burst-limit", "24"]):
         res = runner.invoke(app, ["quota", "add", *args])
         assert res.exit_code == 0, res.output
     res = runner.invoke(app, ["quota", "sync-accounts"])

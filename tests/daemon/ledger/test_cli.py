@@ -83,14 +83,14 @@ def test_telemetry_command(db: str) -> None:
 def test_quota_and_token_admin_flow(db: str, tmp_path: Path) -> None:
     assert run("quota", "add", "ml", "--level", "org", "--guaranteed", "64")[0] == 0
     assert run("quota", "add", "research", "--level", "dept", "--parent", "ml",
-               "--guaranteed", "32", "--limit", "48")[0] == 0
+               "--guaranteed", "32", "--burst-limit", "48")[0] == 0
     assert run("quota", "add", "team-a", "--level", "team", "--parent", "research",
                "--guaranteed", "24")[0] == 0
     code, _, exc = run("quota", "add", "team-b", "--level", "team", "--parent", "research",
                        "--guaranteed", "9")
     assert code == 1 and isinstance(exc, ValidationFailed)
     assert "research.guaranteed_gpus: children are guaranteed 33 together" in str(exc)
-    assert run("quota", "set", "team-a", "--guaranteed", "16", "--limit", "40")[0] == 0
+    assert run("quota", "set", "team-a", "--guaranteed", "16", "--burst-limit", "40")[0] == 0
     code, out, _ = run("quota", "tree")
     assert out.splitlines() == ["ml (org) guaranteed 64 limit -",
                                 "  research (dept) guaranteed 32 limit 48",

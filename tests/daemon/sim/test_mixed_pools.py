@@ -137,17 +137,30 @@ def test_a_job_predicted_above_the_cap_goes_on_demand() -> None:
 def test_cli_mixed_cluster_reports_pools_and_cost(tmp_path: Path) -> None:
     trace = tmp_path / "t.csv"
     trace.write_text("job_id,submit_time,gpus,duration_s,account\na,0,4,3600,red\nb,0,4,3600,red\n")
-    result = CliRunner().invoke(app, ["sim", "--trace", str(trace), "--gpus",
+    result = CliRunner().invoke(app, ["sim", "--trace", str(trace), "--gpu-pools",
                                       "v100=4,k80:spot=4", "--gpus-per-node", "4", "--leaf", "1",
                                       "--spot-rate", "1", "--json", "--quiet"])
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)["results"]["default"]
     assert set(data["pools"]) == {"v100:on-demand", "k80:spot"}
     assert data["by_tier"]["on-demand"]["gpu_h"] > 0 and data["cost_usd"] > 0
-    blind = CliRunner().invoke(app, ["sim", "--trace", str(trace), "--gpus", "v100=4",
+    blind = CliRunner().invoke(app, ["sim", "--trace", str(trace), "--gpu-pools", "v100=4",
                                      "--gpus-per-node", "4", "--policy", "slurm",
                                      "--type-blind", "--quiet"])
     assert blind.exit_code != 0 and "type-blind already" in str(blind.exception)
-    bad = CliRunner().invoke(app, ["sim", "--trace", str(trace), "--gpus", "v100=5",
+    bad = CliRunner().invoke(app, ["sim", "--trace", str(trace), "--gpu-pools", "v100=5",
                                    "--gpus-per-node", "4", "--quiet"])
     assert bad.exit_code != 0 and "multiple of --gpus-per-node" in str(bad.exception)
+
+
+def test_old_gpus_flag_still_works_with_a_warning(tmp_path: Path) -> None:
+    trace = tmp_path / "t.csv"
+    trace.write_text("job_id,submit_time,gpus,duration_s,account\na,0,4,3600,red\n")
+    args = ["sim", "--trace", str(trace), "--gpus-per-node", "4", "--leaf", "1", "--json", "--quiet"]
+    new = CliRunner().invoke(app, [*args, "--gpu-pools", "v100=4"])
+    old = CliRunner().invoke(app, [*args, "--gpus", "v100=4"])
+    assert old.exit_code == 0 and "--gpus is deprecated" in old.stderr
+    got, want = (json.loads(r.stdout)["results"]["default"] for r in (old, new))
+    assert (got["pools"], got["cost_usd"]) == (want["pools"], want["cost_usd"])
+    both = CliRunner().invoke(app, [*args, "--gpus", "v100=4", "--gpu-pools", "v100=4"])
+    assert both.exit_code == 2
