@@ -11,14 +11,13 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import hostlist
 import typer
 
 from railgang.daemon.cli_common import JsonOpt, emit, exit_with
 from railgang.daemon.errors import ExitCode, InputError
-from railgang.topology.comm_model import allreduce_time_s, step_comm_time_s
 from railgang.topology.conf import (
     MAX_RANGE,
     Problem,
@@ -27,46 +26,15 @@ from railgang.topology.conf import (
     check_topology,
     parse_topology,
 )
-from railgang.topology.counters import (
-    PortSample,
-    parse_node_exporter,
-    parse_perfquery,
-    port_rates,
-    read_sysfs,
-)
-from railgang.topology.discover import (
-    FabricFacts,
-    classify,
-    facts_json,
-    parse_ibnetdiscover,
-    parse_node_name_map,
-    parse_rail_map,
-    render_conf,
-    slurm_tree,
-)
-from railgang.topology.fabric import (
-    Fabric,
-    NodeFacts,
-    fabric_from_conf,
-    fabric_from_shape,
-    render_topology,
-)
 from railgang.topology.files import parse_json
-from railgang.topology.fragmentation import fragmentation_index
-from railgang.topology.inputs import (
-    InputProblem,
-    cap_list,
-    facts_from_slurm_json,
-    iter_lines,
-    parse_facts,
-    parse_free,
-    read_text,
-    write_atomic,
-)
-from railgang.topology.linkstate import Thresholds, assess, quarantine_entries
-from railgang.topology.occupancy import random_occupancy
-from railgang.topology.placement import GangRequest, Placement, Unplaceable
-from railgang.topology.placement import place as place_gang
+
+if TYPE_CHECKING:  # the rest is imported where it is used: `topology --help` and `place --help`
+    # import neither networkx nor the placement engine (tests/daemon/test_cli_imports.py)
+    from railgang.topology.counters import PortSample
+    from railgang.topology.discover import FabricFacts
+    from railgang.topology.fabric import Fabric
+    from railgang.topology.inputs import InputProblem
+    from railgang.topology.placement import Placement
 
 __all__ = ["app", "place"]
 
@@ -75,6 +43,8 @@ app = typer.Typer(help="Check and show Slurm topology.conf files.", no_args_is_h
 
 def _read(path: Path, what: str) -> str:
     """Bounded (``inputs.read_text``): /dev/zero or a 50 MB paste is one line, not a full memory."""
+    from railgang.topology.inputs import InputProblem, read_text
+
     try:
         return read_text(path, what)
     except InputProblem as exc:
@@ -101,6 +71,9 @@ def _input_error(exc: InputProblem) -> InputError:
 
 
 def _fabric(path: Path, facts_path: Path | None, blocks_nvlink: bool) -> Fabric:
+    from railgang.topology.fabric import NodeFacts, fabric_from_conf
+    from railgang.topology.inputs import InputProblem, facts_from_slurm_json, parse_facts
+
     conf = _conf(path)
     facts: dict[str, NodeFacts] | None = None
     default_gpus = 8
@@ -133,6 +106,8 @@ BlocksOpt = Annotated[bool, typer.Option(
 def check(file: Annotated[Path, typer.Argument(help="topology.conf to validate.")],
           as_json: JsonOpt = False) -> None:
     """Validate a topology.conf: exit 0 if valid, 1 with its problems on stderr (the first 20)."""
+    from railgang.topology.inputs import InputProblem, cap_list, read_text
+
     try:
         text = read_text(file, "topology file")
     except InputProblem as exc:
@@ -220,6 +195,12 @@ def show(
 def _snapshot(root: Path, t: float) -> tuple[list[PortSample], list[str]]:
     """Counter samples of every host under ``root``: ``<host>/`` sysfs trees (``class/infiniband``
     inside, or the devices directly), ``<host>.prom`` node_exporter text, ``<host>.perfquery``."""
+    from railgang.topology.counters import (
+        parse_node_exporter,
+        parse_perfquery,
+        read_sysfs,
+    )
+
     if not root.is_dir():
         raise InputError("counter snapshot must be a directory", path=str(root))
     samples: list[PortSample] = []
@@ -244,6 +225,7 @@ def _snapshot(root: Path, t: float) -> tuple[list[PortSample], list[str]]:
 def _live_links(ctx: typer.Context, state: Path | None, show_all: bool, as_json: bool) -> None:
     """The daemon collector's last round (``daemon.links.state_file``), with hysteresis applied."""
     from railgang.daemon.cli_common import settings_from
+    from railgang.topology.inputs import InputProblem
 
     path = state if state is not None else settings_from(ctx).daemon.links.state_file
     if not path.exists():
@@ -296,6 +278,9 @@ def links(
 ) -> None:
     """Classify InfiniBand links from two counter snapshots, or show the daemon's live link
     health (no snapshots), and list the nodes to quarantine."""
+    from railgang.topology.counters import port_rates
+    from railgang.topology.linkstate import Thresholds, assess, quarantine_entries
+
     if before is None and after is None:
         _live_links(ctx, state, show_all, as_json)
         return
@@ -344,6 +329,8 @@ def generate(
     prefix: Annotated[str, typer.Option("--prefix", help="Node name prefix.")] = "n",
 ) -> None:
     """Print a regular fat-tree topology.conf (for demos, tests and the simulator)."""
+    from railgang.topology.fabric import fabric_from_shape, render_topology
+
     if nodes < 1 or nodes_per_leaf < 1 or (leaves_per_spine is not None and leaves_per_spine < 1):
         raise InputError("--nodes, --nodes-per-leaf and --leaves-per-spine must be positive", field="--nodes")
     if nodes > MAX_RANGE:  # the same bound as a host list in topology.conf; more would run for minutes
@@ -385,6 +372,17 @@ def discover(
     as_json: JsonOpt = False,
 ) -> None:
     """Build topology.conf and fabric facts (rails, HCAs, switch levels, link rates) from ibnetdiscover output."""
+    from railgang.topology.discover import (
+        classify,
+        facts_json,
+        parse_ibnetdiscover,
+        parse_node_name_map,
+        parse_rail_map,
+        render_conf,
+        slurm_tree,
+    )
+    from railgang.topology.inputs import InputProblem, cap_list, iter_lines, write_atomic
+
     try:
         found = parse_ibnetdiscover(iter_lines(source, "ibnetdiscover output", max_bytes=_IBNET_MAX_BYTES),
                                     str(source))
@@ -487,6 +485,13 @@ def place(
     as_json: JsonOpt = False,
 ) -> None:
     """Place a gang on a topology: exit 0 placed, 3 cannot be placed now (reason printed)."""
+    from railgang.topology.comm_model import allreduce_time_s, step_comm_time_s
+    from railgang.topology.fragmentation import fragmentation_index
+    from railgang.topology.inputs import InputProblem, parse_free
+    from railgang.topology.occupancy import random_occupancy
+    from railgang.topology.placement import GangRequest, Unplaceable
+    from railgang.topology.placement import place as place_gang
+
     if free is not None and occupancy is not None:
         raise InputError("give either --free or --occupancy, not both", field="--free")
     if occupancy is not None and not 0.0 <= occupancy <= 1.0:

@@ -25,8 +25,6 @@ ROOT_ALSO = {"pydantic", "pydantic_settings", "numpy", "hostlist"}  # the root n
 # components whose module still imports heavy packages at import time, and which ones; the goal
 # is an empty table (move the imports into the commands that use them)
 NOT_YET_LAZY: dict[str, set[str]] = {
-    "topology": {"networkx"},
-    "place": {"networkx"},
     "sim": {"networkx"},
 }
 
