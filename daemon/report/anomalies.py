@@ -4,7 +4,8 @@ the GPU-level ones over each job's own GPUs, cut to the segments the job held th
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
 
 import numpy as np
 
@@ -12,6 +13,7 @@ from railgang.daemon.report import detectors as det
 from railgang.daemon.report.capacity import seg_gpus
 from railgang.daemon.report.config import ReportSettings
 from railgang.daemon.report.data import ReportInputs
+from railgang.daemon.report.model import TeamRow
 from railgang.daemon.report.series import GpuSeries
 
 
@@ -95,9 +97,44 @@ def _nodes(expr: str) -> list[str]:
     return list(hostlist.expand_hostlist(expr)) if expr else []
 
 
+# what value and threshold are measured in, per kind (shown beside the numbers)
+UNITS = {
+    "team_surge": "x the team's median day", "queue_growth": "arrivals per start",
+    "fleet_util_drop": "fraction below the trailing hour",
+    "fleet_power_drop": "fraction below the trailing hour", "zombie": "min",
+    "data_starvation": "% SM std-dev", "communication_bound": "x compute time (step / compute)",
+    "over_specified": "GiB peak memory", "idle_reservation": "fraction of the guarantee used",
+}
+
+
+def priced(anomalies: list[det.Anomaly], inputs: ReportInputs,
+           teams: Sequence[TeamRow]) -> list[det.Anomaly]:
+    """Each finding with its unit and what is at stake in the rates' currency: a job's
+    findings the job's cost in the window; a surge the team's showback; an idle reservation
+    what the team pays for guarantee it did not use (chargeback - showback); fleet and queue
+    findings are not priced (None)."""
+    job_cost = {r["job"]: float(r["cost"]) for r in inputs.usage_job}
+    by_team = {t.team: t for t in teams}
+    out = []
+    for a in anomalies:
+        cost: float | None = None
+        if a.kind in ("zombie", "data_starvation", "communication_bound", "over_specified"):
+            cost = job_cost.get(a.subject)
+        elif a.kind == "team_surge" and a.subject in by_team:
+            cost = by_team[a.subject].showback
+        elif a.kind == "idle_reservation" and a.subject in by_team:
+            t = by_team[a.subject]
+            cost = max(0.0, t.chargeback - t.showback)
+        out.append(replace(a, unit=UNITS.get(a.kind, ""),
+                           cost=None if cost is None else round(cost, 2)))
+    return out
+
+
 def ordered(anomalies: list[det.Anomaly]) -> list[det.Anomaly]:
+    """Costliest first; unpriced findings after them, by kind."""
     rank = {k: i for i, k in enumerate(det.KINDS)}
-    return sorted(anomalies, key=lambda a: (rank.get(a.kind, 99), a.subject, a.at or 0))
+    return sorted(anomalies, key=lambda a: (a.cost is None, -(a.cost or 0.0),
+                                            rank.get(a.kind, 99), a.subject, a.at or 0))
 
 
-__all__ = ["fleet_anomalies", "job_anomalies", "job_series", "ordered"]
+__all__ = ["UNITS", "fleet_anomalies", "job_anomalies", "job_series", "ordered", "priced"]

@@ -15,7 +15,7 @@ from itertools import pairwise
 
 import numpy as np
 
-from railgang.daemon.report.anomalies import fleet_anomalies, job_anomalies, ordered
+from railgang.daemon.report.anomalies import fleet_anomalies, job_anomalies, ordered, priced
 from railgang.daemon.report.capacity import (
     fragmentation,
     node_sizes,
@@ -25,6 +25,7 @@ from railgang.daemon.report.capacity import (
 from railgang.daemon.report.config import ReportSettings
 from railgang.daemon.report.data import ReportInputs, Seg
 from railgang.daemon.report.detectors import bin_series
+from railgang.daemon.report.inventory import Inventory, inventory, unavailable_nodes
 from railgang.daemon.report.model import (
     CLASS_NAMES,
     Chaos,
@@ -33,7 +34,9 @@ from railgang.daemon.report.model import (
     PoolRow,
     Report,
     TeamRow,
+    Trend,
 )
+from railgang.daemon.report.people import ended_rows, team_waits, trend, user_rows
 from railgang.topology.fabric import Fabric
 
 
@@ -92,21 +95,34 @@ def top_jobs(inputs: ReportInputs, n: int) -> list[JobRow]:
     return out
 
 
+def fleet_inventory(inputs: ReportInputs, sizes: dict[str, int]) -> Inventory:
+    """Every node known to the ledger (``inventory``): node_states, then telemetry."""
+    seen: dict[str, int] = {}
+    for key in inputs.gpus:
+        node, _, gpu = key.rpartition(":")
+        seen[node] = max(seen.get(node, 0), int(gpu) + 1, sizes.get(node, 0))
+    return inventory(inputs.nodes, seen, pool_nodes(inputs.segments))
+
+
 def pool_rows(inputs: ReportInputs, settings: ReportSettings, sizes: dict[str, int],
               fabric: Fabric | None) -> tuple[list[PoolRow], list[str]]:
+    """One row per pool of the fleet (idle pools too), sized from the whole inventory."""
     notes: list[str] = []
     hours = (inputs.until - inputs.since) / 3600
-    nodes_of = pool_nodes(inputs.segments)
-    seen = {k.rpartition(":")[0] for k in inputs.gpus}
+    inv = fleet_inventory(inputs, sizes)
+    sizes = {**sizes, **inv.gpus_of}
+    used = {r["gpu_type"]: r for r in inputs.usage_pool}
     rows = []
-    for r in sorted(inputs.usage_pool, key=lambda r: r["gpu_type"]):
-        pool = r["gpu_type"]
+    for pool in sorted(set(used) | set(inv.source) | set(settings.pool_gpus)):
+        r = used.get(pool, {"gpu_type": pool, "gpu_seconds": 0, "compute_gpu_seconds": None,
+                            "productive_gpu_seconds": None})
         segs = [g for g in inputs.segments if g.gpu_type == pool]
-        nodes = nodes_of.get(pool, [])
+        nodes = sorted(set(inv.nodes_of(pool)) |
+                       set(pool_nodes(segs).get(pool, [])))
         if pool in settings.pool_gpus:
             gpus, source = settings.pool_gpus[pool], "config"
-        elif nodes and set(nodes) <= seen:
-            gpus, source = sum(sizes[n] for n in nodes), "telemetry"
+        elif pool in inv.source:
+            gpus, source = sum(sizes.get(n, 0) for n in nodes), inv.source[pool]
         else:
             gpus, source = peak_allocation(segs, inputs.since, inputs.until), "peak allocation"
             notes.append(f"pool {pool}: size unknown (set report.pool_gpus); utilisation is "
@@ -119,7 +135,8 @@ def pool_rows(inputs: ReportInputs, settings: ReportSettings, sizes: dict[str, i
                             _pct(alloc, cap) or 0.0, _pct(r["compute_gpu_seconds"], cap),
                             _pct(r["productive_gpu_seconds"], cap),
                             None if frag is None else round(frag, 4),
-                            None if stranded is None else round(stranded, 3)))
+                            None if stranded is None else round(stranded, 3),
+                            len(nodes) if source in ("inventory", "telemetry") else 0))
     return rows, notes
 
 
@@ -175,9 +192,21 @@ def chaos(inputs: ReportInputs, tax_s: float) -> Chaos:
 
 
 def fleet_series(inputs: ReportInputs, bin_s: int, capacity: int) -> dict[str, list[float]]:
-    """Mean SM utilisation and power per GPU sample, and allocated share, per bin."""
+    """Per bin, over the one denominator of the fleet (``capacity`` GPUs): allocated share and
+    SM utilisation (the sum of each GPU's mean SM %, a GPU without samples counting 0, over
+    the fleet); ``util_pct`` is the mean over the samples (the fleet-drop detector's input) and
+    ``power_w`` the mean power per reporting GPU."""
     t = np.arange(inputs.since, inputs.until, bin_s, dtype=np.float64)
     out: dict[str, list[float]] = {"t": [float(x) for x in t]}
+    fleet_sm = np.zeros(len(t))
+    for gs in inputs.gpus.values():
+        idx = ((gs.t - inputs.since) // bin_s).astype(np.int64)
+        ok = (idx >= 0) & (idx < len(t))
+        sums = np.bincount(idx[ok], weights=gs.sm[ok], minlength=len(t))
+        counts = np.bincount(idx[ok], minlength=len(t))
+        fleet_sm += np.divide(sums, counts, out=np.zeros(len(t)), where=counts > 0)
+    out["fleet_sm_pct"] = [round(float(x) / capacity, 2) if capacity else 0.0
+                           for x in fleet_sm]
     if inputs.gpus:
         allt = np.concatenate([s.t for s in inputs.gpus.values()])
         sm = np.concatenate([s.sm for s in inputs.gpus.values()])
@@ -204,6 +233,29 @@ def fleet_series(inputs: ReportInputs, bin_s: int, capacity: int) -> dict[str, l
     return out
 
 
+def team_totals(rows: Sequence[TeamRow]) -> dict[str, float | None]:
+    """The teams table's totals row (sums; a tier is None when no team measured it)."""
+    def total(values: list[float | None]) -> float | None:
+        got = [v for v in values if v is not None]
+        return round(sum(got), 3) if got else None
+
+    return {"guaranteed_gpus": total([r.guaranteed_gpus for r in rows]),
+            "quota_gpu_h": total([r.quota_gpu_h for r in rows]),
+            "allocated_gpu_h": total([r.allocated_gpu_h for r in rows]),
+            "compute_gpu_h": total([r.compute_gpu_h for r in rows]),
+            "productive_gpu_h": total([r.productive_gpu_h for r in rows]),
+            "showback": round(sum(r.showback for r in rows), 2),
+            "chargeback": round(sum(r.chargeback for r in rows), 2),
+            "unpriced_gpu_h": total([r.unpriced_gpu_h for r in rows])}
+
+
+def _scoped(t: Trend, teams: frozenset[str] | None) -> Trend:
+    if teams is None:
+        return t
+    return Trend(t.days, t.fleet_gpu_h, t.fleet_pct,
+                 {k: v for k, v in t.teams.items() if k in teams})
+
+
 def build_report(inputs: ReportInputs, settings: ReportSettings, *, date: str,
                  generated_at: datetime, teams: frozenset[str] | None = None,
                  fabric: Fabric | None = None) -> Report:
@@ -216,6 +268,11 @@ def build_report(inputs: ReportInputs, settings: ReportSettings, *, date: str,
     series.update(qseries)
     anomalies = fleet_anomalies(inputs, series, settings) + job_anomalies(inputs, sizes,
                                                                          settings)
+    anomalies = priced(anomalies, inputs, teams_rows)
+    guaranteed = sum(g for g, _lim, _dept in inputs.accounts.values() if g)
+    if capacity and guaranteed > capacity:
+        notes.append(f"guarantees exceed the fleet: teams hold {guaranteed:,} guaranteed GPUs, "
+                     f"the pools have {capacity:,}; not every guarantee can be met at once")
     if teams is not None:  # a team's view: no other team's rows, jobs or anomalies
         teams_rows = [r for r in teams_rows if r.team in teams]
         anomalies = [a for a in anomalies if a.team is None or a.team in teams]
@@ -239,8 +296,14 @@ def build_report(inputs: ReportInputs, settings: ReportSettings, *, date: str,
                   teams_scope=None if teams is None else sorted(teams), totals=totals,
                   teams=teams_rows, top_jobs=top_jobs(inputs, settings.top_jobs), pools=pools,
                   queue=queue, chaos=chaos(inputs, settings.preemption_tax_s),
-                  anomalies=ordered(anomalies), series=series, notes=notes)
+                  anomalies=ordered(anomalies), series=series, notes=notes,
+                  currency=inputs.currency, team_totals=team_totals(teams_rows),
+                  users=user_rows(inputs, teams), ended=ended_rows(inputs),
+                  nodes_down=unavailable_nodes(inputs.nodes, inputs.since, inputs.until),
+                  team_waits=[w for w in team_waits(inputs)
+                              if teams is None or w.team in teams],
+                  trend=_scoped(trend(inputs, capacity), teams))
 
 
-__all__ = ["build_report", "chaos", "fleet_series", "pool_rows", "queue_rows", "team_rows",
-           "top_jobs"]
+__all__ = ["build_report", "chaos", "fleet_inventory", "fleet_series", "pool_rows", "queue_rows",
+           "team_rows", "team_totals", "top_jobs"]

@@ -1,4 +1,5 @@
-"""``railgang report --date D --out DIR [--json]``: build one day's utilisation report.
+"""``railgang report --date D | --from D1 --to D2 --out DIR [--json]``: build the utilisation
+report of one UTC day or of a range of days.
 
 Exit codes (docs/cli.md): 0 written; 1 a malformed date, an unwritable ``--out``, or a database
 that is unreachable or not at head (``railgang db upgrade``); 3 the day has no data.
@@ -37,6 +38,10 @@ def report(
     ctx: typer.Context,
     date: Annotated[str | None, typer.Option(
         "--date", help="UTC day YYYY-MM-DD (default: yesterday).")] = None,
+    first: Annotated[str | None, typer.Option(
+        "--from", help="First UTC day of a range (with --to), YYYY-MM-DD.")] = None,
+    last: Annotated[str | None, typer.Option(
+        "--to", help="Last UTC day of a range (included), YYYY-MM-DD.")] = None,
     out: Annotated[Path | None, typer.Option(
         "--out", help="Write report.html, report.json, report.csv and per-table CSVs here.")]
     = None,
@@ -45,12 +50,24 @@ def report(
     """Build the daily utilisation report: teams, pools, queue, cost of chaos, anomalies."""
     from railgang.daemon.accounting.cli import _engine
     from railgang.daemon.report.render import to_json
-    from railgang.daemon.report.service import make_report, parse_day, write_day, yesterday
+    from railgang.daemon.report.service import (
+        make_report,
+        parse_day,
+        parse_range,
+        write_day,
+        yesterday,
+    )
     from railgang.db.session import session_scope
 
     settings = settings_from(ctx)
     now = datetime.now(UTC)
-    day = parse_day(date if date is not None else yesterday(now))
+    if (first is None) != (last is None):
+        raise InputError("a range needs both --from and --to", field="--from" if first is None
+                         else "--to")
+    if first is not None and date is not None:
+        raise InputError("give --date or --from/--to, not both", field="--date")
+    day = (parse_range(first, last) if first is not None and last is not None
+           else parse_day(date if date is not None else yesterday(now)))
     engine = _engine(settings)
     fabric = load_fabric_for(settings)
     try:

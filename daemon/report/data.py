@@ -18,7 +18,7 @@ from sqlalchemy import bindparam, func, select
 from sqlalchemy.orm import Session
 
 from railgang.daemon.report.series import GpuSeries
-from railgang.db.ledger import GpuSample
+from railgang.db.ledger import GpuSample, NodeState
 from railgang.db.models import Account, Job, UsageRecord
 from railgang.db.org import Rate
 from railgang.db.repositories import ledger
@@ -56,6 +56,31 @@ class QueuedJob:
     first_start: int | None
 
 
+@dataclass(frozen=True, slots=True)
+class NodeRecord:
+    """One ``node_states`` row: the node as sinfo showed it from ``at`` on."""
+
+    node: str
+    at: int
+    state: str
+    gpu_type: str
+    gpus: int
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class EndedJob:
+    """A job that ended in the window without completing (failed, cancelled, timed out...)."""
+
+    job: str
+    team: str
+    user: str
+    gpus: int
+    state: str
+    ended: int | None
+    gpu_seconds: float  # held in the window
+
+
 @dataclass
 class ReportInputs:
     since: int
@@ -74,6 +99,10 @@ class ReportInputs:
     recent_span_s: float
     gpus: dict[str, GpuSeries] = field(default_factory=dict)  # "node:gpu" -> the day's samples
     steps: dict[int, tuple[list[int], list[float], list[float]]] = field(default_factory=dict)
+    usage_user: list[dict[str, Any]] = field(default_factory=list)
+    nodes: list[NodeRecord] = field(default_factory=list)  # each node's rows up to ``until``
+    ended: list[EndedJob] = field(default_factory=list)
+    currency: str = "USD"  # of the rates ("mixed" when they differ)
 
 
 def _usage(s: Session, since: int, until: int, now: int, group: tuple[str, ...],
@@ -141,10 +170,56 @@ def load_inputs(s: Session, *, since: int, until: int, now: int, history_days: i
         _usage(s, since, until, now, ("job",), teams),
         _usage(s, since, until, now, ("gpu_type",), teams), segments, dict(chains), queue,
         accounts, rates, dict(history), used, span)
+    inputs.usage_user = _usage(s, since, until, now, ("user", "team"), teams)
+    inputs.nodes = load_nodes(s, until)
+    inputs.ended = load_ended(s, since, until, segments, teams)
+    currencies = sorted({r.currency for r in s.scalars(select(Rate))})
+    inputs.currency = currencies[0] if len(currencies) == 1 else "mixed" if currencies else "USD"
     if telemetry:
         inputs.gpus = load_series(s, since, until)
         inputs.steps = load_steps(s, pks, since, until)
     return inputs
+
+
+FAILED_STATES = ("FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED",
+                 "BOOT_FAIL", "DEADLINE")
+
+
+def load_nodes(s: Session, until: int) -> list[NodeRecord]:
+    """Every ``node_states`` row before ``until``, per node in time order (the inventory and
+    the down/drained intervals are made from them in ``inventory``)."""
+    q = (select(NodeState.node, NodeState.at_epoch, NodeState.state, NodeState.gpu_type,
+                NodeState.gpus, NodeState.reason).where(NodeState.at_epoch < until)
+         .order_by(NodeState.node, NodeState.at_epoch))
+    return [NodeRecord(*r) for r in s.execute(q)]
+
+
+def load_ended(s: Session, since: int, until: int, segments: list[Seg],
+               teams: frozenset[str] | None) -> list[EndedJob]:
+    """Jobs in a failed state that ended in the window (``ended_epoch``), or, where the end is
+    not recorded, whose last segment ended in it."""
+    held: dict[int, float] = defaultdict(float)
+    last_end: dict[int, int] = {}
+    for g in segments:
+        end = g.end if g.end is not None else until
+        held[g.job_pk] += g.gpus * max(0, min(end, until) - max(g.start, since))
+        if g.end is not None:
+            last_end[g.job_pk] = max(last_end.get(g.job_pk, 0), g.end)
+    in_window = (Job.ended_epoch >= since) & (Job.ended_epoch < until)
+    pks = sorted(last_end)
+    q = (select(Job.id, Job.slurm_job_id, Job.account, Job.user, Job.gpus, Job.state,
+                Job.ended_epoch).where(Job.state.in_(FAILED_STATES)))
+    if teams is not None:
+        q = q.where(Job.account.in_(sorted(teams)))
+    out: dict[int, EndedJob] = {}
+    for chunk in [pks[i:i + 500] for i in range(0, len(pks), 500)] or [[]]:
+        for pk, job, team, user, gpus, state, ended in s.execute(
+                q.where(in_window | (Job.ended_epoch.is_(None) & Job.id.in_(chunk)))):
+            at: int | None = ended if ended is not None else last_end.get(pk)
+            if at is None or not since <= at < until:
+                continue
+            out[pk] = EndedJob(job, team, user, gpus, state, at, held.get(pk, 0.0))
+    return sorted(out.values(), key=lambda e: (-e.gpu_seconds, e.ended or 0, e.job))
 
 
 def _dt(epoch: int) -> Any:
@@ -232,5 +307,6 @@ def has_samples(s: Session, since: int, until: int) -> bool:
     return smp is not None
 
 
-__all__ = ["DAY_S", "ENDED_UNSTARTED", "QueuedJob", "ReportInputs", "Seg", "has_data", "load_inputs",
-           "load_series", "load_steps"]
+__all__ = ["DAY_S", "ENDED_UNSTARTED", "FAILED_STATES", "EndedJob", "NodeRecord", "QueuedJob",
+           "ReportInputs", "Seg", "has_data", "has_samples", "load_ended", "load_inputs",
+           "load_nodes", "load_series", "load_steps", "sampled_gpus"]

@@ -48,13 +48,14 @@ class JobRow:
 class PoolRow:
     pool: str  # GPU type
     gpus: int
-    capacity_source: str  # config | telemetry | peak allocation
+    capacity_source: str  # config | inventory (node_states) | telemetry | peak allocation
     allocated_gpu_h: float
     util_pct: float  # allocated over capacity
     compute_pct: float | None
     productive_pct: float | None
     fragmentation_index: float | None  # mean stranded / free (R-T9)
     stranded_gpu_h: float | None  # free GPU-hours no waiting gang could use, while jobs waited
+    nodes: int = 0  # nodes counted in ``gpus`` (0: size from config or peak allocation)
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,6 +80,63 @@ class Chaos:
     by_team: dict[str, dict[str, float]] = field(default_factory=dict)
 
 
+@dataclass(frozen=True, slots=True)
+class UserRow:
+    user: str
+    team: str
+    allocated_gpu_h: float
+    compute_gpu_h: float | None
+    productive_gpu_h: float | None
+    cost: float
+
+
+@dataclass(frozen=True, slots=True)
+class EndedRow:
+    """A job that failed, was cancelled or timed out in the window."""
+
+    job: str
+    team: str
+    user: str
+    gpus: int
+    state: str
+    ended: int | None
+    gpu_h: float  # GPU-hours it held in the window
+
+
+@dataclass(frozen=True, slots=True)
+class NodeRow:
+    """A node down or drained during the window."""
+
+    node: str
+    gpu_type: str
+    gpus: int
+    state: str
+    reason: str
+    since: int
+    until: int | None  # None: still so at the end of the window
+    lost_gpu_h: float  # GPUs x the part of the window it was unavailable
+
+
+@dataclass(frozen=True, slots=True)
+class TeamWaitRow:
+    team: str
+    started: int
+    wait_p50_s: float | None
+    wait_p90_s: float | None
+    wait_max_s: float | None
+    waiting_at_end: int
+
+
+@dataclass(frozen=True, slots=True)
+class Trend:
+    """Allocated GPU-hours per day over the last days up to the window's last day."""
+
+    days: list[str]
+    fleet_gpu_h: list[float]
+    fleet_pct: list[float | None]  # of today's capacity (the inventory of the window)
+    teams: dict[str, list[float]]
+
+
 @dataclass
 class Report:
     date: str
@@ -95,6 +153,13 @@ class Report:
     anomalies: list[Anomaly]
     series: dict[str, list[float]]  # chart data: "t", "util_pct", "power_w", "alloc_pct", ...
     notes: list[str] = field(default_factory=list)
+    currency: str = "USD"
+    team_totals: dict[str, float | None] = field(default_factory=dict)  # the teams' totals row
+    users: list[UserRow] = field(default_factory=list)
+    ended: list[EndedRow] = field(default_factory=list)
+    nodes_down: list[NodeRow] = field(default_factory=list)
+    team_waits: list[TeamWaitRow] = field(default_factory=list)
+    trend: Trend | None = None
 
     def as_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -102,4 +167,5 @@ class Report:
         return d
 
 
-__all__ = ["CLASS_NAMES", "Chaos", "ClassRow", "JobRow", "PoolRow", "Report", "TeamRow"]
+__all__ = ["CLASS_NAMES", "Chaos", "ClassRow", "EndedRow", "JobRow", "NodeRow", "PoolRow",
+           "Report", "TeamRow", "TeamWaitRow", "Trend", "UserRow"]

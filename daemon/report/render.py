@@ -14,23 +14,40 @@ from typing import Any
 
 from railgang.daemon.errors import InputError
 from railgang.daemon.report.charts import all_charts
-from railgang.daemon.report.model import CLASS_NAMES, ClassRow, JobRow, PoolRow, Report, TeamRow
+from railgang.daemon.report.model import (
+    CLASS_NAMES,
+    ClassRow,
+    EndedRow,
+    JobRow,
+    NodeRow,
+    PoolRow,
+    Report,
+    TeamRow,
+    TeamWaitRow,
+    UserRow,
+)
 
-TABLES = ("teams", "jobs", "pools", "queue", "anomalies")
+TABLES = ("teams", "jobs", "pools", "queue", "anomalies", "users", "ended", "nodes", "waits")
 _COLUMNS: dict[str, tuple[str, ...]] = {
     "teams": tuple(f.name for f in fields(TeamRow)),
     "jobs": tuple(f.name for f in fields(JobRow)),
     "pools": tuple(f.name for f in fields(PoolRow)),
     "queue": tuple(f.name for f in fields(ClassRow)),
-    "anomalies": ("kind", "subject", "team", "at", "value", "threshold", "detail",
-                  "suggestion"),
+    "anomalies": ("kind", "subject", "team", "at", "value", "threshold", "unit", "cost",
+                  "detail", "suggestion"),
+    "users": tuple(f.name for f in fields(UserRow)),
+    "ended": tuple(f.name for f in fields(EndedRow)),
+    "nodes": tuple(f.name for f in fields(NodeRow)),
+    "waits": tuple(f.name for f in fields(TeamWaitRow)),
 }
 
 
 def _rows(report: Report, table: str) -> list[dict[str, Any]]:
     tables: dict[str, list[Any]] = {
         "teams": list(report.teams), "jobs": list(report.top_jobs), "pools": list(report.pools),
-        "queue": list(report.queue), "anomalies": list(report.anomalies)}
+        "queue": list(report.queue), "anomalies": list(report.anomalies),
+        "users": list(report.users), "ended": list(report.ended),
+        "nodes": list(report.nodes_down), "waits": list(report.team_waits)}
     items = tables[table]
     return [asdict(x) for x in items]
 
@@ -49,6 +66,9 @@ def to_csv(report: Report, table: str = "all") -> str:
         w.writerow(["table", "row", "column", "value"])
         for name, value in report.totals.items():
             w.writerow(["totals", 0, name, _cell(value)])
+        w.writerow(["totals", 0, "currency", report.currency])
+        for name, value in report.team_totals.items():
+            w.writerow(["team_totals", 0, name, _cell(value)])
         for name in TABLES:
             for i, row in enumerate(_rows(report, name)):
                 for col in _COLUMNS[name]:
@@ -90,6 +110,8 @@ def _env() -> Any:
     env.filters["num"] = _num
     env.filters["when"] = lambda t: "" if t is None else \
         datetime.fromtimestamp(t, UTC).strftime("%H:%M")
+    env.filters["stamp"] = lambda t: "" if t is None else \
+        datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%d %H:%M")
     env.filters["dur"] = lambda s: "" if s is None else (
         f"{s / 3600:.1f} h" if s >= 3600 else f"{s / 60:.0f} min")
     return env

@@ -27,15 +27,23 @@ class NoReportData(RailgangError):
     exit_code = ExitCode.NOT_NOW
 
 
+MAX_RANGE_DAYS = 92  # a quarter: the report holds every sample of the window in memory
+
+
 @dataclass(frozen=True, slots=True)
 class Day:
+    """The report's window: one UTC day, or the days ``day`` to ``last`` (both included)."""
+
     day: date
     since: int
     until: int
+    last: date | None = None
 
     @property
     def text(self) -> str:
-        return self.day.isoformat()
+        if self.last is None or self.last == self.day:
+            return self.day.isoformat()
+        return f"{self.day.isoformat()}..{self.last.isoformat()}"
 
 
 LAST_DAY = date(9998, 12, 31)
@@ -58,6 +66,19 @@ def parse_day(text: str, *, field: str = "--date") -> Day:
     return Day(d, since, since + DAY_S)
 
 
+def parse_range(first: str, last: str) -> Day:
+    """``--from D1 --to D2``: the UTC days D1 to D2, both included."""
+    a = parse_day(first, field="--from")
+    b = parse_day(last, field="--to")
+    if b.day < a.day:
+        raise InputError(f"--to {b.text} is before --from {a.text}", field="--to")
+    days = (b.day - a.day).days + 1
+    if days > MAX_RANGE_DAYS:
+        raise InputError(f"{days} days is more than {MAX_RANGE_DAYS}; report a shorter range",
+                         field="--to")
+    return Day(a.day, a.since, b.until, last=b.day)
+
+
 def yesterday(now: datetime) -> str:
     return (now.astimezone(UTC).date() - timedelta(days=1)).isoformat()
 
@@ -66,7 +87,7 @@ def make_report(s: Session, day: Day, settings: ReportSettings, *, now: datetime
                 teams: frozenset[str] | None = None, fabric: Fabric | None = None) -> Report:
     if not has_data(s, day.since, day.until):
         raise NoReportData(f"no ledger segments or telemetry for {day.text} (UTC); ingest it "
-                           "first (`railgang ledger ingest`) or pick another --date")
+                           "first (`railgang ledger ingest`) or pick another --date or range")
     th = settings.thresholds
     inputs = load_inputs(s, since=day.since, until=day.until,
                          now=min(int(now.timestamp()), day.until),
@@ -101,5 +122,5 @@ def _check_writable(out: Path) -> None:
                          field="--out")
 
 
-__all__ = ["Day", "NoReportData", "make_report", "parse_day", "report_dir", "write_day",
-           "yesterday"]
+__all__ = ["MAX_RANGE_DAYS", "Day", "NoReportData", "make_report", "parse_day", "parse_range",
+           "report_dir", "write_day", "yesterday"]

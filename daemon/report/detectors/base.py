@@ -16,6 +16,8 @@ class Anomaly:
     threshold: float
     detail: str  # one sentence: what was seen
     suggestion: str = ""  # what to do about it
+    unit: str = ""  # of value and threshold (the report fills it in per kind)
+    cost: float | None = None  # what is at stake, in the rates' currency (None: not priced)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)

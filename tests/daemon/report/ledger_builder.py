@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 
 from sqlalchemy import Engine, insert, select
 
-from railgang.db.ledger import GpuSample
+from railgang.db.ledger import GpuSample, NodeState
 from railgang.db.models import Account, Job, UsageRecord
 from railgang.db.org import Rate
 from railgang.db.session import session_scope
@@ -60,6 +60,22 @@ class Ledger:
                                   capacity=capacity,
                                   compute_fraction=fractions[0] if fractions else None,
                                   productive_fraction=fractions[1] if fractions else None))
+        return self
+
+    def node(self, name: str, at: float, state: str = "idle", *, gpus: int = 8,
+             gpu_type: str = "h100", reason: str = "") -> Ledger:
+        """A node_states row: ``name`` as sinfo showed it from ``at`` on."""
+        with session_scope(self.engine) as s:
+            s.add(NodeState(cluster="c", node=name, at_epoch=int(at), state=state,
+                            gpu_type=gpu_type, gpus=gpus, reason=reason))
+        return self
+
+    def state(self, job: str, state: str, ended: float | None = None) -> Ledger:
+        from sqlalchemy import update
+
+        with session_scope(self.engine) as s:
+            s.execute(update(Job).where(Job.slurm_job_id == job).values(
+                state=state, ended_epoch=None if ended is None else int(ended)))
         return self
 
     def samples(self, node: str, gpu: int, start: float, sm: list[float], *, step: float = 60,

@@ -22,10 +22,15 @@ CHECK = """(() => {
   return {
     images: imgs.length,
     drawn: imgs.filter(i => i.complete && i.naturalWidth > 100 && i.naturalHeight > 100).length,
-    charts: ['fleet', 'teams', 'pools', 'queue'].filter(
+    charts: ['fleet', 'power', 'trend', 'teams', 'pools', 'queue'].filter(
         id => document.getElementById('chart-' + id)).length,
     tables: Object.fromEntries(tables.map(t => [t.id, t.rows.length])),
     scripts: document.scripts.length,
+    // anomalies come first, before any chart
+    anomaliesFirst: !!document.getElementById('anomalies') &&
+        !!(document.getElementById('anomalies').compareDocumentPosition(
+            document.getElementById('chart-fleet')) & Node.DOCUMENT_POSITION_FOLLOWING),
+    allocated: (document.getElementById('kpi-allocated') || {}).textContent || '',
     height: document.body.scrollHeight,
   };
 })()"""
@@ -52,13 +57,37 @@ def test_week_report_renders_in_chromium(sim_week: SimWeek, chromium: str) -> No
     print(f"\nreport screenshot: {shot}\nreport: {out / 'report.html'}")
     assert page.errors == [], page.errors
     c = page.check
-    assert c["images"] == c["drawn"] == c["charts"] == 4, c
+    assert c["images"] == c["drawn"] == c["charts"] == 6, c
     assert c["scripts"] == 0  # readable without JavaScript
+    assert c["anomaliesFirst"] and f"{rep.totals['allocated_pct']:,.1f} % of capacity" in \
+        c["allocated"]
     rows = c["tables"]
-    assert rows["table-teams"] == 1 + len(rep.teams) and rows["table-jobs"] == 21
+    assert rows["table-teams"] == 2 + len(rep.teams) and rows["table-jobs"] == 21
+    assert rows["table-users"] == 1 + len(rep.users) > 1
+    assert rows["table-waits"] == 1 + len(rep.team_waits) > 1
+    assert rows["table-trend"] == 3 + len(rep.teams)
     assert rows["table-pools"] == 2 and rows["table-queue"] == 5 and rows["table-chaos"] == 2
     assert rows["table-anomalies"] == 1 + len(rep.anomalies) > 1
     assert shot.stat().st_size > 50_000 and shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_an_empty_day_renders(tmp_path: Path, chromium: str) -> None:
+    """Telemetry of idle GPUs and nothing else: every chart still drawn (saying so)."""
+    from tests.daemon.report.ledger_builder import T0, Ledger
+
+    url = f"sqlite:///{tmp_path / 'empty.sqlite'}"
+    from railgang.db import migrate
+
+    migrate.upgrade(url)
+    engine = make_engine(url)
+    Ledger(engine).samples("n01", 0, T0 + 3 * 86400, [0.0] * 30)
+    with session_scope(engine) as s:
+        write_day(s, parse_day("2026-11-26"), ReportSettings(), tmp_path / "out",
+                  now=datetime(2026, 12, 31, tzinfo=UTC))
+    engine.dispose()
+    page = open_page((tmp_path / "out" / "report.html").as_uri(), check_js=CHECK)
+    assert page.errors == [], page.errors
+    assert page.check["images"] == page.check["drawn"] == 6, page.check
 
 
 def test_the_check_catches_a_broken_page(tmp_path: Path, chromium: str) -> None:

@@ -51,11 +51,12 @@ def test_report_writes_html_csv_json(env: Path) -> None:
     code, text, exc = run("report", "--date", "2026-11-24", "--out", str(out))
     assert code == ExitCode.OK, (text, exc)
     names = sorted(p.name for p in out.iterdir())
-    assert names == ["anomalies.csv", "jobs.csv", "pools.csv", "queue.csv", "report.csv",
-                     "report.html", "report.json", "teams.csv"]
+    assert names == ["anomalies.csv", "ended.csv", "jobs.csv", "nodes.csv", "pools.csv",
+                     "queue.csv", "report.csv", "report.html", "report.json", "teams.csv",
+                     "users.csv", "waits.csv"]
     assert f"wrote {out / 'report.html'}" in text
     html = (out / "report.html").read_text()
-    assert html.count("data:image/svg+xml;base64,") == 4 and "<script" not in html
+    assert html.count("data:image/svg+xml;base64,") == 6 and "<script" not in html
     assert "http://" not in html and "https://" not in html  # nothing from the network
 
 

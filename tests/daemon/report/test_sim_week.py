@@ -113,7 +113,7 @@ def test_report_sections_are_filled(thursday) -> None:  # type: ignore[no-untype
     assert all(t.quota_gpu_h and t.showback > 0 and t.chargeback >= t.showback for t in rep.teams)
     assert all(t.productive_gpu_h <= t.compute_gpu_h <= t.allocated_gpu_h for t in rep.teams)  # type: ignore[operator]
     assert rep.pools[0].pool == "h100" and rep.pools[0].gpus == 32
-    assert rep.pools[0].capacity_source == "telemetry"
+    assert rep.pools[0].capacity_source == "inventory"  # sim --ledger writes node_states
     assert 0 <= rep.pools[0].fragmentation_index <= 1  # type: ignore[operator]
     assert [q.priority_class for q in rep.queue] == [0, 1, 2, 3]
     assert len(rep.top_jobs) == 20 and rep.top_jobs[0].gpu_h >= rep.top_jobs[-1].gpu_h
