@@ -22,6 +22,7 @@ import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from itertools import repeat
 from typing import Any, cast
 
 import hostlist
@@ -317,25 +318,32 @@ def _table(model: Any) -> Table:
     return cast(Table, model.__table__)
 
 
+_SAMPLE_COLUMNS = ("node", "gpu", "at_epoch_ms", "sm_util", "mem_used_mib", "power_w")
+
+
 def _store_grid(s: Any, grids: dict[tuple[str, int], np.ndarray], at_ms: list[int],
                 on_progress: Callable[[int, int], None] | None = None) -> int:
+    """Insert every GPU's samples: plain tuples through the driver's executemany (a dict per
+    row through SQLAlchemy's insert cost about twice as much per sample)."""
+    conn = s.connection()
+    mark = "?" if conn.dialect.paramstyle == "qmark" else "%s"
+    sql = (f"INSERT INTO {GpuSample.__tablename__} ({', '.join(_SAMPLE_COLUMNS)}) "
+           f"VALUES ({', '.join([mark] * len(_SAMPLE_COLUMNS))})")
     count = 0
     total = len(grids) * len(at_ms)
-    batch: list[dict[str, Any]] = []
+    batch: list[tuple[Any, ...]] = []
     for (node, gpu), g in sorted(grids.items()):
         sm, mem, power = (np.round(g[0], 1).tolist(), np.round(g[1], 0).tolist(),
                           np.round(g[2], 1).tolist())
-        batch.extend({"node": node, "gpu": gpu, "at_epoch_ms": t, "sm_util": u,
-                      "mem_used_mib": m, "power_w": p}
-                     for t, u, m, p in zip(at_ms, sm, mem, power, strict=True))
+        batch.extend(zip(repeat(node), repeat(gpu), at_ms, sm, mem, power))
         if len(batch) >= _CHUNK:
-            s.execute(insert(_table(GpuSample)), batch)
+            conn.exec_driver_sql(sql, batch)
             count += len(batch)
             batch = []
             if on_progress is not None:
                 on_progress(count, total)
     if batch:
-        s.execute(insert(_table(GpuSample)), batch)
+        conn.exec_driver_sql(sql, batch)
         count += len(batch)
     if on_progress is not None:
         on_progress(count, total)

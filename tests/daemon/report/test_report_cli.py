@@ -121,3 +121,24 @@ def test_sim_ledger_refuses_a_second_replay(ledger_url: str, tmp_path: Path) -> 
     code, _, exc = run("sim", "--trace", str(trace), "-q", "--compare", "fifo,default",
                        "--ledger", ledger_url)
     assert code == 1 and "--ledger stores one replay" in str(exc)
+
+
+def test_report_for_a_range(env: Path) -> None:
+    code, text, exc = run("report", "--from", "2026-11-23", "--to", "2026-11-25", "--json")
+    assert code == 0, (text, exc)
+    data = json.loads(text)
+    assert data["date"] == "2026-11-23..2026-11-25" and data["until"] - data["since"] == 3 * 86400
+    assert data["totals"]["capacity_gpu_h"] == 16 * 72 and data["trend"]["days"][-1] == "2026-11-25"
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (("--from", "2026-11-23"), "--to: a range needs both --from and --to"),
+    (("--to", "2026-11-23"), "--from: a range needs both --from and --to"),
+    (("--date", "2026-11-24", "--from", "2026-11-23", "--to", "2026-11-24"),
+     "--date: give --date or --from/--to, not both"),
+    (("--from", "2026-11-25", "--to", "2026-11-23"), "--to 2026-11-23 is before --from"),
+], ids=["from-alone", "to-alone", "date-and-range", "backwards"])
+def test_bad_range_is_one_line_exit_1(env: Path, args: tuple[str, ...], message: str) -> None:
+    code, _, exc = run("report", *args)
+    assert code == ExitCode.ERROR and isinstance(exc, InputError)
+    assert message in str(exc) and "\n" not in str(exc)

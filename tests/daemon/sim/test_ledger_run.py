@@ -15,6 +15,7 @@ from railgang.daemon.cli import app
 from railgang.daemon.errors import InputError
 from railgang.daemon.sim import ledger_run
 from railgang.db.ledger import GpuSample, NodeState
+from tests.daemon.api.conftest import db_kind, engine  # noqa: F401 (fixtures: SQLite + PostgreSQL)
 
 TRACE = "job_id,submit_time,gpus,duration_s,account\n" + "".join(
     f"j{i},{i * 1800},{1 + i % 4},{3600 + 600 * i},{'ab'[i % 2]}\n" for i in range(6))
@@ -94,3 +95,25 @@ def test_a_day_of_samples_is_read_through_the_index(tmp_path: Path) -> None:
             "WHERE at_epoch_ms >= 1 AND at_epoch_ms < 2")))
     eng.dispose()
     assert "ix_gpu_samples_at_epoch_ms" in plan
+
+
+def test_samples_stored_on_both_databases(engine) -> None:  # type: ignore[no-untyped-def]  # noqa: F811
+    """The driver-level insert of the samples works on SQLite and PostgreSQL alike."""
+    from railgang.daemon.core.policy import get
+    from railgang.daemon.sim.telemetry import TelemetryConfig, simulate_with_ledger, write_ledger
+    from railgang.daemon.sim.traces.model import TraceJob
+    from railgang.topology.fabric import fabric_from_shape
+
+    fabric = fabric_from_shape(1, 4, 1)
+    jobs = [TraceJob("x", 0.0, 2, 3600.0, account="a")]
+    result, segments, tiers = simulate_with_ledger(jobs, get("default"), fabric)
+    seen: list[tuple[int, int]] = []
+    stats = write_ledger(engine, jobs, result, segments, fabric,
+                         TelemetryConfig(interval_s=60), node_tier=tiers,
+                         on_progress=lambda done, total: seen.append((done, total)))
+    with engine.connect() as c:
+        n = c.scalar(select(func.count()).select_from(GpuSample))
+        busy = c.scalar(select(func.count()).select_from(GpuSample)
+                        .where(GpuSample.sm_util > 50))
+    assert n == stats.samples == 4 * 61 and seen[-1] == (n, n)  # 0..3600 s every 60 s
+    assert busy and busy > 80  # the job's two GPUs, most of the hour
