@@ -10,8 +10,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
+from typing import TYPE_CHECKING
 
-from railgang.topology.fabric import Fabric
+if TYPE_CHECKING:  # only named: importing the fabric (networkx) is the caller's business
+    from railgang.topology.fabric import Fabric
 
 __all__ = ["LinkHealth"]
 

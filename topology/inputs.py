@@ -25,10 +25,13 @@ import tempfile
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from railgang.topology.conf import expand_hosts
-from railgang.topology.fabric import Fabric, NodeFacts
+
+if TYPE_CHECKING:  # fabric (networkx) is imported where facts are built, not by readers of
+    # plain lines (trace readers, `railgang sim --help`)
+    from railgang.topology.fabric import Fabric, NodeFacts
 from railgang.topology.files import (
     MAX_LINE_BYTES,
     MAX_TEXT_BYTES,
@@ -150,6 +153,8 @@ def parse_facts(text: str, path: str) -> FactsTable:
         [nodes."gpu[001-016]"]
         nvlink_domain = "nvl1"
     """
+    from railgang.topology.fabric import NodeFacts
+
     data = (parse_toml(text, path, "facts file") if path.endswith(".toml")
             else parse_json(text, path, "facts file"))
     if not isinstance(data, dict):
@@ -179,6 +184,8 @@ _GRES = re.compile(r"(?:^|,)gpu(?::([A-Za-z0-9_.\-]+))?:(\d+)")
 
 
 def _node_facts(name: str, gres: str, features: Iterable[str], default_gpus: int) -> NodeFacts:
+    from railgang.topology.fabric import NodeFacts
+
     m = _GRES.search(gres or "")
     gpu_type = (m.group(1) or "gpu") if m else "gpu"
     gpus = int(m.group(2)) if m else default_gpus
@@ -212,6 +219,7 @@ def facts_from_slurm_json(text: str, path: str = "<slurm json>", default_gpus: i
     GPU count and type come from gres (``gpu:h100:8(S:0-1)``); node features may refine them:
     ``gpumem_<GB>``, ``nvlink``, ``pcie``/``no_nvlink``, ``nvl_<domain>``.
     """
+
     data = parse_json(text, path, "Slurm JSON")
     out: dict[str, NodeFacts] = {}
     if isinstance(data, dict) and isinstance(data.get("nodes"), list):

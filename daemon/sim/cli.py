@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
@@ -27,30 +27,13 @@ from rich.table import Table
 
 from railgang.daemon.cli_common import JSON_HELP, choices_metavar, deprecated_alias, registry_choice
 from railgang.daemon.core import policy as registry
-from railgang.daemon.core.cycle import CycleConfig
-from railgang.daemon.core.migration import MigrationRules
-from railgang.daemon.core.spot import SpotRules
 from railgang.daemon.errors import ConfigError, InputError
-from railgang.daemon.pricing import parse_prices
 from railgang.daemon.sim import traces
-from railgang.daemon.sim.backend import SimConfig
-from railgang.daemon.sim.capacity import Capacity, pool_report
-from railgang.daemon.sim.degrade import parse_degrade
-from railgang.daemon.sim.engine import EngineConfig, RunResult, simulate
-from railgang.daemon.sim.pools import mixed_cluster, parse_pools
-from railgang.daemon.sim.progress import TopologyComm
-from railgang.daemon.sim.quotas import load_quotas, quota_report, quota_table
-from railgang.daemon.sim.report import (
-    account_table,
-    fairness_table,
-    idle_table,
-    ratio_table,
-    ratios,
-    results_tables,
-    to_json,
-    write_jobs_csv,
-)
 from railgang.daemon.sim.traces import TraceJob, read_trace
+
+if TYPE_CHECKING:  # the engine, pools and reports are imported by the command itself, so
+    # `sim --help` does not pay for the fabric (networkx) (tests/daemon/test_cli_imports.py)
+    from railgang.daemon.core.spot import SpotRules
 
 ALL_POLICIES = "fifo,slurm,tiresias,themis,pollux,default"
 
@@ -218,6 +201,28 @@ def sim(
     = False,
 ) -> None:
     """Replay a job trace through the decision core on a simulated cluster."""
+    from railgang.daemon.core.cycle import CycleConfig
+    from railgang.daemon.core.migration import MigrationRules
+    from railgang.daemon.core.spot import SpotRules
+    from railgang.daemon.pricing import parse_prices
+    from railgang.daemon.sim.backend import SimConfig
+    from railgang.daemon.sim.capacity import Capacity, pool_report
+    from railgang.daemon.sim.degrade import parse_degrade
+    from railgang.daemon.sim.engine import EngineConfig, RunResult, simulate
+    from railgang.daemon.sim.pools import mixed_cluster, parse_pools
+    from railgang.daemon.sim.progress import TopologyComm
+    from railgang.daemon.sim.quotas import load_quotas, quota_report, quota_table
+    from railgang.daemon.sim.report import (
+        account_table,
+        fairness_table,
+        idle_table,
+        ratio_table,
+        ratios,
+        results_tables,
+        to_json,
+        write_jobs_csv,
+    )
+
     err = Console(stderr=True)
     out = Console()
     if not out.is_terminal:

@@ -22,11 +22,6 @@ runner = CliRunner()
 HEAVY = {"sqlalchemy", "networkx", "fastapi", "starlette", "uvicorn", "alembic", "psycopg",
          "apscheduler", "matplotlib", "jinja2", "pandas", "scipy"}
 ROOT_ALSO = {"pydantic", "pydantic_settings", "numpy", "hostlist"}  # the root needs none either
-# components whose module still imports heavy packages at import time, and which ones; the goal
-# is an empty table (move the imports into the commands that use them)
-NOT_YET_LAZY: dict[str, set[str]] = {
-    "sim": {"networkx"},
-}
 
 PROBE = """
 import json, sys
@@ -62,10 +57,7 @@ def _subcommands(name: str) -> list[list[str]]:
 @pytest.mark.parametrize("name", sorted(LazyGroup.components))
 def test_component_help_imports_nothing_heavy(name: str) -> None:
     got = imported_by(*_subcommands(name)) & HEAVY
-    allowed = NOT_YET_LAZY.get(name, set())
-    assert got <= allowed, f"`railgang {name} … --help` imports {sorted(got - allowed)}"
-    if allowed:
-        assert got, f"{name} is lazy now: take it off NOT_YET_LAZY"
+    assert not got, f"`railgang {name} … --help` imports {sorted(got)}"
 
 
 @pytest.mark.parametrize("name", sorted(LazyGroup.components))
