@@ -110,3 +110,21 @@ def test_quota_cli_any_gpu_is_the_cores() -> None:
     from railgang.daemon.core.quota import ANY_GPU
 
     assert quota_cli.ANY_GPU == ANY_GPU  # a copy, so that `quota --help` skips the core
+
+
+def test_tab_completion_lists_commands_and_options() -> None:
+    from pathlib import Path
+
+    exe = str(Path(sys.executable).with_name("railgang"))
+
+    def complete(words: str) -> list[str]:
+        env = {"_RAILGANG_COMPLETE": "complete_bash", "COMP_WORDS": words,
+               "COMP_CWORD": str(len(words.split()) - 1), "PATH": "/usr/bin:/bin"}
+        res = subprocess.run([exe], env=env, capture_output=True, text=True, timeout=60,
+                             check=False)
+        return res.stdout.split()
+
+    assert {"token", "topology", "top"} <= set(complete("railgang to"))
+    assert {"--user", "--account", "--format", "--me"} <= set(complete("railgang top --"))
+    res = runner.invoke(app, ["--show-completion", "bash"])
+    assert "_railgang_completion" in res.output
