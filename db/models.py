@@ -68,8 +68,13 @@ class Job(Base):
     time_limit_s: Mapped[int | None] = mapped_column(Integer)  # None: unlimited or unknown
     run_s: Mapped[int | None] = mapped_column(Integer)  # its last run's length, once finished
     ended_epoch: Mapped[int | None] = mapped_column(BigInteger, index=True)
+    # issue 18 row 14: Slurm reuses job ids (the id wraps at MaxJobId, or slurmctld's state is
+    # reset), so a job is (cluster, job id, the submit time of its first record); 0: a row from
+    # before migration 0008, whatever its submit time was
+    submit_epoch: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
 
-    __table_args__ = (UniqueConstraint("cluster", "slurm_job_id", name="cluster_job"),)
+    __table_args__ = (UniqueConstraint("cluster", "slurm_job_id", "submit_epoch",
+                                       name="cluster_job_submit"),)
 
 
 class UsageRecord(Base):

@@ -19,7 +19,7 @@ from datetime import UTC, datetime, timedelta
 from sqlalchemy import Engine
 
 from railgang.daemon.accounting.sacct import Segment, parse_sacct, sacct_command
-from railgang.daemon.accounting.telemetry import job_pk, store_step_timing
+from railgang.daemon.accounting.telemetry import store_step_timing
 from railgang.daemon.config import LedgerSettings
 from railgang.daemon.errors import InputError, SlurmCommandError
 from railgang.daemon.slurm.cli.runner import SlurmRunner
@@ -86,7 +86,7 @@ def ingest_window(engine: Engine, fetch: Fetch, since: datetime, until: datetime
         n = repo.upsert_segments(s, segments, capacity_of=capacity_for(settings))
         timed = 0
         for seg in _latest_progress(segments):  # the training helper's report (job Comment)
-            pk = job_pk(s, seg.cluster, seg.job_id)
+            pk = repo.job_of(s, seg.cluster, seg.job_id, seg.submit)
             if pk is not None and seg.progress is not None:
                 timed += store_step_timing(s, pk, seg.progress, every_s=settings.step_timing_every_s)
         mark = repo.advance_watermark(s, source_name(cluster), until, now=now)

@@ -21,18 +21,27 @@ from sqlalchemy.orm import Session
 from railgang.daemon.accounting.telemetry import STEP_TIMING_EVERY_S, store_step_timing
 from railgang.daemon.slurm.cli.records import SqueueJob
 from railgang.db.models import Job
-from railgang.db.repositories.ledger import _insert
+from railgang.db.repositories.ledger import _insert, job_of
 
 
 def ensure_job(s: Session, cluster: str, rec: SqueueJob) -> int:
-    """The ledger's row id of the job, adding a minimal row if the ingest has not written it."""
+    """The ledger's row id of the job, adding a minimal row if the ingest has not written it.
+
+    Slurm reuses job ids: the row is the job of that id submitted at or before squeue's
+    submit time and not ended by then (``ledger.job_of``); a new one is keyed by that time."""
+    pk = job_of(s, cluster, rec.job_id, rec.submit_time)
+    if pk is not None:
+        return pk
+    submit = int(rec.submit_time)
     stmt = _insert(s, Job.__table__).on_conflict_do_nothing(
-        index_elements=["cluster", "slurm_job_id"])
-    s.execute(stmt, [{"cluster": cluster, "slurm_job_id": rec.job_id, "account": rec.account,
-                      "user": rec.user, "gpus": rec.gpus_requested, "priority_class": 3,
-                      "hints": "", "submitted_at": datetime.fromtimestamp(rec.submit_time, UTC),
+        index_elements=["cluster", "slurm_job_id", "submit_epoch"])
+    s.execute(stmt, [{"cluster": cluster, "slurm_job_id": rec.job_id, "submit_epoch": submit,
+                      "account": rec.account, "user": rec.user, "gpus": rec.gpus_requested,
+                      "priority_class": 3, "hints": "",
+                      "submitted_at": datetime.fromtimestamp(rec.submit_time, UTC),
                       "state": rec.state}])
-    pk = s.scalar(select(Job.id).where(Job.cluster == cluster, Job.slurm_job_id == rec.job_id))
+    pk = s.scalar(select(Job.id).where(Job.cluster == cluster, Job.slurm_job_id == rec.job_id,
+                                       Job.submit_epoch == submit))
     assert pk is not None  # inserted just now or already there
     return pk
 

@@ -16,6 +16,9 @@ size and a requeued job a REQUEUED record per earlier run, each carrying the job
 6. ``time.limit`` (minutes; null when unlimited) and the run's own start (``time.start``) give a
    finished job's actual/requested run-time ratio, which the start-time estimator rebuilds its
    history from after a restart.
+7. Slurm reuses job ids (the id wraps at ``MaxJobId``, or slurmctld's state is reset): a record
+   submitted after the ledger's job of that id ended belongs to a new job
+   (``time.submission`` on the segment; ``db.repositories.ledger.upsert_segments``).
 """
 
 from __future__ import annotations
@@ -55,6 +58,7 @@ class Segment:
     time_limit_s: int | None = None  # the job's time limit; None: unlimited or unknown
     run_start: int = 0  # when the run this record belongs to started (a resize keeps it)
     progress: Progress | None = None  # the training helper's latest report, if any
+    submit: int = 0  # the record's time.submission: tells apart two jobs that share an id
 
     @property
     def key(self) -> tuple[str, str, int]:
@@ -114,7 +118,7 @@ def _record(rec: dict[str, Any], default_gpu_type: str) -> Segment | None:
                    nodes=str(rec.get("nodes") or ""), gpus=gpus, gpu_type=gpu_type,
                    start=seg_start, end=seg_end, labels=parse_labels(comment),
                    time_limit_s=_limit_s(t.get("limit")), run_start=start,
-                   progress=_progress(str(job_id), comment))
+                   progress=_progress(str(job_id), comment), submit=submit)
 
 
 def _epoch(t: dict[str, Any], key: str) -> int:
