@@ -32,7 +32,7 @@ from railgang.daemon.sim.traces.model import TraceJob
 
 # SQLite bytes per stored GPU sample, measured (BENCHMARKS.md "sim --ledger"): the row with its
 # primary key (node, gpu, at) plus the at_epoch_ms index of migration 0007
-BYTES_PER_SAMPLE = 75
+BYTES_PER_SAMPLE = 66
 # more samples than this ask first (--yes skips the question; without a terminal it refuses)
 CONFIRM_SAMPLES = 5_000_000
 

@@ -326,6 +326,12 @@ def _store_grid(s: Any, grids: dict[tuple[str, int], np.ndarray], at_ms: list[in
     """Insert every GPU's samples: plain tuples through the driver's executemany (a dict per
     row through SQLAlchemy's insert cost about twice as much per sample)."""
     conn = s.connection()
+    # the time index is built once after the load (sorted), not kept up row by row: rows
+    # arrive GPU by GPU, so each insert would land on another page of the time index
+    time_index = [ix for ix in _table(GpuSample).indexes
+                  if [c.name for c in ix.columns] == ["at_epoch_ms"]]
+    for ix in time_index:
+        ix.drop(conn, checkfirst=True)
     mark = "?" if conn.dialect.paramstyle == "qmark" else "%s"
     sql = (f"INSERT INTO {GpuSample.__tablename__} ({', '.join(_SAMPLE_COLUMNS)}) "
            f"VALUES ({', '.join([mark] * len(_SAMPLE_COLUMNS))})")
@@ -345,6 +351,8 @@ def _store_grid(s: Any, grids: dict[tuple[str, int], np.ndarray], at_ms: list[in
     if batch:
         conn.exec_driver_sql(sql, batch)
         count += len(batch)
+    for ix in time_index:
+        ix.create(conn)
     if on_progress is not None:
         on_progress(count, total)
     return count
