@@ -49,7 +49,15 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
-    # fails (unique constraint) while two jobs share an id: merging them is what 0008 prevents
+    # refused while two jobs share an id: merging them is what 0008 prevents (checked first: a
+    # SQLite rebuild that fails half-way leaves its temporary table behind)
+    dup = op.get_bind().exec_driver_sql(
+        "SELECT cluster, slurm_job_id FROM jobs GROUP BY cluster, slurm_job_id "
+        "HAVING count(*) > 1 LIMIT 1").first()
+    if dup is not None:
+        raise RuntimeError(f"cannot downgrade below 0008: job {dup[1]} of cluster {dup[0]} is "
+                           "two jobs (a reused id); delete one first")
+
     def change(batch_op) -> None:  # type: ignore[no-untyped-def]
         batch_op.drop_constraint('cluster_job_submit', type_='unique')
         batch_op.create_unique_constraint('cluster_job', ['cluster', 'slurm_job_id'])
