@@ -67,6 +67,16 @@ class SlurmError(RailgangError):
     """A Slurm command failed or returned something we cannot read."""
 
 
+class SlurmSchemaError(SlurmError):
+    """Slurm's JSON speaks a schema railgang does not read (its ``meta``), or every record of it
+    failed to read: the cycle fails loudly instead of seeing an empty cluster. ``command`` is
+    the command whose output it was (``squeue``, ``sinfo``)."""
+
+    def __init__(self, command: str, message: str) -> None:
+        self.command = command
+        super().__init__(message)
+
+
 class SlurmCommandError(SlurmError):
     """A Slurm command could not be run or exited non-zero (after any retries).
 
@@ -163,6 +173,7 @@ __all__ = [
     "RailgangError",
     "SlurmCommandError",
     "SlurmError",
+    "SlurmSchemaError",
     "UnknownJobError",
     "ValidationFailed",
 ]

@@ -1,4 +1,9 @@
-"""``sacct --json`` (Slurm 22.05, openapi dbv0.0.38) -> ledger segments.
+"""``sacct --json`` (Slurm 22.05 openapi dbv0.0.38; 24.11+ data_parser v0.0.40+) -> ledger segments.
+
+The schema is the one the document's ``meta`` names (``daemon/slurm/cli/schemas.py``); a later
+schema's record is first read into the 22.05 shapes (``state.current`` one word: 24.11's
+``["PENDING", "RESIZING"]`` is 22.05's ``RESIZING``). An unknown schema, or a window whose
+records all fail to read, is refused instead of billing nothing.
 
 One sacct record is one allocation interval of a job: a resized job has a RESIZING record per
 size and a requeued job a REQUEUED record per earlier run, each carrying the job id. The rules:
@@ -32,6 +37,7 @@ from typing import Any
 from railgang.daemon.errors import InputError
 from railgang.daemon.slurm.cli.parse import ParseProblem
 from railgang.daemon.slurm.cli.records import RECORD_ERRORS, load_json, record_name
+from railgang.daemon.slurm.cli.schemas import SchemaProblem, reader_for, schema_of
 from railgang.slurm_plugins.training import Progress, read_progress
 
 log = logging.getLogger(__name__)
@@ -103,7 +109,9 @@ def _record(rec: dict[str, Any], default_gpu_type: str) -> Segment | None:
     if gpus <= 0:
         return None
     seg_start = max(start, submit)
-    state = str(rec["state"]["current"])
+    state = rec["state"]["current"]
+    if not isinstance(state, str):
+        raise ValueError(f"state.current is {type(state).__name__}, not a state")
     seg_end = end if end > 0 else None
     if seg_end is not None and seg_end <= seg_start:
         return None
@@ -175,18 +183,28 @@ def parse_sacct(text: str, *, source: str = "sacct --json",
             what = (err.get("error") or err.get("description")) if isinstance(err, dict) else ""
             raise InputError(f"sacct reported error {str(number)[:20]}: {str(what)[:120]}",
                              path=source)
+    try:
+        schema = schema_of(doc, "sacct --json")
+    except SchemaProblem as exc:
+        raise InputError(str(exc).removeprefix("sacct --json: "), path=source) from exc
+    reader = reader_for(schema)
     by_key: dict[tuple[str, str, int], Segment] = {}
+    skipped: list[str] = []
     for i, rec in enumerate(doc["jobs"]):
         try:
             if not isinstance(rec, dict):
                 raise TypeError("not an object")
-            seg = _record(rec, default_gpu_type)
+            seg = _record(reader.accounting(rec) if reader else rec, default_gpu_type)
         except RECORD_ERRORS as exc:
             log.warning("%s: record %d (job %s) skipped: %s %s", source, i, record_name(rec),
                         type(exc).__name__, str(exc)[:120])
+            skipped.append(f"job {record_name(rec)}: {str(exc)[:120]}")
             continue
         if seg is not None:
             by_key[seg.key] = seg
+    if skipped and not by_key and 2 * len(skipped) >= len(doc["jobs"]):  # the format, not a record
+        raise InputError(f"none of the {len(doc['jobs'])} records of schema {schema} could be "
+                         f"read ({skipped[0]}); refusing to bill an empty window", path=source)
     return sorted(by_key.values(), key=lambda s: s.key)
 
 

@@ -45,6 +45,7 @@ from railgang.daemon.core.cycle import CycleConfig
 from railgang.daemon.core.gang import Placer, topology_placer
 from railgang.daemon.core.policy import Plan, Policy
 from railgang.daemon.core.snapshot import Snapshot
+from railgang.daemon.errors import SlurmSchemaError
 from railgang.daemon.loop import CycleOutcome, run_cycle
 from railgang.daemon.service import explain
 from railgang.daemon.service.estimate import StartEstimator
@@ -207,6 +208,8 @@ class DaemonService:
                     log.error("class grants file not synced: %s", grants_exc)
                 if self.metrics is not None:
                     self.metrics.cycles.labels("error").inc()
+                    if isinstance(exc, SlurmSchemaError):
+                        self.metrics.schema_errors.labels(exc.command).inc()
                 raise
         report.leases_renewed = hooks.renewed
         if hooks.refused:

@@ -9,6 +9,8 @@ railgang_cycle_phase_seconds           histogram  ``phase``: snapshot, reconcile
                                                   the phases sum to about the cycle)
 railgang_cycle_seconds                 histogram  one whole cycle, end to end
 railgang_cycles_total                  counter    ``result``: ok | error
+railgang_slurm_schema_errors_total     counter    ``command``: squeue | sinfo: cycles failed on
+                                                  JSON of a schema railgang does not read
 railgang_last_cycle_timestamp_seconds  gauge      end of the last successful cycle (epoch)
 railgang_pending_jobs                  gauge      ``reason``: the core's reason code
 railgang_running_jobs                  gauge      jobs running at the start of the cycle
@@ -114,6 +116,11 @@ class DaemonMetrics:
                                      buckets=BUCKETS, registry=r)
         self.link_errors = PromCounter("railgang_link_scrape_errors",
                                        "Hosts not read and bad counter values", registry=r)
+        self.schema_errors = PromCounter("railgang_slurm_schema_errors",
+                                         "Cycles failed on Slurm JSON of an unknown schema",
+                                         ["command"], registry=r)
+        for command in ("squeue", "sinfo"):  # a series from the first scrape on, for alerts
+            self.schema_errors.labels(command).inc(0)
         for reason in Reason:  # every reason is a series from the first scrape on
             self.pending.labels(reason.value).set(0)
         self._server: Any = None

@@ -8,7 +8,7 @@ from tests.support.exports import assert_public_surface
 
 PUBLIC = {
     "railgang.daemon.errors": {"ConfigError", "DaemonError", "DatabaseError", "DevClusterError",
-                               "ExitCode", "InputError", "NotLeaderError", "RailgangError", "SlurmCommandError", "SlurmError",
+                               "ExitCode", "InputError", "NotLeaderError", "RailgangError", "SlurmCommandError", "SlurmError", "SlurmSchemaError",
                                "UnknownJobError", "AuthenticationError", "ConflictError",
                                "DomainError", "NotFoundError", "PermissionDeniedError",
                                "ValidationFailed"},

@@ -1,4 +1,5 @@
-"""``CliBackend``: the real Slurm cluster behind the backend seam, through the 22.05 CLI.
+"""``CliBackend``: the real Slurm cluster behind the backend seam, through the Slurm CLI
+(22.05, 24.11, 26.05: each JSON document is read by the schema its ``meta`` names, schemas.py).
 
 Per cycle it forks a small constant number of processes, independent of the number of jobs:
 
@@ -12,20 +13,27 @@ Per cycle it forks a small constant number of processes, independent of the numb
 
 Call ``renew_leases`` for the queue right after ``snapshot`` and before ``apply``: a Start ends
 a job's lease, and a renewal after it would set the lease again.
+
+Schemas: the first read is a plain ``--json``. Where the output names a data_parser (23.02+),
+later reads pin ``--json=v0.0.42`` (schemas.PINNED), so upgrading Slurm does not change what the
+daemon reads; a default schema railgang does not know is asked again pinned, once. A schema it
+cannot read at all fails the cycle with :class:`SlurmSchemaError` (logged, counted in
+``railgang_slurm_schema_errors_total``, shown by ``railgang daemon status``), never an empty
+cluster.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from railgang.daemon.config import SlurmSettings
 from railgang.daemon.core.actions import Action, Start
 from railgang.daemon.core.snapshot import Snapshot
-from railgang.daemon.errors import SlurmCommandError, SlurmError
+from railgang.daemon.errors import SlurmCommandError, SlurmError, SlurmSchemaError
 from railgang.daemon.slurm.backend import ActionResult
 from railgang.daemon.slurm.cli import commands as cmd
 from railgang.daemon.slurm.cli.apply import ApplyConfig, apply_actions, finish_due
@@ -40,10 +48,12 @@ from railgang.daemon.slurm.cli.records import (
     topology_from_show,
 )
 from railgang.daemon.slurm.cli.runner import SlurmRunner
+from railgang.daemon.slurm.cli.schemas import PINNED, SchemaProblem, json_flag
 from railgang.daemon.slurm.cli.snapshot import STARTING_GRACE_S, Observation, build_observation
 from railgang.topology.inputs import write_if_changed
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 SSHARE_ARGV = [cmd.SSHARE, "-a", "-P", "-n", "-o", "Account,User,NormShares,RawUsage"]
 
@@ -72,14 +82,18 @@ class CliBackend:
         self._topology_text: str | None = None
         self._started: dict[str, float] = {}  # job id -> when this backend's Start ended its lease
         self._fleet_text: str | None = None  # the fleet file as last written (or tried)
+        self.json_version: str | None = None  # --json=VERSION once the CLI is seen to take one
 
     # -- observe -------------------------------------------------------------------------------
     def observe(self, now: float) -> Observation:
         """One read of the cluster (and the requeues that fell due); kept as ``self.last``."""
         try:
-            seen, job_notes = parse_squeue(self.runner.run([cmd.SQUEUE, "--json"]).stdout,
-                                           keep_signalled=True)
-            nodes, node_notes = parse_sinfo(self.runner.run([cmd.SINFO, "--json"]).stdout)
+            seen, job_notes = self._read_json(
+                cmd.SQUEUE, lambda text: parse_squeue(text, keep_signalled=True))
+            nodes, node_notes = self._read_json(cmd.SINFO, parse_sinfo)
+        except SchemaProblem as exc:
+            log.error("slurm: %s", exc)
+            raise SlurmSchemaError(str(exc).split(" ", 1)[0], f"cannot read the cluster: {exc}") from exc
         except ParseProblem as exc:
             raise SlurmError(f"cannot read the cluster: {exc}") from exc
         jobs = [j for j in seen if j.pending or j.active]
@@ -101,6 +115,24 @@ class CliBackend:
 
     def snapshot(self, now: float) -> Snapshot:
         return self.observe(now).snapshot
+
+    def _read_json(self, program: str, parse: Callable[[str], T]) -> T:
+        """``program --json`` parsed by ``parse``; pins the schema version where the CLI takes
+        one (see the module's docstring). 22.05 refuses ``--json=…``, and says openapi/v0.0.38
+        in its ``meta``, so it is always asked plainly (one process per read, as before)."""
+        pinned = self.json_version
+        text = self.runner.run([program, json_flag(pinned)]).stdout
+        try:
+            result = parse(text)
+        except SchemaProblem:
+            if pinned is not None or '"data_parser/' not in text:
+                raise
+            log.warning("slurm: %s --json: default schema unknown; asking for %s", program, PINNED)
+            self.json_version = PINNED
+            return parse(self.runner.run([program, json_flag(PINNED)]).stdout)
+        if pinned is None and '"data_parser/' in text:
+            self.json_version = PINNED
+        return result
 
     def _write_fleet(self, obs: Observation) -> None:
         """Keep the fleet file job_submit.lua reads in line with the nodes' facts. A write

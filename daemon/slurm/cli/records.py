@@ -2,7 +2,9 @@
 
 ``parse_squeue``/``parse_sinfo``/``parse_sshare`` take the raw command output and return records
 plus a list of one-line problems for the records they had to skip (a malformed job never stops
-the observation of the others). Field names follow ``squeue --json``/``sinfo --json`` of 22.05.
+the observation of the others). Field names follow ``squeue --json``/``sinfo --json`` of 22.05
+(openapi v0.0.38); a document of a later schema is first read by that schema's reader
+(``schemas.py``, chosen by the document's own ``meta``), an unknown schema is refused.
 """
 
 from __future__ import annotations
@@ -21,6 +23,12 @@ from railgang.daemon.slurm.cli.parse import (
     gpu_count,
     gpu_indices,
     parse_tag,
+)
+from railgang.daemon.slurm.cli.schemas import (
+    KNOWN_JOB_STATES,
+    SchemaProblem,
+    reader_for,
+    schema_of,
 )
 from railgang.slurm_plugins.training import Progress, read_progress
 
@@ -313,7 +321,9 @@ def parse_squeue(text: str, *, keep_signalled: bool = False,
     One bad record (not an object, a field of the wrong type, ``Infinity`` where a count
     belongs) is one skip message naming the job; an active job's nodes stay used if its node
     list can be read (:func:`unreadable_job`). Raises :class:`ParseProblem` only when the
-    document as a whole is unreadable or has no ``jobs`` list.
+    document as a whole is unreadable or has no ``jobs`` list, and :class:`SchemaProblem` when
+    its ``meta`` names no schema railgang reads or none of its job records could be read (a
+    state this Slurm does not have counts as unreadable).
 
     ``keep_signalled`` also keeps jobs that ended of a signal (squeue shows ended jobs for
     ``MinJobAge``): a batch script killed by railgang's checkpoint signal must still be
@@ -322,28 +332,50 @@ def parse_squeue(text: str, *, keep_signalled: bool = False,
     entries = data.get("jobs", [])
     if not isinstance(entries, list):
         raise ParseProblem("squeue --json: 'jobs' is not a list")
+    schema = schema_of(data, "squeue --json")
+    reader = reader_for(schema)
     jobs: list[SqueueJob] = []
     problems: list[str] = []
+    skipped = 0
     for i, raw in enumerate(entries):
+        if reader is not None:
+            raw = _read(reader.job, raw)
         if not isinstance(raw, dict):
             problems.append(f"squeue: jobs[{i}] is {_short(raw)}, not a job; skipped")
+            skipped += 1
             continue
         try:
             state = raw.get("job_state", "")
             if not isinstance(state, str):
                 raise ParseProblem(f"job {record_name(raw)}: job_state is {_short(state)}")
+            if state not in KNOWN_JOB_STATES:
+                raise ParseProblem(f"job {record_name(raw)}: job_state {_short(state)} is not a "
+                                   f"Slurm job state")
             if state not in PENDING_STATES | ACTIVE_STATES and not (keep_signalled and exit_signal(raw)):
                 continue
             job = squeue_job(raw)
         except ParseProblem as exc:
             problems.append(f"{exc}; skipped")
+            skipped += 1
             salvage = unreadable_job(raw, str(exc))
             if salvage is not None:
                 jobs.append(salvage)
             continue
         jobs.append(job)
         problems.extend(p for p in (job.tag_problem, job.alloc_problem, job.progress_problem) if p)
+    if entries and not jobs and skipped == len(entries):
+        raise SchemaProblem(f"squeue --json {schema}: none of its {len(entries)} job records "
+                            f"could be read ({problems[0][:160]}); refusing an empty cluster")
     return jobs, problems
+
+
+def _read(read: Any, raw: Any) -> Any:
+    """A schema reader's view of one record; the record as it is if the reader trips on it
+    (the record reader then says what is wrong with it)."""
+    try:
+        return read(raw)
+    except RECORD_ERRORS:
+        return raw
 
 
 def node_state(base: str, flags: list[str]) -> str:
@@ -359,18 +391,30 @@ def node_state(base: str, flags: list[str]) -> str:
 
 
 def parse_sinfo(text: str) -> tuple[list[SinfoNode], list[str]]:
-    """``sinfo --json`` output -> (nodes, skip messages); one bad node is one message."""
+    """``sinfo --json`` output -> (nodes, skip messages); one bad node is one message.
+
+    :class:`SchemaProblem` when ``meta`` names no schema railgang reads, or the document lists
+    nodes and none of them could be read."""
     data = load_json(text, "sinfo --json")
-    entries = data.get("nodes", [])
-    if not isinstance(entries, list):
-        raise ParseProblem("sinfo --json: 'nodes' is not a list")
+    schema = schema_of(data, "sinfo --json")
+    reader = reader_for(schema)
+    if reader is None:
+        listed = data.get("nodes", [])
+        if not isinstance(listed, list):
+            raise ParseProblem("sinfo --json: 'nodes' is not a list")
+        entries: list[tuple[str, Any]] = [(f"nodes[{i}]", raw) for i, raw in enumerate(listed)]
+    else:
+        entries = list(reader.nodes(data))
     nodes: list[SinfoNode] = []
     problems: list[str] = []
-    for i, raw in enumerate(entries):
+    for i, (where, raw) in enumerate(entries):
         try:
             nodes.append(_sinfo_node(raw, i))
         except RECORD_ERRORS as exc:
-            problems.append(f"sinfo: nodes[{i}]: {str(exc)[:120]}; skipped")
+            problems.append(f"sinfo: {where}: {str(exc)[:120]}; skipped")
+    if entries and not nodes:
+        raise SchemaProblem(f"sinfo --json {schema}: none of its {len(entries)} node records "
+                            f"could be read ({problems[0][:160]}); refusing an empty cluster")
     return nodes, problems
 
 

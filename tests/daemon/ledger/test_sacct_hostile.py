@@ -18,6 +18,7 @@ from railgang.daemon.errors import InputError
 from tests.daemon.ledger.builders import document, record
 
 T = 1796057735
+META = {"meta": {"plugin": {"type": "openapi/dbv0.0.38"}}}  # Slurm 22.05's schema
 
 
 def good(job_id: int) -> dict[str, Any]:
@@ -53,7 +54,7 @@ BAD_RECORDS = {
 @pytest.mark.parametrize("bad", list(BAD_RECORDS.values()), ids=list(BAD_RECORDS))
 def test_one_bad_record_is_skipped_with_a_warning(bad: Any,
                                                   caplog: pytest.LogCaptureFixture) -> None:
-    text = json.dumps({"jobs": [good(1), bad, good(2)]})  # json.dumps writes NaN/Infinity
+    text = json.dumps({**META, "jobs": [good(1), bad, good(2)]})  # json.dumps writes NaN/Infinity
     with caplog.at_level(logging.WARNING):
         segs = parse_sacct(text)
     assert {s.job_id for s in segs} >= {"1", "2"}
@@ -65,7 +66,7 @@ def test_one_bad_record_is_skipped_with_a_warning(bad: Any,
 def test_invalid_utf8_in_a_comment_is_read_after_tolerant_decoding() -> None:
     rec = good(7)
     rec["comment"]["job"] = "rg-labels:experiment=XX"
-    raw = json.dumps({"jobs": [rec, good(8)]}).encode().replace(b"XX", b"\xff\xfe")
+    raw = json.dumps({**META, "jobs": [rec, good(8)]}).encode().replace(b"XX", b"\xff\xfe")
     from railgang.daemon.slurm.cli.runner import decode
 
     segs = parse_sacct(decode(raw))
@@ -76,7 +77,7 @@ def test_invalid_utf8_in_a_comment_is_read_after_tolerant_decoding() -> None:
 def test_lone_surrogate_and_nul_in_labels_are_made_storable() -> None:
     rec = good(7)
     rec["comment"]["job"] = "rg-labels:experiment=a\ud800b\u0000c"
-    [seg] = parse_sacct(json.dumps({"jobs": [rec]}))
+    [seg] = parse_sacct(json.dumps({**META, "jobs": [rec]}))
     assert seg.labels == (("experiment", "a?bc"),)
     seg.labels[0][1].encode("utf-8")  # storable
 
@@ -106,5 +107,5 @@ JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st
                                           JSON)), max_size=4))
 def test_good_records_survive_any_neighbours(bad: list[Any]) -> None:
     """Good records next to arbitrary JSON values still become segments."""
-    segs = parse_sacct(json.dumps({"jobs": [good(1), *bad, good(2)]}))
+    segs = parse_sacct(json.dumps({**META, "jobs": [good(1), *bad, good(2)]}))
     assert {"1", "2"} <= {s.job_id for s in segs}

@@ -30,7 +30,7 @@ def test_facts_from_typed_gres_and_features(gres: str, features: list[str], fact
 
 
 def test_sinfo_json_gives_the_core_node_its_facts() -> None:
-    text = json.dumps({"nodes": [
+    text = json.dumps({"meta": {"plugin": {"type": "openapi/v0.0.38"}}, "nodes": [
         {"name": "n01", "gres": "gpu:a100:8(S:0-1)", "state": "idle",
          "active_features": "gpumem_80g,nvlink,ib,rg_lame"},
         {"name": "n05", "gres": "gpu:v100:8", "state": "idle", "active_features": "gpumem_32g,eth"},

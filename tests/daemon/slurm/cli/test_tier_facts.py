@@ -25,7 +25,7 @@ from railgang.slurm_plugins.devcluster.layout import ClusterSpec, parse_pools
 from tests.conftest import TEST_ROOT, real_cluster
 from tests.support.ports import PORT_BASE
 
-SINFO = json.dumps({"nodes": [
+SINFO = json.dumps({"meta": {"plugin": {"type": "openapi/v0.0.38"}}, "nodes": [
     {"name": "n01", "gres": "gpu:v100:8", "state": "idle", "active_features": "gpumem_32g,eth"},
     {"name": "n02", "gres": "gpu:v100:8", "state": "idle",
      "active_features": "gpumem_32g,eth,tier_spot"},

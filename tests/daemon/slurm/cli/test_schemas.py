@@ -1,0 +1,287 @@
+"""One reader per Slurm JSON schema, chosen by the document's ``meta`` (issue 17).
+
+data/*_22.05.* and data/*_24.11.* were recorded by capture_versions.py from real clusters (22.05
+natively, 24.11 in a trixie container), the same scenario on both: a hinted tp8 job with an
+unlimited time limit, a job shrunk from 2 nodes to 1, a small one, a requeued one (pending,
+BeginTime), a hinted tp8,dp2 gang (pending, Resources), a held one; n04 drained.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from typing import Any
+
+import pytest
+
+from railgang.daemon.accounting.sacct import parse_sacct
+from railgang.daemon.config import SlurmSettings
+from railgang.daemon.errors import InputError, SlurmSchemaError
+from railgang.daemon.slurm.cli.backend import CliBackend
+from railgang.daemon.slurm.cli.records import (
+    SqueueJob,
+    parse_sinfo,
+    parse_squeue,
+    parse_sshare,
+    topology_from_show,
+)
+from railgang.daemon.slurm.cli.runner import SlurmRunner
+from railgang.daemon.slurm.cli.schemas import (
+    PINNED,
+    Schema,
+    SchemaProblem,
+    schema_of,
+    state_word,
+)
+from railgang.daemon.slurm.cli.snapshot import Observation, build_observation
+from railgang.topology.conf import parse_topology
+from railgang.topology.fabric import fabric_from_conf
+from tests.daemon.slurm.cli.capture import DATA
+
+VERSIONS = ["22.05", "24.11"]
+
+
+def text(kind: str, version: str) -> str:
+    return (DATA / f"{kind}_{version}.json").read_text()
+
+
+def doc(kind: str, version: str) -> dict[str, Any]:
+    loaded: dict[str, Any] = json.loads(text(kind, version))
+    return loaded
+
+
+@pytest.mark.parametrize(("kind", "version", "schema"), [
+    ("squeue", "22.05", Schema("v0.0.38", "22.05.8")),
+    ("sinfo", "22.05", Schema("v0.0.38", "22.05.8")),
+    ("sacct", "22.05", Schema("v0.0.38", "22.05.8")),  # openapi/dbv0.0.38
+    ("squeue", "24.11", Schema("v0.0.42", "24.11.5")),
+    ("sinfo", "24.11", Schema("v0.0.42", "24.11.5")),
+    ("sacct", "24.11", Schema("v0.0.42", "24.11.5")),
+])
+def test_the_schema_is_what_meta_says(kind: str, version: str, schema: Schema) -> None:
+    assert schema_of(doc(kind, version), kind) == schema
+
+
+UNKNOWN_META: dict[str, Any] = {
+    "no-meta": None,
+    "meta-not-an-object": [1],
+    "no-plugin": {"slurm": {"release": "24.11.5"}},
+    "newer-data-parser": {"plugin": {"data_parser": "data_parser/v0.0.99"}},
+    "openapi-v0.0.39": {"plugin": {"type": "openapi/v0.0.39"}},
+    "garbage": {"plugin": {"data_parser": "x" * 500, "type": 7}},
+}
+
+
+@pytest.mark.parametrize("meta", list(UNKNOWN_META.values()), ids=list(UNKNOWN_META))
+@pytest.mark.parametrize("version", VERSIONS)
+def test_an_unknown_schema_is_refused_never_an_empty_cluster(meta: Any, version: str) -> None:
+    for kind, parse in (("squeue", parse_squeue), ("sinfo", parse_sinfo)):
+        d = doc(kind, version)
+        d.pop("meta")
+        if meta is not None:
+            d["meta"] = meta
+        with pytest.raises(SchemaProblem, match=f"{kind} --json: .*(schema|meta)"):
+            parse(json.dumps(d))
+    d = doc("sacct", version)
+    d["meta"] = meta or {}
+    with pytest.raises(InputError, match=r"schema|meta"):
+        parse_sacct(json.dumps(d))
+
+
+def test_24_11_output_read_as_22_05_is_refused_not_empty() -> None:
+    """The failure issue 17 found: 24.11 JSON through the 22.05 reader read 0 jobs, 0 nodes."""
+    legacy = {"plugin": {"type": "openapi/v0.0.38"}}
+    with pytest.raises(SchemaProblem, match="none of its 6 job records could be read"):
+        parse_squeue(json.dumps({**doc("squeue", "24.11"), "meta": legacy}))
+    with pytest.raises(SchemaProblem):  # no 'nodes' list there: read as an empty node list
+        parse_sinfo(json.dumps({**doc("sinfo", "24.11"), "meta": legacy,
+                                "nodes": [{"name": ["n01"]}]}))
+    with pytest.raises(InputError, match="none of the 6 records"):
+        parse_sacct(json.dumps({**doc("sacct", "24.11"), "meta": {"plugin": {
+            "type": "openapi/dbv0.0.38"}}}))
+
+
+def _logical(job: SqueueJob) -> SqueueJob:
+    """A job without the wall-clock times of its capture (the two runs were minutes apart)."""
+    return replace(job, submit_time=0.0, eligible_time=0.0, start_time=0.0,
+                   resize_time=float(job.resize_time > 0))
+
+
+def observe(version: str) -> Observation:
+    jobs, job_notes = parse_squeue(text("squeue", version))
+    nodes, node_notes = parse_sinfo(text("sinfo", version))
+    shares, _ = parse_sshare((DATA / f"sshare_{version}.txt").read_text())
+    topo = topology_from_show((DATA / f"scontrol_topology_{version}.txt").read_text())
+    now = max(j.start_time for j in jobs) + 30
+    return build_observation(now, jobs, nodes, fabric_from_conf(parse_topology(topo, "show")),
+                             shares, [*job_notes, *node_notes])
+
+
+def test_22_05_and_24_11_give_the_same_logical_snapshot() -> None:
+    old, new = observe("22.05"), observe("24.11")
+    assert old.skipped == new.skipped == ()
+    assert {k: _logical(j) for k, j in old.jobs.items()} == {
+        k: _logical(j) for k, j in new.jobs.items()}
+    assert old.nodes_raw == new.nodes_raw
+    a, b = old.snapshot, new.snapshot
+    assert a.nodes == b.nodes and a.free == b.free and a.accounts == b.accounts
+    assert {k: (r.assignment, r.replicas, replace(r.job.request, submit_time=0.0))
+            for k, r in a.running.items()} == {
+        k: (r.assignment, r.replicas, replace(r.job.request, submit_time=0.0))
+        for k, r in b.running.items()}
+    assert [replace(j.request, submit_time=0.0) for j in a.pending] == [
+        replace(j.request, submit_time=0.0) for j in b.pending]
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_what_each_version_says_of_the_scenario(version: str) -> None:
+    ids = json.loads((DATA / f"jobs_{version}.json").read_text())
+    jobs = {j.job_id: j for j in parse_squeue(text("squeue", version))[0]}
+    assert jobs[ids["hinted"]].time_limit_s is None  # unlimited (24.11: {infinite: true})
+    assert jobs[ids["hinted"]].tag is not None and jobs[ids["hinted"]].tag.tp == 8
+    assert jobs[ids["small"]].time_limit_s == 1800.0
+    assert jobs[ids["resized"]].allocation == (("n03", tuple(range(8))),)
+    assert jobs[ids["resized"]].resize_time > 0
+    assert (jobs[ids["requeued"]].state, jobs[ids["requeued"]].reason,
+            jobs[ids["requeued"]].restarts) == ("PENDING", "BeginTime", 1)
+    gang = jobs[ids["gang"]]
+    assert (gang.reason, gang.gpus_requested, gang.tag and gang.tag.dp) == ("Resources", 16, 2)
+    assert (jobs[ids["held"]].reason, jobs[ids["held"]].priority) == ("JobHeldUser", 0)
+    nodes = {n.name: n for n in parse_sinfo(text("sinfo", version))[0]}
+    assert sorted(nodes) == ["n01", "n02", "n03", "n04"]
+    assert (nodes["n04"].state, nodes["n04"].reason) == ("drain", "lame IB link")
+    assert {nodes[n].gpus for n in nodes} == {8}
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_sacct_segments_are_the_same_on_both(version: str) -> None:
+    segs = parse_sacct(text("sacct", version))
+    shape = [(s.job_id, s.state, s.nodes, s.gpus, s.end is None, s.time_limit_s) for s in segs]
+    assert shape == [("1", "RUNNING", "n01", 8, True, None),
+                     ("2", "RESIZING", "n[03-04]", 16, False, 3600),
+                     ("2", "RUNNING", "n03", 8, True, 3600),
+                     ("3", "RUNNING", "n02", 4, True, 1800),
+                     ("4", "REQUEUED", "n02", 4, False, 1200)]
+
+
+@pytest.mark.parametrize(("states", "word"), [
+    (["RUNNING"], "RUNNING"), (["PENDING", "REQUEUED"], "REQUEUED"),
+    (["PENDING", "RESIZING"], "RESIZING"), (["RUNNING", "COMPLETING"], "COMPLETING"),
+    (["PENDING", "REQUEUE_HOLD"], "REQUEUE_HOLD"), (["RUNNING", "UPDATE_DB"], "RUNNING"),
+    ([], []), ("RUNNING", "RUNNING"), ([1], [1]),
+], ids=repr)
+def test_state_word(states: Any, word: Any) -> None:
+    assert state_word(states) == word
+
+
+# ---- hostile v0.0.42 records: one bad record costs only itself ------------------------------
+SQUEUE_42 = doc("squeue", "24.11")
+RUNNING_42 = next(j for j in SQUEUE_42["jobs"] if j["job_id"] == 1)
+PENDING_42 = next(j for j in SQUEUE_42["jobs"] if j["job_id"] == 5)
+
+
+def bad(base: Mapping[str, Any], **fields: Any) -> dict[str, Any]:
+    return {**copy.deepcopy(dict(base)), "job_id": 66, **fields}
+
+
+BAD_42 = {
+    "state-empty-list": bad(PENDING_42, job_state=[]),
+    "state-of-numbers": bad(PENDING_42, job_state=[1, 2]),
+    "state-unknown": bad(PENDING_42, job_state=["LEVITATING"]),
+    "priority-infinite": bad(PENDING_42, priority={"set": True, "infinite": True, "number": 0}),
+    "node-count-text": bad(PENDING_42, node_count={"set": True, "infinite": False, "number": "2"}),
+    "limit-nan": bad(PENDING_42, time_limit={"set": True, "infinite": False, "number": math.nan}),
+    "allocation-not-a-list": bad(RUNNING_42, job_resources={"nodes": {"allocation": 7}}),
+    "allocation-of-numbers": bad(RUNNING_42, job_resources={"nodes": {"allocation": [1]}}),
+    "resources-text": bad(RUNNING_42, job_resources="n01"),
+}
+
+
+@pytest.mark.parametrize("record", list(BAD_42.values()), ids=list(BAD_42))
+def test_one_bad_v0_0_42_job_costs_only_itself(record: Any) -> None:
+    d = {**SQUEUE_42, "jobs": [RUNNING_42, record, PENDING_42]}
+    jobs, problems = parse_squeue(json.dumps(d))
+    ids = {j.job_id for j in jobs}
+    assert {"1", "5"} <= ids <= {"1", "5", "66"}
+    if "66" not in ids:
+        assert any("job 66" in p for p in problems)
+
+
+def test_a_bad_sinfo_group_costs_only_its_nodes() -> None:
+    d = doc("sinfo", "24.11")
+    d["sinfo"] = [7, {"nodes": {"nodes": "n09"}}, {"nodes": {"nodes": [5]}}, *d["sinfo"]]
+    nodes, problems = parse_sinfo(json.dumps(d))
+    assert sorted(n.name for n in nodes) == ["n01", "n02", "n03", "n04"]
+    assert [p.split(":")[1].strip() for p in problems] == ["sinfo[0]", "sinfo[1]", "sinfo[2]"]
+
+
+def test_a_node_in_two_partitions_is_one_node() -> None:
+    d = doc("sinfo", "24.11")
+    d["sinfo"] = d["sinfo"] + [copy.deepcopy(g) for g in d["sinfo"]]
+    nodes, problems = parse_sinfo(json.dumps(d))
+    assert sorted(n.name for n in nodes) == ["n01", "n02", "n03", "n04"] and problems == []
+
+
+# ---- the backend: pins the version where the CLI takes one; refuses loudly ----------------------
+class FakeSlurm:
+    """squeue/sinfo answering the recorded output of ``version``; remembers every argv."""
+
+    def __init__(self, version: str, meta: Any = None) -> None:
+        self.version, self.meta, self.calls = version, meta, []
+
+    def __call__(self, argv: Sequence[str], env: Mapping[str, str], timeout_s: float,
+                 stdin: str | None) -> tuple[int, str, str]:
+        self.calls.append(tuple(argv))
+        if self.version == "22.05" and argv[1] != "--json":
+            return 2, "", f"{argv[0]}: option '--json' doesn't allow an argument"
+        d = doc(argv[0], self.version)
+        if self.meta is not None:
+            d["meta"] = self.meta
+        return 0, json.dumps(d), ""
+
+
+def backend(fake: FakeSlurm, tmp_path: Any) -> CliBackend:
+    topo = tmp_path / "topology.conf"
+    topo.write_text(topology_from_show(
+        (DATA / f"scontrol_topology_{fake.version}.txt").read_text()))
+    return CliBackend(SlurmSettings(topology=topo), SlurmRunner(exec_fn=fake), read_shares=False)
+
+
+@pytest.mark.parametrize(("version", "second"), [("22.05", "--json"),
+                                                 ("24.11", f"--json={PINNED}")])
+def test_the_backend_pins_the_schema_where_slurm_lets_it(version: str, second: str,
+                                                        tmp_path: Any) -> None:
+    fake = FakeSlurm(version)
+    b = backend(fake, tmp_path)
+    first = b.observe(2e9)
+    b.observe(2e9)
+    assert fake.calls == [("squeue", "--json"), ("sinfo", second),  # squeue's meta told
+                          ("squeue", second), ("sinfo", second)]
+    assert len(first.snapshot.nodes) == 4 and len(first.jobs) == 6
+
+
+def test_an_unknown_default_schema_is_asked_again_pinned(tmp_path: Any) -> None:
+    class NewDefault(FakeSlurm):
+        def __call__(self, argv: Sequence[str], env: Mapping[str, str], timeout_s: float,
+                     stdin: str | None) -> tuple[int, str, str]:
+            self.meta = None if argv[1] == f"--json={PINNED}" else {
+                "plugin": {"data_parser": "data_parser/v0.0.99"}}
+            return super().__call__(argv, env, timeout_s, stdin)
+
+    fake = NewDefault("24.11")
+    obs = backend(fake, tmp_path).observe(2e9)
+    assert len(obs.jobs) == 6
+    assert fake.calls == [("squeue", "--json"), ("squeue", f"--json={PINNED}"),
+                          ("sinfo", f"--json={PINNED}")]
+
+
+def test_the_backend_refuses_an_unknown_schema_loudly(tmp_path: Any,
+                                                      caplog: pytest.LogCaptureFixture) -> None:
+    fake = FakeSlurm("22.05", meta={"plugin": {"type": "openapi/v0.0.37"}})
+    with pytest.raises(SlurmSchemaError, match=r"unknown output schema 'openapi/v0\.0\.37'") as info:
+        backend(fake, tmp_path).observe(2e9)
+    assert info.value.command == "squeue"
+    assert any("unknown output schema" in r.getMessage() for r in caplog.records)
