@@ -9,6 +9,7 @@ The bounds, in one table (docs/security.md "Files"); ``--config`` is read by ``d
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -32,6 +33,21 @@ def read_input(path: str | Path, what: str, *, limit: int) -> str:
         return read_text(path, what, limit)
     except InputProblem as exc:
         raise input_error(exc) from exc
+
+
+def read_json_text(path: str | Path, what: str, *, limit: int) -> str:
+    """The text of a bounded JSON file whose records a later parser reads one by one (sacct):
+    a file that is not JSON at all (empty, truncated, nested too deep) is refused here, naming
+    the file; NaN and odd values inside records are left to that parser, which skips the record."""
+    text = read_input(path, what, limit=limit)
+    try:
+        json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{what} is not valid JSON: {exc.msg} (column {exc.colno})", path=str(path),
+                         line=exc.lineno) from exc
+    except RecursionError as exc:
+        raise InputError(f"{what} is nested too deep", path=str(path)) from exc
+    return text
 
 
 def read_toml(path: str | Path, what: str, *, limit: int) -> dict[str, Any]:
@@ -59,4 +75,4 @@ def input_lines(path: str | Path, what: str, *, max_bytes: int) -> Iterator[tupl
 
 
 __all__ = ["QUOTAS_MAX_BYTES", "SACCT_MAX_BYTES", "TELEMETRY_MAX_BYTES", "input_error",
-           "input_lines", "read_input", "read_json", "read_toml"]
+           "input_lines", "read_input", "read_json", "read_json_text", "read_toml"]

@@ -19,7 +19,12 @@ if TYPE_CHECKING:  # `ledger --help` imports no SQLAlchemy (tests/daemon/test_cl
 
     from railgang.daemon.accounting.ingest import Fetch
     from railgang.daemon.config import Settings
-from railgang.daemon.inputs import SACCT_MAX_BYTES, TELEMETRY_MAX_BYTES, read_input
+from railgang.daemon.inputs import (
+    SACCT_MAX_BYTES,
+    TELEMETRY_MAX_BYTES,
+    read_input,
+    read_json_text,
+)
 
 ledger_app = typer.Typer(help="The usage ledger: sacct ingest (exactly once), reconciliation, "
                               "telemetry intake.", no_args_is_help=True)
@@ -40,7 +45,7 @@ def _fetch(settings: Settings, file: Path | None) -> Fetch:
 
     if file is None:
         return sacct_fetcher(SlurmRunner.from_settings(settings.slurm))
-    text = read_input(file, "sacct JSON file", limit=SACCT_MAX_BYTES)  # bounded, regular files
+    text = read_json_text(file, "sacct JSON file", limit=SACCT_MAX_BYTES)  # bounded, regular files
     return lambda _since, _until: text
 
 

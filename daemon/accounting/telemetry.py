@@ -59,7 +59,10 @@ def _num(text: str) -> float:
 
 def parse_nvidia_smi_csv(text: str, *, node: str, source: str = "nvidia-smi.csv",
                          tz: tzinfo = UTC) -> list[Sample]:
-    rows = list(csv.reader(io.StringIO(text), skipinitialspace=True))
+    try:
+        rows = list(csv.reader(io.StringIO(text), skipinitialspace=True))
+    except csv.Error as exc:  # a cell over csv's field limit: binary data or no newlines
+        raise InputError(f"not nvidia-smi CSV: {exc}", path=source) from exc
     if not rows:
         raise InputError("empty file", path=source)
     header = [h.strip().split(" [")[0] for h in rows[0]]

@@ -22,7 +22,16 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from railgang.daemon.errors import InputError
-from railgang.daemon.sim.traces.model import Item, Problem, Trace, TraceFormat, TraceJob, collect
+from railgang.daemon.sim.traces.model import (
+    MAX_TRACE_GPUS,
+    MAX_TRACE_SECONDS,
+    Item,
+    Problem,
+    Trace,
+    TraceFormat,
+    TraceJob,
+    collect,
+)
 from railgang.topology.inputs import InputProblem, iter_lines
 
 REQUIRED = ("job_id", "submit_time", "gpus", "duration_s")
@@ -48,6 +57,8 @@ def _float(row: dict[str, str], name: str, *, minimum: float, strict_min: bool) 
         raise _Bad(name, f"not finite: {raw!r}")
     if value < minimum or (strict_min and value == minimum):
         raise _Bad(name, f"must be {'>' if strict_min else '>='} {minimum:g}, got {raw}")
+    if value > MAX_TRACE_SECONDS:
+        raise _Bad(name, f"must be at most {MAX_TRACE_SECONDS:g} s (31 years), got {raw}")
     return value
 
 
@@ -63,7 +74,8 @@ def _int(row: dict[str, str], name: str, *, default: int | None, lo: int, hi: in
     except ValueError:
         raise _Bad(name, f"not an integer: {raw!r}") from None
     if value < lo or (hi is not None and value > hi):
-        bound = f"in {lo}..{hi}" if hi is not None else f">= {lo}"
+        bound = f"in {lo}..{hi}" if hi is not None and hi < 100 else f">= {lo}" if value < lo \
+            else f"<= {hi}"
         raise _Bad(name, f"must be {bound}, got {value}")
     return value
 
@@ -73,7 +85,7 @@ def _job(row: dict[str, str]) -> TraceJob:
     if not job_id:
         raise _Bad("job_id", "missing value")
     submit = _float(row, "submit_time", minimum=0.0, strict_min=False)
-    gpus = _int(row, "gpus", default=None, lo=1)
+    gpus = _int(row, "gpus", default=None, lo=1, hi=MAX_TRACE_GPUS)
     assert gpus is not None
     duration = _float(row, "duration_s", minimum=0.0, strict_min=True)
     tp = _int(row, "tp", default=1, lo=1) or 1

@@ -67,6 +67,10 @@ class Trace:
 
 
 Item = TraceJob | Problem  # what a streaming reader yields, in file order
+# A submit time or run time past this (31 years) is a typo or a hostile file, not a trace: the
+# replay would step through it (1e300 s hung `railgang sim`), so readers skip such rows.
+MAX_TRACE_SECONDS = 1e9
+MAX_TRACE_GPUS = 1_000_000
 
 
 def collect(streams: Iterable[Iterator[Item]], *, limit: int | None,
@@ -126,4 +130,4 @@ class TraceFormat:
     claims: Callable[[Path], bool]  # whether a path looks like this format (--format left out)
 
 
-__all__ = ["Item", "Problem", "Trace", "TraceFormat", "TraceJob", "collect"]
+__all__ = ["MAX_TRACE_GPUS", "MAX_TRACE_SECONDS", "Item", "Problem", "Trace", "TraceFormat", "TraceJob", "collect"]

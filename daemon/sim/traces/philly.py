@@ -30,7 +30,16 @@ from pathlib import Path
 
 from railgang.daemon.errors import InputError
 from railgang.daemon.sim.traces.csv_trace import TRACE_MAX_BYTES
-from railgang.daemon.sim.traces.model import Item, Problem, Trace, TraceFormat, TraceJob, collect
+from railgang.daemon.sim.traces.model import (
+    MAX_TRACE_GPUS,
+    MAX_TRACE_SECONDS,
+    Item,
+    Problem,
+    Trace,
+    TraceFormat,
+    TraceJob,
+    collect,
+)
 from railgang.topology.files import InputProblem, iter_lines, parse_json, read_text
 
 GPU_TYPE = "v100"
@@ -182,16 +191,20 @@ def _parse_line(line: str, table: Mapping[str, Mapping[int, float]], vc: str, pa
         return Problem(path, lineno, "scale_factor", f"not an integer: {cells[6]!r}"), None, False
     if steps <= 0:
         return Problem(path, lineno, "total_steps", f"must be > 0, got {steps}"), None, False
-    if not math.isfinite(arrival) or arrival < 0:
-        return Problem(path, lineno, "arrival_time_s", f"must be >= 0, got {cells[5]}"), None, \
-            False
-    if gpus < 1:
-        return Problem(path, lineno, "scale_factor", f"must be >= 1, got {gpus}"), None, False
+    if not math.isfinite(arrival) or not 0 <= arrival <= MAX_TRACE_SECONDS:
+        return Problem(path, lineno, "arrival_time_s",
+                       f"must be in 0..{MAX_TRACE_SECONDS:g}, got {cells[5]}"), None, False
+    if not 1 <= gpus <= MAX_TRACE_GPUS:
+        return Problem(path, lineno, "scale_factor", f"must be in 1..{MAX_TRACE_GPUS}, got {gpus}"), \
+            None, False
     measured = table.get(job_type)
     if not measured:
         return Problem(path, lineno, "job_type", f"no measured throughput for {job_type!r}"), \
             None, False
     thr, derived = throughput(measured, gpus)
+    if steps > MAX_TRACE_SECONDS * thr:  # compared, not divided: 400 digits overflow a float
+        return Problem(path, lineno, "total_steps", f"{steps} steps run longer than "
+                       f"{MAX_TRACE_SECONDS:g} s"), None, False
     # the per-size table becomes the job's scaling curve (sizes above 8 derived linearly)
     curve = dict(measured)
     curve[gpus] = thr
