@@ -100,18 +100,23 @@ class ShareRow:
     raw_usage: float
 
 
-_LONE_SURROGATE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+# a \uD800-\uDFFF escape that is not half of a pair: json.loads would make it a str that no
+# UTF-8 encoder (database, log file) accepts; it becomes \uFFFD before parsing
+_LONE_SURROGATE = re.compile(r"\\u[dD][89abAB][0-9a-fA-F]{2}(?!\\u[dD][c-fC-F][0-9a-fA-F]{2})"
+                             r"|(?<!\\u[dD][89abAB][0-9a-fA-F]{2})\\u[dD][c-fC-F][0-9a-fA-F]{2}")
 _DIGITS_LIMIT = "Exceeds the limit"  # int("9" * 5000): CPython's int max_str_digits guard
 
 
 def load_json(text: str, command: str) -> dict[str, Any]:
     """A Slurm command's JSON document, read tolerantly: ``NaN``/``Infinity`` stay floats for the
     per-record readers to refuse, an integer of thousands of digits reads as infinity (so the
-    one record holding it is skipped, not the document), ``\\ud800``-style lone surrogates are
-    replaced, and a document nested past the JSON reader's depth is one :class:`ParseProblem`.
+    one record holding it is skipped, not the document), ``\\ud800``-style lone surrogates become
+    U+FFFD, and a document nested past the JSON reader's depth is one :class:`ParseProblem`.
 
     Raises :class:`ParseProblem` (one line) when the whole document is unreadable or not an
     object; never anything else."""
+    if "\\u" in text:
+        text = _LONE_SURROGATE.sub(r"\\ufffd", text)
     try:
         try:
             data = json.loads(text)
@@ -128,37 +133,11 @@ def load_json(text: str, command: str) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise ParseProblem(f"{command}: output is not a JSON object")
     doc: dict[str, Any] = data
-    return _without_surrogates(doc) if _LONE_SURROGATE.search(text) else doc
+    return doc
 
 
 def _bounded_int(digits: str) -> int | float:
     return int(digits) if len(digits) <= 4000 else (-math.inf if digits.startswith("-") else math.inf)
-
-
-def _clean(text: str) -> str:
-    return text.encode("utf-8", "replace").decode("utf-8")
-
-
-def _without_surrogates(data: dict[str, Any]) -> dict[str, Any]:
-    """Every string of ``data`` (keys too) with lone surrogates replaced by '?', walked without
-    recursion (the document is as deep as the JSON reader allowed)."""
-    stack: list[Any] = [data]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, dict):
-            items = list(node.items())
-            node.clear()
-            for k, v in items:
-                node[_clean(k)] = _clean(v) if isinstance(v, str) else v
-                if isinstance(v, dict | list):
-                    stack.append(v)
-        elif isinstance(node, list):
-            for i, v in enumerate(node):
-                if isinstance(v, str):
-                    node[i] = _clean(v)
-                elif isinstance(v, dict | list):
-                    stack.append(v)
-    return data
 
 
 def _num(raw: Mapping[str, Any], key: str, default: float = 0.0) -> float:

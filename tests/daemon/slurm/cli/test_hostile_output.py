@@ -95,7 +95,7 @@ def test_invalid_utf8_in_name_and_comment_is_replaced_not_fatal() -> None:
 
 def test_lone_surrogate_escape_is_replaced() -> None:
     jobs, _ = parse_squeue(squeue_text(with_(PENDING, name="a\ud800b")))
-    assert jobs[0].name == "a?b"
+    assert jobs[0].name == "a\ufffdb"
 
 
 @pytest.mark.parametrize(("text", "message"), [
