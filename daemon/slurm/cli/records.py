@@ -102,8 +102,9 @@ class ShareRow:
 
 # a \uD800-\uDFFF escape that is not half of a pair: json.loads would make it a str that no
 # UTF-8 encoder (database, log file) accepts; it becomes \uFFFD before parsing
-_LONE_SURROGATE = re.compile(r"\\u[dD][89abAB][0-9a-fA-F]{2}(?!\\u[dD][c-fC-F][0-9a-fA-F]{2})"
-                             r"|(?<!\\u[dD][89abAB][0-9a-fA-F]{2})\\u[dD][c-fC-F][0-9a-fA-F]{2}")
+# (one literal prefix, so the scan is fast; a pair matches whole and is kept by _lone)
+_SURROGATE = re.compile(r"\\u[dD](?:[89abAB][0-9a-fA-F]{2}(?:\\u[dD][c-fC-F][0-9a-fA-F]{2})?"
+                        r"|[c-fC-F][0-9a-fA-F]{2})")
 _DIGITS_LIMIT = "Exceeds the limit"  # int("9" * 5000): CPython's int max_str_digits guard
 
 
@@ -116,7 +117,7 @@ def load_json(text: str, command: str) -> dict[str, Any]:
     Raises :class:`ParseProblem` (one line) when the whole document is unreadable or not an
     object; never anything else."""
     if "\\u" in text:
-        text = _LONE_SURROGATE.sub(r"\\ufffd", text)
+        text = _SURROGATE.sub(_lone, text)
     try:
         try:
             data = json.loads(text)
@@ -134,6 +135,10 @@ def load_json(text: str, command: str) -> dict[str, Any]:
         raise ParseProblem(f"{command}: output is not a JSON object")
     doc: dict[str, Any] = data
     return doc
+
+
+def _lone(m: re.Match[str]) -> str:
+    return m.group(0) if len(m.group(0)) == 12 else "\\ufffd"
 
 
 def _bounded_int(digits: str) -> int | float:
