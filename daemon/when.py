@@ -54,4 +54,12 @@ def parse_day(text: str, now: datetime, *, field: str | None = None) -> date:
     return parse_when(text, now, field=field).date()
 
 
-__all__ = ["HELP", "UNITS", "parse_day", "parse_when"]
+def relative_day(text: str | None, now: datetime, *, field: str | None = None) -> str | None:
+    """A relative form (``yesterday``, ``today-7d``, ``now-1day``) as ``YYYY-MM-DD``; anything else
+    unchanged, for a reader that checks ISO days itself (``railgang report``)."""
+    if text is None or not _RELATIVE.fullmatch(text.strip().lower()):
+        return text
+    return parse_day(text, now, field=field).isoformat()
+
+
+__all__ = ["HELP", "UNITS", "parse_day", "parse_when", "relative_day"]

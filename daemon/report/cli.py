@@ -37,11 +37,12 @@ def load_fabric_for(settings: Settings):  # type: ignore[no-untyped-def]
 def report(
     ctx: typer.Context,
     date: Annotated[str | None, typer.Option(
-        "--date", help="UTC day YYYY-MM-DD (default: yesterday).")] = None,
+        "--date", help="UTC day YYYY-MM-DD, or relative: yesterday, today-7d, now-1day "
+                       "(default: yesterday).")] = None,
     first: Annotated[str | None, typer.Option(
-        "--from", help="First UTC day of a range (with --to), YYYY-MM-DD.")] = None,
+        "--from", help="First UTC day of a range (with --to), YYYY-MM-DD or relative.")] = None,
     last: Annotated[str | None, typer.Option(
-        "--to", help="Last UTC day of a range (included), YYYY-MM-DD.")] = None,
+        "--to", help="Last UTC day of a range (included), YYYY-MM-DD or relative.")] = None,
     out: Annotated[Path | None, typer.Option(
         "--out", help="Write report.html, report.json, report.csv and per-table CSVs here.")]
     = None,
@@ -57,10 +58,13 @@ def report(
         write_day,
         yesterday,
     )
+    from railgang.daemon.when import relative_day
     from railgang.db.session import session_scope
 
     settings = settings_from(ctx)
     now = datetime.now(UTC)
+    date, first, last = (relative_day(v, now, field=f) for v, f in  # daemon/when.py
+                         ((date, "--date"), (first, "--from"), (last, "--to")))
     if (first is None) != (last is None):
         raise InputError("a range needs both --from and --to", field="--from" if first is None
                          else "--to")

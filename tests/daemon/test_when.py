@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from railgang.daemon.cli import app
 from railgang.daemon.errors import InputError
-from railgang.daemon.when import parse_day, parse_when
+from railgang.daemon.when import parse_day, parse_when, relative_day
 
 NOW = datetime(2026, 12, 1, 15, 30, 7, tzinfo=UTC)
 
@@ -73,3 +73,10 @@ def test_ledger_takes_relative_times(tmp_path: object, monkeypatch: pytest.Monke
     assert until - since == 86400 and abs(until - before.timestamp()) < 300
     res = CliRunner().invoke(app, ["ledger", "reconcile", "--since", "soon"])
     assert res.exit_code == 2 and "not a time" in res.output
+
+
+def test_relative_day_leaves_iso_days_to_their_reader() -> None:
+    assert relative_day("yesterday", NOW) == "2026-11-30"
+    assert relative_day("today-7d", NOW) == "2026-11-24"
+    assert relative_day("2026-13-01", NOW) == "2026-13-01"  # the report says what is wrong
+    assert relative_day(None, NOW) is None

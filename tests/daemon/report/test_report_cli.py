@@ -67,11 +67,23 @@ def test_report_json_on_stdout(env: Path) -> None:
     assert data["date"] == "2026-11-24" and data["teams"] and data["pools"][0]["gpus"] == 16
 
 
-@pytest.mark.parametrize("date", ["2026-13-01", "yesterday", "2026-11-31", "26-11-24", ""])
+@pytest.mark.parametrize("date", ["2026-13-01", "yesterdays", "2026-11-31", "26-11-24", "",
+                                  "now-1fortnight"])
 def test_malformed_date_is_one_line_exit_1(env: Path, date: str) -> None:
     _, _, exc = run("report", "--date", date)
     assert isinstance(exc, InputError) and exc.exit_code == ExitCode.ERROR
     assert "--date" in str(exc) and "\n" not in str(exc)
+
+
+def test_relative_days(env: Path) -> None:
+    """--date/--from/--to take daemon/when.py's relative forms (yesterday, today-7d, now-1day)."""
+    from datetime import UTC, datetime, timedelta
+
+    want = (datetime.now(UTC) - timedelta(days=1)).date().isoformat()
+    for form in ("yesterday", "now-1day", "today-1d"):
+        _, text, exc = run("report", "--date", form, "--json")
+        got = json.loads(text)["date"] if exc is None else str(exc)
+        assert want in got, (form, got)  # the report, or "no ledger segments … for <day>"
 
 
 def test_day_without_data_is_exit_3(env: Path) -> None:
