@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -193,7 +194,8 @@ def sim(
         "--ledger", metavar="DB_URL", help="Also store the replay as ledger segments and per-GPU "
         "telemetry in this database (docs/report.md), for `railgang report`.")] = None,
     ledger_start: Annotated[str | None, typer.Option(
-        "--ledger-start", help="With --ledger: UTC day (YYYY-MM-DD) of trace time 0.")] = None,
+        "--ledger-start", help="With --ledger: UTC day (YYYY-MM-DD, or relative: today-7d, "
+                               "yesterday) of trace time 0.")] = None,
     telemetry_interval_s: Annotated[float, typer.Option(
         "--telemetry-interval-s", help="With --ledger: seconds between GPU samples.")] = 60.0,
     yes: Annotated[bool, typer.Option(
@@ -287,9 +289,11 @@ def sim(
         if len(names) > 1:
             raise ConfigError("--ledger stores one replay: give --policy, not --compare")
         from railgang.daemon.sim.ledger_cli import write_sim_ledger
+        from railgang.daemon.when import relative_day
 
+        start = relative_day(ledger_start, datetime.now(UTC), field="--ledger-start")
         stats = write_sim_ledger(err, ledger, jobs, registry.get(names[0]), fabric, config,
-                                 start=ledger_start, interval_s=telemetry_interval_s, seed=seed,
+                                 start=start, interval_s=telemetry_interval_s, seed=seed,
                                  yes=yes, quiet=quiet)
         if stats is not None:
             err.print(f"[dim]ledger: {stats.jobs:,} jobs, {stats.segments:,} segments, "
