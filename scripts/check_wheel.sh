@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Build the wheel, install it into a clean virtualenv next to python-daemon (whose import name is
 # `daemon`), and run the CLI from it: proves the railgang.* namespace installs without shadowing
-# anything and that the wheel carries its data files (migrations, lua, templates).
+# anything and that the wheel carries its data files (migrations, lua, the SPANK source, templates).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 work=$(mktemp -d)
@@ -21,6 +21,7 @@ print("python-daemon at", daemon.__file__)
 print("railgang at", railgang.daemon.cli.__file__)
 PY
 "$work/venv/bin/railgang" --version
+"$work/venv/bin/railgang" paths  # exit 1 unless job_submit.lua and the SPANK source are installed
 RAILGANG_DB__URL="sqlite:///$work/rg.sqlite" "$work/venv/bin/railgang" db upgrade
 "$work/venv/bin/railgang" topology generate --nodes 8 --nodes-per-leaf 4 > "$work/t.conf"
 "$work/venv/bin/railgang" topology check "$work/t.conf"
