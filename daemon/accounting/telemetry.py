@@ -59,13 +59,15 @@ def _num(text: str) -> float:
 
 def parse_nvidia_smi_csv(text: str, *, node: str, source: str = "nvidia-smi.csv",
                          tz: tzinfo = UTC) -> list[Sample]:
+    reader = csv.reader(io.StringIO(text), skipinitialspace=True)
     try:
-        rows = list(csv.reader(io.StringIO(text), skipinitialspace=True))
+        first = next(reader, None)  # the header first: 50 MB of something else ends at line 1
+        if first is None:
+            raise InputError("empty file", path=source)
+        header = [h.strip().split(" [")[0] for h in first]
+        rows = [first, *reader] if "timestamp" in header else [first]
     except csv.Error as exc:  # a cell over csv's field limit: binary data or no newlines
         raise InputError(f"not nvidia-smi CSV: {exc}", path=source) from exc
-    if not rows:
-        raise InputError("empty file", path=source)
-    header = [h.strip().split(" [")[0] for h in rows[0]]
     need = ("timestamp", "index", "utilization.gpu")
     missing = [c for c in need if c not in header]
     if missing:

@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from railgang.daemon.errors import InputError
+
 
 @dataclass(frozen=True, slots=True)
 class TraceJob:
@@ -71,6 +73,9 @@ Item = TraceJob | Problem  # what a streaming reader yields, in file order
 # replay would step through it (1e300 s hung `railgang sim`), so readers skip such rows.
 MAX_TRACE_SECONDS = 1e9
 MAX_TRACE_GPUS = 1_000_000
+# a file whose first this-many rows are all malformed is not a trace (a 50 MB log given by
+# mistake would otherwise become a million skipped-row records)
+MAX_LEADING_PROBLEMS = 1000
 
 
 def collect(streams: Iterable[Iterator[Item]], *, limit: int | None,
@@ -88,13 +93,20 @@ def collect(streams: Iterable[Iterator[Item]], *, limit: int | None,
     problems: list[Problem] = []
     in_order = True
 
+    jobs_seen = 0
+
     def checked(stream: Iterator[Item]) -> Iterator[TraceJob]:
-        nonlocal in_order
+        nonlocal in_order, jobs_seen
         last = -math.inf
         for item in stream:
             if isinstance(item, Problem):
                 problems.append(item)
+                if jobs_seen == 0 and len(problems) >= MAX_LEADING_PROBLEMS:
+                    raise InputError(f"the first {MAX_LEADING_PROBLEMS} rows are all malformed "
+                                     f"(first: {problems[0].render()}): not a trace of this "
+                                     "format", path=item.path)
                 continue
+            jobs_seen += 1
             in_order = in_order and item.submit_time >= last
             last = item.submit_time
             yield item
@@ -130,4 +142,4 @@ class TraceFormat:
     claims: Callable[[Path], bool]  # whether a path looks like this format (--format left out)
 
 
-__all__ = ["MAX_TRACE_GPUS", "MAX_TRACE_SECONDS", "Item", "Problem", "Trace", "TraceFormat", "TraceJob", "collect"]
+__all__ = ["MAX_LEADING_PROBLEMS", "MAX_TRACE_GPUS", "MAX_TRACE_SECONDS", "Item", "Problem", "Trace", "TraceFormat", "TraceJob", "collect"]
