@@ -4,10 +4,14 @@ Slurm's ``--json`` output changed shape between releases without changing its to
 enough to notice: a reader that does not know the schema reads an empty cluster. So every
 document names its schema and is read by that schema's reader, or refused:
 
-| ``meta``                                              | schema   | Slurm            |
-|-------------------------------------------------------|----------|------------------|
-| ``plugin.type = "openapi/v0.0.38"`` (sacct: ``dbv0.0.38``) | v0.0.38  | 22.05            |
-| ``plugin.data_parser = "data_parser/v0.0.40"`` … ``v0.0.44`` | v0.0.40+ | 23.11 – 26.05 |
+| ``meta``                                                     | schema   | Slurm           |
+|--------------------------------------------------------------|----------|-----------------|
+| ``plugin.type = "openapi/v0.0.38"`` (sacct: ``dbv0.0.38``)     | v0.0.38  | 22.05           |
+| ``plugin.data_parser = "data_parser/v0.0.40"`` … ``v0.0.45``   | v0.0.40+ | 23.11 – 26.05   |
+
+Recorded from real clusters (tests/daemon/slurm/cli/data): 22.05.8 (v0.0.38), 24.11.5 (default
+v0.0.42; it serves v0.0.40-v0.0.42), 26.05.5 (default v0.0.45; serves v0.0.42-v0.0.45, all four
+recorded). v0.0.40/v0.0.41 are 24.11's older views of the same records, read the same way.
 
 Anything else (no ``meta``, an ``openapi/`` or ``data_parser/`` version not in that table) is a
 :class:`SchemaProblem`: the daemon fails the cycle loudly instead of seeing no jobs.
@@ -39,9 +43,10 @@ from typing import Any
 from railgang.daemon.slurm.cli.parse import ParseProblem
 
 LEGACY = "v0.0.38"
-DATA_PARSER_VERSIONS = ("v0.0.40", "v0.0.41", "v0.0.42", "v0.0.43", "v0.0.44")
+DATA_PARSER_VERSIONS = ("v0.0.40", "v0.0.41", "v0.0.42", "v0.0.43", "v0.0.44", "v0.0.45")
 # what the backend asks for where the CLI takes a version (`squeue --json=v0.0.42`, 23.02+):
-# 24.11 and 26.05 both serve it, so a Slurm upgrade does not change what railgang reads
+# 24.11 (v0.0.40-42) and 26.05 (v0.0.42-45) both serve it, so an upgrade between them does not
+# change what railgang reads
 PINNED = "v0.0.42"
 
 _VERSION = re.compile(r"^(?:openapi|data_parser)/(?:db)?(v\d+\.\d+\.\d+)$")

@@ -3,7 +3,7 @@
 The same scenario on every Slurm version, so the unit tests can check that each version's reader
 builds the same logical snapshot. Run as root where that version's Slurm is installed (natively
 for 22.05; inside ``railgang/slurm:trixie`` for 24.11, see tests/slurm_versions/):
-    python tests/daemon/slurm/cli/capture_versions.py OUTDIR --port-base 13817
+    python tests/daemon/slurm/cli/capture_versions.py OUTDIR --port-base 13817 [--pinned v0.0.42,...]
 It brings up its own 4-node × 8-GPU cluster (2 leaves of 2 nodes, accounting on) under
 OUTDIR/cluster and takes it down again. Jobs (no daemon runs: hinted jobs get no lease):
   hinted   tp8 (hinted, AdminComment tag), 1 node × 8 GPUs, unlimited time limit, running
@@ -12,7 +12,8 @@ OUTDIR/cluster and takes it down again. Jobs (no daemon runs: hinted jobs get no
   requeued ran, then `scontrol requeue`: pending again (BeginTime)
   gang     hinted tp8,dp2, 2 nodes × 8 GPUs: pending (Resources)
   held     --hold: pending (JobHeldUser)
-and node n04 drained with a reason.
+and node n04 drained with a reason. ``--pinned`` also records squeue/sinfo with
+``--json=VERSION`` for each data_parser version given (23.02+), as ``squeue_26.05_v0.0.42.json``.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("out", type=Path)
     ap.add_argument("--port-base", type=int, default=13817)
+    ap.add_argument("--pinned", default="", help="comma list of data_parser versions")
     args = ap.parse_args()
     out: Path = args.out.resolve()
     base: int = args.port_base
@@ -92,6 +94,9 @@ def main() -> None:
 
         record(f"squeue_{version}.json", "squeue", "--json")
         record(f"sinfo_{version}.json", "sinfo", "--json")
+        for pinned in filter(None, args.pinned.split(",")):
+            record(f"squeue_{version}_{pinned}.json", "squeue", f"--json={pinned}")
+            record(f"sinfo_{version}_{pinned}.json", "sinfo", f"--json={pinned}")
         record(f"sacct_{version}.json", "sacct", "--json", "-a", "-S", "now-1hour", "-E", "now")
         record(f"scontrol_topology_{version}.txt", "scontrol", "show", "topology")
         record(f"sshare_{version}.txt", "sshare", "-a", "-P", "-n", "-o",

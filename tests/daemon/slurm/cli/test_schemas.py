@@ -1,8 +1,9 @@
 """One reader per Slurm JSON schema, chosen by the document's ``meta`` (issue 17).
 
-data/*_22.05.* and data/*_24.11.* were recorded by capture_versions.py from real clusters (22.05
-natively, 24.11 in a trixie container), the same scenario on both: a hinted tp8 job with an
-unlimited time limit, a job shrunk from 2 nodes to 1, a small one, a requeued one (pending,
+data/*_22.05.*, *_24.11.* and *_26.05.* were recorded by capture_versions.py from real clusters
+(22.05 natively, 24.11 in a trixie container, 26.05 in a sid container; 26.05 also pinned to
+each data_parser version it serves, *_26.05_v0.0.4N.json), the same scenario on each: a hinted
+tp8 job with an unlimited time limit, a job shrunk from 2 nodes to 1, a small one, a requeued one (pending,
 BeginTime), a hinted tp8,dp2 gang (pending, Resources), a held one; n04 drained.
 """
 
@@ -41,7 +42,8 @@ from railgang.topology.conf import parse_topology
 from railgang.topology.fabric import fabric_from_conf
 from tests.daemon.slurm.cli.capture import DATA
 
-VERSIONS = ["22.05", "24.11"]
+VERSIONS = ["22.05", "24.11", "26.05"]
+PINNED_26 = ["26.05_v0.0.42", "26.05_v0.0.43", "26.05_v0.0.44"]  # squeue/sinfo only
 
 
 def text(kind: str, version: str) -> str:
@@ -60,6 +62,12 @@ def doc(kind: str, version: str) -> dict[str, Any]:
     ("squeue", "24.11", Schema("v0.0.42", "24.11.5")),
     ("sinfo", "24.11", Schema("v0.0.42", "24.11.5")),
     ("sacct", "24.11", Schema("v0.0.42", "24.11.5")),
+    ("squeue", "26.05", Schema("v0.0.45", "26.05.5")),
+    ("sinfo", "26.05", Schema("v0.0.45", "26.05.5")),
+    ("sacct", "26.05", Schema("v0.0.45", "26.05.5")),
+    ("squeue", "26.05_v0.0.42", Schema("v0.0.42", "26.05.5")),
+    ("sinfo", "26.05_v0.0.43", Schema("v0.0.43", "26.05.5")),
+    ("squeue", "26.05_v0.0.44", Schema("v0.0.44", "26.05.5")),
 ])
 def test_the_schema_is_what_meta_says(kind: str, version: str, schema: Schema) -> None:
     assert schema_of(doc(kind, version), kind) == schema
@@ -69,7 +77,7 @@ UNKNOWN_META: dict[str, Any] = {
     "no-meta": None,
     "meta-not-an-object": [1],
     "no-plugin": {"slurm": {"release": "24.11.5"}},
-    "newer-data-parser": {"plugin": {"data_parser": "data_parser/v0.0.99"}},
+    "newer-data-parser": {"plugin": {"data_parser": "data_parser/v0.0.46"}},
     "openapi-v0.0.39": {"plugin": {"type": "openapi/v0.0.39"}},
     "garbage": {"plugin": {"data_parser": "x" * 500, "type": 7}},
 }
@@ -113,15 +121,17 @@ def _logical(job: SqueueJob) -> SqueueJob:
 def observe(version: str) -> Observation:
     jobs, job_notes = parse_squeue(text("squeue", version))
     nodes, node_notes = parse_sinfo(text("sinfo", version))
-    shares, _ = parse_sshare((DATA / f"sshare_{version}.txt").read_text())
-    topo = topology_from_show((DATA / f"scontrol_topology_{version}.txt").read_text())
+    release = version.split("_")[0]
+    shares, _ = parse_sshare((DATA / f"sshare_{release}.txt").read_text())
+    topo = topology_from_show((DATA / f"scontrol_topology_{release}.txt").read_text())
     now = max(j.start_time for j in jobs) + 30
     return build_observation(now, jobs, nodes, fabric_from_conf(parse_topology(topo, "show")),
                              shares, [*job_notes, *node_notes])
 
 
-def test_22_05_and_24_11_give_the_same_logical_snapshot() -> None:
-    old, new = observe("22.05"), observe("24.11")
+@pytest.mark.parametrize("version", ["24.11", "26.05", *PINNED_26])
+def test_every_version_gives_the_same_logical_snapshot_as_22_05(version: str) -> None:
+    old, new = observe("22.05"), observe(version)
     assert old.skipped == new.skipped == ()
     assert {k: _logical(j) for k, j in old.jobs.items()} == {
         k: _logical(j) for k, j in new.jobs.items()}
@@ -237,7 +247,8 @@ class FakeSlurm:
         self.calls.append(tuple(argv))
         if self.version == "22.05" and argv[1] != "--json":
             return 2, "", f"{argv[0]}: option '--json' doesn't allow an argument"
-        d = doc(argv[0], self.version)
+        pinned = f"{self.version}_{argv[1].removeprefix('--json=')}"
+        d = doc(argv[0], pinned if (DATA / f"{argv[0]}_{pinned}.json").exists() else self.version)
         if self.meta is not None:
             d["meta"] = self.meta
         return 0, json.dumps(d), ""
@@ -251,7 +262,8 @@ def backend(fake: FakeSlurm, tmp_path: Any) -> CliBackend:
 
 
 @pytest.mark.parametrize(("version", "second"), [("22.05", "--json"),
-                                                 ("24.11", f"--json={PINNED}")])
+                                                 ("24.11", f"--json={PINNED}"),
+                                                 ("26.05", f"--json={PINNED}")])
 def test_the_backend_pins_the_schema_where_slurm_lets_it(version: str, second: str,
                                                         tmp_path: Any) -> None:
     fake = FakeSlurm(version)
