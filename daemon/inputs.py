@@ -10,12 +10,11 @@ The bounds, in one table (docs/security.md "Files"); ``--config`` is read by ``d
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from railgang.daemon.errors import InputError
-from railgang.topology.files import InputProblem, iter_lines, parse_json, parse_toml, read_text
+from railgang.topology.files import InputProblem, parse_toml, read_text
 
 SACCT_MAX_BYTES = 256 * 2**20  # `sacct --json` of a busy day; a longer range: --since/--until
 TELEMETRY_MAX_BYTES = 256 * 2**20  # a day of nvidia-smi CSV at 1 s for 8 GPUs is ~70 MB
@@ -58,21 +57,5 @@ def read_toml(path: str | Path, what: str, *, limit: int) -> dict[str, Any]:
         raise input_error(exc) from exc
 
 
-def read_json(path: str | Path, what: str, *, limit: int) -> Any:
-    """A bounded JSON file: nesting bounded, no NaN/Infinity."""
-    try:
-        return parse_json(read_text(path, what, limit), str(path), what)
-    except InputProblem as exc:
-        raise input_error(exc) from exc
-
-
-def input_lines(path: str | Path, what: str, *, max_bytes: int) -> Iterator[tuple[int, str]]:
-    """(line number, text) streamed; stops reading when the consumer stops."""
-    try:
-        yield from iter_lines(path, what, max_bytes=max_bytes)
-    except InputProblem as exc:
-        raise input_error(exc) from exc
-
-
 __all__ = ["QUOTAS_MAX_BYTES", "SACCT_MAX_BYTES", "TELEMETRY_MAX_BYTES", "input_error",
-           "input_lines", "read_input", "read_json", "read_json_text", "read_toml"]
+           "read_input", "read_json_text", "read_toml"]

@@ -28,6 +28,10 @@ EXPECTED = {
         "CommParams", "DEFAULT_PARAMS", "allreduce_time_s", "ring_allreduce_time_s", "step_comm_time_s",
     },
     "railgang.topology.health": {"LinkHealth"},
+    "railgang.topology.files": {
+        "MAX_LINE_BYTES", "MAX_TEXT_BYTES", "InputProblem", "iter_lines", "open_input", "parse_json",
+        "parse_toml", "read_bytes", "read_text",
+    },
     "topology.conf": {
         "MAX_RANGE", "BlockDef", "Problem", "SwitchDef", "TopologyConf", "TopologyError",
         "check_topology", "expand_hosts", "parse_topology",
