@@ -9,13 +9,15 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from railgang.daemon.cli_common import JsonOpt, emit, settings_from
-from railgang.daemon.config import Settings
 from railgang.daemon.errors import InputError
+
+if TYPE_CHECKING:  # pydantic-settings is imported when settings are read, not by --help
+    from railgang.daemon.config import Settings
 
 
 def load_fabric_for(settings: Settings):  # type: ignore[no-untyped-def]

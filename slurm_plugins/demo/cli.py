@@ -5,16 +5,18 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
 from railgang.daemon.cli_common import JsonOpt, emit, settings_from
-from railgang.daemon.config import Settings
 from railgang.daemon.errors import InputError
 from railgang.slurm_plugins.demo.workload import make_workload, submit
+
+if TYPE_CHECKING:  # pydantic-settings is imported when settings are read, not by --help
+    from railgang.daemon.config import Settings
 
 console = Console()
 

@@ -6,17 +6,19 @@ import json
 import os
 from dataclasses import replace
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
 from railgang.daemon.cli_common import JsonOpt, emit, exit_with, settings_from
-from railgang.daemon.config import Settings
 from railgang.daemon.errors import DevClusterError, ExitCode
 from railgang.slurm_plugins.devcluster.cluster import DevCluster, register_accounts, write_configs
 from railgang.slurm_plugins.devcluster.layout import ClusterSpec, parse_pools
+
+if TYPE_CHECKING:  # pydantic-settings is imported when settings are read, not by --help
+    from railgang.daemon.config import Settings
 
 app = typer.Typer(help="A local GPU Slurm 22.05 test cluster on this machine (root, loopback only).",
                   no_args_is_help=True)

@@ -20,8 +20,10 @@ runner = CliRunner()
 
 # what a --help must not pay for (each costs 50-350 ms to import)
 HEAVY = {"sqlalchemy", "networkx", "fastapi", "starlette", "uvicorn", "alembic", "psycopg",
-         "apscheduler", "matplotlib", "jinja2", "pandas", "scipy"}
-ROOT_ALSO = {"pydantic", "pydantic_settings", "numpy", "hostlist"}  # the root needs none either
+         "apscheduler", "matplotlib", "jinja2", "pandas", "scipy",
+         "pydantic_settings"}  # the settings are read on first use, never by --help
+# the root needs none of these either (typer's parameter types import pydantic for a command)
+ROOT_ALSO = {"pydantic", "numpy", "hostlist"}
 
 PROBE = """
 import json, sys
