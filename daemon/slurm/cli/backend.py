@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
@@ -54,6 +55,8 @@ from railgang.topology.inputs import write_if_changed
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+# meta.plugin.data_parser of 23.02+ (Slurm writes the slash escaped: "data_parser\/v0.0.42")
+_DATA_PARSER = re.compile(r'"data_parser\\?/v\d')
 
 SSHARE_ARGV = [cmd.SSHARE, "-a", "-P", "-n", "-o", "Account,User,NormShares,RawUsage"]
 
@@ -125,12 +128,12 @@ class CliBackend:
         try:
             result = parse(text)
         except SchemaProblem:
-            if pinned is not None or '"data_parser/' not in text:
+            if pinned is not None or not _DATA_PARSER.search(text):
                 raise
             log.warning("slurm: %s --json: default schema unknown; asking for %s", program, PINNED)
             self.json_version = PINNED
             return parse(self.runner.run([program, json_flag(PINNED)]).stdout)
-        if pinned is None and '"data_parser/' in text:
+        if pinned is None and _DATA_PARSER.search(text):
             self.json_version = PINNED
         return result
 

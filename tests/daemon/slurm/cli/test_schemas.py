@@ -251,7 +251,7 @@ class FakeSlurm:
         d = doc(argv[0], pinned if (DATA / f"{argv[0]}_{pinned}.json").exists() else self.version)
         if self.meta is not None:
             d["meta"] = self.meta
-        return 0, json.dumps(d), ""
+        return 0, json.dumps(d).replace("/", "\\/"), ""  # as Slurm writes it: "data_parser\/v0.0.42"
 
 
 def backend(fake: FakeSlurm, tmp_path: Any) -> CliBackend:
