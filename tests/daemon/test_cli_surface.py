@@ -234,3 +234,12 @@ def test_renamed_flags_are_deprecated_aliases(tmp_path: Path, monkeypatch: pytes
     res = runner.invoke(app, ["quota", "set", "acme", "--guaranteed", "8", "--limit", "16",
                               "--burst-limit", "16"])
     assert res.exit_code == ExitCode.USAGE
+
+
+def test_config_check(tmp_path: Path) -> None:
+    good = _config(tmp_path, "good.toml", 3)
+    res = runner.invoke(app, ["config", "check", "--json", "--config", str(good)])
+    assert res.exit_code == 0 and json.loads(res.output) == {"ok": True, "config": str(good)}
+    path, expected = _bad_config(tmp_path, "invalid-toml")
+    res = runner.invoke(app, ["config", "check", "--config", path])
+    assert res.exit_code == ExitCode.ERROR and str(res.exception).startswith(expected)
