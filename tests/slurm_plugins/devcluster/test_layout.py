@@ -92,6 +92,6 @@ def test_preflight_refuses_ports_in_the_ephemeral_range(tmp_path: Path) -> None:
 def test_heartbeat_is_the_daemons_when_configured(tmp_path: Path) -> None:
     from railgang.slurm_plugins.devcluster.layout import ClusterSpec
 
-    assert ClusterSpec(dir=tmp_path).heartbeat_file == tmp_path / "run" / "railgang-heartbeat"
+    assert ClusterSpec(dir=tmp_path).heartbeat_file == tmp_path / "run" / "railgang" / "heartbeat"
     beat = tmp_path / "state" / "heartbeat"
     assert ClusterSpec(dir=tmp_path, daemon_heartbeat=beat).heartbeat_file == beat

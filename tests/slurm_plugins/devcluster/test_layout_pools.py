@@ -52,7 +52,7 @@ def test_without_pools_nothing_is_typed(tmp_path: Path) -> None:
     spec = ClusterSpec(dir=tmp_path)
     assert spec.with_pools(()) is spec and spec.pool_of() == {}
     assert "Type=" not in render_gres_conf(spec) and "Feature=" not in render_slurm_conf(spec)
-    assert spec.gpu_fleet_file == tmp_path / "run" / "railgang-fleet"
+    assert spec.gpu_fleet_file == tmp_path / "run" / "railgang" / "fleet"
 
 
 def test_a_spec_whose_pools_disagree_with_its_size_is_refused(tmp_path: Path) -> None:

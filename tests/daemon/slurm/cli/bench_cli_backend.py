@@ -36,7 +36,7 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=10)
     args = ap.parse_args()
     conf = Path(os.environ["SLURM_CONF"])
-    heartbeat = conf.parent.parent / "run" / "railgang-heartbeat"
+    heartbeat = conf.parent.parent / "run" / "railgang" / "heartbeat"
     write_heartbeat(heartbeat, time.time(), 600)
     workdir = Path("/tmp")
     plain = [sbatch(workdir, "-N1", "--gres=gpu:2") for _ in range(args.plain)]
