@@ -1,0 +1,140 @@
+"""What tests/slurm_versions runs *inside* a container of a newer Slurm (railgang installed there,
+no pytest): bring up a 4-node × 8-GPU cluster (2 leaves of 2 nodes, accounting), drive
+job_submit.lua, the CLI backend and ``railgang daemon run --once`` against it, and print one JSON
+object of what was seen for the host's test to assert on. Each step's facts are recorded even
+when a later step fails (``error``), so a failure says where.
+
+    python3 scenario.py WORKDIR --port-base 13917
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+from railgang.daemon.config import SlurmSettings
+from railgang.daemon.slurm.cli import CliBackend, write_heartbeat
+from railgang.slurm_plugins.devcluster.cluster import DevCluster, slurm_env
+from railgang.slurm_plugins.devcluster.layout import ClusterSpec
+
+RAILGANG = str(Path(sys.executable).with_name("railgang"))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("work", type=Path)
+    ap.add_argument("--port-base", type=int, default=13917)
+    args = ap.parse_args()
+    work: Path = args.work
+    base: int = args.port_base
+    spec = ClusterSpec(dir=work / "cluster", nodes=4, nodes_per_leaf=2, slurmctld_port=base,
+                       slurmdbd_port=base + 2, mariadb_port=base - 511, slurmd_base_port=base + 83)
+    out: dict[str, Any] = {}
+    cluster = DevCluster(spec)
+    cluster.down()
+    t = time.monotonic()
+    cluster.up()
+    out["up_s"] = round(time.monotonic() - t, 1)
+    try:
+        run(spec, work, out)
+    except Exception as exc:  # reported, not raised: the host test shows what was reached
+        out["error"] = f"{type(exc).__name__}: {exc}"
+        out["traceback"] = traceback.format_exc()[-2000:]
+    finally:
+        cluster.down()
+    print(json.dumps(out))
+
+
+def run(spec: ClusterSpec, work: Path, out: dict[str, Any]) -> None:
+    env = slurm_env(spec)
+    script = work / "job.sh"
+    script.write_text("#!/bin/bash\nsleep 600\n")
+    script.chmod(0o755)
+
+    def sl(*argv: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(list(argv), capture_output=True, text=True, env=env, check=check,
+                              timeout=60)
+
+    def sbatch(*opts: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        return sl("sbatch", "--parsable", f"--chdir={work}", "--output=/dev/null", *opts,
+                  str(script), check=check)
+
+    def show(job: str) -> dict[str, str]:
+        line = sl("scontrol", "show", "job", "-o", job).stdout
+        return dict(p.split("=", 1) for p in line.split() if "=" in p)
+
+    def wait(job: str, key: str, value: str, timeout: float = 60) -> dict[str, str]:
+        deadline = time.monotonic() + timeout
+        while (rec := show(job)).get(key) != value:
+            if time.monotonic() > deadline:
+                raise AssertionError(f"job {job}: {key}={rec.get(key)}, not {value}")
+            time.sleep(0.3)
+        return rec
+
+    out["slurm"] = sl("sinfo", "--version").stdout.strip()
+    # job_submit.lua: refuses a job without an account; tags a hinted one
+    refused = sbatch("-N1", "--gres=gpu:1", check=False)
+    out["lua_refused"] = {"rc": refused.returncode, "stderr": refused.stderr.strip()[-300:]}
+    tagged = sbatch("--account=team-b", "-N1", "--gres=gpu:4", "--comment=rg:parallel=tp4",
+                    "--nodelist=n01").stdout.strip().split(";")[0]
+    out["lua_tag"] = wait(tagged, "JobState", "RUNNING").get("AdminComment", "")
+    # a hinted tp8,dp2 gang under a lease (fresh heartbeat): the daemon places it in one leaf;
+    # n01 is half used, so only leaf2 (n03, n04) holds it whole
+    write_heartbeat(spec.heartbeat_file, time.time(), 600)
+    gang = sbatch("--account=team-a", "-N2", "--gres=gpu:8", "--time=UNLIMITED",
+                  "--comment=rg:parallel=tp8,dp2;class=1").stdout.strip().split(";")[0]
+    out["gang_before"] = {k: v for k, v in wait(gang, "Reason", "BeginTime").items()
+                          if k in ("JobState", "Reason", "AdminComment")}
+    backend = CliBackend(SlurmSettings(conf=spec.slurm_conf, lease_s=600))
+    obs = backend.observe(time.time())
+    out["snapshot"] = {
+        "nodes": sorted(obs.snapshot.nodes), "running": sorted(obs.snapshot.running),
+        "pending": [j.job_id for j in obs.snapshot.pending], "leased": list(obs.leased),
+        "skipped": list(obs.skipped), "json_version": backend.json_version,
+        "time_limit_s": {j: r.time_limit_s for j, r in obs.jobs.items()},
+        "free": {n: len(g) for n, g in obs.snapshot.free.items()}}
+    denv = {**os.environ, **env, "RAILGANG_CONFIG": "",
+            "RAILGANG_DB__URL": f"sqlite:///{work / 'rg.sqlite'}",
+            "RAILGANG_SLURM__BACKEND": "cli", "RAILGANG_SLURM__CONF": str(spec.slurm_conf),
+            "RAILGANG_SLURM__LEASE_S": "600",
+            "RAILGANG_DAEMON__HEARTBEAT_FILE": str(spec.heartbeat_file),
+            "RAILGANG_DAEMON__METRICS_PORT": "0", "RAILGANG_DAEMON__POLICY": "fifo"}
+
+    def cycle() -> dict[str, Any]:
+        res = subprocess.run([RAILGANG, "daemon", "run", "--once", "--log-format", "json"],
+                             env=denv, capture_output=True, text=True, timeout=120)
+        logged = [json.loads(x) for x in res.stderr.splitlines() if x.startswith("{")]
+        found = next((x for x in logged if '"ms"' in json.dumps(x) and "actions" in x), None)
+        return {"rc": res.returncode, "cycle": found,
+                "errors": [x for x in logged if x.get("level") in ("ERROR", "error")][:3],
+                "stderr": res.stderr[-1500:] if found is None else ""}
+
+    out["cycle1"] = cycle()
+    rec = wait(gang, "JobState", "RUNNING")
+    out["gang_after"] = {"nodes": rec.get("NodeList"), "state": rec.get("JobState")}
+    explain = subprocess.run([RAILGANG, "explain", gang, "--json"], env=denv,
+                             capture_output=True, text=True, timeout=60)
+    out["explain"] = json.loads(explain.stdout or "{}")
+    # a second gang that cannot fit (n01 has 4 free, n02 8): it waits and its lease is renewed
+    waiting = sbatch("--account=team-a", "-N2", "--gres=gpu:8",
+                     "--comment=rg:parallel=tp8,dp2;class=1").stdout.strip().split(";")[0]
+    before = wait(waiting, "Reason", "BeginTime")["EligibleTime"]
+    time.sleep(1.5)  # EligibleTime has a resolution of one second
+    out["cycle2"] = cycle()
+    out["renewal"] = {"before": before, "after": show(waiting).get("EligibleTime"),
+                      "reason": show(waiting).get("Reason")}
+    status = subprocess.run([RAILGANG, "daemon", "status", "--json"], env=denv,
+                            capture_output=True, text=True, timeout=60)
+    out["status"] = json.loads(status.stdout or "{}")
+    out["jobs"] = {"tagged": tagged, "gang": gang, "waiting": waiting}
+
+
+if __name__ == "__main__":
+    main()
