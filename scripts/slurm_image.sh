@@ -52,7 +52,7 @@ RUN printf 'deb $mirror $suite main\n' > /etc/apt/sources.list \\
  && apt-get clean && rm -rf /var/lib/apt/lists/*
 EOF
 echo "docker build $image-apt (apt-get in the container)"
-docker build -q --network host -t "$image-apt" -f "$ctx/Dockerfile.apt" "$ctx" >/dev/null
+docker build -q --force-rm --network host -t "$image-apt" -f "$ctx/Dockerfile.apt" "$ctx" >/dev/null
 
 # stage 2: railgang's dependencies for the image's Python, as wheels fetched on the host
 pyver=$(docker run --rm --network host "$image-apt" python3 -c 'import sys; print(f"{sys.version_info[0]}.{sys.version_info[1]}")')
@@ -74,7 +74,7 @@ RUN python3 -m venv /opt/railgang \\
  && rm -rf /tmp/wheels
 ENV PATH=/opt/railgang/bin:\$PATH
 EOF
-docker build -q --network host -t "$image" "$ctx" >/dev/null
+docker build -q --force-rm --network host -t "$image" "$ctx" >/dev/null
 docker image rm "$image-apt" >/dev/null 2>&1 || true
 rm -rf "$ctx"
 echo "$image built in $(( $(date +%s) - start )) s: $(docker run --rm --network host "$image" dpkg-query -W -f 'slurm ${Version}' slurmctld)"

@@ -111,8 +111,12 @@ def shape_from_env(env: Mapping[str, str]) -> Shape:
     return Shape(tp=tp, pp=pp, dp=dp, elastic_min=lo, elastic_max=hi, priority_class=cls)
 
 
+_STATE_FLAGS = ("COMPLETING", "STAGE_OUT", "CONFIGURING", "RESIZING", "REQUEUED", "SIGNALING")
+
+
 def world_from_squeue(doc: Mapping[str, object], job_id: str) -> World:
-    """The job's nodes and GPUs from ``squeue --json -j ID`` (22.05 openapi 0.0.38 data)."""
+    """The job's nodes and GPUs from ``squeue --json -j ID`` (22.05 openapi 0.0.38 data; 24.11+
+    data_parser v0.0.40+ has the same ``nodes`` and ``gres_detail``, and ``job_state`` as a list)."""
     jobs = doc.get("jobs")
     if not isinstance(jobs, list):
         raise ValueError("squeue --json: no 'jobs' list")
@@ -128,7 +132,11 @@ def world_from_squeue(doc: Mapping[str, object], job_id: str) -> World:
             if name == "gpu":
                 count = rest.split("(")[0].split(":")[-1]
                 gpus += int(count) if count.isdigit() else 0
-        return World(nodes=nodes, gpus=gpus, state=str(job.get("job_state", "UNKNOWN")))
+        state = job.get("job_state", "UNKNOWN")
+        if isinstance(state, list):  # ["RUNNING", "COMPLETING"]: the flag, as 22.05 printed it
+            flags = [s for s in state[1:] if s in _STATE_FLAGS]
+            state = (flags or state or ["UNKNOWN"])[0]
+        return World(nodes=nodes, gpus=gpus, state=str(state))
     raise ValueError(f"squeue --json: job {job_id} not found")
 
 

@@ -187,6 +187,15 @@ def test_state_word(states: Any, word: Any) -> None:
     assert state_word(states) == word
 
 
+@pytest.mark.parametrize("version", VERSIONS)
+def test_the_training_helper_reads_its_world_on_every_version(version: str) -> None:
+    from railgang.slurm_plugins.training import world_from_squeue
+
+    ids = json.loads((DATA / f"jobs_{version}.json").read_text())
+    world = world_from_squeue(doc("squeue", version), ids["resized"])
+    assert (world.nodes, world.gpus, world.state) == (("n03",), 8, "RUNNING")
+
+
 # ---- hostile v0.0.42 records: one bad record costs only itself ------------------------------
 SQUEUE_42 = doc("squeue", "24.11")
 RUNNING_42 = next(j for j in SQUEUE_42["jobs"] if j["job_id"] == 1)
