@@ -104,7 +104,9 @@ LazyGroup.components = {
     "db": Component("railgang.db.cli", "app",
                     "Database migrations (SQLite by default, PostgreSQL by URL)."),
     "devcluster": Component("railgang.slurm_plugins.devcluster.cli", "app", "A local GPU Slurm "
-                            "22.05 test cluster on this machine (root, loopback only)."),
+                            "test cluster from Debian's packages on this machine (root, loopback "
+                            "only): 22.05 on Debian 12, 24.11/26.05 in a container "
+                            "(docs/devcluster.md)."),
     "topology": Component("railgang.topology.cli", "app",
                           "Check and show Slurm topology.conf files."),
     "place": Component("railgang.topology.cli", "place", "Place a gang on a topology: exit 0 "

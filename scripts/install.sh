@@ -51,3 +51,22 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   touch "$stamp"
 fi
 echo "railgang installed: $(.venv/bin/railgang --version)"
+
+# Slurm 24.11 in a container (tests/slurm_versions, marker slurm2411): only when asked for, as CI
+# asks for slurm/postgres. A Docker engine (Debian's docker.io, started here with host networking
+# only if none runs) and the image railgang/slurm:trixie (scripts/slurm_image.sh, ~4 min once).
+if [[ ",${RAILGANG_TEST_REQUIRE:-}," == *",slurm2411,"* ]]; then
+  for p in docker.io debootstrap; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" \
+      || { apt-get install -y -qq "$p" >/dev/null || { echo "apt-get install $p failed" >&2; exit 1; }; }
+  done
+  if ! docker info >/dev/null 2>&1; then
+    mkdir -p /var/tmp/railgang-image
+    echo "starting dockerd (--iptables=false --bridge=none; pid in /var/tmp/railgang-image/dockerd.pid)"
+    nohup dockerd --iptables=false --bridge=none >/var/tmp/railgang-image/dockerd.log 2>&1 &
+    echo $! >/var/tmp/railgang-image/dockerd.pid
+    for _ in $(seq 60); do docker info >/dev/null 2>&1 && break; sleep 1; done
+    docker info >/dev/null 2>&1 || { echo "dockerd did not start: /var/tmp/railgang-image/dockerd.log" >&2; exit 1; }
+  fi
+  bash scripts/slurm_image.sh trixie
+fi

@@ -20,7 +20,7 @@ from railgang.slurm_plugins.devcluster.layout import ClusterSpec, parse_pools
 if TYPE_CHECKING:  # pydantic-settings is imported when settings are read, not by --help
     from railgang.daemon.config import Settings
 
-app = typer.Typer(help="A local GPU Slurm 22.05 test cluster on this machine (root, loopback only).",
+app = typer.Typer(help="A local GPU Slurm test cluster from Debian's packages on this machine (root, loopback only): 22.05 on Debian 12, 24.11/26.05 in a container (docs/devcluster.md).",
                   no_args_is_help=True)
 console = Console()
 

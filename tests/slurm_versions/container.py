@@ -36,10 +36,13 @@ def docker_ready() -> None:
                                    "--iptables=false --bridge=none`, docs/devcluster.md)")
 
 
-def ensure_image(suite: str) -> str:
-    """railgang/slurm:SUITE, built by scripts/slurm_image.sh if missing (minutes, once)."""
+def ensure_image(suite: str, build: bool) -> str:
+    """railgang/slurm:SUITE; if missing, built by scripts/slurm_image.sh (minutes, once) when
+    ``build``, else :class:`ContainerUnavailable` (a plain test run does not build images)."""
     image = f"railgang/slurm:{suite}"
     if _run(["docker", "image", "inspect", image], 60, check=False).returncode != 0:
+        if not build:
+            raise ContainerUnavailable(f"no image {image}: bash scripts/slurm_image.sh {suite}")
         _run(["bash", str(REPO / "scripts" / "slurm_image.sh"), suite], 1800)
     return image
 
@@ -48,10 +51,11 @@ def ensure_image(suite: str) -> str:
 class SlurmContainer:
     name: str
     suite: str
+    build: bool = False  # build the image if missing (when the tests are required)
 
     def start(self) -> None:
         docker_ready()
-        image = ensure_image(self.suite)
+        image = ensure_image(self.suite, self.build)
         wheels = Path(tempfile.mkdtemp(prefix="railgang-wheel-"))
         try:  # the tree under test, as a wheel: the image has only the dependencies
             _run([str(REPO / ".venv" / "bin" / "pip"), "wheel", "-q", "--no-deps", "-w",

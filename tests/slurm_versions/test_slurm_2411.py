@@ -5,8 +5,9 @@ job_submit.lua and ``railgang daemon run``. The scenario runs inside the contain
 
 Run: ``.venv/bin/pytest tests/slurm_versions -m slurm2411`` as root with a Docker engine
 (dockerd --iptables=false --bridge=none); the image (railgang/slurm:trixie) is built on first use
-by scripts/slurm_image.sh (about 3 min). Without an engine the tests skip, and fail when
-RAILGANG_TEST_REQUIRE lists slurm2411.
+by scripts/slurm_image.sh (about 4 min) when RAILGANG_TEST_REQUIRE lists slurm2411 (then a
+missing engine fails the tests; scripts/install.sh installs and starts one); otherwise a missing
+engine or image skips them with the command to run.
 """
 
 from __future__ import annotations
@@ -29,7 +30,8 @@ PORT_BASE = int(os.environ.get("RAILGANG_TEST_2411_PORT_BASE", "13917"))
 def seen() -> Iterator[dict[str, Any]]:
     if os.geteuid() != 0:
         _unavailable("needs root (a whole Slurm cluster in a container)")
-    box = SlurmContainer(f"railgang-test-slurm2411-{os.getpid()}", "trixie")
+    box = SlurmContainer(f"railgang-test-slurm2411-{os.getpid()}", "trixie",
+                         build="slurm2411" in REQUIRED)
     try:
         box.start()
     except ContainerUnavailable as exc:
