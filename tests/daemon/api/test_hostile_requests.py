@@ -50,14 +50,9 @@ def _chunks(total: int, size: int = 64 * 1024) -> Iterator[bytes]:
 
 @pytest.mark.parametrize("db_kind", ["sqlite"], indirect=True)
 def test_no_token_is_refused_before_the_body(api: Api) -> None:
-    read: list[int] = []
-
-    def body() -> Iterator[bytes]:
-        for chunk in _chunks(4 * MiB):
-            read.append(len(chunk))
-            yield chunk
-
-    res = api.client.post("/v1/quota-events", content=body(),
+    # a body FastAPI would parse (and answer 422) is not read: 401 (that it stays unread on a
+    # real socket: test_a_32mb_body_leaves_the_server_memory_bounded)
+    res = api.client.post("/v1/quota-events", content=b'{"kind": 1}' + b" " * (MiB // 2),
                           headers={"Content-Type": "application/json"})
     _error(res, 401, "unauthenticated")
     assert res.headers["www-authenticate"] == "Bearer"
