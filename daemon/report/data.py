@@ -103,6 +103,8 @@ class ReportInputs:
     nodes: list[NodeRecord] = field(default_factory=list)  # each node's rows up to ``until``
     ended: list[EndedJob] = field(default_factory=list)
     currency: str = "USD"  # of the rates ("mixed" when they differ)
+    # team -> allocated GPU-hours of each of the last days ending with the window's last day
+    daily: dict[str, list[float]] = field(default_factory=dict)
 
 
 def _usage(s: Session, since: int, until: int, now: int, group: tuple[str, ...],
@@ -171,6 +173,7 @@ def load_inputs(s: Session, *, since: int, until: int, now: int, history_days: i
         _usage(s, since, until, now, ("gpu_type",), teams), segments, dict(chains), queue,
         accounts, rates, dict(history), used, span)
     inputs.usage_user = _usage(s, since, until, now, ("user", "team"), teams)
+    inputs.daily = load_daily(s, until, now, teams)
     inputs.nodes = load_nodes(s, until)
     inputs.ended = load_ended(s, since, until, segments, teams)
     currencies = sorted({r.currency for r in s.scalars(select(Rate))})
@@ -179,6 +182,20 @@ def load_inputs(s: Session, *, since: int, until: int, now: int, history_days: i
         inputs.gpus = load_series(s, since, until)
         inputs.steps = load_steps(s, pks, since, until)
     return inputs
+
+
+TREND_DAYS = 7
+
+
+def load_daily(s: Session, until: int, now: int, teams: frozenset[str] | None,
+               days: int = TREND_DAYS) -> dict[str, list[float]]:
+    """team -> allocated GPU-hours per UTC day, the ``days`` days ending at ``until``."""
+    out: dict[str, list[float]] = defaultdict(lambda: [0.0] * days)
+    for k in range(days):
+        lo = until - (days - k) * DAY_S
+        for r in _usage(s, lo, lo + DAY_S, now, ("team",), teams):
+            out[r["team"]][k] = r["gpu_seconds"] / 3600
+    return dict(out)
 
 
 FAILED_STATES = ("FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED",
@@ -307,6 +324,7 @@ def has_samples(s: Session, since: int, until: int) -> bool:
     return smp is not None
 
 
-__all__ = ["DAY_S", "ENDED_UNSTARTED", "FAILED_STATES", "EndedJob", "NodeRecord", "QueuedJob",
-           "ReportInputs", "Seg", "has_data", "has_samples", "load_ended", "load_inputs",
-           "load_nodes", "load_series", "load_steps", "sampled_gpus"]
+__all__ = ["DAY_S", "ENDED_UNSTARTED", "FAILED_STATES", "TREND_DAYS", "EndedJob", "NodeRecord",
+           "QueuedJob", "ReportInputs", "Seg", "has_data", "has_samples", "load_daily",
+           "load_ended", "load_inputs", "load_nodes", "load_series", "load_steps",
+           "sampled_gpus"]

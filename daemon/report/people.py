@@ -8,10 +8,8 @@ from datetime import UTC, datetime
 
 import numpy as np
 
-from railgang.daemon.report.data import DAY_S, ReportInputs
+from railgang.daemon.report.data import DAY_S, TREND_DAYS, ReportInputs
 from railgang.daemon.report.model import EndedRow, TeamWaitRow, Trend, UserRow
-
-TREND_DAYS = 7
 
 
 def _h(gpu_s: float | None) -> float | None:
@@ -51,27 +49,19 @@ def team_waits(inputs: ReportInputs) -> list[TeamWaitRow]:
             for t in sorted(set(waits) | set(waiting))]
 
 
-def trend(inputs: ReportInputs, capacity_gpus: int, days: int = TREND_DAYS) -> Trend:
-    """Allocated GPU-hours per UTC day for the ``days`` days ending with the window's last day
-    (the earlier days from the surge detector's history, the window's days from its usage)."""
+def trend(inputs: ReportInputs, capacity_gpus: int) -> Trend:
+    """Allocated GPU-hours per UTC day for the days ending with the window's last day (read
+    per day from the ledger: ``data.load_daily``), per team and for the fleet, and the fleet's
+    share of the window's capacity per day."""
+    days = max((len(v) for v in inputs.daily.values()), default=TREND_DAYS)
     last = inputs.until - DAY_S
     dates = [datetime.fromtimestamp(last - k * DAY_S, UTC).date().isoformat()
              for k in range(days - 1, -1, -1)]
-    window_days = max(1, (inputs.until - inputs.since) // DAY_S)
-    teams: dict[str, list[float]] = {}
-    names = set(inputs.history) | {r["team"] for r in inputs.usage_team}
-    for team in sorted(names):
-        past = list(inputs.history.get(team, []))
-        today = next((r["gpu_seconds"] / 3600 for r in inputs.usage_team if r["team"] == team),
-                     0.0)
-        # a one-day window: history then today; a longer window is shown as its mean day
-        series = past + [today / window_days] * window_days
-        series = ([0.0] * days + series)[-days:]
-        teams[team] = [round(x, 3) for x in series]
-    fleet = [round(sum(v[i] for v in teams.values()), 3) for i in range(days)]
+    teams = {t: [round(x, 3) for x in v] for t, v in sorted(inputs.daily.items())}
+    fleet = [round(sum(v[i] for v in inputs.daily.values()), 3) for i in range(days)]
     cap = capacity_gpus * 24
     pct = [round(100 * f / cap, 2) if cap else None for f in fleet]
     return Trend(dates, fleet, pct, teams)
 
 
-__all__ = ["TREND_DAYS", "ended_rows", "team_waits", "trend", "user_rows"]
+__all__ = ["ended_rows", "team_waits", "trend", "user_rows"]

@@ -85,6 +85,10 @@ def test_a_range_of_days(fleet: Ledger, engine: Engine) -> None:
     rep = build(engine, "2026-11-25", "2026-11-27")
     assert rep.date == "2026-11-25..2026-11-27" and rep.until - rep.since == 3 * DAY
     assert rep.totals["capacity_gpu_h"] == 32 * 72 and rep.totals["allocated_gpu_h"] == 104
+    # the trend is read per day, not spread over the range
+    assert rep.trend is not None and rep.trend.days[-3:] == ["2026-11-25", "2026-11-26",
+                                                             "2026-11-27"]
+    assert rep.trend.fleet_gpu_h[-3:] == [0, 104, 0] and rep.trend.teams["a"][-2] == 96
     with pytest.raises(InputError, match="--to 2026-11-24 is before --from 2026-11-25"):
         parse_range("2026-11-25", "2026-11-24")
     with pytest.raises(InputError, match="more than 92"):
