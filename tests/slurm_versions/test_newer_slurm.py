@@ -1,13 +1,14 @@
-"""Slurm 24.11 for real (issue 17): Debian trixie's Slurm in a container on loopback ports
-13917+ (the 22.05 session cluster uses others), driven through railgang's CLI backend, its
-job_submit.lua and ``railgang daemon run``. The scenario runs inside the container
-(scenario.py); this module asserts on what it saw.
+"""Slurm 24.11 and 26.05 for real (issue 17): Debian trixie's (marker ``slurm2411``, loopback
+ports 13917+) and sid's (``slurm2605``, 14917+) Slurm in a container (the 22.05 session cluster
+uses other ports), driven through railgang's CLI backend, its job_submit.lua and ``railgang
+daemon run``. The scenario runs inside the container (scenario.py); this module asserts on what
+it saw.
 
-Run: ``.venv/bin/pytest tests/slurm_versions -m slurm2411`` as root with a Docker engine
-(dockerd --iptables=false --bridge=none); the image (railgang/slurm:trixie) is built on first use
-by scripts/slurm_image.sh (about 4 min) when RAILGANG_TEST_REQUIRE lists slurm2411 (then a
-missing engine fails the tests; scripts/install.sh installs and starts one); otherwise a missing
-engine or image skips them with the command to run.
+Run: ``.venv/bin/pytest tests/slurm_versions -m slurm2411`` (or ``slurm2605``) as root with a
+Docker engine (dockerd --iptables=false --bridge=none); the image (railgang/slurm:trixie|sid) is
+built by scripts/slurm_image.sh (about 4 min) when RAILGANG_TEST_REQUIRE lists the marker (then
+a missing engine fails the tests; scripts/install.sh installs and starts one); otherwise a
+missing engine or image skips them with the command to run.
 """
 
 from __future__ import annotations
@@ -22,39 +23,43 @@ import pytest
 from tests.conftest import REQUIRED
 from tests.slurm_versions.container import ContainerUnavailable, SlurmContainer
 
-pytestmark = [pytest.mark.slurm2411, pytest.mark.slow]
-PORT_BASE = int(os.environ.get("RAILGANG_TEST_2411_PORT_BASE", "13917"))
+pytestmark = [pytest.mark.slow]
+# suite -> (marker, Slurm release, loopback port base)
+SUITES = {"trixie": ("slurm2411", "24.11", 13917), "sid": ("slurm2605", "26.05", 14917)}
 
 
-@pytest.fixture(scope="module")
-def seen() -> Iterator[dict[str, Any]]:
+@pytest.fixture(scope="module", params=[
+    pytest.param(suite, marks=getattr(pytest.mark, marker), id=release)
+    for suite, (marker, release, _) in SUITES.items()])
+def seen(request: pytest.FixtureRequest) -> Iterator[dict[str, Any]]:
+    suite: str = request.param
+    marker, release, port_base = SUITES[suite]
     if os.geteuid() != 0:
-        _unavailable("needs root (a whole Slurm cluster in a container)")
-    box = SlurmContainer(f"railgang-test-slurm2411-{os.getpid()}", "trixie",
-                         build="slurm2411" in REQUIRED)
+        _unavailable(marker, "needs root (a whole Slurm cluster in a container)")
+    box = SlurmContainer(f"railgang-test-{marker}-{os.getpid()}", suite, build=marker in REQUIRED)
     try:
         box.start()
     except ContainerUnavailable as exc:
         box.stop()
-        _unavailable(str(exc))
+        _unavailable(marker, str(exc))
     try:
         res = box.exec(["python3", "/src/tests/slurm_versions/scenario.py", "/var/tmp/scenario",
-                        "--port-base", str(PORT_BASE)], timeout=600)
+                        "--port-base", str(port_base)], timeout=600)
         out: dict[str, Any] = json.loads(res.stdout.strip().splitlines()[-1])
-        yield out
+        yield {**out, "release": release}
     finally:
         box.stop()
 
 
-def _unavailable(why: str) -> None:
-    if "slurm2411" in REQUIRED:
-        pytest.fail(f"slurm2411 is required (RAILGANG_TEST_REQUIRE) but unavailable: {why}")
-    pytest.skip(f"slurm2411 unavailable: {why}")
+def _unavailable(marker: str, why: str) -> None:
+    if marker in REQUIRED:
+        pytest.fail(f"{marker} is required (RAILGANG_TEST_REQUIRE) but unavailable: {why}")
+    pytest.skip(f"{marker} unavailable: {why}")
 
 
 def test_the_scenario_ran_to_the_end(seen: dict[str, Any]) -> None:
     assert "error" not in seen, seen.get("traceback")
-    assert seen["slurm"].endswith("24.11.5") or "24.11" in seen["slurm"]
+    assert f" {seen['release']}." in seen["slurm"]
 
 
 def test_job_submit_lua_refuses_and_tags_as_on_22_05(seen: dict[str, Any]) -> None:
