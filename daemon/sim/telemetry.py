@@ -19,6 +19,7 @@ step spent computing), so badly placed multi-node jobs show as communication-bou
 from __future__ import annotations
 
 import zlib
+from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -266,10 +267,10 @@ def write_ledger(engine: Engine, jobs: Sequence[TraceJob], result: RunResult,
         order: dict[str, int] = {}
         # per-GPU grid of sample times over the whole replay; idle GPUs report zeros
         times = np.arange(t0, end_t + cfg.interval_s, cfg.interval_s)
-        grids = {(n, g): np.zeros((3, len(times))) for n in fabric.nodes
-                 for g in range(fabric.facts(n).gpus)}
-        for grid in grids.values():
-            grid[2, :] = 75.0  # idle power
+        # only the stretches jobs held are kept (in the order they were drawn); a GPU's whole
+        # row is made when it is stored: idle samples are zeros at 75 W (a grid of every GPU
+        # over the replay was 2 GB for 500 Philly jobs at 60 s)
+        held: dict[tuple[str, int], list[tuple[int, int, np.ndarray]]] = defaultdict(list)
         for seg in sorted(segments, key=lambda x: (x.job_id, x.start)):
             job = tj[seg.job_id]
             kind, mem_share = job_profile(cfg, seg.job_id)
@@ -281,7 +282,7 @@ def write_ledger(engine: Engine, jobs: Sequence[TraceJob], result: RunResult,
                 for g in gpus:
                     sm, mem, power = _gpu_values(kind, mem_share, times[a:b], seg.start, end,
                                                  cfg, r)
-                    grids[(node, g)][:, a:b] = np.vstack([sm, mem, power])
+                    held[(node, g)].append((int(a), int(b), np.vstack([sm, mem, power])))
                     sms.append(sm)
             compute = float(np.mean(np.concatenate(sms))) / 100 if sms and b > a else None
             k = order[seg.job_id] = order.get(seg.job_id, -1) + 1
@@ -309,7 +310,17 @@ def write_ledger(engine: Engine, jobs: Sequence[TraceJob], result: RunResult,
             s.execute(insert(_table(UsageRecord)), seg_rows[i:i + _CHUNK])
         for i in range(0, len(step_rows), _CHUNK):
             s.execute(insert(_table(StepTiming)), step_rows[i:i + _CHUNK])
-        samples = _store_grid(s, grids, [epoch(float(t)) * 1000 for t in times], on_progress)
+        keys = sorted((n, g) for n in fabric.nodes for g in range(fabric.facts(n).gpus))
+
+        def row_of(key: tuple[str, int]) -> np.ndarray:
+            grid = np.zeros((3, len(times)))
+            grid[2, :] = 75.0  # idle power
+            for a, b, values in held.get(key, ()):
+                grid[:, a:b] = values
+            return grid
+
+        samples = _store_grid(s, keys, row_of, [epoch(float(t)) * 1000 for t in times],
+                              on_progress)
     return LedgerStats(len(rows), len(seg_rows), samples, len(step_rows), epoch(t0),
                        epoch(end_t))
 
@@ -321,7 +332,8 @@ def _table(model: Any) -> Table:
 _SAMPLE_COLUMNS = ("node", "gpu", "at_epoch_ms", "sm_util", "mem_used_mib", "power_w")
 
 
-def _store_grid(s: Any, grids: dict[tuple[str, int], np.ndarray], at_ms: list[int],
+def _store_grid(s: Any, keys: Sequence[tuple[str, int]],
+                row_of: Callable[[tuple[str, int]], np.ndarray], at_ms: list[int],
                 on_progress: Callable[[int, int], None] | None = None) -> int:
     """Insert every GPU's samples: plain tuples through the driver's executemany (a dict per
     row through SQLAlchemy's insert cost about twice as much per sample)."""
@@ -336,9 +348,10 @@ def _store_grid(s: Any, grids: dict[tuple[str, int], np.ndarray], at_ms: list[in
     sql = (f"INSERT INTO {GpuSample.__tablename__} ({', '.join(_SAMPLE_COLUMNS)}) "
            f"VALUES ({', '.join([mark] * len(_SAMPLE_COLUMNS))})")
     count = 0
-    total = len(grids) * len(at_ms)
+    total = len(keys) * len(at_ms)
     batch: list[tuple[Any, ...]] = []
-    for (node, gpu), g in sorted(grids.items()):
+    for node, gpu in keys:
+        g = row_of((node, gpu))
         sm, mem, power = (np.round(g[0], 1).tolist(), np.round(g[1], 0).tolist(),
                           np.round(g[2], 1).tolist())
         batch.extend(zip(repeat(node), repeat(gpu), at_ms, sm, mem, power))
