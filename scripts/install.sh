@@ -52,10 +52,12 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
 fi
 echo "railgang installed: $(.venv/bin/railgang --version)"
 
-# Slurm 24.11 in a container (tests/slurm_versions, marker slurm2411): only when asked for, as CI
-# asks for slurm/postgres. A Docker engine (Debian's docker.io, started here with host networking
-# only if none runs) and the image railgang/slurm:trixie (scripts/slurm_image.sh, ~4 min once).
-if [[ ",${RAILGANG_TEST_REQUIRE:-}," == *",slurm2411,"* ]]; then
+# Slurm 24.11 / 26.05 in a container (tests/slurm_versions, markers slurm2411 / slurm2605): only
+# when asked for, as CI asks for slurm/postgres. A Docker engine (Debian's docker.io, started here
+# with host networking only if none runs) and the images railgang/slurm:trixie / :sid
+# (scripts/slurm_image.sh, 3-4 min each, once).
+require=",${RAILGANG_TEST_REQUIRE:-},"
+if [[ "$require" == *",slurm2411,"* || "$require" == *",slurm2605,"* ]]; then
   for p in docker.io debootstrap; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" \
       || { apt-get install -y -qq "$p" >/dev/null || { echo "apt-get install $p failed" >&2; exit 1; }; }
@@ -68,5 +70,6 @@ if [[ ",${RAILGANG_TEST_REQUIRE:-}," == *",slurm2411,"* ]]; then
     for _ in $(seq 60); do docker info >/dev/null 2>&1 && break; sleep 1; done
     docker info >/dev/null 2>&1 || { echo "dockerd did not start: /var/tmp/railgang-image/dockerd.log" >&2; exit 1; }
   fi
-  bash scripts/slurm_image.sh trixie
+  if [[ "$require" == *",slurm2411,"* ]]; then bash scripts/slurm_image.sh trixie; fi
+  if [[ "$require" == *",slurm2605,"* ]]; then bash scripts/slurm_image.sh sid; fi
 fi
