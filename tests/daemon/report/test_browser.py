@@ -71,6 +71,25 @@ def test_week_report_renders_in_chromium(sim_week: SimWeek, chromium: str) -> No
     assert shot.stat().st_size > 50_000 and shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+def test_week_range_renders_in_chromium(sim_week: SimWeek, chromium: str) -> None:
+    """``--from 2026-11-23 --to 2026-11-29``: the whole simulated week as one report."""
+    from railgang.daemon.report.service import parse_range
+
+    out = artifact_dir() / "sim-week-range"
+    engine = make_engine(sim_week.url)
+    with session_scope(engine) as s:
+        rep, _ = write_day(s, parse_range("2026-11-23", "2026-11-29"), ReportSettings(), out,
+                           now=datetime(2026, 12, 31, tzinfo=UTC))
+    engine.dispose()
+    page = open_page((out / "report.html").as_uri(), check_js=CHECK,
+                     screenshot=artifact_dir() / "sim-week-range.png")
+    assert page.errors == [], page.errors
+    assert page.check["images"] == page.check["drawn"] == 6, page.check
+    assert rep.date == "2026-11-23..2026-11-29" and rep.totals["capacity_gpu_h"] == 32 * 168
+    assert rep.trend is not None and sum(rep.trend.fleet_gpu_h) == pytest.approx(
+        rep.totals["allocated_gpu_h"], abs=0.05)  # the trend's 7 days are the range's
+
+
 def test_an_empty_day_renders(tmp_path: Path, chromium: str) -> None:
     """Telemetry of idle GPUs and nothing else: every chart still drawn (saying so)."""
     from tests.daemon.report.ledger_builder import T0, Ledger
