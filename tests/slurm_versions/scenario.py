@@ -85,6 +85,15 @@ def run(spec: ClusterSpec, work: Path, out: dict[str, Any]) -> None:
     tagged = sbatch("--account=team-b", "-N1", "--gres=gpu:4", "--comment=rg:parallel=tp4",
                     "--nodelist=n01").stdout.strip().split(";")[0]
     out["lua_tag"] = wait(tagged, "JobState", "RUNNING").get("AdminComment", "")
+    # the SPANK plugin, built by `up` against this version's libslurm-dev: --rg-parallel reaches
+    # job_submit.lua through the job's SPANK environment
+    spank = sbatch("--account=team-b", "-N1", "--gres=gpu:2", "--rg-parallel=tp2", "--hold",
+                   check=False)
+    out["spank"] = {"rc": spank.returncode, "stderr": spank.stderr.strip()[-300:],
+                    "tag": show(spank.stdout.strip().split(";")[0]).get("AdminComment", "")
+                    if spank.returncode == 0 else ""}
+    if spank.returncode == 0:
+        sl("scancel", spank.stdout.strip().split(";")[0])
     # a hinted tp8,dp2 gang under a lease (fresh heartbeat): the daemon places it in one leaf;
     # n01 is half used, so only leaf2 (n03, n04) holds it whole
     write_heartbeat(spec.heartbeat_file, time.time(), 600)

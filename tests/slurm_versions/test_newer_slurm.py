@@ -69,6 +69,11 @@ def test_job_submit_lua_refuses_and_tags_as_on_22_05(seen: dict[str, Any]) -> No
                                    "AdminComment": "railgang:tp=8,pp=1,dp=2;class=1"}
 
 
+def test_the_spank_option_reaches_job_submit_lua(seen: dict[str, Any]) -> None:
+    assert seen["spank"]["rc"] == 0, seen["spank"]["stderr"]
+    assert seen["spank"]["tag"].startswith("railgang:tp=2,pp=1,dp=1")
+
+
 def test_the_snapshot_sees_the_jobs_and_nodes(seen: dict[str, Any]) -> None:
     snap, jobs = seen["snapshot"], seen["jobs"]
     assert snap["nodes"] == ["n01", "n02", "n03", "n04"] and snap["skipped"] == []
