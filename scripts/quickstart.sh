@@ -11,24 +11,43 @@ cd "$(dirname "$0")/.."
 bash scripts/install.sh
 rg=$PWD/.venv/bin/railgang
 export RAILGANG_HOME=${RAILGANG_HOME:-/var/lib/railgang}
+
+# The daemon, the API and the admin commands run as the deployment runs them (docs/deploy.md):
+# as the system user `railgang`, a Slurm administrator (devcluster up registers it), not root. It
+# must reach this checkout and the Python behind .venv: directories above them that others
+# cannot search get o+x (search only, never read), e.g. /root when Python is under /root/.pyenv.
+id railgang >/dev/null 2>&1 || useradd --system --no-create-home --home-dir /nonexistent \
+  --shell /usr/sbin/nologin railgang
+for target in "$PWD/.venv/bin" "$(readlink -f .venv/bin/python)" "$RAILGANG_HOME"; do
+  d=$(dirname "$target")
+  while [ "$d" != / ]; do
+    [ -d "$d" ] && [ "$(( 0$(stat -c %a "$d") & 1 ))" -eq 0 ] && chmod o+x "$d"
+    d=$(dirname "$d")
+  done
+done
 mkdir -p "$RAILGANG_HOME"
+chown -R railgang: "$RAILGANG_HOME"
+# an array, not a function: a background function is a subshell, and its PID would not be the
+# daemon's (setpriv and env exec, so "${as_railgang[@]}" ... & leaves $! the process itself)
+as_railgang=(setpriv --reuid=railgang --regid=railgang --clear-groups env HOME="$RAILGANG_HOME")
+rg_admin() { "${as_railgang[@]}" "$rg" "$@"; }
 
 echo "== database (SQLite at $RAILGANG_HOME/railgang.sqlite)"
-$rg db upgrade
+rg_admin db upgrade
 
 # a step that is already done (a second run on the same database) is fine; any other error stops
 once() { local out; out=$("$@" 2>&1) && { echo "$out"; return; }
          case $out in *exists*|*already*) echo "  (kept: $out)";; *) echo "$out" >&2; return 1;; esac; }
 echo "== organisation and class grants: classes 0-2 are granted by an admin, not claimed"
-once "$rg" quota add ml-org --level org
-once "$rg" quota add research --level dept --parent ml-org
-for team in team-a team-b; do once "$rg" quota add "$team" --level team --parent research; done
-once "$rg" quota grant 0 account team-b                  # serving: team-b only
+once rg_admin quota add ml-org --level org
+once rg_admin quota add research --level dept --parent ml-org
+for team in team-a team-b; do once rg_admin quota add "$team" --level team --parent research; done
+once rg_admin quota grant 0 account team-b               # serving: team-b only
 for team in team-a team-b; do
-  once "$rg" quota grant 1 account "$team"                 # production
-  once "$rg" quota grant 2 account "$team"                 # interactive (4 h limit)
+  once rg_admin quota grant 1 account "$team"              # production
+  once rg_admin quota grant 2 account "$team"              # interactive (4 h limit)
 done
-once "$rg" quota rate gpu reserved 2.50                  # price of a GPU-hour, for chargeback
+once rg_admin quota rate gpu reserved 2.50               # price of a GPU-hour, for chargeback
 
 echo "== local Slurm cluster"
 $rg devcluster up
@@ -53,9 +72,9 @@ cleanup() {
 }
 trap cleanup EXIT
 
-echo "== railgang daemon (cycle every 3 s; log in $RAILGANG_HOME/daemon.log)"
+echo "== railgang daemon as user railgang, a non-root Slurm administrator (cycle every 3 s; log in $RAILGANG_HOME/daemon.log)"
 RAILGANG_DAEMON__CYCLE_INTERVAL_S=${RAILGANG_DAEMON__CYCLE_INTERVAL_S:-3} \
-  $rg daemon run --log-format json >"$RAILGANG_HOME/daemon.log" 2>&1 &
+  "${as_railgang[@]}" "$rg" daemon run --log-format json >"$RAILGANG_HOME/daemon.log" 2>&1 &
 daemon_pid=$!
 for _ in $(seq 100); do $rg daemon status >/dev/null 2>&1 && break; sleep 0.2; done
 $rg daemon status
@@ -66,8 +85,8 @@ echo "-- an ungranted class is refused at submission:"
 sbatch --account=team-a --rg-class=0 --gres=gpu:1 --wrap=true 2>&1 | grep railgang || true
 
 echo "== railgang api on 127.0.0.1:${RAILGANG_API__PORT:-8780} (log in $RAILGANG_HOME/api.log)"
-token=$($rg token create "quickstart-$(date +%s)" --role admin --json | .venv/bin/python -c 'import json,sys; print(json.load(sys.stdin)["token"])')
-$rg api --host 127.0.0.1 >"$RAILGANG_HOME/api.log" 2>&1 &
+token=$(rg_admin token create "quickstart-$(date +%s)" --role admin --json | .venv/bin/python -c 'import json,sys; print(json.load(sys.stdin)["token"])')
+"${as_railgang[@]}" "$rg" api --host 127.0.0.1 >"$RAILGANG_HOME/api.log" 2>&1 &
 api_pid=$!
 api=http://127.0.0.1:${RAILGANG_API__PORT:-8780}
 for _ in $(seq 100); do curl -sf "$api/healthz" >/dev/null && break; sleep 0.2; done
@@ -93,7 +112,7 @@ done
 wait "$submitter" || true
 
 echo; echo "== usage ledger: railgang ledger ingest (sacct), then chargeback by team from the API"
-$rg ledger ingest
+rg_admin ledger ingest
 echo "-- GET $api/v1/chargeback?group_by=team&format=csv"
 curl -sf -H "Authorization: Bearer $token" "$api/v1/chargeback?group_by=team&format=csv"
 

@@ -602,7 +602,7 @@ function slurm_job_modify(job_desc, job_rec, part_list, modify_uid)
         end
     end
     -- While the daemon holds a railgang job's lease, only trusted uids (root, SlurmUser, the
-    -- daemon's user, operators: RAILGANG_TRUSTED_UIDS) may end the lease early (StartTime) or set
+    -- daemon's user, operators: RAILGANG_TRUSTED_USERS) may end the lease early (StartTime) or set
     -- its priority: the daemon decides when and where it starts. The owner may still hold and
     -- release it (priority 0 and INFINITE: `scontrol hold/release`), and edit its other fields.
     if TRUSTED[modify_uid] or daemon_lease() == nil then return slurm.SUCCESS end

@@ -175,11 +175,15 @@ def register_accounts(spec: ClusterSpec) -> None:
         ["add", "account", "team-b", "parent=research", "fairshare=1", "Description=team"],
         ["add", "user", "root", "account=team-a,team-b", "DefaultAccount=team-a"],
     ]
-    if daemon_uid() is not None:  # the daemon's user is a Slurm operator (docs/deploy.md)
-        cmds.append(["add", "user", DAEMON_USER, "account=team-a", "AdminLevel=Operator"])
+    if daemon_uid() is not None:
+        # the daemon's user is a Slurm administrator, not only an operator: railgang keeps its
+        # tag and in-flight preemption/grow marks in AdminComment, which Slurm lets only root,
+        # SlurmUser and Administrators set (docs/deploy.md, docs/security.md)
+        cmds += [["add", "user", DAEMON_USER, "account=team-a", "AdminLevel=Administrator"],
+                 ["modify", "user", DAEMON_USER, "set", "AdminLevel=Administrator"]]
     for args in cmds:
         # "already exists" / "nothing new" are fine: registration is idempotent
-        _run([mgr, "-i", *args, f"cluster={spec.cluster_name}"] if args[1] == "user"
+        _run([mgr, "-i", *args, f"cluster={spec.cluster_name}"] if args[:2] == ["add", "user"]
              else [mgr, "-i", *args], env=env, check=False, what="sacctmgr")
     res = _run([mgr, "-n", "-P", "show", "assoc", "format=account,user"], env=env, what="sacctmgr")
     if "team-a|root" not in res.stdout:

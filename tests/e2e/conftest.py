@@ -229,8 +229,8 @@ def slurm(slurm_cluster: DevCluster, tmp_path: Path) -> Iterator[Cluster]:
 E2E_GRANTS = [(c, "qos", "normal") for c in (0, 1, 2)]
 
 
-def operator_home() -> tuple[Path, int]:
-    """A directory for one daemon run owned by the daemon's own user, a non-root Slurm operator
+def daemon_home() -> tuple[Path, int]:
+    """A directory for one daemon run owned by the daemon's own user, a non-root Slurm administrator
     (docs/deploy.md), with its database already migrated and the test accounts' class grants.
 
     The user must reach the interpreter and this checkout: each directory above them that is not
@@ -246,7 +246,7 @@ def operator_home() -> tuple[Path, int]:
     uid = daemon_uid()
     if uid is None:
         pytest.fail(f"the daemon user {DAEMON_USER!r} is missing: `railgang devcluster up` creates "
-                    "it as root (the e2e daemon runs as a non-root Slurm operator)")
+                    "it as root (the e2e daemon runs as that non-root Slurm user)")
     # not under pytest's tmp_path: its base directory is private (0700) and reset by every session
     base = TEST_ROOT / "e2e-daemons"
     base.mkdir(parents=True, exist_ok=True)
@@ -276,14 +276,14 @@ def operator_home() -> tuple[Path, int]:
 @pytest.fixture
 def daemon(slurm: Cluster, tmp_path: Path) -> Iterator[Callable[..., Daemon]]:
     """Start ``railgang daemon run`` as the deployment runs it: as the ``railgang`` user, a
-    non-root Slurm operator (its own SQLite database with the test accounts' class grants, the
+    non-root Slurm administrator (its own SQLite database with the test accounts' class grants, the
     cluster's heartbeat file, a 1 s cycle, a 20 s lease, no metrics endpoint); keyword arguments
     set more knobs as ``RAILGANG_<GROUP>__<KEY>`` (``daemon__policy="fifo"``). Returns once the
     first cycle has written the heartbeat, so jobs submitted from then on are leased. Stopped
     with SIGTERM."""
     spec = slurm.cluster.spec
     started: list[Daemon] = []
-    home, uid = operator_home()
+    home, uid = daemon_home()
     user = ["setpriv", f"--reuid={uid}", f"--regid={uid_gid(uid)}", "--clear-groups"]
 
     def start(**knobs: object) -> Daemon:

@@ -30,8 +30,11 @@ BIG = "--rg-needs=gpumem>=40G"
 
 @pytest.fixture(scope="module")
 def mixed() -> Iterator[DevCluster]:
-    spec = ClusterSpec(dir=TEST_ROOT / "devcluster-mixed", cluster_name="rgmixed", accounting=False,
-                       slurmctld_port=PORT_BASE + 700, slurmd_base_port=PORT_BASE + 710,
+    # with accounting: the daemon runs as its own non-root user, whose Slurm admin level lives in
+    # slurmdbd (without it only root and SlurmUser may act on other users' jobs)
+    spec = ClusterSpec(dir=TEST_ROOT / "devcluster-mixed", cluster_name="rgmixed", accounting=True,
+                       slurmctld_port=PORT_BASE + 700, slurmdbd_port=PORT_BASE + 702,
+                       mariadb_port=PORT_BASE - 400, slurmd_base_port=PORT_BASE + 710,
                        nodes_per_leaf=4).with_pools(parse_pools("a100=4,v100=4"))
     yield from real_cluster(spec)
 

@@ -1,6 +1,6 @@
 """job_submit.lua against hostile and ordinary user actions on the real slurmctld (issue 18 rows
 1, 2, 5, 8, 12; docs/security.md): what the lua5.1 tests check, here through sbatch and scontrol
-as the users who would do it — a plain user, the daemon's own non-root operator user, root."""
+as the users who would do it — a plain user, the daemon's own non-root user, root."""
 
 from __future__ import annotations
 
@@ -53,7 +53,7 @@ def test_a_64k_comment_is_refused_at_once(slurm_cluster: DevCluster, jobs: list[
     assert time.monotonic() - t0 < 10  # a hang guard; the cost itself is in BENCHMARKS.md (sdiag)
 
 
-def test_the_daemons_operator_user_moves_a_lease_and_the_owner_cannot(
+def test_the_daemons_user_moves_a_lease_and_the_owner_cannot(
         slurm_cluster: DevCluster, jobs: list[str]) -> None:
     if daemon_uid() is None:
         pytest.fail(f"the devcluster did not create the daemon user {DAEMON_USER!r}")
@@ -61,11 +61,14 @@ def test_the_daemons_operator_user_moves_a_lease_and_the_owner_cannot(
     job = submit(slurm_cluster, jobs)
     owner = sl(slurm_cluster, "scontrol", "update", f"jobid={job}", "StartTime=now", check=False, user=USER)
     assert owner.returncode != 0
-    # the deployment's daemon: not root, a Slurm operator, trusted by job_submit.lua by name
-    for change in ("Priority=5000", "StartTime=now"):
+    # the deployment's daemon: not root, a Slurm administrator, trusted by job_submit.lua by name
+    # ... and a Slurm administrator: the preemption and grow marks go into AdminComment
+    mark = "AdminComment=railgang:tp=2,pp=1,dp=1;class=3;preempt=1796000000@0"
+    for change in ("Priority=5000", mark, "StartTime=now"):
         res = sl(slurm_cluster, "scontrol", "update", f"jobid={job}", change, check=False, user=DAEMON_USER)
         assert res.returncode == 0, (change, res.stderr)
-    assert job_fields(slurm_cluster, job)["Priority"] == "5000"
+    fields = job_fields(slurm_cluster, job)
+    assert fields["Priority"] == "5000" and fields["AdminComment"].endswith("preempt=1796000000@0")
 
 
 def test_the_owner_may_hold_and_release_a_leased_job(slurm_cluster: DevCluster, jobs: list[str]) -> None:
