@@ -143,6 +143,12 @@ def run(spec: ClusterSpec, work: Path, out: dict[str, Any]) -> None:
                             capture_output=True, text=True, timeout=60)
     out["status"] = json.loads(status.stdout or "{}")
     out["jobs"] = {"tagged": tagged, "gang": gang, "waiting": waiting}
+    # the usage ledger from this version's sacct --json
+    time.sleep(2)  # slurmdbd records the starts
+    ingest = subprocess.run([RAILGANG, "ledger", "ingest", "--since", "now-1h", "--json"],
+                            env=denv, capture_output=True, text=True, timeout=120)
+    out["ledger"] = {"rc": ingest.returncode, "stderr": ingest.stderr[-600:],
+                     **(json.loads(ingest.stdout) if ingest.returncode == 0 else {})}
 
 
 if __name__ == "__main__":

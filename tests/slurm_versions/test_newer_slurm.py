@@ -94,6 +94,12 @@ def test_the_daemon_places_a_tp8_dp2_gang_in_one_leaf(seen: dict[str, Any]) -> N
                                                                       ["leaf2"], True)
 
 
+def test_the_ledger_ingests_this_versions_sacct(seen: dict[str, Any]) -> None:
+    ledger = seen["ledger"]
+    assert ledger["rc"] == 0, ledger["stderr"]
+    assert ledger["segments"] >= 2  # the tagged job and the placed gang, still running
+
+
 def test_the_daemon_renews_the_lease_of_a_waiting_gang(seen: dict[str, Any]) -> None:
     c2 = seen["cycle2"]
     assert c2["rc"] == 0 and c2["cycle"]["leases_renewed"] == 1 and c2["cycle"]["actions"] == {}
