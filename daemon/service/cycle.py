@@ -54,6 +54,7 @@ from railgang.daemon.service.grants import GrantsFile
 from railgang.daemon.service.journal import SessionJournal, utc
 from railgang.daemon.service.links import LinkCollector
 from railgang.daemon.service.metrics import DaemonMetrics
+from railgang.daemon.service.node_inventory import NodeInventory
 from railgang.daemon.service.quotas import QuotaStep
 from railgang.daemon.slurm.backend import ActionResult, Backend, LeaseBackend
 from railgang.daemon.slurm.cli.lease import write_heartbeat
@@ -141,7 +142,8 @@ class DaemonService:
                  grants_file: Path | None = None, quotas: QuotaStep | None = None,
                  estimator: StartEstimator | None = None,
                  links: LinkCollector | None = None,
-                 steps: StepTimingRecorder | None = None) -> None:
+                 steps: StepTimingRecorder | None = None,
+                 inventory: NodeInventory | None = None) -> None:
         self.engine, self.backend, self.clock = engine, backend, clock
         self.policy = RecordingPolicy(policy)
         self.leader, self.config, self.placer = leader, config or CycleConfig(), placer
@@ -156,6 +158,7 @@ class DaemonService:
         self.tracker: explain.Tracker | None = None
         self.estimator = estimator  # "when will it start" for explain (service/estimate.py)
         self.steps = steps  # running jobs' step timings for the report (accounting/progress.py)
+        self.inventory = inventory  # the fleet's nodes for the report (service/node_inventory.py)
         self.cycles = 0
 
     def run_once(self) -> CycleReport:
@@ -182,6 +185,10 @@ class DaemonService:
                 obs = getattr(self.backend, "last", None)  # the CLI backend's squeue read
                 if self.steps is not None and obs is not None:
                     self.steps.record(s, obs.jobs.values())
+                if self.inventory is not None and obs is not None and snap is not None:
+                    self.inventory.record(s, obs.nodes_raw.values(),
+                                          {n: v.facts.gpu_type for n, v in snap.nodes.items()},
+                                          outcome.now)
                 report.timings_ms = dict(outcome.timings)
                 if hooks.lease_ms:
                     report.timings_ms["reconcile"] -= hooks.lease_ms

@@ -34,6 +34,7 @@ from railgang.daemon.service.estimate_history import with_ledger_history
 from railgang.daemon.service.leader import LeaderLock, lock_for
 from railgang.daemon.service.links import LinkCollector
 from railgang.daemon.service.metrics import DaemonMetrics, observe_links
+from railgang.daemon.service.node_inventory import NodeInventory
 from railgang.daemon.service.quotas import QuotaStep
 from railgang.db import migrate
 from railgang.db.repositories import journal as repo
@@ -146,7 +147,9 @@ def run_daemon(settings: Settings, *, once: bool = False, wait: bool = True,
             quotas=QuotaStep(oversubscription=d.quota_oversubscription), links=links,
             steps=(StepTimingRecorder(settings.ledger.cluster,
                                       every_s=settings.ledger.step_timing_every_s)
-                   if settings.slurm.backend == "cli" else None))
+                   if settings.slurm.backend == "cli" else None),
+            inventory=(NodeInventory(settings.ledger.cluster)
+                       if settings.slurm.backend == "cli" else None))
         log.info("leader: %s, %s backend, policy %s, every %g s", lock.describe(),
                  settings.slurm.backend, policy.name, d.cycle_interval_s)
         if once:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import sqlite3
 import subprocess
 import sys
 import time
@@ -81,6 +82,10 @@ def test_daemon_once_places_a_hinted_job_on_the_real_cluster(slurm_cluster: DevC
         status = json.loads(subprocess.run([RAILGANG, "daemon", "status", "--json"], env=env,
                                            capture_output=True, text=True, timeout=60).stdout)
         assert status["journal"]["applied"] >= 1 and status["journal"]["planned"] == 0
+        # the fleet's inventory for the report: every node sinfo lists, busy or idle
+        with sqlite3.connect(tmp_path / "rg.sqlite") as con:
+            nodes = dict(con.execute("SELECT node, gpus FROM node_states"))
+        assert len(nodes) == spec.nodes and set(nodes.values()) == {spec.gpus_per_node}
     finally:
         subprocess.run(["scancel", job], env=slurm_env(spec), timeout=60, check=False)
         spec.heartbeat_file.unlink(missing_ok=True)

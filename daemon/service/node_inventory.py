@@ -1,0 +1,39 @@
+"""The fleet's inventory for the nightly report: every node as sinfo shows it, kept in the
+ledger's ``node_states`` each cycle (``db/repositories/nodes.py``).
+
+The report sizes each pool from every node it knows, busy or idle, and lists down and drained
+intervals; without this only nodes whose GPUs sent telemetry counted. A row is written only for a
+node that is new or changed (state, reason, GPU type, GPU count), and the recorder remembers
+what it wrote last, so an unchanged fleet costs no query at all.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from railgang.db.repositories.nodes import NodeSeen, record_node_states
+
+
+class NodeInventory:
+    """One cycle's step: the nodes of the backend's last observation into ``node_states``."""
+
+    def __init__(self, cluster: str) -> None:
+        self.cluster = cluster
+        self._last: frozenset[NodeSeen] | None = None
+
+    def record(self, s: Session, nodes: Iterable[Any], gpu_types: dict[str, str], now: float) -> int:
+        """``nodes``: sinfo's nodes (name, state, gpus, reason); ``gpu_types``: node -> GPU type
+        from the snapshot's facts. Returns the rows written (the caller commits)."""
+        seen = frozenset(NodeSeen(n.name, n.state, gpu_types.get(n.name, ""), n.gpus, n.reason)
+                         for n in nodes)
+        if seen == self._last:
+            return 0
+        written = record_node_states(s, self.cluster, seen, int(now))
+        self._last = seen
+        return written
+
+
+__all__ = ["NodeInventory"]
