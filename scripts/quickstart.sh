@@ -26,7 +26,10 @@ for target in "$PWD/.venv/bin" "$(readlink -f .venv/bin/python)" "$RAILGANG_HOME
   done
 done
 mkdir -p "$RAILGANG_HOME"
-chown -R railgang: "$RAILGANG_HOME"
+# the daemon's own files (database, lock, grants, logs of an earlier run); not devcluster/, whose
+# MariaDB data belongs to mysql
+chown railgang: "$RAILGANG_HOME"
+find "$RAILGANG_HOME" -maxdepth 1 -type f -exec chown railgang: {} +
 # an array, not a function: a background function is a subshell, and its PID would not be the
 # daemon's (setpriv and env exec, so "${as_railgang[@]}" ... & leaves $! the process itself)
 as_railgang=(setpriv --reuid=railgang --regid=railgang --clear-groups env HOME="$RAILGANG_HOME")

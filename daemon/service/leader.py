@@ -61,6 +61,24 @@ class FileLock:
         self._fd = fd
         return True
 
+    def held(self) -> bool:
+        """True when another process holds the lock now. Opens the file read-only and never
+        creates it: ``daemon status`` run as root before the daemon (its own user) started left
+        a root-owned lock file the daemon could not open."""
+        try:
+            fd = os.open(self.path, os.O_RDONLY)
+        except FileNotFoundError:
+            return False
+        except OSError as exc:
+            raise DaemonError(f"{self.path}: cannot read the leader lock file: {exc.strerror}") from exc
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        finally:
+            os.close(fd)  # closing drops a lock we took
+        return False
+
     def release(self) -> None:
         if self._fd is not None:
             fcntl.flock(self._fd, fcntl.LOCK_UN)
@@ -115,7 +133,10 @@ def lock_for(engine: Engine) -> LeaderLock:
 
 
 def probe(lock: LeaderLock) -> bool:
-    """True when a leader holds the lock now (taking and at once dropping it otherwise)."""
+    """True when a leader holds the lock now (taking and at once dropping it otherwise; a file
+    lock is only looked at, never created)."""
+    if isinstance(lock, FileLock):
+        return lock.held()
     if lock.try_acquire():
         lock.release()
         return False

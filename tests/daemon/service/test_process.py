@@ -220,3 +220,13 @@ def test_a_busy_metrics_port_is_one_clear_line(env: dict[str, str]) -> None:
     assert res.returncode == 1 and "Traceback" not in res.stderr
     assert f"daemon.metrics_port: cannot serve /metrics on 127.0.0.1:{port}" in res.stderr
     assert status(env)[0] == 4  # it released the lock on the way out
+
+
+def test_probing_a_file_lock_never_creates_it(tmp_path: Path) -> None:
+    """`railgang daemon status` run as root before the daemon (its own user) started must not
+    leave a root-owned lock file behind that the daemon then cannot open (quickstart, as root)."""
+    path = tmp_path / "db.sqlite.leader"
+    assert not probe(FileLock(path)) and not path.exists()
+    path.write_text("")
+    path.chmod(0o444)  # read-only to its owner too: a probe needs no write access
+    assert not probe(FileLock(path))
