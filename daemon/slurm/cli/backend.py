@@ -91,8 +91,11 @@ class CliBackend:
     def observe(self, now: float) -> Observation:
         """One read of the cluster (and the requeues that fell due); kept as ``self.last``."""
         try:
+            # --states=all: 24.11+ leave ended jobs out by default, 22.05 ignores the option
+            # and lists them anyway; a job that died of railgang's checkpoint signal must be seen
+            # to be requeued (apply.died_of_the_signal)
             seen, job_notes = self._read_json(
-                cmd.SQUEUE, lambda text: parse_squeue(text, keep_signalled=True))
+                cmd.SQUEUE, lambda text: parse_squeue(text, keep_signalled=True), "--states=all")
             nodes, node_notes = self._read_json(cmd.SINFO, parse_sinfo)
         except SchemaProblem as exc:
             log.error("slurm: %s", exc)
@@ -119,12 +122,12 @@ class CliBackend:
     def snapshot(self, now: float) -> Snapshot:
         return self.observe(now).snapshot
 
-    def _read_json(self, program: str, parse: Callable[[str], T]) -> T:
+    def _read_json(self, program: str, parse: Callable[[str], T], *args: str) -> T:
         """``program --json`` parsed by ``parse``; pins the schema version where the CLI takes
         one (see the module's docstring). 22.05 refuses ``--json=…``, and says openapi/v0.0.38
         in its ``meta``, so it is always asked plainly (one process per read, as before)."""
         pinned = self.json_version
-        text = self.runner.run([program, json_flag(pinned)]).stdout
+        text = self.runner.run([program, json_flag(pinned), *args]).stdout
         try:
             result = parse(text)
         except SchemaProblem:
@@ -132,7 +135,7 @@ class CliBackend:
                 raise
             log.warning("slurm: %s --json: default schema unknown; asking for %s", program, PINNED)
             self.json_version = PINNED
-            return parse(self.runner.run([program, json_flag(PINNED)]).stdout)
+            return parse(self.runner.run([program, json_flag(PINNED), *args]).stdout)
         if pinned is None and _DATA_PARSER.search(text):
             self.json_version = PINNED
         return result

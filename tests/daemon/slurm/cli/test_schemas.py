@@ -263,6 +263,9 @@ class FakeSlurm:
         return 0, json.dumps(d).replace("/", "\\/"), ""  # as Slurm writes it: "data_parser\/v0.0.42"
 
 
+ALL = "--states=all"  # 24.11+ leave ended jobs out by default; 22.05 lists them regardless
+
+
 def backend(fake: FakeSlurm, tmp_path: Any) -> CliBackend:
     topo = tmp_path / "topology.conf"
     topo.write_text(topology_from_show(
@@ -279,8 +282,8 @@ def test_the_backend_pins_the_schema_where_slurm_lets_it(version: str, second: s
     b = backend(fake, tmp_path)
     first = b.observe(2e9)
     b.observe(2e9)
-    assert fake.calls == [("squeue", "--json"), ("sinfo", second),  # squeue's meta told
-                          ("squeue", second), ("sinfo", second)]
+    assert fake.calls == [("squeue", "--json", ALL), ("sinfo", second),  # squeue's meta told
+                          ("squeue", second, ALL), ("sinfo", second)]
     assert len(first.snapshot.nodes) == 4 and len(first.jobs) == 6
 
 
@@ -295,7 +298,7 @@ def test_an_unknown_default_schema_is_asked_again_pinned(tmp_path: Any) -> None:
     fake = NewDefault("24.11")
     obs = backend(fake, tmp_path).observe(2e9)
     assert len(obs.jobs) == 6
-    assert fake.calls == [("squeue", "--json"), ("squeue", f"--json={PINNED}"),
+    assert fake.calls == [("squeue", "--json", ALL), ("squeue", f"--json={PINNED}", ALL),
                           ("sinfo", f"--json={PINNED}")]
 
 
