@@ -17,6 +17,7 @@ from railgang.db.models import JobExplanation
 from railgang.db.repositories import explanations as explain_repo
 from railgang.db.repositories import journal as repo
 from railgang.db.session import make_engine, session_scope
+from railgang.topology.files import InputProblem, read_bytes
 
 _REASON_TEXT = {  # one line per reason code for people (codes the core may not emit are harmless)
     "waiting_for_gpus": "fewer GPUs are free than its minimum size",
@@ -41,9 +42,9 @@ _REASON_TEXT = {  # one line per reason code for people (codes the core may not 
 def _heartbeat(settings: Settings, now: float) -> dict[str, Any]:
     path = settings.daemon.heartbeat_file
     try:
-        first = path.read_text().split()
+        first = read_bytes(path, "heartbeat file", 4096).decode("ascii").split()
         beat = float(first[0])
-    except (OSError, ValueError, IndexError):
+    except (InputProblem, UnicodeDecodeError, ValueError, IndexError):
         return {"file": str(path), "age_s": None}
     return {"file": str(path), "epoch": beat, "age_s": round(now - beat, 1),
             "lease_s": int(first[1]) if len(first) > 1 and first[1].isdigit() else None}

@@ -51,6 +51,7 @@ from railgang.daemon.slurm.cli.records import (
 from railgang.daemon.slurm.cli.runner import SlurmRunner
 from railgang.daemon.slurm.cli.schemas import PINNED, SchemaProblem, json_flag
 from railgang.daemon.slurm.cli.snapshot import STARTING_GRACE_S, Observation, build_observation
+from railgang.topology.files import InputProblem, read_text
 from railgang.topology.inputs import write_if_changed
 
 log = logging.getLogger(__name__)
@@ -96,7 +97,10 @@ class CliBackend:
             # to be requeued (apply.died_of_the_signal)
             seen, job_notes = self._read_json(
                 cmd.SQUEUE, lambda text: parse_squeue(text, keep_signalled=True), "--states=all")
-            nodes, node_notes = self._read_json(cmd.SINFO, parse_sinfo)
+            # --Node: 24.11+ group nodes by sinfo's default columns (partition, state), so
+            # nodes with other features or GRES shared one entry and lost theirs; node-oriented,
+            # each entry is one node. 22.05 lists nodes one by one either way
+            nodes, node_notes = self._read_json(cmd.SINFO, parse_sinfo, "--Node")
         except SchemaProblem as exc:
             log.error("slurm: %s", exc)
             raise SlurmSchemaError(str(exc).split(" ", 1)[0], f"cannot read the cluster: {exc}") from exc
@@ -185,7 +189,10 @@ class CliBackend:
         if key == self._fabric_key:
             return self._fabric
         if path is not None:
-            text, source = path.read_text(encoding="utf-8"), str(path)
+            try:  # the bounded reader: regular files only, a size limit, UTF-8
+                text, source = read_text(path, "slurm.topology"), str(path)
+            except InputProblem as exc:
+                raise SlurmError(f"slurm.topology: {exc}") from exc
         else:
             if self._topology_text is None:
                 self._topology_text = topology_from_show(

@@ -12,6 +12,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from railgang.topology.files import InputProblem, read_bytes
+
 
 def heartbeat_line(now: float, lease_s: int) -> str:
     return f"{int(now)} {int(lease_s)}\n"
@@ -28,9 +30,9 @@ def write_heartbeat(path: Path, now: float, lease_s: int) -> None:
 
 def read_heartbeat(path: Path) -> tuple[int, int | None] | None:
     """``(epoch, lease_s or None)`` from the file, or None when missing or unreadable."""
-    try:
-        parts = path.read_text(encoding="ascii").split()
-    except (OSError, UnicodeDecodeError):
+    try:  # bounded, regular files only: a FIFO or /dev/zero at the path must not hang a cycle
+        parts = read_bytes(path, "heartbeat file", 4096).decode("ascii").split()
+    except (InputProblem, UnicodeDecodeError):
         return None
     if not parts or not parts[0].isdigit():
         return None

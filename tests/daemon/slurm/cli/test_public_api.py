@@ -45,3 +45,18 @@ def test_heartbeat_round_trip(tmp_path: Path) -> None:
     assert read_heartbeat(tmp_path / "missing") is None
     path.write_text("garbage\n")
     assert read_heartbeat(path) is None
+
+
+def test_heartbeat_reader_is_bounded(tmp_path: Path) -> None:
+    """A FIFO or a huge file at the heartbeat path reads as 'no heartbeat', never a hang."""
+    import os
+
+    from railgang.daemon.slurm.cli import read_heartbeat
+
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    assert read_heartbeat(fifo) is None
+    assert read_heartbeat(Path("/dev/zero")) is None
+    big = tmp_path / "big"
+    big.write_text("1796057400 90 " + "x" * 10_000)
+    assert read_heartbeat(big) is None
