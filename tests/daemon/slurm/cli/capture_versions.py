@@ -12,7 +12,8 @@ OUTDIR/cluster and takes it down again. Jobs (no daemon runs: hinted jobs get no
   requeued ran, then `scontrol requeue`: pending again (BeginTime)
   gang     hinted tp8,dp2, 2 nodes × 8 GPUs: pending (Resources)
   held     --hold: pending (JobHeldUser)
-and node n04 drained with a reason. ``--pinned`` also records squeue/sinfo with
+and node n04 drained with a reason, n02 tagged with the feature rg_lame (sinfo is read
+node-oriented, ``--Node``, as the backend reads it). ``--pinned`` also records squeue/sinfo with
 ``--json=VERSION`` for each data_parser version given (23.02+), as ``squeue_26.05_v0.0.42.json``.
 """
 
@@ -83,6 +84,8 @@ def main() -> None:
         jobs["held"] = submit("--account=team-b", "-N1", "--gres=gpu:2", "--hold",
                               "--job-name=held")
         sl("scontrol", "update", "nodename=n04", "state=drain", "reason=lame IB link")
+        sl("scontrol", "update", "nodename=n02", "AvailableFeatures=rg_lame",
+           "ActiveFeatures=rg_lame")
         time.sleep(4)  # slurmdbd catches up; the pending jobs get their reasons
         out.mkdir(parents=True, exist_ok=True)
 
@@ -93,10 +96,10 @@ def main() -> None:
             (out / name).write_text(text)
 
         record(f"squeue_{version}.json", "squeue", "--json")
-        record(f"sinfo_{version}.json", "sinfo", "--json")
+        record(f"sinfo_{version}.json", "sinfo", "--json", "--Node")
         for pinned in filter(None, args.pinned.split(",")):
             record(f"squeue_{version}_{pinned}.json", "squeue", f"--json={pinned}")
-            record(f"sinfo_{version}_{pinned}.json", "sinfo", f"--json={pinned}")
+            record(f"sinfo_{version}_{pinned}.json", "sinfo", f"--json={pinned}", "--Node")
         record(f"sacct_{version}.json", "sacct", "--json", "-a", "-S", "now-1hour", "-E", "now")
         record(f"scontrol_topology_{version}.txt", "scontrol", "show", "topology")
         record(f"sshare_{version}.txt", "sshare", "-a", "-P", "-n", "-o",

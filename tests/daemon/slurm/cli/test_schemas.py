@@ -163,6 +163,8 @@ def test_what_each_version_says_of_the_scenario(version: str) -> None:
     nodes = {n.name: n for n in parse_sinfo(text("sinfo", version))[0]}
     assert sorted(nodes) == ["n01", "n02", "n03", "n04"]
     assert (nodes["n04"].state, nodes["n04"].reason) == ("drain", "lame IB link")
+    # 24.11+ group nodes by partition and state unless asked --Node: n02 kept its own features
+    assert nodes["n02"].features == {"rg_lame"} and nodes["n01"].features == frozenset()
     assert {nodes[n].gpus for n in nodes} == {8}
 
 
@@ -264,6 +266,7 @@ class FakeSlurm:
 
 
 ALL = "--states=all"  # 24.11+ leave ended jobs out by default; 22.05 lists them regardless
+NODE = "--Node"  # 24.11+ group nodes by partition and state only, losing per-node features
 
 
 def backend(fake: FakeSlurm, tmp_path: Any) -> CliBackend:
@@ -282,8 +285,8 @@ def test_the_backend_pins_the_schema_where_slurm_lets_it(version: str, second: s
     b = backend(fake, tmp_path)
     first = b.observe(2e9)
     b.observe(2e9)
-    assert fake.calls == [("squeue", "--json", ALL), ("sinfo", second),  # squeue's meta told
-                          ("squeue", second, ALL), ("sinfo", second)]
+    assert fake.calls == [("squeue", "--json", ALL), ("sinfo", second, NODE),  # squeue's meta
+                          ("squeue", second, ALL), ("sinfo", second, NODE)]
     assert len(first.snapshot.nodes) == 4 and len(first.jobs) == 6
 
 
@@ -299,7 +302,7 @@ def test_an_unknown_default_schema_is_asked_again_pinned(tmp_path: Any) -> None:
     obs = backend(fake, tmp_path).observe(2e9)
     assert len(obs.jobs) == 6
     assert fake.calls == [("squeue", "--json", ALL), ("squeue", f"--json={PINNED}", ALL),
-                          ("sinfo", f"--json={PINNED}")]
+                          ("sinfo", f"--json={PINNED}", NODE)]
 
 
 def test_the_backend_refuses_an_unknown_schema_loudly(tmp_path: Any,
