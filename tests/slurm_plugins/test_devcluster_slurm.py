@@ -46,12 +46,14 @@ def wait_state(cluster: DevCluster, job_id: int, states: set[str], timeout_s: fl
 
 
 def test_all_nodes_idle_with_8_gpus(slurm_cluster: DevCluster) -> None:
-    data = json.loads(sl(slurm_cluster, "sinfo", "--json").stdout)
-    nodes = {n["name"]: n for n in data["nodes"]}
-    assert sorted(nodes) == [f"n{i:02d}" for i in range(1, 17)]
+    from railgang.daemon.slurm.cli.records import parse_sinfo  # every Slurm version's schema
+
+    records, problems = parse_sinfo(sl(slurm_cluster, "sinfo", "--json", "--Node").stdout)
+    nodes = {n.name: n for n in records}
+    assert sorted(nodes) == [f"n{i:02d}" for i in range(1, 17)] and problems == []
     for n in nodes.values():
-        assert n["gres"] == "gpu:8"
-        assert n["state"] == "idle"
+        assert n.gres == "gpu:8"
+        assert n.state == "idle"
 
 
 def test_topology_is_four_leaves(slurm_cluster: DevCluster) -> None:
@@ -85,13 +87,15 @@ def test_drain_and_resume(slurm_cluster: DevCluster) -> None:
 
 
 def test_sacct_lists_finished_job_with_gpus(slurm_cluster: DevCluster, tmp_path: Path) -> None:
+    from railgang.daemon.slurm.cli.schemas import state_word  # 24.11+: ["COMPLETED"]
+
     job = submit(slurm_cluster, tmp_path, "--account=team-b", "-N2", "--gres=gpu:4", cmd="true")
     wait_state(slurm_cluster, job, {"COMPLETED"})
     deadline = time.monotonic() + 20
     record: dict[str, Any] | None = None
     while time.monotonic() < deadline and record is None:
         data = json.loads(sl(slurm_cluster, "sacct", "--json", "-j", str(job)).stdout)
-        done = [j for j in data["jobs"] if j["state"]["current"] == "COMPLETED"]
+        done = [j for j in data["jobs"] if state_word(j["state"]["current"]) == "COMPLETED"]
         record = done[0] if done else None
         time.sleep(0.3)
     assert record is not None, "sacct never showed the job COMPLETED"
