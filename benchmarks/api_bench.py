@@ -34,6 +34,10 @@ from railgang.db.session import make_engine, session_scope
 sys.path.insert(0, str(Path(__file__).parent))
 from ledger_bench import DAY0, TEAMS, load, synthetic_day
 
+# the synthetic day is written in Slurm 22.05's schema, which sacct --json names in its meta
+META = {"Slurm": {"release": "22.05.8", "version": {"major": 22, "micro": 8, "minor": 5}},
+        "plugin": {"name": "Slurm OpenAPI DB v0.0.38", "type": "openapi/dbv0.0.38"}}
+
 
 def seed(url: str) -> tuple[str, str]:
     migrate.upgrade(url)
@@ -61,7 +65,7 @@ def seed(url: str) -> tuple[str, str]:
     for r in recs[-800:]:  # the day's last jobs are still running: open segments
         r["time"]["end"] = 0
     cfg = LedgerSettings(cluster="big")
-    ingest_window(engine, lambda a, b: json.dumps({"errors": [], "jobs": recs}),
+    ingest_window(engine, lambda a, b: json.dumps({"errors": [], "jobs": recs, "meta": META}),
                   datetime.fromtimestamp(DAY0, UTC), datetime.fromtimestamp(DAY0 + 2 * 86400, UTC),
                   settings=cfg, cluster="big")
     engine.dispose()
