@@ -153,6 +153,8 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--port", type=int, default=19890)
     ap.add_argument("--pg-port", type=int, default=11817)
+    ap.add_argument("--pg-root", type=Path, default=Path("/tmp/rg-api-load-pg"),
+                    help="the private server's folder (wiped first)")
     ap.add_argument("--mix", choices=["all", "light"], default="all")
     ap.add_argument("--json", type=Path, default=None, help="also write the results here")
     args = ap.parse_args()
@@ -162,8 +164,7 @@ def main() -> None:
     elif args.db == "postgres":
         from tests.support.postgres import PrivatePostgres
 
-        pg = PrivatePostgres(Path(tempfile.mkdtemp(prefix="rg-api-load-pg-")) / "pg",
-                             port=args.pg_port)
+        pg = PrivatePostgres(args.pg_root, port=args.pg_port)  # the postgres user must reach it
         pg.start()
         url = pg.url
     else:

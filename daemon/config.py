@@ -194,6 +194,13 @@ class ApiSettings(BaseModel):
     page_max: int = Field(default=1000, ge=1, le=100000)
     # request bodies over this many bytes are refused (413) as they stream, before parsing
     max_body_bytes: int = Field(default=1 << 20, ge=1024, le=1 << 30)
+    # requests holding a database session at once, per worker; the others wait in the event
+    # loop, not in a thread (the engine's pool holds 15: more would deadlock the thread pool)
+    db_sessions: int = Field(default=10, ge=1, le=14)
+    # usage/chargeback/utilisation answers over ended windows are kept this long, per worker,
+    # keyed by the ledger's version (daemon/api/cache.py); 0 turns the cache off
+    cache_seconds: float = Field(default=30.0, ge=0, le=3600)
+    cache_entries: int = Field(default=512, ge=1, le=100_000)
 
 
 class LedgerSettings(BaseModel):

@@ -10,6 +10,7 @@ one entry per failing field, unknown paths as 404, database conflicts as 409, an
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -33,6 +34,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from railgang.daemon import __version__
 from railgang.daemon.api import messages
+from railgang.daemon.api.cache import TtlCache
 from railgang.daemon.api.guard import RequestGuard
 from railgang.daemon.api.routes import admin, jobs, org, policy, reports, usage
 from railgang.daemon.api.schemas import ErrorResponse
@@ -122,6 +124,7 @@ def create_app(settings: Settings, *, engine: Engine | None = None) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         own = app.state.engine is None
+        app.state.db_slots = asyncio.Semaphore(settings.api.db_sessions)  # this loop's
         if own:
             app.state.engine = make_engine(settings.db.url, echo=settings.db.echo)
             app.state.sessions = sessionmaker(app.state.engine, expire_on_commit=False)
@@ -136,6 +139,7 @@ def create_app(settings: Settings, *, engine: Engine | None = None) -> FastAPI:
                   responses={401: {"model": ErrorResponse}, 403: {"model": ErrorResponse},
                              422: {"model": ErrorResponse}})
     app.state.settings = settings
+    app.state.usage_cache = TtlCache(settings.api.cache_seconds, settings.api.cache_entries)
     app.state.engine = engine
     app.state.sessions = sessionmaker(engine, expire_on_commit=False) if engine else None
     _install_handlers(app)

@@ -4,11 +4,14 @@ token's principal), ``AdminToken`` and ``PageDep``."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Annotated
 
 from fastapi import Depends, Query, Request
+from fastapi.concurrency import run_in_threadpool
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.orm import Session
 
@@ -16,14 +19,26 @@ from railgang.daemon.api import messages
 from railgang.daemon.errors import AuthenticationError, PermissionDeniedError, ValidationFailed
 from railgang.db.repositories import tokens
 from railgang.db.repositories.tokens import Principal
-from railgang.db.session import unit_of_work
 
 _bearer = HTTPBearer(auto_error=False, description="an API token from `railgang token create`")
 
 
-def get_session(request: Request) -> Iterator[Session]:
-    with unit_of_work(request.app.state.sessions) as session:
-        yield session
+async def get_session(request: Request) -> AsyncIterator[Session]:
+    """A session for the request, once one of ``api.db_sessions`` slots is free: a request
+    waiting for a slot waits in the event loop, not in a worker thread, so threads blocked on a
+    full connection pool can never starve the requests that hold its connections (with 40
+    threads and a pool of 15, a burst of requests used to hang for 30 s and answer 500)."""
+    slots: asyncio.Semaphore | None = getattr(request.app.state, "db_slots", None)
+    async with slots if slots is not None else contextlib.nullcontext():
+        session = request.app.state.sessions()
+        try:
+            yield session
+            await run_in_threadpool(session.commit)
+        except Exception:
+            await run_in_threadpool(session.rollback)
+            raise
+        finally:
+            await run_in_threadpool(session.close)
 
 
 SessionDep = Annotated[Session, Depends(get_session)]

@@ -2,20 +2,23 @@
 
 All three are one SQL aggregation (db.repositories.ledger.usage) over the segments that overlap
 ``[since, until)``, each counted only for its part inside the window; open segments count up to
-now. A team-scoped token sees only its teams' rows.
+now. A team-scoped token sees only its teams' rows. Answers over an ended window are cached
+per worker under the ledger's version (daemon/api/cache.py).
 """
 
 from __future__ import annotations
 
 import csv
 import io
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import Response
 
 from railgang.daemon.api import messages
+from railgang.daemon.api.cache import TtlCache, ledger_version
 from railgang.daemon.api.deps import CurrentToken, PageDep, SessionDep
 from railgang.daemon.api.schemas import UsageOut, UsageRow
 from railgang.daemon.errors import ValidationFailed
@@ -48,15 +51,27 @@ def _window(since: datetime | None, until: datetime | None) -> tuple[datetime, d
     return lo, hi
 
 
-def _query(session: SessionDep, principal: CurrentToken, page: PageDep, since: Since,
-           until: Until, group_by: str, label: str | None, fmt: str) -> Any:
+async def _cache(request: Request) -> TtlCache:
+    return request.app.state.usage_cache  # type: ignore[no-any-return]
+
+
+CacheDep = Annotated[TtlCache, Depends(_cache)]
+
+
+def _query(session: SessionDep, principal: CurrentToken, page: PageDep, cache: TtlCache,
+           since: Since, until: Until, group_by: str, label: str | None, fmt: str) -> Any:
     lo, hi = _window(since, until)
     dims = tuple(d.strip() for d in group_by.split(",") if d.strip())
-    q = ledger.UsageQuery(since=int(lo.timestamp()), until=int(hi.timestamp()),
-                          now=int(datetime.now(UTC).timestamp()), group_by=dims, label=label,
+    now = int(datetime.now(UTC).timestamp())
+    q = ledger.UsageQuery(since=int(lo.timestamp()), until=int(hi.timestamp()), now=now,
+                          group_by=dims, label=label,
                           teams=None if principal.is_admin else frozenset(principal.teams),
                           limit=page.limit, offset=page.offset)
-    total, rows = ledger.usage(session, q)
+    if q.until <= now:  # an ended window: the answer depends on the database only
+        key = (replace(q, now=0), ledger_version(session))
+        total, rows = cache.get_or_compute(key, lambda: ledger.usage(session, q))
+    else:
+        total, rows = ledger.usage(session, q)
     if fmt == "csv":
         buf = io.StringIO()
         w = csv.writer(buf, lineterminator="\n")
@@ -73,25 +88,26 @@ _DOC = {200: {"content": {"text/csv": {}}, "description": "JSON, or CSV with ?fo
 
 
 @router.get("/usage", response_model=UsageOut, responses=_DOC)  # type: ignore[arg-type]
-def usage(session: SessionDep, principal: CurrentToken, page: PageDep, since: Since = None,
-          until: Until = None, group_by: GroupBy = "team", label: Label = None,
-          format: Format = "json") -> Any:
+def usage(session: SessionDep, principal: CurrentToken, page: PageDep, cache: CacheDep,
+          since: Since = None, until: Until = None, group_by: GroupBy = "team",
+          label: Label = None, format: Format = "json") -> Any:
     """GPU-seconds allocated, compute and productive, grouped as asked."""
-    return _query(session, principal, page, since, until, group_by, label, format)
+    return _query(session, principal, page, cache, since, until, group_by, label, format)
 
 
 @router.get("/chargeback", response_model=UsageOut, responses=_DOC)  # type: ignore[arg-type]
-def chargeback(session: SessionDep, principal: CurrentToken, page: PageDep, since: Since = None,
-               until: Until = None, group_by: GroupBy = "team,gpu_type,capacity",
-               label: Label = None, format: Format = "json") -> Any:
+def chargeback(session: SessionDep, principal: CurrentToken, page: PageDep, cache: CacheDep,
+               since: Since = None, until: Until = None,
+               group_by: GroupBy = "team,gpu_type,capacity", label: Label = None,
+               format: Format = "json") -> Any:
     """GPU-hours × rate (by GPU type and capacity tier); unpriced GPU-seconds listed apart."""
-    return _query(session, principal, page, since, until, group_by, label, format)
+    return _query(session, principal, page, cache, since, until, group_by, label, format)
 
 
 @router.get("/utilisation", response_model=UsageOut, responses=_DOC)  # type: ignore[arg-type]
-def utilisation(session: SessionDep, principal: CurrentToken, page: PageDep, since: Since = None,
-                until: Until = None, group_by: GroupBy = "team", label: Label = None,
-                format: Format = "json") -> Any:
+def utilisation(session: SessionDep, principal: CurrentToken, page: PageDep, cache: CacheDep,
+                since: Since = None, until: Until = None, group_by: GroupBy = "team",
+                label: Label = None, format: Format = "json") -> Any:
     """The three tiers (allocated, compute, productive) per group; compute and productive are
     null where no telemetry covered the segments."""
-    return _query(session, principal, page, since, until, group_by, label, format)
+    return _query(session, principal, page, cache, since, until, group_by, label, format)
