@@ -24,11 +24,13 @@ import asyncio
 import json
 import os
 import random
+import signal
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -69,7 +71,8 @@ class Pool:
         self.opened = 0
 
     async def get(self, raw: bytes) -> int:
-        if self.idle:
+        reused = bool(self.idle)
+        if reused:
             conn = self.idle.pop()
         else:
             reader, writer = await asyncio.open_connection(self.host, self.port)
@@ -77,6 +80,11 @@ class Pool:
             self.opened += 1
         try:
             status = await conn.get(raw)
+        except (asyncio.IncompleteReadError, ConnectionError) as exc:
+            conn.writer.close()
+            if reused and not getattr(exc, "partial", b""):  # closed by the server while
+                return await self.get(raw)  # idle (uvicorn's keep-alive timeout): once more
+            raise
         except BaseException:
             conn.writer.close()
             raise
@@ -89,18 +97,22 @@ def _raw(path: str, token: str, port: int) -> bytes:
             f"Authorization: Bearer {token}\r\nAccept: */*\r\n\r\n").encode()
 
 
-async def step(pool: Pool, plan: list[bytes], rate: float) -> dict[str, float | int]:
+async def step(pool: Pool, plan: list[bytes], rate: float) -> dict[str, Any]:
     lat: list[float] = []
     errors = 0
+    kinds: dict[str, int] = {}
     lag = 0.0
 
     async def one(raw: bytes, due: float) -> None:
         nonlocal errors
         try:
             status = await asyncio.wait_for(pool.get(raw), timeout=30)
-            errors += status >= 400
-        except (TimeoutError, OSError, asyncio.IncompleteReadError, ValueError):
+            if status >= 400:
+                errors += 1
+                kinds[str(status)] = kinds.get(str(status), 0) + 1
+        except (TimeoutError, OSError, asyncio.IncompleteReadError, ValueError) as exc:
             errors += 1
+            kinds[type(exc).__name__] = kinds.get(type(exc).__name__, 0) + 1
         lat.append(time.perf_counter() - due)
 
     tasks = []
@@ -122,12 +134,12 @@ async def step(pool: Pool, plan: list[bytes], rate: float) -> dict[str, float | 
     return {"rate": rate, "sent": len(plan), "achieved": round(len(plan) / wall, 1),
             "p50_ms": round(pct(0.5), 1), "p90_ms": round(pct(0.9), 1),
             "p99_ms": round(pct(0.99), 1), "max_ms": round(lat[-1] * 1000, 1),
-            "errors": errors, "sender_lag_ms": round(lag * 1000, 1),
+            "errors": errors, "error_kinds": kinds, "sender_lag_ms": round(lag * 1000, 1),
             "load1": round(os.getloadavg()[0], 2)}
 
 
 async def run(port: int, token: str, rates: list[float], seconds: float,
-              mix: list[tuple[str, str]]) -> list[dict[str, float | int]]:
+              mix: list[tuple[str, str]]) -> list[dict[str, Any]]:
     pool = Pool("127.0.0.1", port)
     rng = random.Random(7)
     raws = [_raw(p, token, port) for p in sorted(set(dict(mix).values()))]  # uniform
@@ -137,9 +149,12 @@ async def run(port: int, token: str, rates: list[float], seconds: float,
         res = await step(pool, [rng.choice(raws) for _ in range(int(rate * seconds))], rate)
         print(f"  {rate:6.0f} req/s  sent {res['sent']:5}  achieved {res['achieved']:6.1f}  "
               f"p50 {res['p50_ms']:7.1f}  p90 {res['p90_ms']:7.1f}  p99 {res['p99_ms']:7.1f}  "
-              f"max {res['max_ms']:7.1f} ms  errors {res['errors']}  "
+              f"max {res['max_ms']:7.1f} ms  errors {res['errors']} {res['error_kinds'] or ''}  "
               f"sender lag {res['sender_lag_ms']} ms  load {res['load1']}", flush=True)
         out.append(res)
+        if float(res["p99_ms"]) > 5000:  # saturated: a higher rate only adds minutes of timeouts
+            print("  (stopping: p99 over 5 s)")
+            break
         await asyncio.sleep(2)  # let the queue drain and the load settle a little
     return out
 
@@ -177,7 +192,8 @@ def main() -> None:
         env = {**os.environ, "RAILGANG_DB__URL": url}
         server = subprocess.Popen([str(Path(sys.executable).parent / "railgang"), "api",
                                    "--port", str(args.port), "--log-level", "warning",
-                                   "--workers", str(args.workers)], env=env)
+                                   "--workers", str(args.workers)], env=env,
+                                  start_new_session=True)  # its own group: workers included
         base = f"http://127.0.0.1:{args.port}"
         deadline = time.monotonic() + 120
         while True:
@@ -198,8 +214,12 @@ def main() -> None:
                                   read_mix(200, args.mix)))
     finally:
         if server is not None:
-            server.terminate()
-            server.wait(timeout=30)
+            os.killpg(server.pid, signal.SIGTERM)
+            try:
+                server.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                os.killpg(server.pid, signal.SIGKILL)
+                server.wait()
         if pg is not None:
             pg.stop()
     crossed = next((r["rate"] for r in results if float(r["p99_ms"]) >= 50), None)
