@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -31,6 +31,7 @@ from sqlalchemy import Engine, text
 from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.orm import sessionmaker
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from railgang.daemon import __version__
 from railgang.daemon.api import messages
@@ -103,16 +104,32 @@ def _install_metrics(app: FastAPI, registry: CollectorRegistry) -> None:
                         registry=registry,
                         buckets=(.002, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5))
 
-    @app.middleware("http")
-    async def _measure(request: Request,
-                       call_next: Callable[[Request], Awaitable[Response]]) -> Response:
-        t0 = time.perf_counter()
-        response = await call_next(request)
-        route = request.scope.get("route")
-        name = getattr(route, "path", "unmatched")
-        latency.labels(name).observe(time.perf_counter() - t0)
-        requests.labels(name, request.method, str(response.status_code)).inc()
-        return response
+    def measure(inner: ASGIApp) -> ASGIApp:
+        # plain ASGI, not @app.middleware("http"): BaseHTTPMiddleware runs each request's app
+        # in a task of its own with a memory stream for the body, a cost on every request
+        async def measured(scope: Scope, receive: Receive, send: Send) -> None:
+            if scope["type"] != "http":
+                await inner(scope, receive, send)
+                return
+            t0 = time.perf_counter()
+            status = 500  # an exception that escapes the app is answered 500 outside
+
+            async def watch(message: Message) -> None:
+                nonlocal status
+                if message["type"] == "http.response.start":
+                    status = message["status"]
+                await send(message)
+
+            try:
+                await inner(scope, receive, watch)
+            finally:
+                name = getattr(scope.get("route"), "path", "unmatched")
+                latency.labels(name).observe(time.perf_counter() - t0)
+                requests.labels(name, scope["method"], str(status)).inc()
+
+        return measured
+
+    app.add_middleware(measure)
 
 
 def create_app(settings: Settings, *, engine: Engine | None = None) -> FastAPI:
