@@ -55,7 +55,7 @@ def current_token(session: SessionDep,
 CurrentToken = Annotated[Principal, Depends(current_token)]
 
 
-def admin_token(principal: CurrentToken) -> Principal:
+async def admin_token(principal: CurrentToken) -> Principal:  # async: no I/O, no thread hop
     if not principal.is_admin:
         raise PermissionDeniedError(messages.ADMIN_ONLY)
     return principal
@@ -80,7 +80,7 @@ class Page:
     offset: int
 
 
-def page(request: Request,
+async def page(request: Request,  # async: no I/O, so no hop through the thread pool
          limit: Annotated[int | None, Query(ge=1, description="items per page (max: api.page_max)")]
          = None,
          offset: Annotated[int, Query(ge=0, le=10_000_000)] = 0) -> Page:
