@@ -80,7 +80,14 @@ def config_show(ctx: typer.Context, as_json: JsonOpt = False) -> None:
 def config_check(ctx: typer.Context, as_json: JsonOpt = False) -> None:
     """Load and validate the configuration (file + RAILGANG_* variables); exit 1 with the problem."""
     state = state_from(ctx)
-    state.settings()  # the loader's own checks; a problem is a ConfigError: one line, exit 1
+    settings = state.settings()  # the loader's own checks; a problem is a ConfigError: one line
+    # names the loader cannot know: the policies are discovered from the core (imported here only)
+    from railgang.daemon.core import policy as registry
+    from railgang.daemon.errors import ConfigError
+
+    if settings.daemon.policy not in registry.names():
+        raise ConfigError(f"daemon.policy: unknown policy {settings.daemon.policy!r}; known: "
+                          f"{', '.join(registry.names())}")
     source = state.config_path or os.environ.get("RAILGANG_CONFIG")
     emit({"ok": True, "config": str(source) if source else None}, as_json,
          f"ok: {source or 'defaults and RAILGANG_* variables (no config file)'}")

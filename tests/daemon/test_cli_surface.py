@@ -243,3 +243,8 @@ def test_config_check(tmp_path: Path) -> None:
     path, expected = _bad_config(tmp_path, "invalid-toml")
     res = runner.invoke(app, ["config", "check", "--config", path])
     assert res.exit_code == ExitCode.ERROR and str(res.exception).startswith(expected)
+    typo = tmp_path / "typo.toml"
+    typo.write_text('[daemon]\npolicy = "tiresas"\n')
+    res = runner.invoke(app, ["config", "check", "--config", str(typo)])
+    assert res.exit_code == ExitCode.ERROR
+    assert str(res.exception).startswith("daemon.policy: unknown policy 'tiresas'; known: default")
