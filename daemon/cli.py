@@ -60,20 +60,13 @@ def _root(
 @config_app.command("show")
 def config_show(ctx: typer.Context, as_json: JsonOpt = False) -> None:
     """Print the effective configuration (file + RAILGANG_* variables + defaults), secrets masked."""
-    from railgang.daemon.config import masked_dump
+    from railgang.daemon.config import masked_dump, render_toml
 
     data = masked_dump(settings_from(ctx))
     if as_json:
         typer.echo(json.dumps(data, indent=2))
         return
-    for group, values in data.items():
-        if isinstance(values, dict):
-            typer.echo(f"[{group}]")
-            for key, value in values.items():
-                typer.echo(f"{key} = {json.dumps(value)}")
-            typer.echo("")
-        else:
-            typer.echo(f"{group} = {json.dumps(values)}")
+    typer.echo(render_toml(data), nl=False)  # loads back: `railgang --config FILE config check`
 
 
 @config_app.command("check")

@@ -7,6 +7,7 @@ nested keys), the TOML file (``--config PATH`` or ``RAILGANG_CONFIG``), then def
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import re
@@ -361,4 +362,29 @@ def masked_dump(settings: Settings) -> dict[str, Any]:
     return data
 
 
-__all__ = ["Settings", "load_settings", "mask_url", "masked_dump"]
+def render_toml(data: dict[str, Any]) -> str:
+    """``masked_dump``'s data as TOML that loads back (``config show``): scalars as TOML values
+    (JSON's spelling of strings, numbers, booleans and arrays is valid TOML), groups as tables,
+    nested groups as ``[group.sub]`` tables, and an unset value (None, which TOML cannot spell)
+    as a commented line, so the file loads with the same defaults."""
+    out: list[str] = []
+
+    def table(name: str, values: dict[str, Any]) -> None:
+        if name:
+            out.extend(["", f"[{name}]"])
+        nested = []
+        for key, value in values.items():
+            if isinstance(value, dict):
+                nested.append((key, value))
+            elif value is None:
+                out.append(f"# {key} = (unset)")
+            else:
+                out.append(f"{key} = {json.dumps(value)}")
+        for key, value in nested:
+            table(f"{name}.{key}" if name else key, value)
+
+    table("", data)
+    return "\n".join(out).lstrip("\n") + "\n"
+
+
+__all__ = ["Settings", "load_settings", "mask_url", "masked_dump", "render_toml"]

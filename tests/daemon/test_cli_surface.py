@@ -248,3 +248,16 @@ def test_config_check(tmp_path: Path) -> None:
     res = runner.invoke(app, ["config", "check", "--config", str(typo)])
     assert res.exit_code == ExitCode.ERROR
     assert str(res.exception).startswith("daemon.policy: unknown policy 'tiresas'; known: default")
+
+
+def test_config_show_loads_back(tmp_path: Path) -> None:
+    """`config show` is TOML that loads to the same configuration: unset values (None) are
+    commented lines, nested groups ([daemon.links]) are tables; it printed `conf = null` before."""
+    first = runner.invoke(app, ["config", "show"])
+    assert first.exit_code == 0, first.output
+    assert "= null" not in first.output and "# conf = (unset)" in first.output
+    saved = tmp_path / "shown.toml"
+    saved.write_text(first.output)
+    assert runner.invoke(app, ["config", "check", "--config", str(saved)]).exit_code == 0
+    again = runner.invoke(app, ["config", "show", "--config", str(saved)])
+    assert again.exit_code == 0 and again.output == first.output
