@@ -7,10 +7,6 @@ bash scripts/install.sh
 echo "== ruff"
 .venv/bin/ruff check .
 echo "== mypy"
-# mypy cannot follow setuptools' editable import hook, so it reads the railgang.* namespace
-# through a tree of symlinks to the top-level folders (setup.py says why the namespace exists)
-mkdir -p build/mypy/railgang
-for d in daemon topology db slurm_plugins; do ln -sfn "../../../$d" "build/mypy/railgang/$d"; done
 .venv/bin/mypy
 echo "== pytest"
 set +e

@@ -44,7 +44,7 @@ from railgang.topology.files import InputProblem, iter_lines, parse_json, read_t
 
 GPU_TYPE = "v100"
 OTHER_TYPES = ("p100", "k80")  # measured too: the per-type speeds of a mixed-cluster replay
-_REPO_ROOT = Path(__file__).resolve().parents[3]
+_REPO_ROOT = Path(__file__).resolve().parents[4]
 ENV_VAR = "RAILGANG_PHILLY_DIR"
 THROUGHPUTS_MAX_BYTES = 64 * 2**20  # Gavel's table is 1.2 MB; bounded like every input (issue 11 part 7)
 
