@@ -75,7 +75,7 @@ def config_check(ctx: typer.Context, as_json: JsonOpt = False) -> None:
     state = state_from(ctx)
     settings = state.settings()  # the loader's own checks; a problem is a ConfigError: one line
     # names the loader cannot know: the policies are discovered from the core (imported here only)
-    from railgang.daemon.core import policy as registry
+    from railgang.daemon.core.policies import registry
     from railgang.daemon.errors import ConfigError
 
     if settings.daemon.policy not in registry.names():
@@ -113,6 +113,8 @@ LazyGroup.components = {
                        "placed, 3 cannot be placed now (reason printed)."),
     "sim": Component("railgang.daemon.sim.cli", "sim",
                      "Replay a job trace through the decision core on a simulated cluster."),
+    "serving": Component("railgang.daemon.serving.cli", "serving_app", "Serving deployments "
+                         "beside training: demand, forecast, lending."),
     "demo": Component("railgang.slurm_plugins.demo.cli", "demo", "Submit a reproducible mix of "
                       "hinted training jobs to the cluster in SLURM_CONF."),
     "top": Component("railgang.daemon.top", "top", "Live view of leaves, nodes (one cell per GPU, "

@@ -1,0 +1,118 @@
+"""``railgang serving``: serving deployments from a demand file, and their forecast.
+
+``show FILE`` lists the deployments (TP group, replica range, switch-in time, GPUs at peak and on
+average); ``forecast FILE`` fits the seasonal model (``forecast.py``) on all but the last
+``--holdout-days`` days, forecasts those day-ahead and prints the error and the safety buffer it
+implies. Rows the parser skips are warned about on stderr, naming their line.
+"""
+
+from __future__ import annotations
+
+from itertools import pairwise
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from railgang.daemon.cli_common import JsonOpt, emit
+from railgang.daemon.errors import ConfigError
+from railgang.daemon.serving.model import ServingSet, read_demand
+
+serving_app = typer.Typer(help="Serving deployments beside training: demand, forecast, lending.",
+                          no_args_is_help=True)
+
+FileArg = Annotated[Path, typer.Argument(help="Demand CSV: time_s,deployment,replicas,tp[,...].")]
+StrictOpt = Annotated[bool, typer.Option("--strict", help="Stop at the first malformed row.")]
+
+
+def load(path: Path, strict: bool) -> ServingSet:
+    """The demand file, with a warning per skipped row (at most 10, then a count)."""
+    notes: list[str] = []
+    got = read_demand(path, strict=strict, notes=notes)
+    for problem in got.problems[:10]:
+        typer.echo(f"warning: skipped {problem.render()}", err=True)
+    if len(got.problems) > 10:
+        typer.echo(f"warning: skipped {len(got.problems) - 10} more malformed rows", err=True)
+    for note in notes:
+        typer.echo(f"note: {note}", err=True)
+    return got
+
+
+def _summary(got: ServingSet) -> list[dict[str, Any]]:
+    rows = []
+    for dep in got.deployments:
+        pts = got.demand[dep.name].points
+        span = pts[-1][0] - pts[0][0]
+        # time-weighted mean of the step function over its span (the last point has no length)
+        weighted = sum((b[0] - a[0]) * a[1] for a, b in pairwise(pts))
+        mean = weighted / span if span > 0 else float(pts[0][1])
+        rows.append({"deployment": dep.name, "tp": dep.tp, "min_replicas": dep.min_replicas,
+                     "max_replicas": dep.max_replicas, "switch_in_s": dep.switch_in_s,
+                     "pool_gpus": dep.pool_gpus, "mean_gpus": round(mean * dep.tp, 1),
+                     "points": len(pts), "span_h": round(span / 3600, 2)})
+    return rows
+
+
+@serving_app.command("show")
+def show(path: FileArg, strict: StrictOpt = False, as_json: JsonOpt = False) -> None:
+    """List the deployments of a demand file: TP group, replicas, switch-in, GPUs."""
+    got = load(path, strict)
+    rows = _summary(got)
+    lines = [f"{'deployment':<20} {'tp':>3} {'replicas':>10} {'switch-in':>9} {'pool GPUs':>9} "
+             f"{'mean GPUs':>9} {'span h':>7}"]
+    lines += [f"{r['deployment'][:20]:<20} {r['tp']:>3} "
+              f"{str(r['min_replicas']) + '-' + str(r['max_replicas']):>10} "
+              f"{r['switch_in_s'] / 60:>7.1f} m {r['pool_gpus']:>9} {r['mean_gpus']:>9.1f} "
+              f"{r['span_h']:>7.1f}" for r in rows]
+    lines.append(f"serving pool: {got.pool_gpus} GPUs at peak; {len(got.problems)} rows skipped")
+    emit({"deployments": rows, "pool_gpus": got.pool_gpus, "skipped_rows": len(got.problems)},
+         as_json, lines)
+
+
+@serving_app.command("forecast")
+def forecast(
+    path: FileArg,
+    deployment: Annotated[str | None, typer.Option(
+        "--deployment", help="Only this deployment (default: all).")] = None,
+    holdout_days: Annotated[int, typer.Option(
+        "--holdout-days", min=1, max=60, help="Whole days held back to measure the error on.")] = 2,
+    step_s: Annotated[float, typer.Option(
+        "--step-s", min=60, max=3600, help="Sample spacing the model sees.")] = 900.0,
+    quantile: Annotated[float, typer.Option(
+        "--quantile", min=0.5, max=0.9999, help="Quantile of the error kept as the buffer.")]
+    = 0.99,
+    strict: StrictOpt = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Forecast demand (daily + weekly seasonality), its error on held-back days, the buffer."""
+    from railgang.daemon.serving.forecast import ForecastConfig, backtest
+
+    if round(86400 / step_s) * step_s != 86400:
+        raise ConfigError(f"--step-s {step_s:g} does not divide a day")
+    got = load(path, strict)
+    names = [d.name for d in got.deployments]
+    if deployment is not None and deployment not in names:
+        raise ConfigError(f"no deployment {deployment!r}; the file has {', '.join(names)}")
+    config = ForecastConfig(step_s=step_s, holdout_days=holdout_days, buffer_quantile=quantile)
+    rows: list[dict[str, Any]] = []
+    for dep in got.deployments:
+        if deployment is not None and dep.name != deployment:
+            continue
+        series = got.demand[dep.name].sampled(step_s)
+        bt = backtest(series, config)
+        rows.append({"deployment": dep.name, "holdout_days": bt.days,
+                     "mae_replicas": round(bt.mae, 3), "bias_replicas": round(bt.bias, 3),
+                     "interval_coverage": round(bt.coverage, 4),
+                     "interval": 1 - config.alpha, "buffer_quantile": quantile,
+                     "buffer_replicas": round(bt.buffer, 2),
+                     "buffer_gpus": round(bt.buffer * dep.tp, 1)})
+    lines = [f"{'deployment':<20} {'MAE':>6} {'bias':>6} {'in 95% PI':>9} "
+             f"{'buffer (q' + format(quantile, 'g') + ')':>16}"]
+    lines += [f"{r['deployment'][:20]:<20} {r['mae_replicas']:>6.2f} {r['bias_replicas']:>6.2f} "
+              f"{r['interval_coverage']:>9.1%} {r['buffer_replicas']:>7.1f} rep "
+              f"{r['buffer_gpus']:>5.0f} GPU" for r in rows]
+    lines.append(f"error of day-ahead forecasts on the last {holdout_days} day(s), in replicas")
+    emit({"deployments": rows, "step_s": step_s}, as_json, lines)
+
+
+__all__ = ["serving_app"]
