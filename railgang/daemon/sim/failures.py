@@ -1,0 +1,249 @@
+"""Node failures in a simulated replay (``railgang sim --failures``, issue 20).
+
+The process: every node fails on its own at ``FailureRates.node_per_h`` (its GPUs' faults plus
+host and software faults) and every leaf switch takes all its nodes down at ``per_leaf_h``; each
+domain is an independent Poisson process with its own generator (``random.Random(
+"fail:<seed>:<domain>")``), and a failed domain stays out for an exponential repair time of its
+kind. A domain draws its next failure and its repair from its own generator in a fixed order, so
+*when* nodes fail does not depend on the policy replayed: every policy meets the same faults.
+A domain's process pauses at a failure that finds nothing running and no arrival to come (a
+queue the core will never start must not keep the replay going) and resumes, memoryless, when a
+job runs again (``resume``); only then can the faults two policies meet differ.
+
+What a failure does: the failed nodes leave the cluster at once (their free GPUs are hidden from
+the core, as a reclaimed spot node's are), and every job running on one of them stops making
+progress and is killed ``detect_s`` later (0: at once; a hang before NCCL's watchdog fires is
+``detect_s`` > 0). The kill rolls the job back to its last periodic checkpoint and requeues it
+(no grace, no churn budget spent: ``JobRecord.interruptions`` counts it); its restart pays the
+restore time. The restart cost is therefore the work since the last checkpoint plus the detection
+delay plus the restore (``SimConfig.restore_cost_s``), plus however long it waits for nodes.
+
+Checkpoints cost time here: a job that saves ``checkpoint_cost_s`` every ``τ`` seconds moves at
+``1 − C/τ`` of its speed (the fluid form of stopping ``C`` seconds each interval; ``charge``).
+Replays without ``--failures`` keep the old assumption (checkpoint cost inside the trace's
+durations). ``interval="advised"`` gives each job the Young–Daly interval for its size
+(``failures.young_daly``) instead of the fixed ``SimConfig.checkpoint_interval_s``.
+
+The backend has no seam for this yet (``sim/backend.py`` was closed for the core's restructuring):
+:class:`Failures` acts on the backend's own fields, the ones its spot reclaim uses.
+"""
+
+from __future__ import annotations
+
+import bisect
+import dataclasses
+import math
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from railgang.daemon.core import Job
+from railgang.daemon.failures.rates import LLAMA3, FailureRates
+from railgang.daemon.failures.young_daly import young_daly_s
+from railgang.daemon.sim.backend import KILL, EventSink, SimBackend
+
+__all__ = ["FAIL", "REPAIR", "FailureConfig", "FailureLog", "Failures", "failure_config",
+           "failure_summary"]
+
+FAIL = "node_fail"  # job_id: the failing domain (a node or a leaf switch)
+REPAIR = "node_repair"  # job_id: the domain coming back
+
+
+@dataclass(frozen=True, slots=True)
+class FailureConfig:
+    rates: FailureRates = LLAMA3
+    seed: int = 0
+    detect_s: float = 0.0  # from the fault until the job is killed (0 = at once)
+    interval: Literal["fixed", "advised"] = "fixed"  # checkpoint interval per job
+    charge: bool = True  # periodic checkpoints slow the job by C/τ
+
+
+@dataclass(frozen=True, slots=True)
+class FailureLog:
+    """One failure: when, which domain, which nodes went down, which jobs it killed."""
+
+    at: float
+    domain: str
+    nodes: tuple[str, ...]
+    jobs: tuple[str, ...]
+
+
+@dataclass
+class _Domain:
+    nodes: tuple[str, ...]
+    rate_s: float  # failures per second
+    repair_s: float  # mean time out
+    rng: random.Random = field(repr=False, default_factory=random.Random)
+
+
+class Failures:
+    """The failure process of one replay and what it does to the simulated cluster."""
+
+    def __init__(self, backend: SimBackend, config: FailureConfig, events: EventSink,
+                 alive: Callable[[], bool]) -> None:
+        self.backend, self.config, self.events, self.alive = backend, config, events, alive
+        fabric, rates = backend.fabric, config.rates
+        self.domains: dict[str, _Domain] = {}
+        leaves: dict[str, list[str]] = {}
+        for node in sorted(fabric.nodes):
+            gpus = fabric.facts(node).gpus
+            self.domains[node] = _Domain((node,), rates.node_per_h(gpus) / 3600.0, rates.repair_s)
+            leaves.setdefault(fabric.leaf_of(node), []).append(node)
+        for leaf, nodes in sorted(leaves.items()):
+            self.domains[leaf] = _Domain(tuple(nodes), rates.per_leaf_h / 3600.0,
+                                         rates.leaf_repair_s)
+        for name, d in self.domains.items():
+            d.rng = random.Random(f"fail:{config.seed}:{name}")
+        self.leaf_nodes = max((len(n) for n in leaves.values()), default=1)
+        self.gpus_per_node = max((fabric.facts(n).gpus for n in fabric.nodes), default=1)
+        self.out: dict[str, int] = {}  # node -> failed domains holding it out
+        self.log: list[FailureLog] = []
+        self.paused: set[str] = set()  # domains whose process waits for a job to run
+        self.since: dict[str, float] = {}  # node -> when it went out
+        self.node_s_out = 0.0  # node-seconds out of service, summed as nodes come back
+
+    def start(self, now: float) -> None:
+        """Schedule every domain's first failure (call once, at the replay's start)."""
+        for name, d in self.domains.items():
+            if d.rate_s > 0:
+                self.events.at(now + d.rng.expovariate(d.rate_s), FAIL, name, 0)
+
+    # -- checkpoints -----------------------------------------------------------------------------
+    def mtbf_s(self, gpus: int) -> float:
+        """Mean time between failures for a job of ``gpus`` GPUs placed compactly."""
+        nodes = max(1, math.ceil(gpus / self.gpus_per_node))
+        leaves = max(1, math.ceil(nodes / self.leaf_nodes))
+        return self.config.rates.mtbf_s(nodes, self.gpus_per_node, leaves)
+
+    def admitted(self, job_id: str) -> None:
+        """A job just entered the queue: give it its checkpoint interval and charge the cost."""
+        b = self.backend
+        sj = b.jobs.get(job_id)
+        if sj is None or sj.assignment is not None:
+            return
+        request = sj.request
+        interval = request.checkpoint_interval_s
+        if self.config.interval == "advised":
+            advised = young_daly_s(request.checkpoint_cost_s, self.mtbf_s(request.gpus))
+            if math.isfinite(advised) and advised > 0:
+                interval = max(advised, 2.0 * request.checkpoint_cost_s)
+        slowdown = self._share(interval, request.checkpoint_cost_s)
+        if interval == request.checkpoint_interval_s and slowdown == 1.0:
+            return
+        # more work at full speed is the same wall time as the work at 1 - C/τ of it
+        sj.remaining = sj.ckpt_remaining = sj.remaining / slowdown
+        state = sj.job.state
+        if state.work_remaining_s is not None:
+            state = dataclasses.replace(state, work_remaining_s=sj.remaining)
+        sj.job = Job(dataclasses.replace(request, checkpoint_interval_s=interval), state)
+        i = bisect.bisect_left(b.pending, sj.qkey)  # the queue holds the core's view of it
+        if i < len(b.pending) and b.pending[i] == sj.qkey:
+            b._pending_jobs[i] = sj.job
+            b._pending_view = None
+
+    def useful_share(self, job_id: str) -> float:
+        """The share of a job's work (as inflated by :meth:`admitted`) that is training."""
+        sj = self.backend.jobs.get(job_id)
+        if sj is None:
+            return 1.0
+        return self._share(sj.request.checkpoint_interval_s, sj.request.checkpoint_cost_s)
+
+    def _share(self, interval: float, cost: float) -> float:
+        if not self.config.charge or interval <= 0 or cost <= 0:
+            return 1.0
+        return 1.0 - min(0.5, cost / interval)
+
+    # -- events ------------------------------------------------------------------------------------
+    def on_event(self, kind: str, domain: str, now: float) -> bool:
+        """Handle a due ``FAIL`` or ``REPAIR``; True if the cluster changed."""
+        d = self.domains.get(domain)
+        if d is None:
+            return False
+        if kind == REPAIR:
+            return self._repair(d, now)
+        if not self.alive():
+            self.paused.add(domain)  # nothing to hit: wait for a job to run (``resume``)
+            return False
+        self.events.at(now + d.rng.expovariate(d.rate_s), FAIL, domain, 0)
+        self.events.at(now + d.rng.expovariate(1.0 / d.repair_s), REPAIR, domain, 0)
+        b = self.backend
+        for node in d.nodes:
+            self.out[node] = self.out.get(node, 0) + 1
+            self.since.setdefault(node, now)
+            b.capacity.away.add(node)
+        b._free_shown = b._free_view = None
+        down = set(d.nodes)
+        killed = [sj for sj in b.running.values()
+                  if sj.assignment is not None and not down.isdisjoint(sj.assignment)]
+        for sj in killed:
+            self._kill(sj, now)
+        self.log.append(FailureLog(now, domain, d.nodes, tuple(sj.tj.job_id for sj in killed)))
+        return True
+
+    def resume(self, now: float) -> None:
+        """Jobs run again: the paused domains' processes go on (call after a start)."""
+        for name in sorted(self.paused):
+            d = self.domains[name]
+            self.events.at(now + d.rng.expovariate(d.rate_s), FAIL, name, 0)
+        self.paused.clear()
+
+    def _kill(self, sj: Any, now: float) -> None:
+        b = self.backend
+        b._drop_migration(sj)  # a migration's target is given back; the job restarts anew
+        b._interrupted.add(sj.tj.job_id)  # the fault's doing: no churn budget spent
+        kill_at = sj.signal(now, self.config.detect_s, False)
+        sj.stopped = True  # a dead rank: no progress while the fault is being detected
+        self.events.at(kill_at, KILL, sj.tj.job_id, sj.version)
+
+    def _repair(self, d: _Domain, now: float) -> bool:
+        b = self.backend
+        back = False
+        for node in d.nodes:
+            left = self.out.get(node, 0) - 1
+            if left > 0:
+                self.out[node] = left
+                continue
+            self.out.pop(node, None)
+            self.node_s_out += now - self.since.pop(node, now)
+            b.capacity.away.discard(node)
+            back = True
+        b._free_shown = b._free_view = None
+        return back
+
+
+def failure_config(spec: str | None, *, checkpoint: str | None, detect_s: float,
+                   seed: int) -> tuple[FailureConfig | None, float | None]:
+    """The CLI's ``--failures``/``--checkpoint-s`` as a config and a fixed interval (or None).
+
+    ``checkpoint`` is seconds (a duration: 1800, 30m) or ``advised`` (needs ``--failures``).
+    Raises ``ValueError`` with one line.
+    """
+    from railgang.daemon.failures.rates import parse_duration, parse_failures
+
+    fixed: float | None = None
+    advised = checkpoint is not None and checkpoint.strip() == "advised"
+    if checkpoint is not None and not advised:
+        fixed = parse_duration(checkpoint, "--checkpoint-s")
+        if fixed <= 0:
+            raise ValueError(f"--checkpoint-s {checkpoint!r}: must be longer than 0")
+    if spec is None:
+        if advised:
+            raise ValueError("--checkpoint-s advised needs --failures (the rate it advises for)")
+        if detect_s:
+            raise ValueError("--failure-detect-s needs --failures")
+        return None, fixed
+    if not math.isfinite(detect_s) or not 0 <= detect_s <= 86400:
+        raise ValueError(f"--failure-detect-s {detect_s!r}: expected seconds in [0, 86400]")
+    return FailureConfig(rates=parse_failures(spec), seed=seed, detect_s=detect_s,
+                         interval="advised" if advised else "fixed"), fixed
+
+
+def failure_summary(failures: Failures, records: Any) -> dict[str, Any]:
+    """What the failures cost one replay: counts, node-hours out, GPU-hours lost."""
+    killed = sum(len(f.jobs) for f in failures.log)
+    lost = sum(r.lost_gpu_s for r in records if r.interruptions)
+    return {"failures": len(failures.log), "jobs_killed": killed,
+            "leaf_failures": sum(1 for f in failures.log if len(f.nodes) > 1),
+            "node_hours_out": round(failures.node_s_out / 3600.0, 2),
+            "interrupted_jobs_gpu_hours_lost": round(lost / 3600.0, 2)}
