@@ -13,6 +13,7 @@ replica is idle), training what it held less what it lost.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -53,8 +54,8 @@ def utilisation(timelines: Sequence[Timeline], backlog: Backlog, total_gpus: int
     hours = len(timelines[0].demand) * step_s / 3600
     got = outcome(timelines)
     lent = lent_total(timelines)
-    taken = sum(max(0, a - b) for a, b in zip(lent, lent[1:], strict=False))
-    given = lent[0] + sum(max(0, b - a) for a, b in zip(lent, lent[1:], strict=False))
+    taken = sum(max(0, a - b) for a, b in itertools.pairwise(lent))
+    given = lent[0] + sum(max(0, b - a) for a, b in itertools.pairwise(lent))
     lost = (taken * backlog.checkpoint_s + given * backlog.restore_s) / 3600
     training = backlog.gpus * hours + got.lent_gpu_h - lost
     return Utilisation(hours, total_gpus, got.served_gpu_h, training, got.lent_gpu_h, lost)

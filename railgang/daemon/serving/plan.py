@@ -21,6 +21,7 @@ the step before (each replica that was needed and not ready counts once).
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections import deque
 from collections.abc import Sequence
@@ -159,7 +160,7 @@ def outcome(timelines: Sequence[Timeline]) -> ServingOutcome:
         held += sum(tl.held) * tp * hours
         lent_series = tl.lent_gpus
         lent += sum(lent_series) * hours
-        reclaimed += sum(max(0, a - b) for a, b in zip(lent_series, lent_series[1:], strict=False))
+        reclaimed += sum(max(0, a - b) for a, b in itertools.pairwise(lent_series))
         late += tl.late
         reactive += tl.reactive_starts
         planned += tl.planned_starts

@@ -39,7 +39,7 @@ def test_chapter_diurnal_moves_gpus_twice_a_day_and_meets_demand() -> None:
     lent = tl.lent_gpus
     changes = [m for m in range(1, len(lent)) if lent[m] != lent[m - 1]]
     assert len(changes) == 4  # two days, twice a day
-    ramp = [m for m in changes if lent[m] < lent[m - 1]][0]
+    ramp = next(m for m in changes if lent[m] < lent[m - 1])
     assert 8 * 60 - 25 <= ramp <= 8 * 60 - 15  # taken back ahead of 08:00 by switch-in + margin
     assert utilisation([tl], Backlog(618), 1024).utilisation > 0.87
 
