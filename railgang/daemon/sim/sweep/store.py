@@ -1,0 +1,180 @@
+"""Where a sweep keeps what it computed: content-addressed point results, the plan, logs.
+
+A point's **key** is the SHA-256 of what decides its result: the sim options it runs with (an
+input file by its content hash, not its path), and the hash of railgang's own code (every file
+of the package but this sweep's). Its result is ``points/<key>.json``, written once, atomically
+(a temporary file renamed into place), so a point killed half-way leaves nothing, and a result
+present is a result complete. Hence:
+
+- rerunning a sweep runs only the points without a result (failed, killed, never run);
+- changing one value of the grid reruns only the points that have it;
+- a changed trace file, or changed code, reruns what it touches (all points, for code), and
+  moving or renaming a file does not.
+
+Layout of ``OUT``::
+
+    plans/<sha>.json     the points of one grid as planned (Slurm tasks read theirs by name)
+    points/<key>.json    one result per point: labels, options, inputs, git revision, timings
+    failed/<key>.json    the last failure of a point without result (exit status, last line)
+    logs/<key>.log       the point's stderr
+    results.csv, results.json, plots/
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from railgang.daemon.errors import InputError
+from railgang.topology.files import InputProblem, open_input
+
+RESULT_FORMAT = "railgang-sweep-point/1"
+PLAN_FORMAT = "railgang-sweep-plan/1"
+RESULT_MAX_BYTES = 64 * 2**20  # a point's --json: the per-account table of 15 accounts is ~10 kB
+_CHUNK = 1 << 20
+
+
+def package_root() -> Path:
+    """The directory of the installed ``railgang`` package (the code a point runs)."""
+    import railgang.daemon
+
+    return Path(railgang.daemon.__file__).resolve().parents[1]
+
+
+def code_hash(root: Path | None = None) -> str:
+    """SHA-256 over every file of the package (path and content) but the sweep's own and the
+    bytecode caches: a change anywhere in what a replay may run changes every key."""
+    root = root or package_root()
+    own = Path(__file__).resolve().parent
+    digest = hashlib.sha256()
+    for path in sorted(root.rglob("*")):
+        if "__pycache__" in path.parts or own in path.parents or path.is_symlink() \
+                or not path.is_file():
+            continue
+        digest.update(str(path.relative_to(root)).encode() + b"\0")
+        digest.update(hashlib.sha256(path.read_bytes()).digest())
+    return digest.hexdigest()
+
+
+def git_revision(root: Path | None = None) -> str:
+    """``HEAD``'s commit, ``+dirty`` when the package has changes not committed; ``unknown``
+    outside a git checkout (an installed wheel): recorded per point, never part of its key."""
+    root = root or package_root()
+    try:
+        head = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True,
+                              text=True, timeout=30, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--", "."],
+                               capture_output=True, text=True, timeout=30, check=True).stdout
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return head + ("+dirty" if dirty.strip() else "")
+
+
+def _file_digest(path: Path, what: str) -> bytes:
+    try:
+        stream = open_input(path, what)  # regular files only: a FIFO or /dev/zero is refused
+    except InputProblem as exc:
+        raise InputError(exc.message, path=exc.path) from exc
+    digest = hashlib.sha256()
+    with stream:
+        for chunk in iter(lambda: stream.read(_CHUNK), b""):
+            digest.update(chunk)
+    return digest.digest()
+
+
+def input_hash(path: Path, what: str) -> str:
+    """``sha256:<hex>`` of a file, or of a directory's regular files (relative path and content,
+    sorted; a Philly trace directory), so a point's key follows content, not location."""
+    if not path.is_dir():
+        return "sha256:" + _file_digest(path, what).hex()
+    digest = hashlib.sha256()
+    files = sorted(p for p in path.rglob("*") if p.is_file() and not p.is_symlink())
+    if not files:
+        raise InputError(f"the {what} directory has no files", path=str(path))
+    for file in files:
+        digest.update(str(file.relative_to(path)).encode() + b"\0" + _file_digest(file, what))
+    return "sha256:" + digest.hexdigest()
+
+
+def point_key(identity: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()
+
+
+def write_atomic(path: Path, data: Any) -> None:
+    """JSON into ``path`` through a temporary file in the same directory and a rename."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump(data, fh, indent=1, sort_keys=True)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+class Store:
+    """The directory ``OUT`` of one sweep (shared by the Slurm tasks: it must be on a file system
+    every node sees)."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def result_path(self, key: str) -> Path:
+        return self.root / "points" / f"{key}.json"
+
+    def failed_path(self, key: str) -> Path:
+        return self.root / "failed" / f"{key}.json"
+
+    def log_path(self, key: str) -> Path:
+        return self.root / "logs" / f"{key}.log"
+
+    def plan_path(self, digest: str) -> Path:
+        return self.root / "plans" / f"{digest}.json"
+
+    def result(self, key: str) -> dict[str, Any] | None:
+        """The point's result, or None when there is none readable under its key (a file of
+        another format or key, truncated by hand, is treated as missing and recomputed)."""
+        return _read_json(self.result_path(key), key)
+
+    def failure(self, key: str) -> dict[str, Any] | None:
+        return _read_json(self.failed_path(key), key)
+
+    def save_result(self, key: str, data: dict[str, Any]) -> None:
+        write_atomic(self.result_path(key), data)
+        self.failed_path(key).unlink(missing_ok=True)
+
+    def save_failure(self, key: str, data: dict[str, Any]) -> None:
+        write_atomic(self.failed_path(key), data)
+
+
+def read_json(path: Path, what: str) -> Any:
+    """A bounded JSON file (a result, a plan, a point's --json output); InputError otherwise."""
+    from railgang.daemon.inputs import read_input
+
+    text = read_input(path, what, limit=RESULT_MAX_BYTES)
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        raise InputError(f"{what} is not valid JSON: {exc}", path=str(path)) from exc
+
+
+def _read_json(path: Path, key: str) -> dict[str, Any] | None:
+    if not path.is_file():
+        return None
+    try:
+        data = read_json(path, "sweep result")
+    except InputError:
+        return None
+    return data if isinstance(data, dict) and data.get("key") == key else None
+
+
+__all__ = ["PLAN_FORMAT", "RESULT_FORMAT", "Store", "code_hash", "git_revision", "input_hash",
+           "point_key", "read_json", "write_atomic"]
