@@ -30,8 +30,8 @@ from railgang.daemon.core import (
     make_snapshot,
     topology_placer,
 )
-from railgang.daemon.core.policy import get, names
-from railgang.daemon.core.snapshot import Snapshot
+from railgang.daemon.core.model.snapshot import Snapshot
+from railgang.daemon.core.policies.registry import get, names
 
 SIZES = [1, 1, 1, 1, 2, 2, 4, 4, 8, 8, 16, 32, 64]
 

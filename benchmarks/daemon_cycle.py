@@ -22,7 +22,7 @@ import time
 from collections import defaultdict
 
 from railgang.daemon.clock import SimClock
-from railgang.daemon.core import policy as registry
+from railgang.daemon.core.policies import registry
 from railgang.daemon.service.backends import LiveSim
 from railgang.daemon.service.cycle import CycleReport, DaemonService
 from railgang.daemon.sim.traces.model import TraceJob

@@ -27,7 +27,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from railgang.daemon.core.policy import get
+from railgang.daemon.core.policies.registry import get
 from railgang.daemon.sim.accounting import SimJob
 from railgang.daemon.sim.cli import make_elastic
 from railgang.daemon.sim.engine import simulate

@@ -26,9 +26,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from railgang.daemon.core import policy as registry
-from railgang.daemon.core.actions import Start
 from railgang.daemon.core.cycle import decide
+from railgang.daemon.core.model.actions import Start
+from railgang.daemon.core.policies import registry
 from railgang.daemon.slurm.cli.records import parse_sinfo, parse_squeue
 from railgang.daemon.slurm.cli.runner import decode
 from railgang.daemon.slurm.cli.snapshot import build_observation

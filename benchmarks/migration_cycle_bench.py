@@ -14,11 +14,11 @@ import os
 import random
 import time
 
-from railgang.daemon.core import policy as registry
-from railgang.daemon.core.actions import Migrate
 from railgang.daemon.core.cycle import CycleConfig, decide
-from railgang.daemon.core.job import Job, JobRequest, JobState, RunningJob
-from railgang.daemon.core.snapshot import Node, make_snapshot
+from railgang.daemon.core.model.actions import Migrate
+from railgang.daemon.core.model.job import Job, JobRequest, JobState, RunningJob
+from railgang.daemon.core.model.snapshot import Node, make_snapshot
+from railgang.daemon.core.policies import registry
 from railgang.topology.fabric import fabric_from_shape
 from railgang.topology.health import LinkHealth
 

@@ -24,7 +24,7 @@ import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from railgang.daemon.core.policy import get
+from railgang.daemon.core.policies.registry import get
 from railgang.daemon.report.config import ReportSettings
 from railgang.daemon.report.service import make_report, parse_day, write_day
 from railgang.daemon.sim.engine import EngineConfig

@@ -34,7 +34,7 @@ from synthetic_trace import generate, write_csv
 
 import railgang.daemon.sim.engine as engine
 from railgang.daemon.core.cycle import PHASES
-from railgang.daemon.core.policy import get
+from railgang.daemon.core.policies.registry import get
 from railgang.daemon.sim.engine import EngineConfig, simulate
 from railgang.daemon.sim.progress import TopologyComm
 from railgang.daemon.sim.recorder import Recorder

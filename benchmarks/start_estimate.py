@@ -27,8 +27,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from railgang.daemon.core import policy as registry
-from railgang.daemon.core.snapshot import Snapshot
+from railgang.daemon.core.model.snapshot import Snapshot
+from railgang.daemon.core.policies import registry
 from railgang.daemon.service.estimate import EstimateConfig, estimate_starts
 from railgang.daemon.service.estimate_error import (
     VARIANTS,

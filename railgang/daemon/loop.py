@@ -23,13 +23,13 @@ from types import MappingProxyType
 from typing import Any, Protocol
 
 from railgang.daemon.clock import Clock
-from railgang.daemon.core.actions import Action
 from railgang.daemon.core.cycle import CycleConfig, decide
-from railgang.daemon.core.gang import Placer, topology_placer
-from railgang.daemon.core.policy import Policy
-from railgang.daemon.core.quota import QuotaTree
-from railgang.daemon.core.reasons import PendingReason
-from railgang.daemon.core.snapshot import Snapshot
+from railgang.daemon.core.model.actions import Action
+from railgang.daemon.core.model.gang import Placer, topology_placer
+from railgang.daemon.core.model.plan import Policy
+from railgang.daemon.core.model.quota import QuotaTree
+from railgang.daemon.core.model.reasons import PendingReason
+from railgang.daemon.core.model.snapshot import Snapshot
 from railgang.daemon.slurm.backend import ActionResult, Backend
 
 

@@ -26,7 +26,7 @@ from railgang.db.choices import CAPACITY_TIERS, GRANT_KINDS, ROLES
 if TYPE_CHECKING:  # --help imports neither SQLAlchemy nor the core (tests/daemon/test_cli_imports.py)
     from sqlalchemy.orm import Session
 
-ANY_GPU = "*"  # railgang.daemon.core.quota.ANY_GPU (tests/daemon/test_cli_imports.py checks)
+ANY_GPU = "*"  # railgang.daemon.core.model.quota.ANY_GPU (tests/daemon/test_cli_imports.py checks)
 
 quota_app = typer.Typer(help="Quotas, priority-class grants, rates and quota events.",
                         no_args_is_help=True)

@@ -109,7 +109,7 @@ def test_completion_is_installable() -> None:
 
 def test_quota_cli_any_gpu_is_the_cores() -> None:
     from railgang.daemon import quota_cli
-    from railgang.daemon.core.quota import ANY_GPU
+    from railgang.daemon.core.model.quota import ANY_GPU
 
     assert quota_cli.ANY_GPU == ANY_GPU  # a copy, so that `quota --help` skips the core
 

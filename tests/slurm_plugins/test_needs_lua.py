@@ -1,6 +1,6 @@
 """job_submit.lua's needs grammar is the core's: the real script under lua5.1 (Slurm's table
 stubbed by plain values, as in test_class_grants) gives the same canonical tag or the same
-refusal as ``railgang.daemon.core.needs`` for every text, and refuses needs the fleet cannot meet."""
+refusal as ``railgang.daemon.core.model.needs`` for every text, and refuses needs the fleet cannot meet."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from railgang.daemon.core.needs import GpuFacts, NeedsError, parse_needs
+from railgang.daemon.core.model.needs import GpuFacts, NeedsError, parse_needs
 from railgang.daemon.slurm.cli.facts import render_fleet_file
 
 LUA = "/usr/bin/lua5.1"

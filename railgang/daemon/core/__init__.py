@@ -8,8 +8,9 @@ Public API::
 Imports only the standard library, numpy and ``topology`` (a test enforces the boundary).
 """
 
-from railgang.daemon.core import needs
-from railgang.daemon.core.actions import (
+from railgang.daemon.core.cycle import CycleConfig, Decision, decide
+from railgang.daemon.core.model import needs
+from railgang.daemon.core.model.actions import (
     Action,
     DrainNode,
     Migrate,
@@ -19,9 +20,8 @@ from railgang.daemon.core.actions import (
     Start,
     TagNode,
 )
-from railgang.daemon.core.cycle import CycleConfig, Decision, decide
-from railgang.daemon.core.elastic import ElasticRules
-from railgang.daemon.core.gang import (
+from railgang.daemon.core.model.elastic import ElasticRules
+from railgang.daemon.core.model.gang import (
     GangRequest,
     Placed,
     Placer,
@@ -29,7 +29,7 @@ from railgang.daemon.core.gang import (
     gang_for,
     topology_placer,
 )
-from railgang.daemon.core.job import (
+from railgang.daemon.core.model.job import (
     Assignment,
     Job,
     JobRequest,
@@ -37,13 +37,12 @@ from railgang.daemon.core.job import (
     RunningJob,
     gpu_count,
 )
-from railgang.daemon.core.migration import MigrationRules
-from railgang.daemon.core.needs import GpuFacts, Needs, NeedsError, parse_needs
-from railgang.daemon.core.policy import Plan, Policy, Want
-from railgang.daemon.core.preemption import PreemptionBudget
-from railgang.daemon.core.reasons import PendingReason, Reason, reason_for
-from railgang.daemon.core.scaling import SpeedupFn, allreduce, amdahl, linear, table
-from railgang.daemon.core.snapshot import (
+from railgang.daemon.core.model.needs import GpuFacts, Needs, NeedsError, parse_needs
+from railgang.daemon.core.model.plan import Plan, Policy, Want
+from railgang.daemon.core.model.preemption import PreemptionBudget
+from railgang.daemon.core.model.reasons import PendingReason, Reason, reason_for
+from railgang.daemon.core.model.scaling import SpeedupFn, allreduce, amdahl, linear, table
+from railgang.daemon.core.model.snapshot import (
     Account,
     Node,
     NodeState,
@@ -51,6 +50,7 @@ from railgang.daemon.core.snapshot import (
     Snapshot,
     make_snapshot,
 )
+from railgang.daemon.core.phases.migrate import MigrationRules
 from railgang.topology.placement.types import PlacementFailure
 
 __all__ = [

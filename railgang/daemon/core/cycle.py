@@ -21,7 +21,7 @@ is excluded from equality). The recipe:
    re-placed when the payback rule says the saving beats the cost, within the budgets
    (``migration``, DESIGN R-T8).
    5c. **upgrade** — on a cluster of several GPU types, running jobs move onto a faster type's
-   GPUs that no waiting job took, when the time saved pays the move (``hetero.upgrade_phase``).
+   GPUs that no waiting job took, when the time saved pays the move (``phases/upgrade.py``).
 6. **grow**    — grow running elastic jobs toward the plan's targets with anti-churn rules.
 7. **emit**    — actions in order (shrinks, preempts, starts, grows, node tags, priorities) and
    one reason per waiting job; nodes the link health quarantines get a ``TagNode``.
@@ -41,18 +41,20 @@ from dataclasses import dataclass, field
 from itertools import groupby
 from types import MappingProxyType
 
-from railgang.daemon.core import elastic, hetero
-from railgang.daemon.core import preemption as pre
-from railgang.daemon.core.actions import Action, SetPriority, TagNode
-from railgang.daemon.core.evict import EvictPhase
-from railgang.daemon.core.gang import Placer, topology_placer
-from railgang.daemon.core.migration import MigrationRules, migrate_phase
-from railgang.daemon.core.phases import PlacePhase, grow_phase, shrink_phase
-from railgang.daemon.core.policy import Policy
-from railgang.daemon.core.reasons import PendingReason, Reason
-from railgang.daemon.core.reclaim import ReclaimPhase
-from railgang.daemon.core.snapshot import Snapshot
-from railgang.daemon.core.work import Work
+from railgang.daemon.core.model import elastic
+from railgang.daemon.core.model import preemption as pre
+from railgang.daemon.core.model.actions import Action, SetPriority, TagNode
+from railgang.daemon.core.model.gang import Placer, topology_placer
+from railgang.daemon.core.model.plan import Policy
+from railgang.daemon.core.model.reasons import PendingReason, Reason
+from railgang.daemon.core.model.snapshot import Snapshot
+from railgang.daemon.core.phases.draft import Draft
+from railgang.daemon.core.phases.evict import EvictPhase
+from railgang.daemon.core.phases.migrate import MigrationRules, migrate_phase
+from railgang.daemon.core.phases.place import PlacePhase
+from railgang.daemon.core.phases.reclaim import ReclaimPhase
+from railgang.daemon.core.phases.size import grow_phase, shrink_phase
+from railgang.daemon.core.phases.upgrade import UpgradeRules, upgrade_phase
 from railgang.topology.health import LinkHealth
 
 log = logging.getLogger(__name__)
@@ -79,7 +81,7 @@ class CycleConfig:
     # R-T8: move running gangs off degraded links when the payback rule says so (core/migration.py;
     # a no-op while the link health is None or all healthy, e.g. every pinned simulation)
     migration: MigrationRules = field(default_factory=MigrationRules)
-    upgrade: hetero.UpgradeRules = field(default_factory=hetero.UpgradeRules)  # several GPU
+    upgrade: UpgradeRules = field(default_factory=UpgradeRules)  # several GPU
     # types: move running jobs onto a faster type's idle GPUs when it pays (a no-op on one pool)
 
 
@@ -116,7 +118,7 @@ def decide(
 
     quarantined, released = _quarantined(snapshot, config.lame_link_tag)
     snapshot = _with_quarantine(snapshot, quarantined)  # a what-if the placer sees (STYLE 2)
-    w = Work(snapshot, now, placer, rng.randrange(2**31))  # 1. observe
+    d = Draft(snapshot, now, placer, rng.randrange(2**31))  # 1. observe
     lap("observe")
     plan = policy.plan(snapshot, now)  # 2. order
     jobs = {j.job_id: j for j in snapshot.pending}
@@ -126,11 +128,11 @@ def decide(
     )
     lap("order")
     if config.resize:  # 3. size: shrinks the plan asks for free GPUs for this cycle's starts
-        shrink_phase(w, plan, config.elastic)
+        shrink_phase(d, plan, config.elastic)
     lap("size")
-    placing = PlacePhase(w, plan, leaf_wait_s=config.leaf_wait_s, leaf_holds=config.leaf_holds)
-    evicting = EvictPhase(w, plan, config.budget, config.elastic)
-    reclaiming = ReclaimPhase(w, config.budget) if snapshot.quotas is not None else None
+    placing = PlacePhase(d, plan, leaf_wait_s=config.leaf_wait_s, leaf_holds=config.leaf_holds)
+    evicting = EvictPhase(d, plan, config.budget, config.elastic)
+    reclaiming = ReclaimPhase(d, config.budget) if snapshot.quotas is not None else None
     for _, batch in groupby(order, key=lambda x: jobs[x.job_id].priority_class):
         this_class = list(batch)  # 4-5. one priority class at a time, higher classes first:
         placing.run(this_class, jobs)  # 4. admit + place
@@ -141,26 +143,26 @@ def decide(
             evicting.run(this_class, jobs)
         lap("preempt")
     if config.preempt:  # 5b. migrate running gangs off degraded links when it pays back (R-T8)
-        migrate_phase(w, config.migration, config.budget)
-    if config.preempt:  # 5c. move running jobs onto faster GPU types left idle (hetero.py)
-        hetero.upgrade_phase(w, plan, config.upgrade, config.budget)
+        migrate_phase(d, config.migration, config.budget)
+    if config.preempt:  # 5c. move running jobs onto faster GPU types left idle (phases/upgrade.py)
+        upgrade_phase(d, plan, config.upgrade, config.budget)
     lap("migrate")
     if config.resize:  # 6. grow elastic jobs into what is left, if the marginal gain pays
-        grow_phase(w, plan, config.elastic)
+        grow_phase(d, plan, config.elastic)
     lap("grow")
     for j in snapshot.pending:  # 7. emit: every job left waiting has a reason
-        if j.job_id not in w.started and j.job_id not in w.reasons:
-            w.wait(j, Reason.PRIORITY, "not ordered by the policy this cycle", j.min_gpus)
+        if j.job_id not in d.started and d.reason(j.job_id) is None:
+            d.wait(j, Reason.PRIORITY, "not ordered by the policy this cycle", j.min_gpus)
     hygiene: list[Action] = [
         TagNode(n, config.lame_link_tag) for n in sorted(quarantined)
         if n in snapshot.nodes and config.lame_link_tag not in snapshot.nodes[n].tags
     ]
     hygiene += [TagNode(n, config.lame_link_tag, remove=True) for n in released]
     if config.emit_priorities:
-        waiting = [x.job_id for x in order if x.job_id not in w.started]
+        waiting = [x.job_id for x in order if x.job_id not in d.started]
         hygiene += [SetPriority(j, len(waiting) - i) for i, j in enumerate(waiting)]
-    actions = tuple(w.shrinks + w.preempts + w.starts + w.grows + hygiene)
-    reasons = tuple(w.reasons[j.job_id] for j in snapshot.pending if j.job_id in w.reasons)
+    actions = (*d.actions(), *hygiene)
+    reasons = d.reasons(snapshot.pending)
     lap("emit")
     if log.isEnabledFor(logging.DEBUG):
         log.debug("cycle %s now=%.0f pending=%d actions=%d phases=%s", policy.name, now,

@@ -17,8 +17,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from railgang.daemon.config import Settings
-from railgang.daemon.core.actions import Action
-from railgang.daemon.core.snapshot import Snapshot
+from railgang.daemon.core.model.actions import Action
+from railgang.daemon.core.model.snapshot import Snapshot
 from railgang.daemon.errors import ConfigError
 from railgang.daemon.sim.backend import SimBackend
 from railgang.daemon.sim.traces.model import TraceJob

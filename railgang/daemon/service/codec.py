@@ -14,7 +14,7 @@ import typing
 from collections.abc import Mapping
 from typing import Any
 
-from railgang.daemon.core.actions import (
+from railgang.daemon.core.model.actions import (
     Action,
     DrainNode,
     Migrate,

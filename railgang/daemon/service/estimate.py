@@ -43,12 +43,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from railgang.daemon.config import DaemonSettings
-from railgang.daemon.core import policy as registry
 from railgang.daemon.core.cycle import CycleConfig
-from railgang.daemon.core.gang import Placer, topology_placer
-from railgang.daemon.core.job import Job, RunningJob
-from railgang.daemon.core.policy import Policy
-from railgang.daemon.core.snapshot import Snapshot
+from railgang.daemon.core.model.gang import Placer, topology_placer
+from railgang.daemon.core.model.job import Job, RunningJob
+from railgang.daemon.core.model.plan import Policy
+from railgang.daemon.core.model.snapshot import Snapshot
+from railgang.daemon.core.policies import registry
 from railgang.daemon.service.estimate_calibration import IntervalCalibration
 from railgang.daemon.sim.backend import SimBackend, SimConfig
 from railgang.daemon.sim.engine import Bounds, EngineConfig, replay_from

@@ -27,7 +27,7 @@ from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from railgang.daemon.core.snapshot import Snapshot
+from railgang.daemon.core.model.snapshot import Snapshot
 
 
 @dataclass(frozen=True)

@@ -27,9 +27,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from railgang.daemon.core import policy as registry
-from railgang.daemon.core.job import JobState
-from railgang.daemon.core.snapshot import Snapshot
+from railgang.daemon.core.model.job import JobState
+from railgang.daemon.core.model.snapshot import Snapshot
+from railgang.daemon.core.policies import registry
 from railgang.daemon.service.estimate import EstimateConfig, RatioHistory, estimate_starts
 from railgang.daemon.service.estimate_calibration import IntervalCalibration, online_coverage
 from railgang.daemon.sim.backend import SimBackend, SimConfig

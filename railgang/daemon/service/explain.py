@@ -17,9 +17,9 @@ from typing import Any
 
 import hostlist
 
-from railgang.daemon.core.actions import Preempt, Resize, Start
-from railgang.daemon.core.policy import Plan
-from railgang.daemon.core.reasons import Reason
+from railgang.daemon.core.model.actions import Preempt, Resize, Start
+from railgang.daemon.core.model.plan import Plan
+from railgang.daemon.core.model.reasons import Reason
 from railgang.daemon.loop import CycleOutcome
 from railgang.db.repositories.explanations import ExplanationRow
 

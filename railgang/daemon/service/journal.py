@@ -15,8 +15,8 @@ from datetime import UTC, datetime
 
 from sqlalchemy.orm import Session
 
-from railgang.daemon.core.actions import Action
-from railgang.daemon.core.snapshot import Snapshot
+from railgang.daemon.core.model.actions import Action
+from railgang.daemon.core.model.snapshot import Snapshot
 from railgang.daemon.service import codec
 from railgang.daemon.service.reconcile import OpenEntry, Verdict, reconcile
 from railgang.daemon.slurm.backend import ActionResult, Backend

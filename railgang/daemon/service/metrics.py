@@ -54,8 +54,8 @@ from prometheus_client import CollectorRegistry, Gauge, Histogram, start_http_se
 from prometheus_client import Counter as PromCounter
 
 from railgang.daemon.build_info import register_build_info
-from railgang.daemon.core.reasons import Reason
-from railgang.daemon.core.snapshot import Snapshot
+from railgang.daemon.core.model.reasons import Reason
+from railgang.daemon.core.model.snapshot import Snapshot
 
 if TYPE_CHECKING:
     from railgang.daemon.service.links import LinkRound

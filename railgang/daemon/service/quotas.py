@@ -28,8 +28,12 @@ from datetime import UTC, datetime, timedelta
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from railgang.daemon.core.quota import QuotaTree
-from railgang.daemon.core.quota_review import LoseItProposal, LoseItRules, proposals_from_means
+from railgang.daemon.core.model.quota import QuotaTree
+from railgang.daemon.core.model.quota_review import (
+    LoseItProposal,
+    LoseItRules,
+    proposals_from_means,
+)
 from railgang.db.models import Account, UsageRecord
 from railgang.db.org import QuotaEvent
 from railgang.db.repositories import admin, org

@@ -30,7 +30,7 @@ import enum
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from railgang.daemon.core.actions import (
+from railgang.daemon.core.model.actions import (
     Action,
     DrainNode,
     Migrate,
@@ -40,7 +40,7 @@ from railgang.daemon.core.actions import (
     Start,
     TagNode,
 )
-from railgang.daemon.core.snapshot import Snapshot
+from railgang.daemon.core.model.snapshot import Snapshot
 
 
 class Verdict(enum.Enum):

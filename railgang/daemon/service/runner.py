@@ -21,10 +21,11 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from railgang.daemon.accounting.progress import StepTimingRecorder
 from railgang.daemon.clock import WallClock
 from railgang.daemon.config import Settings
-from railgang.daemon.core import policy as registry
 from railgang.daemon.core.cycle import CycleConfig
-from railgang.daemon.core.elastic import ElasticRules
-from railgang.daemon.core.preemption import PreemptionBudget
+from railgang.daemon.core.model.elastic import ElasticRules
+from railgang.daemon.core.model.plan import Policy
+from railgang.daemon.core.model.preemption import PreemptionBudget
+from railgang.daemon.core.policies import registry
 from railgang.daemon.errors import ConfigError, DaemonError, ExitCode, NotLeaderError
 from railgang.daemon.report.nightly import schedule_nightly
 from railgang.daemon.service.backends import make_backend
@@ -55,7 +56,7 @@ def cycle_config(settings: Settings) -> CycleConfig:
                        leaf_wait_s=d.leaf_wait_s, leaf_holds=d.leaf_holds)
 
 
-def _policy(settings: Settings) -> registry.Policy:
+def _policy(settings: Settings) -> Policy:
     try:
         return registry.get(settings.daemon.policy)
     except KeyError as exc:

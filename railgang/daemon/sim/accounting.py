@@ -14,7 +14,14 @@ from __future__ import annotations
 
 import math
 
-from railgang.daemon.core.job import Assignment, Job, JobRequest, JobState, RunningJob, gpu_count
+from railgang.daemon.core.model.job import (
+    Assignment,
+    Job,
+    JobRequest,
+    JobState,
+    RunningJob,
+    gpu_count,
+)
 from railgang.daemon.sim.metrics import JobRecord
 from railgang.daemon.sim.traces.model import TraceJob
 from railgang.daemon.sim.views import LiveJob, Now

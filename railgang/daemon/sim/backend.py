@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Protocol
 
-from railgang.daemon.core.actions import (
+from railgang.daemon.core.model.actions import (
     Action,
     DrainNode,
     Migrate,
@@ -34,12 +34,14 @@ from railgang.daemon.core.actions import (
     Start,
     TagNode,
 )
-from railgang.daemon.core.job import Assignment, Job, RunningJob
-from railgang.daemon.core.needs import GpuFacts
-from railgang.daemon.core.quota import QuotaTree
-from railgang.daemon.core.reasons import Reason
-from railgang.daemon.core.snapshot import Account, Node, NodeState, PreemptEvent, Snapshot
-from railgang.daemon.core.spot import TierTerms
+from railgang.daemon.core.model.index import SnapshotIndex
+from railgang.daemon.core.model.job import Assignment, Job, RunningJob
+from railgang.daemon.core.model.needs import GpuFacts
+from railgang.daemon.core.model.pools import Pools, pools_of_nodes
+from railgang.daemon.core.model.quota import QuotaTree
+from railgang.daemon.core.model.reasons import Reason
+from railgang.daemon.core.model.snapshot import Account, Node, NodeState, PreemptEvent, Snapshot
+from railgang.daemon.core.model.tiers import TierTerms
 from railgang.daemon.sim import seed, views
 from railgang.daemon.sim.accounting import SimJob
 from railgang.daemon.sim.capacity import SPOT_RECLAIM, SPOT_RETURN, Capacity
@@ -117,6 +119,7 @@ class SimBackend:
         self._free_view: Mapping[str, frozenset[int]] | None = None
         self._nodes_view: Mapping[str, Node] | None = None
         self._total: int | None = None
+        self._pools: Pools | None = None  # the nodes' GPU pools (the snapshot index's)
         self._held: dict[str, int] = {}  # GPUs each account's running jobs hold
         # the running views by job id, the running set they were built for (bumped as jobs start
         # and leave), their clock and the last snapshot (held still: a new clock, views.Now)
@@ -158,7 +161,7 @@ class SimBackend:
         return self._total
 
     def _nodes_changed(self) -> None:
-        self._nodes_view = self._free_view = self._total = self._free_shown = None
+        self._nodes_view = self._free_view = self._total = self._free_shown = self._pools = None
 
     @property
     def records(self) -> list[JobRecord]:
@@ -306,6 +309,7 @@ class SimBackend:
             free = self._free_view = MappingProxyType(dict(self._free_shown))
         if self._nodes_view is None:
             self._nodes_view = MappingProxyType(dict(sorted(self.nodes.items())))
+            self._pools = pools_of_nodes(self._nodes_view)
         horizon = now - self.config.preempt_window_s
         while self.preempt_log and self.preempt_log[0].time < horizon:
             self.preempt_log.pop(0)
@@ -321,9 +325,9 @@ class SimBackend:
                         running=shown, pending=pending, accounts=accounts,
                         preemptions=tuple(self.preempt_log),
                         quotas=self.config.quotas if self.config.enforce_quotas else None,
-                        tiers=self.config.tiers, held=dict(self._held),
-                        elastic=self._elastic_view, classes=tuple(self._per_class),
-                        free_count=self._free_count)
+                        tiers=self.config.tiers,
+                        index=SnapshotIndex(self.total_gpus, self._free_count, dict(self._held),
+                                            self._elastic_view, tuple(self._per_class), self._pools))
         self._last_snapshot = weakref.ref(snap)
         return snap
 

@@ -24,9 +24,9 @@ import random
 from collections.abc import Mapping
 from typing import Any
 
-from railgang.daemon.core.hetero import type_rate
-from railgang.daemon.core.job import Assignment, JobRequest
-from railgang.daemon.core.spot import SPOT, TierTerms
+from railgang.daemon.core.model.job import Assignment, JobRequest
+from railgang.daemon.core.model.pools import type_rate
+from railgang.daemon.core.model.tiers import SPOT, TierTerms
 
 SPOT_RECLAIM = "spot_reclaim"
 SPOT_RETURN = "spot_return"

@@ -27,14 +27,15 @@ from rich.progress import (
 from rich.table import Table
 
 from railgang.daemon.cli_common import JSON_HELP, choices_metavar, deprecated_alias, registry_choice
-from railgang.daemon.core import policy as registry
+from railgang.daemon.core.model.plan import Policy
+from railgang.daemon.core.policies import registry
 from railgang.daemon.errors import ConfigError, InputError
 from railgang.daemon.sim import traces
 from railgang.daemon.sim.traces import TraceJob, read_trace
 
 if TYPE_CHECKING:  # the engine, pools and reports are imported by the command itself, so
     # `sim --help` does not pay for the fabric (networkx) (tests/daemon/test_cli_imports.py)
-    from railgang.daemon.core.spot import SpotRules
+    from railgang.daemon.core.model.tiers import SpotRules
 
 ALL_POLICIES = "fifo,slurm,tiresias,themis,pollux,default"
 
@@ -59,7 +60,7 @@ def build_fabric(topology: Path | None, nodes: int, gpus_per_node: int, leaf: in
     return fabric_from_shape(nodes, gpus_per_node, leaf)
 
 
-def policy_for(name: str, type_blind: bool, rules: SpotRules) -> registry.Policy:
+def policy_for(name: str, type_blind: bool, rules: SpotRules) -> Policy:
     """The policy ``name``, type-blind or not, with the spot rules, where it takes them."""
     fields = {f.name for f in dataclasses.fields(registry.get(name))}  # type: ignore[arg-type]
     params: dict[str, Any] = {}
@@ -204,8 +205,8 @@ def sim(
 ) -> None:
     """Replay a job trace through the decision core on a simulated cluster."""
     from railgang.daemon.core.cycle import CycleConfig
-    from railgang.daemon.core.migration import MigrationRules
-    from railgang.daemon.core.spot import SpotRules
+    from railgang.daemon.core.model.tiers import SpotRules
+    from railgang.daemon.core.phases.migrate import MigrationRules
     from railgang.daemon.pricing import parse_prices
     from railgang.daemon.sim.backend import SimConfig
     from railgang.daemon.sim.capacity import Capacity, pool_report

@@ -29,11 +29,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from railgang.daemon.clock import SimClock
-from railgang.daemon.core.actions import Start
 from railgang.daemon.core.cycle import CycleConfig
-from railgang.daemon.core.gang import Placer, topology_placer
-from railgang.daemon.core.policy import Policy
-from railgang.daemon.core.reasons import PendingReason, Reason
+from railgang.daemon.core.model.actions import Start
+from railgang.daemon.core.model.gang import Placer, topology_placer
+from railgang.daemon.core.model.plan import Policy
+from railgang.daemon.core.model.reasons import PendingReason, Reason
 from railgang.daemon.loop import run_cycle
 from railgang.daemon.sim.backend import COMPLETE, KILL, LINK, SimBackend, SimConfig
 from railgang.daemon.sim.capacity import SPOT_RECLAIM, SPOT_RETURN

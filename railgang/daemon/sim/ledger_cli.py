@@ -12,7 +12,7 @@ from typing import Any
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-from railgang.daemon.core.policy import Policy
+from railgang.daemon.core.model.plan import Policy
 from railgang.daemon.errors import InputError
 from railgang.daemon.sim.engine import EngineConfig
 from railgang.daemon.sim.ledger_run import CONFIRM_SAMPLES, LedgerRun, human_bytes, prepare_ledger

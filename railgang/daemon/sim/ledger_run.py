@@ -17,7 +17,7 @@ from typing import Any
 
 from sqlalchemy import Engine, select
 
-from railgang.daemon.core.policy import Policy
+from railgang.daemon.core.model.plan import Policy
 from railgang.daemon.sim.engine import EngineConfig, RunResult
 from railgang.daemon.sim.telemetry import (
     LedgerStats,

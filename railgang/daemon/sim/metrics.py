@@ -26,7 +26,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 
-from railgang.daemon.core.reasons import Reason
+from railgang.daemon.core.model.reasons import Reason
 
 BIG_JOB_GPU_H = 1.0  # "jobs of at least one GPU-hour" (gpus x ideal duration)
 # reasons that say the free GPUs, though enough by count, held no valid slot for the job

@@ -15,7 +15,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from railgang.daemon.core.spot import ON_DEMAND, TIERS, TierTerms
+from railgang.daemon.core.model.tiers import ON_DEMAND, TIERS, TierTerms
 from railgang.daemon.errors import ConfigError
 from railgang.daemon.pricing import tier_terms
 from railgang.topology.fabric import Fabric, NodeFacts

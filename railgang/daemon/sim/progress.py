@@ -22,8 +22,8 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from railgang.daemon.core.job import Assignment, JobRequest, gpu_count
-from railgang.daemon.core.scaling import SpeedupFn, amdahl, table
+from railgang.daemon.core.model.job import Assignment, JobRequest, gpu_count
+from railgang.daemon.core.model.scaling import SpeedupFn, amdahl, table
 from railgang.daemon.sim.traces.model import TraceJob
 
 GENERIC_SERIAL = 0.05  # Amdahl serial share per replica for jobs without a measured curve

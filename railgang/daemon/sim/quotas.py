@@ -36,8 +36,12 @@ from typing import Any
 
 from rich.table import Table
 
-from railgang.daemon.core.quota import QuotaNode, QuotaTree, check_hierarchy
-from railgang.daemon.core.quota_review import LoseItProposal, LoseItRules, proposals_from_means
+from railgang.daemon.core.model.quota import QuotaNode, QuotaTree, check_hierarchy
+from railgang.daemon.core.model.quota_review import (
+    LoseItProposal,
+    LoseItRules,
+    proposals_from_means,
+)
 from railgang.daemon.errors import InputError
 from railgang.daemon.inputs import QUOTAS_MAX_BYTES, read_toml
 from railgang.daemon.sim.metrics import JobRecord

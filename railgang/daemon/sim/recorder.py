@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from railgang.daemon.core.reasons import PendingReason, Reason
+from railgang.daemon.core.model.reasons import PendingReason, Reason
 from railgang.daemon.sim.metrics import JobRecord
 from railgang.daemon.sim.traces.model import TraceJob
 

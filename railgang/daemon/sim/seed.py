@@ -7,8 +7,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from railgang.daemon.core.job import Job
-from railgang.daemon.core.snapshot import Snapshot
+from railgang.daemon.core.model.job import Job
+from railgang.daemon.core.model.snapshot import Snapshot
 from railgang.daemon.sim.accounting import SimJob
 from railgang.daemon.sim.metrics import JobRecord
 from railgang.daemon.sim.traces.model import TraceJob

@@ -30,7 +30,7 @@ import hostlist
 import numpy as np
 from sqlalchemy import Engine, Table, insert, select
 
-from railgang.daemon.core.policy import Policy
+from railgang.daemon.core.model.plan import Policy
 from railgang.daemon.sim.backend import SimBackend
 from railgang.daemon.sim.engine import EngineConfig, RunResult, _Replay
 from railgang.daemon.sim.progress import CommModel
@@ -136,7 +136,7 @@ def simulate_with_ledger(jobs: Sequence[TraceJob], policy: Policy, fabric: Any, 
 
 
 def _placer() -> Any:
-    from railgang.daemon.core.gang import topology_placer
+    from railgang.daemon.core.model.gang import topology_placer
 
     return topology_placer
 

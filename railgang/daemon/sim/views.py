@@ -23,8 +23,8 @@ from operator import attrgetter
 from types import MappingProxyType
 from typing import Any
 
-from railgang.daemon.core.job import Job, JobState, RunningJob
-from railgang.daemon.core.snapshot import Account, Node
+from railgang.daemon.core.model.job import Job, JobState, RunningJob
+from railgang.daemon.core.model.snapshot import Account, Node
 
 Line = tuple[JobState, float, float, int, float, float | None, float | None, float, float]
 """A running job's progress line as of its last change: its state then (preemptions), GPU-s

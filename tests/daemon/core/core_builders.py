@@ -25,7 +25,7 @@ from railgang.daemon.core import (
     Unplaceable,
     make_snapshot,
 )
-from railgang.daemon.core.snapshot import PreemptEvent, Snapshot
+from railgang.daemon.core.model.snapshot import PreemptEvent, Snapshot
 
 STATE_FIELDS = frozenset(f.name for f in dataclasses.fields(JobState))
 

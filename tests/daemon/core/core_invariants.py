@@ -5,9 +5,9 @@ from __future__ import annotations
 import random
 
 from railgang.daemon.core import Decision, Job, Preempt, Reason, Resize, Start
-from railgang.daemon.core.preemption import PreemptionBudget, class_may_preempt
-from railgang.daemon.core.quota import QuotaNode, QuotaTree, borrowed_gpus
-from railgang.daemon.core.snapshot import Account, PreemptEvent, Snapshot
+from railgang.daemon.core.model.preemption import PreemptionBudget, class_may_preempt
+from railgang.daemon.core.model.quota import QuotaNode, QuotaTree, borrowed_gpus
+from railgang.daemon.core.model.snapshot import Account, PreemptEvent, Snapshot
 from tests.daemon.core.core_builders import cluster, job
 
 

@@ -7,8 +7,8 @@ import random
 import pytest
 
 from railgang.daemon.core import Account, Decision, Reason, Start, decide
-from railgang.daemon.core.policy import get
-from railgang.daemon.core.snapshot import Snapshot
+from railgang.daemon.core.model.snapshot import Snapshot
+from railgang.daemon.core.policies.registry import get
 from tests.daemon.core.core_builders import cluster, first_fit, job
 
 
@@ -95,7 +95,7 @@ def test_a_lame_link_tag_alone_keeps_multi_node_gangs_off_the_node() -> None:
     """The tag (a Slurm node feature) is the quarantine a restarted daemon finds, without any
     link health data: gangs avoid the node, a one-node job may still use it, no TagNode again."""
     from railgang.daemon.core import Node, TagNode, topology_placer
-    from railgang.daemon.core.snapshot import make_snapshot
+    from railgang.daemon.core.model.snapshot import make_snapshot
     from railgang.topology.fabric import fabric_from_shape
 
     fab = fabric_from_shape(8, 8, 4, prefix="n")  # two leaves of four nodes

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from railgang.daemon.core.economics import (
+from railgang.daemon.core.model.economics import (
     completion_time_h,
     preemption_tax,
     spot_effective_cost,

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from railgang.daemon.core import Decision, Preempt, Resize, Start, decide, table
-from railgang.daemon.core.elastic import (
+from railgang.daemon.core.model.elastic import (
     ElasticRules,
     Ends,
     fill_by_chunks,
@@ -29,10 +29,10 @@ from railgang.daemon.core.elastic import (
     wait_for,
     wastes_gpus,
 )
-from railgang.daemon.core.job import RunningJob
-from railgang.daemon.core.policy import get
-from railgang.daemon.core.scaling import SpeedupFn, linear
-from railgang.daemon.core.snapshot import Snapshot
+from railgang.daemon.core.model.job import RunningJob
+from railgang.daemon.core.model.scaling import SpeedupFn, linear
+from railgang.daemon.core.model.snapshot import Snapshot
+from railgang.daemon.core.policies.registry import get
 from tests.daemon.core.core_builders import cluster, first_fit, job
 
 H = 3600.0

@@ -9,13 +9,13 @@ from typing import Any
 
 import pytest
 
-from railgang.daemon.core import hetero
-from railgang.daemon.core.actions import Start
 from railgang.daemon.core.cycle import decide
-from railgang.daemon.core.job import Job, JobRequest, JobState, RunningJob
-from railgang.daemon.core.needs import GpuFacts
-from railgang.daemon.core.policy import get
-from railgang.daemon.core.snapshot import Node, Snapshot, make_snapshot
+from railgang.daemon.core.model import pools as hetero
+from railgang.daemon.core.model.actions import Start
+from railgang.daemon.core.model.job import Job, JobRequest, JobState, RunningJob
+from railgang.daemon.core.model.needs import GpuFacts
+from railgang.daemon.core.model.snapshot import Node, Snapshot, make_snapshot
+from railgang.daemon.core.policies.registry import get
 from railgang.topology.fabric import Fabric, NodeFacts
 from tests.daemon.core.core_builders import first_fit
 
@@ -132,9 +132,9 @@ def _pool_placer(fabric: Any, free: Any, spec: Any, *, health: Any = None, seed:
 def test_contract_invariants_hold_on_random_mixed_clusters(policy: str) -> None:
     """The shared contract's snapshots, with each node given a random GPU type and tier: every
     invariant of check_decision holds, and every start or move stays in one pool."""
-    from railgang.daemon.core.actions import Migrate
     from railgang.daemon.core.cycle import CycleConfig
-    from railgang.daemon.core.spot import TierTerms
+    from railgang.daemon.core.model.actions import Migrate
+    from railgang.daemon.core.model.tiers import TierTerms
     from tests.daemon.core.core_invariants import check_decision, random_snapshot
 
     tiers = {"spot": TierTerms({"": 0.7}, 2.0, 120.0), "on-demand": TierTerms({"": 2.0})}

@@ -10,9 +10,9 @@ import random
 from collections.abc import Mapping
 
 from railgang.daemon.core import CycleConfig, Node, Reason, Start, decide, topology_placer
-from railgang.daemon.core.job import Job
-from railgang.daemon.core.policy import get
-from railgang.daemon.core.snapshot import make_snapshot
+from railgang.daemon.core.model.job import Job
+from railgang.daemon.core.model.snapshot import make_snapshot
+from railgang.daemon.core.policies.registry import get
 from railgang.topology.fabric import fabric_from_shape
 from tests.daemon.core.core_builders import job
 

@@ -8,13 +8,13 @@ import random
 import pytest
 
 from railgang.daemon.core import Decision, Resize, Start, allreduce, decide, table
+from railgang.daemon.core.model.reasons import Reason
+from railgang.daemon.core.model.snapshot import Account, Snapshot
 from railgang.daemon.core.policies.pollux import Pollux, goodput, statistical_efficiency
+from railgang.daemon.core.policies.registry import get
 from railgang.daemon.core.policies.slurm import Slurm, fairshare_factors
 from railgang.daemon.core.policies.themis import rho
 from railgang.daemon.core.policies.tiresias import Tiresias, bucket
-from railgang.daemon.core.policy import get
-from railgang.daemon.core.reasons import Reason
-from railgang.daemon.core.snapshot import Account, Snapshot
 from tests.daemon.core.core_builders import cluster, first_fit, job
 
 H = 3600.0

@@ -10,9 +10,10 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from railgang.daemon.core import CycleConfig, Decision, Start, decide, topology_placer
-from railgang.daemon.core.gang import Placer
-from railgang.daemon.core.policy import Plan, Policy, get, names
-from railgang.daemon.core.snapshot import Snapshot
+from railgang.daemon.core.model.gang import Placer
+from railgang.daemon.core.model.plan import Plan, Policy
+from railgang.daemon.core.model.snapshot import Snapshot
+from railgang.daemon.core.policies.registry import get, names
 from tests.daemon.core.core_builders import cluster, first_fit, job
 from tests.daemon.core.core_invariants import check_decision, random_snapshot
 

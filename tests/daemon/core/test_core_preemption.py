@@ -16,8 +16,8 @@ from railgang.daemon.core import (
     Start,
     decide,
 )
-from railgang.daemon.core.preemption import class_may_preempt
-from railgang.daemon.core.snapshot import PreemptEvent, Snapshot
+from railgang.daemon.core.model.preemption import class_may_preempt
+from railgang.daemon.core.model.snapshot import PreemptEvent, Snapshot
 from tests.daemon.core.core_builders import ClusterB, cluster, first_fit, job
 
 H = 3600.0
@@ -25,7 +25,7 @@ NOW = 10 * H
 
 
 def run(snap: Snapshot, name: str = "fifo", config: CycleConfig | None = None) -> Decision:
-    from railgang.daemon.core.policy import get
+    from railgang.daemon.core.policies.registry import get
 
     return decide(snap, get(name), snap.now, random.Random(0), placer=first_fit,
                   config=config or CycleConfig())

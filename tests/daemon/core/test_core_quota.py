@@ -10,11 +10,11 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from railgang.daemon.core import CycleConfig, Decision, Preempt, Reason, Resize, Start, decide
-from railgang.daemon.core.policy import get, names
-from railgang.daemon.core.preemption import PreemptionBudget
-from railgang.daemon.core.quota import QuotaNode, QuotaTree, borrowed_gpus, gate
-from railgang.daemon.core.quota_review import LoseItRules, UsageSample, lose_it_proposals
-from railgang.daemon.core.snapshot import Snapshot
+from railgang.daemon.core.model.preemption import PreemptionBudget
+from railgang.daemon.core.model.quota import QuotaNode, QuotaTree, borrowed_gpus, gate
+from railgang.daemon.core.model.quota_review import LoseItRules, UsageSample, lose_it_proposals
+from railgang.daemon.core.model.snapshot import Snapshot
+from railgang.daemon.core.policies.registry import get, names
 from tests.daemon.core.core_builders import ClusterB, cluster, first_fit, job
 from tests.daemon.core.core_invariants import check_decision, random_snapshot
 
@@ -216,7 +216,7 @@ def _advance(snap: Snapshot, d: Decision, now: float) -> Snapshot:
     """Apply shrinks; jobs signalled earlier exit; newly signalled ones get a deadline."""
     import dataclasses
 
-    from railgang.daemon.core.snapshot import make_snapshot
+    from railgang.daemon.core.model.snapshot import make_snapshot
 
     running = {}
     for r in snap.running.values():

@@ -1,12 +1,13 @@
 """What a snapshot shares with the one before it (issue 12, speed): read-only mappings taken as
-they are, the usable GPU count of the same nodes counted once, a backend's per-account count,
-and the elastic running jobs; each gives what the plain derivation gives."""
+they are, and a backend's index (``model/index.py``) standing in for the counts; each gives what
+the plain derivation gives."""
 
 from __future__ import annotations
 
 from types import MappingProxyType
 
 from railgang.daemon.core import Node
+from railgang.daemon.core.model.index import rebuild
 from tests.daemon.core.core_builders import cluster, job
 
 
@@ -32,8 +33,8 @@ def test_a_backends_held_count_stands_in_for_the_running_jobs_count() -> None:
             .build())
     counted = snap.account_running_gpus()
     assert counted == {"ml": 4, "cv": 2}
-    held = snap.replace(held={"ml": 4, "cv": 2})
-    assert held.account_running_gpus() == counted and held == snap  # held is not compared
+    held = snap.replace(index=rebuild(snap))
+    assert held.account_running_gpus() == counted and held == snap  # the index is not compared
     tally = held.account_running_gpus()
     tally["ml"] += 8  # each caller keeps its own tally
     assert held.account_running_gpus() == counted
@@ -49,4 +50,6 @@ def test_elastic_running_are_the_running_jobs_with_a_range_by_id() -> None:
 def test_running_per_class_counts_each_class_and_a_backends_count_stands_in() -> None:
     snap = cluster(4).running(job("a").gpus(2).cls(1), job("b").gpus(2), job("c").gpus(2)).build()
     assert snap.running_per_class == (0, 1, 0, 2)
-    assert snap.replace(classes=(0, 1, 0, 2), elastic=()).running_per_class == (0, 1, 0, 2)
+    indexed = snap.replace(index=rebuild(snap))
+    assert indexed.running_per_class == (0, 1, 0, 2) and indexed.elastic_running == ()
+    assert indexed.total_gpus == snap.total_gpus and indexed.free_gpus == snap.free_gpus

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from railgang.daemon.core.economics import spot_effective_cost
-from railgang.daemon.core.job import Job, JobRequest
-from railgang.daemon.core.spot import (
+from railgang.daemon.core.model.economics import spot_effective_cost
+from railgang.daemon.core.model.job import Job, JobRequest
+from railgang.daemon.core.model.tiers import (
     ON_DEMAND,
     SPOT,
     SpotRules,

@@ -17,7 +17,7 @@ from railgang.daemon.core import (
     make_snapshot,
     reason_for,
 )
-from railgang.daemon.core.policy import get
+from railgang.daemon.core.policies.registry import get
 from railgang.topology.fabric import fabric_from_shape
 from railgang.topology.health import LinkHealth
 from railgang.topology.placement import GangRequest

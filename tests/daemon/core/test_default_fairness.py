@@ -8,7 +8,7 @@ import random
 
 from railgang.daemon.core import Preempt, decide
 from railgang.daemon.core.policies.default import Default
-from railgang.daemon.core.policy import get
+from railgang.daemon.core.policies.registry import get
 from tests.daemon.core.core_builders import cluster, first_fit, job
 
 H = 3600.0

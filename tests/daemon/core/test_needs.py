@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from railgang.daemon.core import Node, Preempt, Reason, RunningJob, Start, decide, make_snapshot
-from railgang.daemon.core.needs import (
+from railgang.daemon.core.model.needs import (
     NETWORKS,
     NO_NEEDS,
     GpuFacts,
@@ -21,7 +21,7 @@ from railgang.daemon.core.needs import (
     fleet_summary,
     parse_needs,
 )
-from railgang.daemon.core.policy import get
+from railgang.daemon.core.policies.registry import get
 from railgang.topology.fabric import fabric_from_shape
 from tests.daemon.core.core_builders import job
 

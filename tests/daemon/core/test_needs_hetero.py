@@ -6,8 +6,8 @@ from __future__ import annotations
 import random
 
 from railgang.daemon.core import Node, Reason, RunningJob, Start, decide, make_snapshot
-from railgang.daemon.core.needs import GpuFacts, parse_needs
-from railgang.daemon.core.policy import get
+from railgang.daemon.core.model.needs import GpuFacts, parse_needs
+from railgang.daemon.core.policies.registry import get
 from railgang.topology.fabric import fabric_from_shape
 from tests.daemon.core.core_builders import job
 
@@ -102,7 +102,7 @@ def test_a_long_job_backfills_on_gpus_the_reserved_job_cannot_use() -> None:
 def _spot(held: dict[str, int], running_on_demand: bool = False, **job_kw: object):  # type: ignore[no-untyped-def]
     """2 on-demand + 3 spot V100 nodes of 4 GPUs; one 8-GPU job holding ``held`` spot GPUs per
     node; spot reclaims 1.5 per node-day (cap: 4 a day for jobs of 8 GPUs and up)."""
-    from railgang.daemon.core.spot import ON_DEMAND, SPOT, TierTerms
+    from railgang.daemon.core.model.tiers import ON_DEMAND, SPOT, TierTerms
     from railgang.topology.fabric import Fabric, NodeFacts
 
     names = {"od1": ON_DEMAND, "od2": ON_DEMAND, "sp1": SPOT, "sp2": SPOT, "sp3": SPOT}

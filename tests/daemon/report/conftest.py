@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from railgang.daemon.core.policy import get
+from railgang.daemon.core.policies.registry import get
 from railgang.daemon.sim.engine import EngineConfig, RunResult
 from railgang.daemon.sim.progress import TopologyComm
 from railgang.daemon.sim.telemetry import (

@@ -12,10 +12,10 @@ from alembic import command
 from sqlalchemy import Engine
 
 from railgang.daemon.clock import SimClock
-from railgang.daemon.core import policy as registry
-from railgang.daemon.core.actions import Action
 from railgang.daemon.core.cycle import CycleConfig
-from railgang.daemon.core.snapshot import Snapshot
+from railgang.daemon.core.model.actions import Action
+from railgang.daemon.core.model.snapshot import Snapshot
+from railgang.daemon.core.policies import registry
 from railgang.daemon.service.backends import LiveSim
 from railgang.daemon.service.cycle import DaemonService
 from railgang.daemon.sim.traces.model import TraceJob

@@ -12,8 +12,8 @@ from sqlalchemy.orm import Session
 
 from railgang.daemon.clock import SimClock
 from railgang.daemon.config import load_settings
-from railgang.daemon.core.actions import Start
 from railgang.daemon.core.cycle import CycleConfig
+from railgang.daemon.core.model.actions import Start
 from railgang.daemon.errors import UnknownJobError
 from railgang.daemon.service.backends import LiveSim
 from railgang.daemon.service.status import explanation, render

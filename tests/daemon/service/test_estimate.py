@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from railgang.daemon.core import policy as registry
-from railgang.daemon.core.job import Job, JobRequest, JobState, RunningJob
-from railgang.daemon.core.snapshot import Node, Snapshot, make_snapshot
+from railgang.daemon.core.model.job import Job, JobRequest, JobState, RunningJob
+from railgang.daemon.core.model.snapshot import Node, Snapshot, make_snapshot
+from railgang.daemon.core.policies import registry
 from railgang.daemon.service.estimate import (
     EstimateConfig,
     RatioHistory,

@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 from railgang.daemon.cli import app
 from railgang.daemon.clock import SimClock
 from railgang.daemon.config import LinkSettings, load_settings
-from railgang.daemon.core.actions import TagNode
+from railgang.daemon.core.model.actions import TagNode
 from railgang.daemon.errors import ConfigError
 from railgang.daemon.service.links import LinkCollector
 from railgang.daemon.service.metrics import DaemonMetrics, observe_links

@@ -10,10 +10,10 @@ from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
 
 from railgang.daemon.clock import SimClock
-from railgang.daemon.core.actions import Preempt, Start
 from railgang.daemon.core.cycle import CycleConfig
-from railgang.daemon.core.preemption import PreemptionBudget
-from railgang.daemon.core.reasons import Reason
+from railgang.daemon.core.model.actions import Preempt, Start
+from railgang.daemon.core.model.preemption import PreemptionBudget
+from railgang.daemon.core.model.reasons import Reason
 from railgang.daemon.service.quotas import QuotaStep, load_tree, measured_utilisation
 from railgang.daemon.sim.traces.model import TraceJob
 from railgang.db.models import Job, UsageRecord

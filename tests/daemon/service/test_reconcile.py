@@ -7,7 +7,7 @@ import dataclasses
 
 import pytest
 
-from railgang.daemon.core.actions import (
+from railgang.daemon.core.model.actions import (
     Action,
     DrainNode,
     Preempt,
@@ -16,8 +16,8 @@ from railgang.daemon.core.actions import (
     Start,
     TagNode,
 )
-from railgang.daemon.core.reasons import Reason
-from railgang.daemon.core.snapshot import Snapshot
+from railgang.daemon.core.model.reasons import Reason
+from railgang.daemon.core.model.snapshot import Snapshot
 from railgang.daemon.service import codec
 from railgang.daemon.service.backends import LiveSim
 from railgang.daemon.service.reconcile import OpenEntry, Verdict, judge, reconcile
@@ -126,8 +126,7 @@ def test_codec_refuses_bad_payloads(kind: str, payload: str, message: str) -> No
 def test_every_core_action_kind_has_a_journal_kind() -> None:
     import typing
 
-    from railgang.daemon.core import actions
-
+    from railgang.daemon.core.model import actions
     kinds = set(typing.get_args(actions.Action))
     assert kinds == set(codec.KINDS.values())
     assert all(dataclasses.is_dataclass(k) for k in kinds)

@@ -12,8 +12,8 @@ import pytest
 from sqlalchemy import Engine
 
 from railgang.daemon.clock import SimClock
-from railgang.daemon.core.actions import Action
-from railgang.daemon.core.snapshot import Snapshot
+from railgang.daemon.core.model.actions import Action
+from railgang.daemon.core.model.snapshot import Snapshot
 from railgang.daemon.errors import SlurmSchemaError
 from railgang.daemon.service.metrics import DaemonMetrics
 from railgang.daemon.slurm.backend import ActionResult

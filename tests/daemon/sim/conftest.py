@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from railgang.daemon.core.gang import GangRequest, Placed
+from railgang.daemon.core.model.gang import GangRequest, Placed
 from railgang.daemon.sim.traces.model import TraceJob
 from railgang.topology.fabric import fabric_from_shape
 from railgang.topology.placement import PlacementFailure, Unplaceable

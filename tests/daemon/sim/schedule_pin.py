@@ -18,7 +18,7 @@ import random
 from pathlib import Path
 from typing import Any
 
-from railgang.daemon.core.policy import get
+from railgang.daemon.core.policies.registry import get
 from railgang.daemon.sim.cli import make_elastic
 from railgang.daemon.sim.engine import RunResult, simulate
 from railgang.daemon.sim.progress import TopologyComm

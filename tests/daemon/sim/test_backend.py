@@ -4,7 +4,7 @@ from typing import Any
 
 import pytest
 
-from railgang.daemon.core.actions import DrainNode, Preempt, Resize, SetPriority, Start
+from railgang.daemon.core.model.actions import DrainNode, Preempt, Resize, SetPriority, Start
 from railgang.daemon.sim.backend import COMPLETE, KILL, SimBackend, SimConfig
 from railgang.daemon.sim.traces.model import TraceJob
 from railgang.daemon.slurm.backend import Backend

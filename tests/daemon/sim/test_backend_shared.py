@@ -1,14 +1,16 @@
 """The simulator's snapshots share what did not change since the last one (issue 12, speed):
 at every cycle of a replay with preemptions and resizes, the shared free GPUs, nodes, usable
-count, per-account GPUs, elastic running jobs and jobs per class equal what a snapshot built from scratch shows, and the accounts'
-usage (summed when first read) what the eager sum gave."""
+count, per-account GPUs, elastic running jobs, jobs per class and GPU pools (the backend's index,
+``model/index.py``) equal what a snapshot built from scratch shows, and the accounts' usage
+(summed when first read) what the eager sum gave."""
 
 from __future__ import annotations
 
 import pytest
 
-from railgang.daemon.core.policy import get
-from railgang.daemon.core.snapshot import make_snapshot
+from railgang.daemon.core.model.index import rebuild
+from railgang.daemon.core.model.snapshot import make_snapshot
+from railgang.daemon.core.policies.registry import get
 from railgang.daemon.sim.backend import SimBackend
 from railgang.daemon.sim.cli import make_elastic
 from railgang.daemon.sim.engine import simulate
@@ -31,10 +33,10 @@ def test_shared_views_equal_a_snapshot_from_scratch(policy: str) -> None:
         assert snap.account_running_gpus() == fresh.account_running_gpus()
         assert list(snap.running) == sorted(backend.running)
         assert all(snap.running[j].job.request is sj.request for j, sj in backend.running.items())
-        assert snap.elastic is not None and snap.classes is not None  # the backend's own
+        assert snap.index is not None and snap.index == rebuild(snap)  # the backend's own index
         assert snap.elastic_running == fresh.elastic_running
         assert snap.running_per_class == fresh.running_per_class
-        assert snap.free_count is not None and snap.free_gpus == fresh.free_gpus
+        assert snap.free_gpus == fresh.free_gpus
         usage = dict(backend._usage_done)  # the eager sum, in the backend's order of its jobs
         for sj in backend.running.values():
             acc = sj.tj.account

@@ -105,8 +105,7 @@ def test_format_choices_come_from_the_registry(tmp_path: Path) -> None:
 @pytest.mark.parametrize("args", [["--policy", "nope"], ["--compare", "fifo,nope"]],
                          ids=["policy", "compare"])
 def test_policy_choices_come_from_the_registry(tmp_path: Path, args: list[str]) -> None:
-    from railgang.daemon.core import policy as registry
-
+    from railgang.daemon.core.policies import registry
     result = run("--trace", str(write(tmp_path, TRACE)), *args)
     assert result.exit_code == 2  # a usage error listing what the registry knows
     out = " ".join(result.output.replace("│", " ").split())  # type: ignore[attr-defined]

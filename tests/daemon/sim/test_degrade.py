@@ -11,9 +11,9 @@ import pytest
 from typer.testing import CliRunner
 
 from railgang.daemon.cli import app
-from railgang.daemon.core import policy as registry
 from railgang.daemon.core.cycle import CycleConfig
-from railgang.daemon.core.migration import MigrationRules
+from railgang.daemon.core.phases.migrate import MigrationRules
+from railgang.daemon.core.policies import registry
 from railgang.daemon.sim.backend import SimConfig
 from railgang.daemon.sim.degrade import LinkEvent, parse_degrade
 from railgang.daemon.sim.engine import EngineConfig, RunResult, simulate

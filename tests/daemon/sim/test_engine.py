@@ -5,8 +5,9 @@ from typing import Any
 
 import pytest
 
-from railgang.daemon.core.policy import Plan, get
-from railgang.daemon.core.snapshot import Snapshot
+from railgang.daemon.core.model.plan import Plan
+from railgang.daemon.core.model.snapshot import Snapshot
+from railgang.daemon.core.policies.registry import get
 from railgang.daemon.sim.engine import EngineConfig, simulate
 from tests.daemon.sim.conftest import first_fit, tj
 
@@ -86,7 +87,7 @@ def test_every_job_is_accounted_for(two_nodes: Any, policy: str) -> None:
 
 def test_tiresias_preemption_through_the_engine_exact_loss(one_node: Any) -> None:
     from railgang.daemon.core.cycle import CycleConfig
-    from railgang.daemon.core.preemption import PreemptionBudget
+    from railgang.daemon.core.model.preemption import PreemptionBudget
 
     # a long job has 11 GPU-h of service when a short one arrives: Tiresias evicts it. Grace
     # 120 s (the core's default), checkpoints every 1800 s, restore 120 s.

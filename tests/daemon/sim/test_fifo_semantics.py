@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 
 from railgang.daemon.core import Start, decide
+from railgang.daemon.core.model.reasons import Reason
 from railgang.daemon.core.policies.fifo import Fifo
 from railgang.daemon.core.policies.fifo_greedy import FifoGreedy
-from railgang.daemon.core.policy import get
-from railgang.daemon.core.reasons import Reason
+from railgang.daemon.core.policies.registry import get
 from railgang.daemon.sim.engine import simulate
 from tests.daemon.core.core_builders import cluster, job
 from tests.daemon.core.core_builders import first_fit as core_first_fit

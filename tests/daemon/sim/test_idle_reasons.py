@@ -8,8 +8,8 @@ import random
 import pytest
 
 from railgang.daemon.core import decide
-from railgang.daemon.core.policy import get
-from railgang.daemon.core.reasons import PendingReason, Reason
+from railgang.daemon.core.model.reasons import PendingReason, Reason
+from railgang.daemon.core.policies.registry import get
 from railgang.daemon.sim.metrics import JobRecord
 from railgang.daemon.sim.recorder import Recorder, _charge_to
 from tests.daemon.core.core_builders import cluster, first_fit, job

@@ -69,7 +69,7 @@ def test_yes_skips_the_question(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
 def test_a_person_can_say_no(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from rich.console import Console
 
-    from railgang.daemon.core.policy import get
+    from railgang.daemon.core.policies.registry import get
     from railgang.daemon.sim.engine import EngineConfig
     from railgang.daemon.sim.ledger_cli import write_sim_ledger
     from railgang.daemon.sim.traces.model import TraceJob
@@ -99,7 +99,7 @@ def test_a_day_of_samples_is_read_through_the_index(tmp_path: Path) -> None:
 
 def test_samples_stored_on_both_databases(engine) -> None:  # type: ignore[no-untyped-def]  # noqa: F811
     """The driver-level insert of the samples works on SQLite and PostgreSQL alike."""
-    from railgang.daemon.core.policy import get
+    from railgang.daemon.core.policies.registry import get
     from railgang.daemon.sim.telemetry import TelemetryConfig, simulate_with_ledger, write_ledger
     from railgang.daemon.sim.traces.model import TraceJob
     from railgang.topology.fabric import fabric_from_shape

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from railgang.daemon.core.job import Job, JobState, RunningJob
+from railgang.daemon.core.model.job import Job, JobState, RunningJob
 from railgang.daemon.sim.accounting import Now, SimJob
 from railgang.daemon.sim.progress import job_request
 from railgang.daemon.sim.recorder import Recorder

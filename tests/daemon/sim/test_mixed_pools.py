@@ -11,7 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from railgang.daemon.cli import app
-from railgang.daemon.core.policy import get
+from railgang.daemon.core.policies.registry import get
 from railgang.daemon.errors import ConfigError
 from railgang.daemon.pricing import parse_prices
 from railgang.daemon.sim.backend import SimConfig
@@ -130,7 +130,7 @@ def test_a_job_predicted_above_the_cap_goes_on_demand() -> None:
     assert set(rec["small"].pool_gpu_s) == {"v100:spot"}
     assert set(rec["big"].pool_gpu_s) == {"v100:on-demand"}
     blind = by_id(replay(cluster, jobs, spot=__import__(
-        "railgang.daemon.core.spot", fromlist=["SpotRules"]).SpotRules(cost_aware=False)))
+        "railgang.daemon.core.model.tiers", fromlist=["SpotRules"]).SpotRules(cost_aware=False)))
     assert set(blind["big"].pool_gpu_s) == {"v100:spot"}
 
 

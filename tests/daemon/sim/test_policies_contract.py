@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from railgang.daemon.core.policy import get, names
+from railgang.daemon.core.policies.registry import get, names
 from railgang.daemon.sim.engine import simulate
 from railgang.daemon.sim.progress import TopologyComm
 from railgang.daemon.sim.traces.model import TraceJob

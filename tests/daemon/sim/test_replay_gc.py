@@ -7,7 +7,7 @@ import gc
 
 import pytest
 
-from railgang.daemon.core.policy import get
+from railgang.daemon.core.policies.registry import get
 from railgang.daemon.sim import engine
 from railgang.daemon.sim.engine import REPLAY_GC_THRESHOLD, simulate
 from railgang.daemon.sim.traces.model import TraceJob

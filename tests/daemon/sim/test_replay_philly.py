@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from railgang.daemon.core.policy import get
+from railgang.daemon.core.policies.registry import get
 from railgang.daemon.sim.engine import simulate
 from railgang.daemon.sim.progress import TopologyComm
 from railgang.daemon.sim.traces.philly import default_dir, read_philly

@@ -14,7 +14,7 @@ import pytest
 from typer.testing import CliRunner
 
 from railgang.daemon.cli import app
-from railgang.daemon.core.policy import get
+from railgang.daemon.core.policies.registry import get
 from railgang.daemon.sim.engine import simulate
 from tests.daemon.sim.conftest import first_fit, tj
 

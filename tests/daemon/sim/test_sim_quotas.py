@@ -11,7 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from railgang.daemon.cli import app
-from railgang.daemon.core.policy import get
+from railgang.daemon.core.policies.registry import get
 from railgang.daemon.errors import InputError
 from railgang.daemon.sim.engine import EngineConfig, simulate
 from railgang.daemon.sim.quotas import QuotaUse, attainment, load_quotas

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from railgang.daemon.core.job import Assignment, freeze_assignment, gpu_count
-from railgang.daemon.core.reasons import Reason
+from railgang.daemon.core.model.job import Assignment, freeze_assignment, gpu_count
+from railgang.daemon.core.model.reasons import Reason
 
 
 @dataclass(frozen=True)

@@ -35,7 +35,7 @@ import itertools
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
-from railgang.daemon.core.job import Assignment, Job, RunningJob
+from railgang.daemon.core.model.job import Assignment, Job, RunningJob
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from railgang.daemon.core.job import Assignment, Job
+from railgang.daemon.core.model.job import Assignment, Job
 from railgang.topology.placement.types import GangRequest, Unplaceable
 
 

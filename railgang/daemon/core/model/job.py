@@ -26,8 +26,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-from railgang.daemon.core.needs import NO_NEEDS, Needs
-from railgang.daemon.core.scaling import SpeedupFn, linear
+from railgang.daemon.core.model.needs import NO_NEEDS, Needs
+from railgang.daemon.core.model.scaling import SpeedupFn, linear
 
 Assignment = Mapping[str, tuple[int, ...]]
 """Exact GPU assignment: node name -> sorted GPU indices on that node (no empty nodes)."""

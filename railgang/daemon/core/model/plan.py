@@ -1,4 +1,4 @@
-"""The policy seam: a one-method Protocol, the plan it returns, and the registry (STYLE 4).
+"""The policy seam: a one-method Protocol and the plan it returns (STYLE 4).
 
 A policy orders the pending queue and sizes jobs; it never places, preempts or emits actions —
 the cycle (``railgang.daemon.core.cycle``) does that the same way for every policy.
@@ -18,21 +18,19 @@ the cycle (``railgang.daemon.core.cycle``) does that the same way for every poli
 - ``Plan.levels`` + ``preempt_within_class``: lets a policy (Tiresias) evict running work of the
   same class whose level is strictly worse than the waiting job's, under the same budgets.
 
-The registry discovers every module in ``railgang.daemon.core.policies`` that defines ``POLICY`` (a class
-with a ``name`` and a ``plan`` method); adding a policy is adding one file.
+The registry (``railgang.daemon.core.policies.registry``) discovers every policy module; adding a
+policy is adding one file.
 """
 
 from __future__ import annotations
 
 import functools
-import importlib
-import pkgutil
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Literal, Protocol, runtime_checkable
 
-from railgang.daemon.core.snapshot import Snapshot
+from railgang.daemon.core.model.snapshot import Snapshot
 
 Mode = Literal["strict", "backfill", "greedy"]
 
@@ -89,33 +87,4 @@ def regrow_targets(snapshot: Snapshot) -> dict[str, int]:
     return {r.job_id: max(r.replicas, r.job.replicas) for r in snapshot.elastic_running}
 
 
-# -- registry ----------------------------------------------------------------------------------
-def _discover() -> dict[str, type[Any]]:
-    import railgang.daemon.core.policies as pkg
-
-    found: dict[str, type[Any]] = {}
-    for info in sorted(pkgutil.iter_modules(pkg.__path__), key=lambda i: i.name):
-        if info.name.startswith("_"):
-            continue
-        mod = importlib.import_module(f"{pkg.__name__}.{info.name}")
-        cls = getattr(mod, "POLICY", None)
-        if cls is not None:
-            found[str(cls.name)] = cls
-    return found
-
-
-def names() -> tuple[str, ...]:
-    """Registered policy names, sorted."""
-    return tuple(sorted(_discover()))
-
-
-def get(name: str, **params: Any) -> Policy:
-    """Instantiate the policy ``name`` with optional parameters (raises ``KeyError`` if unknown)."""
-    classes = _discover()
-    if name not in classes:
-        raise KeyError(f"unknown policy {name!r}; known: {', '.join(sorted(classes))}")
-    policy: Policy = classes[name](**params)
-    return policy
-
-
-__all__ = ["Mode", "Plan", "Policy", "Want", "get", "names", "regrow_targets", "want"]
+__all__ = ["Mode", "Plan", "Policy", "Want", "regrow_targets", "want"]

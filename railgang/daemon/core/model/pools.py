@@ -37,22 +37,14 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
-from railgang.daemon.core import preemption as pre
-from railgang.daemon.core import spot
-from railgang.daemon.core.actions import Migrate
-from railgang.daemon.core.gang import Placed, Unplaceable, gang_for
-from railgang.daemon.core.job import Job, JobRequest, RunningJob
-from railgang.daemon.core.policy import Plan, Want
-from railgang.daemon.core.snapshot import Snapshot
-from railgang.topology.placement.types import PlacementFailure
-
-if TYPE_CHECKING:
-    from railgang.daemon.core.work import Work
+from railgang.daemon.core.model import tiers as spot
+from railgang.daemon.core.model.job import Job, JobRequest, RunningJob
+from railgang.daemon.core.model.plan import Plan, Want
+from railgang.daemon.core.model.snapshot import Node, Snapshot
 
 PoolKey = tuple[str, str]  # (GPU type, tier)
-_FILLED: PoolKey = ("\0", "\0")  # no GPU type is called NUL: Pools.ends is built
+RESTART_S = 60.0  # requeue + launch of a moved job, on top of its checkpoint and restore
 
 # Fallback speeds relative to a V100 (1.0) for jobs without measured per-type rates. K80 and P100:
 # the median ratio over the (model, size) pairs Gavel measured on both (simulation_throughputs.json:
@@ -81,9 +73,6 @@ class Pools:
     gpus: Mapping[PoolKey, int]
     node_gpus: Mapping[PoolKey, int]
     of_node: Mapping[str, PoolKey]
-    # (expected end, GPUs) of the running jobs per pool, sorted; filled on first use (the
-    # running jobs do not change within one cycle)
-    ends: dict[PoolKey, list[tuple[float, int]]] = dataclasses.field(default_factory=dict)
 
     @property
     def mixed(self) -> bool:
@@ -95,38 +84,45 @@ class Pools:
 
 
 def pools_of(snapshot: Snapshot) -> Pools:
-    """Group the usable nodes into pools (sorted keys: deterministic).
-
-    Memoised on the nodes (a pure function of them; the last answer is kept): a replay asks
-    three times per cycle for the same nodes, cycle after cycle (issue 12, speed). The grouping
-    is shared, read only; each call gets its own per-cycle ``ends`` cache."""
-    items = tuple(snapshot.nodes.items())
-    hit = _POOLS_MEMO.get("last")
-    if hit is not None and hit[0] == items:  # equal nodes (identical ones compare at once)
-        p = hit[1]
-        return Pools(p.nodes, p.gpus, p.node_gpus, p.of_node)
-    pools = _pools_of(snapshot)
-    _POOLS_MEMO["last"] = (items, pools)
-    return Pools(pools.nodes, pools.gpus, pools.node_gpus, pools.of_node)
+    """Group the usable nodes into pools (sorted keys: deterministic); the snapshot's index
+    gives them when its backend keeps them (``model/index.py``)."""
+    index = snapshot.index
+    if index is not None and index.pools is not None:
+        return index.pools
+    return pools_of_nodes(snapshot.nodes)
 
 
-_POOLS_MEMO: dict[str, tuple[tuple[tuple[str, object], ...], Pools]] = {}
-
-
-def _pools_of(snapshot: Snapshot) -> Pools:
-    nodes: dict[PoolKey, set[str]] = {}
+def pools_of_nodes(nodes: Mapping[str, Node]) -> Pools:
+    """The pools of ``nodes``: usable nodes grouped by (GPU type, tier)."""
+    members: dict[PoolKey, set[str]] = {}
     gpus: dict[PoolKey, int] = {}
     biggest: dict[PoolKey, int] = {}
     of_node: dict[str, PoolKey] = {}
-    for name, node in snapshot.nodes.items():
+    for name, node in nodes.items():
         key = (node.facts.gpu_type, node.tier)
         of_node[name] = key
         if not node.state.usable:
             continue
-        nodes.setdefault(key, set()).add(name)
+        members.setdefault(key, set()).add(name)
         gpus[key] = gpus.get(key, 0) + node.gpus
         biggest[key] = max(biggest.get(key, 0), node.gpus)
-    return Pools({k: frozenset(v) for k, v in sorted(nodes.items())}, gpus, biggest, of_node)
+    return Pools({k: frozenset(v) for k, v in sorted(members.items())}, gpus, biggest, of_node)
+
+
+def running_ends(snapshot: Snapshot, pools: Pools, now: float) -> dict[PoolKey, list[tuple[float, int]]]:
+    """(expected end, GPUs) of the running jobs per pool, sorted, at their speed on the pool's
+    type."""
+    out: dict[PoolKey, list[tuple[float, int]]] = {}
+    for run in snapshot.running.values():
+        at = pool_of_run(pools, run)
+        if at is None:
+            continue
+        left = run.job.remaining_at(run.replicas)
+        rate = max(type_rate(run.job, at[0]), 1e-9)
+        out.setdefault(at, []).append((now + left / rate if left is not None else float("inf"), run.gpus))
+    for ends in out.values():
+        ends.sort()
+    return out
 
 
 def pool_of_run(pools: Pools, run: RunningJob) -> PoolKey | None:
@@ -179,11 +175,11 @@ def _run_ends(snapshot: Snapshot, pools: Pools) -> dict[str, list[tuple[float, i
 
 def move_cost_s(job: Job) -> float:
     """Expected cost of moving ``job`` later: checkpoint, restore, restart, half an interval."""
-    return (job.checkpoint_cost_s + job.restore_cost_s + UpgradeRules.restart_s
+    return (job.checkpoint_cost_s + job.restore_cost_s + RESTART_S
             + job.checkpoint_interval_s / 2)
 
 
-def _slower_pays(job: Job, left: float | None, r_there: float, r_best: float,
+def slower_pays(job: Job, left: float | None, r_there: float, r_best: float,
                  wait_best_s: float) -> bool:
     """Start at ``r_there`` now rather than wait ``wait_best_s`` for ``r_best``? Yes if it ends
     no later, or if the work done meanwhile (in fast seconds) beats the cost of moving to the
@@ -226,7 +222,7 @@ def homes(snapshot: Snapshot, order: Iterable[Want], pools: Pools,
         for t in types:
             if room[t] < need:
                 continue
-            if t != b and not _slower_pays(job, work, type_rate(job, t), type_rate(job, b), wait_b):
+            if t != b and not slower_pays(job, work, type_rate(job, t), type_rate(job, b), wait_b):
                 continue
             room[t] -= need
             end = snapshot.now + (work / max(type_rate(job, t), 1e-9) if work is not None else float("inf"))
@@ -269,216 +265,21 @@ def aware(plan: Plan, snapshot: Snapshot, rules: spot.SpotRules = spot.SpotRules
     return dataclasses.replace(plan, order=tuple(order), hetero=True)
 
 
-# -- placement on one pool at a time (called by the cycle's phases) ----------------------------
-def pool_shadow(w: Work, pools: Pools, key: PoolKey, need: int) -> float:
-    """When ``need`` GPUs of pool ``key`` are free by its running jobs' expected ends (at their
-    speed on the pool's type); inf if never."""
-    names = pools.nodes.get(key, frozenset())
-    avail = sum(len(g) for n, g in w.free.items() if n in names)
-    if avail >= need:
-        return w.now
-    if not pools.ends:
-        for run in w.snap.running.values():
-            at = pool_of_run(pools, run)
-            if at is None:
-                continue
-            left = run.job.remaining_at(run.replicas)
-            rate = max(type_rate(run.job, at[0]), 1e-9)
-            pools.ends.setdefault(at, []).append(
-                (w.now + left / rate if left is not None else float("inf"), run.gpus))
-        for ends in pools.ends.values():
-            ends.sort()
-        pools.ends.setdefault(_FILLED, [])  # marks the cache filled even with nothing running
-    return shadow(w.now, avail, pools.ends.get(key, ()), need)
-
-
-def elsewhere_pays(w: Work, pools: Pools, job: Job, gpus: int, home: PoolKey, there: PoolKey) -> bool:
-    """Run on the slower pool ``there`` now only if that ends no later than waiting for ``home``."""
-    r_home, r_there = type_rate(job, home[0]), type_rate(job, there[0])
-    if r_there >= r_home:
-        return True
-    wait = pool_shadow(w, pools, home, gpus) - w.now
-    return _slower_pays(job, job.remaining_at(job.replicas), r_there, r_home, wait)
-
-
-def _nodes(w: Work, job: Job, names: frozenset[str]) -> frozenset[str]:
-    eligible = w.eligible(job)
-    return names if eligible is None else names & eligible
-
-
-def place(w: Work, job: Job, want: Want, replicas: int,
-          avoid: frozenset[str] = frozenset()) -> Placed | Unplaceable:
-    """Place ``replicas`` of ``job`` on one pool: the plan's pools in order (type-blind: the pool
-    with the most free GPUs first); on a one-pool cluster exactly the plain placement. ``avoid``:
-    nodes it may not use (a backfill job that would outlast the reservation on them)."""
-    pools = w.pools
-    if not pools.mixed:
-        nodes = w.eligible(job)
-        if avoid:
-            nodes = (frozenset(w.snap.nodes) if nodes is None else nodes) - avoid
-        return w.place(gang_for(job, replicas, nodes))
-    gpus = replicas * job.replica_gpus
-    if want.pools:
-        order = list(want.pools)
-    else:
-        free = {k: sum(len(w.free.get(n, ())) for n in names) for k, names in pools.nodes.items()}
-        order = sorted(pools.nodes, key=lambda k: (-free[k], k))
-    failure: Unplaceable | None = None
-    home = order[0] if want.pools else None
-    for key in order:
-        names = pools.nodes.get(key)
-        if not names:
-            continue
-        if home is not None and not elsewhere_pays(w, pools, job, gpus, home, key):
-            continue  # waiting for the home pool ends sooner
-        res = w.place(gang_for(job, replicas, _nodes(w, job, names) - avoid))
-        if isinstance(res, Placed):
-            return res
-        if failure is None or res.code.about_the_request or failure.code is PlacementFailure.INELIGIBLE_NODES:
-            failure = res
-    if failure is None or failure.code is PlacementFailure.INELIGIBLE_NODES:
-        eligible = w.eligible(job)
-        if eligible is not None:  # a job with needs: say so when they are what rules it out
-            have = sum(len(g) for n, g in w.free.items() if n in eligible)
-            if have < gpus <= w.free_count:
-                return Unplaceable(PlacementFailure.INELIGIBLE_NODES,
-                                   f"{w.free_count} GPUs free, {have} of them on nodes that meet "
-                                   f"{job.needs.render()}, {gpus} needed")
-        return Unplaceable(PlacementFailure.INSUFFICIENT_GPUS,
-                           f"no pool has {gpus} free GPUs the job may use")
-    return failure
-
-
-def nodes_for(w: Work, job: Job, want: Want) -> frozenset[str] | None:
-    """Nodes an eviction what-if may place ``job`` on: its first pool (the largest one when
-    type-blind) on a mixed cluster, else the nodes meeting its needs."""
-    pools = w.pools
-    if not pools.mixed:
-        return w.eligible(job)
-    key = want.pools[0] if want.pools else max(pools.nodes, key=lambda k: (pools.gpus[k], k))
-    return _nodes(w, job, pools.nodes[key])
-
-
-def grow_nodes(w: Work, run: RunningJob) -> frozenset[str] | None:
-    """Nodes a growing job may add replicas on: its own pool's (a gang never spans pools)."""
-    pools = w.pools
-    if not pools.mixed:
-        return w.eligible(run.job)
-    key = pool_of_run(pools, run)
-    return _nodes(w, run.job, pools.nodes.get(key, frozenset()) if key else frozenset())
-
-
-# -- upgrades: move running work onto faster GPUs left idle (Gavel's rounds move jobs for free) --
-@dataclass(frozen=True)
-class UpgradeRules:
-    """When a running job moves to a faster pool whose GPUs nobody else took this cycle."""
-
-    enabled: bool = True
-    margin: float = 1.5  # time saved must be at least margin × the move's cost
-    restart_s: float = 60.0  # requeue + launch, on top of the job's checkpoint and restore
-    max_per_cycle: int = 4
-    spot_rules: spot.SpotRules = dataclasses.field(default_factory=spot.SpotRules)  # onto spot
-
-
-def upgrade_phase(w: Work, plan: Plan, rules: UpgradeRules, budget: pre.PreemptionBudget) -> None:
-    """Emit ``Migrate`` for running jobs that finish sooner on a faster pool's idle GPUs.
-
-    Runs after placement, so the free GPUs left are ones no waiting job would take. A job on pool
-    Q moves to pool P when ``W/r_Q - (W/r_P + C) >= margin × C`` (W: work left in reference
-    seconds, C: checkpoint + restore + restart + the work since its last checkpoint), largest
-    saving first, within the preemption budget (class 0 never, a job at most once per interval,
-    the churn window's cap). Before any upgrade, a job on spot that ``SpotRules`` would refuse on
-    the nodes it holds (a gang scattered over more nodes than routing counted is reclaimed more
-    often) moves to free non-spot GPUs of a type at least as fast (``_off_spot``)."""
-    pools = w.pools
-    if not rules.enabled or not plan.hetero or not pools.mixed or w.free_count <= 0:
-        return
-    snap, now = w.snap, w.now
-    churn = pre.churned_gpus(snap, now, budget.churn_window_s) + sum(
-        getattr(a, "gpus", 0) for a in w.preempts)
-    cap = pre.churn_cap_gpus(snap, budget)
-    cands = _off_spot(w, pools, rules, budget, now)  # leaving spot first: it is a cost, not a gain
-    for run in snap.running.values():
-        key = pool_of_run(pools, run)
-        left = run.job.remaining_at(run.replicas)
-        if (key is None or left is None or run.preempt_deadline is not None or run.job_id in w.touched
-                or run.priority_class == 0
-                or pre.recently_preempted(run.job.last_preempted_at, now, budget.job_min_interval_s)):
-            continue
-        r_here = max(type_rate(run.job, key[0]), 1e-9)
-        cost = (run.job.checkpoint_cost_s + run.job.restore_cost_s + rules.restart_s
-                + run.work_since_checkpoint_s(now))
-        for there in pools.nodes:
-            r_there = type_rate(run.job, there[0])
-            if there == key or r_there <= r_here:
-                continue
-            nodes = -(-run.gpus // max(1, pools.node_gpus[there]))
-            if not rules.spot_rules.allows(run.job, there, nodes, snap.tiers):
-                continue  # never onto spot that routing would refuse it
-            saving = left / r_here - (left / r_there + cost)
-            if saving >= rules.margin * cost:
-                cands.append(((1.0, -saving), run.job_id, there, run))
-    moved = 0
-    for _, _, there, run in sorted(cands, key=lambda c: (c[0], c[1], c[2])):
-        if moved >= rules.max_per_cycle:
-            break
-        if run.job_id in w.touched or (churn > 0 and churn + run.gpus > cap):
-            continue
-        placed = w.place(gang_for(run.job, run.replicas, _nodes(w, run.job, pools.nodes[there])))
-        if not isinstance(placed, Placed):
-            continue
-        w.take(placed.assignment)
-        w.preempts.append(Migrate(run.job_id, pre.grace_for(run, budget), placed.assignment,
-                                  run.replicas, gpus=run.gpus))
-        w.touched.add(run.job_id)
-        churn += run.gpus
-        moved += 1
-
-
-def _off_spot(w: Work, pools: Pools, rules: UpgradeRules, budget: pre.PreemptionBudget,
-              now: float) -> list[tuple[tuple[float, ...], str, PoolKey, RunningJob]]:
-    """Moves off spot (issue 13 part 3): a running job whose spot pool ``SpotRules`` would now
-    refuse it, on the nodes it actually holds (a scattered gang is reclaimed once per node), goes
-    to a non-spot pool of a type at least as fast, most predicted interruptions first."""
-    snap = w.snap
-    out: list[tuple[tuple[float, ...], str, PoolKey, RunningJob]] = []
-    for run in snap.running.values():
-        key = pool_of_run(pools, run)
-        if (key is None or key[1] != spot.SPOT or run.preempt_deadline is not None
-                or run.job_id in w.touched or run.priority_class == 0
-                or pre.recently_preempted(run.job.last_preempted_at, now, budget.job_min_interval_s)):
-            continue
-        terms = snap.tiers.get(spot.SPOT)
-        if terms is None or rules.spot_rules.allows(run.job, key, len(run.assignment), snap.tiers):
-            continue
-        left = run.job.remaining_at(run.replicas)
-        if left is not None and left <= move_cost_s(run.job):
-            continue  # ends before the move would pay for itself
-        r_here = type_rate(run.job, key[0])
-        per_day = spot.interruptions_per_day(run.job, len(run.assignment), terms)
-        for there in pools.nodes:
-            if there[1] != spot.SPOT and (there[0] == key[0] or type_rate(run.job, there[0]) >= r_here):
-                # before any upgrade; most interruptions first; its own type before faster ones
-                out.append(((0, -per_day, 0 if there[0] == key[0] else 1), run.job_id, there, run))
-    return out
-
-
 __all__ = [
+    "RESTART_S",
     "TYPE_SPEED",
     "PoolKey",
     "Pools",
-    "UpgradeRules",
     "advantage",
     "aware",
-    "elsewhere_pays",
-    "grow_nodes",
     "homes",
-    "nodes_for",
-    "place",
+    "move_cost_s",
     "pool_of_run",
-    "pool_shadow",
     "pools_of",
+    "pools_of_nodes",
+    "running_ends",
+    "shadow",
+    "slower_pays",
     "tier_order",
     "type_rate",
-    "upgrade_phase",
 ]

@@ -27,8 +27,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from railgang.daemon.core.job import RunningJob
-from railgang.daemon.core.snapshot import Snapshot
+from railgang.daemon.core.model.job import RunningJob
+from railgang.daemon.core.model.snapshot import Snapshot
 
 
 @dataclass(frozen=True)

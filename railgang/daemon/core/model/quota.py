@@ -12,7 +12,7 @@ guarantee (a level with neither sets no cap).
 3. **Borrowing** (:func:`borrowed_gpus`): an account's *own* guarantee is its guarantee less
    what its children are guaranteed (a team's is its whole guarantee). GPUs an account runs above
    its own guarantee are *borrowed* — the idle guarantees of others, up to the burst limits —
-   and stay reclaimable (``railgang.daemon.core.reclaim``). Its earliest-started jobs fill the
+   and stay reclaimable (``railgang.daemon.core.phases.reclaim``). Its earliest-started jobs fill the
    guarantee first, so the newest work is the borrowed work.
 4. **The gate** (:func:`gate`, :func:`room`): a start must keep every level at or under its
    ``Q`` (a ``quota_team`` / ``quota_department`` / ``quota_org`` reason names the level, its
@@ -32,8 +32,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-from railgang.daemon.core.job import Job, RunningJob
-from railgang.daemon.core.reasons import Reason
+from railgang.daemon.core.model.job import Job, RunningJob
+from railgang.daemon.core.model.reasons import Reason
 
 ANY_GPU = "*"
 LEVEL_REASON: Mapping[str, Reason] = MappingProxyType({

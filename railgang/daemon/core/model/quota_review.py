@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from railgang.daemon.core.quota import QuotaTree
+from railgang.daemon.core.model.quota import QuotaTree
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,7 +2,7 @@
 
 A :class:`Snapshot` is built once per cycle by a backend (real Slurm, the simulator, a test fake)
 and never mutated: a what-if is a new snapshot (:meth:`Snapshot.replace`). Names follow Slurm's
-nouns: :class:`Node`, :class:`Account`, jobs (``railgang.daemon.core.job``).
+nouns: :class:`Node`, :class:`Account`, jobs (``railgang.daemon.core.model.job``).
 
 Fields
 ------
@@ -12,11 +12,11 @@ Fields
 ``nodes``       :class:`Node` per name: GPU count, :class:`NodeState`, tags, GPU facts
 ``free``        free GPU indices per node, ``Mapping[str, frozenset[int]]``; drained/down nodes
                 must already be absent or empty
-``running``     :class:`~railgang.daemon.core.job.RunningJob` per job id
-``pending``     the queue, :class:`~railgang.daemon.core.job.Job` in submit order
+``running``     :class:`~railgang.daemon.core.model.job.RunningJob` per job id
+``pending``     the queue, :class:`~railgang.daemon.core.model.job.Job` in submit order
 ``accounts``    :class:`Account` per name (fair-share, usage, optional GPU quota)
 ``preemptions`` recent :class:`PreemptEvent` (for the churn budget window)
-``quotas``      the hierarchical quota tree (:class:`~railgang.daemon.core.quota.QuotaTree`), or None
+``quotas``      the hierarchical quota tree (:class:`~railgang.daemon.core.model.quota.QuotaTree`), or None
 """
 
 from __future__ import annotations
@@ -29,9 +29,10 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from railgang.daemon.core.job import Job, RunningJob
-from railgang.daemon.core.needs import UNKNOWN_FACTS, GpuFacts
-from railgang.daemon.core.quota import QuotaTree
+from railgang.daemon.core.model.index import SnapshotIndex, held_by_account, per_class, usable_gpus
+from railgang.daemon.core.model.job import Job, RunningJob
+from railgang.daemon.core.model.needs import UNKNOWN_FACTS, GpuFacts
+from railgang.daemon.core.model.quota import QuotaTree
 
 
 class NodeState(enum.StrEnum):
@@ -123,11 +124,6 @@ class PreemptEvent:
     gpus: int
 
 
-# the last nodes mapping whose usable GPUs were counted, and the count: a backend hands the same
-# read-only nodes to every snapshot while they do not change (kept by identity, never compared)
-_TOTAL_MEMO: dict[str, tuple[Mapping[str, Node], int]] = {}
-
-
 def _freeze_free(free: Mapping[str, Iterable[int]]) -> Mapping[str, frozenset[int]]:
     return MappingProxyType({n: frozenset(g) for n, g in sorted(free.items())})
 
@@ -147,15 +143,9 @@ class Snapshot:
     health: Any = None  # topology link health, or None
     quotas: QuotaTree | None = None  # None: no quota tree (only the flat Account.quota_gpus)
     tiers: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))  # tier name ->
-    # railgang.daemon.core.spot.TierTerms (price, interruption rate); empty = no prices known
-    held: Mapping[str, int] | None = field(default=None, compare=False, repr=False)  # GPUs each
-    # account's running jobs hold, when the backend keeps that count as jobs start and end (the
-    # simulator); None = counted from ``running``. Only a shortcut: it must equal that count
-    elastic: tuple[RunningJob, ...] | None = field(default=None, compare=False, repr=False)
-    classes: tuple[int, ...] | None = field(default=None, compare=False, repr=False)
-    free_count: int | None = field(default=None, compare=False, repr=False)
-    # likewise ``elastic_running``, ``running_per_class`` and ``free_gpus`` kept by a backend
-    # (None = derived)
+    # railgang.daemon.core.model.tiers.TierTerms (price, interruption rate); empty = no prices known
+    index: SnapshotIndex | None = field(default=None, compare=False, repr=False)  # counts its
+    # backend kept between cycles (the simulator; ``model/index.py``); None = derived here
 
     def __post_init__(self) -> None:
         # a read-only mapping (``MappingProxyType``) is taken as it is: the caller built it
@@ -177,36 +167,25 @@ class Snapshot:
     @functools.cached_property
     def total_gpus(self) -> int:
         """GPUs on nodes that can run work (not drained or down)."""
-        nodes = self.nodes
-        last = _TOTAL_MEMO.get("last")
-        if last is not None and last[0] is nodes:  # the same nodes as the previous snapshot's
-            return last[1]
-        total = sum(n.gpus for n in nodes.values() if n.state.usable)
-        _TOTAL_MEMO["last"] = (nodes, total)
-        return total
+        return self.index.total_gpus if self.index is not None else usable_gpus(self.nodes)
 
     @functools.cached_property
     def free_gpus(self) -> int:
-        if self.free_count is not None:
-            return self.free_count
+        if self.index is not None:
+            return self.index.free_gpus
         return sum(len(g) for g in self.free.values())
 
     @functools.cached_property
     def elastic_running(self) -> tuple[RunningJob, ...]:
         """The running jobs with an elastic range, by job id (the only ones a plan can size)."""
-        if self.elastic is not None:
-            return self.elastic
+        if self.index is not None:
+            return self.index.elastic_running
         return tuple(r for r in self.running.values() if r.job.request.elastic)
 
     @functools.cached_property
     def running_per_class(self) -> tuple[int, ...]:
         """Running jobs per priority class (0 serving … 3 batch)."""
-        if self.classes is not None:
-            return self.classes
-        per = [0, 0, 0, 0]
-        for r in self.running.values():
-            per[r.priority_class] += 1
-        return tuple(per)
+        return self.index.running_per_class if self.index is not None else per_class(self.running)
 
     def account(self, name: str) -> Account:
         return self.accounts.get(name) or Account(name)
@@ -217,13 +196,9 @@ class Snapshot:
 
     @functools.cached_property
     def _account_running_gpus(self) -> dict[str, int]:
-        if self.held is not None:
-            return dict(self.held)
-        out: dict[str, int] = {}
-        for r in self.running.values():
-            acc = r.job.request.account
-            out[acc] = out.get(acc, 0) + r.gpus
-        return out
+        if self.index is not None:
+            return dict(self.index.held)
+        return held_by_account(self.running)
 
     def replace(self, **changes: Any) -> Snapshot:
         """A what-if: a new snapshot with ``changes`` applied (this one is untouched)."""

@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from railgang.daemon.core.job import Job
+from railgang.daemon.core.model.job import Job
 
 DAY_S = 86400.0
 SPOT = "spot"

@@ -1,51 +1,107 @@
-"""Scratch state of one ``decide`` call: the working copy of free GPUs and what was decided.
+"""The draft of one cycle's plan: the working copy of the free GPUs and what was decided so far.
 
-Mutable on purpose and private to a single call (it never escapes ``decide``): the snapshot stays
-immutable, and everything a phase learns (starts, shrinks, reasons, failed gang shapes) lives here.
+One writer: the verbs below (``start``, ``shrink``, ``grow``, ``preempt``, ``migrate``, ``wait``,
+and the bookkeeping ``hold``, ``block``, ``reserve``, ``annotate``) are the only way a phase
+changes the plan; everything else a phase reads is a read-only view. Mutable on purpose and
+private to a single ``decide`` call (it never escapes it): the snapshot stays immutable. Every
+verb that emits an action appends it to one ordered log, so a phase returns what it did as
+``draft.since(mark)``.
 """
 
 from __future__ import annotations
 
 import bisect
-from collections.abc import Mapping
+import dataclasses
+from collections.abc import Mapping, Sequence, Set
 
-from railgang.daemon.core.actions import Action, Start
-from railgang.daemon.core.gang import GangRequest, Placed, Placer, Unplaceable
-from railgang.daemon.core.hetero import Pools, pools_of
-from railgang.daemon.core.job import Assignment, Job
-from railgang.daemon.core.needs import Needs, eligible_nodes
-from railgang.daemon.core.quota import pending_demand
-from railgang.daemon.core.reasons import PendingReason, Reason
-from railgang.daemon.core.snapshot import Snapshot
+from railgang.daemon.core.model.actions import Action, Migrate, Preempt, Resize, Start
+from railgang.daemon.core.model.gang import GangRequest, Placed, Placer, Unplaceable
+from railgang.daemon.core.model.job import Assignment, Job, RunningJob, gpu_count
+from railgang.daemon.core.model.needs import Needs, eligible_nodes
+from railgang.daemon.core.model.pools import PoolKey, Pools, pools_of, running_ends
+from railgang.daemon.core.model.quota import pending_demand
+from railgang.daemon.core.model.reasons import PendingReason, Reason
+from railgang.daemon.core.model.snapshot import Snapshot
 
 INF = float("inf")
 
 
-class Work:
-    """Mutable scratch state private to one ``decide`` call (never escapes it)."""
+class Draft:
+    """The plan of one ``decide`` call being drafted (never escapes it)."""
 
     def __init__(self, snap: Snapshot, now: float, placer: Placer, seed: int) -> None:
         self.snap, self.now, self.placer, self.seed = snap, now, placer, seed
-        self.free: dict[str, frozenset[int]] = {n: g for n, g in snap.free.items() if g}
-        self.free_count = sum(len(g) for g in self.free.values())
         self.total = snap.total_gpus
-        self.failed: dict[GangRequest, Unplaceable] = {}  # gang shapes that failed this cycle
-        self.account_gpus = snap.account_running_gpus()
+        self._free: dict[str, frozenset[int]] = {n: g for n, g in snap.free.items() if g}
+        self._free_count = sum(len(g) for g in self._free.values())
+        self._failed: dict[GangRequest, Unplaceable] = {}  # gang shapes that failed this cycle
+        self._account_gpus = snap.account_running_gpus()
         # GPUs waiting jobs claim inside their own guarantee (borrowing may not take them)
-        self.waiting = pending_demand(snap.quotas, snap.pending) if snap.quotas is not None else {}
-        self.started: set[str] = set()
-        self.touched: set[str] = set()  # running jobs shrunk, grown or preempted this cycle
-        self.reasons: dict[str, PendingReason] = {}
-        self.starts: list[Action] = []
-        self.shrinks: list[Action] = []
-        self.preempts: list[Action] = []
-        self.grows: list[Action] = []
-        self.blocked_classes: set[int] = set()  # classes with a job waiting for GPUs
-        self.reserved = False
+        self._waiting = pending_demand(snap.quotas, snap.pending) if snap.quotas is not None else {}
+        self._started: set[str] = set()
+        self._touched: set[str] = set()  # running jobs shrunk, grown, preempted or moved
+        self._reasons: dict[str, PendingReason] = {}
+        self._starts: list[Start] = []
+        self._shrinks: list[Resize] = []
+        self._moves: list[Preempt | Migrate] = []  # preemptions and migrations, in order
+        self._grows: list[Resize] = []
+        self._log: list[Action] = []  # every action, in the order the verbs emitted them
+        self._blocked: set[int] = set()  # classes with a job waiting for GPUs
+        self._reserved = False
         self._started_ends: list[tuple[float, int]] = []  # (expected end, GPUs) of this cycle's starts
         self._ends: list[tuple[float, int]] | None = None  # all expected ends, sorted, built lazily
         self._eligible: dict[Needs, frozenset[str]] = {}  # nodes meeting each needs, per cycle
         self._pools: Pools | None = None  # GPU pools (type, tier) of the snapshot, built lazily
+        self._pool_ends: dict[PoolKey, list[tuple[float, int]]] | None = None  # likewise
+
+    # -- read-only views ------------------------------------------------------------------------
+    @property
+    def free(self) -> Mapping[str, frozenset[int]]:
+        """Free GPUs per node now (nodes without any are absent)."""
+        return self._free
+
+    @property
+    def free_count(self) -> int:
+        return self._free_count
+
+    @property
+    def account_gpus(self) -> Mapping[str, int]:
+        """GPUs each account holds, counting this cycle's starts and grows."""
+        return self._account_gpus
+
+    @property
+    def waiting(self) -> Mapping[str, int]:
+        return self._waiting
+
+    @property
+    def started(self) -> Set[str]:
+        return self._started
+
+    @property
+    def touched(self) -> Set[str]:
+        """Running jobs this cycle already shrank, grew, preempted or moved."""
+        return self._touched
+
+    @property
+    def starts(self) -> Sequence[Start]:
+        return self._starts
+
+    @property
+    def moves(self) -> Sequence[Preempt | Migrate]:
+        """Preemptions and migrations emitted so far (both count against the churn budget)."""
+        return self._moves
+
+    @property
+    def blocked_classes(self) -> Set[int]:
+        return self._blocked
+
+    @property
+    def reserved(self) -> bool:
+        """A backfill reservation was made this cycle."""
+        return self._reserved
+
+    def reason(self, job_id: str) -> PendingReason | None:
+        return self._reasons.get(job_id)
 
     @property
     def ends(self) -> list[tuple[float, int]]:
@@ -57,12 +113,19 @@ class Work:
 
     @property
     def pools(self) -> Pools:
-        """The snapshot's GPU pools (``hetero.pools_of``; one pool on a cluster without types)."""
+        """The snapshot's GPU pools (``model.pools.pools_of``; one pool on a cluster without types)."""
         if self._pools is None:
             self._pools = pools_of(self.snap)
         return self._pools
 
-    # -- placement ---------------------------------------------------------------------------
+    @property
+    def pool_ends(self) -> Mapping[PoolKey, list[tuple[float, int]]]:
+        """(expected end, GPUs) of the running jobs per pool, soonest first (``running_ends``)."""
+        if self._pool_ends is None:
+            self._pool_ends = running_ends(self.snap, self.pools, self.now)
+        return self._pool_ends
+
+    # -- placement ------------------------------------------------------------------------------
     def eligible(self, job: Job) -> frozenset[str] | None:
         """Usable nodes meeting ``job``'s needs (None: a job without needs may use any node)."""
         needs = job.needs
@@ -79,37 +142,35 @@ class Work:
         """Place ``gang`` on this cycle's free GPUs (or on ``free``, a what-if); a shape that
         failed on the free GPUs fails again until some are given back, for the same reason."""
         if free is None:
-            failed = self.failed.get(gang)
+            failed = self._failed.get(gang)
             if failed is not None:
                 return failed
-            res = self.placer(self.snap.fabric, self.free, gang, health=self.snap.health, seed=self.seed)
+            res = self.placer(self.snap.fabric, self._free, gang, health=self.snap.health, seed=self.seed)
             if isinstance(res, Unplaceable):
-                self.failed[gang] = res
+                self._failed[gang] = res
             return res
         return self.placer(self.snap.fabric, free, gang, health=self.snap.health, seed=self.seed)
 
-    def take(self, assignment: Assignment) -> None:
-        for n, gs in assignment.items():
-            left = self.free.get(n, frozenset()) - frozenset(gs)
-            if left:
-                self.free[n] = left
-            else:
-                self.free.pop(n, None)
-            self.free_count -= len(gs)
+    def shadow(self, need: int) -> tuple[float, int]:
+        """EASY shadow time: when ``need`` GPUs are free by running jobs' expected ends, and the
+        GPUs spare at that time (count-based; topology is checked when the job actually starts)."""
+        avail, t = self._free_count, self.now
+        for end, g in self.ends:
+            if avail >= need:
+                break
+            avail, t = avail + g, end
+        return (t, avail - need) if avail >= need else (INF, 0)
 
-    def give(self, assignment: Assignment) -> None:
-        for n, gs in assignment.items():
-            self.free[n] = self.free.get(n, frozenset()) | frozenset(gs)
-            self.free_count += len(gs)
-        self.failed.clear()  # more free GPUs: earlier failures may now succeed
-
+    # -- the verbs: the only writers --------------------------------------------------------------
     def start(self, job: Job, placed: Placed, replicas: int) -> Start:
-        """Start ``job`` on ``placed``; returns the action emitted."""
-        self.take(placed.assignment)
+        """Start ``job`` on ``placed`` (it no longer waits)."""
+        self._take(placed.assignment)
         start = Start(job.job_id, placed.assignment, replicas, placed.cost)
-        self.starts.append(start)
-        self.started.add(job.job_id)
-        self.account_gpus[job.account] = self.account_gpus.get(job.account, 0) + replicas * job.replica_gpus
+        self._starts.append(start)
+        self._log.append(start)
+        self._started.add(job.job_id)
+        self._reasons.pop(job.job_id, None)
+        self._account_gpus[job.account] = self._account_gpus.get(job.account, 0) + replicas * job.replica_gpus
         left = job.remaining_at(replicas)
         end = (self.now + left if left is not None else INF, replicas * job.replica_gpus)
         self._started_ends.append(end)
@@ -117,18 +178,101 @@ class Work:
             bisect.insort(self._ends, end)
         return start
 
+    def shrink(self, run: RunningJob, replicas: int, kept: Assignment, gone: Assignment, *,
+               release_quota: bool = False) -> Resize:
+        """Shrink ``run`` to ``replicas`` keeping ``kept``; ``gone`` is free for this cycle.
+        ``release_quota``: the account's count drops too (a reclaim frees quota for the job it
+        serves; a plain eviction keeps counting the GPUs until the job has really shrunk)."""
+        resize = Resize(run.job_id, replicas, kept, run.replicas)
+        self._shrinks.append(resize)
+        self._log.append(resize)
+        self._touched.add(run.job_id)
+        if release_quota:
+            self._account_gpus[run.job.account] -= gpu_count(gone)
+        self._give(gone)
+        return resize
+
+    def grow(self, run: RunningJob, replicas: int, placed: Placed) -> Resize:
+        """Grow ``run`` to ``replicas`` onto its GPUs plus ``placed``'s."""
+        merged = {n: tuple(run.assignment.get(n, ())) + tuple(placed.assignment.get(n, ()))
+                  for n in set(run.assignment) | set(placed.assignment)}
+        self._take(placed.assignment)
+        account = run.job.account
+        self._account_gpus[account] = self._account_gpus.get(account, 0) + gpu_count(placed.assignment)
+        resize = Resize(run.job_id, replicas, merged, run.replicas)
+        self._grows.append(resize)
+        self._log.append(resize)
+        self._touched.add(run.job_id)
+        return resize
+
+    def preempt(self, action: Preempt) -> Preempt:
+        """Signal a running job to checkpoint and requeue (its GPUs free up next cycle)."""
+        self._moves.append(action)
+        self._log.append(action)
+        self._touched.add(action.job_id)
+        return action
+
+    def migrate(self, action: Migrate, taking: Assignment) -> Migrate:
+        """Move a running job: ``taking`` (the free GPUs of its target) are held for it now."""
+        self._take(taking)
+        self._moves.append(action)
+        self._log.append(action)
+        self._touched.add(action.job_id)
+        return action
+
     def wait(self, job: Job, code: Reason, detail: str, needed: int) -> None:
-        self.reasons[job.job_id] = PendingReason(job.job_id, code, detail, needed, self.free_count)
+        """``job`` waits this cycle, for ``code`` (the last call for a job wins)."""
+        self._reasons[job.job_id] = PendingReason(job.job_id, code, detail, needed, self._free_count)
 
-    def shadow(self, need: int) -> tuple[float, int]:
-        """EASY shadow time: when ``need`` GPUs are free by running jobs' expected ends, and the
-        GPUs spare at that time (count-based; topology is checked when the job actually starts)."""
-        avail, t = self.free_count, self.now
-        for end, g in self.ends:
-            if avail >= need:
-                break
-            avail, t = avail + g, end
-        return (t, avail - need) if avail >= need else (INF, 0)
+    def annotate(self, job_id: str, detail: str) -> None:
+        """Append ``detail`` to the reason ``job_id`` waits for."""
+        r = self._reasons[job_id]
+        self._reasons[job_id] = dataclasses.replace(r, detail=f"{r.detail}; {detail}".lstrip("; "))
+
+    def hold(self, assignment: Assignment) -> None:
+        """Keep ``assignment``'s free GPUs from the rest of this cycle (a held leaf)."""
+        self._take(assignment)
+
+    def block(self, priority_class: int) -> None:
+        """A job of ``priority_class`` waits for GPUs (growing must not take them)."""
+        self._blocked.add(priority_class)
+
+    def reserve(self) -> None:
+        """A backfill reservation was made (growing must not delay it)."""
+        self._reserved = True
+
+    # -- what was drafted ---------------------------------------------------------------------------
+    def mark(self) -> int:
+        return len(self._log)
+
+    def since(self, mark: int) -> tuple[Action, ...]:
+        """The actions emitted after ``mark``: what a phase did."""
+        return tuple(self._log[mark:])
+
+    def actions(self) -> tuple[Action, ...]:
+        """Every action, in the order the backend applies them: shrinks free GPUs before
+        preemptions and migrations signal, then starts, then grows."""
+        return (*self._shrinks, *self._moves, *self._starts, *self._grows)
+
+    def reasons(self, pending: Sequence[Job]) -> tuple[PendingReason, ...]:
+        """One reason per waiting job, in ``pending``'s order."""
+        return tuple(self._reasons[j.job_id] for j in pending if j.job_id in self._reasons)
+
+    # -- the free-GPU ledger (private: only the verbs move GPUs) ------------------------------------
+    def _take(self, assignment: Assignment) -> None:
+        for n, gs in assignment.items():
+            left = self._free.get(n, frozenset()) - frozenset(gs)
+            if left:
+                self._free[n] = left
+            else:
+                self._free.pop(n, None)
+            self._free_count -= len(gs)
+
+    def _give(self, assignment: Assignment) -> None:
+        for n, gs in assignment.items():
+            self._free[n] = self._free.get(n, frozenset()) | frozenset(gs)
+            self._free_count += len(gs)
+        self._failed.clear()  # more free GPUs: earlier failures may now succeed
 
 
-__all__ = ["INF", "Work"]
+__all__ = ["INF", "Draft"]

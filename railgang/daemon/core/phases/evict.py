@@ -1,6 +1,6 @@
 """The preempt phase: free GPUs for waiting jobs by shrinking, then evicting, lower work.
 
-Rules and budgets live in :mod:`railgang.daemon.core.preemption`; this module applies them in order.
+Rules and budgets live in :mod:`railgang.daemon.core.model.preemption`; this module applies them in order.
 """
 
 from __future__ import annotations
@@ -8,15 +8,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from railgang.daemon.core import elastic, hetero
-from railgang.daemon.core import preemption as pre
-from railgang.daemon.core import quota as quotas
-from railgang.daemon.core.actions import Preempt, Resize
-from railgang.daemon.core.gang import Placed, gang_for
-from railgang.daemon.core.job import Assignment, Job, RunningJob
-from railgang.daemon.core.policy import Plan, Want, want
-from railgang.daemon.core.reasons import Reason
-from railgang.daemon.core.work import Work
+from railgang.daemon.core.model import elastic
+from railgang.daemon.core.model import preemption as pre
+from railgang.daemon.core.model import quota as quotas
+from railgang.daemon.core.model.actions import Action, Preempt
+from railgang.daemon.core.model.gang import Placed, gang_for
+from railgang.daemon.core.model.job import Assignment, Job, RunningJob
+from railgang.daemon.core.model.plan import Plan, Want, want
+from railgang.daemon.core.model.reasons import Reason
+from railgang.daemon.core.phases.draft import Draft
+from railgang.daemon.core.phases.pool_place import nodes_for
 
 # reasons of jobs that more free GPUs would let start (a quota or a request no node meets would not)
 # (a tuple: members are compared by identity, no enum hashing in a loop over the queue)
@@ -40,9 +41,9 @@ class EvictPhase:
     (shape, class, level) so identical jobs behind it are answered without a search.
     """
 
-    def __init__(self, w: Work, plan: Plan, budget: pre.PreemptionBudget,
+    def __init__(self, d: Draft, plan: Plan, budget: pre.PreemptionBudget,
                  rules: elastic.ElasticRules = elastic.ElasticRules()) -> None:
-        self.w, self.plan, self.budget, self.rules = w, plan, budget, rules
+        self.d, self.plan, self.budget, self.rules = d, plan, budget, rules
         self.ranked: list[RunningJob] | None = None  # victims in rank order, built on first need
         self.by_key: dict[tuple[int, float], list[RunningJob]] = {}
         self.hopeless: dict[tuple[object, ...], Reason | None] = {}
@@ -51,12 +52,12 @@ class EvictPhase:
         # GPUs would help: most simulated cycles have none, and skip it (issue 12, speed)
 
     def _prepare(self) -> None:
-        snap, plan, budget, w = self.w.snap, self.plan, self.budget, self.w
+        snap, plan, budget, d = self.d.snap, self.plan, self.budget, self.d
         self.prepared = True
         self.gpus_of = {r.job_id: r.gpus for r in snap.running.values()}
         self.inflight = sum(self.gpus_of[r.job_id] for r in snap.running.values()
                             if r.preempt_deadline is not None)
-        self.churn = pre.churned_gpus(snap, w.now, budget.churn_window_s)
+        self.churn = pre.churned_gpus(snap, d.now, budget.churn_window_s)
         self.cap = pre.churn_cap_gpus(snap, budget)
         # quick exits without ranking: the worst level per class among possible victims, whether
         # any of them could shrink, and how much churn the window still allows
@@ -81,25 +82,31 @@ class EvictPhase:
             return False
         return job.priority_class == 0 or self.churn < self.cap or self.shrinkable
 
-    def run(self, order: list[Want], jobs: Mapping[str, Job]) -> None:
-        w, plan, budget, now, snap = self.w, self.plan, self.budget, self.w.now, self.w.snap
+    def run(self, order: list[Want], jobs: Mapping[str, Job]) -> tuple[Action, ...]:
+        """Serve the waiting jobs of ``order`` that GPUs would help; returns what it emitted."""
+        mark = self.d.mark()
+        self._serve_all(order, jobs)
+        return self.d.since(mark)
+
+    def _serve_all(self, order: list[Want], jobs: Mapping[str, Job]) -> None:
+        d, plan, budget, now, snap = self.d, self.plan, self.budget, self.d.now, self.d.snap
         by_key, hopeless = self.by_key, self.hopeless
         for x in order:
             job = jobs[x.job_id]
-            r = w.reasons.get(job.job_id)
+            r = d.reason(job.job_id)
             if r is None or r.code not in _GPUS_WOULD_HELP:
                 continue
             if self.served >= budget.max_evictions_per_cycle:
                 break
             need = x.min_replicas * job.replica_gpus
             quota = snap.account(job.account).quota_gpus
-            if quota is not None and w.account_gpus.get(job.account, 0) + need > quota:
+            if quota is not None and d.account_gpus.get(job.account, 0) + need > quota:
                 # jobs of the account placed after this one took the rest of its quota
-                w.wait(job, Reason.QUOTA, f"account {job.account} quota {quota} GPUs", need)
+                d.wait(job, Reason.QUOTA, f"account {job.account} quota {quota} GPUs", need)
                 continue
-            block = quotas.gate(snap.quotas, w.account_gpus, job.account, need, waiting=w.waiting)
+            block = quotas.gate(snap.quotas, d.account_gpus, job.account, need, waiting=d.waiting)
             if block is not None:  # the same, for a level of the quota tree
-                w.wait(job, block.reason, block.detail, need)
+                d.wait(job, block.reason, block.detail, need)
                 continue
             if job.priority_class == 3 and not plan.preempt_within_class:
                 continue  # batch evicts nobody unless the policy ranks inside the class
@@ -113,15 +120,15 @@ class EvictPhase:
             gpus_of = self.gpus_of
             if not self._may_find_victims_ignoring_budget(job, x.level):
                 continue  # nobody this job may evict is running
-            if self.inflight > 0 and w.free_count < need <= w.free_count + self.inflight:
-                self.inflight -= need - w.free_count  # GPUs already signalled are this job's
-                w.wait(job, Reason.PREEMPTING, "waiting for signalled jobs to exit", need)
+            if self.inflight > 0 and d.free_count < need <= d.free_count + self.inflight:
+                self.inflight -= need - d.free_count  # GPUs already signalled are this job's
+                d.wait(job, Reason.PREEMPTING, "waiting for signalled jobs to exit", need)
                 continue
             if pre.recently_preempted(job.last_preempted_at, now, budget.cascade_window_s):
-                w.wait(job, Reason.CASCADE_DAMPED, "evicted recently; may not evict others yet", need)
+                d.wait(job, Reason.CASCADE_DAMPED, "evicted recently; may not evict others yet", need)
                 continue
             if not self._may_find_victims(job, x.level):
-                w.wait(job, Reason.PREEMPTION_BUDGET, "eviction would exceed a preemption budget", need)
+                d.wait(job, Reason.PREEMPTION_BUDGET, "eviction would exceed a preemption budget", need)
                 continue
             ck = (job.priority_class, x.level)
             if ck not in by_key:
@@ -131,10 +138,10 @@ class EvictPhase:
                         key=lambda v: pre.victim_key(v, plan.levels.get(v.job_id, 0.0), now),
                     )
                 by_key[ck] = [v for v in self.ranked if _eligible(plan, job, x.level, v)]
-            allowed = hetero.nodes_for(w, job, x)
+            allowed = nodes_for(d, job, x)
             # only victims on nodes the job may use (its needs, its pool) can make room for it:
             # the others would spend the churn budget of the search for nothing
-            cands = [v for v in by_key[ck] if v.job_id not in w.touched
+            cands = [v for v in by_key[ck] if v.job_id not in d.touched
                      and (allowed is None or not allowed.isdisjoint(v.assignment))]
             if not cands:
                 continue
@@ -142,33 +149,29 @@ class EvictPhase:
             if memo in hopeless:
                 code = hopeless[memo]
                 if code is not None:
-                    w.wait(job, code, "eviction would exceed a preemption budget", need)
+                    d.wait(job, code, "eviction would exceed a preemption budget", need)
                 continue
-            if w.free_count + sum(gpus_of[v.job_id] for v in cands) < need:
+            if d.free_count + sum(gpus_of[v.job_id] for v in cands) < need:
                 hopeless[memo] = None
                 continue
-            found = _evict_for(w, job, x, cands, gpus_of, budget, self.churn, self.cap, self.rules)
+            found = _evict_for(d, job, x, cands, gpus_of, budget, self.churn, self.cap, self.rules)
             placed, shrinks, kills = found.placed, found.shrinks, found.kills
             if placed is None:
                 hopeless[memo] = Reason.PREEMPTION_BUDGET if found.budget_hit else None
                 if found.budget_hit:
-                    w.wait(job, Reason.PREEMPTION_BUDGET, "eviction would exceed a preemption budget", need)
+                    d.wait(job, Reason.PREEMPTION_BUDGET, "eviction would exceed a preemption budget", need)
                 continue
             self.served += 1
             for v, kept, gone in shrinks:
-                w.shrinks.append(Resize(v.job_id, v.job.min_replicas, kept, v.replicas))
-                w.touched.add(v.job_id)
-                w.give(gone)
+                d.shrink(v, v.job.min_replicas, kept, gone)
             for v in kills:
-                w.preempts.append(Preempt(v.job_id, pre.grace_for(v, budget), Reason.PRIORITY, job.job_id,
-                                          gpus_of[v.job_id]))
-                w.touched.add(v.job_id)
+                d.preempt(Preempt(v.job_id, pre.grace_for(v, budget), Reason.PRIORITY, job.job_id,
+                                  gpus_of[v.job_id]))
                 self.churn += gpus_of[v.job_id]
             if kills:
-                w.wait(job, Reason.PREEMPTING, f"signalled {', '.join(k.job_id for k in kills)}", need)
+                d.wait(job, Reason.PREEMPTING, f"signalled {', '.join(k.job_id for k in kills)}", need)
             else:  # shrinks alone made room: start now on exactly the GPUs they released
-                w.start(job, placed, x.min_replicas)
-                w.reasons.pop(job.job_id, None)
+                d.start(job, placed, x.min_replicas)
             hopeless.clear()  # free GPUs changed
 
 
@@ -186,22 +189,22 @@ class Eviction:
 
 
 def _evict_for(
-    w: Work, job: Job, x: Want, cands: list[RunningJob], gpus_of: Mapping[str, int],
+    d: Draft, job: Job, x: Want, cands: list[RunningJob], gpus_of: Mapping[str, int],
     budget: pre.PreemptionBudget, churn: int, cap: int, rules: elastic.ElasticRules,
 ) -> Eviction:
     """The first victim set (shrinks first, then whole jobs, in rank order) that lets ``job`` be
     placed."""
-    now, need = w.now, x.min_replicas * job.replica_gpus
+    now, need = d.now, x.min_replicas * job.replica_gpus
     shrinks: list[_Shrink] = []
     kills: list[RunningJob] = []
-    extra: dict[str, frozenset[int]] = dict(w.free)
-    got, killed, budget_hit, tries = w.free_count, 0, False, 0
+    extra: dict[str, frozenset[int]] = dict(d.free)
+    got, killed, budget_hit, tries = d.free_count, 0, False, 0
     # a shrink serves a higher class only: shrinking a peer to its minimum left a deficit that
     # same-class work never gave back (issue 12 part 4); peers are evicted under the budgets
     steps = [(False, v, True) for v in cands if v.priority_class > job.priority_class
              and elastic.shrink_pays(v, v.job.min_replicas, now, rules)]
     room = cap - churn if job.priority_class > 0 else None
-    steps += _node_by_node(w, cands, gpus_of, need, room, budget)
+    steps += _node_by_node(d, cands, gpus_of, need, room, budget)
     for kill, v, complete in steps:
         if kill:
             if pre.recently_preempted(v.job.last_preempted_at, now, budget.job_min_interval_s):
@@ -225,13 +228,13 @@ def _evict_for(
             got += len(gs)
         if got >= need and complete and tries < 4:
             tries += 1
-            placed = w.place(gang_for(job, x.min_replicas, hetero.nodes_for(w, job, x)), extra)
+            placed = d.place(gang_for(job, x.min_replicas, nodes_for(d, job, x)), extra)
             if isinstance(placed, Placed):
                 return Eviction(placed, tuple(shrinks), tuple(kills))
     return Eviction(budget_hit=budget_hit)
 
 
-def _node_by_node(w: Work, cands: list[RunningJob], gpus_of: Mapping[str, int], need: int,
+def _node_by_node(d: Draft, cands: list[RunningJob], gpus_of: Mapping[str, int], need: int,
                   room: int | None, budget: pre.PreemptionBudget,
                   ) -> list[tuple[bool, RunningJob, bool]]:
     """Kill steps ``(True, victim, complete)``, node by node (``preemption`` module docstring):
@@ -241,7 +244,7 @@ def _node_by_node(w: Work, cands: list[RunningJob], gpus_of: Mapping[str, int], 
     is tried. Victims taken one by one in rank order alone scatter over the nodes: on a full
     cluster of 1-GPU jobs an 8-GPU gang then killed up to the churn cap without ever emptying a
     node (Philly, issue 12 part 5). The rest of the candidates follow in rank order."""
-    now = w.now
+    now = d.now
     on: dict[str, list[RunningJob]] = {}
     for v in cands:
         if not pre.recently_preempted(v.job.last_preempted_at, now, budget.job_min_interval_s):
@@ -251,7 +254,7 @@ def _node_by_node(w: Work, cands: list[RunningJob], gpus_of: Mapping[str, int], 
     rank = {v.job_id: i for i, v in enumerate(cands)}
     plans: list[tuple[int, int, str, list[RunningJob]]] = []
     for n, victims in on.items():
-        target, have = min(need, w.snap.nodes[n].gpus), len(w.free.get(n, ()))
+        target, have = min(need, d.snap.nodes[n].gpus), len(d.free.get(n, ()))
         taken: list[RunningJob] = []
         cost = 0
         for v in victims:

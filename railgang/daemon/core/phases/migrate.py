@@ -23,7 +23,7 @@ serving (class 0), a job at most once per ``job_min_interval_s``, the churn wind
 that one job may move while the window has no churn at all: a gang larger than the cap could
 otherwise never leave a degraded spine), and at most ``max_per_cycle`` jobs a cycle. Jobs are weighed in order of a cheap bound of what they
 could gain (``W × c × (1 / worst link factor − 1)``; ties by job id), at most ``max_searches``
-a cycle, so a spine failure that slows hundreds of gangs keeps the cycle bounded. The result is a :class:`~railgang.daemon.core.actions.Migrate`
+a cycle, so a spine failure that slows hundreds of gangs keeps the cycle bounded. The result is a :class:`~railgang.daemon.core.model.actions.Migrate`
 whose target GPUs the cycle holds from later starts. Pure and deterministic.
 """
 
@@ -33,11 +33,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from railgang.daemon.core import preemption as pre
-from railgang.daemon.core.actions import Migrate
-from railgang.daemon.core.gang import Placed, gang_for
-from railgang.daemon.core.job import Assignment, RunningJob
-from railgang.daemon.core.work import Work
+from railgang.daemon.core.model import preemption as pre
+from railgang.daemon.core.model.actions import Action, Migrate
+from railgang.daemon.core.model.gang import Placed, gang_for
+from railgang.daemon.core.model.job import Assignment, RunningJob
+from railgang.daemon.core.phases.draft import Draft
 
 __all__ = ["MigrationRules", "Payback", "migrate_phase", "payback", "step_factor"]
 
@@ -128,9 +128,16 @@ def _work_left(run: RunningJob, now: float) -> float | None:
     return left
 
 
-def migrate_phase(w: Work, rules: MigrationRules, budget: pre.PreemptionBudget) -> None:
+def migrate_phase(d: Draft, rules: MigrationRules, budget: pre.PreemptionBudget) -> tuple[Action, ...]:
+    """Move running gangs off degraded links when the payback rule says so; returns the moves."""
+    mark = d.mark()
+    _migrate(d, rules, budget)
+    return d.since(mark)
+
+
+def _migrate(d: Draft, rules: MigrationRules, budget: pre.PreemptionBudget) -> None:
     """Emit ``Migrate`` for the degraded running gangs the payback rule moves (module docstring)."""
-    snap, now = w.snap, w.now
+    snap, now = d.snap, d.now
     health, fabric = snap.health, snap.fabric
     if not rules.enabled or health is None or not hasattr(fabric, "path_switches"):
         return
@@ -138,14 +145,14 @@ def migrate_phase(w: Work, rules: MigrationRules, budget: pre.PreemptionBudget) 
             f < 1.0 for f in (getattr(health, "hca", {}) or {}).values()):
         return  # healthy links: nothing to weigh (and no cost for the cycle)
     churn = pre.churned_gpus(snap, now, budget.churn_window_s) + sum(
-        getattr(a, "gpus", 0) for a in w.preempts)
+        getattr(a, "gpus", 0) for a in d.moves)
     cap = pre.churn_cap_gpus(snap, budget)
     # 1. who may have lost speed, within the per-job budget, ranked by a cheap bound of what
     # moving could gain (work x comm x (1/worst link factor - 1)); the all-reduce model runs only
     # for the first max_searches (a spine failure may slow hundreds of gangs at once)
     cands: list[tuple[float, str, RunningJob, float, float]] = []
     for run in snap.running.values():
-        if run.preempt_deadline is not None or run.job_id in w.touched or run.priority_class == 0:
+        if run.preempt_deadline is not None or run.job_id in d.touched or run.priority_class == 0:
             continue
         worst = _worst(fabric, health, run.assignment)
         work = _work_left(run, now)
@@ -166,10 +173,10 @@ def migrate_phase(w: Work, rules: MigrationRules, budget: pre.PreemptionBudget) 
         f_now = step_factor(fabric, health, run.assignment, run.assignment, comm)
         if f_now > 1.0 - rules.min_loss:
             continue
-        free: dict[str, frozenset[int]] = dict(w.free)
+        free: dict[str, frozenset[int]] = dict(d.free)
         for n, gs in run.assignment.items():
             free[n] = free.get(n, frozenset()) | frozenset(gs)
-        placed = w.place(gang_for(run.job, run.replicas), free)
+        placed = d.place(gang_for(run.job, run.replicas), free)
         if not isinstance(placed, Placed):
             continue
         f_new = step_factor(fabric, health, placed.assignment, run.assignment, comm)
@@ -179,10 +186,9 @@ def migrate_phase(w: Work, rules: MigrationRules, budget: pre.PreemptionBudget) 
         if not verdict.migrate:
             continue
         target: Mapping[str, tuple[int, ...]] = placed.assignment
-        w.take({n: tuple(g for g in gs if g not in run.assignment.get(n, ()))
-                for n, gs in target.items()})
-        w.preempts.append(Migrate(run.job_id, pre.grace_for(run, budget), target, run.replicas,
-                                  round(verdict.saving_s, 1), round(cost, 1), run.gpus))
-        w.touched.add(run.job_id)
+        d.migrate(Migrate(run.job_id, pre.grace_for(run, budget), target, run.replicas,
+                          round(verdict.saving_s, 1), round(cost, 1), run.gpus),
+                  taking={n: tuple(g for g in gs if g not in run.assignment.get(n, ()))
+                          for n, gs in target.items()})
         churn += run.gpus
         moved += 1

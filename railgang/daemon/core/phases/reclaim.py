@@ -10,7 +10,7 @@ job's class or lower, never serving (class 0); borrowed work is reclaimable *wit
 class — that is its lower preemption priority. Newest borrowed work goes first; elastic
 victims are shrunk to their minimum before anything is preempted; an account stops being a
 victim once it is back inside its guarantee. The preemption budgets hold as in
-``railgang.daemon.core.preemption``: a job is preempted at most once per ``job_min_interval_s``,
+``railgang.daemon.core.model.preemption``: a job is preempted at most once per ``job_min_interval_s``,
 kills count against the churn cap (serving exempt), an evicted job may not reclaim for
 ``cascade_window_s``, at most ``max_evictions_per_cycle`` jobs are served per cycle. GPUs of
 jobs already signalled count as freed, so the next cycles wait for them instead of signalling
@@ -21,15 +21,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from railgang.daemon.core import elastic, hetero
-from railgang.daemon.core import preemption as pre
-from railgang.daemon.core import quota as q
-from railgang.daemon.core.actions import Preempt, Resize
-from railgang.daemon.core.gang import Placed, gang_for
-from railgang.daemon.core.job import Assignment, Job, RunningJob, gpu_count
-from railgang.daemon.core.policy import Want
-from railgang.daemon.core.reasons import Reason
-from railgang.daemon.core.work import Work
+from railgang.daemon.core.model import elastic
+from railgang.daemon.core.model import preemption as pre
+from railgang.daemon.core.model import quota as q
+from railgang.daemon.core.model.actions import Action, Preempt
+from railgang.daemon.core.model.gang import Placed, gang_for
+from railgang.daemon.core.model.job import Assignment, Job, RunningJob, gpu_count
+from railgang.daemon.core.model.plan import Want
+from railgang.daemon.core.model.reasons import Reason
+from railgang.daemon.core.phases.draft import Draft
+from railgang.daemon.core.phases.pool_place import nodes_for
 
 _MAY_RECLAIM = (Reason.WAITING_FOR_GPUS, Reason.FRAGMENTED, Reason.QUARANTINED, Reason.RESERVED,
                 *q.QUOTA_REASONS)
@@ -39,61 +40,67 @@ _MAX_STEPS = 64  # victims looked at per job (a reclaim that needs more waits a 
 class ReclaimPhase:
     """Free borrowed GPUs for guaranteed jobs (see the module docstring)."""
 
-    def __init__(self, w: Work, budget: pre.PreemptionBudget) -> None:
-        snap = w.snap
-        self.w, self.budget, self.tree = w, budget, snap.quotas
+    def __init__(self, d: Draft, budget: pre.PreemptionBudget) -> None:
+        snap = d.snap
+        self.d, self.budget, self.tree = d, budget, snap.quotas
         self.borrowed = q.borrowed_gpus(self.tree, snap.running.values())
         self.inflight: dict[str, int] = {}  # GPUs of signalled jobs, per account
         for r in snap.running.values():
             if r.preempt_deadline is not None:
                 self.inflight[r.job.account] = self.inflight.get(r.job.account, 0) + r.gpus
-        self.churn = pre.churned_gpus(snap, w.now, budget.churn_window_s)
+        self.churn = pre.churned_gpus(snap, d.now, budget.churn_window_s)
         self.cap = pre.churn_cap_gpus(snap, budget)
         self.served = 0
 
     def _victims(self, job: Job) -> list[RunningJob]:
-        w = self.w
+        d = self.d
         return sorted(
-            (r for r in w.snap.running.values()
+            (r for r in d.snap.running.values()
              if r.job_id in self.borrowed and r.job.account != job.account
              and r.priority_class != 0 and r.priority_class >= job.priority_class
-             and r.preempt_deadline is None and r.job_id not in w.touched),
+             and r.preempt_deadline is None and r.job_id not in d.touched),
             key=lambda r: (r.start_time, r.job_id), reverse=True)  # the reverse of the order in
         # which borrowed_gpus fills the guarantee: the newest work is the borrowed work
 
-    def run(self, order: list[Want], jobs: Mapping[str, Job]) -> None:
-        tree, w = self.tree, self.w
+    def run(self, order: list[Want], jobs: Mapping[str, Job]) -> tuple[Action, ...]:
+        """Serve the waiting jobs of ``order`` that GPUs would help; returns what it emitted."""
+        mark = self.d.mark()
+        self._serve_all(order, jobs)
+        return self.d.since(mark)
+
+    def _serve_all(self, order: list[Want], jobs: Mapping[str, Job]) -> None:
+        tree, d = self.tree, self.d
         if tree is None or (not self.borrowed and not self.inflight):
             return
         for x in order:
             job = jobs[x.job_id]
-            r = w.reasons.get(job.job_id)
-            if r is None or r.code not in _MAY_RECLAIM or job.job_id in w.started:
+            r = d.reason(job.job_id)
+            if r is None or r.code not in _MAY_RECLAIM or job.job_id in d.started:
                 continue
             need = x.min_replicas * job.replica_gpus
-            if w.account_gpus.get(job.account, 0) + need > tree.guaranteed(job.account):
+            if d.account_gpus.get(job.account, 0) + need > tree.guaranteed(job.account):
                 continue  # borrowed work does not reclaim
-            flat = w.snap.account(job.account).quota_gpus
-            if flat is not None and w.account_gpus.get(job.account, 0) + need > flat:
+            flat = d.snap.account(job.account).quota_gpus
+            if flat is not None and d.account_gpus.get(job.account, 0) + need > flat:
                 continue  # Slurm's own account limit binds below the guarantee: nothing to reclaim
             if self.served >= self.budget.max_evictions_per_cycle:
                 break
             self._serve(job, x, need)
 
     def _serve(self, job: Job, x: Want, need: int) -> None:
-        tree, w, budget = self.tree, self.w, self.budget
+        tree, d, budget = self.tree, self.d, self.budget
         assert tree is not None
-        alloc = {a: g - self.inflight.get(a, 0) for a, g in w.account_gpus.items()}
+        alloc = {a: g - self.inflight.get(a, 0) for a, g in d.account_gpus.items()}
         flying = sum(self.inflight.values())
         if flying > 0 and q.gate(tree, alloc, job.account, need) is None \
-                and need <= w.free_count + flying:
+                and need <= d.free_count + flying:
             self._use_inflight(need)
-            w.wait(job, Reason.RECLAIMING, "waiting for reclaimed borrowed jobs to exit", need)
+            d.wait(job, Reason.RECLAIMING, "waiting for reclaimed borrowed jobs to exit", need)
             return
-        if pre.recently_preempted(job.last_preempted_at, w.now, budget.cascade_window_s):
+        if pre.recently_preempted(job.last_preempted_at, d.now, budget.cascade_window_s):
             return  # its reason stays: an evicted job may not evict others yet
-        extra: dict[str, frozenset[int]] = dict(w.free)
-        got = w.free_count
+        extra: dict[str, frozenset[int]] = dict(d.free)
+        got = d.free_count
         shrinks: list[tuple[RunningJob, Assignment, Assignment]] = []
         kills: list[RunningJob] = []
         killed = 0
@@ -107,7 +114,7 @@ class ReclaimPhase:
             block = q.gate(tree, alloc, job.account, need)
             if block is None and got >= need and tries < 4:
                 tries += 1
-                res = w.place(gang_for(job, x.min_replicas, hetero.nodes_for(w, job, x)), extra)
+                res = d.place(gang_for(job, x.min_replicas, nodes_for(d, job, x)), extra)
                 if isinstance(res, Placed):
                     placed = res
                     break
@@ -141,37 +148,32 @@ class ReclaimPhase:
         kill, v = step
         if not kill:
             return True
-        if pre.recently_preempted(v.job.last_preempted_at, self.w.now, self.budget.job_min_interval_s):
+        if pre.recently_preempted(v.job.last_preempted_at, self.d.now, self.budget.job_min_interval_s):
             return False
         return job.priority_class == 0 or self.churn + killed + v.gpus <= self.cap
 
     def _emit(self, job: Job, x: Want, need: int, placed: Placed,
               shrinks: list[tuple[RunningJob, Assignment, Assignment]],
               kills: list[RunningJob]) -> None:
-        w = self.w
+        d = self.d
         self.served += 1
         for v, kept, gone in shrinks:
-            w.shrinks.append(Resize(v.job_id, v.job.min_replicas, kept, v.replicas))
-            w.touched.add(v.job_id)
-            w.account_gpus[v.job.account] -= gpu_count(gone)
-            w.give(gone)
+            d.shrink(v, v.job.min_replicas, kept, gone, release_quota=True)
         for v in kills:
-            w.preempts.append(Preempt(v.job_id, pre.grace_for(v, self.budget), Reason.RECLAIMING,
-                                      job.job_id, v.gpus))
-            w.touched.add(v.job_id)
+            d.preempt(Preempt(v.job_id, pre.grace_for(v, self.budget), Reason.RECLAIMING,
+                              job.job_id, v.gpus))
             self.churn += v.gpus
             self.inflight[v.job.account] = self.inflight.get(v.job.account, 0) + v.gpus
         if kills:
             self._use_inflight(sum(v.gpus for v in kills))
-            w.wait(job, Reason.RECLAIMING,
+            d.wait(job, Reason.RECLAIMING,
                    f"reclaiming borrowed GPUs: signalled {', '.join(v.job_id for v in kills)}", need)
             return
-        if placed.assignment and all(n in w.free and set(gs) <= w.free[n]
+        if placed.assignment and all(n in d.free and set(gs) <= d.free[n]
                                      for n, gs in placed.assignment.items()):
-            w.start(job, placed, x.min_replicas)
-            w.reasons.pop(job.job_id, None)
+            d.start(job, placed, x.min_replicas)
         else:  # the quota is free now but the GPUs are not (yet): the next cycle places it
-            w.wait(job, Reason.RECLAIMING, "borrowed jobs shrunk; starts next cycle", need)
+            d.wait(job, Reason.RECLAIMING, "borrowed jobs shrunk; starts next cycle", need)
 
     def _use_inflight(self, gpus: int) -> None:
         """Signalled GPUs this job counts on are not counted again for the next job."""

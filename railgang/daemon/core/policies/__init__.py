@@ -1,1 +1,1 @@
-"""Scheduling policies, one file each; ``railgang.daemon.core.policy`` discovers every module's ``POLICY``."""
+"""Scheduling policies, one file each; ``registry`` discovers every module's ``POLICY``."""

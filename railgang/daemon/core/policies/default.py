@@ -36,14 +36,20 @@ import math
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
-from railgang.daemon.core import hetero
-from railgang.daemon.core.elastic import Ends, lowest_start, running_ends, short_classes, wait_for
+from railgang.daemon.core.model import pools as hetero
+from railgang.daemon.core.model.elastic import (
+    Ends,
+    lowest_start,
+    running_ends,
+    short_classes,
+    wait_for,
+)
+from railgang.daemon.core.model.plan import Plan, regrow_targets, want
+from railgang.daemon.core.model.snapshot import Snapshot
+from railgang.daemon.core.model.tiers import SpotRules
 from railgang.daemon.core.policies.pollux import Pollux, node_gpus
 from railgang.daemon.core.policies.themis import contenders, rho
 from railgang.daemon.core.policies.tiresias import Tiresias, bucket, queued_since
-from railgang.daemon.core.policy import Plan, regrow_targets, want
-from railgang.daemon.core.snapshot import Snapshot
-from railgang.daemon.core.spot import SpotRules
 
 
 class _Levels(Mapping[str, float]):

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from railgang.daemon.core import hetero
-from railgang.daemon.core.policy import Plan, regrow_targets, want
-from railgang.daemon.core.snapshot import Snapshot
-from railgang.daemon.core.spot import SpotRules
+from railgang.daemon.core.model import pools as hetero
+from railgang.daemon.core.model.plan import Plan, regrow_targets, want
+from railgang.daemon.core.model.snapshot import Snapshot
+from railgang.daemon.core.model.tiers import SpotRules
 
 
 @dataclass(frozen=True)

@@ -15,9 +15,9 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+from railgang.daemon.core.model.plan import Plan
+from railgang.daemon.core.model.snapshot import Snapshot
 from railgang.daemon.core.policies.fifo import Fifo
-from railgang.daemon.core.policy import Plan
-from railgang.daemon.core.snapshot import Snapshot
 
 
 @dataclass(frozen=True)

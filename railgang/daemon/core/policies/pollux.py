@@ -28,8 +28,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from railgang.daemon.core import hetero
-from railgang.daemon.core.elastic import (
+from railgang.daemon.core.model import pools as hetero
+from railgang.daemon.core.model.elastic import (
     Ends,
     fill_by_chunks,
     pays_without_growth,
@@ -38,9 +38,9 @@ from railgang.daemon.core.elastic import (
     start_size,
     wait_for,
 )
-from railgang.daemon.core.job import Job
-from railgang.daemon.core.policy import Plan, regrow_targets, want
-from railgang.daemon.core.snapshot import Snapshot
+from railgang.daemon.core.model.job import Job
+from railgang.daemon.core.model.plan import Plan, regrow_targets, want
+from railgang.daemon.core.model.snapshot import Snapshot
 
 
 def node_gpus(snapshot: Snapshot) -> int:

@@ -16,9 +16,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from railgang.daemon.core.job import Job
-from railgang.daemon.core.policy import Plan, regrow_targets, want
-from railgang.daemon.core.snapshot import Snapshot
+from railgang.daemon.core.model.job import Job
+from railgang.daemon.core.model.plan import Plan, regrow_targets, want
+from railgang.daemon.core.model.snapshot import Snapshot
 
 
 def fairshare_factors(snapshot: Snapshot) -> dict[str, float]:

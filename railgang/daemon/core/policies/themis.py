@@ -20,11 +20,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from railgang.daemon.core import hetero
-from railgang.daemon.core.elastic import fill_by_marginal_gain
-from railgang.daemon.core.job import Job
-from railgang.daemon.core.policy import Plan, want
-from railgang.daemon.core.snapshot import Snapshot
+from railgang.daemon.core.model import pools as hetero
+from railgang.daemon.core.model.elastic import fill_by_marginal_gain
+from railgang.daemon.core.model.job import Job
+from railgang.daemon.core.model.plan import Plan, want
+from railgang.daemon.core.model.snapshot import Snapshot
 
 HOUR = 3600.0
 

@@ -15,10 +15,10 @@ from __future__ import annotations
 import bisect
 from dataclasses import dataclass
 
-from railgang.daemon.core import hetero
-from railgang.daemon.core.job import Job
-from railgang.daemon.core.policy import Plan, regrow_targets, want
-from railgang.daemon.core.snapshot import Snapshot
+from railgang.daemon.core.model import pools as hetero
+from railgang.daemon.core.model.job import Job
+from railgang.daemon.core.model.plan import Plan, regrow_targets, want
+from railgang.daemon.core.model.snapshot import Snapshot
 
 GPU_HOUR = 3600.0
 

@@ -22,7 +22,7 @@ import signal
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from railgang.daemon.core.actions import (
+from railgang.daemon.core.model.actions import (
     Action,
     DrainNode,
     Migrate,

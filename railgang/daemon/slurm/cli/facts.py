@@ -1,6 +1,6 @@
 """Node facts from Slurm (typed GRES + node features) and the fleet file ``job_submit.lua`` reads.
 
-Facts (``railgang.daemon.core.needs.GpuFacts``) come from what an admin already writes in
+Facts (``railgang.daemon.core.model.needs.GpuFacts``) come from what an admin already writes in
 slurm.conf, no extra inventory:
 
 - GPU type: the typed GRES, ``Gres=gpu:a100:8`` -> ``a100`` (untyped ``gpu:8`` -> unknown).
@@ -32,8 +32,8 @@ from collections.abc import Iterable
 
 import hostlist
 
-from railgang.daemon.core.needs import NETWORKS, GpuFacts
-from railgang.daemon.core.spot import ON_DEMAND, RESERVED, SPOT, TierTerms
+from railgang.daemon.core.model.needs import NETWORKS, GpuFacts
+from railgang.daemon.core.model.tiers import ON_DEMAND, RESERVED, SPOT, TierTerms
 from railgang.daemon.pricing import parse_prices
 from railgang.daemon.pricing import tier_terms as _priced
 

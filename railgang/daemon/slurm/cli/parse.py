@@ -26,7 +26,7 @@ from typing import Any
 
 import hostlist
 
-from railgang.daemon.core.needs import NO_NEEDS, Needs, NeedsError, parse_needs
+from railgang.daemon.core.model.needs import NO_NEEDS, Needs, NeedsError, parse_needs
 
 TAG_PREFIX = "railgang:"
 

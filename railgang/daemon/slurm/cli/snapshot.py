@@ -16,8 +16,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from railgang.daemon.core.job import Job, JobRequest, JobState, RunningJob
-from railgang.daemon.core.snapshot import Account, Node, NodeState, Snapshot, make_snapshot
+from railgang.daemon.core.model.job import Job, JobRequest, JobState, RunningJob
+from railgang.daemon.core.model.snapshot import Account, Node, NodeState, Snapshot, make_snapshot
 from railgang.daemon.slurm.cli.class_grants import ClassGrants
 from railgang.daemon.slurm.cli.facts import facts_from_slurm, tier_from_features
 from railgang.daemon.slurm.cli.parse import RailgangTag

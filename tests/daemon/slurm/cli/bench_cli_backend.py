@@ -18,7 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from railgang.daemon.config import SlurmSettings
-from railgang.daemon.core.actions import SetPriority, Start
+from railgang.daemon.core.model.actions import SetPriority, Start
 from railgang.daemon.slurm.cli import CliBackend, write_heartbeat
 
 

@@ -8,7 +8,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from railgang.daemon.core.actions import DrainNode, Preempt, Resize, SetPriority, Start, TagNode
+from railgang.daemon.core.model.actions import (
+    DrainNode,
+    Preempt,
+    Resize,
+    SetPriority,
+    Start,
+    TagNode,
+)
 from railgang.daemon.slurm.cli.apply import ApplyConfig, apply_actions, due, finish_due
 from railgang.daemon.slurm.cli.parse import parse_tag
 from railgang.daemon.slurm.cli.runner import SlurmRunner

@@ -8,7 +8,7 @@ import dataclasses
 
 import pytest
 
-from railgang.daemon.core.actions import Action, Migrate, Preempt, TagNode
+from railgang.daemon.core.model.actions import Action, Migrate, Preempt, TagNode
 from railgang.daemon.service.codec import decode, encode, kind_of
 from railgang.daemon.slurm.cli.apply import ApplyConfig, apply_actions
 from railgang.daemon.slurm.cli.parse import parse_tag

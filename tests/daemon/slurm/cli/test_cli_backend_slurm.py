@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from railgang.daemon.config import SlurmSettings
-from railgang.daemon.core.actions import (
+from railgang.daemon.core.model.actions import (
     DrainNode,
     Migrate,
     Preempt,
@@ -22,7 +22,7 @@ from railgang.daemon.core.actions import (
     Start,
     TagNode,
 )
-from railgang.daemon.core.snapshot import Snapshot
+from railgang.daemon.core.model.snapshot import Snapshot
 from railgang.daemon.slurm.backend import LeaseBackend
 from railgang.daemon.slurm.cli import CliBackend, write_heartbeat
 from railgang.slurm_plugins.devcluster.cluster import DevCluster

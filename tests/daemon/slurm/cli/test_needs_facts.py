@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from railgang.daemon.core.needs import GpuFacts, parse_needs
+from railgang.daemon.core.model.needs import GpuFacts, parse_needs
 from railgang.daemon.slurm.cli.facts import facts_from_slurm, render_fleet_file
 from railgang.daemon.slurm.cli.parse import ParseProblem, RailgangTag, parse_tag
 from railgang.daemon.slurm.cli.records import parse_sinfo

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from railgang.daemon.core import policy as policies
+from railgang.daemon.core.policies import registry as policies
 from railgang.daemon.slurm.cli.records import parse_sinfo, parse_squeue, topology_from_show
 from railgang.daemon.slurm.cli.snapshot import build_observation
 from railgang.topology.conf import parse_topology

@@ -13,7 +13,7 @@ import pytest
 from pydantic import ValidationError
 
 from railgang.daemon.config import SlurmSettings
-from railgang.daemon.core.spot import ON_DEMAND, SPOT, TierTerms
+from railgang.daemon.core.model.tiers import ON_DEMAND, SPOT, TierTerms
 from railgang.daemon.errors import ConfigError
 from railgang.daemon.pricing import ON_DEMAND_USD, SPOT_FACTOR
 from railgang.daemon.slurm.cli import CliBackend, write_heartbeat
