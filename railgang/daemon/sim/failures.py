@@ -100,6 +100,8 @@ class Failures:
         self.out: dict[str, int] = {}  # node -> failed domains holding it out
         self.log: list[FailureLog] = []
         self.paused: set[str] = set()  # domains whose process waits for a job to run
+        # jobs killed by a fault, not yet requeued -> their last preemption before it
+        self.killed: dict[str, float | None] = {}
         self.since: dict[str, float] = {}  # node -> when it went out
         self.node_s_out = 0.0  # node-seconds out of service, summed as nodes come back
 
@@ -136,10 +138,29 @@ class Failures:
         state = sj.job.state
         if state.work_remaining_s is not None:
             state = dataclasses.replace(state, work_remaining_s=sj.remaining)
-        sj.job = Job(dataclasses.replace(request, checkpoint_interval_s=interval), state)
-        i = bisect.bisect_left(b.pending, sj.qkey)  # the queue holds the core's view of it
+        self._replace(sj, Job(dataclasses.replace(request, checkpoint_interval_s=interval), state))
+
+    def requeued(self, job_id: str) -> None:
+        """A job the fault killed is back in the queue: the kill was no preemption, so it does not
+        count as one (the core's cascade damping would stop a freshly evicted job from evicting
+        others for half an hour: a gang killed by a dead node waited that long for its nodes)."""
+        if job_id not in self.killed:
+            return
+        before = self.killed.pop(job_id)
+        sj = self.backend.jobs.get(job_id)
+        if sj is None or sj.assignment is not None:
+            return
+        state = sj.job.state
+        self._replace(sj, sj.job.with_state(dataclasses.replace(
+            state, preemptions=max(0, state.preemptions - 1), last_preempted_at=before)))
+
+    def _replace(self, sj: Any, job: Job) -> None:
+        """``sj``'s view is now ``job``, in the queue too (the backend keeps views aligned)."""
+        b = self.backend
+        sj.job = job
+        i = bisect.bisect_left(b.pending, sj.qkey)
         if i < len(b.pending) and b.pending[i] == sj.qkey:
-            b._pending_jobs[i] = sj.job
+            b._pending_jobs[i] = job
             b._pending_view = None
 
     def useful_share(self, job_id: str) -> float:
@@ -192,6 +213,7 @@ class Failures:
         b = self.backend
         b._drop_migration(sj)  # a migration's target is given back; the job restarts anew
         b._interrupted.add(sj.tj.job_id)  # the fault's doing: no churn budget spent
+        self.killed.setdefault(sj.tj.job_id, sj.job.state.last_preempted_at)
         kill_at = sj.signal(now, self.config.detect_s, False)
         sj.stopped = True  # a dead rank: no progress while the fault is being detected
         self.events.at(kill_at, KILL, sj.tj.job_id, sj.version)
