@@ -73,8 +73,11 @@ def submit(store: Store, plan_path: Path, keys: Sequence[str], *, parallel: int,
                              str(batch)])]
         res = _slurm(argv, env)
         if res.returncode != 0:
-            lines = (res.stderr or res.stdout).strip().splitlines()
-            raise SlurmError(f"sbatch refused the array: {lines[-1] if lines else res.returncode}")
+            # job_submit plugins say why on a line of their own before Slurm's generic one
+            lines = [ln.removeprefix("sbatch: error: ").strip()
+                     for ln in (res.stderr or res.stdout).splitlines() if ln.strip()]
+            why = "; ".join(lines)[:500] or f"exit status {res.returncode}"
+            raise SlurmError(f"sbatch refused the array: {why}")
         ids.append(res.stdout.strip().split(";")[0])
     return ids
 
