@@ -57,9 +57,16 @@ class SlurmSettings(BaseModel):
     # exponential backoff from retry_backoff_s; refusals are never retried
     retries: int = Field(default=2, ge=0, le=10)
     retry_backoff_s: float = Field(default=0.5, ge=0)
-    # begin-time lease of waiting railgang jobs (job_submit.lua); renewed every cycle, so keep
-    # it several cycle intervals long: a dead daemon's jobs run natively after at most this long
+    # begin-time lease of waiting railgang jobs (job_submit.lua); keep it several cycle
+    # intervals long: a dead daemon's jobs run natively after at most this long
     lease_s: int = Field(default=120, ge=5, le=86400)
+    # a waiting job's lease is renewed once fewer than this many seconds of it are left (or it
+    # lapsed): a cycle renews what expires soon, about cycle_interval_s / (lease_s -
+    # lease_renew_before_s) of the queue, not all of it (one Slurm RPC per job). Keep it above
+    # two cycle intervals, so a slow or failed cycle does not let leases lapse; lease_s (or more:
+    # it is capped at lease_s) renews every lease every cycle. A dead daemon's jobs still run
+    # natively within lease_s
+    lease_renew_before_s: int = Field(default=40, ge=1, le=86400)
     # topology.conf to build the fabric from; empty = topology.conf beside slurm.conf, else
     # `scontrol show topology`
     topology: Path | None = None

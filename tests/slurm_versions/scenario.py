@@ -113,6 +113,9 @@ def run(spec: ClusterSpec, work: Path, out: dict[str, Any]) -> None:
             "RAILGANG_DB__URL": f"sqlite:///{work / 'rg.sqlite'}",
             "RAILGANG_SLURM__BACKEND": "cli", "RAILGANG_SLURM__CONF": str(spec.slurm_conf),
             "RAILGANG_SLURM__LEASE_S": "600",
+            # renew every lease every cycle: the second cycle must renew a lease given a moment
+            # before (by default only leases ending within 40 s are renewed)
+            "RAILGANG_SLURM__LEASE_RENEW_BEFORE_S": "600",
             "RAILGANG_DAEMON__HEARTBEAT_FILE": str(spec.heartbeat_file),
             "RAILGANG_DAEMON__METRICS_PORT": "0", "RAILGANG_DAEMON__POLICY": "fifo"}
 

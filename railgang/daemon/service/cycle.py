@@ -40,11 +40,11 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from railgang.daemon.accounting.progress import StepTimingRecorder
 from railgang.daemon.clock import Clock
-from railgang.daemon.core.actions import Action
 from railgang.daemon.core.cycle import CycleConfig
-from railgang.daemon.core.gang import Placer, topology_placer
-from railgang.daemon.core.policy import Plan, Policy
-from railgang.daemon.core.snapshot import Snapshot
+from railgang.daemon.core.model.actions import Action
+from railgang.daemon.core.model.gang import Placer, topology_placer
+from railgang.daemon.core.model.plan import Plan, Policy
+from railgang.daemon.core.model.snapshot import Snapshot
 from railgang.daemon.errors import SlurmSchemaError
 from railgang.daemon.loop import CycleOutcome, run_cycle
 from railgang.daemon.service import explain
@@ -56,7 +56,7 @@ from railgang.daemon.service.links import LinkCollector
 from railgang.daemon.service.metrics import DaemonMetrics
 from railgang.daemon.service.node_inventory import NodeInventory
 from railgang.daemon.service.quotas import QuotaStep
-from railgang.daemon.slurm.backend import ActionResult, Backend, LeaseBackend
+from railgang.daemon.slurm.backend import ActionResult, Backend, ExpiringLeaseBackend, LeaseBackend
 from railgang.daemon.slurm.cli.lease import write_heartbeat
 from railgang.db.repositories import explanations as explain_repo
 from railgang.db.repositories import journal as repo
@@ -85,6 +85,7 @@ class _Hooks:
 
     def __init__(self, journal: SessionJournal, backend: Backend) -> None:
         self.journal = journal
+        self.backend = backend
         self.renew = backend.renew_leases if isinstance(backend, LeaseBackend) else None
         self.renewed = 0
         self.refused: dict[str, str] = {}
@@ -95,6 +96,8 @@ class _Hooks:
         if self.renew is not None and snapshot.pending:
             t = time.perf_counter()
             held = [j.job_id for j in snapshot.pending]
+            if isinstance(self.backend, ExpiringLeaseBackend):  # what ends soon, not the queue
+                held = self.backend.leases_due(held, now)
             self.refused = dict(self.renew(held, now) or {})
             self.renewed = len(held) - len(self.refused)
             self.lease_ms = (time.perf_counter() - t) * 1e3

@@ -1,6 +1,6 @@
 """The one backend seam (STYLE 7): real Slurm, the simulator and the test fake look alike.
 
-A backend observes the cluster as an immutable :class:`~railgang.daemon.core.snapshot.Snapshot` and applies
+A backend observes the cluster as an immutable :class:`~railgang.daemon.core.model.snapshot.Snapshot` and applies
 the decision core's actions, reporting one :class:`ActionResult` per action (never raising for an
 action the cluster refuses: that is data, like a pending reason). Time is always passed in by the
 caller's :class:`~railgang.daemon.clock.Clock`, never read by the backend. Compare httpx: one
@@ -13,8 +13,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-from railgang.daemon.core.actions import Action
-from railgang.daemon.core.snapshot import Snapshot
+from railgang.daemon.core.model.actions import Action
+from railgang.daemon.core.model.snapshot import Snapshot
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,4 +46,14 @@ class LeaseBackend(Backend, Protocol):
         ...
 
 
-__all__ = ["ActionResult", "Backend", "LeaseBackend"]
+@runtime_checkable
+class ExpiringLeaseBackend(LeaseBackend, Protocol):
+    """A lease backend that knows when each lease ends: only those ending soon need renewing."""
+
+    def leases_due(self, job_ids: Sequence[str], now: float) -> list[str]:
+        """The jobs among ``job_ids`` (and others it holds under a lease) whose lease ends soon
+        or has lapsed: the ones to pass to ``renew_leases`` this cycle."""
+        ...
+
+
+__all__ = ["ActionResult", "Backend", "ExpiringLeaseBackend", "LeaseBackend"]

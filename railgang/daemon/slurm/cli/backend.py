@@ -9,10 +9,16 @@ Per cycle it forks a small constant number of processes, independent of the numb
   once (topology.conf) and rebuilt only when the file or the nodes' GPU counts change.
 - ``apply(actions, now)``: see ``apply.py`` (one scontrol on stdin for every per-job update, one
   scancel for every checkpoint signal).
-- ``renew_leases(job_ids, now)``: one ``scontrol update jobid=A,B,... StartTime=...`` per 300 ids.
+- ``leases_due(job_ids, now)``: the waiting jobs whose lease ends within
+  ``lease_renew_before_s`` (or lapsed), levelled to a steady rate, from the same squeue read:
+  no process.
+- ``renew_leases(job_ids, now)``: one ``scontrol update jobid=A,B,... StartTime=...`` per 300
+  ids. scontrol sends one RPC per job id (22.05-26.05), so a renewal costs slurmctld one RPC per
+  job: renewing only what is due keeps that near ``cycle_interval_s / (lease_s -
+  lease_renew_before_s)`` of the queue per cycle instead of all of it.
 
-Call ``renew_leases`` for the queue right after ``snapshot`` and before ``apply``: a Start ends
-a job's lease, and a renewal after it would set the lease again.
+Call ``renew_leases(leases_due(queue))`` right after ``snapshot`` and before ``apply``: a Start
+ends a job's lease, and a renewal after it would set the lease again.
 
 Schemas: the first read is a plain ``--json``. Where the output names a data_parser (23.02+),
 later reads pin ``--json=v0.0.42`` (schemas.PINNED), so upgrading Slurm does not change what the
@@ -25,6 +31,7 @@ cluster.
 from __future__ import annotations
 
 import logging
+import math
 import os
 import re
 from collections.abc import Callable, Sequence
@@ -32,8 +39,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from railgang.daemon.config import SlurmSettings
-from railgang.daemon.core.actions import Action, Start
-from railgang.daemon.core.snapshot import Snapshot
+from railgang.daemon.core.model.actions import Action, Start
+from railgang.daemon.core.model.snapshot import Snapshot
 from railgang.daemon.errors import SlurmCommandError, SlurmError, SlurmSchemaError
 from railgang.daemon.slurm.backend import ActionResult
 from railgang.daemon.slurm.cli import commands as cmd
@@ -87,6 +94,7 @@ class CliBackend:
         self._started: dict[str, float] = {}  # job id -> when this backend's Start ended its lease
         self._fleet_text: str | None = None  # the fleet file as last written (or tried)
         self.json_version: str | None = None  # --json=VERSION once the CLI is seen to take one
+        self._due_at: float | None = None  # when leases_due last ran (the renewal rate's clock)
 
     # -- observe -------------------------------------------------------------------------------
     def observe(self, now: float) -> Observation:
@@ -222,6 +230,36 @@ class CliBackend:
         self._started = {j: t for j, t in self._started.items() if now - t < STARTING_GRACE_S}
         self._started.update({r.action.job_id: now for r in results if r.ok and isinstance(r.action, Start)})
         return results
+
+    def leases_due(self, job_ids: Sequence[str], now: float) -> list[str]:
+        """The leases to renew now among ``job_ids`` (plus the jobs waiting for a later
+        ``--begin`` that entered their last lease), by the lease end the last squeue read showed
+        (a waiting job's ``eligible_time`` on 22.05-26.05):
+
+        1. every lease ending within ``lease_renew_before_s``, lapsed, or not seen (must);
+        2. then the earliest-ending others, up to the steady rate: the held leases times the
+           time since the last call over ``lease_s - lease_renew_before_s``. Without it, leases
+           renewed together (a burst of submissions, the first cycle after a restart) would
+           stay together and come due in one cycle again every renewal period; with it the
+           renewals level out to about ``cycle_interval_s / (lease_s - lease_renew_before_s)``
+           of the queue per cycle.
+
+        No renewal sets a lease further out than ``now + lease_s``, so a dead daemon's jobs run
+        natively within ``lease_s`` (plus one of Slurm's scheduling passes)."""
+        obs = self.last
+        seen = obs.jobs if obs is not None else {}
+        before = min(self.settings.lease_renew_before_s, self.settings.lease_s)
+        ends: dict[str, float] = {}
+        for job_id in dict.fromkeys([*job_ids, *(obs.leased if obs is not None else ())]):
+            rec = seen.get(job_id)
+            ends[job_id] = rec.eligible_time if rec is not None and rec.pending else -math.inf
+        must = [j for j, end in ends.items() if end - now < before]
+        period = max(1.0, self.settings.lease_s - before)
+        since = now - self._due_at if self._due_at is not None else 0.0
+        self._due_at = now
+        level = math.ceil(len(ends) * min(max(since, 0.0), period) / period)
+        early = sorted((end, j) for j, end in ends.items() if end - now >= before)
+        return [*must, *(j for _, j in early[:max(0, level - len(must))])]
 
     def renew_leases(self, job_ids: Sequence[str], now: float) -> dict[str, str]:
         """Extend the lease of ``job_ids`` to ``now + lease_s``; returns {job id: why not} for

@@ -11,7 +11,7 @@ import pytest
 PUBLIC = {
     "railgang.daemon.slurm.cli": {"CliBackend", "CommandResult", "SlurmRunner", "read_heartbeat",
                                   "write_heartbeat"},
-    "railgang.daemon.slurm.backend": {"ActionResult", "Backend", "LeaseBackend"},
+    "railgang.daemon.slurm.backend": {"ActionResult", "Backend", "ExpiringLeaseBackend", "LeaseBackend"},
     "railgang.daemon.slurm.cli.backend": {"SSHARE_ARGV", "CliBackend"},
     "railgang.daemon.slurm.cli.lease": {"heartbeat_line", "read_heartbeat", "write_heartbeat"},
 }
@@ -26,14 +26,14 @@ def test_exported_members(module: str) -> None:
 
 
 def test_backend_signatures() -> None:
-    from railgang.daemon.slurm.backend import LeaseBackend
+    from railgang.daemon.slurm.backend import ExpiringLeaseBackend, LeaseBackend
     from railgang.daemon.slurm.cli import CliBackend
 
     assert list(inspect.signature(CliBackend).parameters) == ["settings", "runner", "read_shares",
                                                                 "grants_file"]
     for method in ("snapshot", "observe", "apply", "renew_leases"):
         assert callable(getattr(CliBackend, method))
-    assert issubclass(CliBackend, LeaseBackend)
+    assert issubclass(CliBackend, LeaseBackend) and issubclass(CliBackend, ExpiringLeaseBackend)
 
 
 def test_heartbeat_round_trip(tmp_path: Path) -> None:

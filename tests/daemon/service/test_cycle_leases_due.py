@@ -1,0 +1,28 @@
+"""A backend that knows when its leases end gets only the due ones renewed by the cycle, and
+the cycle reports (and counts in /metrics) those, not the whole queue (issue 17 item 4)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from sqlalchemy import Engine
+
+from railgang.daemon.clock import SimClock
+from railgang.daemon.slurm.backend import ExpiringLeaseBackend
+from tests.daemon.service.conftest import cluster, service
+from tests.daemon.service.test_cycle import Leasing
+
+
+class Expiring(Leasing):
+    """Leases of "a" and "c" end soon; the others were renewed a moment ago."""
+
+    def leases_due(self, job_ids: Sequence[str], now: float) -> list[str]:
+        return [j for j in job_ids if j in ("a", "c")]
+
+
+def test_only_due_leases_are_renewed_and_counted(engine: Engine) -> None:
+    backend = Expiring(cluster())
+    assert isinstance(backend, ExpiringLeaseBackend)
+    report = service(engine, backend, SimClock(3.0)).run_once()
+    assert backend.renewed == [(["a", "c"], 3.0, 0)]  # before any Start, as the whole queue was
+    assert report.leases_renewed == 2

@@ -1,0 +1,108 @@
+"""Which leases a cycle renews: those ending within ``lease_renew_before_s`` (or lapsed), read
+from the squeue record of each version, never the whole queue (issue 17 item 4)."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from railgang.daemon.config import SlurmSettings
+from railgang.daemon.slurm.backend import ExpiringLeaseBackend
+from railgang.daemon.slurm.cli import CliBackend
+from railgang.daemon.slurm.cli.records import SqueueJob, parse_squeue
+from railgang.daemon.slurm.cli.snapshot import build_observation
+
+DATA = Path(__file__).parent / "data"
+NOW = 1_800_000_000.0
+
+
+def waiting(version: str) -> SqueueJob:
+    """The tagged waiting job of the version's recorded squeue (job 5)."""
+    jobs, _ = parse_squeue((DATA / f"squeue_{version}.json").read_text())
+    rec = next(j for j in jobs if j.job_id == "5")
+    assert rec.pending and rec.tag is not None and rec.eligible_time > 0
+    return rec
+
+
+def backend_seeing(recs: list[SqueueJob], *, lease_s: int = 120, before: int = 40) -> CliBackend:
+    be = CliBackend(SlurmSettings(lease_s=lease_s, lease_renew_before_s=before), read_shares=False)
+    be.last = build_observation(NOW, recs, [], None, lease_s=float(lease_s))
+    return be
+
+
+@pytest.mark.parametrize("version", ["22.05", "24.11", "26.05"])
+@pytest.mark.parametrize(("ends_in", "due"), [
+    (-5.0, True),     # lapsed: Slurm may run it natively; take it back now
+    (0.0, True),
+    (39.0, True),     # within lease_renew_before_s
+    (40.0, False),
+    (100.0, False),   # far from expiry: not touched
+], ids=["lapsed", "ending-now", "ending-soon", "at-the-bound", "far"])
+def test_only_leases_ending_soon_are_due(version: str, ends_in: float, due: bool) -> None:
+    rec = dataclasses.replace(waiting(version), eligible_time=NOW + ends_in, reason="BeginTime")
+    be = backend_seeing([rec])
+    assert isinstance(be, ExpiringLeaseBackend)
+    assert be.leases_due(["5"], NOW) == (["5"] if due else [])
+
+
+def test_unknown_jobs_and_a_backend_that_has_not_looked_renew_everything() -> None:
+    rec = dataclasses.replace(waiting("22.05"), eligible_time=NOW + 100)
+    assert backend_seeing([rec]).leases_due(["5", "77"], NOW) == ["77"]
+    fresh = CliBackend(SlurmSettings(), read_shares=False)
+    assert fresh.leases_due(["5", "77"], NOW) == ["5", "77"]
+
+
+def test_the_bound_is_capped_at_the_lease() -> None:
+    rec = dataclasses.replace(waiting("24.11"), eligible_time=NOW + 11)
+    assert backend_seeing([rec], lease_s=12, before=40).leases_due(["5"], NOW) == ["5"]
+
+
+def test_a_later_begin_joins_once_inside_its_last_lease() -> None:
+    """The jobs waiting for the user's own --begin are not in the core's queue; the backend adds
+    them once now + lease reaches the begin (snapshot.build_observation), then by expiry."""
+    base = waiting("22.05")
+    tag = dataclasses.replace(base.tag, begin=NOW + 30)  # type: ignore[arg-type]
+    rec = dataclasses.replace(base, eligible_time=NOW + 30, tag=tag, reason="BeginTime")
+    assert backend_seeing([rec]).leases_due([], NOW) == ["5"]
+
+
+def renewals_per_cycle(ends: dict[str, float], cycles: int, *, lease_s: int = 120,
+                       before: int = 40, interval: float = 10.0) -> list[int]:
+    """Run ``cycles`` cycles of one backend over waiting jobs with lease ends ``ends`` (each
+    renewal sets now + lease_s, as scontrol does); checks that no lease lapses between cycles
+    and none ends later than now + lease_s (the fail-open bound). Jobs renewed per cycle."""
+    base = waiting("26.05")
+    be = CliBackend(SlurmSettings(lease_s=lease_s, lease_renew_before_s=before), read_shares=False)
+    counts = []
+    for cycle in range(cycles):
+        now = NOW + cycle * interval
+        recs = [dataclasses.replace(base, job_id=j, eligible_time=t) for j, t in ends.items()]
+        be.last = build_observation(now, recs, [], None, lease_s=float(lease_s))
+        assert cycle == 0 or all(t >= now for t in ends.values()), "a lease lapsed between cycles"
+        due = be.leases_due(list(ends), now)
+        counts.append(len(due))
+        ends.update(dict.fromkeys(due, now + lease_s))
+        assert max(ends.values()) <= now + lease_s
+    return counts
+
+
+def test_steady_state_renews_a_fraction_of_the_queue() -> None:
+    """800 leases spread over the lease, 10 s cycles: each cycle renews about
+    interval / (lease_s - before) of the queue (100), never the whole queue."""
+    n = 800
+    counts = renewals_per_cycle({str(i): NOW + 120 * i / n for i in range(n)}, 30)
+    assert abs(counts[0] - n * 40 / 120) <= 1  # the first: what the spread puts near expiry
+    assert max(counts[1:]) <= n * 10 / 80 + 1, counts
+
+
+@pytest.mark.parametrize(("ends_in", "first"), [(120.0, 0), (-10.0, 800)],
+                         ids=["a-burst-of-submissions", "the-daemon-was-down"])
+def test_leases_renewed_together_spread_out(ends_in: float, first: int) -> None:
+    """800 leases that end at once (submitted in one burst, or all lapsed while the daemon was
+    down and renewed in its first cycle) do not come due in one cycle again every renewal
+    period: the earliest-ending are renewed a little early, at the steady rate, until spread."""
+    n = 800
+    counts = renewals_per_cycle({str(i): NOW + ends_in for i in range(n)}, 40)
+    assert counts[0] == first and max(counts[1:]) <= n * 10 / 80 + 1, counts
