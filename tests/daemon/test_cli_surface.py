@@ -36,6 +36,9 @@ def _commands(cmd: typer.core.TyperGroup | typer.core.TyperCommand, path: tuple[
     if not isinstance(cmd, typer.core.TyperGroup):
         yield " ".join(path), cmd  # type: ignore[misc]
         return
+    plain = getattr(cmd, "plain", None)  # `sim`: a command that has a sub-command too (sweep)
+    if plain is not None:
+        yield " ".join(path), plain
     ctx = typer.Context(cmd)  # the root's components are imported on first get_command
     for name in cmd.list_commands(ctx):
         sub = cmd.get_command(ctx, name)

@@ -31,6 +31,7 @@ from railgang.daemon.core.model.plan import Policy
 from railgang.daemon.core.policies import registry
 from railgang.daemon.errors import ConfigError, InputError
 from railgang.daemon.sim import traces
+from railgang.daemon.sim.sweep.cli import with_sweep
 from railgang.daemon.sim.traces import TraceJob, read_trace
 
 if TYPE_CHECKING:  # the engine, pools and reports are imported by the command itself, so
@@ -366,3 +367,7 @@ def sim(
         err.print(f"[dim]{run.policy}: {run.cycles:,} cycles, {run.events:,} events, "
                   f"{run.wall_s:.1f} s, {len(jobs) / max(run.wall_s, 1e-9):,.0f} jobs/s[/]",
                   highlight=False)
+
+
+# the `sim` component: this command, plus `sim sweep GRID.toml` (daemon/sim/sweep/)
+sim_app = with_sweep(sim)
