@@ -195,8 +195,9 @@ class Failures:
             b.capacity.away.add(node)
         b._free_shown = b._free_view = None
         down = set(d.nodes)
-        killed = [sj for sj in b.running.values()
-                  if sj.assignment is not None and not down.isdisjoint(sj.assignment)]
+        # a job already dying of an earlier fault dies of that one (its kill is not postponed)
+        killed = [sj for sj in b.running.values() if sj.assignment is not None
+                  and sj.tj.job_id not in self.killed and not down.isdisjoint(sj.assignment)]
         for sj in killed:
             self._kill(sj, now)
         self.log.append(FailureLog(now, domain, d.nodes, tuple(sj.tj.job_id for sj in killed)))
