@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-__all__ = ["CheckpointAdvice", "advise", "waste", "young_daly_s"]
+__all__ = ["CheckpointAdvice", "advise", "render_advice", "waste", "young_daly_s"]
 
 
 def young_daly_s(checkpoint_cost_s: float, mtbf_s: float) -> float:
@@ -54,17 +54,43 @@ class CheckpointAdvice:
     current_waste: float | None  # first-order waste at the job's own interval
 
     def render(self) -> str:
-        def dur(s: float) -> str:
-            if math.isinf(s):
-                return "never"
-            return f"{s / 3600:.1f} h" if s >= 5400 else f"{s / 60:.0f} min"
+        return render_advice(self.as_dict())
 
-        text = (f"checkpoint every {dur(self.interval_s)} (Young-Daly; failures every "
-                f"{dur(self.mtbf_s)} on these nodes, {self.waste:.1%} of wall time lost)")
-        if self.current_interval_s is not None and self.current_waste is not None:
-            text += (f"; now every {dur(self.current_interval_s)}: "
-                     f"{self.current_waste:.1%} lost")
-        return text
+    def as_dict(self) -> dict[str, float | None]:
+        """JSON-safe (``None`` for infinity): what an explanation row stores."""
+        def num(x: float | None) -> float | None:
+            return None if x is None or math.isinf(x) else round(x, 4)
+
+        return {"mtbf_s": num(self.mtbf_s), "interval_s": num(self.interval_s),
+                "waste": num(self.waste), "current_interval_s": num(self.current_interval_s),
+                "current_waste": num(self.current_waste)}
+
+
+def _dur(s: float | None) -> str:
+    if s is None:
+        return "never"
+    return f"{s / 3600:.1f} h" if s >= 5400 else f"{s / 60:.0f} min"
+
+
+def _num(value: object) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value) if math.isfinite(value) and value >= 0 else None
+
+
+def render_advice(d: object) -> str:
+    """One line from :meth:`CheckpointAdvice.as_dict` (stored data: anything else is '')."""
+    if not isinstance(d, dict):
+        return ""
+    interval, mtbf, lost = _num(d.get("interval_s")), _num(d.get("mtbf_s")), _num(d.get("waste"))
+    if lost is None:
+        return ""
+    text = (f"checkpoint every {_dur(interval)} (Young-Daly; failures every {_dur(mtbf)} on "
+            f"these nodes, {lost:.1%} of wall time lost)")
+    current, current_lost = _num(d.get("current_interval_s")), _num(d.get("current_waste"))
+    if current is not None and current_lost is not None:
+        text += f"; now every {_dur(current)}: {current_lost:.1%} lost"
+    return text
 
 
 def advise(mtbf_s: float, checkpoint_cost_s: float, restart_s: float,

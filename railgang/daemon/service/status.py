@@ -12,6 +12,7 @@ from sqlalchemy.exc import OperationalError, ProgrammingError
 
 from railgang.daemon.config import Settings
 from railgang.daemon.errors import UnknownJobError
+from railgang.daemon.failures.young_daly import render_advice
 from railgang.daemon.service.leader import lock_for, probe
 from railgang.db.models import JobExplanation
 from railgang.db.repositories import explanations as explain_repo
@@ -162,10 +163,13 @@ def render(e: dict[str, Any]) -> str:
         cost = f", cost {e['cost']:.2f}" if e.get("cost") is not None else ""
         rail = "rail-aligned" if e.get("rail_aligned") else "not rail-aligned"
         leaves = ", ".join(e.get("leaves") or []) or "-"
-        return "\n".join([
-            f"{head}: running on {e['nodes']}" + _gpus(e.get("gpus_per_node") or {}),
-            f"  {how} ({e.get('policy')} policy){cost}; leaves {leaves}; {rail}; "
-            f"{e.get('replicas')} replica(s)", when])
+        lines = [f"{head}: running on {e['nodes']}" + _gpus(e.get("gpus_per_node") or {}),
+                 f"  {how} ({e.get('policy')} policy){cost}; leaves {leaves}; {rail}; "
+                 f"{e.get('replicas')} replica(s)"]
+        advice = render_advice(e.get("checkpoint"))  # failures/young_daly.py, issue 20
+        if advice:
+            lines.append(f"  {advice}")
+        return "\n".join([*lines, when])
     return f"{head}: no longer queued or running (last seen in cycle {e['cycle']})"
 
 

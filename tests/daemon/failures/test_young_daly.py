@@ -39,3 +39,22 @@ def test_advice_renders_current_interval() -> None:
     text = advice.render()
     assert "Young-Daly" in text and "now every 30 min" in text
     assert "never" in advise(math.inf, 10, 120).render()
+
+
+@pytest.mark.parametrize("stored", [None, "x", {}, {"waste": "0.1"}, {"waste": math.nan},
+                                    {"waste": True}, {"waste": -1}],
+                         ids=["none", "str", "empty", "str-waste", "nan", "bool", "negative"])
+def test_stored_advice_that_is_not_advice_renders_nothing(stored: object) -> None:
+    from railgang.daemon.failures.young_daly import render_advice
+
+    assert render_advice(stored) == ""
+
+
+def test_advice_round_trips_through_json() -> None:
+    import json
+
+    from railgang.daemon.failures.young_daly import render_advice
+
+    advice = advise(3 * 3600, 10, 120, current_interval_s=1800)
+    assert render_advice(json.loads(json.dumps(advice.as_dict()))) == advice.render()
+    assert json.dumps(advise(math.inf, 10, 120).as_dict())  # no Infinity in JSON
