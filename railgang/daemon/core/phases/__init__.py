@@ -1,0 +1,1 @@
+"""The cycle's phases (draft, place, size, evict, reclaim, migrate, upgrade, pool_place)."""
