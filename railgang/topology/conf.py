@@ -207,7 +207,9 @@ class _Switch:
 def _parse(text: str, path: str, problems: list[Problem]) -> TopologyConf:
     report = _Report(path, problems)
     lines = list(logical_lines(text))
-    tree = any((kv := next_pair(body)) is not None and kv.key.lower() == "switchname" for _, body in lines)
+    heads = {kv.key.lower() for _, body in lines if (kv := next_pair(body)) is not None}
+    tree = "switchname" in heads
+    mixed = tree and bool(heads & {"blockname", "blocksizes"})
     switches: list[_Switch] = []
     block_lines: list[tuple[int, str]] = []
     for number, body in lines:
@@ -220,7 +222,12 @@ def _parse(text: str, path: str, problems: list[Problem]) -> TopologyConf:
                 report.error(number, None, f"expected key=value, got {body.strip()[:80]!r}")
             continue
         head = kv.key.lower()
-        if head == "switchname":
+        if head == "switchname" and mixed:
+            # refused under either plugin: topology/block names the SwitchName= key, tree BlockName=
+            report.error(number, kv.key, "SwitchName= is topology/tree; this file also has "
+                                         "BlockName=/BlockSizes= lines (topology/block)")
+            switches.append(_switch_line(kv.value, kv.rest, number, report))
+        elif head == "switchname":
             switches.append(_switch_line(kv.value, kv.rest, number, report))
         elif head in ("blockname", "blocksizes") and not tree:
             block_lines.append((number, body))
@@ -233,7 +240,7 @@ def _parse(text: str, path: str, problems: list[Problem]) -> TopologyConf:
     if block_lines:
         from railgang.topology.conf_block import parse_blocks  # only block files pay for it
 
-        blocks, sizes = parse_blocks(block_lines, report.error)
+        blocks, sizes = parse_blocks(block_lines, report)
         return TopologyConf(path, "block", blocks=blocks, block_sizes=sizes)
     return TopologyConf(path, "tree", switches=_validate_tree(switches, report))
 

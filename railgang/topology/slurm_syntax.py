@@ -246,19 +246,19 @@ class _Names:
             raise OverflowError(f"host list {self.expr!r} expands to more than {self.cap} names")
         self.names.append(name)
 
-    def push(self, prefix: str, ranges: list[tuple[int, int, int]]) -> None:
+    def push(self, prefix: str, ranges: list[tuple[int, int, int]], suffix: str = "") -> None:
         for lo, hi, width in ranges:
             if len(self.names) + hi - lo + 1 > self.cap:
                 raise OverflowError(f"host list {self.expr!r} expands to more than {self.cap} names")
-            self.names.extend(f"{prefix}{j:0{width}d}" for j in range(lo, hi + 1))
+            self.names.extend(f"{prefix}{j:0{width}d}{suffix}" for j in range(lo, hi + 1))
 
 
-def _push(names: _Names, prefix: str, ranges: list[tuple[int, int, int]]) -> bool:
+def _push(names: _Names, prefix: str, ranges: list[tuple[int, int, int]], suffix: str = "") -> bool:
     """_push_range_list: a prefix may hold one more range (``rack[1-2]n[1-4]``); False = invalid."""
     p = prefix.rfind("[")
     q = prefix.rfind("]", p + 1) if p != -1 else -1
     if p == -1 or q == -1:
-        names.push(prefix, ranges)
+        names.push(prefix, ranges, suffix)
         return True
     head, inner, tail = prefix[:p], prefix[p + 1:q], prefix[q + 1:]
     try:
@@ -271,16 +271,20 @@ def _push(names: _Names, prefix: str, ranges: list[tuple[int, int, int]]) -> boo
         for j in range(lo, hi + 1):
             new_prefix = f"{head}{j:0{width}d}{tail}"
             if "[" in head:
-                _push(names, new_prefix, ranges)  # Slurm ignores a failure one level down
+                _push(names, new_prefix, ranges, suffix)  # Slurm ignores a failure one level down
             else:
-                names.push(new_prefix, ranges)
+                names.push(new_prefix, ranges, suffix)
     return True
 
 
-def slurm_hostlist(expr: str, cap: int) -> tuple[str, ...]:
+def slurm_hostlist(expr: str, cap: int, release: str = "22.05") -> tuple[str, ...]:
     """Expand ``expr`` as Slurm's hostlist_create does (ValueError: Slurm refuses it;
-    OverflowError: more than ``cap`` names, which railgang refuses to hold)."""
+    OverflowError: more than ``cap`` names, which railgang refuses to hold). ``release`` "24.11"
+    follows that release's ``_hostlist_create_bracketed`` (src/common/hostlist.c, tag
+    slurm-24-11-5-1): a ``[`` without ``]`` is an error, and text after ``]`` is a suffix of
+    every name (``n[1-2]x`` is n1x,n2x); 22.05 read ``n[`` as the host ``n]`` and refused a suffix."""
     names = _Names(cap, expr)
+    newer = release != "22.05"
     for tok in _tokens(expr):
         p = tok.rfind("[")
         if p == -1:
@@ -288,22 +292,27 @@ def slurm_hostlist(expr: str, cap: int) -> tuple[str, ...]:
             continue
         prefix, rest = tok[:p], tok[p + 1:]
         q = rest.find("]")
+        if q == -1 and newer:
+            raise ValueError(f"'[' without ']' in {tok!r}")
         if q == -1:
             # "n[" has no "]": Slurm tacks one on the prefix (the host "n]"), or keeps what follows
             names.one(f"{prefix}]" if prefix else rest)
             continue
+        suffix = ""
         if rest[q + 1:q + 2] not in ("", ","):
-            raise ValueError(f"text after ']' in {tok!r}")
+            if not newer:
+                raise ValueError(f"text after ']' in {tok!r}")
+            suffix = rest[q + 1:]
         ranges = _ranges(rest[:q])
-        if not _push(names, prefix, ranges):
+        if not _push(names, prefix, ranges, suffix):
             raise ValueError(f"malformed prefix range in {tok!r}")
     return tuple(names.names)
 
 
-def host_list(expr: str, cap: int) -> tuple[str, ...]:
+def host_list(expr: str, cap: int, release: str = "22.05") -> tuple[str, ...]:
     """``slurm_hostlist`` with one kind of error: ValueError saying what is wrong with ``expr``."""
     try:
-        return slurm_hostlist(expr, cap)
+        return slurm_hostlist(expr, cap, release)
     except OverflowError as exc:
         raise ValueError(str(exc)) from exc
     except ValueError as exc:

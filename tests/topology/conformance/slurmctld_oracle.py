@@ -27,6 +27,7 @@ __all__ = ["NODES", "Complaint", "SlurmctldOracle", "Verdict", "complaint", "ora
 SLURMCTLD = Path("/usr/sbin/slurmctld-wlm")
 NODES = "n[001-064]"  # the nodes slurm.conf defines; generated files also name others
 _START = "Reading the topology.conf file"
+_START_BLOCK = re.compile(r"topology/block: _read_topo_file: Reading the .*topology\.conf file")  # 24.11
 _READY = "Running as primary controller"
 
 
@@ -72,6 +73,12 @@ _ANCHORS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"Switch configuration (?P<switch>.*) has invalid child \((?P<child>.*)\)$"), "switch"),
     (re.compile(r"^switch (?P<switch>.*) has (neither child switches nor nodes|both child switches"
                 r" and nodes|no nodes)"), "switch"),
+    # topology/block, 24.11 block_record.c (a block's name goes where a switch's does)
+    (re.compile(r"^Block \((?P<switch>.*)\) has already been defined"), "switch"),
+    (re.compile(r"^Invalid node name \(.*\) in block config \((?P<switch>.*)\)$"), "switch"),
+    (re.compile(r"^Block configuration \((?P<switch>.*)\) children count lower"), "switch"),
+    (re.compile(r"^block (?P<switch>.*) hasn't got nodes$"), "switch"),
+    (re.compile(r"^Invalid (?P<key>BlockSizes) value"), "key"),
 )
 # Not about the file's grammar: the closing fatal of a parse error (the errors before it say
 # what), one line per node slurm.conf lacks (the WARNING after them lists them all), and the
@@ -101,7 +108,7 @@ def complaint(level: str, text: str) -> Complaint:
     return Complaint(level, text, tuple(lines), tuple(switches), tuple(keys))
 
 
-def _slurm_conf(root: Path, port: int) -> str:
+def _slurm_conf(root: Path, port: int, plugin: str = "tree", nodes: str = NODES) -> str:
     return "\n".join([
         "# railgang conformance oracle: just enough for slurmctld to read topology.conf",
         "ClusterName=rgconform",
@@ -118,11 +125,12 @@ def _slurm_conf(root: Path, port: int) -> str:
         "TaskPlugin=task/none",
         "MpiDefault=none",
         "SchedulerType=sched/builtin",
-        "SelectType=select/linear",
-        "TopologyPlugin=topology/tree",
+        # topology/block needs cons_tres (24.11 refuses it with select/linear)
+        "SelectType=select/linear" if plugin == "tree" else "SelectType=select/cons_tres",
+        f"TopologyPlugin=topology/{plugin}",
         "AccountingStorageType=accounting_storage/none",
         "JobCompType=jobcomp/none",
-        f"NodeName={NODES} NodeAddr=127.0.0.1 CPUs=1 State=UNKNOWN",
+        f"NodeName={nodes} NodeAddr=127.0.0.1 CPUs=1 State=UNKNOWN",
         "PartitionName=p Nodes=ALL Default=YES",
         "",
     ])
@@ -142,7 +150,10 @@ def oracle_unavailable() -> str | None:
 class SlurmctldOracle:
     """One private slurmctld configuration under ``root``, asked about one file at a time."""
 
-    def __init__(self, root: Path, port: int, *, timeout_s: float = 20.0) -> None:
+    def __init__(self, root: Path, port: int, *, timeout_s: float = 20.0, plugin: str = "tree",
+                 nodes: str = NODES, binary: Path = SLURMCTLD) -> None:
+        """``plugin`` "block" with ``binary`` a 24.11 slurmctld-wlm asks topology/block
+        (tests/topology/conformance/block_oracle.py, inside the trixie container)."""
         self.root = root
         self.port = port
         self.timeout_s = timeout_s
@@ -151,9 +162,10 @@ class SlurmctldOracle:
         # Slurm decides "am I a daemon" from basename(argv[0]): run slurmctld-wlm as "slurmctld"
         link = root / "bin" / "slurmctld"
         if not link.is_symlink():
-            link.symlink_to(SLURMCTLD)
+            link.symlink_to(binary)
+        self.plugin = plugin
         self.slurm_conf = root / "slurm.conf"
-        self.slurm_conf.write_text(_slurm_conf(root, port))
+        self.slurm_conf.write_text(_slurm_conf(root, port, plugin, nodes))
         self.topology_conf = root / "topology.conf"
 
     def ask(self, text: str | bytes) -> Verdict:
@@ -174,7 +186,7 @@ class SlurmctldOracle:
         reading = False
         for raw in log:
             line = raw.removeprefix("slurmctld: ")
-            if _START in line:
+            if _START in line or _START_BLOCK.search(line):
                 reading = True
                 continue
             if not reading:
@@ -182,7 +194,7 @@ class SlurmctldOracle:
             for level in ("fatal", "error"):
                 if line.startswith(f"{level}: "):
                     body = line[len(level) + 2:].strip()
-                    body = re.sub(r"^topology/tree: \w+: ", "", body)
+                    body = re.sub(rf"^topology/{self.plugin}: \w+: ", "", body)
                     body = body.replace(str(self.topology_conf), "topology.conf")
                     # control characters quoted from the file (a CR, a form feed) stay visible
                     body = re.sub(r"[\x00-\x1f]", lambda m: f"\\x{ord(m.group()):02x}", body)

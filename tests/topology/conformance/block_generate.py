@@ -1,0 +1,170 @@
+"""Hypothesis strategies for topology/block ``topology.conf`` files, valid and malformed.
+
+A file is drawn as a row of blocks of one base size (NVL72-like: some blocks larger), an optional
+``BlockSizes=`` line built from that base, then zero to three mutations from what Slurm 24.11's
+block_record.c reads specially (``_read_topo_file``: the BlockSizes token loop with ``atoi``,
+``strtok`` on commas, the power-of-two level and the uint16 base; ``block_record_validate``:
+duplicate names, a block smaller than the base, bad host lists; ``_parse_block``: no Nodes=),
+rendered with the lexical variety the tree generator uses. Nodes come from n001-n128, all of
+which the oracle's slurm.conf defines: slurmctld counts only the nodes it knows when it compares
+a block with the base size, and ``railgang topology check`` does not read slurm.conf.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from hypothesis import strategies as st
+
+from tests.topology.conformance.block_oracle import NODES_2411
+from tests.topology.conformance.generate import _pair
+
+__all__ = ["BLOCK_MUTATIONS", "NODES_2411", "block_files", "draw_block_files"]
+
+BAD_SIZES = ["48", "0", "-4", "abc", "8x", "", " 16", "16,,32", "32,16", "4,8,16,32,64", "65536",
+             "65537", "3,6", "2,6", "+8", "8,8", "1", "99999999999", "16 32", "0x10", "4,131072"]
+BAD_HOSTS = ["n[5-1]", "n[", "n[1-3]x", "n[]", "n[1x2]", "n[001-004]]", "n[[1-2]", "[1-2]", "n[001-002],,n003"]
+GARBAGE = ["hello world", "Frob=1", "SwitchName=s1 Nodes=n001", "=x", "Nodes=n001", "BlockName",
+           "blocksizes =", "Nodes=n001 BlockName=z"]
+
+
+@dataclass
+class Blk:
+    name: str
+    nodes: str | None
+    extra: list[tuple[str, str]] = field(default_factory=list)
+
+
+def _hosts(draw: st.DrawFn, lo: int, hi: int) -> str:
+    form = draw(st.sampled_from(["range", "range", "list", "mixed"]))
+    if hi == lo:
+        return f"n{lo:03d}"
+    if form == "range":
+        return f"n[{lo:03d}-{hi:03d}]"
+    if form == "list":
+        return ",".join(f"n{i:03d}" for i in range(lo, hi + 1))
+    return f"n[{lo:03d}-{hi - 1:03d}],n{hi:03d}"
+
+
+def _blocks(draw: st.DrawFn) -> tuple[list[Blk], int]:
+    base = draw(st.sampled_from([1, 2, 4, 4, 8, 8, 16]))
+    count = draw(st.integers(1, min(9, 128 // base)))
+    out: list[Blk] = []
+    at = 1
+    for i in range(count):
+        size = base * draw(st.sampled_from([1, 1, 1, 2])) if at + 2 * base <= 129 else base
+        if at + size > 129:
+            break
+        out.append(Blk(f"b{i + 1}", _hosts(draw, at, at + size - 1)))
+        at += size
+    return out, base
+
+
+def _sizes(draw: st.DrawFn, base: int, count: int) -> str | None:
+    kind = draw(st.sampled_from(["none", "none", "good", "good", "good", "bad"]))
+    if kind == "none":
+        return None
+    if kind == "bad":
+        return draw(st.sampled_from(BAD_SIZES))
+    levels = draw(st.lists(st.integers(0, 5), min_size=0, max_size=4, unique=True))
+    return ",".join(str(base * (1 << k)) for k in [0, *sorted(levels)] if k == 0 or 1 << k <= 2 * count)
+
+
+def _mutate(draw: st.DrawFn, blks: list[Blk], what: str) -> None:
+    pick = draw(st.sampled_from(blks))
+    if what == "duplicate":
+        blks.insert(draw(st.integers(0, len(blks))), Blk(pick.name, draw(st.sampled_from(["n128", "n[120-128]"]))))
+    elif what == "overlap" and len(blks) > 1:
+        other = draw(st.sampled_from(blks))
+        pick.nodes = f"{pick.nodes},{other.nodes}"
+    elif what == "small":
+        blks.append(Blk("tiny", draw(st.sampled_from(["n128", "n[127-128]", "n[125-128]"]))))
+    elif what == "small-first":
+        blks.insert(0, Blk("first", draw(st.sampled_from(["n128", "n[127-128]"]))))
+    elif what == "no-nodes":
+        pick.nodes = None
+    elif what == "empty-nodes":
+        pick.nodes = draw(st.sampled_from(['""', ""]))
+    elif what == "nodes-twice":
+        pick.extra.append(("Nodes", draw(st.sampled_from(["n128", pick.nodes or "n001"]))))
+    elif what == "unknown-key":
+        pick.extra.append((draw(st.sampled_from(["Switches", "LinkSpeed", "Color", "BlockSizes"])), "1"))
+    elif what == "bad-hosts":
+        pick.nodes = draw(st.sampled_from(BAD_HOSTS))
+    elif what == "rename":
+        pick.name = draw(st.sampled_from(["B1", "blk-é", "x" * 200, "b[1-2]", "a,b"]))
+    elif what == "drop" and len(blks) > 1:
+        blks.remove(pick)
+    elif what == "shuffle":
+        blks[:] = draw(st.permutations(blks))
+
+
+BLOCK_MUTATIONS = ["duplicate", "overlap", "small", "small-first", "no-nodes", "empty-nodes",
+                   "nodes-twice", "unknown-key", "bad-hosts", "rename", "drop", "shuffle",
+                   "sizes-twice", "sizes-first", "garbage"]
+
+
+def _render(draw: st.DrawFn, blks: list[Blk], sizes: list[str], sizes_first: bool, garbage: bool) -> str:
+    lines: list[str] = []
+    if draw(st.booleans()):
+        lines.append("# generated by tests/topology/conformance/block_generate.py")
+    for b in blks:
+        pairs = [_pair(draw, "BlockName", b.name)]
+        body = [("Nodes", b.nodes), *b.extra]
+        pairs += [_pair(draw, k, v) for k, v in body if v is not None]
+        text = pairs[0]
+        for p in pairs[1:]:
+            text += " \\\n    " + p if draw(st.integers(0, 9)) == 0 else draw(st.sampled_from([" ", "\t"])) + p
+        if draw(st.integers(0, 5)) == 0:
+            text += "  # trailing comment"
+        lines.append(text)
+    for value in sizes:
+        line = _pair(draw, "BlockSizes", value)
+        lines.insert(0 if sizes_first else len(lines), line)
+    if garbage:
+        lines.insert(draw(st.integers(0, len(lines))), draw(st.sampled_from(GARBAGE)))
+    end = draw(st.sampled_from(["\n", "\n", "\n", "\r\n"]))
+    return end.join(lines) + end
+
+
+@st.composite
+def block_files(draw: st.DrawFn) -> str:
+    """One topology.conf text (block grammar), valid or not."""
+    blks, base = _blocks(draw)
+    value = _sizes(draw, base, len(blks))
+    sizes = [] if value is None else [value]
+    chosen = draw(st.lists(st.sampled_from(BLOCK_MUTATIONS), max_size=3))
+    for what in chosen:
+        if what == "sizes-twice":
+            sizes.append(draw(st.sampled_from([str(base), str(2 * base), "48"])))
+        elif blks:
+            _mutate(draw, blks, what)
+    return _render(draw, blks, sizes, "sizes-first" in chosen, "garbage" in chosen)
+
+
+def draw_block_files(cases: int, seed_value: int) -> list[str]:
+    """``cases`` files, the same list for the same seed (Hypothesis drives the draws; a plain
+    random.Random picks the Hypothesis seed so that runs do not depend on its database)."""
+    from hypothesis import HealthCheck, Phase, given, seed, settings
+
+    out: list[str] = []
+
+    @seed(random.Random(seed_value).randrange(2**32))
+    @settings(max_examples=cases, database=None, deadline=None, derandomize=False,
+              suppress_health_check=list(HealthCheck), phases=[Phase.generate])
+    @given(block_files())
+    def one(text: str) -> None:
+        out.append(text)
+
+    one()
+    return out
+
+
+def iter_unique(texts: list[str]) -> Iterator[str]:
+    seen: set[str] = set()
+    for t in texts:
+        if t not in seen:
+            seen.add(t)
+            yield t
