@@ -349,11 +349,18 @@ def fabric_from_conf(
         speeds = {sw.name: float(sw.link_speed) for sw in conf.switches if sw.link_speed}
         return Fabric(children, leaf_nodes, all_facts, link_speed=speeds,
                       rail_optimised=rail_optimised, default_gpus=default_gpus, name=conf.path)
-    blocks = [b for b in conf.blocks if b.nodes]
-    leaf_nodes = {b.name: list(b.nodes) for b in blocks}
+    # slurmctld 24.11 accepts a node in two blocks (a warning here): it belongs to the first
+    seen: set[str] = set()
+    leaf_nodes = {}
+    for b in conf.blocks:
+        mine = [n for n in dict.fromkeys(b.nodes) if n not in seen]
+        seen.update(mine)
+        if mine:
+            leaf_nodes[b.name] = mine
+    blocks = [b for b in conf.blocks if b.name in leaf_nodes]
     if blocks_are_nvlink:
         for b in blocks:
-            for n in b.nodes:
+            for n in leaf_nodes[b.name]:
                 if all_facts[n].nvlink_domain is None:
                     all_facts[n] = replace(all_facts[n], nvlink_domain=b.name)
     level = [b.name for b in blocks]

@@ -75,3 +75,11 @@ def test_block_file_rules() -> None:
     ]:
         with pytest.raises(TopologyError, match=needle):
             parse_topology(text)
+
+
+def test_a_node_in_two_blocks_belongs_to_the_first_in_the_fabric() -> None:
+    from railgang.topology.fabric import fabric_from_conf
+
+    conf = parse_topology("BlockName=b1 Nodes=n[01-04]\nBlockName=b2 Nodes=n[03-08]\n")
+    fabric = fabric_from_conf(conf, blocks_are_nvlink=True)
+    assert [fabric.leaf_of(n) for n in ("n03", "n04", "n05")] == ["b1", "b1", "b2"]
