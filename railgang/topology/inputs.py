@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from railgang.topology.conf import expand_hosts
+from railgang.topology.gpus import gpu_type as catalogue_entry
 
 if TYPE_CHECKING:  # fabric (networkx) is imported where facts are built, not by readers of
     # plain lines (trace readers, `railgang sim --help`)
@@ -57,10 +58,6 @@ __all__ = [
     "write_if_changed",
 ]
 
-# Memory per GPU when Slurm only tells the type; a ``gpumem_<GB>`` node feature overrides it.
-GPU_MEMORY_GB = {"h100": 80.0, "h200": 141.0, "a100": 80.0, "a100-40": 40.0, "a100_40g": 40.0,
-                 "v100": 32.0, "l40s": 48.0, "b200": 180.0, "gb200": 186.0}
-_PCIE_TYPES = {"l40s"}
 
 
 def cap_list(items: Iterable[str], limit: int = 10) -> list[str]:
@@ -189,8 +186,11 @@ def _node_facts(name: str, gres: str, features: Iterable[str], default_gpus: int
     m = _GRES.search(gres or "")
     gpu_type = (m.group(1) or "gpu") if m else "gpu"
     gpus = int(m.group(2)) if m else default_gpus
-    mem = GPU_MEMORY_GB.get(gpu_type.lower(), 80.0)
-    nvlink = gpu_type.lower() not in _PCIE_TYPES
+    # the common SKU when Slurm only tells the type (``topology/gpus.py``); a ``gpumem_<GB>``
+    # node feature overrides the memory; an unknown type reads as an 80 GB NVLink part
+    known = catalogue_entry(gpu_type)
+    mem = known.memory_gb if known is not None else 80.0
+    nvlink = known.nvlink if known is not None else True
     domain = None
     for feat in features:
         f = feat.strip().lower()

@@ -1,7 +1,8 @@
 """Thresholds of the anomaly detectors and where nightly reports go (``[report]`` in the config
 file, ``RAILGANG_REPORT__*`` in the environment). Defaults are DESIGN R-Q3/R-Q7's numbers.
 
-This module imports nothing from the rest of railgang, so ``daemon.config`` can nest it.
+This module imports only the GPU catalogue from the rest of railgang, so ``daemon.config`` can
+nest it.
 """
 
 from __future__ import annotations
@@ -11,12 +12,14 @@ from typing import Annotated
 
 from pydantic import BaseModel, Field
 
+from railgang.topology.gpus import GPU_TYPES
+
 # memory of each GPU type in GiB, for "over-specified: suggest a smaller type" (R-S10);
 # extend or replace with [report.gpu_memory_gib]
-DEFAULT_GPU_MEMORY_GIB: dict[str, float] = {
-    "h200": 141.0, "b200": 180.0, "h100": 80.0, "a100-80": 80.0, "a100-40": 40.0,
-    "l40s": 48.0, "a10": 24.0, "v100": 32.0, "t4": 16.0,
-}
+# the types the advice may suggest (unambiguous names: plain "a100" is two SKUs), their memory
+# from the GPU catalogue (topology/gpus.py)
+SUGGESTED_TYPES = ("h200", "b200", "h100", "a100-80", "a100-40", "l40s", "a10", "v100", "t4")
+DEFAULT_GPU_MEMORY_GIB: dict[str, float] = {n: GPU_TYPES[n].memory_gb for n in SUGGESTED_TYPES}
 
 
 class DetectorThresholds(BaseModel):

@@ -19,10 +19,8 @@ from railgang.daemon.core.model.tiers import ON_DEMAND, TIERS, TierTerms
 from railgang.daemon.errors import ConfigError
 from railgang.daemon.pricing import tier_terms
 from railgang.topology.fabric import Fabric, NodeFacts
+from railgang.topology.gpus import gpu_type
 
-GPU_MEM_GB: Mapping[str, float] = {"k80": 12.0, "p100": 16.0, "v100": 16.0, "t4": 16.0,
-                                   "a100": 80.0, "h100": 80.0}
-PCIE_ONLY = frozenset({"k80", "t4"})
 MAX_NODES = 100_000  # the largest fabric `railgang topology generate` builds too
 _POOL = re.compile(r"^([a-z0-9][a-z0-9_.\-]*)(?::([a-z\-]+))?=(\d+)$")
 
@@ -84,9 +82,10 @@ def mixed_cluster(pools: tuple[Pool, ...], gpus_per_node: int, nodes_per_leaf: i
         for i in range(count):
             node = f"{pool.name}-{i + 1:03d}"
             leaf_nodes.setdefault(f"{pool.name}-s{i // nodes_per_leaf + 1}", []).append(node)
+            known = gpu_type(pool.gpu_type)  # the common SKU (an unknown type: an 80 GB NVLink part)
             facts[node] = NodeFacts(node, gpus_per_node, pool.gpu_type,
-                                    GPU_MEM_GB.get(pool.gpu_type, 80.0),
-                                    nvlink=pool.gpu_type not in PCIE_ONLY)
+                                    known.memory_gb if known else 80.0,
+                                    nvlink=known.nvlink if known else True)
             node_tier[node] = pool.tier
     fabric = Fabric({"core": list(leaf_nodes)}, leaf_nodes, facts,
                     name="mixed-" + ",".join(f"{p.name}={p.gpus}" for p in pools))
@@ -95,4 +94,4 @@ def mixed_cluster(pools: tuple[Pool, ...], gpus_per_node: int, nodes_per_leaf: i
     return MixedCluster(pools, fabric, node_tier, tiers)
 
 
-__all__ = ["GPU_MEM_GB", "MAX_NODES", "MixedCluster", "Pool", "mixed_cluster", "parse_pools"]
+__all__ = ["MAX_NODES", "MixedCluster", "Pool", "mixed_cluster", "parse_pools"]

@@ -24,7 +24,6 @@ policy is adding one file.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -73,12 +72,7 @@ class Policy(Protocol):
 
 def want(job_id: str, replicas: int, min_replicas: int | None = None, level: float = 0.0,
          pools: tuple[tuple[str, str], ...] = ()) -> Want:
-    return _want(job_id, replicas, replicas if min_replicas is None else min_replicas, level, pools)
-
-
-# Wants are immutable and a policy asks for the same ones cycle after cycle (every waiting job,
-# every cycle): one shared object per distinct value instead of a new one (issue 12, speed)
-_want = functools.lru_cache(maxsize=1 << 16, typed=True)(Want)
+    return Want(job_id, replicas, replicas if min_replicas is None else min_replicas, level, pools)
 
 
 def regrow_targets(snapshot: Snapshot) -> dict[str, int]:

@@ -37,22 +37,20 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 
 from railgang.daemon.core.model import tiers as spot
 from railgang.daemon.core.model.job import Job, JobRequest, RunningJob
 from railgang.daemon.core.model.plan import Plan, Want
 from railgang.daemon.core.model.snapshot import Node, Snapshot
+from railgang.topology.gpus import GPU_TYPES
 
 PoolKey = tuple[str, str]  # (GPU type, tier)
 RESTART_S = 60.0  # requeue + launch of a moved job, on top of its checkpoint and restore
 
-# Fallback speeds relative to a V100 (1.0) for jobs without measured per-type rates. K80 and P100:
-# the median ratio over the (model, size) pairs Gavel measured on both (simulation_throughputs.json:
-# K80 0.21 of 80 pairs, P100 0.76 of 83); newer types: vendor training throughput ratios, rounded.
-TYPE_SPEED: Mapping[str, float] = {
-    "k80": 0.21, "t4": 0.45, "p100": 0.76, "v100": 1.0, "a10": 0.9, "l4": 0.6,
-    "a100": 2.0, "l40s": 1.6, "h100": 3.5, "h200": 4.0, "b200": 7.0,
-}
+# Fallback speeds relative to a V100 for jobs without measured per-type rates: the GPU
+# catalogue's (topology/gpus.py says where each figure comes from)
+TYPE_SPEED: Mapping[str, float] = MappingProxyType({n: t.speed for n, t in GPU_TYPES.items()})
 
 
 def type_rate(request: JobRequest | Job, gpu_type: str) -> float:

@@ -5,7 +5,7 @@ slurm.conf, no extra inventory:
 
 - GPU type: the typed GRES, ``Gres=gpu:a100:8`` -> ``a100`` (untyped ``gpu:8`` -> unknown).
 - memory per GPU: feature ``gpumem_80g`` (or ``gpumem_80``, GB); else the smallest memory the
-  type ships with (:data:`MIN_GPU_MEM_GB`: an A100 may be the 40 GB one), else unknown.
+  type ships with (``min_memory_gb`` of the GPU catalogue, ``topology/gpus.py``: an A100 may be the 40 GB one), else unknown.
 - NVLink: feature ``nvlink`` (or an ``nvl_<domain>`` feature); without it, none.
 - interconnect: feature ``ib``, ``roce`` or ``eth``; else unknown.
 - compute capability: feature ``cc80`` / ``sm_80`` (8.0; ``cc100`` is 10.0); else by type.
@@ -36,20 +36,14 @@ from railgang.daemon.core.model.needs import NETWORKS, GpuFacts
 from railgang.daemon.core.model.tiers import ON_DEMAND, RESERVED, SPOT, TierTerms
 from railgang.daemon.pricing import parse_prices
 from railgang.daemon.pricing import tier_terms as _priced
+from railgang.topology.gpus import gpu_type as gpu_type_facts
 
-__all__ = ["COMPUTE_CAPABILITY", "MIN_GPU_MEM_GB", "TIER_BY_FEATURE", "facts_from_slurm",
+__all__ = ["TIER_BY_FEATURE", "facts_from_slurm",
            "render_fleet_file", "tier_from_features", "tier_terms"]
 
 # node feature -> capacity tier (Slurm feature names: no hyphen in "ondemand")
 TIER_BY_FEATURE = {"tier_reserved": RESERVED, "tier_ondemand": ON_DEMAND, "tier_spot": SPOT}
 
-# the smallest memory each type was sold with (GB per GPU): a need is never met by a guess
-MIN_GPU_MEM_GB = {"k80": 12.0, "p100": 12.0, "v100": 16.0, "t4": 16.0, "a10": 24.0, "l4": 24.0,
-                  "a40": 48.0, "l40s": 48.0, "a100": 40.0, "h100": 80.0, "h200": 141.0,
-                  "b200": 180.0, "gb200": 186.0, "mi250x": 64.0, "mi300x": 192.0}
-COMPUTE_CAPABILITY = {"k80": (3, 7), "p100": (6, 0), "v100": (7, 0), "t4": (7, 5), "a100": (8, 0),
-                      "a10": (8, 6), "a40": (8, 6), "l4": (8, 9), "l40s": (8, 9), "h100": (9, 0),
-                      "h200": (9, 0), "b200": (10, 0), "gb200": (10, 0)}
 _GRES_TYPE = re.compile(r"(?:^|,)(?:gres[:/])?gpu:([A-Za-z][\w.\-]*):\d+")
 _MEM = re.compile(r"^gpumem_?(\d+(?:\.\d+)?)(?:g|gb)?$")
 _CC = re.compile(r"^(?:cc|sm_?)(\d{1,2})(\d)$")
@@ -59,8 +53,9 @@ def facts_from_slurm(gres: str, features: Iterable[str]) -> GpuFacts:
     """A node's facts from its ``gres`` (sinfo/scontrol) and its active features."""
     m = _GRES_TYPE.search(gres or "")
     gpu_type = m.group(1).lower() if m else ""
-    mem = MIN_GPU_MEM_GB.get(gpu_type, 0.0)
-    cc = COMPUTE_CAPABILITY.get(gpu_type)
+    known = gpu_type_facts(gpu_type)  # the smallest memory it was sold with: never a guess
+    mem = known.min_memory_gb if known is not None else 0.0
+    cc = known.compute_capability if known is not None else None
     nvlink, net = False, ""
     for raw in features:
         f = raw.strip().lower()
