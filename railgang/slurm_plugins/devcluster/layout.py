@@ -12,16 +12,17 @@ from pathlib import Path
 
 import hostlist
 
-from railgang.topology.gpus import GPU_TYPES
-
 SLURM_BIN = Path("/usr/sbin")
 GPU_DEVICE_MAJOR = 195  # the NVIDIA character-device major; gres/gpu rejects plain files
 
 # Node features a pool of each GPU type gets unless `--pools` names its own (docs/needs.md): the
-# common SKU's memory, NVLink and interconnect, from the GPU catalogue (topology/gpus.py)
+# memory of the common SKU, NVLink on SXM parts, the interconnect such nodes usually have. The
+# V100 pool is the older PCIe generation: no NVLink, Ethernet.
 POOL_FEATURES: dict[str, tuple[str, ...]] = {
-    t.name: (f"gpumem_{t.memory_gb:g}g", *(("nvlink",) if t.nvlink else ()), t.network)
-    for t in GPU_TYPES.values() if t.compute_capability is not None
+    "h100": ("gpumem_80g", "nvlink", "ib"), "h200": ("gpumem_141g", "nvlink", "ib"),
+    "a100": ("gpumem_80g", "nvlink", "ib"), "a100-40": ("gpumem_40g", "nvlink", "roce"),
+    "l40s": ("gpumem_48g", "eth"), "v100": ("gpumem_32g", "eth"), "p100": ("gpumem_16g", "eth"),
+    "k80": ("gpumem_12g", "eth"), "t4": ("gpumem_16g", "eth"),
 }
 _POOL = re.compile(r"^([a-z0-9][a-z0-9_.\-]*)(?::([a-z\-]+))?=(\d+)(?::([A-Za-z0-9_.+\-]+))?$")
 # capacity tier -> the node feature that carries it (daemon/slurm/cli/facts.py reads it back)
@@ -93,6 +94,9 @@ class ClusterSpec:
     accounting: bool = True
     cpus_per_node: int = 16
     memory_mb_per_node: int = 65536
+    # slurm.conf MaxJobCount; 0 = Slurm's default (10,000 jobs, ended ones within MinJobAge
+    # included): the 10,000-waiting benchmark needs more
+    max_job_count: int = 0
     # the railgang daemon's heartbeat file (daemon.heartbeat_file), so a daemon started with the
     # same configuration is the one job_submit.lua trusts; None = a file inside the cluster
     daemon_heartbeat: Path | None = None
@@ -278,6 +282,8 @@ def render_slurm_conf(spec: ClusterSpec) -> str:
         ]
     else:
         lines.append("AccountingStorageType=accounting_storage/none")
+    if spec.max_job_count:
+        lines.append(f"MaxJobCount={spec.max_job_count}")
     lines.append(
         f"NodeName=DEFAULT CPUs={spec.cpus_per_node} RealMemory={spec.memory_mb_per_node} "
         f"Gres={gres_gpu} State=UNKNOWN"

@@ -1,0 +1,274 @@
+"""10,000 waiting railgang jobs on a real Slurm slurmctld (issue 17 item 4): the daemon's cycle
+per phase, slurmctld's RPCs and its own scheduling cycles (sdiag), and users' sbatch latency,
+without the daemon and with it (every lease renewed every cycle, or only the leases due).
+
+Run as root on a machine with Debian's Slurm 22.05 (the devcluster's packages):
+
+    .venv/bin/python benchmarks/slurm_10k.py [--nodes 64] [--running 1000] [--waiting 10000]
+        [--window-s 80] [--probe-rate 4] [--modes none,due,all] [--port-base 24817]
+
+It brings up its own cluster under --dir (MaxJobCount raised), fills it with --running plain
+jobs (two job arrays: one GPU each until the GPUs are taken, then CPU-only), submits --waiting
+hinted jobs (``rg:parallel=tp2;class=3``, 2 GPUs each, one sbatch each, --workers at a time,
+under a fresh 120 s heartbeat as a live daemon would give) that cannot start, then measures one
+window per mode: ``none`` (no daemon, no heartbeat), ``due`` (``railgang daemon run``, 10 s
+cycles, 120 s lease, renewing what ends within 40 s) and ``all`` (the same with
+lease_renew_before_s = lease_s: every lease every cycle, as before issue 17). In each window
+hinted probe jobs are submitted at --probe-rate per second and timed (then cancelled), sdiag is
+reset at its start and read at its end. The daemon runs from this checkout (PYTHONPATH).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import signal
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from railgang.daemon.slurm.cli.lease import write_heartbeat  # noqa: E402
+from railgang.slurm_plugins.devcluster.cluster import DevCluster, slurm_env  # noqa: E402
+from railgang.slurm_plugins.devcluster.layout import ClusterSpec  # noqa: E402
+
+LEASE_S, RENEW_BEFORE_S, CYCLE_S = 120, 40, 10.0
+HINT = "--comment=rg:parallel=tp2;class=3"
+_RPC = re.compile(r"^\s*(REQUEST_\w+|MESSAGE_\w+|RESPONSE_\w+)\s+\(\s*\d+\)\s+count:(\d+)\s+"
+                  r"ave_time:(\d+)\s+total_time:(\d+)", re.M)
+
+
+class Bench:
+    def __init__(self, spec: ClusterSpec) -> None:
+        self.spec = spec
+        self.env = slurm_env(spec)
+        self.work = spec.dir / "work"
+        self.work.mkdir(parents=True, exist_ok=True)
+
+    def sl(self, *argv: str, check: bool = True, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(list(argv), capture_output=True, text=True, env=self.env,
+                              timeout=timeout, check=check)
+
+    def sbatch(self, *opts: str) -> tuple[float, str]:
+        """One hinted sbatch as a user would run it: (seconds, job id or '')."""
+        t = time.perf_counter()
+        res = self.sl("sbatch", "--parsable", f"--chdir={self.work}", "--output=/dev/null", *opts,
+                      check=False)
+        return time.perf_counter() - t, res.stdout.strip().split(";")[0] if res.returncode == 0 else ""
+
+    def hinted(self, i: int) -> tuple[float, str]:
+        return self.sbatch(f"--account=team-{'ab'[i % 2]}", "--gres=gpu:2", "-c1", "--mem=512", HINT,
+                           "--wrap=sleep 60")
+
+    def count(self, state: str) -> int:
+        out = self.sl("squeue", "-h", "-r", "-t", state, "-o", "%i").stdout
+        return len(out.split())
+
+    def sdiag(self) -> dict[str, Any]:
+        text = self.sl("sdiag").stdout
+        out: dict[str, Any] = {"rpcs": {m[0]: {"count": int(m[1]), "total_ms": int(m[3]) / 1e3}
+                                        for m in _RPC.findall(text)}}
+        main, _, rest = text.partition("Backfilling stats")
+        for label, part in (("main", main), ("backfill", rest)):
+            for key in ("Last cycle", "Max cycle", "Mean cycle", "Total cycles"):
+                m = re.search(rf"^\s*{key}:\s+(\d+)", part, re.M)
+                if m:
+                    out[f"{label} {key.lower()}"] = int(m.group(1))
+        return out
+
+
+def fill_running(b: Bench, running: int, gpus: int) -> None:
+    """``running`` plain jobs that hold every GPU (one each) and then CPUs; waits until they run."""
+    with_gpu = min(running, gpus)
+    for n, gres in ((with_gpu, ["--gres=gpu:1"]), (running - with_gpu, [])):
+        for lo in range(0, n, 1000):  # MaxArraySize is 1001
+            hi = min(n, lo + 1000) - 1
+            b.sl("sbatch", "--parsable", f"--chdir={b.work}", "--output=/dev/null", "--account=team-a",
+                 f"--array=0-{hi - lo}", "-c1", "--mem=512", *gres, "--wrap=sleep 86400")
+    deadline = time.monotonic() + 900
+    while (seen := b.count("R")) < running:
+        if time.monotonic() > deadline:
+            raise SystemExit(f"only {seen} of {running} filler jobs run after 900 s")
+        time.sleep(5)
+    print(f"running: {seen} plain jobs; load {os.getloadavg()[0]:.1f}", flush=True)
+
+
+def beat(b: Bench, stop: threading.Event) -> None:
+    while not stop.wait(5):
+        write_heartbeat(b.spec.heartbeat_file, time.time(), LEASE_S)
+
+
+def submit_waiting(b: Bench, n: int, workers: int) -> dict[str, Any]:
+    """``n`` hinted jobs under a fresh heartbeat (a 120 s lease each, as a live daemon gives)."""
+    write_heartbeat(b.spec.heartbeat_file, time.time(), LEASE_S)
+    stop = threading.Event()
+    threading.Thread(target=beat, args=(b, stop), daemon=True).start()
+    t0 = time.perf_counter()
+    lat: list[float] = []
+    with ThreadPoolExecutor(workers) as pool:
+        for i, (dt, job) in enumerate(pool.map(b.hinted, range(n))):
+            lat.append(dt)
+            if not job:
+                raise SystemExit(f"sbatch {i} failed")
+            if (i + 1) % 1000 == 0:
+                print(f"  submitted {i + 1:,} in {time.perf_counter() - t0:.0f} s", flush=True)
+    stop.set()
+    b.spec.heartbeat_file.unlink(missing_ok=True)
+    return {"jobs": n, "seconds": round(time.perf_counter() - t0, 1), "workers": workers,
+            **pct(lat)}
+
+
+def pct(xs: list[float]) -> dict[str, float]:
+    s = sorted(xs)
+    return {"n": len(s), "p50_ms": round(1e3 * statistics.median(s), 1),
+            "p99_ms": round(1e3 * s[min(len(s) - 1, int(0.99 * len(s)))], 1),
+            "max_ms": round(1e3 * s[-1], 1)}
+
+
+def probe(b: Bench, rate: float, seconds: float) -> tuple[list[float], list[str]]:
+    """Hinted sbatch at ``rate`` per second (open loop, one at a time) for ``seconds``."""
+    lat: list[float] = []
+    ids: list[str] = []
+    t0 = time.monotonic()
+    i = 0
+    while (due := t0 + i / rate) < t0 + seconds:
+        time.sleep(max(0.0, due - time.monotonic()))
+        dt, job = b.hinted(i)
+        lat.append(dt)
+        ids.append(job)
+        i += 1
+    return lat, [j for j in ids if j]
+
+
+def start_daemon(b: Bench, renew_before: int, log: Path) -> subprocess.Popen[bytes]:
+    home = b.spec.dir / "daemon"
+    home.mkdir(exist_ok=True)
+    env = {**b.env, "PYTHONPATH": str(ROOT), "RAILGANG_CONFIG": "", "RAILGANG_HOME": str(home),
+           "RAILGANG_DB__URL": f"sqlite:///{home / 'rg.sqlite'}",
+           "RAILGANG_LEDGER__GRANTS_FILE": str(home / "class_grants.txt"),
+           "RAILGANG_SLURM__BACKEND": "cli", "RAILGANG_SLURM__CONF": str(b.spec.slurm_conf),
+           "RAILGANG_SLURM__LEASE_S": str(LEASE_S),
+           "RAILGANG_SLURM__LEASE_RENEW_BEFORE_S": str(renew_before),
+           "RAILGANG_DAEMON__HEARTBEAT_FILE": str(b.spec.heartbeat_file),
+           "RAILGANG_DAEMON__METRICS_PORT": "0", "RAILGANG_DAEMON__CYCLE_INTERVAL_S": str(CYCLE_S)}
+    with log.open("wb") as err:
+        return subprocess.Popen([sys.executable, "-c", "from railgang.daemon.cli import main; main()",
+                                 "daemon", "run", "--log-format", "json"],
+                                env=env, stdout=subprocess.DEVNULL, stderr=err)
+
+
+def cycles(log: Path) -> list[dict[str, Any]]:
+    out = []
+    for line in log.read_text(errors="replace").splitlines():
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            continue
+        found = rec.get("cycle") if isinstance(rec.get("cycle"), dict) else rec
+        if isinstance(found, dict) and "ms" in found and "pending" in found:
+            out.append(found)
+    return out
+
+
+def window(b: Bench, mode: str, args: argparse.Namespace) -> dict[str, Any]:
+    """One measurement window: the daemon (or none) settles, then probes + sdiag."""
+    log = b.spec.dir / f"daemon-{mode}.log"
+    proc = None
+    if mode != "none":
+        proc = start_daemon(b, LEASE_S if mode == "all" else RENEW_BEFORE_S, log)
+        deadline = time.monotonic() + 600
+        while len(cycles(log)) < args.warmup_cycles:  # the first renews every lapsed lease
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise SystemExit(f"daemon ({mode}) did not settle: {log.read_text()[-2000:]}")
+            time.sleep(1)
+    before = len(cycles(log)) if proc else 0
+    load0 = os.getloadavg()
+    b.sl("sdiag", "--reset")
+    t0 = time.time()
+    lat, ids = probe(b, args.probe_rate, args.window_s)
+    diag = b.sdiag()
+    elapsed = time.time() - t0
+    load1 = os.getloadavg()
+    seen = cycles(log)[before:] if proc else []
+    if proc is not None:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(120)
+    for lo in range(0, len(ids), 500):
+        b.sl("scancel", *ids[lo:lo + 500], check=False)
+    phases = sorted({k for c in seen for k in c["ms"]})
+    return {"mode": mode, "window_s": round(elapsed, 1), "load_1m": [round(load0[0], 2), round(load1[0], 2)],
+            "sbatch": pct(lat), "cycles": len(seen),
+            "pending": [c["pending"] for c in seen], "leases_renewed": [c.get("leases_renewed") for c in seen],
+            "phase_ms": {k: [round(c["ms"].get(k, 0.0)) for c in seen] for k in phases},
+            "sdiag": diag}
+
+
+def report(r: dict[str, Any]) -> None:
+    s, d = r["sbatch"], r["sdiag"]
+    print(f"\n== {r['mode']}: {r['window_s']} s, load {r['load_1m']}, {r['cycles']} daemon cycles")
+    print(f"  sbatch ({s['n']}): p50 {s['p50_ms']} ms, p99 {s['p99_ms']} ms, max {s['max_ms']} ms")
+    for k, v in r["phase_ms"].items():
+        if v and max(v) >= 5:
+            print(f"  {k:>10}: {min(v)}-{max(v)} ms (median {statistics.median(v):.0f})")
+    if r["leases_renewed"]:
+        print(f"  leases renewed per cycle: {r['leases_renewed']}; pending {r['pending'][:1]}")
+    print(f"  slurmctld main sched: mean {d.get('main mean cycle', 0) / 1e3:.1f} ms, max "
+          f"{d.get('main max cycle', 0) / 1e3:.1f} ms, {d.get('main total cycles')} cycles; backfill: "
+          f"mean {d.get('backfill mean cycle', 0) / 1e3:.0f} ms, max {d.get('backfill max cycle', 0) / 1e3:.0f} ms")
+    per = max(1, r["cycles"])
+    for name, v in sorted(d["rpcs"].items(), key=lambda kv: -kv[1]["count"])[:6]:
+        print(f"  {name}: {v['count']} ({v['count'] / per:.0f} per cycle), {v['total_ms']:.0f} ms")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--nodes", type=int, default=64)
+    ap.add_argument("--running", type=int, default=1000)
+    ap.add_argument("--waiting", type=int, default=10000)
+    ap.add_argument("--workers", type=int, default=4)
+    ap.add_argument("--window-s", type=float, default=80)
+    ap.add_argument("--warmup-cycles", type=int, default=2)
+    ap.add_argument("--probe-rate", type=float, default=4)
+    ap.add_argument("--modes", default="none,due,all")
+    ap.add_argument("--port-base", type=int, default=24817)
+    ap.add_argument("--dir", type=Path, default=Path("/tmp/railgang-slurm-10k"))
+    ap.add_argument("--out", type=Path, help="write the results as JSON here")
+    ap.add_argument("--keep", action="store_true", help="leave the cluster up")
+    args = ap.parse_args()
+    spec = ClusterSpec(dir=args.dir, nodes=args.nodes, nodes_per_leaf=8,
+                       slurmctld_port=args.port_base, slurmdbd_port=args.port_base + 2,
+                       mariadb_port=args.port_base - 511, slurmd_base_port=args.port_base + 83,
+                       max_job_count=4 * (args.running + args.waiting))
+    cluster = DevCluster(spec)
+    cluster.down()
+    t = time.perf_counter()
+    cluster.up(timeout_s=600)
+    print(f"{args.nodes} nodes up in {time.perf_counter() - t:.0f} s", flush=True)
+    b = Bench(spec)
+    results: dict[str, Any] = {"nodes": args.nodes, "argv": sys.argv[1:]}
+    try:
+        fill_running(b, args.running, args.nodes * spec.gpus_per_node)
+        results["submit"] = submit_waiting(b, args.waiting, args.workers)
+        print(f"submitted: {results['submit']}", flush=True)
+        results["windows"] = []
+        for mode in args.modes.split(","):
+            results["windows"].append(window(b, mode, args))
+            report(results["windows"][-1])
+            if args.out:
+                args.out.write_text(json.dumps(results, indent=1))
+    finally:
+        if not args.keep:
+            cluster.down()
+
+
+if __name__ == "__main__":
+    main()
