@@ -55,9 +55,11 @@ echo "railgang installed: $(.venv/bin/railgang --version)"
 # Slurm 24.11 / 26.05 in a container (tests/slurm_versions, markers slurm2411 / slurm2605): only
 # when asked for, as CI asks for slurm/postgres. A Docker engine (Debian's docker.io, started here
 # with host networking only if none runs) and the images railgang/slurm:trixie / :sid
-# (scripts/slurm_image.sh, 3-4 min each, once).
+# (scripts/slurm_image.sh, 3-4 min each, once). The compose stack (marker compose,
+# tests/deploy/test_compose_stack.py) needs the same engine and Compose v2 (scripts/compose_v2.sh,
+# from Debian trixie's docker-compose package); its test builds its images itself.
 require=",${RAILGANG_TEST_REQUIRE:-},"
-if [[ "$require" == *",slurm2411,"* || "$require" == *",slurm2605,"* ]]; then
+if [[ "$require" == *",slurm2411,"* || "$require" == *",slurm2605,"* || "$require" == *",compose,"* ]]; then
   for p in docker.io debootstrap; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" \
       || { apt-get install -y -qq "$p" >/dev/null || { echo "apt-get install $p failed" >&2; exit 1; }; }
@@ -72,4 +74,5 @@ if [[ "$require" == *",slurm2411,"* || "$require" == *",slurm2605,"* ]]; then
   fi
   if [[ "$require" == *",slurm2411,"* ]]; then bash scripts/slurm_image.sh trixie; fi
   if [[ "$require" == *",slurm2605,"* ]]; then bash scripts/slurm_image.sh sid; fi
+  if [[ "$require" == *",compose,"* ]]; then echo "compose v2: $(bash scripts/compose_v2.sh)"; fi
 fi
