@@ -6,8 +6,12 @@
 #   slurmctld  register the test accounts in slurmdbd, then the controller
 #   slurmd     one emulated GPU node, named after the container's host name
 #   migrate    railgang db upgrade (one-shot, before daemon and api)
-#   daemon     railgang daemon run --log-format json
+#   daemon     railgang daemon run --log-format json, as the non-root user railgang (a Slurm
+#              Administrator: `devcluster accounts` registers it, as the systemd unit expects)
 #   api        railgang api --log-format json
+# RAILGANG_NETWORK=host (deploy/docker-compose.host.yml): every container on the host's network,
+# so the configs name loopback ports, not one host per service, and a node's name comes from
+# RAILGANG_NODE (a host-network container has the host's name).
 # Paths below are those of [devcluster] dir in deploy/railgang.toml (tests/deploy checks that
 # they agree with ClusterSpec); every config file itself comes from the same rendering as
 # `railgang devcluster up`.
@@ -24,6 +28,8 @@ MUNGE_KEY=$ETC/munge.key
 SLURM_BIN=/opt/railgang-slurm/bin
 SPANK_SO=/opt/railgang/lib/railgang_spank.so
 GPU_DEVICE_MAJOR=195  # NVIDIA's character-device major; gres/gpu rejects plain files
+DAEMON_USER=railgang  # created in deploy/Dockerfile
+SHARED=/var/lib/railgang/shared  # the railgang-shared volume: heartbeat and class grants
 
 die() { echo "railgang-entrypoint: $*" >&2; exit 1; }
 
@@ -82,7 +88,8 @@ case "$role" in
       echo "created a new munge key in $MUNGE_KEY"
     fi
     chmod 0400 "$MUNGE_KEY"
-    railgang devcluster render --dir "$SLURM_DIR" --containers --spank "$SPANK_SO"
+    if [ "${RAILGANG_NETWORK:-}" = host ]; then render=--host-network; else render=--containers; fi
+    railgang devcluster render --dir "$SLURM_DIR" "$render" --spank "$SPANK_SO"
     ;;
   slurmdbd)
     start_munge
@@ -98,7 +105,8 @@ case "$role" in
   slurmd)
     start_munge
     make_gpu_devices
-    node=$(hostname)
+    node=${RAILGANG_NODE:-$(hostname)}
+    mkdir -p "$SLURM_DIR/spool/$node"  # SlurmdSpoolDir=.../spool/%n: slurmstepd's sockets
     log_to_stderr "slurmd-$node.log"
     exec "$SLURM_BIN/slurmd" -D -N "$node" -d "$SLURM_BIN/slurmstepd" -f "$ETC/slurm.conf" "$@"
     ;;
@@ -107,7 +115,12 @@ case "$role" in
     ;;
   daemon)
     start_munge
-    exec railgang daemon run --log-format json "$@"
+    # root only for munged and this chown (a fresh volume is root's); the daemon itself is the
+    # unprivileged Slurm Administrator, never root (docs/deploy.md)
+    mkdir -p "$SHARED"
+    chown "$DAEMON_USER:" "$SHARED"
+    exec setpriv --reuid="$DAEMON_USER" --regid="$DAEMON_USER" --init-groups --no-new-privs -- \
+      railgang daemon run --log-format json "$@"
     ;;
   api)
     exec railgang api --log-format json "$@"

@@ -95,18 +95,26 @@ def render(
     containers: Annotated[bool, typer.Option(
         "--containers", help="One host per daemon and per node (docker-compose.yml): slurmctld, "
         f"slurmdbd, mariadb, n01…; the MariaDB password comes from ${STORAGE_PASS_ENV}.")] = False,
+    host_network: Annotated[bool, typer.Option(
+        "--host-network", help="Containers on the host's network (deploy/docker-compose.host.yml):"
+        f" loopback addresses and ports as without --containers, the MariaDB password from "
+        f"${STORAGE_PASS_ENV}.")] = False,
     spank: Annotated[Path | None, typer.Option(help="Built SPANK plugin for plugstack.conf.")] = None,
     pools: PoolsOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Write the cluster's Slurm configs into DIR/etc without starting anything (the images use it)."""
     spec = spec_from_settings(settings_from(ctx), directory, nodes, pools)
-    if containers:
+    if containers and host_network:
+        raise DevClusterError("--containers and --host-network exclude each other")
+    if containers or host_network:
         password = os.environ.get(STORAGE_PASS_ENV, "")
         if not password:
-            raise DevClusterError(f"--containers: set {STORAGE_PASS_ENV} (the MariaDB password of "
-                                  "Slurm's accounting user); it is never written into an image")
-        spec = replace(spec, storage_pass=password, **CONTAINER_HOSTS)  # type: ignore[arg-type]
+            raise DevClusterError(f"--containers/--host-network: set {STORAGE_PASS_ENV} (the "
+                                  "MariaDB password of Slurm's accounting user); it is never "
+                                  "written into an image")
+        hosts = CONTAINER_HOSTS if containers else {}
+        spec = replace(spec, storage_pass=password, **hosts)  # type: ignore[arg-type]
     write_configs(spec, spank)
     files = ["slurm.conf", "gres.conf", "topology.conf", "plugstack.conf", "job_submit.lua",
              *(["slurmdbd.conf"] if spec.accounting else [])]
