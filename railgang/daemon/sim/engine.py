@@ -26,7 +26,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from railgang.daemon.clock import SimClock
 from railgang.daemon.core.cycle import CycleConfig
@@ -42,9 +42,20 @@ from railgang.daemon.sim.progress import CommModel
 from railgang.daemon.sim.quotas import QuotaUse
 from railgang.daemon.sim.traces.model import TraceJob
 
+CAPACITY = "capacity"  # a scheduled change of what the cluster lends (``CapacitySchedule``)
 # event kinds in the order they are handled within one instant
 _ORDER = {COMPLETE: 0, KILL: 1, SPOT_RETURN: 1, SPOT_RECLAIM: 1, "arrival": 2, "cycle": 3, "tick": 4,
-          LINK: 1}
+          LINK: 1, CAPACITY: 1}
+
+
+class CapacitySchedule(Protocol):
+    """Nodes that come and go on a schedule known before the replay (serving GPUs lent to
+    training: ``daemon/serving/replay.py``). ``events()`` lists (time, key); ``apply(key,
+    backend, now)`` makes the change and says whether the core should look again."""
+
+    def events(self) -> Sequence[tuple[float, str]]: ...
+
+    def apply(self, key: str, backend: SimBackend, now: float) -> bool: ...
 
 
 @dataclass(frozen=True)
@@ -121,9 +132,10 @@ class _Replay:
                  comm: CommModel | None, placer: Placer,
                  on_progress: Callable[[int, int], None] | None, *, start: float | None = None,
                  bounds: Bounds | None = None,
-                 observer: Callable[[float, SimBackend], None] | None = None) -> None:
+                 observer: Callable[[float, SimBackend], None] | None = None,
+                 capacity: CapacitySchedule | None = None) -> None:
         self.policy, self.config, self.placer, self.on_progress = policy, config, placer, on_progress
-        self.bounds, self.observer = bounds, observer
+        self.bounds, self.observer, self.capacity = bounds, observer, capacity
         self.stopped: str | None = None
         self.deadline = math.inf
         self.heap = _Heap()
@@ -135,6 +147,8 @@ class _Replay:
         self.by_id = {tj.job_id: tj for tj in jobs}
         for tj in jobs:
             self.heap.at(tj.submit_time, "arrival", tj.job_id, 0)
+        for t, key in capacity.events() if capacity is not None else ():
+            self.heap.at(t, CAPACITY, key, 0)
         self.cycle_at: float | None = None  # time of the one cycle already queued
         self.tick_at: float | None = None  # time of the one periodic tick already queued
         self.cycles = self.events = self.skipped = 0
@@ -185,6 +199,10 @@ class _Replay:
                 self.tick_at = None
                 if self.cycle_at is None or self.cycle_at > t:
                     self.cycle(t)
+            elif kind == CAPACITY:
+                assert self.capacity is not None
+                if self.capacity.apply(job_id, backend, t):
+                    self.want_cycle(t)
             elif backend.on_event(kind, job_id, version, t):
                 self.want_cycle(t)
             if self.on_progress is not None and backend.finished - self.done_reported >= self.step:
@@ -287,12 +305,15 @@ def simulate(
     on_progress: Callable[[int, int], None] | None = None,
     placer: Placer = topology_placer,
     observer: Callable[[float, SimBackend], None] | None = None,
+    capacity: CapacitySchedule | None = None,
 ) -> RunResult:
     """Replay ``jobs`` (ordered by submit time) under ``policy`` on ``fabric``. ``observer(now,
-    backend)`` is called after every cycle (a benchmark takes snapshots there; read only)."""
+    backend)`` is called after every cycle (a benchmark takes snapshots there; read only);
+    ``capacity`` takes nodes away and gives them back on its schedule (serving/replay.py)."""
     started = time.perf_counter()
     with _few_collections():
-        replay = _Replay(jobs, policy, fabric, config, comm, placer, on_progress, observer=observer)
+        replay = _Replay(jobs, policy, fabric, config, comm, placer, on_progress, observer=observer,
+                         capacity=capacity)
         replay.run()
         return replay.result(time.perf_counter() - started)
 
@@ -341,4 +362,5 @@ def replay_from(
     return replay.result(time.perf_counter() - began)
 
 
-__all__ = ["Bounds", "EngineConfig", "RunResult", "replay_from", "simulate"]
+__all__ = ["CAPACITY", "Bounds", "CapacitySchedule", "EngineConfig", "RunResult", "replay_from",
+           "simulate"]
