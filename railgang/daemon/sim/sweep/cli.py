@@ -128,9 +128,20 @@ def _run(plan: Any, plan_path: Path, store: Any, todo: list[int], err: Console, 
                       highlight=False, soft_wrap=True)
 
         return Counter(o.status for o in run_local(plan, store, local, todo, done))
-    from railgang.daemon.sim.sweep.run_slurm import submit
+    from railgang.daemon.sim.sweep.run_slurm import running, submit
     from railgang.daemon.sim.sweep.run_slurm import wait as wait_for
 
+    earlier = running(store)
+    if earlier:  # a rerun while an earlier array still runs: its points are not submitted twice
+        err.print(f"job array {', '.join(earlier)} of an earlier run is still running"
+                  + ("; waiting for it" if wait else "; run this again once it ends"),
+                  highlight=False)
+        if not wait:
+            return Counter[str]()
+        wait_for(earlier)
+        todo = [i for i in todo if store.result(plan.points[i].key) is None]
+        if not todo:
+            return Counter[str]()
     ids = submit(store, plan_path, [plan.points[i].key for i in todo], parallel=parallel,
                  name=plan.name, timeout_s=plan.timeout_s, sbatch_args=sbatch_args)
     err.print(f"submitted job array {', '.join(ids)} ({len(todo)} tasks, {parallel} at a time); "
@@ -145,7 +156,7 @@ def _report(plan: Any, table: list[dict[str, Any]], computed: Counter[str], csv_
             json_path: Path, plots: list[Path], *, as_json: bool) -> None:
     status = Counter(r["status"] for r in table)
     summary = {"sweep": plan.name, "points": len(table), "done": status["done"],
-               "failed": status["failed"], "missing": status["missing"],
+               "failed": status["failed"], "missing": status["missing"], "stale": status["stale"],
                "computed_now": computed["done"], "failed_now": computed["failed"],
                "table_csv": str(csv_path), "table_json": str(json_path),
                "plots": len(plots), "git": plan.git}
@@ -162,10 +173,11 @@ def _report(plan: Any, table: list[dict[str, Any]], computed: Counter[str], csv_
         out.print(view)
         out.print(f"table: {csv_path} and {json_path}; {len(plots)} plot files in "
                   f"{csv_path.parent / 'plots'}", highlight=False, soft_wrap=True)
-    if status["failed"] or status["missing"]:
+    if status["failed"] or status["missing"] or status["stale"]:
         bad = next(r for r in table if r["status"] != "done")
         Console(stderr=True).print(
-            f"[yellow]{status['failed']} point(s) failed, {status['missing']} missing[/] (point "
+            f"[yellow]{status['failed']} point(s) failed, {status['missing']} missing, "
+            f"{status['stale']} stale[/] (point "
             f"{bad['point']}: {bad.get('error') or bad['status']}); the same command reruns "
             "only them", highlight=False, soft_wrap=True)
         raise typer.Exit(ExitCode.ERROR)

@@ -1,7 +1,8 @@
 """All points of a plan in one table: ``results.csv`` (one row per point) and ``results.json``
 (the same rows, plus the plan's provenance). A row carries the point's axis labels, every
 number the sim reported for it, its timings and where it came from (key, git revision, code hash,
-input hashes); a point without a result is a row too, ``failed`` with its error or ``missing``.
+input hashes); a point without a standing result is a row too: ``failed`` with its error, ``stale`` (the code
+it ran has changed since) or ``missing``.
 """
 
 from __future__ import annotations
@@ -46,8 +47,11 @@ def rows(plan: Plan, store: Store) -> list[dict[str, Any]]:
                        started=data.get("started"))
         else:
             failure = store.failure(point.key)
-            row["status"] = "failed" if failure else "missing"
-            row["error"] = failure.get("error", "") if failure else ""
+            row["status"] = ("failed" if failure else "stale" if store.stale(point.key)
+                             else "missing")
+            row["error"] = (failure.get("error", "") if failure else
+                            "the code its replay loaded has changed" if row["status"] == "stale"
+                            else "")
         row["inputs"] = ";".join(f"{k}={v}" for k, v in sorted(point.inputs.items()))
         row["key"] = point.key
         out.append(row)
@@ -76,7 +80,7 @@ def write_tables(plan: Plan, store: Store, table: list[dict[str, Any]]) -> tuple
     except OSError as exc:
         raise InputError(f"cannot write the table: {exc.strerror or exc}", path=str(csv_path)) from exc
     write_atomic(json_path, {"sweep": plan.name, "grid": plan.grid, "gathered": now_iso(),
-                             "code": plan.code, "git": plan.git, "axes": plan.axes,
+                             "git": plan.git, "axes": plan.axes,
                              "goals": plan.goals, "columns": names, "points": table})
     return csv_path, json_path
 

@@ -17,7 +17,6 @@ from railgang.daemon.sim.sweep.grid import Grid, Value, points, sim_options, to_
 from railgang.daemon.sim.sweep.store import (
     PLAN_FORMAT,
     Store,
-    code_hash,
     git_revision,
     input_hash,
     point_key,
@@ -43,7 +42,6 @@ class Plan:
     axes: list[str]
     goals: list[str]
     timeout_s: float | None
-    code: str
     git: str
     python: str
     points: list[PlannedPoint]
@@ -56,7 +54,6 @@ def make_plan(grid: Grid) -> Plan:
     """Hash every input once (a trace named by many points is read once) and key each point."""
     kinds = sim_options()
     hashes: dict[str, str] = {}
-    code = code_hash()
     planned = []
     for point in points(grid):
         inputs = {}
@@ -65,14 +62,15 @@ def make_plan(grid: Grid) -> Plan:
                 if value not in hashes:
                     hashes[value] = input_hash(Path(value), key)
                 inputs[key] = hashes[value]
-        # the identity: options with input files by content, and the code; not the labels (a
-        # renamed cluster shape is the same replay), not timeouts or where it runs
+        # the identity: options with input files by content; not the labels (a renamed cluster
+        # shape is the same replay), not timeouts or where it runs; the code is checked apart
+        # (store.py: the files the replay loaded)
         identity = {"options": {k: inputs.get(k, v) for k, v in point.options.items()},
-                    "code": code, "format": 1}
+                    "format": 2}
         planned.append(PlannedPoint(point.index, point_key(identity), point.labels,
                                     point.options, inputs, to_argv(point.options)))
     return Plan(str(grid.path), grid.name, [a.name for a in grid.axes], list(grid.goals),
-                grid.timeout_s, code, git_revision(), platform.python_version(), planned)
+                grid.timeout_s, git_revision(), platform.python_version(), planned)
 
 
 def save_plan(plan: Plan, store: Store) -> Path:

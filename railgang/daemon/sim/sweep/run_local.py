@@ -23,11 +23,28 @@ from typing import Any
 
 from railgang.daemon.errors import InputError
 from railgang.daemon.sim.sweep.plan import Plan, PlannedPoint, now_iso
-from railgang.daemon.sim.sweep.store import RESULT_FORMAT, Store, read_json
+from railgang.daemon.sim.sweep.store import (
+    RESULT_FORMAT,
+    Store,
+    code_fingerprint,
+    code_id,
+    read_json,
+)
 
-# `railgang sim` in a fresh interpreter of this one (the same virtualenv, wherever it is)
-SIM_COMMAND: tuple[str, ...] = (sys.executable, "-c",
-                                "from railgang.daemon.cli import main; main()", "sim")
+# `railgang sim` in a fresh interpreter of this one (the same virtualenv, wherever it is); at
+# exit it lists the railgang modules it loaded into $RAILGANG_SWEEP_MODULES (the point's code)
+_MAIN = """
+import atexit, json, os, sys
+def _modules():
+    names = sorted({m.__file__ for n, m in list(sys.modules.items())
+                    if n.split(".")[0] == "railgang" and getattr(m, "__file__", None)})
+    with open(os.environ["RAILGANG_SWEEP_MODULES"], "w") as fh:
+        json.dump(names, fh)
+atexit.register(_modules)
+from railgang.daemon.cli import main
+main()
+"""
+SIM_COMMAND: tuple[str, ...] = (sys.executable, "-c", _MAIN, "sim")
 
 
 @dataclass(frozen=True)
@@ -80,20 +97,29 @@ def run_point(plan: Plan, point: PlannedPoint, store: Store) -> Outcome:
     out.parent.mkdir(parents=True, exist_ok=True)
     log.parent.mkdir(parents=True, exist_ok=True)
     started, t0 = now_iso(), time.monotonic()
+    modules = out.with_suffix(".modules")
+    env = {**os.environ, "RAILGANG_SWEEP_MODULES": str(modules)}
     with out.open("wb") as stdout, log.open("wb") as stderr:
-        proc = subprocess.Popen([*SIM_COMMAND, *point.argv, "--json", "--quiet"],
+        proc = subprocess.Popen([*SIM_COMMAND, *point.argv, "--json", "--quiet"], env=env,
                                 stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr)
         rc, cpu, timed_out = _wait(proc, plan.timeout_s)
     wall = time.monotonic() - t0
     error = (f"killed after the sweep's timeout_s = {plan.timeout_s:g} s" if timed_out
              else "" if rc == 0 else _last_line(log) or f"exit status {rc}")
     result: Any = None
+    loaded: Any = None
     if not error:
         try:
             result = read_json(out, "the point's sim --json output")
+            loaded = read_json(modules, "the point's module list")
         except InputError as exc:
             error = str(exc)
     out.unlink(missing_ok=True)
+    modules.unlink(missing_ok=True)
+    code = code_fingerprint([str(f) for f in loaded] if isinstance(loaded, list) else [],
+                            store.code_root)
+    if not error and not code:
+        error = "the point's process listed no railgang module it loaded"
     if error:
         store.save_failure(point.key, {"key": point.key, "index": point.index, "rc": rc,
                                        "error": error, "log": str(log), "at": now_iso(),
@@ -102,7 +128,8 @@ def run_point(plan: Plan, point: PlannedPoint, store: Store) -> Outcome:
     store.save_result(point.key, {
         "format": RESULT_FORMAT, "key": point.key, "labels": point.labels,
         "options": point.options, "inputs": point.inputs, "argv": point.argv,
-        "code": plan.code, "git": plan.git, "python": platform.python_version(),
+        "code": code_id(code), "code_files": code, "git": plan.git,
+        "python": platform.python_version(),
         "host": platform.node(), "started": started, "wall_s": round(wall, 3),
         "cpu_s": round(cpu, 3), "result": result})
     return Outcome(point.index, point.key, "done", wall, cpu)
@@ -115,11 +142,15 @@ def run_local(plan: Plan, store: Store, workers: int, indices: Sequence[int],
     todo = [plan.points[i] for i in indices]
     outcomes: list[Outcome] = []
     with ThreadPoolExecutor(max(1, workers), thread_name_prefix="sweep") as pool:
-        for future in as_completed([pool.submit(run_point, plan, p, store) for p in todo]):
-            outcome = future.result()
-            outcomes.append(outcome)
-            if on_done is not None:
-                on_done(outcome)
+        try:
+            for future in as_completed([pool.submit(run_point, plan, p, store) for p in todo]):
+                outcome = future.result()
+                outcomes.append(outcome)
+                if on_done is not None:
+                    on_done(outcome)
+        except BaseException:  # Ctrl-C: start no more points (the running ones got SIGINT too)
+            pool.shutdown(wait=False, cancel_futures=True)
+            raise
     return sorted(outcomes, key=lambda o: o.index)
 
 

@@ -2,9 +2,10 @@
 (or Slurm's default) points at; task ``i`` runs the ``i``-th point of its batch file.
 
 The sweep's directory must be on a file system the nodes share: a task reads its batch and plan
-there and writes its result there, the same content-addressed file a local run writes. A task
-refuses to run when railgang's code on its node differs from the code the sweep was planned with
-(its result would be filed under a key that does not describe it).
+there and writes its result there, the same content-addressed file a local run writes. The nodes
+must run the same railgang as the submitting host, at the same path: a result lists the source
+files its replay loaded, checked against the submitting host's copy (a node with other code
+gives results that are ``stale`` there, and rerun).
 
 ``python -m railgang.daemon.sim.sweep.run_slurm BATCH`` is the task's command.
 """
@@ -25,7 +26,7 @@ from pathlib import Path
 from railgang.daemon.errors import InputError, SlurmError
 from railgang.daemon.sim.sweep.plan import load_plan
 from railgang.daemon.sim.sweep.run_local import run_point
-from railgang.daemon.sim.sweep.store import Store, code_hash, package_root, read_json, write_atomic
+from railgang.daemon.sim.sweep.store import Store, package_root, read_json, write_atomic
 
 # Slurm's default MaxArraySize is 1001 (indices 0-1000): a longer batch becomes several arrays
 MAX_ARRAY = 1000
@@ -79,7 +80,41 @@ def submit(store: Store, plan_path: Path, keys: Sequence[str], *, parallel: int,
             why = "; ".join(lines)[:500] or f"exit status {res.returncode}"
             raise SlurmError(f"sbatch refused the array: {why}")
         ids.append(res.stdout.strip().split(";")[0])
+    _remember(store, ids)
     return ids
+
+
+def _arrays_path(store: Store) -> Path:
+    return store.root / "arrays.json"
+
+
+def _remember(store: Store, ids: Sequence[str]) -> None:
+    """The arrays submitted into this directory (the last 100): a rerun waits for those still
+    running instead of submitting their points a second time."""
+    known = _known(store)
+    write_atomic(_arrays_path(store), [*known, *ids][-100:])
+
+
+def _known(store: Store) -> list[str]:
+    path = _arrays_path(store)
+    if not path.exists():
+        return []
+    try:
+        data = read_json(path, "sweep arrays")
+    except InputError:
+        return []
+    return [str(i) for i in data if str(i).isdigit()] if isinstance(data, list) else []
+
+
+def running(store: Store) -> list[str]:
+    """Arrays submitted into this directory earlier that still have tasks pending or running."""
+    ids = _known(store)
+    if not ids:
+        return []
+    res = _slurm(["squeue", "-h", "-r", "-j", ",".join(ids), "-t", _ACTIVE, "-o", "%i"])
+    if res.returncode != 0:
+        return []  # purged long ago ("Invalid job id"): none of them runs
+    return sorted({ln.split("_")[0] for ln in res.stdout.split() if ln.split("_")[0] in ids})
 
 
 def wait(ids: Sequence[str], *, poll_s: float = 2.0,
@@ -116,10 +151,6 @@ def task_main(argv: Sequence[str]) -> int:
     except (InputError, ValueError, KeyError, IndexError, TypeError) as exc:
         print(f"sweep task: {exc}", file=sys.stderr)
         return 1
-    if code_hash() != plan.code:
-        print("sweep task: railgang's code on this node differs from the sweep's plan; "
-              "install the same revision everywhere (or rerun the sweep)", file=sys.stderr)
-        return 1
     point = next(p for p in plan.points if p.key == key)
     outcome = run_point(plan, point, Store(Path(batch["plan"]).parents[1]))
     if outcome.status == "failed":
@@ -132,4 +163,4 @@ if __name__ == "__main__":
     sys.exit(task_main(sys.argv[1:]))
 
 
-__all__ = ["MAX_ARRAY", "submit", "task_main", "wait"]
+__all__ = ["MAX_ARRAY", "running", "submit", "task_main", "wait"]

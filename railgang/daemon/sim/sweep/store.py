@@ -1,20 +1,22 @@
 """Where a sweep keeps what it computed: content-addressed point results, the plan, logs.
 
-A point's **key** is the SHA-256 of what decides its result: the sim options it runs with (an
-input file by its content hash, not its path), and the hash of railgang's own code (every file
-of the package but this sweep's). Its result is ``points/<key>.json``, written once, atomically
-(a temporary file renamed into place), so a point killed half-way leaves nothing, and a result
-present is a result complete. Hence:
+A point's **key** is the SHA-256 of its sim options, each input file (trace, topology, quotas)
+replaced by the SHA-256 of its content. Its result is ``points/<key>.json``, written once,
+atomically (a temporary file renamed into place), so a point killed half-way leaves nothing and a
+result present is complete. A result also lists every railgang source file the point's process
+loaded, with its SHA-256 (``code_files``): it stands only while those files are unchanged, so a
+change to the code a replay runs reruns it, and a change anywhere else (the API, the daemon
+service, docs) reruns nothing. Hence:
 
-- rerunning a sweep runs only the points without a result (failed, killed, never run);
+- rerunning a sweep runs only the points without a standing result (failed, killed, never run,
+  or whose code changed: ``stale``);
 - changing one value of the grid reruns only the points that have it;
-- a changed trace file, or changed code, reruns what it touches (all points, for code), and
-  moving or renaming a file does not.
+- a changed trace file reruns what reads it; moving or renaming it reruns nothing.
 
 Layout of ``OUT``::
 
     plans/<sha>.json     the points of one grid as planned (Slurm tasks read theirs by name)
-    points/<key>.json    one result per point: labels, options, inputs, git revision, timings
+    points/<key>.json    one result per point: labels, options, inputs, code, git revision, timings
     failed/<key>.json    the last failure of a point without result (exit status, last line)
     logs/<key>.log       the point's stderr
     results.csv, results.json, plots/
@@ -46,19 +48,21 @@ def package_root() -> Path:
     return Path(railgang.daemon.__file__).resolve().parents[1]
 
 
-def code_hash(root: Path | None = None) -> str:
-    """SHA-256 over every file of the package (path and content) but the sweep's own and the
-    bytecode caches: a change anywhere in what a replay may run changes every key."""
+def code_fingerprint(files: list[str], root: Path | None = None) -> dict[str, str]:
+    """Path (relative to the package) -> SHA-256 of each loaded railgang source file; a file
+    outside the package or gone is left out (it changes nothing a rerun could restore)."""
     root = root or package_root()
-    own = Path(__file__).resolve().parent
-    digest = hashlib.sha256()
-    for path in sorted(root.rglob("*")):
-        if "__pycache__" in path.parts or own in path.parents or path.is_symlink() \
-                or not path.is_file():
-            continue
-        digest.update(str(path.relative_to(root)).encode() + b"\0")
-        digest.update(hashlib.sha256(path.read_bytes()).digest())
-    return digest.hexdigest()
+    out = {}
+    for name in files:
+        path = Path(name).resolve()
+        if root in path.parents and path.is_file():
+            out[str(path.relative_to(root))] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return dict(sorted(out.items()))
+
+
+def code_id(fingerprint: dict[str, str]) -> str:
+    """One hash for a fingerprint: equal when the same files had the same content."""
+    return hashlib.sha256(json.dumps(fingerprint, sort_keys=True).encode()).hexdigest()
 
 
 def git_revision(root: Path | None = None) -> str:
@@ -122,10 +126,12 @@ def write_atomic(path: Path, data: Any) -> None:
 
 class Store:
     """The directory ``OUT`` of one sweep (shared by the Slurm tasks: it must be on a file system
-    every node sees)."""
+    every node sees). ``code_root`` is where the code a result lists is checked (the package)."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, code_root: Path | None = None) -> None:
         self.root = root
+        self.code_root = code_root
+        self._digests: dict[str, str | None] = {}  # file -> sha256, once per command
 
     def result_path(self, key: str) -> Path:
         return self.root / "points" / f"{key}.json"
@@ -140,9 +146,31 @@ class Store:
         return self.root / "plans" / f"{digest}.json"
 
     def result(self, key: str) -> dict[str, Any] | None:
-        """The point's result, or None when there is none readable under its key (a file of
-        another format or key, truncated by hand, is treated as missing and recomputed)."""
-        return _read_json(self.result_path(key), key)
+        """The point's standing result: None when there is none readable under its key (a file
+        of another format or key, truncated by hand, is treated as missing) or when a source
+        file its replay loaded has changed since (stale)."""
+        data = _read_json(self.result_path(key), key)
+        return data if data is not None and self._current(data) else None
+
+    def stale(self, key: str) -> bool:
+        """A result is there, but the code it ran has changed."""
+        data = _read_json(self.result_path(key), key)
+        return data is not None and not self._current(data)
+
+    def _current(self, data: dict[str, Any]) -> bool:
+        files = data.get("code_files")
+        if not isinstance(files, dict) or not files:
+            return False
+        root = self.code_root or package_root()
+        for rel, digest in files.items():
+            if rel not in self._digests:
+                path = root / str(rel)
+                self._digests[rel] = (hashlib.sha256(path.read_bytes()).hexdigest()
+                                      if root in path.resolve().parents and path.is_file()
+                                      else None)
+            if self._digests[rel] != digest:
+                return False
+        return True
 
     def failure(self, key: str) -> dict[str, Any] | None:
         return _read_json(self.failed_path(key), key)
@@ -176,5 +204,16 @@ def _read_json(path: Path, key: str) -> dict[str, Any] | None:
     return data if isinstance(data, dict) and data.get("key") == key else None
 
 
-__all__ = ["PLAN_FORMAT", "RESULT_FORMAT", "Store", "code_hash", "git_revision", "input_hash",
-           "point_key", "read_json", "write_atomic"]
+__all__ = [
+    "PLAN_FORMAT",
+    "RESULT_FORMAT",
+    "Store",
+    "code_fingerprint",
+    "code_id",
+    "git_revision",
+    "input_hash",
+    "package_root",
+    "point_key",
+    "read_json",
+    "write_atomic",
+]

@@ -137,8 +137,7 @@ def test_a_failed_point_is_recorded_and_reruns_alone(grid: Path, tmp_path: Path,
         f"if os.path.exists({str(marker)!r}) and '--seed' in sys.argv"
         " and sys.argv[sys.argv.index('--seed') + 1] == '1':\n"
         "    sys.exit('error: node lost')\n"
-        "sys.argv = ['railgang', *sys.argv[1:]]\n"
-        "from railgang.daemon.cli import main\nmain()\n")
+        "sys.argv = ['railgang', *sys.argv[1:]]\n" + run_local._MAIN)
     monkeypatch.setattr(run_local, "SIM_COMMAND", (sys.executable, str(wrapper), "sim"))
     plan = make_plan(load_grid(grid))
     store = Store(tmp_path / "out")

@@ -1,6 +1,7 @@
 """``railgang sim sweep`` on the real local Slurm 22.05 cluster: 12 points (3 policies x 2 seeds
-x 2 cluster shapes) as one job array, four tasks at a time; the table and plots come back, every
-point was an array task of that one job, and a rerun submits nothing."""
+x 2 cluster shapes) as one job array, four tasks at a time, submitted with --no-wait; a rerun
+while it runs waits for it instead of submitting again; the table and plots come back, every point
+was an array task of that one job, and a rerun after it submits nothing."""
 
 from __future__ import annotations
 
@@ -39,9 +40,9 @@ leaf = 4
 """
 
 
-def sweep(cluster: DevCluster, grid: Path) -> subprocess.CompletedProcess[str]:
+def sweep(cluster: DevCluster, grid: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([*RAILGANG, "sim", "sweep", str(grid), "--parallel", "4",
-                           "--sbatch-arg=--account=team-a", "--json"],
+                           "--sbatch-arg=--account=team-a", "--json", *args],
                           capture_output=True, text=True, timeout=900, check=False,
                           env=slurm_env(cluster.spec))
 
@@ -51,12 +52,17 @@ def test_a_12_point_sweep_runs_as_one_job_array(slurm_cluster: DevCluster, tmp_p
     synthetic_trace(tmp_path / "trace.csv", jobs=30)
     grid = tmp_path / "grid.toml"
     grid.write_text(GRID)
+    first = sweep(slurm_cluster, grid, "--no-wait")  # submit and return
+    assert first.returncode == 0 and first.stdout == "", first.stderr[-3000:]
+    job = re.search(r"submitted job array (\d+) \(12 tasks, 4 at a time\)", first.stderr)
+    assert job is not None, first.stderr
+    # run again while the array runs: it waits for that array and submits nothing twice
     res = sweep(slurm_cluster, grid)
     assert res.returncode == 0, res.stderr[-3000:]
-    summary = json.loads(res.stdout)
-    assert summary["done"] == 12 and summary["computed_now"] == 12
-    job = re.search(r"submitted job array (\d+) \(12 tasks, 4 at a time\)", res.stderr)
-    assert job is not None, res.stderr
+    assert "submitted" not in res.stderr
+    if "12 with a result" not in res.stderr:  # (unless the array was that quick)
+        assert f"job array {job[1]} of an earlier run is still running; waiting" in res.stderr
+    assert json.loads(res.stdout)["done"] == 12
     out = grid.with_suffix(".sweep")
     logs = sorted(p.name for p in (out / "logs").glob("slurm-*.out"))
     assert logs == sorted(f"slurm-{job[1]}_{i}.out" for i in range(12))  # one task per point
