@@ -56,6 +56,8 @@ SACCT_FUTURE = ('{"jobs": [{"job_id": 1, "state": {"current": ["COMPLETED"]}, "t
 SMI = "timestamp, index, utilization.gpu [%]\n"
 FACTS_NAN = '{"defaults": {"gpus": NaN, "gpu_mem_gb": Infinity}}\n'
 FREE_NAN = '{"gpu001": [NaN], "gpu002": Infinity}\n'
+DEMAND_NAN = "time_s,deployment,replicas,tp\n0,chat,nan,8\ninf,chat,1,8\n"
+DEMAND_FUTURE = "time_s,deployment,replicas,tp\n1e300,chat,1,8\n253402300799,chat,1,8\n"
 
 # every file-reading option and argument of the CLI ("command option" -> how to run it)
 READERS: dict[str, Reader] = {
@@ -84,6 +86,12 @@ READERS: dict[str, Reader] = {
     "sim sweep grid_file": Reader(("sim", "sweep", "{}", "--local", "1"),
                                   nan='[sweep]\ntimeout_s = nan\n',
                                   future='[fixed]\ntrace = "t.csv"\nseed = 1e300\n'),
+    "sim --serving": Reader(("sim", "--trace", "{trace}", "--nodes", "2", "--serving", "{}", "-q"),
+                            nan=DEMAND_NAN, future=DEMAND_FUTURE, max_lines=3),
+    "serving show path": Reader(("serving", "show", "{}"), nan=DEMAND_NAN, future=DEMAND_FUTURE,
+                                max_lines=3),
+    "serving forecast path": Reader(("serving", "forecast", "{}"), nan=DEMAND_NAN,
+                                    future=DEMAND_FUTURE, max_lines=3),
     "topology check file": Reader(("topology", "check", "{}"), max_lines=3),
     "topology show file": Reader(("topology", "show", "{}")),
     "topology show --facts": Reader(("topology", "show", "{conf}", "--facts", "{}"),

@@ -34,7 +34,10 @@ def knobs_from(history_days: int, buffer_gpus: float | None, quantile: float,
         raise ConfigError("--serving-history-days must be at least 3 (fit + held-back days)")
     if buffer_gpus is not None and not (math.isfinite(buffer_gpus) and buffer_gpus >= 0):
         raise ConfigError("--serving-buffer-gpus must be a finite number >= 0")
-    fc = ForecastConfig(buffer_quantile=quantile, holdout_days=min(2, history_days - 2))
+    # fit on a whole week when the history allows, and hold back the days after it (weekdays
+    # when the history starts on a Monday): a weekend held back says little about a weekday
+    holdout = history_days - 7 if history_days >= 8 else min(2, history_days - 2)
+    fc = ForecastConfig(buffer_quantile=quantile, holdout_days=holdout)
     return ServingKnobs(history_days=history_days, forecast=fc, buffer_gpus=buffer_gpus,
                         notice_s=notice_s)
 
@@ -55,6 +58,9 @@ def run(path: Path, jobs: Sequence[Any], policy: Any, *, nodes: int, gpus_per_no
     serving = math.ceil(sset.pool_gpus / gpus_per_node)
     fabric = fabric_from_shape(nodes + serving, gpus_per_node, leaf)
     window = max(d.end_s for d in sset.demand.values()) - knobs.history_days * 86400.0
+    if window <= knobs.step_s:
+        raise ConfigError(f"the demand file spans {(window / 86400) + knobs.history_days:.1f} "
+                          f"days: nothing is left after {knobs.history_days} day(s) of history")
     inside = cut_trace(jobs, window)
     if not inside:
         raise InputError(f"no training job is submitted inside the serving window "
@@ -63,7 +69,10 @@ def run(path: Path, jobs: Sequence[Any], policy: Any, *, nodes: int, gpus_per_no
     if len(inside) < len(jobs):
         typer.echo(f"note: {len(jobs) - len(inside)} jobs submitted after the serving window "
                    "are left out", err=True)
-    sides = compare(inside, policy, fabric, sset, knobs, wanted, config=config)
+    from railgang.daemon.sim.progress import TopologyComm
+
+    sides = compare(inside, policy, fabric, sset, knobs, wanted, config=config,
+                    comm=TopologyComm(fabric))
     if as_json:
         meta = {**meta, "serving_file": str(path), "training_nodes": nodes,
                 "serving_nodes": serving, "jobs": len(inside)}

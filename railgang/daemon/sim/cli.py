@@ -203,6 +203,25 @@ def sim(
     yes: Annotated[bool, typer.Option(
         "--yes", "-y", help="With --ledger: write without asking, however many samples.")]
     = False,
+    serving: Annotated[Path | None, typer.Option(
+        "--serving", help="Serving demand CSV (time_s,deployment,replicas,tp; docs/serving.md): "
+                          "replay it beside the trace, its pool lent to training by forecast; "
+                          "--nodes counts the training nodes.")] = None,
+    serving_modes: Annotated[str, typer.Option(
+        "--serving-modes", help="With --serving: static, forecast, reactive (comma list).")]
+    = "static,forecast",
+    serving_history_days: Annotated[int, typer.Option(
+        "--serving-history-days", min=3, max=366,
+        help="With --serving: days of demand before the window (the forecast's history).")] = 10,
+    serving_buffer_gpus: Annotated[float | None, typer.Option(
+        "--serving-buffer-gpus", min=0, help="With --serving: a fixed buffer per deployment "
+                                             "instead of the forecast-error quantile.")] = None,
+    serving_quantile: Annotated[float, typer.Option(
+        "--serving-quantile", min=0.5, max=0.9999,
+        help="With --serving: the buffer is this quantile of the held-back error.")] = 0.99,
+    serving_notice_s: Annotated[float, typer.Option(
+        "--serving-notice-s", min=0, max=3600,
+        help="With --serving: grace a borrower gets to checkpoint at a take-back.")] = 300.0,
 ) -> None:
     """Replay a job trace through the decision core on a simulated cluster."""
     from railgang.daemon.core.cycle import CycleConfig
@@ -275,6 +294,19 @@ def sim(
     elif no_migrate:
         raise ConfigError("--no-migrate needs --degrade (nothing degrades, nothing migrates)")
     rules = SpotRules(max_interruptions_per_day=spot_max_per_day, cost_aware=not spot_cost_blind)
+    if serving is not None:  # serving demand beside the trace: its own report (issue 19)
+        from railgang.daemon.serving import sim_cli as serving_sim
+
+        if topology is not None or mixed is not None or len(names) > 1 or ledger is not None:
+            raise ConfigError("--serving replays one --policy on a shape cluster (--nodes): "
+                              "leave out --topology, --gpu-pools, --compare and --ledger")
+        knobs = serving_sim.knobs_from(serving_history_days, serving_buffer_gpus,
+                                       serving_quantile, serving_notice_s)
+        serving_sim.run(serving, jobs, policy_for(names[0], type_blind, rules), nodes=nodes,
+                        gpus_per_node=gpus_per_node, leaf=leaf, modes=serving_modes, knobs=knobs,
+                        config=config, as_json=as_json,
+                        meta={"trace": str(trace), "policy": names[0], "seed": seed})
+        return
     runs: list[RunResult] = []
     with Progress(TextColumn("{task.description:>10}"), BarColumn(), MofNCompleteColumn(),
                   TimeElapsedColumn(), console=err, transient=True, disable=quiet) as bar:
