@@ -369,6 +369,9 @@ def discover(
     output: Annotated[Path | None, typer.Option("--output", "-o", help="Write topology.conf here (default: stdout).")] = None,
     facts_out: Annotated[Path | None, typer.Option("--facts-out", help="Write the fabric facts (JSON) here.")] = None,
     strict: Annotated[bool, typer.Option("--strict", help="Exit 1 when anything could not be classified.")] = False,
+    nvidia_smi: Annotated[Path | None, typer.Option(
+        "--nvidia-smi", help="`pdsh -w NODES nvidia-smi -q` output: write topology/block lines, one block per "
+                             "NVLink domain (ClusterUUID + CliqueId), in InfiniBand tree order.")] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Build topology.conf and fabric facts (rails, HCAs, switch levels, link rates) from ibnetdiscover output."""
@@ -397,11 +400,13 @@ def discover(
                          "give --node-name-map", path=str(source))
     tree = slurm_tree(facts)
     conf = render_conf(facts, tree)
-    parse_topology(conf, "<discovered>")  # a TopologyError here is a bug in the emitter, not bad input
     problems = list(facts.problems)
     made_up = [g for g in tree if not g.members]
     notes = [f"{len(g.switches)} top switch groups have no common switch above them; joined under a "
              f"made-up {g.name!r}" for g in made_up]
+    if nvidia_smi is not None:
+        conf = _block_conf(nvidia_smi, facts, tree, problems, notes)
+    parse_topology(conf, "<discovered>")  # a TopologyError here is a bug in the emitter, not bad input
     data = facts_json(facts, tree)
     for path, text in ((output, conf), (facts_out, json.dumps(data, indent=2) + "\n")):
         if path is not None:
@@ -429,6 +434,24 @@ def discover(
             typer.echo(f"warning: {note}", err=True)
     if strict and (problems or notes):
         exit_with(ExitCode.ERROR)
+
+
+def _block_conf(source: Path, facts: FabricFacts, tree: Any, problems: list[Any], notes: list[str]) -> str:
+    """topology/block text from NVLink domains joined with the discovered IB tree (docs/topology.md)."""
+    from railgang.topology.discover.nvlink import parse_nvidia_smi, render_block_conf, tree_rank
+    from railgang.topology.inputs import InputProblem, iter_lines
+
+    try:
+        found = parse_nvidia_smi(iter_lines(source, "nvidia-smi output", max_bytes=_IBNET_MAX_BYTES), str(source))
+    except InputProblem as exc:
+        raise _input_error(exc) from exc
+    problems.extend(found.problems)
+    if not found.domains:
+        raise InputError("no NVLink domain: no node reports a ClusterUUID and CliqueId (expected `pdsh -w NODES "
+                         "nvidia-smi -q` output, lines 'host: ...')", path=str(source))
+    conf, more = render_block_conf(found, facts.hosts, tree_rank(tree), str(source))
+    notes.extend(more)
+    return conf
 
 
 def _placement_json(fabric: Fabric, p: Placement, seconds: float, step: dict[str, float]) -> dict[str, Any]:
