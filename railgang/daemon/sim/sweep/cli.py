@@ -19,7 +19,7 @@ from rich.table import Table
 from typer.core import TyperGroup
 
 from railgang.daemon.cli_common import JSON_HELP
-from railgang.daemon.errors import ConfigError, ExitCode
+from railgang.daemon.errors import ConfigError, ExitCode, InputError
 
 
 class SimGroup(TyperGroup):
@@ -95,7 +95,12 @@ def sweep(
     grid = load_grid(grid_file)
     store = Store((out or grid_file.with_suffix(".sweep")).absolute())
     plan = make_plan(grid)
-    plan_path = save_plan(plan, store)
+    try:
+        store.root.mkdir(parents=True, exist_ok=True)
+        plan_path = save_plan(plan, store)
+    except OSError as exc:  # not a directory, read-only, full
+        raise InputError(f"cannot write the sweep's results: {exc.strerror or exc}",
+                         path=str(store.root)) from exc
     todo = [p.index for p in plan.points if store.result(p.key) is None]
     err.print(f"sweep {plan.name}: {len(plan.points)} points, {len(plan.points) - len(todo)} "
               f"with a result, {len(todo)} to run" + (" (not now: --gather)" if gather_only else ""),

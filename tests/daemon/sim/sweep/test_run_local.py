@@ -164,3 +164,12 @@ def test_a_point_past_its_timeout_is_killed(grid: Path, tmp_path: Path,
     (outcome,) = run_local.run_local(plan, Store(tmp_path / "out"), 1, [0])
     assert outcome.status == "failed" and "timeout_s = 0.5" in outcome.error
     assert time.monotonic() - t0 < 30
+
+
+def test_an_unwritable_out_is_one_line(grid: Path, tmp_path: Path) -> None:
+    taken = tmp_path / "a-file"
+    taken.write_text("x")
+    res = subprocess.run([*RAILGANG, "sim", "sweep", str(grid), "--local", "1", "--out",
+                          str(taken)], capture_output=True, text=True, timeout=120, check=False)
+    assert res.returncode == 1 and res.stderr.count("\n") == 1
+    assert "cannot write the sweep's results" in res.stderr and str(taken) in res.stderr
