@@ -47,3 +47,20 @@ def test_3d_terms() -> None:
     assert br["dp"] == w.dp * (1.0 + 3.0)  # stage 0: n01-n02 (leaf), stage 1: n01-n05 (spine)
     assert br["rail"] == 0  # stage-1 peers share GPUs 2/3 on n01 and n05
     assert cost == pytest.approx(sum(br.values()))
+
+
+def test_no_rail_break_between_nodes_of_one_multi_node_nvlink_domain() -> None:
+    """Issue 21: inside an NVL72 rack DP peers talk over NVLink, whatever GPU index they hold
+    (before, a whole-rack gang preferred an empty rack over whole nodes in a fuller one)."""
+    from railgang.topology.conf import parse_topology
+    from railgang.topology.fabric import fabric_from_conf
+    from railgang.topology.placement.cost import _rail_breaks
+    from railgang.topology.placement.types import RankSlot
+
+    conf = parse_topology("BlockName=r1 Nodes=a[1-2]\nBlockName=r2 Nodes=b[1-2]\nBlockSizes=2,4\n")
+    nvl = fabric_from_conf(conf, default_gpus=4, blocks_are_nvlink=True)
+    plain = fabric_from_conf(conf, default_gpus=4)
+    same_rack = [RankSlot("a1", 0, 0, 0, 0), RankSlot("a2", 1, 0, 0, 1)]
+    two_racks = [RankSlot("a1", 0, 0, 0, 0), RankSlot("b1", 1, 0, 0, 1)]
+    assert _rail_breaks(nvl, same_rack) == 0 and _rail_breaks(nvl, two_racks) == 1
+    assert _rail_breaks(plain, same_rack) == 1

@@ -47,7 +47,8 @@ def _rail_breaks(fabric: Fabric, group: Sequence[RankSlot]) -> int:
 
     Members on one node talk over NVLink, so only the node-to-node hops matter, and a hop stays
     on one rail when the two nodes hold the group on at least one common GPU index (NCCL then
-    enters and leaves each node on that rail).
+    enters and leaves each node on that rail). Two nodes of one multi-node NVLink domain (an
+    NVL72 rack) talk over NVLink too, never over a rail, so such a hop is no break.
     """
     rails: dict[str, set[int]] = {}
     for r in group:
@@ -58,7 +59,7 @@ def _rail_breaks(fabric: Fabric, group: Sequence[RankSlot]) -> int:
     hops = list(pairwise(nodes))
     if len(nodes) > 2:
         hops.append((nodes[-1], nodes[0]))
-    return sum(1 for a, b in hops if not rails[a] & rails[b])
+    return sum(1 for a, b in hops if not rails[a] & rails[b] and fabric.domain_of(a) != fabric.domain_of(b))
 
 
 def score_layout(
