@@ -115,4 +115,58 @@ def forecast(
     emit({"deployments": rows, "step_s": step_s}, as_json, lines)
 
 
+def _clock(t: float) -> str:
+    day, rest = divmod(int(t), 86400)
+    return f"day {day} {rest // 3600:02d}:{rest % 3600 // 60:02d}"
+
+
+@serving_app.command("plan")
+def plan_cmd(
+    path: FileArg,
+    history_days: Annotated[int, typer.Option(
+        "--history-days", min=3, max=366, help="Days of demand before the planned window.")] = 10,
+    mode: Annotated[str, typer.Option(
+        "--mode", help="forecast, reactive (no forecast) or static.")] = "forecast",
+    buffer_gpus: Annotated[float | None, typer.Option(
+        "--buffer-gpus", min=0, help="A fixed buffer per deployment instead of the quantile.")]
+    = None,
+    limit: Annotated[int, typer.Option(
+        "--limit", min=0, help="Changes of the schedule shown (text; --json has all).")] = 20,
+    strict: StrictOpt = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """When serving GPUs are lent to training and taken back, by forecast, and what it costs."""
+    from railgang.daemon.serving.replay import plan_window
+    from railgang.daemon.serving.sim_cli import knobs_from, parse_modes
+
+    modes = parse_modes(mode)
+    if len(modes) != 1:
+        raise ConfigError("--mode takes one of static, forecast, reactive")
+    got = load(path, strict)
+    knobs = knobs_from(history_days, buffer_gpus, 0.99, 300.0)
+    planned = plan_window(got, modes[0], knobs)
+    start = history_days * 86400.0
+    lent = planned.lent_gpus
+    changes = [(start + k * knobs.step_s, g) for k, g in enumerate(lent)
+               if k == 0 or g != lent[k - 1]]
+    res = planned.outcome
+    summary = {"mode": modes[0], "window_days": round(planned.window_s / 86400, 3),
+               "buffers_replicas": {k: round(v, 2) for k, v in planned.buffers.items()},
+               "forecast_mae_replicas": {k: round(v, 3) for k, v in planned.forecast_mae.items()},
+               "unmet_replica_min": round(res.unmet_replica_min, 1),
+               "unmet_share": round(res.unmet_share, 6), "late_replicas": res.late_replicas,
+               "reactive_starts": res.reactive_starts,
+               "mean_lent_gpus": round(res.lent_gpu_h / (planned.window_s / 3600), 1),
+               "schedule": [{"time_s": t, "lent_gpus": g} for t, g in changes]}
+    lines = [f"{modes[0]}: {summary['mean_lent_gpus']} GPUs lent on average over "
+             f"{summary['window_days']} days; unmet {res.unmet_replica_min:,.0f} replica-min "
+             f"({res.unmet_share:.3%}), {res.late_replicas} late, {res.reactive_starts} reactive",
+             "buffers (replicas): " + (", ".join(f"{k} {v:.1f}" for k, v in
+                                                 planned.buffers.items()) or "-")]
+    lines += [f"{_clock(t)}  lend {g} GPUs" for t, g in changes[:limit]]
+    if len(changes) > limit:
+        lines.append(f"... {len(changes) - limit} more changes (--limit, --json)")
+    emit(summary, as_json, lines)
+
+
 __all__ = ["serving_app"]

@@ -116,19 +116,21 @@ def plan_window(sset: ServingSet, mode: Mode, knobs: ServingKnobs,
     forecasts, when already made; ``knobs.buffer_gpus`` overrides their buffers)."""
     start, end = _bounds(sset, knobs)
     config = PlanConfig(step_s=knobs.step_s, margin_s=knobs.margin_s, mode=mode)
-    if mode != "static" and expected is None:
+    fitted = mode == "forecast" or (mode == "reactive" and knobs.buffer_gpus is None)
+    if fitted and expected is None:  # a reactive plan with a fixed buffer needs no forecast
         expected = expect(sset, knobs)
     timelines, buffers, maes = [], {}, {}
     for dep in sset.deployments:
         need = sset.demand[dep.name].sampled(knobs.step_s, start, end)
         upper = None
         if mode != "static":
-            assert expected is not None
-            got = expected[dep.name]
-            buffers[dep.name] = (got.buffer if knobs.buffer_gpus is None
-                                 else knobs.buffer_gpus / dep.tp)
-            maes[dep.name] = got.mae
-            upper = Upper(got.values if mode == "forecast" else need, buffers[dep.name])
+            got = expected[dep.name] if expected is not None else None
+            buffers[dep.name] = (knobs.buffer_gpus / dep.tp if knobs.buffer_gpus is not None
+                                 else got.buffer if got is not None else 0.0)
+            if got is not None:
+                maes[dep.name] = got.mae
+            upper = Upper(got.values if mode == "forecast" and got is not None else need,
+                          buffers[dep.name])
         timelines.append(plan(dep, need, upper, config))
     return Planned(end - start, tuple(timelines), buffers, maes)
 

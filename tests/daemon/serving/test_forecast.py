@@ -64,3 +64,19 @@ def test_forecast_command_shows_held_back_error(tmp_path: Path) -> None:
     assert shown.exit_code == 0 and "chat" in shown.stdout
     bad = CliRunner().invoke(serving_app, ["forecast", str(path), "--deployment", "nope"])
     assert bad.exit_code != 0
+
+
+def test_plan_command_prints_the_schedule(tmp_path: Path) -> None:
+    path = tmp_path / "demand.csv"
+    write_csv(path, [("chat", 8, 900.0, series(0.0, days=5))], 1800.0)
+    args = ["plan", str(path), "--history-days", "3", "--mode", "reactive", "--buffer-gpus", "8"]
+    res = CliRunner().invoke(serving_app, [*args, "--json"])
+    assert res.exit_code == 0, res.output
+    got = json.loads(res.stdout)
+    assert got["buffers_replicas"] == {"chat": 1.0} and got["mode"] == "reactive"
+    lent = [c["lent_gpus"] for c in got["schedule"]]
+    assert max(lent) > min(lent) >= 0  # lent at night, taken back by day
+    text = CliRunner().invoke(serving_app, [*args, "--limit", "2"])
+    assert text.exit_code == 0 and "more changes" in text.stdout and "day 3 00:00" in text.stdout
+    bad = CliRunner().invoke(serving_app, [*args[:-4], "--mode", "static,forecast"])
+    assert bad.exit_code != 0
