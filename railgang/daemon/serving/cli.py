@@ -131,7 +131,7 @@ def plan_cmd(
         "--buffer-gpus", min=0, help="A fixed buffer per deployment instead of the quantile.")]
     = None,
     limit: Annotated[int, typer.Option(
-        "--limit", min=0, help="Changes of the schedule shown (text; --json has all).")] = 20,
+        "--changes", min=0, help="Changes of the schedule shown (text; --json has all).")] = 20,
     strict: StrictOpt = False,
     as_json: JsonOpt = False,
 ) -> None:
@@ -165,7 +165,7 @@ def plan_cmd(
                                                  planned.buffers.items()) or "-")]
     lines += [f"{_clock(t)}  lend {g} GPUs" for t, g in changes[:limit]]
     if len(changes) > limit:
-        lines.append(f"... {len(changes) - limit} more changes (--limit, --json)")
+        lines.append(f"... {len(changes) - limit} more changes (--changes, --json)")
     emit(summary, as_json, lines)
 
 

@@ -76,7 +76,7 @@ def test_plan_command_prints_the_schedule(tmp_path: Path) -> None:
     assert got["buffers_replicas"] == {"chat": 1.0} and got["mode"] == "reactive"
     lent = [c["lent_gpus"] for c in got["schedule"]]
     assert max(lent) > min(lent) >= 0  # lent at night, taken back by day
-    text = CliRunner().invoke(serving_app, [*args, "--limit", "2"])
+    text = CliRunner().invoke(serving_app, [*args, "--changes", "2"])
     assert text.exit_code == 0 and "more changes" in text.stdout and "day 3 00:00" in text.stdout
     bad = CliRunner().invoke(serving_app, [*args[:-4], "--mode", "static,forecast"])
     assert bad.exit_code != 0
