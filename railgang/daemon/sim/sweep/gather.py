@@ -1,8 +1,8 @@
 """All points of a plan in one table: ``results.csv`` (one row per point) and ``results.json``
 (the same rows, plus the plan's provenance). A row carries the point's axis labels, every
 number the sim reported for it, its timings and where it came from (key, git revision, code hash,
-input hashes); a point without a standing result is a row too: ``failed`` with its error, ``stale`` (the code
-it ran has changed since) or ``missing``.
+input hashes); a point without a standing result is a row too: ``failed`` with its error or ``missing``; a
+result whose code has changed since keeps its numbers, as ``stale``.
 """
 
 from __future__ import annotations
@@ -38,20 +38,19 @@ def rows(plan: Plan, store: Store) -> list[dict[str, Any]]:
     out = []
     for point in plan.points:
         row: dict[str, Any] = {"point": point.index, **point.labels}
-        data = store.result(point.key)
-        if data is not None:
-            row["status"] = "done"
+        state, data = store.lookup(point.key)
+        if data is not None:  # a stale result keeps its numbers: the table says it is stale
+            row["status"] = state
             row.update(_metrics(data.get("result", {})))
             row.update(point_wall_s=data.get("wall_s"), cpu_s=data.get("cpu_s"),
                        git=data.get("git"), code=data.get("code"), host=data.get("host"),
                        started=data.get("started"))
+            if state == "stale":
+                row["error"] = "the code its replay loaded has changed since; rerun to refresh"
         else:
             failure = store.failure(point.key)
-            row["status"] = ("failed" if failure else "stale" if store.stale(point.key)
-                             else "missing")
-            row["error"] = (failure.get("error", "") if failure else
-                            "the code its replay loaded has changed" if row["status"] == "stale"
-                            else "")
+            row["status"] = "failed" if failure else "missing"
+            row["error"] = failure.get("error", "") if failure else ""
         row["inputs"] = ";".join(f"{k}={v}" for k, v in sorted(point.inputs.items()))
         row["key"] = point.key
         out.append(row)

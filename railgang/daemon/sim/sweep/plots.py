@@ -5,7 +5,8 @@ A knob is an axis of the grid with more than one value. The other axes make the 
 line per combination of their values while there are at most MAX_SERIES of them (legend
 ``axis=value, ...``), else their mean with a band from min to max, so a chart stays readable
 however large the grid. x is numeric when every value of the knob is a number, else the values
-in the grid's order. Points without a result are left out.
+in the grid's order. Points without a result are left out (stale ones are drawn: the table
+says which they are).
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ def _series(table: list[dict[str, Any]], knob: str, goal: str, others: list[str]
     out: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     for row in table:
         value = row.get(goal)
-        if row.get("status") != "done" or not isinstance(value, int | float):
+        if row.get("status") not in ("done", "stale") or not isinstance(value, int | float):
             continue
         name = ", ".join(f"{a}={row[a]}" for a in others) or goal
         out[name][str(row[knob])].append(float(value))

@@ -152,10 +152,13 @@ class Store:
         data = _read_json(self.result_path(key), key)
         return data if data is not None and self._current(data) else None
 
-    def stale(self, key: str) -> bool:
-        """A result is there, but the code it ran has changed."""
+    def lookup(self, key: str) -> tuple[str, dict[str, Any] | None]:
+        """("done", result), ("stale", result: the code it ran has changed since) or
+        ("missing", None)."""
         data = _read_json(self.result_path(key), key)
-        return data is not None and not self._current(data)
+        if data is None:
+            return "missing", None
+        return ("done" if self._current(data) else "stale"), data
 
     def _current(self, data: dict[str, Any]) -> bool:
         files = data.get("code_files")

@@ -78,8 +78,10 @@ def test_a_result_stands_while_the_code_it_loaded_is_unchanged(
     assert store.code_root is not None
     (store.code_root / "sim" / "engine.py").write_text("A = 2\n")
     fresh = Store(store.root, code_root=store.code_root)  # digests are read once per command
-    assert fresh.result(key) is None and fresh.stale(key)
-    assert rows(plan, fresh)[0]["status"] == "stale"  # type: ignore[arg-type]
+    assert fresh.result(key) is None and fresh.lookup(key)[0] == "stale"
+    row = rows(plan, fresh)[0]  # type: ignore[arg-type]
+    assert row["status"] == "stale" and row["mean_jct_s"] == 100.0  # its numbers stay
+    assert "changed since" in row["error"]
 
 
 def test_a_chart_per_goal_and_knob(store_and_plan: tuple[Store, object], tmp_path: Path,
