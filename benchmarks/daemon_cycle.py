@@ -52,7 +52,7 @@ def _job(rng: random.Random, i: int, gpus: int, duration: float) -> TraceJob:
     tp = min(gpus, 8) if rng.random() < 0.5 else 1
     return TraceJob(job_id=str(100000 + i), submit_time=i * 1e-3, gpus=gpus,
                     duration_s=round(duration), account=f"team-{i % 8}", tp=tp,
-                    klass=rng.choice((1, 2, 3, 3)))
+                    priority_class=rng.choice((1, 2, 3, 3)))
 
 
 def main() -> None:

@@ -45,7 +45,7 @@ def trace(days: int, per_day: int, seed: int) -> list[TraceJob]:
         t += rng.expovariate(per_day / 86400)
         gpus = rng.choice([1, 1, 1, 2, 4, 8, 8, 8, 16, 32, 64])
         out.append(TraceJob(f"m{i:06d}", t, gpus, rng.uniform(600, 12 * 3600),
-                            account=rng.choice(TEAMS), klass=rng.choice([1, 2, 3, 3, 3])))
+                            account=rng.choice(TEAMS), priority_class=rng.choice([1, 2, 3, 3, 3])))
     return out
 
 

@@ -27,6 +27,7 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 
 from railgang.daemon.errors import ConfigError
 from railgang.daemon.report.config import ReportSettings
+from railgang.topology.tiers import Capacity
 
 DEFAULT_STATE_DIR = Path(os.environ.get("RAILGANG_HOME", "/var/lib/railgang"))
 DEV_API_SECRET = "railgang-dev-secret-change-me"
@@ -218,8 +219,8 @@ class LedgerSettings(BaseModel):
     # GPU type of a job whose TRES says only gres/gpu (no gres/gpu:<type>)
     default_gpu_type: str = "gpu"
     # capacity tier of a partition's GPUs for rates; partitions not listed get default_capacity
-    capacity_by_partition: dict[str, Literal["reserved", "on-demand", "spot", "borrowed"]] = {}
-    default_capacity: Literal["reserved", "on-demand", "spot", "borrowed"] = "reserved"
+    capacity_by_partition: dict[str, Capacity] = {}
+    default_capacity: Capacity = Capacity.RESERVED
     # each ingest re-reads this much before the watermark (slurmdbd can record late); harmless,
     # because segments are upserted by key
     overlap_s: int = Field(default=600, ge=0, le=86400)

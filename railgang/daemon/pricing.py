@@ -41,7 +41,8 @@ def price(gpu_type: str, tier: str, overrides: Mapping[tuple[str, str], float]) 
     if (gpu_type, tier) in overrides:
         return overrides[(gpu_type, tier)]
     base = overrides.get((gpu_type, ON_DEMAND), ON_DEMAND_USD.get(gpu_type, DEFAULT_USD))
-    return base * {RESERVED: RESERVED_FACTOR, SPOT: SPOT_FACTOR}.get(tier, 1.0)
+    factors: dict[str, float] = {RESERVED: RESERVED_FACTOR, SPOT: SPOT_FACTOR}
+    return base * factors.get(tier, 1.0)
 
 
 def tier_terms(types: Iterable[str], tiers: Iterable[str],

@@ -31,6 +31,7 @@ from rich.table import Table
 from rich.text import Text
 
 from railgang.daemon.cli_common import JsonOpt, choices_metavar, registry_choice, settings_from
+from railgang.daemon.core.model.snapshot import NodeState
 from railgang.daemon.errors import InputError, RailgangError
 
 if TYPE_CHECKING:  # `top --help` imports neither the Slurm adapter nor networkx
@@ -48,7 +49,7 @@ Source = Literal["auto", "slurm", "daemon"]
 class NodeView:
     name: str
     gpus: int
-    state: str
+    state: NodeState
     owners: tuple[str, ...]  # job id per GPU index, "" where free
 
 
@@ -64,7 +65,7 @@ class JobView:
     nodes: tuple[str, ...]
     leaves: int  # leaves the job spans (0 while pending)
     shape: str  # "tp8 pp1 dp2", "" for a plain Slurm job
-    klass: int | None
+    priority_class: int | None
     elastic: str
 
 
@@ -117,7 +118,7 @@ def build_frame(jobs: Iterable[SqueueJob], nodes: Iterable[SinfoNode],
             gpus=sum(len(g) for _, g in j.allocation) or j.gpus_requested, nodes=held,
             leaves=len({leaf_of.get(n, n) for n in held}),
             shape=_shape(t.tp, t.pp, t.dp) if t and t.dp else "",
-            klass=t.klass if t else None,
+            priority_class=t.priority_class if t else None,
             elastic=f"{t.elastic[0]}:{t.elastic[1]}" if t and t.elastic else ""))
     grouped: dict[str, list[NodeView]] = {}
     for leaf, members in [*leaves.items(), ("(no leaf)", [n for n in node_map if n not in leaf_of])]:
@@ -125,7 +126,7 @@ def build_frame(jobs: Iterable[SqueueJob], nodes: Iterable[SinfoNode],
                for n in members if n in node_map]
         if row:
             grouped[leaf] = row
-    total = sum(n.gpus for n in node_map.values() if n.state not in ("drain", "down"))
+    total = sum(n.gpus for n in node_map.values() if n.state.usable)
     used = sum(1 for cells in owner.values() for c in cells if c)
     views.sort(key=lambda v: (v.state not in ACTIVE_STATES, int(v.job_id) if v.job_id.isdigit()
                               else 0))
@@ -146,7 +147,7 @@ def _cell(v: JobView, column: str) -> str:
     state = "run" if v.state in ACTIVE_STATES else "wait"
     return {"job": v.job_id, "name": v.name, "user": v.user, "account": v.account, "state": state,
             "gpus": str(v.gpus), "shape": v.shape,
-            "class": "" if v.klass is None else str(v.klass), "elastic": v.elastic,
+            "class": "" if v.priority_class is None else str(v.priority_class), "elastic": v.elastic,
             "nodes": ",".join(v.nodes[:4]) + ("…" if len(v.nodes) > 4 else ""),
             "leaves": str(v.leaves or ""), "reason": v.reason}[column]
 
@@ -163,8 +164,7 @@ def render(frame: Frame, columns: Iterable[str] = COLUMNS) -> Group:
             cells.append(f"{n.name} ")
             for o in n.owners:  # ▪: a job the filters leave out
                 cells.append(letter.get(o, "▪") if o else "·",
-                             style="green" if o else ("red" if n.state in ("drain", "down")
-                                                      else "dim"))
+                             style="green" if o else ("dim" if n.state.usable else "red"))
             cells.append("  ")
         grid.add_row(cells)
     jobs = Table(box=None, header_style="bold")
@@ -218,7 +218,7 @@ def from_daemon(db_url: str) -> Frame:
                 state="RUNNING" if r.state == "running" else "PENDING",
                 reason=r.reason or "" if r.state == "waiting" else "", gpus=r.gpus,
                 nodes=tuple(hostlist.expand_hostlist(r.nodes)) if r.nodes else (), leaves=0,
-                shape="", klass=r.priority_class, elastic="") for r in rows]
+                shape="", priority_class=r.priority_class, elastic="") for r in rows]
     except (SQLAlchemyError, RailgangError) as exc:
         raise InputError(f"the daemon's database ({type(exc).__name__}): {exc}; is the daemon "
                          "running with this db.url?") from exc

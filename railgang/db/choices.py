@@ -4,8 +4,10 @@ must not import the models to do so. The models import them from here."""
 
 from __future__ import annotations
 
+from railgang.topology.tiers import CAPACITIES
+
 ROLES = ("admin", "team-admin", "team-reader")  # api_tokens.role
-CAPACITY_TIERS = ("reserved", "on-demand", "spot", "borrowed")  # rates.capacity
+CAPACITY_TIERS = tuple(c.value for c in CAPACITIES)  # rates.capacity (topology/tiers.py)
 GRANT_KINDS = ("account", "user", "qos")  # class_grants.kind
 
 __all__ = ["CAPACITY_TIERS", "GRANT_KINDS", "ROLES"]

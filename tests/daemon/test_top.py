@@ -45,9 +45,9 @@ def test_frame_lists_live_jobs_only_running_first() -> None:
     running = [j for j in f.jobs if j.state == "RUNNING"]
     assert ids[: len(running)] == [j.job_id for j in running]
     gang = next(j for j in f.jobs if j.job_id == "9")
-    assert gang.shape == "tp8 dp2" and gang.klass == 1 and gang.leaves == 1
+    assert gang.shape == "tp8 dp2" and gang.priority_class == 1 and gang.leaves == 1
     plain = next(j for j in f.jobs if j.job_id == "8")
-    assert plain.shape == "" and plain.klass is None
+    assert plain.shape == "" and plain.priority_class is None
 
 
 def test_a_malformed_tag_is_reported_not_fatal() -> None:

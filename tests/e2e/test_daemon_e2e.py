@@ -20,9 +20,9 @@ pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 Start = Callable[..., Daemon]
 
 
-def gang(nodes: int, klass: int, extra: str = "") -> tuple[str, ...]:
-    """sbatch options of a whole-node tp8 gang of ``nodes`` nodes in priority class ``klass``."""
-    return (f"-N{nodes}", "--gres=gpu:8", f"--comment=rg:parallel=tp8,dp{nodes};class={klass}{extra}")
+def gang(nodes: int, priority_class: int, extra: str = "") -> tuple[str, ...]:
+    """sbatch options of a whole-node tp8 gang of ``nodes`` nodes in priority class ``priority_class``."""
+    return (f"-N{nodes}", "--gres=gpu:8", f"--comment=rg:parallel=tp8,dp{nodes};class={priority_class}{extra}")
 
 
 def running_on(slurm: Cluster, job: str) -> list[str]:
@@ -207,10 +207,10 @@ def test_mixed_hinted_jobs_finish_and_gangs_stay_in_one_leaf(slurm: Cluster, dae
     (judged from sacct: leaves from ``scontrol show topology``, others' runs at that moment)."""
     daemon(daemon__preempt="false")  # default policy; preemption has its own test
     jobs = []
-    for nodes, per_node, tp, pp, el, klass, secs in MIXED:
+    for nodes, per_node, tp, pp, el, priority_class, secs in MIXED:
         dp = nodes * per_node // (tp * pp)
         opts = [f"-N{nodes}", f"--gres=gpu:{per_node}", f"--rg-parallel=tp{tp},pp{pp},dp{dp}",
-                f"--rg-class={klass}"] + ([f"--rg-elastic={el}"] if el else [])
+                f"--rg-class={priority_class}"] + ([f"--rg-elastic={el}"] if el else [])
         jobs.append(slurm.example(*opts, steps=secs * dp * 3, step_s=0.25))  # 0.75 × secs
     assert sum(n * g for n, g, *_ in MIXED) > 1.5 * 128
     wait_for(lambda: slurm.finished(jobs), 150, "every job to finish", every_s=2)

@@ -34,6 +34,7 @@ from railgang.daemon.core.model.job import (
     Job,
     JobRequest,
     JobState,
+    PriorityClass,
     RunningJob,
     gpu_count,
 )
@@ -81,6 +82,7 @@ __all__ = [
     "Preempt",
     "PreemptEvent",
     "PreemptionBudget",
+    "PriorityClass",
     "Reason",
     "Resize",
     "RunningJob",

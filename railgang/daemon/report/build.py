@@ -38,6 +38,7 @@ from railgang.daemon.report.model import (
 )
 from railgang.daemon.report.people import ended_rows, team_waits, trend, user_rows
 from railgang.topology.fabric import Fabric
+from railgang.topology.tiers import Capacity
 
 
 def _h(gpu_s: float | None) -> float | None:
@@ -53,7 +54,7 @@ def team_rows(inputs: ReportInputs) -> list[TeamRow]:
     used_type: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     for seg in inputs.segments:
         used_type[seg.team][seg.gpu_type] += seg.gpus
-    reserved = sorted(v for (_, cap), v in inputs.rates.items() if cap == "reserved")
+    reserved = sorted(v for (_, cap), v in inputs.rates.items() if cap == Capacity.RESERVED)
     rows = []
     by_team = {r["team"]: r for r in inputs.usage_team}
     for team in sorted(set(by_team) | set(inputs.accounts)):
@@ -65,7 +66,7 @@ def team_rows(inputs: ReportInputs) -> list[TeamRow]:
         alloc = r["gpu_seconds"] / 3600
         types = used_type.get(team)
         main = max(sorted(types), key=lambda k: types[k]) if types else None
-        rate = inputs.rates.get((main, "reserved")) if main else None
+        rate = inputs.rates.get((main, Capacity.RESERVED)) if main else None
         if rate is None and reserved:
             rate = reserved[0]
         floor = (g or 0) * hours * (rate or 0.0)
@@ -180,7 +181,7 @@ def chaos(inputs: ReportInputs, tax_s: float) -> Chaos:
                 continue
             pre += 1
             t["preemptions"] += 1
-            if a.capacity == "spot":
+            if a.capacity == Capacity.SPOT:
                 spot += 1
                 t["spot_interruptions"] += 1
             h = a.gpus * tax_s / 3600

@@ -18,6 +18,7 @@ from typing import Any
 
 from railgang.daemon.config import Settings
 from railgang.daemon.core.model.actions import Action
+from railgang.daemon.core.model.job import PriorityClass
 from railgang.daemon.core.model.snapshot import Snapshot
 from railgang.daemon.errors import ConfigError
 from railgang.daemon.sim.backend import SimBackend
@@ -85,7 +86,7 @@ def demo_jobs(n: int, seed: int, *, max_gpus: int, spread_s: float = 120.0) -> l
             submit_time=0.0 if i < n // 3 else round(rng.uniform(0, spread_s), 1),
             duration_s=round(rng.uniform(60, 600)), account=rng.choice(("team-a", "team-b")),
             tp=tp, dp=dp, elastic_min=1 if elastic else None, elastic_max=dp if elastic else None,
-            klass=rng.choice((0, 1, 2, 3, 3, 3))))
+            priority_class=PriorityClass(rng.choice((0, 1, 2, 3, 3, 3)))))
     return jobs
 
 

@@ -56,7 +56,13 @@ from railgang.daemon.service.links import LinkCollector
 from railgang.daemon.service.metrics import DaemonMetrics
 from railgang.daemon.service.node_inventory import NodeInventory
 from railgang.daemon.service.quotas import QuotaStep
-from railgang.daemon.slurm.backend import ActionResult, Backend, ExpiringLeaseBackend, LeaseBackend
+from railgang.daemon.slurm.backend import (
+    ActionResult,
+    Backend,
+    ExpiringLeaseBackend,
+    FollowUpBackend,
+    LeaseBackend,
+)
 from railgang.daemon.slurm.cli.lease import write_heartbeat
 from railgang.db.repositories import explanations as explain_repo
 from railgang.db.repositories import journal as repo
@@ -93,6 +99,8 @@ class _Hooks:
 
     def observed(self, snapshot: Snapshot, now: float) -> None:
         self.journal.observed(snapshot, now)
+        if isinstance(self.backend, FollowUpBackend):  # requeues the observation carried out
+            self.journal.followed_up(self.backend.followups(), now)
         if self.renew is not None and snapshot.pending:
             t = time.perf_counter()
             held = [j.job_id for j in snapshot.pending]

@@ -82,19 +82,19 @@ class RatioHistory:
         self._seen: dict[str, tuple[str, int, float, float]] = {}  # running: account, class, start, limit
         self._last_now: float | None = None
 
-    def add(self, account: str, klass: int | None, ratio: float) -> None:
-        """One finished job's ratio; ``klass`` None (the ledger does not know the class) leaves
+    def add(self, account: str, priority_class: int | None, ratio: float) -> None:
+        """One finished job's ratio; ``priority_class`` None (the ledger does not know the class) leaves
         the class scope out."""
         if not 0 < ratio < math.inf:
             return
         ratio = min(ratio, 1.0)  # Slurm ends a job at its limit (a late completion is rounding)
-        for key in (("account", account), ("class", klass), ("all", "")):
+        for key in (("account", account), ("class", priority_class), ("all", "")):
             if key[1] is not None:
                 self._by.setdefault(key, deque(maxlen=self.keep)).append(ratio)
 
-    def ratios(self, account: str, klass: int) -> tuple[Sequence[float], str]:
+    def ratios(self, account: str, priority_class: int) -> tuple[Sequence[float], str]:
         """The ratios of the narrowest scope with enough of them, and that scope's name."""
-        for scope, key in (("account", account), ("class", klass), ("all", "")):
+        for scope, key in (("account", account), ("class", priority_class), ("all", "")):
             found = self._by.get((scope, key))
             if found is not None and len(found) >= self.min_samples:
                 return found, scope
@@ -108,9 +108,9 @@ class RatioHistory:
         pending = {j.job_id for j in snapshot.pending}
         if self._last_now is not None:
             ended = (self._last_now + now) / 2
-            for job_id, (account, klass, start, limit) in self._seen.items():
+            for job_id, (account, priority_class, start, limit) in self._seen.items():
                 if job_id not in snapshot.running and job_id not in pending:
-                    self.add(account, klass, (ended - start) / limit)
+                    self.add(account, priority_class, (ended - start) / limit)
                     added += 1
         self._seen = {j: (r.job.account, r.priority_class, r.start_time, r.job.time_limit_s)
                       for j, r in snapshot.running.items() if r.job.time_limit_s}

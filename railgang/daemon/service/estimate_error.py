@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from railgang.daemon.core.model.job import JobState
+from railgang.daemon.core.model.job import JobState, PriorityClass
 from railgang.daemon.core.model.snapshot import Snapshot
 from railgang.daemon.core.policies import registry
 from railgang.daemon.service.estimate import EstimateConfig, RatioHistory, estimate_starts
@@ -73,11 +73,11 @@ def synthetic(n: int = 600, *, gpus: int = 128, load: float = 0.9, seed: int = 1
     for i in range(n):
         t += rng.expovariate(1.0 / gap)
         size = rng.choices(sizes, weights)[0]
-        klass = rng.choices((3, 2, 1), (80, 15, 5))[0]
+        priority_class = rng.choices((3, 2, 1), (80, 15, 5))[0]
         jobs.append(TraceJob(job_id=f"syn{i:05d}", submit_time=round(t, 1), gpus=size,
                              duration_s=round(min(48 * 3600.0, max(60.0, rng.lognormvariate(
                                  math.log(3600.0), 1.2))), 1),
-                             account=f"acct{rng.randrange(6)}", tp=min(size, 8), klass=klass))
+                             account=f"acct{rng.randrange(6)}", tp=min(size, 8), priority_class=PriorityClass(priority_class)))
     return jobs
 
 
@@ -172,7 +172,7 @@ def measure(jobs: Sequence[TraceJob], fabric: Any, *, policy: str = "default",
                 h.add(r.account, backend_class[r.job_id], ((r.finish or 0) - (r.start or 0)) / limit)
         return h
 
-    backend_class = {tj.job_id: tj.klass for tj in jobs}
+    backend_class = {tj.job_id: tj.priority_class for tj in jobs}
 
     waiting: dict[str, list[Prediction]] = {}  # predicted, not started since
 

@@ -102,13 +102,13 @@ def build_rows(outcome: CycleOutcome, plan: Plan | None, policy: str,
     return rows
 
 
-def _running_row(job_id: str, account: str, klass: int, assignment: Mapping[str, Sequence[int]],
+def _running_row(job_id: str, account: str, priority_class: int, assignment: Mapping[str, Sequence[int]],
                  fabric: Any, policy: str, cost: float | None, replicas: int,
                  how: str) -> ExplanationRow:
     data = placement(fabric, assignment)
     data.update({"cost": cost, "replicas": replicas, "how": how, "policy": policy})
     return ExplanationRow(
-        job_id=job_id, state="running", account=account, priority_class=klass,
+        job_id=job_id, state="running", account=account, priority_class=priority_class,
         gpus=sum(len(g) for g in assignment.values()),
         nodes=hostlist.collect_hostlist(sorted(assignment)), data=_json(data))
 

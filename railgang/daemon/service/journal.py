@@ -9,6 +9,7 @@ the next cycle settles from Slurm (``reconcile.py``).
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -19,7 +20,7 @@ from railgang.daemon.core.model.actions import Action
 from railgang.daemon.core.model.snapshot import Snapshot
 from railgang.daemon.service import codec
 from railgang.daemon.service.reconcile import OpenEntry, Verdict, reconcile
-from railgang.daemon.slurm.backend import ActionResult, Backend
+from railgang.daemon.slurm.backend import ActionResult, Backend, FollowUp
 from railgang.db.models import JournalEntry
 from railgang.db.repositories import journal as repo
 
@@ -84,6 +85,20 @@ class SessionJournal:
             rows.append(repo.PlannedRow(codec.kind_of(a), codec.encode(a), job_id, node))
         self.entries = repo.add_planned(self.session, self.cycle_id, rows, utc(now))
         self.session.commit()  # durable before anything is sent
+
+    def followed_up(self, steps: Sequence[FollowUp], now: float) -> None:
+        """Record the steps the backend took on its own while observing (second phases of earlier
+        actions), settled at once: they were carried out before the journal heard of them."""
+        if not steps:
+            return
+        rows = [repo.PlannedRow(f.step, json.dumps({"job_id": f.job_id, "step": f.step},
+                                                   sort_keys=True), f.job_id, None) for f in steps]
+        entries = repo.add_planned(self.session, self.cycle_id, rows, utc(now), first_seq=-len(rows))
+        outcomes = [("applied" if f.ok else "failed", f.detail) for f in steps]
+        repo.settle(self.session, entries, outcomes, utc(now))
+        for e, (state, _) in zip(entries, outcomes, strict=True):
+            self.outcomes[(e.kind, state)] += 1
+        self.session.commit()
 
     def settled(self, results: Sequence[ActionResult], now: float) -> None:
         outcomes = [("applied" if r.ok else "failed", r.detail) for r in results]

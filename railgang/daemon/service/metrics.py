@@ -232,7 +232,7 @@ def leaf_gpus(snapshot: Snapshot) -> dict[tuple[str, str], int]:
     leaf_of = getattr(snapshot.fabric, "leaf_of", None)
     out: dict[tuple[str, str], int] = {}
     for name, node in snapshot.nodes.items():
-        if node.state in ("drain", "down"):
+        if not node.state.usable:
             continue
         leaf = leaf_of(name) if callable(leaf_of) and name in snapshot.fabric else "-"
         free = len(snapshot.free.get(name, ()))

@@ -20,7 +20,6 @@ import bisect
 import dataclasses
 import weakref
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Protocol
 
@@ -38,14 +37,12 @@ from railgang.daemon.core.model.index import SnapshotIndex
 from railgang.daemon.core.model.job import Assignment, Job, RunningJob
 from railgang.daemon.core.model.needs import GpuFacts
 from railgang.daemon.core.model.pools import Pools, pools_of_nodes
-from railgang.daemon.core.model.quota import QuotaTree
 from railgang.daemon.core.model.reasons import Reason
 from railgang.daemon.core.model.snapshot import Account, Node, NodeState, PreemptEvent, Snapshot
-from railgang.daemon.core.model.tiers import TierTerms
 from railgang.daemon.sim import seed, views
 from railgang.daemon.sim.accounting import SimJob
 from railgang.daemon.sim.capacity import SPOT_RECLAIM, SPOT_RETURN, Capacity
-from railgang.daemon.sim.degrade import LinkEvent
+from railgang.daemon.sim.config import SimConfig
 from railgang.daemon.sim.metrics import JobRecord
 from railgang.daemon.sim.progress import CommModel, NoComm, job_request
 from railgang.daemon.sim.quotas import QuotaUse
@@ -68,28 +65,6 @@ class EventSink(Protocol):
 class _NoEvents:
     def at(self, time: float, kind: str, job_id: str, version: int) -> None:
         return None
-
-
-@dataclass(frozen=True, slots=True)
-class SimConfig:
-    comm_share: float = 0.2  # all-reduce share of a step, multi-node jobs (progress.py)
-    checkpoint_interval_s: float = 1800.0
-    checkpoint_cost_s: float = 60.0
-    restore_cost_s: float = 120.0  # reload + warm-up after a restart
-    transition_cost_s: float = 30.0  # no progress for this long after a resize
-    panic_checkpoint: bool = False  # a signalled job saves if grace >= checkpoint cost
-    preempt_window_s: float = 3600.0  # how much preemption history snapshots carry
-    oracle: bool = True  # tell the core the exact work left (a real cluster only estimates it)
-    quotas: QuotaTree | None = None  # the hierarchical quota tree (``--quotas``); None = none
-    enforce_quotas: bool = True  # False: only measure attainment against the tree (a baseline)
-    degrade: tuple[LinkEvent, ...] = ()  # ``--degrade``: switch factors changing over time
-    # typed and priced capacity (``--gpus``, daemon/sim/pools.py): each node's tier, the tiers'
-    # prices and spot interruption process, how long a reclaimed spot node stays away after its
-    # notice, and the seed of the interruption process (capacity.py)
-    node_tier: Mapping[str, str] = field(default_factory=dict)
-    tiers: Mapping[str, TierTerms] = field(default_factory=dict)
-    spot_down_s: float = 600.0
-    spot_seed: int = 0
 
 
 class SimBackend:

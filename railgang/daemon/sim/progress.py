@@ -50,7 +50,7 @@ def job_request(tj: TraceJob, *, comm_share: float = DEFAULT_COMM_SHARE,
     return JobRequest(
         job_id=tj.job_id, gpus=tj.gpus, account=tj.account, submit_time=tj.submit_time,
         tp=tj.tp, pp=tj.pp, elastic_min=tj.elastic_min, elastic_max=tj.elastic_max,
-        priority_class=tj.klass, transition_cost_s=transition_cost_s,
+        priority_class=tj.priority_class, transition_cost_s=transition_cost_s,
         checkpoint_interval_s=checkpoint_interval_s, checkpoint_cost_s=checkpoint_cost_s,
         restore_cost_s=restore_cost_s, speedup_fn=speedup_for(tj),
         comm_fraction=comm_share if tj.gpus > 1 else 0.0, model=tj.model,

@@ -52,7 +52,7 @@ def _seeded(backend: SimBackend, job: Job, run_s: float, now: float) -> SimJob:
     tj = TraceJob(job_id=r.job_id, submit_time=r.submit_time, gpus=r.gpus,
                   duration_s=max(run_s, 1.0), account=r.account, tp=r.tp, pp=r.pp,
                   elastic_min=r.elastic_min, elastic_max=r.elastic_max,
-                  klass=r.priority_class, model=r.model)
+                  priority_class=r.priority_class, model=r.model)
     sj = SimJob(tj, r, backend.recorder.record(tj), oracle=False,
                 integral=backend.recorder.integral_at(now))
     sj.job, sj.as_of = job, now  # the state as observed (attained service, preemptions)

@@ -40,6 +40,7 @@ from railgang.db.models import Account, Job, UsageRecord
 from railgang.db.org import Rate
 from railgang.db.session import session_scope
 from railgang.db.steps import StepTiming
+from railgang.topology.tiers import Capacity
 
 PROFILES = ("healthy", "starved", "zombie")
 _CHUNK = 20000
@@ -159,9 +160,9 @@ def _gpu_ids(assignment: Sequence[tuple[str, Sequence[int]]]) -> str:
     return ",".join(parts)
 
 
-def _capacity(tier: str) -> str:
-    return {"spot": "spot", "on-demand": "on-demand", "ondemand": "on-demand"}.get(tier,
-                                                                                 "reserved")
+def _capacity(tier: str) -> Capacity:
+    return {"spot": Capacity.SPOT, "on-demand": Capacity.ON_DEMAND,
+            "ondemand": Capacity.ON_DEMAND}.get(tier, Capacity.RESERVED)
 
 
 @dataclass(frozen=True, slots=True)
@@ -246,19 +247,8 @@ def write_ledger(engine: Engine, jobs: Sequence[TraceJob], result: RunResult,
             {"cluster": cfg.cluster, "node": n, "at_epoch": epoch(t0), "state": "idle",
              "gpu_type": gpu_type[n], "gpus": fabric.facts(n).gpus, "reason": ""}
             for n in sorted(fabric.nodes)])
-        rows = []
-        for j in jobs:
-            rec = records.get(j.job_id)
-            state = ("COMPLETED" if rec is not None and rec.finish is not None else
-                     "RUNNING" if rec is not None and rec.start is not None else
-                     "REJECTED" if rec is not None and rec.rejected else "PENDING")
-            rows.append({"cluster": cfg.cluster, "slurm_job_id": j.job_id, "account": j.account,
-                         "user": f"{j.account}-u{zlib.crc32(j.job_id.encode()) % 3}",
-                         "gpus": j.gpus, "priority_class": j.klass,
-                         "hints": f"tp{j.tp},pp{j.pp}", "state": state,
-                         "submitted_at": datetime.fromtimestamp(epoch(j.submit_time), UTC)})
-        for i in range(0, len(rows), _CHUNK):
-            s.execute(insert(_table(Job)), rows[i:i + _CHUNK])
+        rows = [_job_row(j, records.get(j.job_id), cfg, epoch(j.submit_time)) for j in jobs]
+        _insert(s, Job, rows)
         pk = {j: i for j, i in s.execute(select(Job.slurm_job_id, Job.id)
                                           .where(Job.cluster == cfg.cluster))}
         tj = {j.job_id: j for j in jobs}
@@ -286,30 +276,14 @@ def write_ledger(engine: Engine, jobs: Sequence[TraceJob], result: RunResult,
                     sms.append(sm)
             compute = float(np.mean(np.concatenate(sms))) / 100 if sms and b > a else None
             k = order[seg.job_id] = order.get(seg.job_id, -1) + 1
-            nodes = [n for n, _ in seg.assignment]
-            tier = _capacity(tiers.get(nodes[0], "")) if nodes else "reserved"
-            seg_rows.append({
-                "job_id": pk[seg.job_id], "segment": k, "account": job.account,
-                "user": f"{job.account}-u{zlib.crc32(job.job_id.encode()) % 3}",
-                "gpu_type": gpu_type.get(nodes[0], "gpu") if nodes else "gpu",
-                "gpus": seg.gpus, "nodes": hostlist.collect_hostlist(nodes),
-                "started_at": datetime.fromtimestamp(epoch(seg.start), UTC),
-                "ended_at": None if seg.end is None else datetime.fromtimestamp(epoch(seg.end),
-                                                                                UTC),
-                "start_epoch": epoch(seg.start),
-                "end_epoch": None if seg.end is None else epoch(seg.end),
-                "tier": "guaranteed", "capacity": tier, "gpu_ids": _gpu_ids(seg.assignment),
-                "compute_fraction": None if compute is None else round(compute, 6),
-                "productive_fraction": None if compute is None else
-                round(compute * min(1.0, seg.share), 6), "source": "sim"})
+            seg_rows.append(_segment_row(seg, job, pk[seg.job_id], k, compute, gpu_type, tiers,
+                                         epoch))
             share = max(seg.share, 1e-3)
             for t in np.arange(seg.start, end, 3600.0):  # one step timing per hour of running
                 step_rows.append({"job_id": pk[seg.job_id], "t_epoch": epoch(float(t)),
                                   "step_s": round(1.0 / share, 4), "compute_s": 1.0})
-        for i in range(0, len(seg_rows), _CHUNK):
-            s.execute(insert(_table(UsageRecord)), seg_rows[i:i + _CHUNK])
-        for i in range(0, len(step_rows), _CHUNK):
-            s.execute(insert(_table(StepTiming)), step_rows[i:i + _CHUNK])
+        _insert(s, UsageRecord, seg_rows)
+        _insert(s, StepTiming, step_rows)
         keys = sorted((n, g) for n in fabric.nodes for g in range(fabric.facts(n).gpus))
 
         def row_of(key: tuple[str, int]) -> np.ndarray:
@@ -327,6 +301,42 @@ def write_ledger(engine: Engine, jobs: Sequence[TraceJob], result: RunResult,
 
 def _table(model: Any) -> Table:
     return cast(Table, model.__table__)
+
+
+def _insert(s: Any, model: Any, rows: list[dict[str, Any]]) -> None:
+    for i in range(0, len(rows), _CHUNK):
+        s.execute(insert(_table(model)), rows[i:i + _CHUNK])
+
+
+def _job_row(j: TraceJob, rec: Any, cfg: TelemetryConfig, submitted: int) -> dict[str, Any]:
+    state = ("COMPLETED" if rec is not None and rec.finish is not None else
+             "RUNNING" if rec is not None and rec.start is not None else
+             "REJECTED" if rec is not None and rec.rejected else "PENDING")
+    return {"cluster": cfg.cluster, "slurm_job_id": j.job_id, "account": j.account,
+            "user": f"{j.account}-u{zlib.crc32(j.job_id.encode()) % 3}",
+            "gpus": j.gpus, "priority_class": j.priority_class,
+            "hints": f"tp{j.tp},pp{j.pp}", "state": state,
+            "submitted_at": datetime.fromtimestamp(submitted, UTC)}
+
+
+def _segment_row(seg: SimSegment, job: TraceJob, job_pk: int, k: int, compute: float | None,
+                 gpu_type: dict[str, str], tiers: dict[str, str],
+                 epoch: Callable[[float], int]) -> dict[str, Any]:
+    nodes = [n for n, _ in seg.assignment]
+    tier = _capacity(tiers.get(nodes[0], "")) if nodes else Capacity.RESERVED
+    return {
+        "job_id": job_pk, "segment": k, "account": job.account,
+        "user": f"{job.account}-u{zlib.crc32(job.job_id.encode()) % 3}",
+        "gpu_type": gpu_type.get(nodes[0], "gpu") if nodes else "gpu",
+        "gpus": seg.gpus, "nodes": hostlist.collect_hostlist(nodes),
+        "started_at": datetime.fromtimestamp(epoch(seg.start), UTC),
+        "ended_at": None if seg.end is None else datetime.fromtimestamp(epoch(seg.end), UTC),
+        "start_epoch": epoch(seg.start),
+        "end_epoch": None if seg.end is None else epoch(seg.end),
+        "tier": "guaranteed", "capacity": tier, "gpu_ids": _gpu_ids(seg.assignment),
+        "compute_fraction": None if compute is None else round(compute, 6),
+        "productive_fraction": None if compute is None else
+        round(compute * min(1.0, seg.share), 6), "source": "sim"}
 
 
 _SAMPLE_COLUMNS = ("node", "gpu", "at_epoch_ms", "sm_util", "mem_used_mib", "power_w")
@@ -398,7 +408,7 @@ def _ensure_org(s: Any, teams: list[str], total_gpus: int) -> None:
 def _ensure_rates(s: Any, gpu_types: list[str], cfg: TelemetryConfig) -> None:
     have = {(r.gpu_type, r.capacity) for r in s.scalars(select(Rate))}
     for t in gpu_types:
-        for cap, price in (("reserved", cfg.reserved_rate), ("spot", cfg.spot_rate)):
+        for cap, price in ((Capacity.RESERVED, cfg.reserved_rate), (Capacity.SPOT, cfg.spot_rate)):
             if (t, cap) not in have:
                 s.add(Rate(gpu_type=t, capacity=cap, per_gpu_hour=price))
     s.flush()

@@ -26,6 +26,22 @@ class ActionResult:
     detail: str = ""
 
 
+@dataclass(frozen=True, slots=True)
+class FollowUp:
+    """A step a backend took on its own while it observed the cluster: the second phase of an
+    earlier action whose time came (a preempted job requeued once its grace ran out, a grown job
+    restarted at its new size). The journal records each, like the actions it follows."""
+
+    job_id: str
+    step: str  # "requeue" | "restart"
+    ok: bool
+    detail: str  # one line, as logged
+
+    @property
+    def line(self) -> str:
+        return f"job {self.job_id}: {self.detail}"
+
+
 @runtime_checkable
 class Backend(Protocol):
     def snapshot(self, now: float) -> Snapshot:
@@ -56,4 +72,14 @@ class ExpiringLeaseBackend(LeaseBackend, Protocol):
         ...
 
 
-__all__ = ["ActionResult", "Backend", "ExpiringLeaseBackend", "LeaseBackend"]
+@runtime_checkable
+class FollowUpBackend(Backend, Protocol):
+    """A backend that carries out due second phases while it observes (the CLI backend)."""
+
+    def followups(self) -> Sequence[FollowUp]:
+        """What the last ``snapshot`` carried out on its own, for the journal."""
+        ...
+
+
+__all__ = ["ActionResult", "Backend", "ExpiringLeaseBackend", "FollowUp", "FollowUpBackend",
+           "LeaseBackend"]

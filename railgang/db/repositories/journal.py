@@ -63,9 +63,11 @@ def last_cycle(s: Session, *, finished: bool = True) -> DaemonCycle | None:
 
 # -- journal -----------------------------------------------------------------------------------
 def add_planned(s: Session, cycle_id: int, rows: Sequence[PlannedRow],
-                at: datetime) -> list[JournalEntry]:
+                at: datetime, *, first_seq: int = 0) -> list[JournalEntry]:
+    """``rows`` as ``planned`` entries of the cycle, numbered from ``first_seq`` in apply order
+    (a backend's follow-ups, done while it observed, come before the cycle's actions: < 0)."""
     entries = [
-        JournalEntry(cycle_id=cycle_id, seq=i, kind=r.kind, job_id=r.job_id, node=r.node,
+        JournalEntry(cycle_id=cycle_id, seq=first_seq + i, kind=r.kind, job_id=r.job_id, node=r.node,
                      payload=r.payload, idem_key=idempotency_key(cycle_id, r.kind, r.payload),
                      state="planned", detail="", planned_at=at)
         for i, r in enumerate(rows)

@@ -57,10 +57,10 @@ class DemoJob:
         return argv
 
 
-def _steps(base: int, dp: int, klass: int) -> int:
+def _steps(base: int, dp: int, priority_class: int) -> int:
     """Steps for about ``base`` x 2 step-times of wall time (batch) or ``base`` / 2 (guaranteed
     work): the example shares a step's work among its DP replicas, so steps scale with ``dp``."""
-    return max(5, base * dp * 2 if klass == 3 else base * dp // 2)
+    return max(5, base * dp * 2 if priority_class == 3 else base * dp // 2)
 
 
 def make_workload(n: int = 30, seed: int = 1) -> list[DemoJob]:

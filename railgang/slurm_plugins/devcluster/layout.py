@@ -12,21 +12,21 @@ from pathlib import Path
 
 import hostlist
 
+from railgang.topology.gpus import GPU_TYPES
+from railgang.topology.tiers import Tier
+
 SLURM_BIN = Path("/usr/sbin")
 GPU_DEVICE_MAJOR = 195  # the NVIDIA character-device major; gres/gpu rejects plain files
 
 # Node features a pool of each GPU type gets unless `--pools` names its own (docs/needs.md): the
-# memory of the common SKU, NVLink on SXM parts, the interconnect such nodes usually have. The
-# V100 pool is the older PCIe generation: no NVLink, Ethernet.
+# common SKU's memory, NVLink and interconnect, from the GPU catalogue (topology/gpus.py)
 POOL_FEATURES: dict[str, tuple[str, ...]] = {
-    "h100": ("gpumem_80g", "nvlink", "ib"), "h200": ("gpumem_141g", "nvlink", "ib"),
-    "a100": ("gpumem_80g", "nvlink", "ib"), "a100-40": ("gpumem_40g", "nvlink", "roce"),
-    "l40s": ("gpumem_48g", "eth"), "v100": ("gpumem_32g", "eth"), "p100": ("gpumem_16g", "eth"),
-    "k80": ("gpumem_12g", "eth"), "t4": ("gpumem_16g", "eth"),
+    t.name: (f"gpumem_{t.memory_gb:g}g", *(("nvlink",) if t.nvlink else ()), t.network)
+    for t in GPU_TYPES.values() if t.compute_capability is not None
 }
 _POOL = re.compile(r"^([a-z0-9][a-z0-9_.\-]*)(?::([a-z\-]+))?=(\d+)(?::([A-Za-z0-9_.+\-]+))?$")
 # capacity tier -> the node feature that carries it (daemon/slurm/cli/facts.py reads it back)
-TIER_FEATURES = {"reserved": "tier_reserved", "on-demand": "tier_ondemand", "spot": "tier_spot"}
+TIER_FEATURES: dict[str, str] = {Tier.RESERVED: "tier_reserved", Tier.ON_DEMAND: "tier_ondemand", Tier.SPOT: "tier_spot"}
 
 
 @dataclass(frozen=True)

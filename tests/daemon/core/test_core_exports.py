@@ -11,7 +11,7 @@ EXPECTED = {
     "Reason", "Resize", "RunningJob", "SetPriority", "SpeedupFn", "Snapshot", "Start", "TagNode",
     "Unplaceable", "Want", "allreduce", "amdahl", "decide", "gang_for", "gpu_count", "linear",
     "make_snapshot", "reason_for", "table", "topology_placer",
-    "GpuFacts", "Needs", "NeedsError", "needs", "parse_needs",
+    "GpuFacts", "Needs", "NeedsError", "needs", "parse_needs", "PriorityClass",
 }
 
 

@@ -51,9 +51,9 @@ SPINE1_AT_30 = LinkHealth(switches={"spine1": 0.3})
 ALL = tuple(range(8))
 
 
-def _job(job_id: str = "b", work: float = 36000.0, klass: int = 3, comm: float = 0.5,
+def _job(job_id: str = "b", work: float = 36000.0, priority_class: int = 3, comm: float = 0.5,
          preempted_at: float | None = None) -> Job:
-    req = JobRequest(job_id, 16, tp=8, priority_class=klass, comm_fraction=comm,
+    req = JobRequest(job_id, 16, tp=8, priority_class=priority_class, comm_fraction=comm,
                      checkpoint_cost_s=60.0, restore_cost_s=120.0)
     return Job(req, JobState(work_remaining_s=work, last_preempted_at=preempted_at))
 
@@ -120,7 +120,7 @@ def test_budget_exhausted() -> None:
     assert _decide(_snapshot(recent)) == ()
     churned = (PreemptEvent(7200.0 - 60.0, "x", 8),)  # the window's cap (5 % of 128 = 6) is spent
     assert _decide(_snapshot(_job(), history=churned)) == ()
-    assert _decide(_snapshot(_job(klass=0))) == ()  # serving is never preempted
+    assert _decide(_snapshot(_job(priority_class=0))) == ()  # serving is never preempted
     assert _decide(_snapshot(_job()), enabled=False) == ()
 
 

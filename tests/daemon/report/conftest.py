@@ -46,7 +46,7 @@ def week_trace(seed: int = 7, jobs: int = 220) -> list[TraceJob]:
         gpus = rng.choice([1, 1, 2, 4, 8, 8, 16])
         elastic = gpus >= 8 and rng.random() < 0.3
         out.append(TraceJob(f"w{i:03d}", t, gpus, rng.uniform(600, 6 * 3600),
-                            account=rng.choice(TEAMS), klass=rng.choice([1, 2, 3, 3]),
+                            account=rng.choice(TEAMS), priority_class=rng.choice([1, 2, 3, 3]),
                             elastic_min=1 if elastic else None,
                             elastic_max=gpus if elastic else None))
     return out

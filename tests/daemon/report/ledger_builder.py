@@ -42,13 +42,13 @@ class Ledger:
         return self
 
     def job(self, job: str, team: str, *, gpus: int, submit: float,
-            segments: list[tuple[float, float | None, int, str]], klass: int = 3,
+            segments: list[tuple[float, float | None, int, str]], priority_class: int = 3,
             gpu_type: str = "h100", capacity: str = "reserved",
             fractions: tuple[float, float] | None = None) -> Ledger:
         """``segments``: (start, end, gpus, nodes hostlist)."""
         with session_scope(self.engine) as s:
             row = Job(slurm_job_id=job, cluster="c", account=team, user=f"{team}-u",
-                      gpus=gpus, priority_class=klass, hints="", submitted_at=at(submit),
+                      gpus=gpus, priority_class=priority_class, hints="", submitted_at=at(submit),
                       state="COMPLETED")
             s.add(row)
             s.flush()

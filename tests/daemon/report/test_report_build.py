@@ -35,9 +35,9 @@ def ledger(engine: Engine) -> Ledger:
         led.job(f"a{d}", "a", gpus=8, submit=T0 + d * DAY,
                 segments=[(T0 + d * DAY, T0 + d * DAY + 4 * 3600, 8, "n01")])
     led.job("a-big", "a", gpus=8, submit=D3 - 7200, fractions=(0.8, 0.5),
-            segments=[(D3, D3 + DAY, 8, "n01")], klass=1)
+            segments=[(D3, D3 + DAY, 8, "n01")], priority_class=1)
     # team b: preempted (gap), then resized (at once, other size), on spot capacity
-    led.job("b1", "b", gpus=8, submit=D3, capacity="spot", klass=3, segments=[
+    led.job("b1", "b", gpus=8, submit=D3, capacity="spot", priority_class=3, segments=[
         (D3, D3 + 3600, 8, "n02"), (D3 + 7200, D3 + 10800, 8, "n02"),
         (D3 + 10800, D3 + 14400, 4, "n02")])
     return led
@@ -76,8 +76,8 @@ def test_cancelled_before_starting_is_not_waiting(ledger: Ledger, engine: Engine
 
     from railgang.db.models import Job
 
-    ledger.job("gone", "b", gpus=2, submit=D3 - DAY, segments=[], klass=2)
-    ledger.job("waits", "b", gpus=2, submit=D3 + 3600, segments=[], klass=2)
+    ledger.job("gone", "b", gpus=2, submit=D3 - DAY, segments=[], priority_class=2)
+    ledger.job("waits", "b", gpus=2, submit=D3 + 3600, segments=[], priority_class=2)
     with session_scope(engine) as s:
         s.execute(update(Job).where(Job.slurm_job_id.in_(["gone", "waits"]))
                   .values(state="PENDING"))

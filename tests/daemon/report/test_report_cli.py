@@ -29,7 +29,7 @@ def ledger_url(tmp_path_factory: pytest.TempPathFactory) -> str:
         f.write("job_id,submit_time,gpus,duration_s,account,class\n")
         for j in week_trace(jobs=60)[:60]:
             f.write(f"{j.job_id},{j.submit_time:.0f},{j.gpus},{j.duration_s:.0f},"
-                    f"{j.account},{j.klass}\n")
+                    f"{j.account},{j.priority_class}\n")
     url = f"sqlite:///{root / 'ledger.sqlite'}"
     code, out, exc = run("sim", "--trace", str(trace), "--nodes", "2", "--gpus-per-node", "8",
                          "--leaf", "2", "-q", "--ledger", url, "--ledger-start", "2026-11-23",

@@ -18,6 +18,7 @@ from railgang.daemon.errors import UnknownJobError
 from railgang.daemon.service.backends import LiveSim
 from railgang.daemon.service.status import explanation, render
 from railgang.daemon.sim.traces.model import TraceJob
+from railgang.daemon.slurm.backend import FollowUp
 from railgang.daemon.slurm.fake import FakeBackend
 from railgang.db.models import DaemonCycle, JournalEntry
 from railgang.db.repositories import journal as repo
@@ -185,3 +186,27 @@ def test_leases_are_renewed_after_observing_and_before_applying(engine: Engine) 
     assert backend.renewed == [(["a", "b", "c", "d", "zbig"], 3.0, 0)]
     assert report.leases_renewed == 4 and len(backend.accepted) == 4
     assert "leases" in report.timings_ms and report.timings_ms["reconcile"] >= 0
+
+
+class FollowingUp(Recording):
+    """A backend that, like the CLI backend, requeues due preemptions while it observes."""
+
+    def __init__(self, sim: LiveSim, steps: list[FollowUp]) -> None:
+        super().__init__(sim)
+        self.steps = steps
+
+    def followups(self) -> list[FollowUp]:
+        return self.steps
+
+
+def test_the_journal_records_what_the_backend_did_while_observing(engine: Engine) -> None:
+    steps = [FollowUp("7", "requeue", True, "preempted, requeued"),
+             FollowUp("8", "restart", False, "grow restart refused: " + "x" * 600)]
+    backend = FollowingUp(cluster(), steps)
+    report = service(engine, backend, SimClock(0.0)).run_once()
+    assert report.error is None
+    rows = _journal(engine)
+    follow = [(e.kind, e.job_id, e.state, e.seq) for e in rows if e.kind in ("requeue", "restart")]
+    assert follow == [("requeue", "7", "applied", -2), ("restart", "8", "failed", -1)]
+    assert all(len(e.detail) <= 512 for e in rows)
+    assert [e.kind for e in rows if e.kind == "start"]  # the cycle's own actions beside them

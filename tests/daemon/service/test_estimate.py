@@ -23,10 +23,10 @@ FABRIC = fabric_from_shape(2, 8, 2)  # 16 GPUs: n01, n02
 EXACT = EstimateConfig(cycle_s=0.0, wall_s=5.0)  # a cycle at every event: exact start times
 
 
-def req(job_id: str, gpus: int, *, limit: float | None = 3600.0, klass: int = 3,
+def req(job_id: str, gpus: int, *, limit: float | None = 3600.0, priority_class: int = 3,
         account: str = "team-a", submit: float = -100.0, work: float | None = None) -> Job:
     return Job(JobRequest(job_id, gpus, account=account, submit_time=submit, tp=min(gpus, 8),
-                          priority_class=klass, time_limit_s=limit),
+                          priority_class=priority_class, time_limit_s=limit),
                JobState(work_remaining_s=work))
 
 
@@ -111,15 +111,15 @@ def test_a_spent_budget_is_reported_as_a_lower_bound_not_a_guess() -> None:
 
 def test_a_higher_class_overtakes_the_queue() -> None:
     s = snap([gang(req("a", 16), WHOLE, start=0.0)],
-             [req("old", 16, submit=-500.0), req("urgent", 16, klass=1, submit=-1.0)])
+             [req("old", 16, submit=-500.0), req("urgent", 16, priority_class=1, submit=-1.0)])
     e = estimate(s, config=EstimateConfig(cycle_s=0.0, samples=0))
     assert e.jobs["urgent"].start_s == 3600.0 and e.jobs["old"].start_s == 7200.0
 
 
-def history_of(ratios: list[float], account: str = "team-a", klass: int = 3) -> RatioHistory:
+def history_of(ratios: list[float], account: str = "team-a", priority_class: int = 3) -> RatioHistory:
     h = RatioHistory(min_samples=3)
     for r in ratios:
-        h.add(account, klass, r)
+        h.add(account, priority_class, r)
     return h
 
 

@@ -46,7 +46,7 @@ def synthetic_jobs(n: int = 60, seed: int = 12) -> list[TraceJob]:
             duration_s=round(rng.lognormvariate(7.5, 1.0), 1),
             account=rng.choice(("vision", "nlp", "rl")), tp=tp, dp=dp,
             elastic_min=1 if elastic else None, elastic_max=dp * 2 if elastic else None,
-            klass=rng.choice((0, 1, 2, 3, 3, 3, 3))))
+            priority_class=rng.choice((0, 1, 2, 3, 3, 3, 3))))
     return jobs
 
 

@@ -21,7 +21,7 @@ def test_minimal_columns_and_defaults() -> None:
     trace = parse("job_id,submit_time,gpus,duration_s\nb,5,8,100\na,0,1,3600.5\n")
     assert [j.job_id for j in trace.jobs] == ["a", "b"]  # ordered by submit time
     a = trace.jobs[0]
-    assert (a.gpus, a.duration_s, a.account, a.tp, a.pp, a.replicas, a.klass) == \
+    assert (a.gpus, a.duration_s, a.account, a.tp, a.pp, a.replicas, a.priority_class) == \
         (1, 3600.5, "default", 1, 1, 1, 3)
     assert a.elastic_min is None and trace.problems == ()
 
@@ -29,7 +29,7 @@ def test_minimal_columns_and_defaults() -> None:
 def test_all_columns() -> None:
     trace = parse(HEADER + "j1,10,64,7200,teamA,8,2,4,2,8,1,llama\n")
     j = trace.jobs[0]
-    assert (j.tp, j.pp, j.dp, j.replicas, j.elastic_min, j.elastic_max, j.klass, j.model) == \
+    assert (j.tp, j.pp, j.dp, j.replicas, j.elastic_min, j.elastic_max, j.priority_class, j.model) == \
         (8, 2, 4, 4, 2, 8, 1, "llama")
 
 

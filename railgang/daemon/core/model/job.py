@@ -22,6 +22,7 @@ unknown) and service in GPU-seconds (``attained_gpu_s``).
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -43,6 +44,16 @@ def gpu_count(assignment: Assignment) -> int:
     return sum(map(len, assignment.values()))
 
 
+class PriorityClass(enum.IntEnum):
+    """DESIGN R-S7's priority classes, most important first: the cycle serves them in this order
+    and a class may preempt only the ones after it (``model/preemption.py``)."""
+
+    SERVING = 0  # inference replicas: never preempted
+    PRODUCTION = 1  # preempted only by serving
+    INTERACTIVE = 2  # short limit; preempted by serving and production
+    BATCH = 3  # the default: preemptible, fills the gaps
+
+
 @dataclass(frozen=True, slots=True)
 class JobRequest:
     """What was asked for: never changes while the job exists."""
@@ -55,7 +66,7 @@ class JobRequest:
     pp: int = 1  # pipeline-parallel degree
     elastic_min: int | None = None  # minimum DP replicas; None = rigid
     elastic_max: int | None = None  # maximum DP replicas; None = rigid
-    priority_class: int = 3  # 0 serving, 1 production, 2 interactive, 3 batch (DESIGN R-S7)
+    priority_class: PriorityClass = PriorityClass.BATCH  # an int 0-3 is taken and converted
     transition_cost_s: float = 30.0  # throughput lost per resize (10-60 s; 600 s with restart)
     checkpoint_interval_s: float = 1800.0
     checkpoint_cost_s: float = 60.0  # time to save a checkpoint (paid on a graceful preempt)
@@ -96,6 +107,8 @@ class JobRequest:
             raise ValueError(f"{self.job_id}: gpus {self.gpus} is not a multiple of tp×pp")
         if not 0 <= self.priority_class <= 3:
             raise ValueError(f"{self.job_id}: priority_class must be 0-3")
+        if type(self.priority_class) is not PriorityClass:
+            object.__setattr__(self, "priority_class", PriorityClass(self.priority_class))
         per = self.tp * self.pp
         reps = self.gpus // per
         lo = self.elastic_min if self.elastic_min is not None else reps
@@ -165,7 +178,7 @@ class Job:
     @property
     def pp(self) -> int: return self.request.pp
     @property
-    def priority_class(self) -> int: return self.request.priority_class
+    def priority_class(self) -> PriorityClass: return self.request.priority_class
     @property
     def transition_cost_s(self) -> float: return self.request.transition_cost_s
     @property
@@ -260,7 +273,7 @@ class RunningJob:
 
     gpus: int = field(init=False, repr=False, compare=False)  # GPUs held (derived)
     job_id: str = field(init=False, repr=False, compare=False)  # = job.job_id
-    priority_class: int = field(init=False, repr=False, compare=False)  # = job.priority_class
+    priority_class: PriorityClass = field(init=False, repr=False, compare=False)  # = job.priority_class
 
     def __post_init__(self) -> None:
         frozen = freeze_assignment(self.assignment)

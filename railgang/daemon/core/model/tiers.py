@@ -26,12 +26,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from railgang.daemon.core.model.job import Job
+from railgang.topology.tiers import TIERS, Tier
 
 DAY_S = 86400.0
-SPOT = "spot"
-ON_DEMAND = "on-demand"
-RESERVED = "reserved"
-TIERS = (RESERVED, ON_DEMAND, SPOT)
+SPOT, ON_DEMAND, RESERVED = Tier.SPOT, Tier.ON_DEMAND, Tier.RESERVED
 
 
 @dataclass(frozen=True)

@@ -161,18 +161,25 @@ class EvictPhase:
                 if found.budget_hit:
                     d.wait(job, Reason.PREEMPTION_BUDGET, "eviction would exceed a preemption budget", need)
                 continue
-            self.served += 1
-            for v, kept, gone in shrinks:
-                d.shrink(v, v.job.min_replicas, kept, gone)
-            for v in kills:
-                d.preempt(Preempt(v.job_id, pre.grace_for(v, budget), Reason.PRIORITY, job.job_id,
-                                  gpus_of[v.job_id]))
-                self.churn += gpus_of[v.job_id]
-            if kills:
-                d.wait(job, Reason.PREEMPTING, f"signalled {', '.join(k.job_id for k in kills)}", need)
-            else:  # shrinks alone made room: start now on exactly the GPUs they released
-                d.start(job, placed, x.min_replicas)
+            self._carry_out(job, x, need, placed, shrinks, kills)
             hopeless.clear()  # free GPUs changed
+
+    def _carry_out(self, job: Job, x: Want, need: int, placed: Placed,
+                   shrinks: tuple[_Shrink, ...], kills: tuple[RunningJob, ...]) -> None:
+        """Shrink and preempt the victims found for ``job``; start it at once when shrinks alone
+        made room (on exactly the GPUs they released), else it waits for the signalled jobs."""
+        d = self.d
+        self.served += 1
+        for v, kept, gone in shrinks:
+            d.shrink(v, v.job.min_replicas, kept, gone)
+        for v in kills:
+            d.preempt(Preempt(v.job_id, pre.grace_for(v, self.budget), Reason.PRIORITY, job.job_id,
+                              self.gpus_of[v.job_id]))
+            self.churn += self.gpus_of[v.job_id]
+        if kills:
+            d.wait(job, Reason.PREEMPTING, f"signalled {', '.join(k.job_id for k in kills)}", need)
+        else:
+            d.start(job, placed, x.min_replicas)
 
 
 _Shrink = tuple[RunningJob, Assignment, Assignment]  # (victim, GPUs it keeps, GPUs it gives)

@@ -21,6 +21,7 @@ import math
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
+from railgang.daemon.core.model.job import PriorityClass
 from railgang.daemon.errors import InputError
 from railgang.daemon.sim.traces.model import (
     MAX_TRACE_GPUS,
@@ -103,11 +104,11 @@ def _job(row: dict[str, str]) -> TraceJob:
                    "elastic_min and elastic_max go together")
     if emin is not None and emax is not None and emin > emax:
         raise _Bad("elastic_min", f"elastic_min {emin} > elastic_max {emax}")
-    klass = _int(row, "class", default=3, lo=0, hi=3)
+    priority_class = _int(row, "class", default=3, lo=0, hi=3)
     account = (row.get("account") or "").strip() or "default"
     return TraceJob(job_id=job_id, submit_time=submit, gpus=gpus, duration_s=duration,
                     account=account, tp=tp, pp=pp, dp=dp, elastic_min=emin, elastic_max=emax,
-                    klass=3 if klass is None else klass, model=(row.get("model") or "").strip())
+                    priority_class=PriorityClass(3 if priority_class is None else priority_class), model=(row.get("model") or "").strip())
 
 
 def parse_csv(lines: Iterable[str], *, path: str = "<csv>", strict: bool = False,

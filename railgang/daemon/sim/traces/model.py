@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from railgang.daemon.core.model.job import PriorityClass
 from railgang.daemon.errors import InputError
 
 
@@ -31,7 +32,7 @@ class TraceJob:
     dp: int = 0  # 0 = derive from gpus / (tp * pp)
     elastic_min: int | None = None  # in DP replicas; None = rigid
     elastic_max: int | None = None
-    klass: int = 3  # priority class 0..3 (DESIGN R-S7); traces default to batch/research
+    priority_class: PriorityClass = PriorityClass.BATCH  # DESIGN R-S7; traces default to batch
     model: str = ""
     # measured throughput (steps/s) per GPU count when the trace knows it (philly-gavel); the
     # simulator's scaling curve interpolates it, otherwise it falls back to a generic curve

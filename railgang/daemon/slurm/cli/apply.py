@@ -32,7 +32,7 @@ from railgang.daemon.core.model.actions import (
     Start,
     TagNode,
 )
-from railgang.daemon.slurm.backend import ActionResult
+from railgang.daemon.slurm.backend import ActionResult, FollowUp
 from railgang.daemon.slurm.cli import commands as cmd
 from railgang.daemon.slurm.cli.parse import Pending, RailgangTag
 from railgang.daemon.slurm.cli.records import SqueueJob
@@ -265,9 +265,10 @@ def died_of_the_signal(ended: Iterable[SqueueJob]) -> list[SqueueJob]:
 
 
 def finish_due(runner: SlurmRunner, obs: Observation, now: float, config: ApplyConfig,
-               ended: Iterable[SqueueJob] = ()) -> list[str]:
-    """Second phases that fell due; one line per job done or failed. ``ended``: jobs squeue
-    still shows after they ended; those the checkpoint signal killed are requeued now.
+               ended: Iterable[SqueueJob] = ()) -> list[FollowUp]:
+    """Second phases that fell due; one :class:`FollowUp` per job done or failed. ``ended``:
+    jobs squeue still shows after they ended; those the checkpoint signal killed are requeued
+    now.
 
     A preempted job is requeued; Slurm gives it a BeginTime about two minutes out (a lease the
     daemon then renews like any other). A growing job is requeued and pinned to its new nodes at
@@ -275,7 +276,7 @@ def finish_due(runner: SlurmRunner, obs: Observation, now: float, config: ApplyC
     BeginTime only when the old run has ended), its BeginTime is ended so it starts at once.
     """
     preempts, grows, regrows = due(obs, now)
-    notes: list[str] = []
+    done: list[FollowUp] = []
     for rec in died_of_the_signal(ended):
         assert rec.tag is not None
         (preempts if rec.tag.preempt is not None else grows).append(rec)
@@ -288,9 +289,10 @@ def finish_due(runner: SlurmRunner, obs: Observation, now: float, config: ApplyC
         res = runner.attempt(cmd.requeue_argv(ids))
         failed = cmd.failures_by_job(res.stderr) if not res.ok else {}
         if not res.ok and not failed:
-            return [f"requeue {','.join(ids)} failed: {res.message}"]
-        notes += [f"job {j}: requeue failed: {m}" for j, m in failed.items()]
-        notes += [f"job {r.job_id}: preempted, requeued" for r in preempts if r.job_id not in failed]
+            failed = dict.fromkeys(ids, res.message)
+        done += [FollowUp(j, "requeue", False, f"requeue failed: {m}") for j, m in failed.items()]
+        done += [FollowUp(r.job_id, "requeue", True, "preempted, requeued")
+                 for r in preempts if r.job_id not in failed]
     script = cmd.ScontrolScript()
     for rec in grows + regrows:
         if rec.job_id in failed or rec.tag is None or rec.tag.grow is None:
@@ -300,12 +302,13 @@ def finish_due(runner: SlurmRunner, obs: Observation, now: float, config: ApplyC
     if script:
         started = runner.attempt([cmd.SCONTROL], stdin=script.text)
         bad = cmd.failures_by_job(started.stderr)
-        for job_id, _ in script.owners:
-            notes.append(f"job {job_id}: grow restart refused: {bad[job_id]}" if job_id in bad
-                         else f"job {job_id}: growing by requeue, pinned to its new size")
-    for note in notes:
-        log.info("slurm: %s", note)
-    return notes
+        done += [FollowUp(job_id, "restart", False, f"grow restart refused: {bad[job_id]}")
+                 if job_id in bad else
+                 FollowUp(job_id, "restart", True, "growing by requeue, pinned to its new size")
+                 for job_id, _ in script.owners]
+    for f in done:
+        log.info("slurm: %s", f.line)
+    return done
 
 
 __all__ = ["DRAIN_PREFIX", "ApplyConfig", "apply_actions", "died_of_the_signal", "due",

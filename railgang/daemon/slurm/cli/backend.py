@@ -42,7 +42,7 @@ from railgang.daemon.config import SlurmSettings
 from railgang.daemon.core.model.actions import Action, Start
 from railgang.daemon.core.model.snapshot import Snapshot
 from railgang.daemon.errors import SlurmCommandError, SlurmError, SlurmSchemaError
-from railgang.daemon.slurm.backend import ActionResult
+from railgang.daemon.slurm.backend import ActionResult, FollowUp
 from railgang.daemon.slurm.cli import commands as cmd
 from railgang.daemon.slurm.cli.apply import ApplyConfig, apply_actions, finish_due
 from railgang.daemon.slurm.cli.class_grants import read_grants
@@ -87,7 +87,7 @@ class CliBackend:
         # the class grants job_submit.lua reads (ledger.grants_file), re-checked every cycle
         self.grants_file = grants_file
         self.last: Observation | None = None
-        self.finished: list[str] = []  # what the last snapshot's requeues did, one line each
+        self.finished: list[FollowUp] = []  # what the last snapshot's requeues did
         self._fabric_key: tuple[Any, ...] | None = None
         self._fabric: Any = None
         self._topology_text: str | None = None
@@ -133,6 +133,10 @@ class CliBackend:
 
     def snapshot(self, now: float) -> Snapshot:
         return self.observe(now).snapshot
+
+    def followups(self) -> list[FollowUp]:
+        """The requeues and restarts the last ``snapshot`` carried out (FollowUpBackend)."""
+        return self.finished
 
     def _read_json(self, program: str, parse: Callable[[str], T], *args: str) -> T:
         """``program --json`` parsed by ``parse``; pins the schema version where the CLI takes

@@ -23,10 +23,10 @@ class ClassGrants:
     allowed: frozenset[tuple[int, str, str]] = frozenset()
     open_classes: frozenset[int] = field(default=frozenset({3}))
 
-    def allows(self, klass: int, account: str, user: str, qos: str) -> bool:
-        if klass in self.open_classes:
+    def allows(self, priority_class: int, account: str, user: str, qos: str) -> bool:
+        if priority_class in self.open_classes:
             return True
-        return any((klass, kind, subject) in self.allowed
+        return any((priority_class, kind, subject) in self.allowed
                    for kind, subject in (("account", account), ("user", user), ("qos", qos)) if subject)
 
 

@@ -26,6 +26,7 @@ from typing import Any
 
 import hostlist
 
+from railgang.daemon.core.model.job import PriorityClass
 from railgang.daemon.core.model.needs import NO_NEEDS, Needs, NeedsError, parse_needs
 
 TAG_PREFIX = "railgang:"
@@ -54,7 +55,7 @@ class RailgangTag:
     pp: int = 1
     dp: int | None = None  # None: no parallel hint; the GPU request decides
     elastic: tuple[int, int] | None = None  # DP replicas (min, max)
-    klass: int = 3
+    priority_class: PriorityClass = PriorityClass.BATCH
     needs: Needs = NO_NEEDS  # what every node must offer (canonical text in the tag)
     begin: float | None = None  # the user's --begin (epoch s): not started before it
     preempt: Pending | None = None
@@ -67,7 +68,7 @@ class RailgangTag:
             parts.append(f"tp={self.tp},pp={self.pp},dp={self.dp if self.dp is not None else 1}")
         if self.elastic is not None:
             parts.append(f"elastic={self.elastic[0]}:{self.elastic[1]}")
-        parts.append(f"class={self.klass}")
+        parts.append(f"class={self.priority_class}")
         if not self.needs.empty:
             parts.append(f"needs={self.needs.render()}")
         if self.begin is not None:
@@ -140,7 +141,7 @@ def parse_tag(comment: str) -> RailgangTag | None:
                 raise ParseProblem(f"AdminComment elastic '{value}': MIN > MAX")
             fields["elastic"] = (lo_i, hi_i)
         elif key == "class":
-            fields["klass"] = _int(value, "class", 0, 3)
+            fields["priority_class"] = PriorityClass(_int(value, "class", 0, 3))
         elif key == "needs":
             try:
                 fields["needs"] = parse_needs(value)

@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from railgang.daemon.core.model.snapshot import NodeState
 from railgang.daemon.slurm.cli.parse import (
     ParseProblem,
     RailgangTag,
@@ -85,7 +86,7 @@ class SinfoNode:
 
     name: str
     gpus: int
-    state: str  # the core's vocabulary: idle | mixed | alloc | drain | down
+    state: NodeState  # the core's vocabulary: idle | mixed | alloc | drain | down
     reason: str
     features: frozenset[str]
     gres: str = ""  # as sinfo prints it (gpu:a100:8(S:0-1)): the typed GRES names the GPU type
@@ -362,16 +363,17 @@ def _read(read: Any, raw: Any) -> Any:
         return raw
 
 
-def node_state(base: str, flags: list[str]) -> str:
-    """sinfo's state and flags -> ``idle | mixed | alloc | drain | down`` (drain wins over busy)."""
+def node_state(base: str, flags: list[str]) -> NodeState:
+    """sinfo's state and flags -> the core's :class:`NodeState` (drain wins over busy)."""
     flagset = {f.upper() for f in flags}
     base = base.lower()
     if base in ("down", "error", "future", "unknown") or flagset & {"NOT_RESPONDING", "POWERED_DOWN",
                                                                    "POWERING_DOWN", "FAIL"}:
-        return "down"
+        return NodeState.DOWN
     if flagset & {"DRAIN", "MAINTENANCE", "REBOOT_REQUESTED", "REBOOT_ISSUED"}:
-        return "drain"
-    return {"allocated": "alloc", "mixed": "mixed", "idle": "idle"}.get(base, "down")
+        return NodeState.DRAIN
+    return {"allocated": NodeState.ALLOCATED, "mixed": NodeState.MIXED,
+            "idle": NodeState.IDLE}.get(base, NodeState.DOWN)
 
 
 def parse_sinfo(text: str) -> tuple[list[SinfoNode], list[str]]:

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from railgang.daemon.core.model.job import Job, JobRequest, JobState, RunningJob
+from railgang.daemon.core.model.job import Job, JobRequest, JobState, PriorityClass, RunningJob
 from railgang.daemon.core.model.snapshot import Account, Node, NodeState, Snapshot, make_snapshot
 from railgang.daemon.slurm.cli.class_grants import ClassGrants
 from railgang.daemon.slurm.cli.facts import facts_from_slurm, tier_from_features
@@ -57,7 +57,7 @@ def core_job(rec: SqueueJob, tag: RailgangTag, now: float) -> Job:
         pp=tag.pp,
         elastic_min=tag.elastic[0] if tag.elastic else None,
         elastic_max=tag.elastic[1] if tag.elastic else None,
-        priority_class=tag.klass,
+        priority_class=tag.priority_class,
         needs=tag.needs,
         time_limit_s=rec.time_limit_s,
         model=rec.name,
@@ -150,7 +150,7 @@ def free_gpus(nodes: Iterable[SinfoNode], jobs: Iterable[SqueueJob], now: float)
                 spare = [g for g in range(gpus.get(node, 0)) if g not in taken]
                 taken.update(spare[:per_node])
     return {n.name: frozenset(range(n.gpus)) - used.get(n.name, set())
-            for n in nodes if n.state not in ("drain", "down")}
+            for n in nodes if n.state.usable}
 
 
 def build_observation(now: float, jobs: Iterable[SqueueJob], nodes: Iterable[SinfoNode], fabric: Any,
@@ -179,12 +179,12 @@ def build_observation(now: float, jobs: Iterable[SqueueJob], nodes: Iterable[Sin
             if now + lease_s >= tag.begin and rec.reason.split(",")[0] in QUEUE_REASONS:
                 begins.append(rec.job_id)
             continue
-        if rec.pending and tag.klass < 3 and grants is not None and not grants.allows(
-                tag.klass, rec.account, rec.user, rec.qos):
-            notes.append(f"job {rec.job_id}: class {tag.klass} is not granted to account "
+        if rec.pending and tag.priority_class < 3 and grants is not None and not grants.allows(
+                tag.priority_class, rec.account, rec.user, rec.qos):
+            notes.append(f"job {rec.job_id}: class {tag.priority_class} is not granted to account "
                          f"{rec.account!r}, user {rec.user!r} or QOS {rec.qos!r} (revoked, or the "
                          "job was moved); scheduled as class 3 (batch)")
-            tag = dataclasses.replace(tag, klass=3)
+            tag = dataclasses.replace(tag, priority_class=PriorityClass.BATCH)
         if rec.pending and (rec.reason.split(",")[0] not in QUEUE_REASONS or rec.priority == 0
                             or starting(rec, now)):
             continue  # held, dependent, invalid, or just started: not the core's to place now

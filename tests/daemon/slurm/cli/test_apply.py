@@ -111,7 +111,7 @@ def test_grow_then_requeue_when_due() -> None:
     assert rec2.calls[0][0] == ("scontrol", "requeue", "10")
     assert rec2.calls[1][1] == ("update jobid=10 NumNodes=2-2 ReqNodeList=n[05-06] TresPerJob= "
                                 "Gres=gpu:4 StartTime=now\n")
-    assert notes == ["job 10: growing by requeue, pinned to its new size"]
+    assert [f.line for f in notes] == ["job 10: growing by requeue, pinned to its new size"]
     # the core asks for the same grow again next cycle (it sees the job at its old size until
     # the requeue): nothing is sent, so the deadline is not pushed out and the requeue comes
     rec3 = Recorder()
@@ -144,7 +144,7 @@ def test_a_job_the_checkpoint_signal_killed_is_requeued_at_once() -> None:
     notes = finish_due(SlurmRunner(exec_fn=rec), obs, NOW + 5, ApplyConfig(),
                        ended=[killed, *others])  # long before the grace ends
     assert rec.calls[0][0] == ("scontrol", "requeue", "10")
-    assert notes == ["job 10: preempted, requeued"]
+    assert [f.line for f in notes] == ["job 10: preempted, requeued"]
 
 
 def test_the_exit_signal_reads_both_squeue_json_forms() -> None:

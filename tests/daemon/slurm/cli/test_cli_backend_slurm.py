@@ -132,7 +132,7 @@ def test_preempt_signals_then_requeues_under_lease(backend: CliBackend, submit: 
     # a fresh backend (a restarted daemon) finishes the preemption from Slurm's state alone
     fresh = CliBackend(backend.settings)
     fresh.snapshot(time.time())
-    assert fresh.finished == [f"job {job}: preempted, requeued"]
+    assert [f.line for f in fresh.finished] == [f"job {job}: preempted, requeued"]
     snap = wait_for(fresh, lambda s: any(j.job_id == job for j in s.pending))
     queued = {j.job_id: j for j in snap.pending}[job]
     assert queued.state.preemptions == 1
@@ -156,7 +156,7 @@ def test_a_script_the_signal_kills_is_requeued_not_lost(backend: CliBackend, slu
         time.sleep(0.3)
     assert job_fields(slurm_cluster, job)["ExitCode"] == "0:10"  # killed by SIGUSR1
     backend.snapshot(time.time())
-    assert backend.finished == [f"job {job}: preempted, requeued"]
+    assert [f.line for f in backend.finished] == [f"job {job}: preempted, requeued"]
     snap = wait_for(backend, lambda s: any(j.job_id == job for j in s.pending))
     assert {j.job_id: j for j in snap.pending}[job].state.preemptions == 1
     assert job_fields(slurm_cluster, job)["Restarts"] == "1"

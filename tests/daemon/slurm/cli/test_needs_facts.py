@@ -47,7 +47,7 @@ def test_needs_ride_in_the_tag_and_survive_a_preemption_mark() -> None:
     tag = parse_tag("railgang:tp=2,pp=1,dp=1;class=3;needs=nvlink,gpumem>=40G")
     assert tag is not None and tag.needs == parse_needs("gpumem>=40G,nvlink")
     assert tag.render() == "railgang:tp=2,pp=1,dp=1;class=3;needs=gpumem>=40G,nvlink"
-    assert parse_tag(RailgangTag(needs=tag.needs, klass=1).render()) == RailgangTag(needs=tag.needs, klass=1)
+    assert parse_tag(RailgangTag(needs=tag.needs, priority_class=1).render()) == RailgangTag(needs=tag.needs, priority_class=1)
 
 
 @pytest.mark.parametrize("comment", ["railgang:class=3;needs=gpumem>40G", "railgang:class=3;needs=warp"])

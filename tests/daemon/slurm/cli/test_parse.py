@@ -22,12 +22,12 @@ from railgang.daemon.slurm.cli.parse import (
     ("comment", "tag"),
     [
         ("railgang:tp=8,pp=4,dp=8;elastic=4:16;class=1",
-         RailgangTag(tp=8, pp=4, dp=8, elastic=(4, 16), klass=1)),
+         RailgangTag(tp=8, pp=4, dp=8, elastic=(4, 16), priority_class=1)),
         ("railgang:class=3", RailgangTag()),
         ("railgang:tp=2,pp=1,dp=3;class=0;preempt=1796057400@2",
-         RailgangTag(tp=2, dp=3, klass=0, preempt=Pending(1796057400.0, 2))),
+         RailgangTag(tp=2, dp=3, priority_class=0, preempt=Pending(1796057400.0, 2))),
         ("railgang:tp=8,pp=1,dp=1;class=2;grow=99@0@n[01-02]x8+n05x4",
-         RailgangTag(tp=8, dp=1, klass=2, grow=Pending(99.0, 0, (("n01", 8), ("n02", 8), ("n05", 4))))),
+         RailgangTag(tp=8, dp=1, priority_class=2, grow=Pending(99.0, 0, (("n01", 8), ("n02", 8), ("n05", 4))))),
     ],
     ids=["full", "class-only", "preempt-mark", "grow-mark"],
 )
@@ -69,13 +69,13 @@ def test_any_admin_comment_parses_or_fails_cleanly(body: str) -> None:
     except ParseProblem as exc:
         assert str(exc)
     else:
-        assert tag is not None and 0 <= tag.klass <= 3 and tag.tp >= 1 and tag.pp >= 1
+        assert tag is not None and 0 <= tag.priority_class <= 3 and tag.tp >= 1 and tag.pp >= 1
 
 
 @given(st.integers(1, 64), st.integers(1, 64), st.one_of(st.none(), st.integers(1, 64)),
        st.integers(0, 3))
-def test_render_round_trips(tp: int, pp: int, dp: int | None, klass: int) -> None:
-    tag = RailgangTag(tp=tp, pp=pp, dp=dp if dp is not None else 1, klass=klass)
+def test_render_round_trips(tp: int, pp: int, dp: int | None, priority_class: int) -> None:
+    tag = RailgangTag(tp=tp, pp=pp, dp=dp if dp is not None else 1, priority_class=priority_class)
     assert parse_tag(tag.render()) == tag
 
 
