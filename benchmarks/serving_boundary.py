@@ -206,6 +206,8 @@ def main() -> None:
     ap.add_argument("--png", type=Path, default=None)
     ap.add_argument("--json", type=Path, default=None)
     ap.add_argument("--parts", default="chapter,boundary,curve")
+    ap.add_argument("--write-demand", type=Path, default=None,
+                    help="also write the two-week demand as a demand CSV (railgang sim --serving)")
     args = ap.parse_args()
     parts = set(args.parts.split(","))
     out: dict[str, Any] = {}
@@ -217,6 +219,12 @@ def main() -> None:
             print(f"| {r['demand']} | {r['mode']} | {r['utilisation']:.2%} | "
                   f"{r['mean_borrowed']:.1f} | {r['lost_gpu_h']:.1f} | {r['unmet_replica_min']:.0f} |")
     sset = two_weeks(args.seed)
+    if args.write_demand is not None:
+        from railgang.daemon.serving.synth import write_csv
+
+        write_csv(args.write_demand, [(d.name, d.tp, d.switch_in_s,
+                                       sset.demand[d.name].sampled(STEP)) for d in sset.deployments],
+                  STEP, {d.name: d.max_replicas for d in sset.deployments})
     if "boundary" in parts:
         out["boundary"] = boundary(sset, args)
         print("\n| mode | utilisation | unmet demand-min (share) | unmet outside the surge | "

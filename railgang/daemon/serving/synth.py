@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -70,15 +70,17 @@ def demand_series(shape: DemandShape, days: int, step_s: float, seed: int = 0) -
 
 
 def write_csv(path: Path, deployments: Sequence[tuple[str, int, float, list[int]]],
-              step_s: float) -> None:
+              step_s: float, max_replicas: Mapping[str, int] | None = None) -> None:
     """A demand file (``model.py``'s format): (name, tp, switch_in_s, replicas per step); one
-    row per change only."""
-    lines = ["time_s,deployment,replicas,tp,switch_in_s"]
+    row per change only; ``max_replicas`` sizes pools above the peak demand."""
+    pools = max_replicas or {}
+    lines = ["time_s,deployment,replicas,tp,switch_in_s,max_replicas"]
     for name, tp, switch_in, values in deployments:
         last = None
         for k, v in enumerate(values):
             if v != last:
-                extra = f"{switch_in:g}" if last is None else ""
+                extra = (f"{switch_in:g},{pools.get(name, '')}" if last is None
+                         else ",")
                 lines.append(f"{k * step_s:g},{name},{v},{tp},{extra}")
                 last = v
     path.write_text("\n".join(lines) + "\n")
