@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from railgang.topology.conf import parse_topology
 from railgang.topology.fabric import Fabric, fabric_from_conf
 from railgang.topology.placement import GangRequest, Placement, place
-from railgang.topology.placement.slurm_block import BlockLayout, slurm_block_nodes
+from railgang.topology.placement.slurm_block import BlockLayout, segment_size, slurm_block_nodes
 from railgang.topology.placement.slurm_tree import ranks_in_order
 
 GPUS, PER_RACK = 4, 18
@@ -101,8 +101,7 @@ def run(racks: int, states: int, seed: int) -> dict[str, Tally]:
             continue
         req = GangRequest(nodes * GPUS, tp=tp, pp=pp)
         usable = {n for n, g in free.items() if len(g) == GPUS}
-        replica = tp * pp // GPUS  # nodes of one TP x PP replica
-        seg = replica if replica <= PER_RACK and nodes % replica == 0 and replica < nodes else 0
+        seg = segment_size(nodes, tp, pp, GPUS, PER_RACK)
         for name, segment in (("slurm 24.11", 0), ("slurm 24.11 --segment", seg)):
             t0 = time.perf_counter()
             got = slurm_block_nodes(layout, usable, nodes, segment)

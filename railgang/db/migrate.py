@@ -10,8 +10,8 @@ from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy.exc import OperationalError
 
-from railgang.daemon.errors import DatabaseError
 from railgang.db.session import check_connection, make_engine
+from railgang.errors import DatabaseError
 
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"
 

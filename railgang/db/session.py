@@ -11,7 +11,8 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
-from railgang.daemon.errors import DatabaseError
+from railgang.db.urls import mask_url  # a message must not show the password
+from railgang.errors import DatabaseError
 
 
 def make_engine(url: str, *, echo: bool = False) -> Engine:
@@ -19,8 +20,6 @@ def make_engine(url: str, *, echo: bool = False) -> Engine:
     try:
         parsed = make_url(url)
     except (ArgumentError, ValueError) as exc:  # ValueError: a port that is not a number
-        from railgang.daemon.config import mask_url  # the message must not show the password
-
         raise DatabaseError(f"db.url: cannot parse {mask_url(url)!r} (expected "
                             "dialect+driver://user:password@host:port/database)") from exc
     if parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "", ":memory:"):

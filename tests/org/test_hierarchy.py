@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from railgang.daemon.accounting.quota import QuotaNode, check_hierarchy, effective_quota
+from railgang.org.hierarchy import QuotaNode, check_hierarchy, effective_quota
 
 
 def tree(**over: tuple[int, int | None]) -> dict[str, QuotaNode]:

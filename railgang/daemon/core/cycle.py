@@ -78,7 +78,7 @@ class CycleConfig:
     # daemon turns it on, DaemonSettings.leaf_wait_s).
     leaf_wait_s: float = 0.0
     leaf_holds: int = 2
-    # R-T8: move running gangs off degraded links when the payback rule says so (core/migration.py;
+    # R-T8: move running gangs off degraded links when the payback rule says so (core/phases/migrate.py;
     # a no-op while the link health is None or all healthy, e.g. every pinned simulation)
     migration: MigrationRules = field(default_factory=MigrationRules)
     upgrade: UpgradeRules = field(default_factory=UpgradeRules)  # several GPU

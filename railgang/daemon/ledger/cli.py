@@ -11,14 +11,14 @@ from typing import TYPE_CHECKING, Annotated, Literal
 import typer
 
 from railgang.daemon.cli_common import JsonOpt, emit, exit_with, settings_from, when_option
-from railgang.daemon.errors import ExitCode, InputError
 from railgang.daemon.when import HELP as WHEN_HELP
+from railgang.errors import ExitCode, InputError
 
 if TYPE_CHECKING:  # `ledger --help` imports no SQLAlchemy (tests/daemon/test_cli_imports.py)
     from sqlalchemy import Engine
 
-    from railgang.daemon.accounting.ingest import Fetch
     from railgang.daemon.config import Settings
+    from railgang.daemon.ledger.ingest import Fetch
 from railgang.daemon.inputs import (
     SACCT_MAX_BYTES,
     TELEMETRY_MAX_BYTES,
@@ -40,7 +40,7 @@ def _utc(t: datetime | None) -> datetime | None:
 
 
 def _fetch(settings: Settings, file: Path | None) -> Fetch:
-    from railgang.daemon.accounting.ingest import sacct_fetcher
+    from railgang.daemon.ledger.ingest import sacct_fetcher
     from railgang.daemon.slurm.cli.runner import SlurmRunner
 
     if file is None:
@@ -64,7 +64,7 @@ def ingest(ctx: typer.Context, since: When = None, until: When = None, file: Fil
     """Ingest [since, until) from sacct in windows of ledger.window_s, one transaction each.
     Default since: the watermark minus ledger.overlap_s; default until: now (an --until in the
     future is refused). Re-running any window changes nothing."""
-    from railgang.daemon.accounting.ingest import default_since, ingest_window, not_in_future
+    from railgang.daemon.ledger.ingest import default_since, ingest_window, not_in_future
 
     settings = settings_from(ctx)
     cfg = settings.ledger
@@ -97,7 +97,7 @@ def ingest(ctx: typer.Context, since: When = None, until: When = None, file: Fil
 def reconcile(ctx: typer.Context, since: When = None, until: When = None, file: FileOpt = None,
               as_json: JsonOpt = False) -> None:
     """Every difference between sacct and the ledger in [since, until); exits 3 if any."""
-    from railgang.daemon.accounting.ingest import reconcile as run
+    from railgang.daemon.ledger.ingest import reconcile as run
 
     settings = settings_from(ctx)
     cfg = settings.ledger
@@ -133,7 +133,7 @@ def telemetry(ctx: typer.Context, path: Path,
               = None,
               scraped_at: When = None, as_json: JsonOpt = False) -> None:
     """Store GPU samples and recompute the compute/productive fractions they cover."""
-    from railgang.daemon.accounting import telemetry as tm
+    from railgang.daemon.ledger import telemetry as tm
     from railgang.db.session import session_scope
 
     text = read_input(path, "telemetry file", limit=TELEMETRY_MAX_BYTES)
@@ -162,7 +162,7 @@ def telemetry(ctx: typer.Context, path: Path,
 @ledger_app.command("watermark")
 def watermark(ctx: typer.Context, as_json: JsonOpt = False) -> None:
     """How far sacct has been ingested."""
-    from railgang.daemon.accounting.ingest import source_name
+    from railgang.daemon.ledger.ingest import source_name
     from railgang.db.repositories import ledger
     from railgang.db.session import session_scope
 

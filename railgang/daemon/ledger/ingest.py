@@ -18,13 +18,13 @@ from datetime import UTC, datetime, timedelta
 
 from sqlalchemy import Engine
 
-from railgang.daemon.accounting.sacct import Segment, parse_sacct, sacct_command
-from railgang.daemon.accounting.telemetry import store_step_timing
 from railgang.daemon.config import LedgerSettings
-from railgang.daemon.errors import InputError, SlurmCommandError
+from railgang.daemon.ledger.sacct import Segment, parse_sacct, sacct_command
+from railgang.daemon.ledger.telemetry import store_step_timing
 from railgang.daemon.slurm.cli.runner import SlurmRunner
 from railgang.db.repositories import ledger as repo
 from railgang.db.session import session_scope
+from railgang.errors import InputError, SlurmCommandError
 
 Fetch = Callable[[datetime, datetime], str]
 """``(since, until) -> sacct --json text`` of that window."""

@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from railgang.daemon.accounting.telemetry import STEP_TIMING_EVERY_S, store_step_timing
+from railgang.daemon.ledger.telemetry import STEP_TIMING_EVERY_S, store_step_timing
 from railgang.daemon.slurm.cli.records import SqueueJob
 from railgang.db.models import Job
 from railgang.db.repositories.ledger import _insert, job_of

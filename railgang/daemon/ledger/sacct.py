@@ -31,13 +31,13 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 from typing import Any
 
-from railgang.daemon.errors import InputError
 from railgang.daemon.slurm.cli.parse import ParseProblem
 from railgang.daemon.slurm.cli.records import RECORD_ERRORS, load_json, record_name
 from railgang.daemon.slurm.cli.schemas import SchemaProblem, reader_for, schema_of
+from railgang.db.segments import Segment
+from railgang.errors import InputError
 from railgang.slurm_plugins.training import Progress, read_progress
 
 log = logging.getLogger(__name__)
@@ -45,33 +45,6 @@ log = logging.getLogger(__name__)
 LABEL_PREFIX = "rg-labels:"
 NOTHING_FOUND = 9003  # "Nothing found with query": an empty window, not a failure
 MAX_GPUS = 1 << 20  # GPUs one record may hold; more is a broken record, not a bill
-
-
-@dataclass(frozen=True, slots=True)
-class Segment:
-    cluster: str
-    job_id: str
-    account: str
-    user: str
-    partition: str
-    state: str
-    nodes: str
-    gpus: int
-    gpu_type: str
-    start: int
-    end: int | None
-    labels: tuple[tuple[str, str], ...] = field(default=())
-    time_limit_s: int | None = None  # the job's time limit; None: unlimited or unknown
-    run_start: int = 0  # when the run this record belongs to started (a resize keeps it)
-    progress: Progress | None = None  # the training helper's latest report, if any
-    submit: int = 0  # the record's time.submission: tells apart two jobs that share an id
-
-    @property
-    def key(self) -> tuple[str, str, int]:
-        return (self.cluster, self.job_id, self.start)
-
-    def gpu_seconds(self, now: int) -> int:
-        return self.gpus * max(0, (self.end if self.end is not None else now) - self.start)
 
 
 def parse_labels(comment: str | None) -> tuple[tuple[str, str], ...]:

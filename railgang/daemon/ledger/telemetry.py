@@ -33,11 +33,11 @@ from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from railgang.daemon.errors import InputError
 from railgang.db.ledger import GpuSample, ProgressSample
 from railgang.db.models import Job, UsageRecord
 from railgang.db.repositories.ledger import _insert
 from railgang.db.steps import StepTiming
+from railgang.errors import InputError
 from railgang.slurm_plugins.training import Progress, parse_progress
 
 _CHUNK = 500

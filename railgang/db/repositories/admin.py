@@ -9,7 +9,6 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from railgang.daemon.errors import ConflictError, NotFoundError, ValidationFailed
 from railgang.db.models import Account
 from railgang.db.org import (
     CAPACITY_TIERS,
@@ -22,6 +21,7 @@ from railgang.db.org import (
 )
 from railgang.db.repositories import audit
 from railgang.db.repositories.org import get_account
+from railgang.errors import ConflictError, NotFoundError, ValidationFailed
 
 
 def classes(s: Session) -> list[PriorityClass]:

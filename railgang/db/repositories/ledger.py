@@ -19,11 +19,11 @@ from sqlalchemy import ColumnElement, and_, case, delete, func, literal, or_, se
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session, aliased
 
-from railgang.daemon.accounting.sacct import Segment
-from railgang.daemon.errors import ValidationFailed
 from railgang.db.ledger import JobLabel, LedgerWatermark
 from railgang.db.models import Account, Job, UsageRecord
 from railgang.db.org import Rate
+from railgang.db.segments import Segment
+from railgang.errors import ValidationFailed
 
 _CHUNK = 500
 DIMENSIONS = ("team", "department", "user", "gpu_type", "capacity", "tier", "job", "label")

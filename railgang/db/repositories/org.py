@@ -13,17 +13,17 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, selectinload
 
-from railgang.daemon.accounting.quota import (
+from railgang.db.models import Account, UsageRecord
+from railgang.db.org import AccountQuota
+from railgang.db.repositories import audit
+from railgang.errors import ConflictError, NotFoundError, ValidationFailed
+from railgang.org.hierarchy import (
     ANY_GPU,
     EffectiveQuota,
     QuotaNode,
     check_hierarchy,
     effective_quota,
 )
-from railgang.daemon.errors import ConflictError, NotFoundError, ValidationFailed
-from railgang.db.models import Account, UsageRecord
-from railgang.db.org import AccountQuota
-from railgang.db.repositories import audit
 
 PARENT_LEVEL = {"org": None, "dept": "org", "team": "dept"}
 _UNSET: Any = object()

@@ -14,15 +14,15 @@ from datetime import UTC, datetime
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from railgang.daemon.errors import (
+from railgang.db.auth import ROLES, ApiToken, ApiTokenTeam
+from railgang.db.models import Account
+from railgang.db.repositories import audit
+from railgang.errors import (
     AuthenticationError,
     ConflictError,
     NotFoundError,
     ValidationFailed,
 )
-from railgang.db.auth import ROLES, ApiToken, ApiTokenTeam
-from railgang.db.models import Account
-from railgang.db.repositories import audit
 
 PREFIX = "rg_"
 

@@ -18,6 +18,8 @@ one group and the "required nodes" paths are never taken.
    fullest; then a base block that covers what is left (the smallest), else the fullest; ties
    keep the later one. Nodes of a base block are taken in bitmap (name) order.
 5. Segments repeat 2-4 on what is left; a segment larger than the base block is refused.
+6. ``--exclusive=topo``: only base blocks without any running job are usable
+   (``exclusive_topo_usable``; from the recorded states, not from the source).
 
 Checked against states recorded on the real slurmctld 24.11 (benchmarks/block_states.py,
 tests/topology/data/slurm_block_states.json, replayed by tests/topology/test_slurm_block.py).
@@ -28,7 +30,7 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
-__all__ = ["BlockLayout", "slurm_block_nodes"]
+__all__ = ["BlockLayout", "exclusive_topo_usable", "segment_size", "slurm_block_nodes"]
 
 
 @dataclass(frozen=True)
@@ -163,3 +165,21 @@ def _choose(inside: list[int], required: set[int], on_b: dict[int, list[str]], o
         if best == -1 or (fit and not best_fit) or (not fit and not best_fit and n >= bn) or (fit and n <= bn):
             best, best_fit = i, fit
     return best, best_same
+
+
+def segment_size(nodes: int, tp: int, pp: int, gpus_per_node: int, base: int) -> int:
+    """``--segment`` for a whole-node gang of ``nodes`` with ``--rg-parallel=tp,pp,…``: the nodes
+    of one TP x PP replica (each replica's pipeline then stays in one block), or 0 (no segment)
+    when a replica is not whole nodes, is larger than the base block, is the whole job, or does
+    not divide it (24.11 refuses such a job)."""
+    if tp * pp % gpus_per_node:
+        return 0
+    replica = tp * pp // gpus_per_node
+    return replica if 0 < replica <= base and replica < nodes and nodes % replica == 0 else 0
+
+
+def exclusive_topo_usable(layout: BlockLayout, usable: Collection[str], with_jobs: Collection[str]) -> set[str]:
+    """What ``--exclusive=topo`` leaves usable: only base blocks where no job runs (seen on the
+    real slurmctld 24.11: 6 of 6 recorded states; a drained node does not spoil its block)."""
+    busy = set(with_jobs)
+    return {n for blk in layout.blocks if not busy.intersection(blk) for n in blk} & set(usable)

@@ -10,9 +10,9 @@ from sqlalchemy import delete, select
 from typer.testing import CliRunner
 
 from railgang.daemon.cli import app
-from railgang.daemon.errors import DatabaseError, ValidationFailed
 from railgang.db.models import Job, UsageRecord
 from railgang.db.session import make_engine, session_scope
+from railgang.errors import DatabaseError, ValidationFailed
 from tests.daemon.ledger.test_telemetry import _read
 
 DATA = Path(__file__).parent / "data"

@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from railgang.daemon.accounting.ingest import source_name
 from railgang.daemon.cli import app
-from railgang.daemon.errors import InputError
+from railgang.daemon.ledger.ingest import source_name
 from railgang.db.ledger import LedgerWatermark
 from railgang.db.session import make_engine, session_scope
+from railgang.errors import InputError
 from tests.daemon.ledger.builders import document, record
 
 T_FMT = "%Y-%m-%dT%H:%M:%S"

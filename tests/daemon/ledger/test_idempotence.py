@@ -13,8 +13,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import Engine, delete, select
 
-from railgang.daemon.accounting.ingest import ingest_window, source_name
 from railgang.daemon.config import LedgerSettings
+from railgang.daemon.ledger.ingest import ingest_window, source_name
 from railgang.db.ledger import JobLabel, LedgerWatermark
 from railgang.db.models import Job, UsageRecord
 from railgang.db.repositories import ledger as repo

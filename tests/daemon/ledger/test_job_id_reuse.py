@@ -13,9 +13,9 @@ from types import SimpleNamespace
 import pytest
 from sqlalchemy import Engine, select
 
-from railgang.daemon.accounting.ingest import ingest_window
-from railgang.daemon.accounting.progress import ensure_job
 from railgang.daemon.config import LedgerSettings
+from railgang.daemon.ledger.ingest import ingest_window
+from railgang.daemon.ledger.progress import ensure_job
 from railgang.db.models import Job, UsageRecord
 from railgang.db.session import session_scope
 from tests.daemon.api.dbs import fresh_engine

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import Engine, select
 
-from railgang.daemon.accounting.progress import StepTimingRecorder
+from railgang.daemon.ledger.progress import StepTimingRecorder
 from railgang.daemon.slurm.cli.records import SqueueJob, parse_squeue
 from railgang.db.models import Job
 from railgang.db.session import session_scope

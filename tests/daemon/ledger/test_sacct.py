@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from railgang.daemon.accounting.sacct import parse_labels, parse_sacct
-from railgang.daemon.errors import InputError
+from railgang.daemon.ledger.sacct import parse_labels, parse_sacct
+from railgang.errors import InputError
 from tests.daemon.ledger.builders import document, record
 
 DATA = Path(__file__).parent / "data"

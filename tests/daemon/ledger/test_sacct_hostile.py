@@ -13,8 +13,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from railgang.daemon.accounting.sacct import parse_sacct
-from railgang.daemon.errors import InputError
+from railgang.daemon.ledger.sacct import parse_sacct
+from railgang.errors import InputError
 from tests.daemon.ledger.builders import document, record
 
 T = 1796057735

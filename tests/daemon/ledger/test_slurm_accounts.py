@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from railgang.daemon.accounting.slurm_accounts import SlurmAccount, parse_assoc, plan
 from railgang.daemon.cli import app
+from railgang.daemon.ledger.slurm_accounts import SlurmAccount, parse_assoc, plan
 from railgang.slurm_plugins.devcluster.cluster import DevCluster, slurm_env
 
 ASSOC = """root||||

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from sqlalchemy import Engine, select
 
-from railgang.daemon.accounting.ingest import ingest_window
 from railgang.daemon.config import LedgerSettings
+from railgang.daemon.ledger.ingest import ingest_window
 from railgang.db.ledger import ProgressSample
 from railgang.db.models import Job, UsageRecord
 from railgang.db.session import session_scope

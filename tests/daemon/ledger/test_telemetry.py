@@ -12,12 +12,12 @@ from pathlib import Path
 import pytest
 from sqlalchemy import Engine, select, update
 
-from railgang.daemon.accounting import telemetry as tm
-from railgang.daemon.accounting.sacct import Segment
-from railgang.daemon.errors import InputError
+from railgang.daemon.ledger import telemetry as tm
+from railgang.daemon.ledger.sacct import Segment
 from railgang.db.models import Job, UsageRecord
 from railgang.db.repositories import ledger
 from railgang.db.session import session_scope
+from railgang.errors import InputError
 from tests.daemon.api.dbs import fresh_engine
 
 SHARED = Path(os.environ.get("RAILGANG_TELEMETRY_DIR",

@@ -73,7 +73,7 @@ class JobRequest:
     restore_cost_s: float = 120.0  # reload + warm-up after a restart
     min_gpu_mem_gb: float = 0.0  # capability need (R-S10), not a SKU
     needs_nvlink: bool = False
-    needs: Needs = NO_NEEDS  # what every node of the job must offer (daemon/core/needs.py)
+    needs: Needs = NO_NEEDS  # what every node of the job must offer (daemon/core/model/needs.py)
     speedup_fn: SpeedupFn = field(default=linear, compare=False, repr=False)
     goodput_fn: SpeedupFn | None = field(default=None, compare=False, repr=False)  # measured
     # goodput on k replicas (throughput × statistical efficiency, e.g. from the job's own
@@ -84,7 +84,7 @@ class JobRequest:
     comm_fraction: float = 0.0  # share of a step spent in gradient all-reduce at full size
     model: str = ""
     # measured speed on each GPU type relative to the type its work is counted in (1.0 there),
-    # e.g. {"v100": 1.0, "p100": 0.6, "k80": 0.25}; None = unknown (daemon/core/hetero.py falls
+    # e.g. {"v100": 1.0, "p100": 0.6, "k80": 0.25}; None = unknown (daemon/core/model/pools.py falls
     # back to its type-speed table). Only compared between types: never changes a single-type run
     type_rates: Mapping[str, float] | None = field(default=None, compare=False, repr=False)
 

@@ -42,7 +42,14 @@ from types import MappingProxyType
 from railgang.daemon.core.model import tiers as spot
 from railgang.daemon.core.model.job import Job, JobRequest, RunningJob
 from railgang.daemon.core.model.plan import Plan, Want
-from railgang.daemon.core.model.snapshot import Node, Snapshot
+from railgang.daemon.core.model.snapshot import (
+    Node,
+    Snapshot,
+    SnapshotIndex,
+    held_by_account,
+    per_class,
+    usable_gpus,
+)
 from railgang.topology.gpus import GPU_TYPES
 
 PoolKey = tuple[str, str]  # (GPU type, tier)
@@ -83,9 +90,9 @@ class Pools:
 
 def pools_of(snapshot: Snapshot) -> Pools:
     """Group the usable nodes into pools (sorted keys: deterministic); the snapshot's index
-    gives them when its backend keeps them (``model/index.py``)."""
+    gives them when its backend keeps them (``SnapshotIndex``)."""
     index = snapshot.index
-    if index is not None and index.pools is not None:
+    if index is not None and isinstance(index.pools, Pools):
         return index.pools
     return pools_of_nodes(snapshot.nodes)
 
@@ -105,6 +112,20 @@ def pools_of_nodes(nodes: Mapping[str, Node]) -> Pools:
         gpus[key] = gpus.get(key, 0) + node.gpus
         biggest[key] = max(biggest.get(key, 0), node.gpus)
     return Pools({k: frozenset(v) for k, v in sorted(members.items())}, gpus, biggest, of_node)
+
+
+def rebuild_index(snapshot: Snapshot) -> SnapshotIndex:
+    """The snapshot's index derived from its own data: what an index a backend kept between
+    cycles (``Snapshot.index``, the simulator's) must equal; tests compare the two at every cycle
+    of a replay (``tests/daemon/sim/test_backend_shared.py``)."""
+    return SnapshotIndex(
+        total_gpus=usable_gpus(snapshot.nodes),
+        free_gpus=sum(len(g) for g in snapshot.free.values()),
+        held=held_by_account(snapshot.running),
+        elastic_running=tuple(r for r in snapshot.running.values() if r.job.request.elastic),
+        running_per_class=per_class(snapshot.running),
+        pools=pools_of_nodes(snapshot.nodes),
+    )
 
 
 def running_ends(snapshot: Snapshot, pools: Pools, now: float) -> dict[PoolKey, list[tuple[float, int]]]:
@@ -275,6 +296,7 @@ __all__ = [
     "pool_of_run",
     "pools_of",
     "pools_of_nodes",
+    "rebuild_index",
     "running_ends",
     "shadow",
     "slower_pays",

@@ -29,7 +29,6 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from railgang.daemon.core.model.index import SnapshotIndex, held_by_account, per_class, usable_gpus
 from railgang.daemon.core.model.job import Job, RunningJob
 from railgang.daemon.core.model.needs import UNKNOWN_FACTS, GpuFacts
 from railgang.daemon.core.model.quota import QuotaTree
@@ -124,6 +123,39 @@ class PreemptEvent:
     gpus: int
 
 
+# -- the snapshot index: what a backend that keeps its cluster between cycles already counted --
+@dataclass(frozen=True, slots=True)
+class SnapshotIndex:
+    """Counts of one snapshot that its backend kept up to date (see the module docstring)."""
+
+    total_gpus: int  # GPUs on usable nodes
+    free_gpus: int  # GPUs in ``Snapshot.free``
+    held: Mapping[str, int]  # GPUs each account's running jobs hold
+    elastic_running: tuple[RunningJob, ...]  # running jobs with an elastic range, by job id
+    running_per_class: tuple[int, ...]  # running jobs per priority class (0 … 3)
+    pools: Any = None  # model.pools.Pools: the usable nodes by (GPU type, tier); None: derive
+
+
+def usable_gpus(nodes: Mapping[str, Node]) -> int:
+    """GPUs on the nodes that can run work."""
+    return sum(n.gpus for n in nodes.values() if n.state.usable)
+
+
+def held_by_account(running: Mapping[str, RunningJob]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for r in running.values():
+        acc = r.job.request.account
+        out[acc] = out.get(acc, 0) + r.gpus
+    return out
+
+
+def per_class(running: Mapping[str, RunningJob]) -> tuple[int, ...]:
+    per = [0, 0, 0, 0]
+    for r in running.values():
+        per[r.priority_class] += 1
+    return tuple(per)
+
+
 def _freeze_free(free: Mapping[str, Iterable[int]]) -> Mapping[str, frozenset[int]]:
     return MappingProxyType({n: frozenset(g) for n, g in sorted(free.items())})
 
@@ -145,7 +177,7 @@ class Snapshot:
     tiers: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))  # tier name ->
     # railgang.daemon.core.model.tiers.TierTerms (price, interruption rate); empty = no prices known
     index: SnapshotIndex | None = field(default=None, compare=False, repr=False)  # counts its
-    # backend kept between cycles (the simulator; ``model/index.py``); None = derived here
+    # backend kept between cycles (the simulator; ``SnapshotIndex``); None = derived here
 
     def __post_init__(self) -> None:
         # a read-only mapping (``MappingProxyType``) is taken as it is: the caller built it
@@ -245,4 +277,5 @@ def make_snapshot(
     )
 
 
-__all__ = ["Account", "Node", "NodeState", "PreemptEvent", "Snapshot", "make_snapshot"]
+__all__ = ["Account", "Node", "NodeState", "PreemptEvent", "Snapshot", "SnapshotIndex", "held_by_account",
+           "make_snapshot", "per_class", "usable_gpus"]
