@@ -16,6 +16,10 @@ cycles, 120 s lease, renewing what ends within 40 s) and ``all`` (the same with
 lease_renew_before_s = lease_s: every lease every cycle, as before issue 17). In each window
 hinted probe jobs are submitted at --probe-rate per second and timed (then cancelled), sdiag is
 reset at its start and read at its end. The daemon runs from this checkout (PYTHONPATH).
+Mode ``parts`` times the CLI backend's own steps at this queue in CPU seconds as well as wall
+(observe, leases_due, renewing one steady cycle's leases vs the whole queue, with slurmctld's
+time and CPU for those updates): on a machine shared with other work, wall times measure the
+neighbours as much as railgang.
 """
 
 from __future__ import annotations
@@ -149,6 +153,14 @@ def probe(b: Bench, rate: float, seconds: float) -> tuple[list[float], list[str]
     return lat, [j for j in ids if j]
 
 
+def cpu_s(pid: int, children: bool = True) -> float:
+    """CPU seconds ``pid`` used so far (user + system), with its waited-for children's (the Slurm
+    clients the daemon forks): unlike wall time, not inflated by other work on the machine."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    ticks = sum(int(x) for x in fields[11:15 if children else 13])
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
 def start_daemon(b: Bench, renew_before: int, log: Path) -> subprocess.Popen[bytes]:
     home = b.spec.dir / "daemon"
     home.mkdir(exist_ok=True)
@@ -179,6 +191,48 @@ def cycles(log: Path) -> list[dict[str, Any]]:
     return out
 
 
+def timed(fn: Any, *a: Any) -> tuple[Any, dict[str, float]]:
+    """``fn(*a)`` with its wall time, this process's CPU and its children's (the Slurm clients)."""
+    import resource
+
+    kids0, own0, t0 = resource.getrusage(resource.RUSAGE_CHILDREN), time.process_time(), time.perf_counter()
+    out = fn(*a)
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return out, {"wall_s": round(time.perf_counter() - t0, 2), "cpu_s": round(time.process_time() - own0, 2),
+                 "clients_cpu_s": round(kids.ru_utime + kids.ru_stime - kids0.ru_utime - kids0.ru_stime, 2)}
+
+
+def parts(b: Bench, reps: int = 3) -> dict[str, Any]:
+    """The CLI backend's share of a cycle at this queue, part by part, in CPU seconds as well as
+    wall (the wall time on a shared machine is mostly other people's work): observe (squeue,
+    sinfo, sshare and the parsing), leases_due, and renewing one due cycle's worth of leases vs
+    the whole queue, with slurmctld's own time for those updates (sdiag) and CPU."""
+    from railgang.daemon.config import SlurmSettings
+    from railgang.daemon.slurm.cli import CliBackend
+
+    be = CliBackend(SlurmSettings(conf=b.spec.slurm_conf, lease_s=LEASE_S,
+                                  lease_renew_before_s=RENEW_BEFORE_S))
+    out: dict[str, Any] = {"observe": []}
+    for _ in range(reps):
+        obs, t = timed(be.observe, time.time())
+        out["observe"].append(t)
+    queue = [j.job_id for j in obs.snapshot.pending]
+    out["pending"] = len(queue)
+    due, out["leases_due"] = timed(be.leases_due, queue, time.time())
+    out["due_now"] = len(due)
+    steady = queue[: -(-len(queue) * int(CYCLE_S) // (LEASE_S - RENEW_BEFORE_S))]
+    ctld = int((b.spec.run / "slurmctld.pid").read_text())
+    for label, ids in (("renew_steady", steady), ("renew_all", queue)):
+        b.sl("sdiag", "--reset")
+        c0 = cpu_s(ctld, children=False)
+        refused, t = timed(be.renew_leases, ids, time.time())
+        upd = b.sdiag()["rpcs"].get("REQUEST_UPDATE_JOB", {"count": 0, "total_ms": 0.0})
+        out[label] = {"jobs": len(ids), "refused": len(refused), **t, "processes": -(-len(ids) // 300),
+                      "slurmctld_rpcs": upd["count"], "slurmctld_rpc_ms": round(upd["total_ms"]),
+                      "slurmctld_cpu_s": round(cpu_s(ctld, children=False) - c0, 2)}
+    return out
+
+
 def window(b: Bench, mode: str, args: argparse.Namespace) -> dict[str, Any]:
     """One measurement window: the daemon (or none) settles, then probes + sdiag."""
     log = b.spec.dir / f"daemon-{mode}.log"
@@ -192,13 +246,16 @@ def window(b: Bench, mode: str, args: argparse.Namespace) -> dict[str, Any]:
             time.sleep(1)
     before = len(cycles(log)) if proc else 0
     load0 = os.getloadavg()
+    ctld = int((b.spec.run / "slurmctld.pid").read_text())
     b.sl("sdiag", "--reset")
-    t0 = time.time()
+    t0, ctld0, own0 = time.time(), cpu_s(ctld, children=False), cpu_s(proc.pid) if proc else 0.0
     lat, ids = probe(b, args.probe_rate, args.window_s)
     diag = b.sdiag()
-    elapsed = time.time() - t0
-    load1 = os.getloadavg()
     seen = cycles(log)[before:] if proc else []
+    own = cpu_s(proc.pid) - own0 if proc else 0.0
+    elapsed = time.time() - t0
+    ctld_cpu = cpu_s(ctld, children=False) - ctld0
+    load1 = os.getloadavg()
     if proc is not None:
         proc.send_signal(signal.SIGTERM)
         proc.wait(120)
@@ -207,6 +264,8 @@ def window(b: Bench, mode: str, args: argparse.Namespace) -> dict[str, Any]:
     phases = sorted({k for c in seen for k in c["ms"]})
     return {"mode": mode, "window_s": round(elapsed, 1), "load_1m": [round(load0[0], 2), round(load1[0], 2)],
             "sbatch": pct(lat), "cycles": len(seen),
+            "slurmctld_cpu_per_s": round(ctld_cpu / elapsed, 3),
+            "daemon_cpu_s_per_cycle": round(own / max(1, len(seen)), 2),
             "pending": [c["pending"] for c in seen], "leases_renewed": [c.get("leases_renewed") for c in seen],
             "phase_ms": {k: [round(c["ms"].get(k, 0.0)) for c in seen] for k in phases},
             "sdiag": diag}
@@ -216,6 +275,8 @@ def report(r: dict[str, Any]) -> None:
     s, d = r["sbatch"], r["sdiag"]
     print(f"\n== {r['mode']}: {r['window_s']} s, load {r['load_1m']}, {r['cycles']} daemon cycles")
     print(f"  sbatch ({s['n']}): p50 {s['p50_ms']} ms, p99 {s['p99_ms']} ms, max {s['max_ms']} ms")
+    print(f"  slurmctld CPU {r['slurmctld_cpu_per_s']:.2f} s/s; daemon + its Slurm clients "
+          f"{r['daemon_cpu_s_per_cycle']} CPU s per cycle")
     for k, v in r["phase_ms"].items():
         if v and max(v) >= 5:
             print(f"  {k:>10}: {min(v)}-{max(v)} ms (median {statistics.median(v):.0f})")
@@ -243,30 +304,43 @@ def main() -> None:
     ap.add_argument("--dir", type=Path, default=Path("/tmp/railgang-slurm-10k"))
     ap.add_argument("--out", type=Path, help="write the results as JSON here")
     ap.add_argument("--keep", action="store_true", help="leave the cluster up")
+    ap.add_argument("--reuse", action="store_true",
+                    help="the cluster of --dir is up and filled (an earlier --keep): windows only")
     args = ap.parse_args()
     spec = ClusterSpec(dir=args.dir, nodes=args.nodes, nodes_per_leaf=8,
                        slurmctld_port=args.port_base, slurmdbd_port=args.port_base + 2,
                        mariadb_port=args.port_base - 511, slurmd_base_port=args.port_base + 83,
                        max_job_count=4 * (args.running + args.waiting))
     cluster = DevCluster(spec)
-    cluster.down()
-    t = time.perf_counter()
-    cluster.up(timeout_s=600)
-    print(f"{args.nodes} nodes up in {time.perf_counter() - t:.0f} s", flush=True)
     b = Bench(spec)
     results: dict[str, Any] = {"nodes": args.nodes, "argv": sys.argv[1:]}
+    if not args.reuse:
+        cluster.down()
+        t = time.perf_counter()
+        cluster.up(timeout_s=600)
+        print(f"{args.nodes} nodes up in {time.perf_counter() - t:.0f} s", flush=True)
     try:
-        fill_running(b, args.running, args.nodes * spec.gpus_per_node)
-        results["submit"] = submit_waiting(b, args.waiting, args.workers)
-        print(f"submitted: {results['submit']}", flush=True)
+        if not args.reuse:
+            fill_running(b, args.running, args.nodes * spec.gpus_per_node)
+            results["submit"] = submit_waiting(b, args.waiting, args.workers)
+            print(f"submitted: {results['submit']}", flush=True)
+        print(f"running {b.count('R')}, pending {b.count('PD')}", flush=True)
         results["windows"] = []
         for mode in args.modes.split(","):
+            if mode == "parts":
+                results["parts"] = parts(b)
+                print(json.dumps(results["parts"], indent=1), flush=True)
+                continue
             results["windows"].append(window(b, mode, args))
             report(results["windows"][-1])
             if args.out:
                 args.out.write_text(json.dumps(results, indent=1))
     finally:
         if not args.keep:
+            # the jobs first: `down` stops the daemons, and a running job's slurmstepd and its
+            # processes would outlive its slurmd
+            b.sl("scancel", "--user=root", check=False)
+            time.sleep(15)
             cluster.down()
 
 
