@@ -51,8 +51,12 @@ def chapter() -> list[dict[str, Any]]:
     rows = []
     for label, demand in (
             ("constant 150 GPUs", [150] * 1440),
-            ("day 186 / night 100 GPUs", [186 if 480 <= m < 1320 else 100 for m in range(1440)] * 3)):
-        for mode in ("static", "forecast"):
+            ("day 186 / night 100 GPUs", [186 if 480 <= m < 1320 else 100 for m in range(1440)] * 3),
+            # the 08:00 ramp in 10 minutes, to 400 GPUs: beyond what the buffer covers
+            ("night 100 / day 380 GPUs, 10-min ramp",
+             [min(380, 100 + 28 * max(0, m - 480)) if 480 <= m < 1320 else 100
+              for m in range(1440)] * 3)):
+        for mode in ("static", "forecast", "reactive"):
             tl = plan(dep, demand, Upper(demand, 117), PlanConfig(step_s=60, mode=mode))
             u = utilisation([tl], Backlog(618), 1024)
             rows.append({"demand": label, "mode": mode, "utilisation": u.utilisation,
