@@ -68,6 +68,72 @@ def draw_busy(rng: random.Random) -> dict[str, int]:
     return busy
 
 
+class _Slurm:
+    """The Slurm commands one recording needs, against the container's cluster."""
+
+    def __init__(self, env: dict[str, str]) -> None:
+        self.env = env
+
+    def sh(self, *argv: str, check: bool = True) -> str:
+        res = subprocess.run(list(argv), capture_output=True, text=True, env=self.env, timeout=120, check=False)
+        if check and res.returncode:
+            raise RuntimeError(f"{' '.join(argv)}: {res.stderr.strip()}")
+        return res.stdout + res.stderr
+
+    def jobs(self) -> list[dict[str, Any]]:
+        return list(json.loads(self.sh("squeue", "--json")).get("jobs", []))
+
+    @staticmethod
+    def state_of(j: dict[str, Any]) -> str:
+        s = j.get("job_state")
+        return s[0] if isinstance(s, list) and s else str(s)
+
+    def sbatch(self, *args: str) -> str:
+        out = self.sh("sbatch", "--parsable", "--account=team-a", "--output=/dev/null", "--time=60",
+                      "--mem=100", *args, "--wrap=sleep 3000")
+        return out.strip().split(";")[0].splitlines()[0]
+
+    def wait(self, ids: set[str], timeout_s: float) -> bool:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if ids <= {str(j["job_id"]) for j in self.jobs() if self.state_of(j) == "RUNNING"}:
+                return True
+            time.sleep(0.5)
+        return False
+
+    def reset(self, drained: list[str]) -> None:
+        self.sh("scancel", "--user=root")
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and any(self.state_of(j) in ("RUNNING", "PENDING", "COMPLETING")
+                                                   for j in self.jobs()):
+            time.sleep(0.5)
+        self.sh("scontrol", "update", f"nodename={','.join(drained)}", "state=resume")
+
+
+def _one_state(sl: _Slurm, s: int, rng: random.Random) -> dict[str, Any]:
+    label, nodes, segment, exclusive = GANGS[s % len(GANGS)]
+    busy = draw_busy(rng)
+    ids = {sl.sbatch(f"--nodelist={n}", "--nodes=1", f"--gres=gpu:{k}", f"--rg-parallel=tp1,dp{k}")
+           for n, k in busy.items()}
+    if not sl.wait(ids, 180):
+        raise RuntimeError("filler jobs did not all start")
+    drained = rng.sample([n for n in node_names() if busy.get(n, 0) == 0] or node_names(), 2)
+    sl.sh("scontrol", "update", f"nodename={','.join(drained)}", "state=drain", "reason=lame-hca")
+    extra = ([f"--segment={segment}"] if segment else []) + (["--exclusive=topo"] if exclusive else [])
+    try:
+        job = sl.sbatch(f"--nodes={nodes}", f"--gres=gpu:{GPUS}", f"--rg-parallel=tp{GPUS},dp{nodes}", *extra)
+    except RuntimeError as exc:
+        raise RuntimeError(f"state {s}: the gang was refused: {exc}") from exc
+    started = sl.wait({job}, 20)
+    raw = next((j for j in sl.jobs() if str(j["job_id"]) == job), {})
+    got = sl.sh("scontrol", "show", "job", "-d", "-o", job, check=False) if started else ""
+    hosts = sl.sh("scontrol", "show", "hostnames", _field(got, "NodeList")).split() if started else []
+    sl.reset(drained)
+    return {"state": s, "gang": label, "nodes": nodes, "segment": segment, "exclusive_topo": exclusive,
+            "busy": busy, "drained": drained, "slurmctld": hosts if started else None,
+            "reason": None if started else _reason(raw)}
+
+
 def _inside(work: Path, states: int, seed: int, port_base: int) -> list[dict[str, Any]]:
     from railgang.slurm_plugins.devcluster.cluster import DevCluster, slurm_env
     from railgang.slurm_plugins.devcluster.layout import ClusterSpec
@@ -88,67 +154,12 @@ def _inside(work: Path, states: int, seed: int, port_base: int) -> list[dict[str
     cluster = BlockCluster(spec)
     cluster.down()
     cluster.up(timeout_s=300)
-    env = slurm_env(spec)
-
-    def sh(*argv: str, check: bool = True) -> str:
-        res = subprocess.run(list(argv), capture_output=True, text=True, env=env, timeout=120, check=False)
-        if check and res.returncode:
-            raise RuntimeError(f"{' '.join(argv)}: {res.stderr.strip()}")
-        return res.stdout + res.stderr
-
-    def jobs() -> list[dict[str, Any]]:
-        return list(json.loads(sh("squeue", "--json")).get("jobs", []))
-
-    def state_of(j: dict[str, Any]) -> str:
-        s = j.get("job_state")
-        return s[0] if isinstance(s, list) and s else str(s)
-
-    def sbatch(*args: str) -> str:
-        out = sh("sbatch", "--parsable", "--account=team-a", "--output=/dev/null", "--time=60",
-                 "--mem=100", *args, "--wrap=sleep 3000")
-        return out.strip().split(";")[0].splitlines()[0]
-
-    def wait(ids: set[str], timeout_s: float) -> bool:
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if ids <= {str(j["job_id"]) for j in jobs() if state_of(j) == "RUNNING"}:
-                return True
-            time.sleep(0.5)
-        return False
-
     rng = random.Random(seed)
-    out: list[dict[str, Any]] = []
     try:
-        for s in range(states):
-            label, nodes, segment, exclusive = GANGS[s % len(GANGS)]
-            busy = draw_busy(rng)
-            ids = {sbatch(f"--nodelist={n}", "--nodes=1", f"--gres=gpu:{k}", f"--rg-parallel=tp1,dp{k}")
-                   for n, k in busy.items()}
-            if not wait(ids, 180):
-                raise RuntimeError("filler jobs did not all start")
-            drained = rng.sample([n for n in node_names() if busy.get(n, 0) == 0] or node_names(), 2)
-            sh("scontrol", "update", f"nodename={','.join(drained)}", "state=drain", "reason=lame-hca")
-            extra = ([f"--segment={segment}"] if segment else []) + (["--exclusive=topo"] if exclusive else [])
-            try:
-                job = sbatch(f"--nodes={nodes}", f"--gres=gpu:{GPUS}", f"--rg-parallel=tp{GPUS},dp{nodes}", *extra)
-            except RuntimeError as exc:
-                raise RuntimeError(f"state {s}: the gang was refused: {exc}") from exc
-            started = wait({job}, 20)
-            raw = next((j for j in jobs() if str(j["job_id"]) == job), {})
-            got = sh("scontrol", "show", "job", "-d", "-o", job, check=False) if started else ""
-            hosts = sh("scontrol", "show", "hostnames", _field(got, "NodeList")).split() if started else []
-            out.append({"state": s, "gang": label, "nodes": nodes, "segment": segment, "exclusive_topo": exclusive,
-                        "busy": busy, "drained": drained, "slurmctld": hosts if started else None,
-                        "reason": None if started else _reason(raw)})
-            sh("scancel", "--user=root")
-            deadline = time.monotonic() + 120
-            while time.monotonic() < deadline and any(state_of(j) in ("RUNNING", "PENDING", "COMPLETING")
-                                                       for j in jobs()):
-                time.sleep(0.5)
-            sh("scontrol", "update", f"nodename={','.join(drained)}", "state=resume")
+        sl = _Slurm(slurm_env(spec))
+        return [_one_state(sl, s, rng) for s in range(states)]
     finally:
         cluster.down()
-    return out
 
 
 def _field(line: str, key: str) -> str:
