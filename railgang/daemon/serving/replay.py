@@ -14,9 +14,10 @@
    cluster's utilisation (served demand + training busy GPU-hours over all GPU-hours of the
    window) static vs dynamic.
 
-What this does not model yet: borrowers restricted to class 3 (every trace job may land on an
-open serving node) and shrinking elastic borrowers instead of stopping them — both are decisions
-of the core and wait for its restructuring (issue 22).
+Elastic borrowers with enough whole replicas on other nodes shrink off a closing node instead
+of stopping (:func:`shrink_off`). What this does not model yet: borrowers restricted to class 3
+(every trace job may land on an open serving node), and a core that places elastic jobs on lent
+nodes first — both are the core's decisions.
 """
 
 from __future__ import annotations
@@ -26,7 +27,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from railgang.daemon.errors import ConfigError
 from railgang.daemon.serving.forecast import DAY_S, ForecastConfig, backtest, day_ahead
 from railgang.daemon.serving.model import ServingSet
 from railgang.daemon.serving.plan import (
@@ -39,6 +39,7 @@ from railgang.daemon.serving.plan import (
     outcome,
     plan,
 )
+from railgang.errors import ConfigError
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,6 +155,7 @@ class LentNodes:
                                                       if t > origin]
         self.taken = 0  # node closings that found training jobs on the node
         self.signalled = 0  # jobs signalled by a closing
+        self.shrunk = 0  # elastic borrowers that shrank off a closing node instead
 
     def events(self) -> Sequence[tuple[float, str]]:
         return self._events
@@ -173,10 +175,38 @@ class LentNodes:
 
         for node in sorted(self.open, key=busy)[: len(self.open) - want]:
             self.open.discard(node)
+            self.shrunk += shrink_off(backend, node, now)
             hit = withdraw(backend, node, now, self.notice_s)
             self.taken += hit > 0
             self.signalled += hit
         return True
+
+
+def shrink_off(backend: Any, node: str, now: float) -> int:
+    """Elastic borrowers that hold GPUs on ``node`` and enough whole replicas elsewhere shrink
+    to those (a resize: no checkpoint, no requeue) before the node is withdrawn; the others are
+    stopped by :func:`withdraw`. Returns the jobs shrunk."""
+    from railgang.daemon.core import Resize
+
+    shrunk = 0
+    for sj in list(backend.running.values()):
+        held = sj.assignment
+        if held is None or node not in held or sj.kill_at is not None or not sj.tj.elastic_min:
+            continue
+        per = max(1, sj.gpus // max(1, sj.replicas))  # GPUs per data-parallel replica
+        keep: dict[str, tuple[int, ...]] = {}
+        room = (sum(len(g) for n, g in held.items() if n != node) // per) * per
+        for n in sorted(held):
+            if n != node and room > 0:
+                keep[n] = tuple(sorted(held[n]))[:room]
+                room -= len(keep[n])
+        replicas = sum(map(len, keep.values())) // per
+        if replicas < sj.tj.elastic_min:
+            continue
+        done = backend.apply([Resize(sj.tj.job_id, replicas, keep, old_replicas=sj.replicas)],
+                             now)
+        shrunk += bool(done and done[0].ok)
+    return shrunk
 
 
 def withdraw(backend: Any, node: str, now: float, notice_s: float) -> int:
@@ -249,4 +279,4 @@ def cut_trace(jobs: Sequence[Any], window_s: float) -> list[Any]:
 
 
 __all__ = ["BusyMeter", "Expected", "LentNodes", "Planned", "ServingKnobs", "cut_trace", "expect",
-           "plan_window", "restore", "serving_nodes", "withdraw"]
+           "plan_window", "restore", "serving_nodes", "shrink_off", "withdraw"]

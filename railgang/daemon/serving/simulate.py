@@ -32,6 +32,7 @@ class Side:
     total_gpus: int
     closings_hit: int  # serving nodes taken back while training jobs ran there
     jobs_signalled: int
+    jobs_shrunk: int = 0  # elastic borrowers that shrank off a closing node instead
 
     @property
     def utilisation(self) -> float:
@@ -55,6 +56,7 @@ class Side:
             "training_finished": m.finished, "training_unfinished": m.unfinished,
             "training_lost_gpu_h": round(lost, 2),
             "reclaims_with_jobs": self.closings_hit, "jobs_signalled": self.jobs_signalled,
+            "jobs_shrunk": self.jobs_shrunk,
             "buffer_replicas": {k: round(v, 2) for k, v in self.planned.buffers.items()},
             "forecast_mae_replicas": {k: round(v, 3) for k, v in self.planned.forecast_mae.items()},
         }
@@ -76,7 +78,8 @@ def replay_side(mode: Mode, jobs: Sequence[Any], policy: Any, fabric: Any, sset:
     run = simulate(jobs, policy, fabric, config=config or EngineConfig(), comm=comm,
                    observer=meter, capacity=lent)
     total = sum(fabric.facts(n).gpus for n in fabric.nodes)
-    return Side(mode, planned, run, meter.close() / 3600, total, lent.taken, lent.signalled)
+    return Side(mode, planned, run, meter.close() / 3600, total, lent.taken, lent.signalled,
+                lent.shrunk)
 
 
 def compare(jobs: Sequence[Any], policy: Any, fabric: Any, sset: ServingSet, knobs: ServingKnobs,
@@ -104,7 +107,8 @@ def table(sides: Sequence[Side]) -> list[str]:
             ("training mean JCT (h)", "training_mean_jct_h", "{:.2f}"),
             ("training jobs finished", "training_finished", "{}"),
             ("training GPU-h lost (all kills)", "training_lost_gpu_h", "{:,.1f}"),
-            ("take-backs that hit jobs", "reclaims_with_jobs", "{}")]
+            ("take-backs that hit jobs", "reclaims_with_jobs", "{}"),
+            ("elastic borrowers shrunk instead", "jobs_shrunk", "{}")]
     lines.append(f"{'':<36}" + "".join(f"{r['mode']:>14}" for r in rows))
     for label, key, fmt in spec:
         lines.append(f"{label:<36}" + "".join(f"{fmt.format(r[key]):>14}" for r in rows))

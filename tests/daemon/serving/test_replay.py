@@ -74,3 +74,16 @@ def test_forecast_mode_uses_the_quantile_buffer() -> None:
     got = plan_window(serving(noise=0.1), "forecast", knobs)
     assert got.buffers["chat"] > 0 and got.forecast_mae["chat"] > 0
     assert got.outcome.unmet_share < 0.05
+
+
+def test_elastic_borrowers_shrink_off_a_closing_node() -> None:
+    from dataclasses import replace
+
+    jobs = [replace(j, elastic_min=1, elastic_max=j.gpus) if j.gpus > 1 else j
+            for j in backlog()]
+    fabric = fabric_from_shape(6 + 14, 8, 4)
+    knobs = ServingKnobs(history_days=7, buffer_gpus=8.0, forecast=FAST)
+    (ahead,) = compare(jobs, registry.get("default"), fabric, serving(), knobs, ("forecast",))
+    assert ahead.jobs_shrunk > 0  # instead of a checkpoint, a stop and a requeue
+    assert ahead.run.metrics.finished == len(jobs)
+    assert ahead.row()["jobs_shrunk"] == ahead.jobs_shrunk
