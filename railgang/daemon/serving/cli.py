@@ -15,12 +15,13 @@ from typing import Annotated, Any
 import typer
 
 from railgang.daemon.cli_common import JsonOpt, emit
-from railgang.daemon.errors import ConfigError
 from railgang.daemon.serving.model import ServingSet, read_demand
+from railgang.errors import ConfigError
 
 serving_app = typer.Typer(help="Serving deployments beside training: demand, forecast, lending.",
                           no_args_is_help=True)
 
+MAX_FORECAST_DAYS = 180
 FileArg = Annotated[Path, typer.Argument(help="Demand CSV: time_s,deployment,replicas,tp[,...].")]
 StrictOpt = Annotated[bool, typer.Option("--strict", help="Stop at the first malformed row.")]
 
@@ -99,6 +100,10 @@ def forecast(
         if deployment is not None and dep.name != deployment:
             continue
         series = got.demand[dep.name].sampled(step_s)
+        keep = MAX_FORECAST_DAYS * config.per_day
+        if len(series) > keep:  # a fit on years of samples takes minutes and says no more
+            typer.echo(f"note: {dep.name}: the last {MAX_FORECAST_DAYS} days are used", err=True)
+            series = series[-keep:]
         bt = backtest(series, config)
         rows.append({"deployment": dep.name, "holdout_days": bt.days,
                      "mae_replicas": round(bt.mae, 3), "bias_replicas": round(bt.bias, 3),

@@ -41,6 +41,9 @@ from railgang.daemon.serving.plan import (
 )
 from railgang.errors import ConfigError
 
+MAX_STEPS = 200_000  # plan steps per deployment (~139 days of minutes): a bounded replay
+MAX_POOL_GPUS = 100_000  # a serving pool beyond any fleet: refused before nodes are built
+
 
 @dataclass(frozen=True, slots=True)
 class ServingKnobs:
@@ -92,6 +95,10 @@ def _bounds(sset: ServingSet, knobs: ServingKnobs) -> tuple[float, float]:
     if end <= start + knobs.step_s:
         raise ConfigError(f"the demand file spans {end / DAY_S:.1f} days: nothing is left after "
                           f"{knobs.history_days} day(s) of history")
+    if (end - start) / knobs.step_s > MAX_STEPS:
+        raise ConfigError(f"a window of {(end - start) / DAY_S:,.0f} days is more than "
+                          f"{MAX_STEPS * knobs.step_s / DAY_S:.0f} days of {knobs.step_s:g} s "
+                          "plan steps: cut the demand file")
     return start, end
 
 
@@ -264,6 +271,8 @@ class BusyMeter:
 
 def serving_nodes(fabric: Any, pool_gpus: int) -> list[str]:
     """The last nodes of ``fabric`` that hold ``pool_gpus`` (the serving pool, whole nodes)."""
+    if pool_gpus > MAX_POOL_GPUS:
+        raise ConfigError(f"a serving pool of {pool_gpus:,} GPUs is more than {MAX_POOL_GPUS:,}")
     names = list(fabric.nodes)
     gpn = fabric.facts(names[0]).gpus
     count = math.ceil(pool_gpus / gpn)

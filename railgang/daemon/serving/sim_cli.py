@@ -12,10 +12,10 @@ from typing import Any
 
 import typer
 
-from railgang.daemon.errors import ConfigError, InputError
 from railgang.daemon.serving.forecast import ForecastConfig
 from railgang.daemon.serving.plan import MODES, Mode
-from railgang.daemon.serving.replay import ServingKnobs
+from railgang.daemon.serving.replay import MAX_POOL_GPUS, ServingKnobs
+from railgang.errors import ConfigError, InputError
 
 
 def parse_modes(text: str) -> list[Mode]:
@@ -55,6 +55,9 @@ def run(path: Path, jobs: Sequence[Any], policy: Any, *, nodes: int, gpus_per_no
     wanted = parse_modes(modes)
     if nodes < 1 or gpus_per_node < 1 or leaf < 1:
         raise ConfigError("--nodes, --gpus-per-node and --leaf must be positive")
+    if sset.pool_gpus > MAX_POOL_GPUS:  # before a fabric of that many nodes is built
+        raise ConfigError(f"a serving pool of {sset.pool_gpus:,} GPUs is more than "
+                          f"{MAX_POOL_GPUS:,}")
     serving = math.ceil(sset.pool_gpus / gpus_per_node)
     fabric = fabric_from_shape(nodes + serving, gpus_per_node, leaf)
     window = max(d.end_s for d in sset.demand.values()) - knobs.history_days * 86400.0

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from railgang.daemon.errors import InputError
 from railgang.daemon.serving.model import Demand, parse_demand, read_demand
+from railgang.errors import InputError
 
 GOOD = """# two deployments
 time_s,deployment,replicas,tp,switch_in_s,max_replicas
@@ -77,3 +77,16 @@ def test_later_row_wins_and_rows_need_no_order() -> None:
     got = parse_demand(["time_s,deployment,replicas,tp\n", "60,a,3,1\n", "0,a,1,1\n",
                         "60,a,4,1\n"])
     assert got.demand["a"] == Demand("a", ((0.0, 1), (60.0, 4)))
+
+
+def test_a_pool_or_window_beyond_bounds_is_refused() -> None:
+    from railgang.daemon.serving.replay import ServingKnobs, plan_window, serving_nodes
+    from railgang.errors import ConfigError
+    from railgang.topology.fabric import fabric_from_shape
+
+    huge = parse_demand(["time_s,deployment,replicas,tp\n", "0,a,100000,64\n"])
+    with pytest.raises(ConfigError, match="more than"):
+        serving_nodes(fabric_from_shape(2, 8, 2), huge.pool_gpus)
+    long = parse_demand(["time_s,deployment,replicas,tp\n", "0,a,1,1\n", "1e8,a,2,1\n"])
+    with pytest.raises(ConfigError, match="cut the demand file"):
+        plan_window(long, "static", ServingKnobs(history_days=3))
