@@ -25,8 +25,8 @@ from pathlib import Path
 
 import httpx
 
-from railgang.daemon.accounting.ingest import ingest_window
 from railgang.daemon.config import LedgerSettings
+from railgang.daemon.ledger.ingest import ingest_window
 from railgang.db import migrate
 from railgang.db.repositories import explanations, org, tokens
 from railgang.db.session import make_engine, session_scope

@@ -11,6 +11,7 @@ what the transcription (railgang/topology/placement/slurm_block.py) is checked a
 what the benchmark replays.
 
     python -m benchmarks.block_states --states 42 --seed 0 --out tests/topology/data/slurm_block_states.json
+    python -m benchmarks.block_states --profile sparse --states 20 --seed 1 --out tests/topology/data/slurm_block_states_sparse.json
 
 Needs root, a Docker engine and the railgang/slurm:trixie image (scripts/slurm_image.sh trixie).
 Inside the container the same file runs with ``--inside``.
@@ -41,25 +42,38 @@ GANGS: tuple[tuple[str, int, int, bool], ...] = (
     ("6 nodes --exclusive=topo", 6, 0, True),
 )
 LOADS = (0.0, 0.25, 0.5, 0.75, 0.9, 1.0)
+# "sparse": BlockSizes without the 2-rack level and lighter loads, so that multi-rack gangs start
+# and eval_nodes_block's llblock path (blocks of 4 racks, at most ceil(N/18) racks used) is taken
+SPARSE_GANGS: tuple[tuple[str, int, int, bool], ...] = (
+    ("24 nodes, two racks", 24, 0, False),
+    ("30 nodes", 30, 0, False),
+    ("20 nodes --segment=10", 20, 10, False),
+    ("12 nodes", 12, 0, False),
+    ("40 nodes, three racks", 40, 0, False),
+)
+PROFILES: dict[str, tuple[tuple[int, ...], tuple[float, ...], tuple[tuple[str, int, int, bool], ...]]] = {
+    "default": (BLOCK_SIZES, LOADS, GANGS),
+    "sparse": ((18, 72), (0.0, 0.0, 0.25, 0.5, 0.75), SPARSE_GANGS),
+}
 
 
 def node_names() -> list[str]:
     return [f"n{i:02d}" for i in range(1, RACKS * NODES_PER_RACK + 1)]  # the devcluster's names
 
 
-def topology_conf() -> str:
+def topology_conf(sizes: tuple[int, ...] = BLOCK_SIZES) -> str:
     names = node_names()
     lines = [f"BlockName=rack{r + 1} Nodes=n[{names[r * NODES_PER_RACK][1:]}-{names[(r + 1) * NODES_PER_RACK - 1][1:]}]"
              for r in range(RACKS)]
-    return "\n".join([*lines, "BlockSizes=" + ",".join(map(str, BLOCK_SIZES))]) + "\n"
+    return "\n".join([*lines, "BlockSizes=" + ",".join(map(str, sizes))]) + "\n"
 
 
-def draw_busy(rng: random.Random) -> dict[str, int]:
+def draw_busy(rng: random.Random, loads: tuple[float, ...] = LOADS) -> dict[str, int]:
     """Busy GPUs per node: each rack at its own load; a few nodes half used."""
     names = node_names()
     busy: dict[str, int] = {}
     for r in range(RACKS):
-        load = rng.choice(LOADS)
+        load = rng.choice(loads)
         for n in names[r * NODES_PER_RACK:(r + 1) * NODES_PER_RACK]:
             if rng.random() < load:
                 busy[n] = GPUS
@@ -110,9 +124,10 @@ class _Slurm:
         self.sh("scontrol", "update", f"nodename={','.join(drained)}", "state=resume")
 
 
-def _one_state(sl: _Slurm, s: int, rng: random.Random) -> dict[str, Any]:
-    label, nodes, segment, exclusive = GANGS[s % len(GANGS)]
-    busy = draw_busy(rng)
+def _one_state(sl: _Slurm, s: int, rng: random.Random, profile: str) -> dict[str, Any]:
+    _, loads, gangs = PROFILES[profile]
+    label, nodes, segment, exclusive = gangs[s % len(gangs)]
+    busy = draw_busy(rng, loads)
     ids = {sl.sbatch(f"--nodelist={n}", "--nodes=1", f"--gres=gpu:{k}", f"--rg-parallel=tp1,dp{k}")
            for n, k in busy.items()}
     if not sl.wait(ids, 180):
@@ -134,7 +149,7 @@ def _one_state(sl: _Slurm, s: int, rng: random.Random) -> dict[str, Any]:
             "reason": None if started else _reason(raw)}
 
 
-def _inside(work: Path, states: int, seed: int, port_base: int) -> list[dict[str, Any]]:
+def _inside(work: Path, states: int, seed: int, port_base: int, profile: str) -> list[dict[str, Any]]:
     from railgang.slurm_plugins.devcluster.cluster import DevCluster, slurm_env
     from railgang.slurm_plugins.devcluster.layout import ClusterSpec
 
@@ -142,7 +157,7 @@ def _inside(work: Path, states: int, seed: int, port_base: int) -> list[dict[str
         def _write_tree(self) -> None:
             super()._write_tree()
             etc = self.spec.etc
-            (etc / "topology.conf").write_text(topology_conf())
+            (etc / "topology.conf").write_text(topology_conf(PROFILES[profile][0]))
             conf = (etc / "slurm.conf").read_text()
             (etc / "slurm.conf").write_text(conf.replace("TopologyPlugin=topology/tree", "TopologyPlugin=topology/block"))
 
@@ -157,7 +172,7 @@ def _inside(work: Path, states: int, seed: int, port_base: int) -> list[dict[str
     rng = random.Random(seed)
     try:
         sl = _Slurm(slurm_env(spec))
-        return [_one_state(sl, s, rng) for s in range(states)]
+        return [_one_state(sl, s, rng, profile) for s in range(states)]
     finally:
         cluster.down()
 
@@ -180,10 +195,11 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", type=Path, default=Path("tests/topology/data/slurm_block_states.json"))
     ap.add_argument("--port-base", type=int, default=28017)
+    ap.add_argument("--profile", choices=sorted(PROFILES), default="default")
     ap.add_argument("--inside", type=Path, default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.inside is not None:
-        recorded = _inside(args.inside, args.states, args.seed, args.port_base)
+        recorded = _inside(args.inside, args.states, args.seed, args.port_base, args.profile)
         print(json.dumps(recorded))
         return
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -194,13 +210,14 @@ def main() -> None:
     box.start()
     try:
         res = box.exec(["python3", "/src/benchmarks/block_states.py", "--inside", "/var/tmp/block-states",
-                        "--states", str(args.states), "--seed", str(args.seed),
+                        "--states", str(args.states), "--seed", str(args.seed), "--profile", args.profile,
                         "--port-base", str(args.port_base)], timeout=3600)
     finally:
         box.stop()
     recorded = json.loads(res.stdout.strip().splitlines()[-1])
     doc = {"slurm": "24.11.5 (Debian trixie)", "racks": RACKS, "nodes_per_rack": NODES_PER_RACK, "gpus": GPUS,
-           "block_sizes": list(BLOCK_SIZES), "seed": args.seed, "states": recorded}
+           "block_sizes": list(PROFILES[args.profile][0]), "seed": args.seed, "profile": args.profile,
+           "states": recorded}
     args.out.write_text(json.dumps(doc, indent=1) + "\n")
     placed = sum(1 for r in recorded if r["slurmctld"])
     print(f"{len(recorded)} states recorded ({placed} placed) in {time.monotonic() - t0:.0f} s -> {args.out}")

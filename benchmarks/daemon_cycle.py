@@ -23,8 +23,8 @@ from collections import defaultdict
 
 from railgang.daemon.clock import SimClock
 from railgang.daemon.core.policies import registry
-from railgang.daemon.service.backends import LiveSim
 from railgang.daemon.service.cycle import CycleReport, DaemonService
+from railgang.daemon.sim.live import LiveSim
 from railgang.daemon.sim.traces.model import TraceJob
 from railgang.db import migrate
 from railgang.db.session import make_engine

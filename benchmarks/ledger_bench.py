@@ -21,8 +21,8 @@ from typing import Any
 
 from sqlalchemy import Engine, func, insert, select
 
-from railgang.daemon.accounting.ingest import ingest_window
 from railgang.daemon.config import LedgerSettings
+from railgang.daemon.ledger.ingest import ingest_window
 from railgang.db import migrate
 from railgang.db.models import Account, Job, UsageRecord
 from railgang.db.org import Rate

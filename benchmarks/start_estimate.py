@@ -122,9 +122,9 @@ def explain_speed(jobs: list[Any], queue: int) -> list[str]:
 
     from railgang.daemon.clock import SimClock
     from railgang.daemon.core.cycle import CycleConfig
-    from railgang.daemon.service.backends import LiveSim
     from railgang.daemon.service.cycle import DaemonService
     from railgang.daemon.service.estimate import StartEstimator
+    from railgang.daemon.sim.live import LiveSim
     from railgang.db import migrate
     from railgang.db.session import make_engine
 

@@ -34,7 +34,7 @@ def _unavailable(service: str, why: str) -> None:
 def real_cluster(spec: ClusterSpec) -> Iterator[DevCluster]:
     """Bring up a real Slurm cluster of ``spec`` (a devcluster ClusterSpec) for a fixture to
     yield, and take it down after: the session cluster, and the small mixed-pool ones."""
-    from railgang.daemon.errors import DevClusterError
+    from railgang.errors import DevClusterError
     from railgang.slurm_plugins.devcluster.cluster import DevCluster, preflight
 
     cluster = DevCluster(spec)

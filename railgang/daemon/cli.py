@@ -19,7 +19,7 @@ from rich.console import Console
 from railgang.daemon import __version__
 from railgang.daemon.cli_common import CliState, JsonOpt, emit, settings_from, state_from
 from railgang.daemon.cli_lazy import Component, LazyGroup
-from railgang.daemon.errors import RailgangError
+from railgang.errors import RailgangError
 
 app = typer.Typer(
     name="railgang",
@@ -76,7 +76,7 @@ def config_check(ctx: typer.Context, as_json: JsonOpt = False) -> None:
     settings = state.settings()  # the loader's own checks; a problem is a ConfigError: one line
     # names the loader cannot know: the policies are discovered from the core (imported here only)
     from railgang.daemon.core.policies import registry
-    from railgang.daemon.errors import ConfigError
+    from railgang.errors import ConfigError
 
     if settings.daemon.policy not in registry.names():
         raise ConfigError(f"daemon.policy: unknown policy {settings.daemon.policy!r}; known: "
@@ -97,11 +97,11 @@ LazyGroup.components = {
                        "Quotas, priority-class grants, rates and quota events."),
     "token": Component("railgang.daemon.quota_cli", "token_app",
                        "API tokens (stored hashed; the secret is shown once)."),
-    "ledger": Component("railgang.daemon.accounting.cli", "ledger_app", "The usage ledger: sacct "
+    "ledger": Component("railgang.daemon.ledger.cli", "ledger_app", "The usage ledger: sacct "
                         "ingest (exactly once), reconciliation, telemetry intake."),
     "explain": Component("railgang.daemon.service.cli", "explain", "Why a job waits (reason, "
                          "place in the order, what blocks it) or where it runs and why."),
-    "db": Component("railgang.db.cli", "app",
+    "db": Component("railgang.daemon.db_cli", "app",
                     "Database migrations (SQLite by default, PostgreSQL by URL)."),
     "devcluster": Component("railgang.slurm_plugins.devcluster.cli", "app", "A local GPU Slurm "
                             "test cluster from Debian's packages on this machine (root, loopback "

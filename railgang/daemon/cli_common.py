@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TypeVar
 
 import typer
 
-from railgang.daemon.errors import ExitCode, RailgangError
+from railgang.errors import ExitCode, RailgangError
 
 if TYPE_CHECKING:  # pydantic is imported when settings are first read, not by --help
     from railgang.daemon.config import Settings

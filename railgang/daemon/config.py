@@ -25,8 +25,9 @@ from pydantic import (
 )
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
-from railgang.daemon.errors import ConfigError
 from railgang.daemon.report.config import ReportSettings
+from railgang.db.urls import mask_url
+from railgang.errors import ConfigError
 from railgang.topology.tiers import Capacity
 
 DEFAULT_STATE_DIR = Path(os.environ.get("RAILGANG_HOME", "/var/lib/railgang"))
@@ -349,19 +350,6 @@ def load_settings(path: Path | None = None, **overrides: Any) -> Settings:
 
 
 # user:password@ in a URL's authority, and password=... among its query parameters
-_URL_PASSWORD = re.compile(r"(?P<head>^[^:/?#]+://[^:/?#@]*:)(?P<secret>[^/?#]*)(?P<tail>@)")
-_QUERY_PASSWORD = re.compile(r"(?P<head>[?&](?:password|passwd|pass)=)(?P<secret>[^&#]*)",
-                             re.IGNORECASE)
-MASK = "***"
-
-
-def mask_url(url: str) -> str:
-    """``url`` with its password shown as ``***`` (as SQLAlchemy's ``hide_password`` renders it),
-    in the authority and in a ``password=`` query parameter alike; anything else unchanged."""
-    url = _URL_PASSWORD.sub(lambda m: f"{m['head']}{MASK}{m['tail']}", url, count=1)
-    return _QUERY_PASSWORD.sub(lambda m: f"{m['head']}{MASK}", url)
-
-
 def masked_dump(settings: Settings) -> dict[str, Any]:
     """The effective configuration as plain data: ``SecretStr`` values shown as '**********' and
     the password of ``db.url`` as ``***``. What ``config show`` prints and what may be logged."""

@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from railgang.daemon.errors import InputError
+from railgang.errors import InputError
 from railgang.topology.files import InputProblem, parse_toml, read_text
 
 SACCT_MAX_BYTES = 256 * 2**20  # `sacct --json` of a busy day; a longer range: --since/--until

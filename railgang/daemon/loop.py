@@ -1,6 +1,6 @@
 """One scheduling cycle, shared by the daemon and the simulator: observe → decide → act.
 
-``run_cycle`` is the only place that connects a :class:`~railgang.daemon.slurm.backend.Backend`, the pure
+``run_cycle`` is the only place that connects a :class:`~railgang.daemon.backend.Backend`, the pure
 decision core and a :class:`~railgang.daemon.clock.Clock`. The daemon calls it on a timer with the Slurm
 backend and the wall clock; the simulator calls it on its events with ``SimBackend`` and a
 ``SimClock``; unit tests call it with ``FakeBackend``. There is no simulation flag anywhere.
@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Protocol
 
+from railgang.daemon.backend import ActionResult, Backend
 from railgang.daemon.clock import Clock
 from railgang.daemon.core.cycle import CycleConfig, decide
 from railgang.daemon.core.model.actions import Action
@@ -30,7 +31,6 @@ from railgang.daemon.core.model.plan import Policy
 from railgang.daemon.core.model.quota import QuotaTree
 from railgang.daemon.core.model.reasons import PendingReason
 from railgang.daemon.core.model.snapshot import Snapshot
-from railgang.daemon.slurm.backend import ActionResult, Backend
 
 
 class CycleJournal(Protocol):

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from railgang.daemon.core.model.tiers import ON_DEMAND, RESERVED, SPOT, TIERS, TierTerms
-from railgang.daemon.errors import ConfigError
+from railgang.errors import ConfigError
 
 ON_DEMAND_USD: Mapping[str, float] = {"k80": 0.45, "p100": 1.46, "v100": 2.48, "t4": 0.35,
                                       "a100": 2.93, "h100": 4.0}

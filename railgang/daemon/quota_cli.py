@@ -201,7 +201,7 @@ def sync_accounts(ctx: typer.Context,
                   dry_run: Annotated[bool, typer.Option(help="Print the sacctmgr calls only.")]
                   = False, as_json: JsonOpt = False) -> None:
     """Create/move the tree's accounts in Slurm (sacctmgr -i, argument lists)."""
-    from railgang.daemon.accounting.slurm_accounts import plan, read_slurm_accounts
+    from railgang.daemon.ledger.slurm_accounts import plan, read_slurm_accounts
     from railgang.daemon.slurm.cli.runner import SlurmRunner
     from railgang.db.repositories import org
 

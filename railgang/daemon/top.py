@@ -32,7 +32,7 @@ from rich.text import Text
 
 from railgang.daemon.cli_common import JsonOpt, choices_metavar, registry_choice, settings_from
 from railgang.daemon.core.model.snapshot import NodeState
-from railgang.daemon.errors import InputError, RailgangError
+from railgang.errors import InputError, RailgangError
 
 if TYPE_CHECKING:  # `top --help` imports neither the Slurm adapter nor networkx
     from railgang.daemon.config import Settings

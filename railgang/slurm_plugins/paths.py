@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from railgang.daemon.cli_common import JsonOpt, emit, exit_with
-from railgang.daemon.errors import ExitCode
+from railgang.errors import ExitCode
 
 PLUGINS = Path(__file__).resolve().parent
 FILES = {

@@ -1,9 +1,9 @@
 """``railgang topology check|show|links|generate`` and ``railgang place``: the thin shell over the pure package.
 
 Results go to stdout (text or ``--json``), problems and warnings to stderr. A malformed input
-becomes ``railgang.daemon.errors.InputError`` (one line, exit 1, via ``railgang.daemon.cli.main``); ``check`` lists
+becomes ``railgang.errors.InputError`` (one line, exit 1, via ``railgang.daemon.cli.main``); ``check`` lists
 every problem itself and exits 1. ``place`` exits 0 when the gang was placed and 3 when it cannot be
-placed now (the reason is printed, it is not an error). Exit codes: ``railgang.daemon.errors.ExitCode``.
+placed now (the reason is printed, it is not an error). Exit codes: ``railgang.errors.ExitCode``.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import hostlist
 import typer
 
 from railgang.daemon.cli_common import JsonOpt, emit, exit_with
-from railgang.daemon.errors import ExitCode, InputError
+from railgang.errors import ExitCode, InputError
 from railgang.topology.conf import (
     MAX_RANGE,
     Problem,

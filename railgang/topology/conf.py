@@ -2,7 +2,7 @@
 
 Pure: text in, a frozen ``TopologyConf`` out, or a ``TopologyError`` carrying *every* problem found
 with its file, line and switch, so ``railgang topology check`` can list them all at once. The CLI
-turns the first problem into ``railgang.daemon.errors.InputError``; this module imports nothing
+turns the first problem into ``railgang.errors.InputError``; this module imports nothing
 from the daemon.
 
 A file is refused exactly when Slurm 22.05's slurmctld refuses it (a differential test against

@@ -1,6 +1,6 @@
 """Offline inputs of the topology tools: node-facts files, ``sinfo``/``scontrol --json`` output and
 free-GPU files. Pure parsing; problems raise ``InputProblem`` carrying file, line and field so the
-CLI can turn them into ``railgang.daemon.errors.InputError``.
+CLI can turn them into ``railgang.errors.InputError``.
 
 Free-GPU file (``railgang place --free``), one line per host list, ``#`` comments::
 

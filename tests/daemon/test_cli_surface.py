@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 
 from railgang.daemon.cli import app
 from railgang.daemon.cli_common import JSON_HELP
-from railgang.daemon.errors import ConfigError, ExitCode
+from railgang.errors import ConfigError, ExitCode
 
 REPO = Path(__file__).resolve().parents[2]
 runner = CliRunner()

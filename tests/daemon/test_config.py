@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from railgang.daemon.cli import app
 from railgang.daemon.config import load_settings
-from railgang.daemon.errors import ConfigError
+from railgang.errors import ConfigError
 
 
 def write(tmp_path: Path, text: str) -> Path:
@@ -131,8 +131,8 @@ def test_mask_url(url: str, shown: str) -> None:
 
 
 def test_unparsable_db_url_hides_the_password() -> None:
-    from railgang.daemon.errors import DatabaseError
     from railgang.db.session import make_engine
+    from railgang.errors import DatabaseError
 
     with pytest.raises(DatabaseError) as err:
         make_engine("postgresql+psycopg://u:pg-s3cret-pw@h:notaport/db")

@@ -7,7 +7,7 @@ import pytest
 from tests.support.exports import assert_public_surface
 
 PUBLIC = {
-    "railgang.daemon.errors": {"ConfigError", "DaemonError", "DatabaseError", "DevClusterError",
+    "railgang.errors": {"ConfigError", "DaemonError", "DatabaseError", "DevClusterError",
                                "ExitCode", "InputError", "NotLeaderError", "RailgangError", "SlurmCommandError", "SlurmError", "SlurmSchemaError",
                                "UnknownJobError", "AuthenticationError", "ConflictError",
                                "DomainError", "NotFoundError", "PermissionDeniedError",
@@ -29,7 +29,7 @@ def test_exported_members(module: str) -> None:
 
 
 def test_errors_render_location() -> None:
-    from railgang.daemon.errors import InputError
+    from railgang.errors import InputError
 
     err = InputError("unknown switch 'leaf9'", path="topology.conf", line=12, field="Switches")
     assert str(err) == "topology.conf:12: Switches: unknown switch 'leaf9'"

@@ -4,13 +4,13 @@ import random
 
 import pytest
 
+from railgang.daemon.backend import Backend
 from railgang.daemon.clock import Clock, SimClock, WallClock
 from railgang.daemon.core.model.actions import Start
 from railgang.daemon.core.model.job import Job, JobRequest
 from railgang.daemon.core.model.snapshot import Node, make_snapshot
 from railgang.daemon.core.policies.registry import get
 from railgang.daemon.loop import run_cycle
-from railgang.daemon.slurm.backend import Backend
 from railgang.daemon.slurm.fake import FakeBackend
 from railgang.topology.fabric import fabric_from_shape
 from tests.daemon.sim.conftest import first_fit

@@ -10,8 +10,8 @@ import pytest
 from typer.testing import CliRunner
 
 from railgang.daemon.cli import app
-from railgang.daemon.errors import InputError
 from railgang.daemon.when import parse_day, parse_when, relative_day
+from railgang.errors import InputError
 
 NOW = datetime(2026, 12, 1, 15, 30, 7, tzinfo=UTC)
 

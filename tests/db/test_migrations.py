@@ -11,7 +11,7 @@ from sqlalchemy.exc import IntegrityError
 from typer.testing import CliRunner
 
 from railgang.daemon.cli import app
-from railgang.daemon.errors import DatabaseError
+from railgang.errors import DatabaseError
 from railgang.db import migrate
 from railgang.db.base import Base
 from railgang.db.models import Account, Job, UsageRecord

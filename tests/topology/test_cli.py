@@ -10,7 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from railgang.daemon.cli import app
-from railgang.daemon.errors import InputError
+from railgang.errors import InputError
 
 DATA = Path(__file__).parent / "data"
 runner = CliRunner()

@@ -11,7 +11,7 @@ from click.testing import Result
 from typer.testing import CliRunner
 
 from railgang.daemon.cli import app
-from railgang.daemon.errors import InputError
+from railgang.errors import InputError
 from railgang.topology.conf import check_topology
 from railgang.topology.fabric import fabric_from_shape
 from railgang.topology.inputs import (

@@ -16,10 +16,12 @@ from railgang.topology.placement.slurm_block import (
 )
 
 DATA = Path(__file__).parent / "data" / "slurm_block_states.json"
+# BlockSizes=18,72 and lighter loads: multi-rack gangs through eval_nodes_block's llblock path
+SPARSE = Path(__file__).parent / "data" / "slurm_block_states_sparse.json"
 
 
-def _doc() -> dict[str, Any]:
-    doc: dict[str, Any] = json.loads(DATA.read_text())  # missing data fails, never skips
+def _doc(path: Path = DATA) -> dict[str, Any]:
+    doc: dict[str, Any] = json.loads(path.read_text())  # missing data fails, never skips
     return doc
 
 
@@ -37,6 +39,7 @@ def usable_of(layout: BlockLayout, state: dict[str, Any]) -> set[str]:
 
 
 STATES = list(_doc()["states"])
+SPARSE_STATES = list(_doc(SPARSE)["states"])
 
 
 def test_the_recording_covers_placed_and_pending_gangs_and_segments() -> None:
@@ -50,6 +53,20 @@ def test_the_recording_covers_placed_and_pending_gangs_and_segments() -> None:
 @pytest.mark.parametrize("state", STATES, ids=[f"{s['state']}-{s['gang'].split(' ')[0]}n" for s in STATES])
 def test_transcription_matches_slurmctld_2411(state: dict[str, Any]) -> None:
     layout = layout_of(_doc())
+    got = slurm_block_nodes(layout, usable_of(layout, state), state["nodes"], state["segment"])
+    assert got == state["slurmctld"], state["gang"]
+
+
+def test_the_sparse_recording_places_multi_rack_gangs() -> None:
+    doc = _doc(SPARSE)
+    assert doc["block_sizes"] == [18, 72] and len(SPARSE_STATES) >= 15
+    per = doc["nodes_per_rack"]
+    assert any(len({(int(n[1:]) - 1) // per for n in s["slurmctld"] or ()}) >= 2 for s in SPARSE_STATES)
+
+
+@pytest.mark.parametrize("state", SPARSE_STATES, ids=[f"{s['state']}-{s['gang'].split(' ')[0]}n" for s in SPARSE_STATES])
+def test_transcription_matches_slurmctld_2411_sparse_block_sizes(state: dict[str, Any]) -> None:
+    layout = layout_of(_doc(SPARSE))
     got = slurm_block_nodes(layout, usable_of(layout, state), state["nodes"], state["segment"])
     assert got == state["slurmctld"], state["gang"]
 

@@ -3,7 +3,7 @@
 Requests pass ``guard.RequestGuard`` first: a body is bounded (``api.max_body_bytes``, 413) and
 read only after the bearer token is checked (401). Every error answers
 ``{"error": {"code", "message", "fields"}}``: domain errors
-(``railgang.daemon.errors.DomainError``) with their own status, request validation as 422 with
+(``railgang.errors.DomainError``) with their own status, request validation as 422 with
 one entry per failing field, unknown paths as 404, database conflicts as 409, anything else as
 500 (logged, never shown).
 """
@@ -41,9 +41,9 @@ from railgang.daemon.api.routes import admin, jobs, org, policy, reports, usage
 from railgang.daemon.api.schemas import ErrorResponse
 from railgang.daemon.build_info import register_build_info
 from railgang.daemon.config import Settings
-from railgang.daemon.errors import DomainError
 from railgang.db.repositories import tokens
 from railgang.db.session import make_engine, unit_of_work
+from railgang.errors import DomainError
 
 log = logging.getLogger(__name__)
 

@@ -10,8 +10,8 @@ from typing import Annotated, Literal
 import typer
 
 from railgang.daemon.cli_common import state_from
-from railgang.daemon.errors import DatabaseError
 from railgang.daemon.service.logs import LogFormat, logging_config
+from railgang.errors import DatabaseError
 
 UvicornLevel = Literal["critical", "error", "warning", "info", "debug", "trace"]
 

@@ -16,9 +16,9 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.orm import Session
 
 from railgang.daemon.api import messages
-from railgang.daemon.errors import AuthenticationError, PermissionDeniedError, ValidationFailed
 from railgang.db.repositories import tokens
 from railgang.db.repositories.tokens import Principal
+from railgang.errors import AuthenticationError, PermissionDeniedError, ValidationFailed
 
 _bearer = HTTPBearer(auto_error=False, description="an API token from `railgang token create`")
 

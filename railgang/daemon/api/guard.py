@@ -28,7 +28,7 @@ from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from railgang.daemon.api import messages
-from railgang.daemon.errors import AuthenticationError
+from railgang.errors import AuthenticationError
 
 BODY_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 PROTECTED = "/v1/"  # every route under it needs a bearer token

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from railgang.daemon.cli_common import JsonOpt, emit, settings_from
-from railgang.daemon.errors import InputError
+from railgang.errors import InputError
 
 if TYPE_CHECKING:  # pydantic-settings is imported when settings are read, not by --help
     from railgang.daemon.config import Settings
@@ -51,7 +51,7 @@ def report(
     as_json: JsonOpt = False,
 ) -> None:
     """Build the daily utilisation report: teams, pools, queue, cost of chaos, anomalies."""
-    from railgang.daemon.accounting.cli import _engine
+    from railgang.daemon.ledger.cli import _engine
     from railgang.daemon.report.render import to_json
     from railgang.daemon.report.service import (
         make_report,

@@ -11,9 +11,9 @@ from pathlib import Path
 from sqlalchemy import Engine
 
 from railgang.daemon.config import Settings
-from railgang.daemon.errors import RailgangError
 from railgang.daemon.report.service import NoReportData, parse_day, report_dir, write_day, yesterday
 from railgang.db.session import session_scope
+from railgang.errors import RailgangError
 
 log = logging.getLogger("railgang.report")
 

@@ -12,7 +12,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from railgang.daemon.errors import InputError
 from railgang.daemon.report.charts import all_charts
 from railgang.daemon.report.model import (
     CLASS_NAMES,
@@ -26,6 +25,7 @@ from railgang.daemon.report.model import (
     TeamWaitRow,
     UserRow,
 )
+from railgang.errors import InputError
 
 TABLES = ("teams", "jobs", "pools", "queue", "anomalies", "users", "ended", "nodes", "waits")
 _COLUMNS: dict[str, tuple[str, ...]] = {

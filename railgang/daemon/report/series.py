@@ -22,8 +22,8 @@ from datetime import UTC, tzinfo
 import numpy as np
 import numpy.typing as npt
 
-from railgang.daemon.accounting.telemetry import Sample, parse_nvidia_smi_csv
-from railgang.daemon.errors import InputError
+from railgang.daemon.ledger.telemetry import Sample, parse_nvidia_smi_csv
+from railgang.errors import InputError
 
 Floats = npt.NDArray[np.float64]
 

@@ -10,12 +10,12 @@ from pathlib import Path
 
 from sqlalchemy.orm import Session
 
-from railgang.daemon.errors import ExitCode, InputError, RailgangError
 from railgang.daemon.report.build import build_report
 from railgang.daemon.report.config import ReportSettings
 from railgang.daemon.report.data import DAY_S, has_data, load_inputs
 from railgang.daemon.report.model import Report
 from railgang.daemon.report.render import write_report
+from railgang.errors import ExitCode, InputError, RailgangError
 from railgang.topology.fabric import Fabric
 
 _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")

@@ -8,13 +8,13 @@ from typing import Annotated
 import typer
 
 from railgang.daemon.cli_common import JsonOpt, exit_with, settings_from
-from railgang.daemon.errors import ExitCode
 from railgang.daemon.service.logs import LogFormat, setup_logging
+from railgang.errors import ExitCode
 
 daemon_app = typer.Typer(help="The scheduling daemon: run it, or ask how it is doing.",
                          no_args_is_help=True)
 
-# kept for importers; the table is railgang.daemon.errors.ExitCode
+# kept for importers; the table is railgang.errors.ExitCode
 EXIT_NOT_RUNNING = ExitCode.NOT_RUNNING  # also: `daemon run --no-wait` while another daemon leads
 
 

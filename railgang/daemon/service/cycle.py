@@ -38,14 +38,20 @@ from typing import Any
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
-from railgang.daemon.accounting.progress import StepTimingRecorder
+from railgang.daemon.backend import (
+    ActionResult,
+    Backend,
+    ExpiringLeaseBackend,
+    FollowUpBackend,
+    LeaseBackend,
+)
 from railgang.daemon.clock import Clock
 from railgang.daemon.core.cycle import CycleConfig
 from railgang.daemon.core.model.actions import Action
 from railgang.daemon.core.model.gang import Placer, topology_placer
 from railgang.daemon.core.model.plan import Plan, Policy
 from railgang.daemon.core.model.snapshot import Snapshot
-from railgang.daemon.errors import SlurmSchemaError
+from railgang.daemon.ledger.progress import StepTimingRecorder
 from railgang.daemon.loop import CycleOutcome, run_cycle
 from railgang.daemon.service import explain
 from railgang.daemon.service.estimate import StartEstimator
@@ -56,16 +62,10 @@ from railgang.daemon.service.links import LinkCollector
 from railgang.daemon.service.metrics import DaemonMetrics
 from railgang.daemon.service.node_inventory import NodeInventory
 from railgang.daemon.service.quotas import QuotaStep
-from railgang.daemon.slurm.backend import (
-    ActionResult,
-    Backend,
-    ExpiringLeaseBackend,
-    FollowUpBackend,
-    LeaseBackend,
-)
 from railgang.daemon.slurm.cli.lease import write_heartbeat
 from railgang.db.repositories import explanations as explain_repo
 from railgang.db.repositories import journal as repo
+from railgang.errors import SlurmSchemaError
 from railgang.topology.fabric import Fabric
 
 log = logging.getLogger("railgang.daemon")

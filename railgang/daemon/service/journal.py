@@ -16,11 +16,11 @@ from datetime import UTC, datetime
 
 from sqlalchemy.orm import Session
 
+from railgang.daemon.backend import ActionResult, Backend, FollowUp
 from railgang.daemon.core.model.actions import Action
 from railgang.daemon.core.model.snapshot import Snapshot
 from railgang.daemon.service import codec
 from railgang.daemon.service.reconcile import OpenEntry, Verdict, reconcile
-from railgang.daemon.slurm.backend import ActionResult, Backend, FollowUp
 from railgang.db.models import JournalEntry
 from railgang.db.repositories import journal as repo
 

@@ -17,7 +17,7 @@ from typing import Protocol
 
 from sqlalchemy import Connection, Engine, text
 
-from railgang.daemon.errors import DaemonError
+from railgang.errors import DaemonError
 
 # pg advisory locks take a signed 64-bit key; derive it from a fixed name so every railgang
 # daemon pointed at the same database competes for the same lock

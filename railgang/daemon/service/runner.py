@@ -18,7 +18,6 @@ from types import FrameType
 from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.schedulers.background import BackgroundScheduler
 
-from railgang.daemon.accounting.progress import StepTimingRecorder
 from railgang.daemon.clock import WallClock
 from railgang.daemon.config import Settings
 from railgang.daemon.core.cycle import CycleConfig
@@ -26,7 +25,7 @@ from railgang.daemon.core.model.elastic import ElasticRules
 from railgang.daemon.core.model.plan import Policy
 from railgang.daemon.core.model.preemption import PreemptionBudget
 from railgang.daemon.core.policies import registry
-from railgang.daemon.errors import ConfigError, DaemonError, ExitCode, NotLeaderError
+from railgang.daemon.ledger.progress import StepTimingRecorder
 from railgang.daemon.report.nightly import schedule_nightly
 from railgang.daemon.service.backends import make_backend
 from railgang.daemon.service.cycle import DaemonService
@@ -40,6 +39,7 @@ from railgang.daemon.service.quotas import QuotaStep
 from railgang.db import migrate
 from railgang.db.repositories import journal as repo
 from railgang.db.session import make_engine, session_scope
+from railgang.errors import ConfigError, DaemonError, ExitCode, NotLeaderError
 
 log = logging.getLogger("railgang.daemon")
 

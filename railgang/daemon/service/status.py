@@ -11,13 +11,13 @@ from typing import Any
 from sqlalchemy.exc import OperationalError, ProgrammingError
 
 from railgang.daemon.config import Settings
-from railgang.daemon.errors import UnknownJobError
 from railgang.daemon.failures.young_daly import render_advice
 from railgang.daemon.service.leader import lock_for, probe
 from railgang.db.models import JobExplanation
 from railgang.db.repositories import explanations as explain_repo
 from railgang.db.repositories import journal as repo
 from railgang.db.session import make_engine, session_scope
+from railgang.errors import UnknownJobError
 from railgang.topology.files import InputProblem, read_bytes
 
 _REASON_TEXT = {  # one line per reason code for people (codes the core may not emit are harmless)

@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from railgang.daemon.errors import InputError
+from railgang.errors import InputError
 
 DAY_S = 86400.0
 WEEK_S = 7 * DAY_S

@@ -31,8 +31,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from railgang.daemon.errors import InputError
 from railgang.daemon.sim.traces.model import Problem
+from railgang.errors import InputError
 from railgang.topology.files import InputProblem, iter_lines
 
 REQUIRED = ("time_s", "deployment", "replicas", "tp")

@@ -24,7 +24,7 @@ from railgang.daemon.core.model.job import (
 )
 from railgang.daemon.sim.metrics import JobRecord
 from railgang.daemon.sim.traces.model import TraceJob
-from railgang.daemon.sim.views import LiveJob, Now
+from railgang.daemon.sim.views import LiveRunning
 
 DONE_EPS = 1e-6  # relative work left below which a job counts as finished (float rounding)
 
@@ -244,24 +244,22 @@ class SimJob:
         self.rate = 0.0
 
     # -- what the decision core sees -------------------------------------------------------------
-    def running_view(self, clock: Now, oracle: bool) -> RunningJob:
-        """The core's view of this running job as of ``clock.t``: built once per change of the
-        job and kept while ``clock`` is the backend's (its state, the attained service and work
-        left as of ``clock.t``, is computed when the core reads it, ``views.LiveJob``)."""
+    def running_view(self, oracle: bool) -> RunningJob:
+        """The core's view of this running job: built once per change of the job and kept until
+        the next; it answers for any time the core asks (``views.LiveRunning``)."""
         view = self.view
-        if view is not None and view.job.clock is clock:  # type: ignore[attr-defined]
+        if view is not None:
             return view
         assert self.assignment is not None
         # the progress line, copied: a later change of this job builds a new view, and one
         # already handed out keeps reading the line it was built with
-        live = LiveJob.of(self.job, clock, (
-            self.job.state, self.attained, self.as_of, self.gpus, self.eff,
-            self.remaining if oracle else None, None if self.stopped else self.busy_until,
-            self.rate, self.attained_at_start))
-        view = self.view = RunningJob(
-            job=live, assignment=self.assignment, start_time=self.start_time,
-            replicas=self.replicas, last_resize_time=self.last_resize_time,
-            preempt_deadline=self.kill_at, last_checkpoint_time=self.ckpt_time)
+        line = (self.job.state, self.attained, self.as_of, self.gpus, self.eff,
+                self.remaining if oracle else None, None if self.stopped else self.busy_until,
+                self.rate, self.attained_at_start)
+        base = RunningJob(job=self.job, assignment=self.assignment, start_time=self.start_time,
+                          replicas=self.replicas, last_resize_time=self.last_resize_time,
+                          preempt_deadline=self.kill_at, last_checkpoint_time=self.ckpt_time)
+        view = self.view = LiveRunning.of(base, line)
         return view
 
     def attained_at(self, now: float) -> float:

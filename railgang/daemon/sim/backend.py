@@ -18,11 +18,11 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
-import weakref
 from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 from typing import Any, Protocol
 
+from railgang.daemon.backend import ActionResult
 from railgang.daemon.core.model.actions import (
     Action,
     DrainNode,
@@ -33,12 +33,18 @@ from railgang.daemon.core.model.actions import (
     Start,
     TagNode,
 )
-from railgang.daemon.core.model.index import SnapshotIndex
 from railgang.daemon.core.model.job import Assignment, Job, RunningJob
 from railgang.daemon.core.model.needs import GpuFacts
 from railgang.daemon.core.model.pools import Pools, pools_of_nodes
 from railgang.daemon.core.model.reasons import Reason
-from railgang.daemon.core.model.snapshot import Account, Node, NodeState, PreemptEvent, Snapshot
+from railgang.daemon.core.model.snapshot import (
+    Account,
+    Node,
+    NodeState,
+    PreemptEvent,
+    Snapshot,
+    SnapshotIndex,
+)
 from railgang.daemon.sim import seed, views
 from railgang.daemon.sim.accounting import SimJob
 from railgang.daemon.sim.capacity import SPOT_RECLAIM, SPOT_RETURN, Capacity
@@ -48,7 +54,6 @@ from railgang.daemon.sim.progress import CommModel, NoComm, job_request
 from railgang.daemon.sim.quotas import QuotaUse
 from railgang.daemon.sim.recorder import Recorder
 from railgang.daemon.sim.traces.model import TraceJob
-from railgang.daemon.slurm.backend import ActionResult
 from railgang.topology.health import LinkHealth
 
 COMPLETE = "complete"
@@ -96,18 +101,15 @@ class SimBackend:
         self._total: int | None = None
         self._pools: Pools | None = None  # the nodes' GPU pools (the snapshot index's)
         self._held: dict[str, int] = {}  # GPUs each account's running jobs hold
-        # the running views by job id, the running set they were built for (bumped as jobs start
-        # and leave), their clock and the last snapshot (held still: a new clock, views.Now)
+        # the running views by job id and the running set they were built for (bumped as jobs
+        # start and leave); a view answers for any time asked (views.LiveRunning)
         self._running_view: Mapping[str, RunningJob] | None = None
         self._elastic_view: tuple[RunningJob, ...] = ()  # those of them with an elastic range
         self._per_class = [0, 0, 0, 0]  # running jobs per priority class
         self._running_ids: list[str] = []  # the running jobs' ids, sorted
         self._elastic = 0  # running jobs with an elastic range
-        self._accounts_view: Mapping[str, Account] | None = None  # the last lazy_accounts
         self._running_epoch = 0
         self._view_epoch = -1
-        self._clock = views.Now(0.0)
-        self._last_snapshot: weakref.ref[Snapshot] | None = None
         self.jobs: dict[str, SimJob] = {}
         self.pending: list[tuple[float, int, str]] = []  # (submit, seq, job_id), kept sorted
         self._pending_jobs: list[Job] = []  # the core's views, aligned with ``pending``
@@ -257,16 +259,9 @@ class SimBackend:
     def snapshot(self, now: float) -> Snapshot:
         running, oracle = self.running, self.config.oracle
         shown = self._running_view
-        if self._last_snapshot is not None and self._last_snapshot() is not None:
-            # an older snapshot is still held: it keeps its time and its views
-            self._clock, shown = views.Now(now), None
-            for sj in running.values():
-                sj.view = None
-        clock = self._clock
-        clock.t = now
         if shown is None or self._view_epoch != self._running_epoch or not views.all_fresh(running):
             for sj in [sj for sj in running.values() if sj.view is None]:
-                sj.running_view(clock, oracle)  # the job changed since its view was built
+                sj.running_view(oracle)  # the job changed since its view was built
             shown = self._running_view = views.sorted_views(running, self._running_ids)
             self._view_epoch = self._running_epoch
             self._elastic_view = tuple(v for v in shown.values()
@@ -292,8 +287,7 @@ class SimBackend:
         if base:  # a loaded snapshot's shares and quotas (an estimate): summed now
             accounts: Mapping[str, Account] = views.eager_accounts(self._usage_done, self.running, base, now)
         else:
-            accounts = self._accounts_view = views.lazy_accounts(
-                self._usage_done, running, self._held, self._clock, self._accounts_view)
+            accounts = views.lazy_accounts(self._usage_done, running, self._held, now)
         if self.quota_use is not None:
             self.quota_use.observe(now, self._account_gpus())
         snap = Snapshot(now=now, fabric=self.fabric, nodes=self._nodes_view, free=free,
@@ -303,7 +297,6 @@ class SimBackend:
                         tiers=self.config.tiers,
                         index=SnapshotIndex(self.total_gpus, self._free_count, dict(self._held),
                                             self._elastic_view, tuple(self._per_class), self._pools))
-        self._last_snapshot = weakref.ref(snap)
         return snap
 
     def load(self, snapshot: Snapshot, run_s: Mapping[str, float]) -> dict[str, JobRecord]:
@@ -421,7 +414,7 @@ class SimBackend:
         self.events.at(kill_at, KILL, sj.tj.job_id, sj.version)
         return None
 
-    # -- link degradation and migration (degrade.py, core/migration.py) -------------------------
+    # -- link degradation and migration (degrade.py, core/phases/migrate.py) -------------------------
     def _link(self, index: int, now: float) -> bool:
         """A ``--degrade`` event: the switch's factor changes; running jobs go at their new speed."""
         ev = self.config.degrade[index]

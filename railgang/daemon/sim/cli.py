@@ -29,10 +29,10 @@ from rich.table import Table
 from railgang.daemon.cli_common import JSON_HELP, choices_metavar, deprecated_alias, registry_choice
 from railgang.daemon.core.model.plan import Policy
 from railgang.daemon.core.policies import registry
-from railgang.daemon.errors import ConfigError, InputError
 from railgang.daemon.sim import traces
 from railgang.daemon.sim.sweep.cli import with_sweep
 from railgang.daemon.sim.traces import TraceJob, read_trace
+from railgang.errors import ConfigError, InputError
 
 if TYPE_CHECKING:  # the engine, pools and reports are imported by the command itself, so
     # `sim --help` does not pay for the fabric (networkx) (tests/daemon/test_cli_imports.py)

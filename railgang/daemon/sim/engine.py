@@ -86,7 +86,7 @@ class RunResult:
     unfinished_reasons: dict[str, str]
     failed_actions: Counter[str]
     quota_use: QuotaUse | None = None  # with a quota tree: GPUs per account, borrowing, reclaims
-    migrations: int = 0  # jobs moved off degraded links (--degrade; core/migration.py)
+    migrations: int = 0  # jobs moved off degraded links (--degrade; core/phases/migrate.py)
     stopped: str | None = None  # a bounded replay: why it stopped early (see ``Bounds``)
     ended_at: float | None = None  # simulated time when the replay stopped
     skipped: int = 0  # of ``cycles``, those the core provably had nothing to do in (skip_idle)

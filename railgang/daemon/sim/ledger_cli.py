@@ -13,11 +13,11 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 from railgang.daemon.core.model.plan import Policy
-from railgang.daemon.errors import InputError
 from railgang.daemon.sim.engine import EngineConfig
 from railgang.daemon.sim.ledger_run import CONFIRM_SAMPLES, LedgerRun, human_bytes, prepare_ledger
 from railgang.daemon.sim.telemetry import LedgerStats
 from railgang.daemon.sim.traces.model import TraceJob
+from railgang.errors import InputError
 
 
 def confirm(run: LedgerRun, *, yes: bool, interactive: bool) -> bool:

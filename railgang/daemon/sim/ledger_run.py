@@ -91,11 +91,11 @@ def prepare_ledger(url: str, jobs: Sequence[TraceJob], policy: Policy, fabric: A
 
     ``start`` (YYYY-MM-DD, UTC) is the day trace time 0 falls on (default: the Monday
     ``TelemetryConfig.start_epoch``)."""
-    from railgang.daemon.errors import ConfigError, InputError
     from railgang.daemon.sim.progress import TopologyComm
     from railgang.db import migrate
     from railgang.db.models import Job
     from railgang.db.session import make_engine, session_scope
+    from railgang.errors import ConfigError, InputError
 
     if interval_s < 1:
         raise ConfigError("--telemetry-interval-s must be at least 1 second")

@@ -16,8 +16,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from railgang.daemon.core.model.tiers import ON_DEMAND, TIERS, TierTerms
-from railgang.daemon.errors import ConfigError
 from railgang.daemon.pricing import tier_terms
+from railgang.errors import ConfigError
 from railgang.topology.fabric import Fabric, NodeFacts
 from railgang.topology.gpus import gpu_type
 

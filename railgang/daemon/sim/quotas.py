@@ -42,9 +42,9 @@ from railgang.daemon.core.model.quota_review import (
     LoseItRules,
     proposals_from_means,
 )
-from railgang.daemon.errors import InputError
 from railgang.daemon.inputs import QUOTAS_MAX_BYTES, read_toml
 from railgang.daemon.sim.metrics import JobRecord
+from railgang.errors import InputError
 
 _KEYS = {"org": {"name", "guaranteed", "limit"},
          "department": {"name", "guaranteed", "limit", "org"},

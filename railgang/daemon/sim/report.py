@@ -10,9 +10,9 @@ from typing import Any
 
 from rich.table import Table
 
-from railgang.daemon.errors import InputError
 from railgang.daemon.sim.engine import RunResult
 from railgang.daemon.sim.metrics import Metrics
+from railgang.errors import InputError
 
 # metric, column label, how to show it
 COLUMNS: tuple[tuple[str, str, str], ...] = (

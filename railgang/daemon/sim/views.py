@@ -3,8 +3,8 @@
 A replay hands the decision core a snapshot at every cycle, and most of the cluster does not
 change between two of them. The pieces here let ``SimBackend.snapshot`` cost what changed:
 
-- :class:`LiveJob` — a running job whose state (attained service, work left) is computed as of
-  its :class:`Now`'s time when it is read, from the job's progress line as of its last change.
+- :class:`LiveRunning` — a running job's view that answers "attained service / work left as of
+  ``now``" from the job's progress line as of its last change (no clock inside it).
   Its ``RunningJob`` view is kept from snapshot to snapshot while the job does not change
   (``SimJob.running_view``); the core reads the state of few running jobs per cycle.
 - :func:`sorted_views` — the running mapping by job id, built from the kept views in C loops.
@@ -17,13 +17,12 @@ and the schedules are the same (the identical ``--json`` check in BENCHMARKS).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from operator import attrgetter
 from types import MappingProxyType
 from typing import Any
 
-from railgang.daemon.core.model.job import Job, JobState, RunningJob
+from railgang.daemon.core.model.job import JobState, RunningJob
 from railgang.daemon.core.model.snapshot import Account, Node
 
 Line = tuple[JobState, float, float, int, float, float | None, float | None, float, float]
@@ -35,60 +34,45 @@ _new, _put = object.__new__, object.__setattr__
 _VIEW = attrgetter("view")
 
 
-class Now:
-    """The time of the backend's latest snapshot, read by the running views built for it.
-
-    Views are kept from snapshot to snapshot while their job does not change, and this one
-    object moves on with the snapshots; the backend starts a new one when an older snapshot is
-    still held somewhere, so that one keeps reading its own time (``SimBackend.snapshot``)."""
-
-    __slots__ = ("t", "usage")
-
-    def __init__(self, t: float) -> None:
-        self.t = t
-        self.usage: _Usage | None = None  # the accounts' usage as of ``t`` (lazy_accounts)
-
-
 def attained(line: Line, now: float) -> float:
     """GPU-seconds attained as of ``now`` (``SimJob.progress_at``'s arithmetic)."""
     dt = now - line[2]
     return line[1] + line[3] * (dt if dt > 0.0 else 0.0) * line[4]
 
 
-class LiveJob(Job):
-    """A running job as of its clock's time (see the module docstring). Built only through
-    :meth:`of`; reads as a plain :class:`Job`."""
+def work_left(line: Line, now: float) -> float | None:
+    """Work left at the requested size as of ``now`` (None: the core is not told it)."""
+    _, _, as_of, _, _, remaining, busy_until, rate, _ = line
+    if remaining is not None and busy_until is not None:  # oracle, not stopped
+        moving_since = as_of if as_of > busy_until else busy_until
+        if now > moving_since:
+            remaining = max(0.0, remaining - rate * (now - moving_since))
+    return remaining
 
-    __slots__ = ("_at", "_state", "clock", "line")
+
+class LiveRunning(RunningJob):
+    """A running job's view whose progress is computed for the time it is asked about
+    (:meth:`attained_at`, :meth:`work_left_at`) from its progress line as of its last change;
+    its ``job`` is the job as of that change (preemptions, last preemption). Nothing in it moves
+    with time, so a view is kept from snapshot to snapshot while its job does not change, and
+    an older snapshot still held somewhere reads its own time by asking for it. Built only
+    through :meth:`of`."""
+
     line: Line
-    clock: Now
-    _at: float  # the time ``_state`` is as of (NaN: none yet)
-    _state: JobState
 
     @classmethod
-    def of(cls, job: Job, clock: Now, line: Line) -> LiveJob:
+    def of(cls, base: RunningJob, line: Line) -> LiveRunning:
         live = _new(cls)
-        _put(live, "request", job.request)
-        _put(live, "clock", clock)
-        _put(live, "line", line)
-        _put(live, "_at", math.nan)
+        fields = dict(base.__dict__)
+        fields["line"] = line
+        _put(live, "__dict__", fields)
         return live
 
-    @property  # the field ``state``, computed when read at a new time
-    def state(self) -> JobState:
-        now = self.clock.t
-        if self._at == now:
-            return self._state
-        line = self.line
-        old, _, as_of, _, _, remaining, busy_until, rate, _ = line
-        if remaining is not None and busy_until is not None:  # oracle, not stopped
-            moving_since = as_of if as_of > busy_until else busy_until
-            if now > moving_since:
-                remaining = max(0.0, remaining - rate * (now - moving_since))
-        state = JobState(attained(line, now), remaining, old.preemptions, old.last_preempted_at)
-        _put(self, "_state", state)
-        _put(self, "_at", now)
-        return state
+    def attained_at(self, now: float) -> float:
+        return attained(self.line, now)
+
+    def work_left_at(self, now: float) -> float | None:
+        return work_left(self.line, now)
 
 
 def sorted_views(running: Mapping[str, Any], ids: list[str]) -> Mapping[str, RunningJob]:
@@ -119,39 +103,32 @@ class _Usage:
             table = self._table = self._done
             now = self._now
             for view in self._views:
-                line: Line = view.job.line  # type: ignore[attr-defined]
+                line: Line = view.line  # type: ignore[attr-defined]
                 acc = view.job.request.account
                 table[acc] = table.get(acc, 0.0) + attained(line, now) - line[8]
         return table.get(account, 0.0)
 
 
 class _LazyAccount(Account):
-    """An account whose ``usage_gpu_s`` is read from its clock's :class:`_Usage` (the same
-    object serves every snapshot of that clock, as the running views do)."""
+    """An account whose ``usage_gpu_s`` is summed on first read, from the :class:`_Usage` of the
+    one snapshot it was built for."""
 
     @property  # the field, summed on first read
     def usage_gpu_s(self) -> float:
-        clock: Now = self.__dict__["_clock"]
-        assert clock.usage is not None
-        return clock.usage.of(self.name)
+        usage: _Usage = self.__dict__["_usage"]
+        return usage.of(self.name)
 
 
 def lazy_accounts(done: Mapping[str, float], running: Mapping[str, Any], held: Mapping[str, int],
-                  clock: Now, kept: Mapping[str, Account] | None) -> Mapping[str, Account]:
+                  now: float) -> Mapping[str, Account]:
     """Every account that used GPUs (``done``) or holds some now (``held``), by name, read only,
-    each with the usage the eager snapshot summed as of ``clock.t`` (``running``: the backend's
-    jobs, fresh views). ``kept``: the last answer, returned again if it has the same accounts
-    on the same clock."""
-    clock.usage = _Usage(dict(done), list(map(_VIEW, running.values())), clock.t)
-    names = done.keys() | held.keys()
-    if kept is not None and kept.keys() == names and all(
-            a.__dict__["_clock"] is clock for a in list(kept.values())[:1]):
-        return kept
+    each with the usage the eager snapshot summed as of ``now`` (``running``: the backend's jobs,
+    fresh views), summed only if a policy reads it (fair-share policies do)."""
+    usage = _Usage(dict(done), list(map(_VIEW, running.values())), now)
     out: dict[str, Account] = {}
-    for name in sorted(names):
+    for name in sorted(done.keys() | held.keys()):
         account = _new(_LazyAccount)
-        _put(account, "__dict__", {"name": name, "share": 1.0, "quota_gpus": None,
-                                   "_clock": clock})
+        _put(account, "__dict__", {"name": name, "share": 1.0, "quota_gpus": None, "_usage": usage})
         out[name] = account
     return MappingProxyType(out)
 
@@ -176,5 +153,5 @@ def frozen_free(free: Mapping[str, set[int]], nodes: Mapping[str, Node],
             if nodes[node].state.usable and node not in away}
 
 
-__all__ = ["Line", "LiveJob", "Now", "all_fresh", "attained", "eager_accounts", "frozen_free",
-           "lazy_accounts", "sorted_views"]
+__all__ = ["Line", "LiveRunning", "all_fresh", "attained", "eager_accounts", "frozen_free",
+           "lazy_accounts", "sorted_views", "work_left"]

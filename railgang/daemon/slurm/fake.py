@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from railgang.daemon.backend import ActionResult
 from railgang.daemon.core.model.actions import Action
 from railgang.daemon.core.model.snapshot import Snapshot
-from railgang.daemon.slurm.backend import ActionResult
 
 
 class FakeBackend:

@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.table import Table
 
 from railgang.daemon.cli_common import JsonOpt, emit, settings_from
-from railgang.daemon.errors import InputError
+from railgang.errors import InputError
 from railgang.slurm_plugins.demo.workload import make_workload, submit
 
 if TYPE_CHECKING:  # pydantic-settings is imported when settings are read, not by --help

@@ -13,7 +13,7 @@ from rich.console import Console
 from rich.table import Table
 
 from railgang.daemon.cli_common import JsonOpt, emit, exit_with, settings_from
-from railgang.daemon.errors import DevClusterError, ExitCode
+from railgang.errors import DevClusterError, ExitCode
 from railgang.slurm_plugins.devcluster.cluster import DevCluster, register_accounts, write_configs
 from railgang.slurm_plugins.devcluster.layout import ClusterSpec, parse_pools
 

@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from railgang.daemon.errors import DevClusterError
+from railgang.errors import DevClusterError
 from railgang.slurm_plugins.devcluster import layout
 from railgang.slurm_plugins.devcluster.layout import (
     GPU_DEVICE_MAJOR,

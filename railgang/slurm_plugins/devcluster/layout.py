@@ -217,7 +217,7 @@ class ClusterSpec:
 
 
 # A cluster without a daemon's grants file trusts its own test accounts with every class, the
-# way it registers them in slurmdbd (one `CLASS KIND SUBJECT` line each; daemon/accounting docs)
+# way it registers them in slurmdbd (one `CLASS KIND SUBJECT` line each; daemon/ledger docs)
 TEST_GRANTS = ("# railgang devcluster: its test accounts' class grants\nlimit 2 14400\n"
                + "".join(f"{c} account {a}\n" for c in (0, 1, 2) for a in ("team-a", "team-b")))
 

@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from railgang.daemon.errors import DevClusterError
+from railgang.errors import DevClusterError
 
 # Popen objects of daemons started by this process. Kept so they are not garbage-collected while
 # running (Popen.__del__ warns) and so a long-lived parent (pytest) can reap them on stop.

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from sqlalchemy import Engine
 
-from railgang.daemon.accounting.sacct import Segment, parse_sacct
+from railgang.daemon.ledger.sacct import Segment, parse_sacct
 from railgang.db.repositories import explanations, ledger
 from railgang.db.session import session_scope
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from railgang.daemon.accounting.sacct import Segment
+from railgang.daemon.ledger.sacct import Segment
 from tests.daemon.api.conftest import Api
 from tests.daemon.api.seed import seed_ledger
 

@@ -7,9 +7,9 @@ import pytest
 
 from railgang.daemon.api.app import create_app
 from railgang.daemon.config import Settings
-from railgang.daemon.errors import ConfigError
 from railgang.db.repositories import admin
 from railgang.db.session import session_scope
+from railgang.errors import ConfigError
 from tests.daemon.api.conftest import Api
 from tests.daemon.api.seed import seed_explanations
 

@@ -1,4 +1,4 @@
-"""Heterogeneity-aware allocation in the core (daemon/core/hetero.py): pools, per-type speed,
+"""Heterogeneity-aware allocation in the core (daemon/core/model/pools.py): pools, per-type speed,
 who gets the fast GPUs, gangs that never span pools, and the type-blind baseline."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Capacity tiers and spot routing (daemon/core/spot.py, DESIGN R-S9)."""
+"""Capacity tiers and spot routing (daemon/core/model/tiers.py, DESIGN R-S9)."""
 
 from __future__ import annotations
 

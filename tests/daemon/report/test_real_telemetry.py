@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import pytest
 
-from railgang.daemon.errors import InputError
 from railgang.daemon.report.config import DEFAULT_GPU_MEMORY_GIB, DetectorThresholds
 from railgang.daemon.report.detectors import (
     detect_overspec,
@@ -16,6 +15,7 @@ from railgang.daemon.report.detectors import (
     zombie_episodes,
 )
 from railgang.daemon.report.series import read_dmon, read_nvidia_smi_query, read_nvml_scenarios
+from railgang.errors import InputError
 from tests.daemon.report.realdata import (
     SCALED,
     h200_file,

@@ -137,7 +137,7 @@ def test_day_without_data(engine: Engine) -> None:
 
 def test_thresholds_from_the_config_file(tmp_path: Path) -> None:
     from railgang.daemon.config import load_settings
-    from railgang.daemon.errors import ConfigError
+    from railgang.errors import ConfigError
 
     good = tmp_path / "railgang.toml"
     good.write_text('[report]\ndir = "/srv/reports"\npool_gpus = { h100 = 512 }\n'

@@ -11,8 +11,8 @@ import pytest
 from typer.testing import CliRunner
 
 from railgang.daemon.cli import app
-from railgang.daemon.errors import ExitCode, InputError
 from railgang.daemon.report.service import NoReportData
+from railgang.errors import ExitCode, InputError
 from tests.daemon.report.conftest import week_trace
 
 

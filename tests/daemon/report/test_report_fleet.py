@@ -10,11 +10,11 @@ from datetime import UTC, datetime
 import pytest
 from sqlalchemy import Engine
 
-from railgang.daemon.errors import InputError
 from railgang.daemon.report.config import ReportSettings
 from railgang.daemon.report.model import Report
 from railgang.daemon.report.service import make_report, parse_day, parse_range
 from railgang.db.session import session_scope
+from railgang.errors import InputError
 from tests.daemon.report.ledger_builder import DAY, T0, Ledger
 
 D3 = T0 + 3 * DAY  # 2026-11-26

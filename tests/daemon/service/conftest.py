@@ -11,15 +11,15 @@ import pytest
 from alembic import command
 from sqlalchemy import Engine
 
+from railgang.daemon.backend import ActionResult, Backend
 from railgang.daemon.clock import SimClock
 from railgang.daemon.core.cycle import CycleConfig
 from railgang.daemon.core.model.actions import Action
 from railgang.daemon.core.model.snapshot import Snapshot
 from railgang.daemon.core.policies import registry
-from railgang.daemon.service.backends import LiveSim
 from railgang.daemon.service.cycle import DaemonService
+from railgang.daemon.sim.live import LiveSim
 from railgang.daemon.sim.traces.model import TraceJob
-from railgang.daemon.slurm.backend import ActionResult, Backend
 from railgang.db import migrate
 from railgang.db.session import make_engine
 from railgang.topology.fabric import fabric_from_shape

@@ -10,18 +10,18 @@ import pytest
 from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
 
+from railgang.daemon.backend import FollowUp
 from railgang.daemon.clock import SimClock
 from railgang.daemon.config import load_settings
 from railgang.daemon.core.cycle import CycleConfig
 from railgang.daemon.core.model.actions import Start
-from railgang.daemon.errors import UnknownJobError
-from railgang.daemon.service.backends import LiveSim
 from railgang.daemon.service.status import explanation, render
+from railgang.daemon.sim.live import LiveSim
 from railgang.daemon.sim.traces.model import TraceJob
-from railgang.daemon.slurm.backend import FollowUp
 from railgang.daemon.slurm.fake import FakeBackend
 from railgang.db.models import DaemonCycle, JournalEntry
 from railgang.db.repositories import journal as repo
+from railgang.errors import UnknownJobError
 from tests.daemon.service.conftest import (
     JOBS,
     Crash,

@@ -7,8 +7,8 @@ from collections.abc import Sequence
 
 from sqlalchemy import Engine
 
+from railgang.daemon.backend import ExpiringLeaseBackend
 from railgang.daemon.clock import SimClock
-from railgang.daemon.slurm.backend import ExpiringLeaseBackend
 from tests.daemon.service.conftest import cluster, service
 from tests.daemon.service.test_cycle import Leasing
 

@@ -15,9 +15,9 @@ from sqlalchemy import Engine
 
 from railgang.daemon.clock import SimClock
 from railgang.daemon.config import load_settings
-from railgang.daemon.service.backends import LiveSim
 from railgang.daemon.service.estimate import EstimateConfig, StartEstimator
 from railgang.daemon.service.status import explanation, render
+from railgang.daemon.sim.live import LiveSim
 from railgang.topology.fabric import fabric_from_shape
 from tests.daemon.service.conftest import JOBS, service
 

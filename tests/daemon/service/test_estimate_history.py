@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 from sqlalchemy import Engine, select
 
-from railgang.daemon.accounting.ingest import ingest_window
 from railgang.daemon.config import LedgerSettings
 from railgang.daemon.core.model.job import Job as CoreJob
 from railgang.daemon.core.model.job import JobRequest
+from railgang.daemon.ledger.ingest import ingest_window
 from railgang.daemon.service.estimate import RatioHistory, StartEstimator, run_time
 from railgang.daemon.service.estimate_history import finished_ratios, with_ledger_history
 from railgang.db.models import Job

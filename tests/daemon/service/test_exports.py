@@ -10,7 +10,8 @@ from tests.support.exports import assert_public_surface
 
 PUBLIC = {
     "railgang.daemon.loop": {"CycleJournal", "CycleOutcome", "run_cycle"},
-    "railgang.daemon.service.backends": {"LiveSim", "demo_jobs", "make_backend"},
+    "railgang.daemon.service.backends": {"make_backend"},
+    "railgang.daemon.sim.live": {"LiveSim", "demo_jobs"},
     "railgang.daemon.service.cli": {"EXIT_NOT_RUNNING", "daemon_app", "explain"},
     "railgang.daemon.service.codec": {"KINDS", "PayloadError", "decode", "encode", "kind_of",
                                       "subject"},

@@ -18,9 +18,9 @@ from railgang.daemon.cli import app
 from railgang.daemon.clock import SimClock
 from railgang.daemon.config import LinkSettings, load_settings
 from railgang.daemon.core.model.actions import TagNode
-from railgang.daemon.errors import ConfigError
 from railgang.daemon.service.links import LinkCollector
 from railgang.daemon.service.metrics import DaemonMetrics, observe_links
+from railgang.errors import ConfigError
 from railgang.topology.fakefabric import FakeIBFabric
 from tests.daemon.service.conftest import JOBS, Recording, cluster, service
 

@@ -19,8 +19,8 @@ from railgang.daemon.core.model.actions import (
 from railgang.daemon.core.model.reasons import Reason
 from railgang.daemon.core.model.snapshot import Snapshot
 from railgang.daemon.service import codec
-from railgang.daemon.service.backends import LiveSim
 from railgang.daemon.service.reconcile import OpenEntry, Verdict, judge, reconcile
+from railgang.daemon.sim.live import LiveSim
 from railgang.daemon.sim.traces.model import TraceJob
 from railgang.topology.fabric import fabric_from_shape
 

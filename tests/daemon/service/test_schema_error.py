@@ -11,14 +11,14 @@ from pathlib import Path
 import pytest
 from sqlalchemy import Engine
 
+from railgang.daemon.backend import ActionResult
 from railgang.daemon.clock import SimClock
 from railgang.daemon.core.model.actions import Action
 from railgang.daemon.core.model.snapshot import Snapshot
-from railgang.daemon.errors import SlurmSchemaError
 from railgang.daemon.service.metrics import DaemonMetrics
-from railgang.daemon.slurm.backend import ActionResult
 from railgang.db.repositories import journal as repo
 from railgang.db.session import session_scope
+from railgang.errors import SlurmSchemaError
 from tests.daemon.service.conftest import service
 
 MESSAGE = ("cannot read the cluster: squeue --json: unknown output schema "

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from railgang.daemon.errors import InputError
 from railgang.daemon.serving.cli import serving_app
 from railgang.daemon.serving.forecast import ForecastConfig, backtest, day_ahead
 from railgang.daemon.serving.synth import DemandShape, demand_series, write_csv
+from railgang.errors import InputError
 
 CONFIG = ForecastConfig(step_s=1800.0, holdout_days=2)
 

@@ -4,10 +4,10 @@ from typing import Any
 
 import pytest
 
+from railgang.daemon.backend import Backend
 from railgang.daemon.core.model.actions import DrainNode, Preempt, Resize, SetPriority, Start
 from railgang.daemon.sim.backend import COMPLETE, KILL, SimBackend, SimConfig
 from railgang.daemon.sim.traces.model import TraceJob
-from railgang.daemon.slurm.backend import Backend
 from railgang.topology.fabric import fabric_from_shape
 
 
@@ -46,8 +46,8 @@ def test_is_a_backend_and_start_occupies_exactly_the_placement() -> None:
     assert snap.free["n02"] == frozenset({0, 2, 4, 6}) and snap.free_gpus == 12
     running = snap.running["j"]
     assert dict(running.assignment) == {"n02": (1, 3, 5, 7)}
-    assert running.job.work_remaining_s == pytest.approx(9990.0)
-    assert running.job.attained_gpu_s == pytest.approx(40.0)
+    assert running.work_left_at(10.0) == pytest.approx(9990.0)
+    assert running.attained_at(10.0) == pytest.approx(40.0)
     assert sink.last(COMPLETE)[0] == pytest.approx(10_000.0)
 
 

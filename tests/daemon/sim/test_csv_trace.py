@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from railgang.daemon.errors import InputError
 from railgang.daemon.sim.traces import parse_csv, read_trace
+from railgang.errors import InputError
 
 HEADER = "job_id,submit_time,gpus,duration_s,account,tp,pp,dp,elastic_min,elastic_max,class,model\n"
 

@@ -12,9 +12,9 @@ from sqlalchemy import create_engine, func, select, text
 from typer.testing import CliRunner
 
 from railgang.daemon.cli import app
-from railgang.daemon.errors import InputError
 from railgang.daemon.sim import ledger_run
 from railgang.db.ledger import GpuSample, NodeState
+from railgang.errors import InputError
 from tests.daemon.api.conftest import db_kind, engine  # noqa: F401 (fixtures: SQLite + PostgreSQL)
 
 TRACE = "job_id,submit_time,gpus,duration_s,account\n" + "".join(

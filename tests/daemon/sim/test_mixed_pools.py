@@ -12,13 +12,13 @@ from typer.testing import CliRunner
 
 from railgang.daemon.cli import app
 from railgang.daemon.core.policies.registry import get
-from railgang.daemon.errors import ConfigError
 from railgang.daemon.pricing import parse_prices
 from railgang.daemon.sim.backend import SimConfig
 from railgang.daemon.sim.capacity import Capacity, pool_report
 from railgang.daemon.sim.engine import EngineConfig, RunResult, simulate
 from railgang.daemon.sim.pools import MixedCluster, mixed_cluster, parse_pools
 from railgang.daemon.sim.traces.model import TraceJob
+from railgang.errors import ConfigError
 
 RESNET = {"v100": 1.0, "k80": 0.25}
 HOUR = 3600.0

@@ -5,9 +5,9 @@ from pathlib import Path
 
 import pytest
 
-from railgang.daemon.errors import InputError
 from railgang.daemon.sim.traces import read_trace
 from railgang.daemon.sim.traces.philly import default_dir, read_philly, throughput
+from railgang.errors import InputError
 
 THR = {"v100": {
     "('ResNet-18 (batch size 32)', 1)": {"null": 10.0, "('A3C', 1)": [1.0, 2.0]},

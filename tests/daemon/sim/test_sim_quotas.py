@@ -12,9 +12,9 @@ from typer.testing import CliRunner
 
 from railgang.daemon.cli import app
 from railgang.daemon.core.policies.registry import get
-from railgang.daemon.errors import InputError
 from railgang.daemon.sim.engine import EngineConfig, simulate
 from railgang.daemon.sim.quotas import QuotaUse, attainment, load_quotas
+from railgang.errors import InputError
 from railgang.topology.fabric import fabric_from_shape
 
 runner = CliRunner()

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from railgang.daemon.errors import InputError
 from railgang.daemon.sim import traces
 from railgang.daemon.sim.traces.model import TraceFormat
+from railgang.errors import InputError
 
 
 def test_every_module_with_a_format_is_registered_under_its_name() -> None:

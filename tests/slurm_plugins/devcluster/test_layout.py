@@ -80,7 +80,7 @@ def test_plugstack(tmp_path: Path) -> None:
 
 
 def test_preflight_refuses_ports_in_the_ephemeral_range(tmp_path: Path) -> None:
-    from railgang.daemon.errors import DevClusterError
+    from railgang.errors import DevClusterError
     from railgang.slurm_plugins.devcluster.cluster import ephemeral_port_range, preflight
 
     lo, _ = ephemeral_port_range()

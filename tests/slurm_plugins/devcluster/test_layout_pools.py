@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from railgang.daemon.cli import app
-from railgang.daemon.errors import DevClusterError
+from railgang.errors import DevClusterError
 from railgang.slurm_plugins.devcluster.layout import (
     ClusterSpec,
     Pool,

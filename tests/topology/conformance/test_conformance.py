@@ -44,7 +44,7 @@ def test_show_and_place_take_every_file_slurmctld_accepts() -> None:
     from typer.testing import CliRunner
 
     from railgang.daemon.cli import app
-    from railgang.daemon.errors import InputError
+    from railgang.errors import InputError
 
     runner = CliRunner()
     for case in CASES:

@@ -11,7 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from railgang.daemon.cli import app
-from railgang.daemon.errors import InputError
+from railgang.errors import InputError
 from railgang.topology.conf import parse_topology
 from railgang.topology.discover import FACTS_FORMAT, Shape, generate_ibnetdiscover
 

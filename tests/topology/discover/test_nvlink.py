@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from railgang.daemon.cli import app
-from railgang.daemon.errors import InputError
+from railgang.errors import InputError
 from railgang.topology.conf import parse_topology
 from railgang.topology.discover import Shape, generate_ibnetdiscover
 from railgang.topology.discover.nvlink import parse_nvidia_smi

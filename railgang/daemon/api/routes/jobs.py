@@ -11,9 +11,9 @@ from sqlalchemy import func, select
 from railgang.daemon.api import messages
 from railgang.daemon.api.deps import CurrentToken, PageDep, SessionDep, require_read
 from railgang.daemon.api.schemas import JobOut, PageOf
-from railgang.daemon.errors import NotFoundError
 from railgang.db.models import JobExplanation
 from railgang.db.repositories import explanations
+from railgang.errors import NotFoundError
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
 

@@ -27,10 +27,10 @@ from railgang.daemon.api.schemas import (
     RateIn,
     RateOut,
 )
-from railgang.daemon.errors import PermissionDeniedError
 from railgang.db.models import Account
 from railgang.db.org import QuotaEvent
 from railgang.db.repositories import admin as repo
+from railgang.errors import PermissionDeniedError
 
 router = APIRouter(prefix="/v1", tags=["classes, rates and quota events"])
 

@@ -16,9 +16,9 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response
 
 from railgang.daemon.api.deps import CurrentToken, SessionDep
-from railgang.daemon.errors import InputError, NotFoundError, ValidationFailed
 from railgang.daemon.report.render import TABLES, to_csv, to_html, to_json
 from railgang.daemon.report.service import NoReportData, make_report, parse_day
+from railgang.errors import InputError, NotFoundError, ValidationFailed
 
 router = APIRouter(prefix="/v1", tags=["reports"])
 

@@ -21,8 +21,8 @@ from railgang.daemon.api import messages
 from railgang.daemon.api.cache import TtlCache, ledger_version
 from railgang.daemon.api.deps import CurrentToken, PageDep, SessionDep
 from railgang.daemon.api.schemas import UsageOut, UsageRow
-from railgang.daemon.errors import ValidationFailed
 from railgang.db.repositories import ledger
+from railgang.errors import ValidationFailed
 
 router = APIRouter(prefix="/v1", tags=["usage and chargeback"])
 

@@ -52,14 +52,23 @@ class SpotCost:
     usd: float
 
 
+def interrupted_overhead(checkpoint_overhead: float, interruptions_per_day: float,
+                         restart_s: float) -> float:
+    """T_total / T_productive on capacity that is reclaimed ``interruptions_per_day`` times a
+    day: 1 + the checkpoints' share + each interruption's restart (R-S9). The one formula of
+    the effective cost: ``tiers.overhead`` (routing) and :func:`spot_effective_cost` use it."""
+    return 1.0 + checkpoint_overhead + interruptions_per_day * restart_s / 86400.0
+
+
 def spot_effective_cost(gpus: int, productive_h: float, usd_per_gpu_h: float, *,
                         checkpoint_overhead: float, interruptions_per_day: float,
                         restart_h: float) -> SpotCost:
     """C_eff = C × T_total / T_productive with T_total = productive + checkpoints + restarts."""
-    interruptions = interruptions_per_day * productive_h / 24.0
-    total_h = productive_h * (1.0 + checkpoint_overhead) + interruptions * restart_h
+    total_h = productive_h * interrupted_overhead(checkpoint_overhead, interruptions_per_day,
+                                                  restart_h * 3600.0)
     return SpotCost(total_h, gpus * total_h * usd_per_gpu_h)
 
 
-__all__ = ["Phase", "SpotCost", "completion_time_h", "preemption_tax", "spot_effective_cost",
+__all__ = ["Phase", "SpotCost", "completion_time_h", "interrupted_overhead", "preemption_tax",
+           "spot_effective_cost",
            "work_in_window"]

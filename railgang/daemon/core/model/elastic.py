@@ -149,7 +149,7 @@ def resize_pays(run: RunningJob, new: int, now: float, rules: ElasticRules) -> b
         return True  # shrinks are asked for by the policy to free capacity; interval suffices
     if marginal_gain(job, cur, new) < rules.min_gain:
         return False
-    left = job.remaining_at(cur)
+    left = run.remaining_at(now)
     if left is None:
         return True
     saved = left * (1.0 - job.speedup(cur) / job.speedup(new))

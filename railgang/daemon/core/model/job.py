@@ -295,10 +295,29 @@ class RunningJob:
         object.__setattr__(new, "__dict__", fields)
         return new
 
+    # -- progress: asked as of a time, never read from a clock inside the value (issue 22). A
+    # view a backend builds for one snapshot knows its job's progress as of that snapshot's time,
+    # the only time the core asks; the simulator's views (sim/views.py) answer for any time
+    def attained_at(self, now: float) -> float:
+        """GPU-seconds the job has received up to ``now`` (this run included)."""
+        return self.job.state.attained_gpu_s
+
+    def work_left_at(self, now: float) -> float | None:
+        """Seconds of work left at the requested size as of ``now`` (None: unknown)."""
+        return self.job.state.work_remaining_s
+
+    def remaining_at(self, now: float) -> float | None:
+        """Seconds to finish from ``now`` at its current size (None: work left unknown)."""
+        work = self.work_left_at(now)
+        if work is None:
+            return None
+        r = self.job.request.rate(self.replicas)
+        return work / r if r > 0 else float("inf")
+
     def expected_end(self, now: float) -> float:
         """Best estimate of when the GPUs come back: the preemption deadline if signalled, else
         the work left, else the time limit, else never."""
-        left = self.job.remaining_at(self.replicas)
+        left = self.remaining_at(now)
         if left is not None:
             end = now + left
         elif self.job.time_limit_s is not None:

@@ -136,7 +136,7 @@ def running_ends(snapshot: Snapshot, pools: Pools, now: float) -> dict[PoolKey, 
         at = pool_of_run(pools, run)
         if at is None:
             continue
-        left = run.job.remaining_at(run.replicas)
+        left = run.remaining_at(now)
         rate = max(type_rate(run.job, at[0]), 1e-9)
         out.setdefault(at, []).append((now + left / rate if left is not None else float("inf"), run.gpus))
     for ends in out.values():
@@ -186,7 +186,7 @@ def _run_ends(snapshot: Snapshot, pools: Pools) -> dict[str, list[tuple[float, i
         key = pool_of_run(pools, run)
         if key is None or key[0] not in ends:
             continue
-        left = run.job.remaining_at(run.replicas)
+        left = run.remaining_at(snapshot.now)
         rate = max(type_rate(run.job, key[0]), 1e-9)
         ends[key[0]].append((snapshot.now + left / rate if left is not None else float("inf"), run.gpus))
     return ends

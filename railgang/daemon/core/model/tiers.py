@@ -25,6 +25,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from railgang.daemon.core.model.economics import interrupted_overhead
 from railgang.daemon.core.model.job import Job
 from railgang.topology.tiers import TIERS, Tier
 
@@ -58,7 +59,7 @@ def overhead(job: Job, nodes: int, terms: TierTerms) -> float:
     lost = (job.checkpoint_cost_s if terms.notice_s >= job.checkpoint_cost_s
             else job.checkpoint_interval_s / 2)
     restart_s = job.restore_cost_s + lost
-    return 1.0 + ckpt + interruptions_per_day(job, nodes, terms) * restart_s / DAY_S
+    return interrupted_overhead(ckpt, interruptions_per_day(job, nodes, terms), restart_s)
 
 
 def effective_usd_per_gpu_h(job: Job, pool: tuple[str, str], nodes: int,

@@ -122,7 +122,7 @@ def _worst(fabric: Any, health: Any, assignment: Assignment) -> float:
 
 
 def _work_left(run: RunningJob, now: float) -> float | None:
-    left = run.job.remaining_at(run.replicas)  # full speed on its size
+    left = run.remaining_at(now)  # full speed on its size
     if left is None and run.job.time_limit_s is not None:
         left = max(0.0, run.start_time + run.job.time_limit_s - now)
     return left

@@ -66,7 +66,7 @@ def _upgrade(d: Draft, plan: Plan, rules: UpgradeRules, budget: pre.PreemptionBu
     cands = _off_spot(d, pools, rules, budget, now)  # leaving spot first: it is a cost, not a gain
     for run in snap.running.values():
         key = pool_of_run(pools, run)
-        left = run.job.remaining_at(run.replicas)
+        left = run.remaining_at(now)
         if (key is None or left is None or run.preempt_deadline is not None or run.job_id in d.touched
                 or run.priority_class == 0
                 or pre.recently_preempted(run.job.last_preempted_at, now, budget.job_min_interval_s)):
@@ -115,7 +115,7 @@ def _off_spot(d: Draft, pools: Pools, rules: UpgradeRules, budget: pre.Preemptio
         terms = snap.tiers.get(spot.SPOT)
         if terms is None or rules.spot_rules.allows(run.job, key, len(run.assignment), snap.tiers):
             continue
-        left = run.job.remaining_at(run.replicas)
+        left = run.remaining_at(now)
         if left is not None and left <= move_cost_s(run.job):
             continue  # ends before the move would pay for itself
         r_here = type_rate(run.job, key[0])

@@ -66,7 +66,8 @@ class _Levels(Mapping[str, float]):
     def _all(self) -> dict[str, float]:
         if self._levels is None:
             t = self._thresholds
-            self._levels = {r.job_id: bucket(r.job.attained_gpu_s, t)
+            now = self._snapshot.now
+            self._levels = {r.job_id: bucket(r.attained_at(now), t)
                             - r.job.preemptions / (2.0 * (r.job.preemptions + 1))
                             for r in self._snapshot.running.values()}
         return self._levels

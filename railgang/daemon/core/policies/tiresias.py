@@ -51,7 +51,7 @@ class Tiresias:
             order=tuple(want(j.job_id, j.replicas, level=q) for q, _, _, j in keyed),
             mode="greedy",
             targets=regrow_targets(snapshot),
-            levels={r.job_id: float(bucket(r.job.attained_gpu_s, self.thresholds_gpu_h))
+            levels={r.job_id: float(bucket(r.attained_at(now), self.thresholds_gpu_h))
                     for r in snapshot.running.values()},
             preempt_within_class=True,
         )

@@ -19,7 +19,7 @@ from rich.table import Table
 from typer.core import TyperGroup
 
 from railgang.daemon.cli_common import JSON_HELP
-from railgang.daemon.errors import ConfigError, ExitCode, InputError
+from railgang.errors import ConfigError, ExitCode, InputError
 
 
 class SimGroup(TyperGroup):

@@ -12,10 +12,10 @@ import math
 from pathlib import Path
 from typing import Any
 
-from railgang.daemon.errors import InputError
 from railgang.daemon.sim.sweep.grid import GOALS
 from railgang.daemon.sim.sweep.plan import Plan, now_iso
 from railgang.daemon.sim.sweep.store import Store, write_atomic
+from railgang.errors import InputError
 
 # provenance columns after the metrics
 _TAIL = ("point_wall_s", "cpu_s", "git", "code", "inputs", "host", "started", "key", "error")

@@ -37,8 +37,8 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from railgang.daemon.errors import InputError
 from railgang.daemon.inputs import read_toml
+from railgang.errors import InputError
 
 GRID_MAX_BYTES = 1 * 2**20  # a grid is a few lines; a megabyte is a mistake (or /dev/zero)
 MAX_POINTS = 10_000  # a sweep of more points is a mistake at 1-60 CPU minutes each

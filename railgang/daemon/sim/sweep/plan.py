@@ -12,7 +12,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from railgang.daemon.errors import InputError
 from railgang.daemon.sim.sweep.grid import Grid, Value, points, sim_options, to_argv
 from railgang.daemon.sim.sweep.store import (
     PLAN_FORMAT,
@@ -23,6 +22,7 @@ from railgang.daemon.sim.sweep.store import (
     read_json,
     write_atomic,
 )
+from railgang.errors import InputError
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from railgang.daemon.errors import InputError
 from railgang.daemon.sim.sweep.plan import Plan, PlannedPoint, now_iso
 from railgang.daemon.sim.sweep.store import (
     RESULT_FORMAT,
@@ -30,6 +29,7 @@ from railgang.daemon.sim.sweep.store import (
     code_id,
     read_json,
 )
+from railgang.errors import InputError
 
 # `railgang sim` in a fresh interpreter of this one (the same virtualenv, wherever it is); at
 # exit it lists the railgang modules it loaded into $RAILGANG_SWEEP_MODULES (the point's code)

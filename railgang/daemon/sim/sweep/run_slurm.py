@@ -23,10 +23,10 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from railgang.daemon.errors import InputError, SlurmError
 from railgang.daemon.sim.sweep.plan import load_plan
 from railgang.daemon.sim.sweep.run_local import run_point
 from railgang.daemon.sim.sweep.store import Store, package_root, read_json, write_atomic
+from railgang.errors import InputError, SlurmError
 
 # Slurm's default MaxArraySize is 1001 (indices 0-1000): a longer batch becomes several arrays
 MAX_ARRAY = 1000

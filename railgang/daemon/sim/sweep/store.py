@@ -32,7 +32,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from railgang.daemon.errors import InputError
+from railgang.errors import InputError
 from railgang.topology.files import InputProblem, open_input
 
 RESULT_FORMAT = "railgang-sweep-point/1"

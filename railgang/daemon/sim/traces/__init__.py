@@ -13,10 +13,10 @@ import pkgutil
 from functools import cache
 from pathlib import Path
 
-from railgang.daemon.errors import InputError
 from railgang.daemon.sim.traces.csv_trace import parse_csv, read_csv
 from railgang.daemon.sim.traces.model import Problem, Trace, TraceFormat, TraceJob
 from railgang.daemon.sim.traces.philly import read_philly
+from railgang.errors import InputError
 
 
 @cache

@@ -22,7 +22,6 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from railgang.daemon.core.model.job import PriorityClass
-from railgang.daemon.errors import InputError
 from railgang.daemon.sim.traces.model import (
     MAX_TRACE_GPUS,
     MAX_TRACE_SECONDS,
@@ -33,6 +32,7 @@ from railgang.daemon.sim.traces.model import (
     TraceJob,
     collect,
 )
+from railgang.errors import InputError
 from railgang.topology.inputs import InputProblem, iter_lines
 
 REQUIRED = ("job_id", "submit_time", "gpus", "duration_s")

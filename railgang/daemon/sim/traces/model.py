@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from railgang.daemon.core.model.job import PriorityClass
-from railgang.daemon.errors import InputError
+from railgang.errors import InputError
 
 
 @dataclass(frozen=True, slots=True)

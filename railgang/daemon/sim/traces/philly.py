@@ -28,7 +28,6 @@ from collections import Counter
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
-from railgang.daemon.errors import InputError
 from railgang.daemon.sim.traces.csv_trace import TRACE_MAX_BYTES
 from railgang.daemon.sim.traces.model import (
     MAX_TRACE_GPUS,
@@ -40,6 +39,7 @@ from railgang.daemon.sim.traces.model import (
     TraceJob,
     collect,
 )
+from railgang.errors import InputError
 from railgang.topology.files import InputProblem, iter_lines, parse_json, read_text
 
 GPU_TYPE = "v100"

@@ -22,6 +22,7 @@ import signal
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from railgang.daemon.backend import ActionResult, FollowUp
 from railgang.daemon.core.model.actions import (
     Action,
     DrainNode,
@@ -32,7 +33,6 @@ from railgang.daemon.core.model.actions import (
     Start,
     TagNode,
 )
-from railgang.daemon.slurm.backend import ActionResult, FollowUp
 from railgang.daemon.slurm.cli import commands as cmd
 from railgang.daemon.slurm.cli.parse import Pending, RailgangTag
 from railgang.daemon.slurm.cli.records import SqueueJob

@@ -38,11 +38,10 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
+from railgang.daemon.backend import ActionResult, FollowUp
 from railgang.daemon.config import SlurmSettings
 from railgang.daemon.core.model.actions import Action, Start
 from railgang.daemon.core.model.snapshot import Snapshot
-from railgang.daemon.errors import SlurmCommandError, SlurmError, SlurmSchemaError
-from railgang.daemon.slurm.backend import ActionResult, FollowUp
 from railgang.daemon.slurm.cli import commands as cmd
 from railgang.daemon.slurm.cli.apply import ApplyConfig, apply_actions, finish_due
 from railgang.daemon.slurm.cli.class_grants import read_grants
@@ -58,6 +57,7 @@ from railgang.daemon.slurm.cli.records import (
 from railgang.daemon.slurm.cli.runner import SlurmRunner
 from railgang.daemon.slurm.cli.schemas import PINNED, SchemaProblem, json_flag
 from railgang.daemon.slurm.cli.snapshot import STARTING_GRACE_S, Observation, build_observation
+from railgang.errors import SlurmCommandError, SlurmError, SlurmSchemaError
 from railgang.topology.files import InputProblem, read_text
 from railgang.topology.inputs import write_if_changed
 

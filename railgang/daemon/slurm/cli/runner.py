@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from railgang.daemon.config import SlurmSettings
-from railgang.daemon.errors import SlurmCommandError
+from railgang.errors import SlurmCommandError
 
 log = logging.getLogger(__name__)
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from railgang.daemon.backend import LeaseBackend
 from railgang.daemon.config import SlurmSettings
 from railgang.daemon.core.model.actions import (
     DrainNode,
@@ -23,7 +24,6 @@ from railgang.daemon.core.model.actions import (
     TagNode,
 )
 from railgang.daemon.core.model.snapshot import Snapshot
-from railgang.daemon.slurm.backend import LeaseBackend
 from railgang.daemon.slurm.cli import CliBackend, write_heartbeat
 from railgang.slurm_plugins.devcluster.cluster import DevCluster
 from tests.support.slurm import job_fields, sl

@@ -20,7 +20,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from railgang.daemon.config import SlurmSettings
-from railgang.daemon.errors import SlurmCommandError
 from railgang.daemon.slurm.cli.backend import CliBackend
 from railgang.daemon.slurm.cli.parse import ParseProblem
 from railgang.daemon.slurm.cli.records import (
@@ -30,6 +29,7 @@ from railgang.daemon.slurm.cli.records import (
     parse_sshare,
 )
 from railgang.daemon.slurm.cli.runner import SlurmRunner, decode, subprocess_exec
+from railgang.errors import SlurmCommandError
 from tests.daemon.slurm.cli.capture import DATA, NOW
 
 SQUEUE = json.loads((DATA / "squeue_mixed.json").read_text())

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from railgang.daemon.backend import ExpiringLeaseBackend
 from railgang.daemon.config import SlurmSettings
-from railgang.daemon.slurm.backend import ExpiringLeaseBackend
 from railgang.daemon.slurm.cli import CliBackend
 from railgang.daemon.slurm.cli.records import SqueueJob, parse_squeue
 from railgang.daemon.slurm.cli.snapshot import build_observation

@@ -11,7 +11,8 @@ import pytest
 PUBLIC = {
     "railgang.daemon.slurm.cli": {"CliBackend", "CommandResult", "SlurmRunner", "read_heartbeat",
                                   "write_heartbeat"},
-    "railgang.daemon.slurm.backend": {"ActionResult", "Backend", "ExpiringLeaseBackend", "LeaseBackend"},
+    "railgang.daemon.backend": {"ActionResult", "Backend", "ExpiringLeaseBackend", "FollowUp",
+                                "FollowUpBackend", "LeaseBackend"},
     "railgang.daemon.slurm.cli.backend": {"SSHARE_ARGV", "CliBackend"},
     "railgang.daemon.slurm.cli.lease": {"heartbeat_line", "read_heartbeat", "write_heartbeat"},
 }
@@ -26,7 +27,7 @@ def test_exported_members(module: str) -> None:
 
 
 def test_backend_signatures() -> None:
-    from railgang.daemon.slurm.backend import ExpiringLeaseBackend, LeaseBackend
+    from railgang.daemon.backend import ExpiringLeaseBackend, LeaseBackend
     from railgang.daemon.slurm.cli import CliBackend
 
     assert list(inspect.signature(CliBackend).parameters) == ["settings", "runner", "read_shares",

@@ -12,9 +12,9 @@ from collections.abc import Mapping, Sequence
 
 import pytest
 
-from railgang.daemon.errors import SlurmCommandError, SlurmError
 from railgang.daemon.slurm.cli import commands as cmd
 from railgang.daemon.slurm.cli.runner import SlurmRunner, is_transient, last_line
+from railgang.errors import SlurmCommandError, SlurmError
 
 
 class Scripted:

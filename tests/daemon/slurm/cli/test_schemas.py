@@ -18,9 +18,8 @@ from typing import Any
 
 import pytest
 
-from railgang.daemon.accounting.sacct import parse_sacct
 from railgang.daemon.config import SlurmSettings
-from railgang.daemon.errors import InputError, SlurmSchemaError
+from railgang.daemon.ledger.sacct import parse_sacct
 from railgang.daemon.slurm.cli.backend import CliBackend
 from railgang.daemon.slurm.cli.records import (
     SqueueJob,
@@ -38,6 +37,7 @@ from railgang.daemon.slurm.cli.schemas import (
     state_word,
 )
 from railgang.daemon.slurm.cli.snapshot import Observation, build_observation
+from railgang.errors import InputError, SlurmSchemaError
 from railgang.topology.conf import parse_topology
 from railgang.topology.fabric import fabric_from_conf
 from tests.daemon.slurm.cli.capture import DATA

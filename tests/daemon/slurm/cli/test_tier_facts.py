@@ -14,12 +14,12 @@ from pydantic import ValidationError
 
 from railgang.daemon.config import SlurmSettings
 from railgang.daemon.core.model.tiers import ON_DEMAND, SPOT, TierTerms
-from railgang.daemon.errors import ConfigError
 from railgang.daemon.pricing import ON_DEMAND_USD, SPOT_FACTOR
 from railgang.daemon.slurm.cli import CliBackend, write_heartbeat
 from railgang.daemon.slurm.cli.facts import tier_from_features, tier_terms
 from railgang.daemon.slurm.cli.records import parse_sinfo
 from railgang.daemon.slurm.cli.snapshot import build_observation, core_node
+from railgang.errors import ConfigError
 from railgang.slurm_plugins.devcluster.cluster import DevCluster
 from railgang.slurm_plugins.devcluster.layout import ClusterSpec, parse_pools
 from tests.conftest import TEST_ROOT, real_cluster
