@@ -8,6 +8,7 @@ implies. Rows the parser skips are warned about on stderr, naming their line.
 
 from __future__ import annotations
 
+import math
 from itertools import pairwise
 from pathlib import Path
 from typing import Annotated, Any
@@ -172,6 +173,62 @@ def plan_cmd(
     if len(changes) > limit:
         lines.append(f"... {len(changes) - limit} more changes (--changes, --json)")
     emit(summary, as_json, lines)
+
+
+@serving_app.command("fetch")
+def fetch(
+    url: Annotated[str, typer.Argument(help="Prometheus base URL, e.g. http://prom:9090.")],
+    query: Annotated[str, typer.Option("--query", help="PromQL giving replicas needed per "
+                                                       "deployment (one series each).")],
+    out: Annotated[Path, typer.Option("--out", help="Demand CSV to write.")],
+    days: Annotated[int, typer.Option("--days", min=1, max=180, help="History to fetch.")] = 14,
+    step_s: Annotated[float, typer.Option("--step-s", min=60, max=3600, help="Sample step.")]
+    = 900.0,
+    label: Annotated[str, typer.Option("--label", help="Label naming the deployment.")]
+    = "deployment",
+    tp: Annotated[str, typer.Option("--tp", help="GPUs per replica: N, or NAME=N,... (others 1).")]
+    = "1",
+    end: Annotated[float | None, typer.Option(
+        "--end", help="End of the range, Unix seconds (default: now).")] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Write a demand CSV from Prometheus' range query (the live demand history)."""
+    import time
+
+    from railgang.daemon.serving.prometheus import demand_csv, parse_matrix, query_range
+
+    default_tp, per = _tp_spec(tp)
+    stop = time.time() if end is None else end
+    if not math.isfinite(stop) or stop <= 0:
+        raise ConfigError("--end must be a positive Unix time")
+    start = stop - days * 86400.0
+    fetched = parse_matrix(query_range(url, query, start, stop, step_s), start, label)
+    if not fetched.series:
+        raise ConfigError(f"the query gave no series with a {label!r} label")
+    if fetched.skipped:
+        typer.echo(f"warning: skipped {fetched.skipped} samples (not a finite number >= 0, or "
+                   f"no {label!r} label)", err=True)
+    out.write_text(demand_csv(fetched, per, default_tp))
+    emit({"out": str(out), "deployments": sorted(fetched.series), "skipped": fetched.skipped},
+         as_json, f"wrote {out}: {', '.join(sorted(fetched.series))}")
+
+
+def _tp_spec(text: str) -> tuple[int, dict[str, int]]:
+    """``8`` or ``chat=8,code=2`` (deployments not named take 1)."""
+    try:
+        if "=" not in text:
+            value = int(text)
+            if not 1 <= value <= 64:
+                raise ValueError(text)
+            return value, {}
+        pairs = dict(p.split("=", 1) for p in text.split(",") if p.strip())
+        per = {k.strip(): int(v) for k, v in pairs.items()}
+        if not all(1 <= v <= 64 for v in per.values()):
+            raise ValueError(text)
+        return 1, per
+    except ValueError:
+        raise ConfigError(f"--tp: expected N or NAME=N,... with N in 1..64, got {text[:40]!r}") \
+            from None
 
 
 __all__ = ["serving_app"]
