@@ -112,10 +112,9 @@ def table(sides: Sequence[Side]) -> list[str]:
     lines.append(f"{'':<36}" + "".join(f"{r['mode']:>14}" for r in rows))
     for label, key, fmt in spec:
         lines.append(f"{label:<36}" + "".join(f"{fmt.format(r[key]):>14}" for r in rows))
-    if len(rows) > 1:
-        gained = rows[-1]["training_gpu_h"] - rows[0]["training_gpu_h"]
-        lines.append(f"training GPU-h gained ({rows[-1]['mode']} vs {rows[0]['mode']}): "
-                     f"{gained:,.0f}")
+    for r in rows[1:]:
+        gained = r["training_gpu_h"] - rows[0]["training_gpu_h"]
+        lines.append(f"training GPU-h gained ({r['mode']} vs {rows[0]['mode']}): {gained:,.0f}")
     for s in sides:
         if s.planned.buffers:
             buf = ", ".join(f"{k} {v:.1f}" for k, v in s.planned.buffers.items())
