@@ -11,7 +11,7 @@ from railgang.daemon.core.policies import registry
 from railgang.daemon.serving.forecast import ForecastConfig
 from railgang.daemon.serving.model import Demand, Deployment, ServingSet
 from railgang.daemon.serving.replay import LentNodes, ServingKnobs, plan_window
-from railgang.daemon.serving.simulate import compare
+from railgang.daemon.serving.simulate import compare, table
 from railgang.daemon.serving.synth import DemandShape, demand_series
 from railgang.daemon.sim.traces.model import TraceJob
 from railgang.topology.fabric import fabric_from_shape
@@ -67,6 +67,8 @@ def test_dynamic_gains_training_hours_and_keeps_jobs_whole() -> None:
     assert static.planned.outcome.unmet_replica_min == 0
     row = ahead.row()
     assert row["serving_unmet_share"] == pytest.approx(ahead.planned.outcome.unmet_share, abs=1e-6)
+    text = "\n".join(table([static, ahead]))
+    assert "training GPU-h gained (forecast vs static)" in text and "utilisation" in text
 
 
 def test_forecast_mode_uses_the_quantile_buffer() -> None:
