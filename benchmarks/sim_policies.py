@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import railgang.daemon.loop
 from railgang.daemon.core.policies.registry import get
-from railgang.daemon.sim.cli import make_elastic
+from railgang.daemon.sim.replay import make_elastic
 from railgang.daemon.sim.engine import EngineConfig, RunResult, simulate
 from railgang.daemon.sim.progress import TopologyComm
 from railgang.daemon.sim.report import ratios

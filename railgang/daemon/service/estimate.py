@@ -1,7 +1,7 @@
 """When will a waiting job start: a short forward simulation of the live queue.
 
 The daemon's snapshot (running jobs on their exact GPUs, the queue in order, accounts, quota
-tree, node states) seeds the simulator's backend (``SimBackend.load``) and the simulator's engine
+tree, node states) seeds the simulator's backend (``sim.seed.load``) and the simulator's engine
 replays it forward (``engine.replay_from``) through the same decision core and the production
 policy, with no arrivals. What is unknown is how long each job runs; every job gets a run time
 from the best source there is, named in the result:
@@ -50,6 +50,7 @@ from railgang.daemon.core.model.plan import Policy
 from railgang.daemon.core.model.snapshot import Snapshot
 from railgang.daemon.core.policies import registry
 from railgang.daemon.service.estimate_calibration import IntervalCalibration
+from railgang.daemon.sim import seed as seeding
 from railgang.daemon.sim.backend import SimBackend, SimConfig
 from railgang.daemon.sim.engine import Bounds, EngineConfig, replay_from
 from railgang.daemon.sim.metrics import JobRecord
@@ -126,12 +127,13 @@ def _median(values: Sequence[float]) -> float:
 
 
 def run_time(job: Job, elapsed: float, history: RatioHistory, draw: Draw,
-             *, replicas: int | None = None) -> tuple[float | None, str]:
+             *, left: float | None = None) -> tuple[float | None, str]:
     """Seconds ``job`` still runs from now, and the source (see the module docstring); ``None``
-    when unknown. ``elapsed``: how long the current run has lasted (0 while pending);
-    ``replicas``: its current size when running."""
-    if job.work_remaining_s is not None:
-        left = job.remaining_at(replicas) if replicas else job.work_remaining_s
+    when unknown. ``elapsed``: how long the current run has lasted (0 while pending); ``left``:
+    a running job's time to finish at its current size, as its view answers for now."""
+    if left is not None or job.work_remaining_s is not None:
+        if left is None:
+            left = job.work_remaining_s
         return max(MIN_RUN_S, left if left is not None else MIN_RUN_S), "progress"
     limit = job.time_limit_s
     if not limit:
@@ -208,7 +210,7 @@ def _run_times(snapshot: Snapshot, history: RatioHistory, draw: Draw, unknown_s:
     now, out, sources, queued = snapshot.now, {}, Counter[str](), Counter[str]()
     for job_id, run in snapshot.running.items():
         left, src = run_time(run.job, max(0.0, now - run.start_time), history, draw,
-                             replicas=run.replicas)
+                             left=run.remaining_at(now))
         left = unknown_s if left is None else left
         out[job_id] = _until_deadline(run, now, left)
         sources[src] += 1
@@ -268,7 +270,7 @@ def estimate_starts(snapshot: Snapshot, policy: Policy, *, history: RatioHistory
 
         def seed(backend: SimBackend, run_s: Mapping[str, float] = run_s,
                  records: dict[str, JobRecord] = records) -> None:
-            records.update(backend.load(snapshot, run_s))
+            records.update(seeding.load(backend, snapshot, run_s))
 
         def done(_: SimBackend, records: dict[str, JobRecord] = records) -> bool:
             # queue order: the first job still waiting ends the scan (usually at once)

@@ -45,7 +45,7 @@ from railgang.daemon.core.model.snapshot import (
     Snapshot,
     SnapshotIndex,
 )
-from railgang.daemon.sim import seed, views
+from railgang.daemon.sim import views
 from railgang.daemon.sim.accounting import SimJob
 from railgang.daemon.sim.capacity import SPOT_RECLAIM, SPOT_RETURN, Capacity
 from railgang.daemon.sim.config import SimConfig
@@ -299,18 +299,6 @@ class SimBackend:
                                             self._elastic_view, tuple(self._per_class), self._pools))
         return snap
 
-    def load(self, snapshot: Snapshot, run_s: Mapping[str, float]) -> dict[str, JobRecord]:
-        """Seed this empty cluster with a snapshot of another, as of ``snapshot.now``: the what-if
-        a start-time estimate replays forward (``railgang.daemon.service.estimate``).
-
-        Nodes keep their state and free GPUs are the snapshot's, so GPUs held by jobs the snapshot
-        does not show (non-railgang jobs) stay held. Each running job keeps its exact GPUs and
-        finishes ``run_s[job]`` seconds after ``snapshot.now``; each pending job enters the queue
-        in the snapshot's order and runs ``run_s[job]`` seconds at its requested size. Jobs keep
-        their requests (class, scaling curve, time limit) and states; accounts keep their shares
-        and usage; the preemption history carries over (budgets). Returns the records by job id.
-        """
-        return seed.load(self, snapshot, run_s)
 
     def _account_gpus(self) -> dict[str, int]:
         out: dict[str, int] = {}

@@ -8,102 +8,32 @@ format the registries do not know is a usage error (exit 2) listing the known on
 
 from __future__ import annotations
 
-import dataclasses
-import json
-from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from types import SimpleNamespace
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TaskID,
-    TextColumn,
-    TimeElapsedColumn,
-)
-from rich.table import Table
 
-from railgang.daemon.cli_common import JSON_HELP, choices_metavar, deprecated_alias, registry_choice
-from railgang.daemon.core.model.plan import Policy
+from railgang.daemon.cli_common import JSON_HELP, choices_metavar, registry_choice
 from railgang.daemon.core.policies import registry
 from railgang.daemon.sim import traces
 from railgang.daemon.sim.sweep.cli import with_sweep
-from railgang.daemon.sim.traces import TraceJob, read_trace
-from railgang.errors import ConfigError, InputError
 
 if TYPE_CHECKING:  # the engine, pools and reports are imported by the command itself, so
     # `sim --help` does not pay for the fabric (networkx) (tests/daemon/test_cli_imports.py)
-    from railgang.daemon.core.model.tiers import SpotRules
+    pass
 
 ALL_POLICIES = "fifo,slurm,tiresias,themis,pollux,default"
 
 
-def build_fabric(topology: Path | None, nodes: int, gpus_per_node: int, leaf: int) -> Any:
-    from railgang.topology.conf import TopologyError
-    from railgang.topology.fabric import fabric_from_shape, load_fabric
-
-    if topology is not None:
-        try:
-            return load_fabric(topology, default_gpus=gpus_per_node)
-        except TopologyError as exc:
-            first = exc.problems[0] if exc.problems else None
-            raise InputError(str(exc) if first is None else first.message,
-                             path=getattr(first, "path", str(topology)),
-                             line=getattr(first, "line", None),
-                             field=getattr(first, "field", None)) from exc
-        except (OSError, UnicodeDecodeError) as exc:
-            raise InputError(f"cannot read topology: {exc}", path=str(topology)) from exc
-    if nodes < 1 or gpus_per_node < 1 or leaf < 1:
-        raise ConfigError("--nodes, --gpus-per-node and --leaf must be positive")
-    return fabric_from_shape(nodes, gpus_per_node, leaf)
 
 
-def policy_for(name: str, type_blind: bool, rules: SpotRules) -> Policy:
-    """The policy ``name``, type-blind or not, with the spot rules, where it takes them."""
-    fields = {f.name for f in dataclasses.fields(registry.get(name))}  # type: ignore[arg-type]
-    params: dict[str, Any] = {}
-    if "hetero" in fields:
-        params["hetero"] = not type_blind
-    elif type_blind:
-        raise ConfigError(f"--type-blind: policy {name} is type-blind already (it places as "
-                          "Slurm does; the others place by GPU type)")
-    if "spot" in fields:
-        params["spot"] = rules
-    return registry.get(name, **params)
 
 
-def pool_table(policy: str, report: dict[str, Any]) -> Table:
-    """Pools of a mixed or priced cluster: GPUs, GPU-hours, utilisation and cost."""
-    table = Table(title=f"{policy}: pools (cost ${report['cost_usd']:,.0f}, "
-                        f"{report['interruptions']} spot interruptions)")
-    for col in ("pool", "GPUs", "GPU-h", "allocated", "cost $"):
-        table.add_column(col, justify="left" if col == "pool" else "right")
-    for kind in ("pools", "by_tier"):
-        for name, row in report[kind].items():
-            label = name if kind == "pools" else f"tier {name}"
-            util = "-" if row["allocated"] is None else f"{row['allocated']:.1%}"
-            table.add_row(label, str(row["gpus"]), f"{row['gpu_h']:,.0f}", util,
-                          f"{row['cost_usd']:,.0f}")
-    return table
 
 
-def make_elastic(jobs: list[TraceJob]) -> list[TraceJob]:
-    """Let every multi-replica job run anywhere from 1 replica up to its requested size."""
-    return [dataclasses.replace(j, elastic_min=1, elastic_max=j.replicas)
-            if j.replicas > 1 and j.elastic_min is None else j for j in jobs]
 
 
-def policy_names(policy: str, compare: str | None) -> list[str]:
-    known = registry.names()
-    wanted = [p.strip() for p in (compare or policy).split(",") if p.strip()]
-    unknown = [p for p in wanted if p not in known]
-    if unknown or not wanted:
-        raise ConfigError(f"unknown policy {', '.join(unknown) or '(none)'}; "
-                          f"known: {', '.join(known)}")
-    return list(dict.fromkeys(wanted))
 
 
 # --format, --policy and --compare take the names the registries know (a usage error otherwise)
@@ -224,181 +154,10 @@ def sim(
         help="With --serving: grace a borrower gets to checkpoint at a take-back.")] = 300.0,
 ) -> None:
     """Replay a job trace through the decision core on a simulated cluster."""
-    from railgang.daemon.core.cycle import CycleConfig
-    from railgang.daemon.core.model.tiers import SpotRules
-    from railgang.daemon.core.phases.migrate import MigrationRules
-    from railgang.daemon.pricing import parse_prices
-    from railgang.daemon.sim.backend import SimConfig
-    from railgang.daemon.sim.capacity import Capacity, pool_report
-    from railgang.daemon.sim.degrade import parse_degrade
-    from railgang.daemon.sim.engine import EngineConfig, RunResult, simulate
-    from railgang.daemon.sim.pools import mixed_cluster, parse_pools
-    from railgang.daemon.sim.progress import TopologyComm
-    from railgang.daemon.sim.quotas import load_quotas, quota_report, quota_table
-    from railgang.daemon.sim.report import (
-        account_table,
-        fairness_table,
-        idle_table,
-        ratio_table,
-        ratios,
-        results_tables,
-        to_json,
-        write_jobs_csv,
-    )
+    from railgang.daemon.sim.replay import replay
 
-    err = Console(stderr=True)
-    out = Console()
-    if not out.is_terminal:
-        out = Console(width=160)
-    names = policy_names(policy, compare)
-    loaded = read_trace(trace, fmt, strict=strict, limit=limit)  # --limit: streamed, read no further
-    for problem in loaded.problems[:10]:
-        err.print(f"[yellow]skipped[/] {problem.render()}", highlight=False, soft_wrap=True)
-    if len(loaded.problems) > 10:
-        err.print(f"[yellow]skipped[/] {len(loaded.problems) - 10} more malformed rows")
-    for note in loaded.notes:
-        err.print(f"[dim]note:[/] {note}", highlight=False)
-    jobs = list(loaded.jobs[:limit] if limit else loaded.jobs)
-    if elastic:
-        jobs = make_elastic(jobs)
-    if not jobs:
-        raise InputError("no valid jobs in the trace", path=str(trace))
-    if measure_only and quotas is None:
-        raise ConfigError("--quotas-measure-only needs --quotas FILE (the tree to measure against)")
-    tree = load_quotas(quotas) if quotas is not None else None
-    mixed = None
-    gpus = deprecated_alias(gpus, old_gpus, "--gpus", "--gpu-pools")
-    if gpus is not None:
-        if topology is not None:
-            raise ConfigError("--gpu-pools builds the cluster: leave out --topology")
-        mixed = mixed_cluster(parse_pools(gpus, gpus_per_node), gpus_per_node, leaf,
-                              prices=parse_prices(prices), spot_per_node_day=spot_rate,
-                              spot_notice_s=spot_notice_s)
-        fabric = mixed.fabric
-    else:
-        fabric = build_fabric(topology, nodes, gpus_per_node, leaf)
-    config = EngineConfig(sim=SimConfig(comm_share=comm_share, panic_checkpoint=panic_checkpoint,
-                                        quotas=tree, enforce_quotas=not measure_only,
-                                        node_tier=mixed.node_tier if mixed else {},
-                                        tiers=mixed.tiers if mixed else {},
-                                        spot_down_s=spot_down_s, spot_seed=seed),
-                          cycle_s=cycle_s, tick_s=tick_s, seed=seed, max_pending=max_pending)
-    if degrade:
-        try:
-            events = parse_degrade(degrade, fabric.switches, min(j.submit_time for j in jobs))
-        except ValueError as exc:
-            raise ConfigError(str(exc)) from exc
-        moving = MigrationRules(enabled=not no_migrate, checkpoint_on_signal=panic_checkpoint)
-        config = dataclasses.replace(config, sim=dataclasses.replace(config.sim, degrade=events),
-                                     cycle=CycleConfig(migration=moving))
-    elif no_migrate:
-        raise ConfigError("--no-migrate needs --degrade (nothing degrades, nothing migrates)")
-    rules = SpotRules(max_interruptions_per_day=spot_max_per_day, cost_aware=not spot_cost_blind)
-    if serving is not None:  # serving demand beside the trace: its own report (issue 19)
-        from railgang.daemon.serving import sim_cli as serving_sim
-
-        if topology is not None or mixed is not None or len(names) > 1 or ledger is not None:
-            raise ConfigError("--serving replays one --policy on a shape cluster (--nodes): "
-                              "leave out --topology, --gpu-pools, --compare and --ledger")
-        knobs = serving_sim.knobs_from(serving_history_days, serving_buffer_gpus,
-                                       serving_quantile, serving_notice_s)
-        serving_sim.run(serving, jobs, policy_for(names[0], type_blind, rules), nodes=nodes,
-                        gpus_per_node=gpus_per_node, leaf=leaf, modes=serving_modes, knobs=knobs,
-                        config=config, as_json=as_json,
-                        meta={"trace": str(trace), "policy": names[0], "seed": seed})
-        return
-    runs: list[RunResult] = []
-    with Progress(TextColumn("{task.description:>10}"), BarColumn(), MofNCompleteColumn(),
-                  TimeElapsedColumn(), console=err, transient=True, disable=quiet) as bar:
-        for name in names:
-            task = bar.add_task(name, total=len(jobs))
-
-            def advance(done: int, _total: int, task: TaskID = task) -> None:
-                bar.update(task, completed=done)
-
-            runs.append(simulate(jobs, policy_for(name, type_blind, rules), fabric, config=config,
-                                 comm=TopologyComm(fabric), on_progress=advance))
-            bar.update(task, completed=len(jobs))
-    if ledger is not None:  # one more replay, logging segments (daemon/sim/telemetry.py)
-        if len(names) > 1:
-            raise ConfigError("--ledger stores one replay: give --policy, not --compare")
-        from railgang.daemon.sim.ledger_cli import write_sim_ledger
-        from railgang.daemon.when import relative_day
-
-        start = relative_day(ledger_start, datetime.now(UTC), field="--ledger-start")
-        stats = write_sim_ledger(err, ledger, jobs, registry.get(names[0]), fabric, config,
-                                 start=start, interval_s=telemetry_interval_s, seed=seed,
-                                 yes=yes, quiet=quiet)
-        if stats is not None:
-            err.print(f"[dim]ledger: {stats.jobs:,} jobs, {stats.segments:,} segments, "
-                      f"{stats.samples:,} GPU samples, {stats.step_timings:,} step timings[/]",
-                      highlight=False)
-    baseline = "fifo" if "fifo" in names and len(names) > 1 else None
-    total_gpus = sum(fabric.facts(n).gpus for n in fabric.nodes)
-    if jobs_csv is not None:
-        write_jobs_csv(jobs_csv, runs, total_gpus)
-    if as_json:
-        shape = (f"--gpu-pools {gpus}, {gpus_per_node} per node, {leaf} per leaf" if mixed is not None
-                 else str(topology) if topology else f"{nodes}x{gpus_per_node}, {leaf} per leaf")
-        meta = {"trace": str(trace), "jobs": len(jobs), "skipped_rows": len(loaded.problems),
-                "cluster": {"nodes": len(fabric.nodes), "gpus": total_gpus, "topology": shape},
-                "elastic": elastic, "seed": seed}
-        if mixed is not None:
-            meta["type_blind"] = type_blind
-        payload = to_json(runs, meta, baseline)
-        if degrade:
-            payload["degrade"], payload["migrate"] = degrade, not no_migrate
-            for run in runs:
-                payload["results"][run.policy]["migrations"] = run.migrations
-        for run in runs:
-            if mixed is not None:
-                payload["results"][run.policy].update(
-                    pool_report(run.records, Capacity(fabric, mixed.node_tier, mixed.tiers),
-                                run.metrics.makespan_s))
-        for run in runs:
-            if run.quota_use is not None:
-                payload["quotas_file"] = str(quotas)
-                payload["quotas_enforced"] = not measure_only
-                payload["results"][run.policy]["quotas"] = quota_report(run.records,
-                                                                        run.quota_use)
-        typer.echo(json.dumps(payload, indent=2))
-        return
-    title = (f"{len(jobs):,} jobs on {total_gpus} GPUs ({len(fabric.nodes)} nodes)"
-             + (", elastic" if elastic else ""))
-    for table in results_tables(runs, title):
-        out.print(table)
-    out.print(fairness_table(runs))
-    out.print(idle_table(runs, total_gpus))
-    if baseline is not None:
-        out.print(ratio_table(ratios({r.policy: r.metrics for r in runs}, baseline), baseline))
-    if len(runs) == 1:
-        out.print(account_table(runs[0]))
-    if mixed is not None:
-        for run in runs:
-            out.print(pool_table(run.policy, pool_report(
-                run.records, Capacity(fabric, mixed.node_tier, mixed.tiers), run.metrics.makespan_s)))
-    for run in runs:
-        if run.quota_use is not None:
-            out.print(quota_table(run.policy, quota_report(run.records, run.quota_use)))
-    for run in runs:
-        if run.unfinished_reasons:
-            sample = "; ".join(list(run.unfinished_reasons.values())[:3])
-            err.print(f"[yellow]{run.policy}:[/] {len(run.unfinished_reasons)} jobs unfinished "
-                      f"({sample})", highlight=False, soft_wrap=True)
-        rejected = run.metrics.rejected
-        if rejected:
-            err.print(f"[yellow]{run.policy}:[/] {rejected} jobs rejected (larger than the "
-                      "cluster)", highlight=False)
-        if run.failed_actions:
-            failed = ", ".join(f"{k} x{v}" for k, v in run.failed_actions.most_common(5))
-            err.print(f"[yellow]{run.policy}:[/] actions refused by the cluster: {failed}",
-                      highlight=False, soft_wrap=True)
-        if degrade:
-            err.print(f"[dim]{run.policy}: {run.migrations} job(s) migrated off degraded links[/]",
-                      highlight=False)
-        err.print(f"[dim]{run.policy}: {run.cycles:,} cycles, {run.events:,} events, "
-                  f"{run.wall_s:.1f} s, {len(jobs) / max(run.wall_s, 1e-9):,.0f} jobs/s[/]",
-                  highlight=False)
+    # every option, by its parameter name: the replay reads them as attributes
+    replay(SimpleNamespace(**locals()))
 
 
 # the `sim` component: this command, plus `sim sweep GRID.toml` (daemon/sim/sweep/)

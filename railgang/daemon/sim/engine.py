@@ -352,7 +352,7 @@ def replay_from(
     placer: Placer = topology_placer,
 ) -> RunResult:
     """A bounded replay with no arrivals, from a cluster that ``seed(backend)`` fills at time
-    ``start`` (``SimBackend.load`` seeds it from a live snapshot): the forward simulation of
+    ``start`` (``sim.seed.load`` seeds it from a live snapshot): the forward simulation of
     ``railgang.daemon.service.estimate``. The first cycle runs at ``start``."""
     began = time.perf_counter()
     replay = _Replay((), policy, fabric, config, comm, placer, None, start=start, bounds=bounds)

@@ -1,6 +1,7 @@
-"""Seeding an empty simulated cluster from a snapshot of another (``SimBackend.load``): the
-what-if a start-time estimate replays forward (``railgang.daemon.service.estimate``). Kept apart
-from the backend's cycle-by-cycle code; it writes the backend's state as its own method would."""
+"""Seeding an empty simulated cluster from a snapshot of another: the what-if a start-time
+estimate replays forward (``railgang.daemon.service.estimate``). Kept apart from the backend's
+cycle-by-cycle code (the backend does not import it); it writes the backend's state as the
+backend's own methods would."""
 
 from __future__ import annotations
 
@@ -18,7 +19,15 @@ if TYPE_CHECKING:
 
 
 def load(backend: SimBackend, snapshot: Snapshot, run_s: Mapping[str, float]) -> dict[str, JobRecord]:
-    """``SimBackend.load``: see its docstring."""
+    """Seed the empty ``backend`` with ``snapshot``, as of ``snapshot.now``.
+
+    Nodes keep their state and free GPUs are the snapshot's, so GPUs held by jobs the snapshot
+    does not show (non-railgang jobs) stay held. Each running job keeps its exact GPUs and
+    finishes ``run_s[job]`` seconds after ``snapshot.now``; each pending job enters the queue
+    in the snapshot's order and runs ``run_s[job]`` seconds at its requested size. Jobs keep
+    their requests (class, scaling curve, time limit) and states; accounts keep their shares
+    and usage; the preemption history carries over (budgets). Returns the records by job id.
+    """
     now = snapshot.now
     for name, node in snapshot.nodes.items():
         if name in backend.nodes:

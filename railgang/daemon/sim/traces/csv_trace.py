@@ -91,8 +91,8 @@ def _job(row: dict[str, str]) -> TraceJob:
     duration = _float(row, "duration_s", minimum=0.0, strict_min=True)
     tp = _int(row, "tp", default=1, lo=1) or 1
     pp = _int(row, "pp", default=1, lo=1) or 1
-    dp = _int(row, "dp", default=0, lo=1) or 0
-    if dp:
+    dp = _int(row, "dp", default=None, lo=1)
+    if dp is not None:
         if tp * pp * dp != gpus:
             raise _Bad("gpus", f"tp*pp*dp = {tp * pp * dp} but gpus = {gpus}")
     elif gpus % (tp * pp):

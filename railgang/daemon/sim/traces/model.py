@@ -29,7 +29,7 @@ class TraceJob:
     account: str = "default"
     tp: int = 1
     pp: int = 1
-    dp: int = 0  # 0 = derive from gpus / (tp * pp)
+    dp: int | None = None  # None = derive from gpus / (tp * pp), as a tag without a parallel hint
     elastic_min: int | None = None  # in DP replicas; None = rigid
     elastic_max: int | None = None
     priority_class: PriorityClass = PriorityClass.BATCH  # DESIGN R-S7; traces default to batch
@@ -45,7 +45,7 @@ class TraceJob:
     @property
     def replicas(self) -> int:
         """Data-parallel degree the job asks for."""
-        return self.dp if self.dp > 0 else max(1, self.gpus // (self.tp * self.pp))
+        return self.dp if self.dp is not None else max(1, self.gpus // (self.tp * self.pp))
 
 
 @dataclass(frozen=True, slots=True)

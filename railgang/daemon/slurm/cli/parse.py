@@ -164,7 +164,7 @@ _GRES_COUNT = re.compile(r"^(?:gres[:/])?gpu(?::[\w.-]+)?:(\d+)(?:\(.*\))?$")
 _GRES_DETAIL = re.compile(r"^gpu(?::[\w.-]+)?:(\d+)\(IDX:([\d,\-]*|N/A)\)$")
 
 
-def gpu_count(gres: str) -> int:
+def gres_gpus(gres: str) -> int:
     """GPUs in a GRES/TRES string: ``gpu:8``, ``gres:gpu:a100:4``, ``gpu:8(S:0-1)``; 0 if none.
 
     Only the ``gpu`` entry of a comma list counts (``gpu:8,nvme:1`` -> 8).
@@ -229,7 +229,7 @@ __all__ = [
     "Pending",
     "RailgangTag",
     "expand_hosts",
-    "gpu_count",
+    "gres_gpus",
     "gpu_indices",
     "parse_tag",
     "parse_target",

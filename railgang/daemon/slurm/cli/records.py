@@ -21,7 +21,7 @@ from railgang.daemon.slurm.cli.parse import (
     ParseProblem,
     RailgangTag,
     expand_hosts,
-    gpu_count,
+    gres_gpus,
     gpu_indices,
     parse_tag,
 )
@@ -230,8 +230,8 @@ def squeue_job(raw: Mapping[str, Any]) -> SqueueJob:
 
 def _squeue_job(raw: Mapping[str, Any], job_id: str) -> SqueueJob:
     nodes_requested = int(_num(raw, "node_count", 1)) or 1
-    per_job = gpu_count(str(raw.get("tres_per_job") or ""))
-    per_node = gpu_count(str(raw.get("tres_per_node") or ""))
+    per_job = gres_gpus(str(raw.get("tres_per_job") or ""))
+    per_node = gres_gpus(str(raw.get("tres_per_node") or ""))
     limit = raw.get("time_limit")
     comment = str(raw.get("admin_comment") or "")
     try:
@@ -414,7 +414,7 @@ def _sinfo_node(raw: Any, i: int) -> SinfoNode:
     flags = raw.get("state_flags") or []
     return SinfoNode(
         name=name,
-        gpus=gpu_count(str(raw.get("gres") or "")),
+        gpus=gres_gpus(str(raw.get("gres") or "")),
         state=node_state(str(raw.get("state") or ""), [str(f) for f in flags] if isinstance(flags, list) else []),
         reason=str(raw.get("reason") or ""),
         features=frozenset(f for f in feats.split(",") if f),

@@ -10,7 +10,7 @@ from railgang.daemon.slurm.cli.parse import (
     ParseProblem,
     Pending,
     RailgangTag,
-    gpu_count,
+    gres_gpus,
     gpu_indices,
     parse_tag,
     parse_target,
@@ -85,7 +85,7 @@ def test_render_round_trips(tp: int, pp: int, dp: int | None, priority_class: in
      ("gpu:2,nvme:1", 2), ("gres/gpu:3", 3), ("", 0), ("N/A", 0), ("(null)", 0), ("nvme:4", 0)],
 )
 def test_gpu_count(gres: str, count: int) -> None:
-    assert gpu_count(gres) == count
+    assert gres_gpus(gres) == count
 
 
 @pytest.mark.parametrize(
