@@ -39,6 +39,7 @@ RESULT_FORMAT = "railgang-sweep-point/1"
 PLAN_FORMAT = "railgang-sweep-plan/1"
 RESULT_MAX_BYTES = 64 * 2**20  # a point's --json: the per-account table of 15 accounts is ~10 kB
 _CHUNK = 1 << 20
+MAX_DIR_FILES = 10_000  # a Philly directory has 16 files
 
 
 def package_root() -> Path:
@@ -97,7 +98,17 @@ def input_hash(path: Path, what: str) -> str:
     if not path.is_dir():
         return "sha256:" + _file_digest(path, what).hex()
     digest = hashlib.sha256()
-    files = sorted(p for p in path.rglob("*") if p.is_file() and not p.is_symlink())
+    files = []
+    for folder, subdirs, names in os.walk(path):  # symlinked folders are not followed
+        subdirs.sort()
+        for name in sorted(names):
+            file = Path(folder) / name
+            if file.is_symlink() or not file.is_file():
+                continue
+            files.append(file)
+            if len(files) > MAX_DIR_FILES:  # `trace = "/"`: refused, not walked for an hour
+                raise InputError(f"the {what} directory holds more than {MAX_DIR_FILES:,} "
+                                 "files; name the trace's own directory", path=str(path))
     if not files:
         raise InputError(f"the {what} directory has no files", path=str(path))
     for file in files:

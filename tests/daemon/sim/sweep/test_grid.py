@@ -207,3 +207,19 @@ def test_valid_grids_have_one_key_per_point(folder: Path, monkeypatch: pytest.Mo
     assert make_plan(load_grid(grid.path)).points == plan.points  # the same file, the same plan
     if len(plan.points) <= MAX_POINTS:
         assert {tuple(p.labels) for p in plan.points} <= {tuple(axes)}
+
+
+def test_a_directory_input_is_bounded(folder: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from railgang.daemon.sim.sweep import store
+
+    trace_dir = folder / "philly"
+    (trace_dir / "seed=0").mkdir(parents=True)
+    for i in range(4):
+        (trace_dir / "seed=0" / f"{i}.trace").write_text(f"{i}\n")
+    grid = grid_at(folder, '[fixed]\ntrace = "philly"\n')
+    first = make_plan(load_grid(grid)).points[0].inputs["trace"]
+    (trace_dir / "seed=0" / "3.trace").write_text("changed\n")
+    assert make_plan(load_grid(grid)).points[0].inputs["trace"] != first
+    monkeypatch.setattr(store, "MAX_DIR_FILES", 3)
+    with pytest.raises(InputError, match="more than 3 files"):
+        make_plan(load_grid(grid))
