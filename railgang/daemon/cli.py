@@ -107,9 +107,9 @@ LazyGroup.components = {
                             "test cluster from Debian's packages on this machine (root, loopback "
                             "only): 22.05 on Debian 12, 24.11/26.05 in a container "
                             "(docs/devcluster.md)."),
-    "topology": Component("railgang.topology.cli", "app",
+    "topology": Component("railgang.daemon.topology_cli", "app",
                           "Check and show Slurm topology.conf files."),
-    "place": Component("railgang.topology.cli", "place", "Place a gang on a topology: exit 0 "
+    "place": Component("railgang.daemon.topology_cli", "place", "Place a gang on a topology: exit 0 "
                        "placed, 3 cannot be placed now (reason printed)."),
     "sim": Component("railgang.daemon.sim.cli", "sim_app",
                      "Replay a job trace through the decision core on a simulated cluster."),

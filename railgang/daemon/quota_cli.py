@@ -46,12 +46,10 @@ def actor() -> str:
 
 @contextmanager
 def session(ctx: typer.Context) -> Iterator[Session]:
-    from railgang.daemon.api.cli import require_head
-    from railgang.db.session import make_engine, session_scope
+    from railgang.db.migrate import engine_at_head
+    from railgang.db.session import session_scope
 
-    url = settings_from(ctx).db.url
-    require_head(url)
-    engine = make_engine(url)
+    engine = engine_at_head(settings_from(ctx).db.url)
     try:
         with session_scope(engine) as s:
             yield s

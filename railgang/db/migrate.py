@@ -8,6 +8,7 @@ from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
+from sqlalchemy import Engine
 from sqlalchemy.exc import OperationalError
 
 from railgang.db.session import check_connection, make_engine
@@ -52,4 +53,18 @@ def head() -> str | None:
     return ScriptDirectory.from_config(alembic_config("sqlite://")).get_current_head()
 
 
-__all__ = ["current", "head", "upgrade"]
+def require_head(url: str) -> None:
+    """Refuse to serve (or administer) a database that is not migrated to head."""
+    have, want = current(url), head()
+    if have != want:
+        raise DatabaseError(f"database is at revision {have or '(empty)'}, railgang needs "
+                            f"{want}: run `railgang db upgrade`")
+
+
+def engine_at_head(url: str) -> Engine:
+    """An engine on ``url`` once the database is known to be at head (the commands' way in)."""
+    require_head(url)
+    return make_engine(url)
+
+
+__all__ = ["current", "engine_at_head", "head", "require_head", "upgrade"]

@@ -11,19 +11,8 @@ import typer
 
 from railgang.daemon.cli_common import state_from
 from railgang.daemon.service.logs import LogFormat, logging_config
-from railgang.errors import DatabaseError
 
 UvicornLevel = Literal["critical", "error", "warning", "info", "debug", "trace"]
-
-
-def require_head(url: str) -> None:
-    """Refuse to serve (or administer) a database that is not migrated to head."""
-    from railgang.db import migrate
-
-    have, want = migrate.current(url), migrate.head()
-    if have != want:
-        raise DatabaseError(f"database is at revision {have or '(empty)'}, railgang needs "
-                            f"{want}: run `railgang db upgrade`")
 
 
 def api(
@@ -40,10 +29,11 @@ def api(
     import uvicorn
 
     from railgang.daemon.api.app import create_app
+    from railgang.db import migrate
 
     state = state_from(ctx)
     cfg = state.settings()
-    require_head(cfg.db.url)
+    migrate.require_head(cfg.db.url)
     bind = {"host": host or cfg.api.host, "port": port or cfg.api.port, "log_level": log_level,
             "access_log": False, "log_config": logging_config(log_format, log_level)}
     if workers == 1:
@@ -79,4 +69,4 @@ def tcp_socket(host: str, port: int) -> socket.socket:
     return sock
 
 
-__all__ = ["api", "require_head", "tcp_socket"]
+__all__ = ["api", "tcp_socket"]

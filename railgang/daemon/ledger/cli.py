@@ -50,12 +50,9 @@ def _fetch(settings: Settings, file: Path | None) -> Fetch:
 
 
 def _engine(settings: Settings) -> Engine:
-    from railgang.daemon.api.cli import require_head
-    from railgang.db.session import make_engine
+    from railgang.db.migrate import engine_at_head
 
-    url = settings.db.url
-    require_head(url)
-    return make_engine(url)
+    return engine_at_head(settings.db.url)
 
 
 @ledger_app.command("ingest")

@@ -21,7 +21,7 @@ from sqlalchemy.orm import Session
 from railgang.daemon.ledger.telemetry import STEP_TIMING_EVERY_S, store_step_timing
 from railgang.daemon.slurm.cli.records import SqueueJob
 from railgang.db.models import Job
-from railgang.db.repositories.ledger import _insert, job_of
+from railgang.db.repositories.ledger import dialect_insert, job_of
 
 
 def ensure_job(s: Session, cluster: str, rec: SqueueJob) -> int:
@@ -33,7 +33,7 @@ def ensure_job(s: Session, cluster: str, rec: SqueueJob) -> int:
     if pk is not None:
         return pk
     submit = int(rec.submit_time)
-    stmt = _insert(s, Job.__table__).on_conflict_do_nothing(
+    stmt = dialect_insert(s, Job.__table__).on_conflict_do_nothing(
         index_elements=["cluster", "slurm_job_id", "submit_epoch"])
     s.execute(stmt, [{"cluster": cluster, "slurm_job_id": rec.job_id, "submit_epoch": submit,
                       "account": rec.account, "user": rec.user, "gpus": rec.gpus_requested,

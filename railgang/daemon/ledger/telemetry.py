@@ -35,7 +35,7 @@ from sqlalchemy.orm import Session
 
 from railgang.db.ledger import GpuSample, ProgressSample
 from railgang.db.models import Job, UsageRecord
-from railgang.db.repositories.ledger import _insert
+from railgang.db.repositories.ledger import dialect_insert
 from railgang.db.steps import StepTiming
 from railgang.errors import InputError
 from railgang.slurm_plugins.training import Progress, parse_progress
@@ -139,7 +139,7 @@ def store_samples(s: Session, samples: Iterable[Sample]) -> int:
     rows = [{"node": x.node, "gpu": x.gpu, "at_epoch_ms": x.at_ms, "sm_util": x.sm_util,
              "mem_used_mib": x.mem_used_mib, "power_w": x.power_w} for x in samples]
     for i in range(0, len(rows), _CHUNK):
-        stmt = _insert(s, GpuSample.__table__).on_conflict_do_nothing()
+        stmt = dialect_insert(s, GpuSample.__table__).on_conflict_do_nothing()
         s.execute(stmt, rows[i:i + _CHUNK])
     return len(rows)
 
@@ -149,7 +149,7 @@ def store_progress(s: Session, job_pk: int, comment: str) -> bool:
     p = parse_progress(comment)
     if p is None:
         return False
-    stmt = _insert(s, ProgressSample.__table__).on_conflict_do_nothing()
+    stmt = dialect_insert(s, ProgressSample.__table__).on_conflict_do_nothing()
     s.execute(stmt, [{"job_id": job_pk, "t_epoch": int(p["t"]), "step": p["step"],
                       "sps": p["sps"]}])
     return True
@@ -165,12 +165,12 @@ def store_step_timing(s: Session, job_pk: int, p: Progress, *,
     already there wins), so an ingest run every minute writes no more than one run every
     ``every_s``. Also keeps the report as a progress sample (productive fraction). Returns
     whether the report had both times."""
-    s.execute(_insert(s, ProgressSample.__table__).on_conflict_do_nothing(),
+    s.execute(dialect_insert(s, ProgressSample.__table__).on_conflict_do_nothing(),
               [{"job_id": job_pk, "t_epoch": p.t, "step": p.step, "sps": p.sps}])
     if p.step_s is None or p.compute_s is None:
         return False
     slot = p.t - p.t % max(1, every_s)
-    s.execute(_insert(s, StepTiming.__table__).on_conflict_do_nothing(),
+    s.execute(dialect_insert(s, StepTiming.__table__).on_conflict_do_nothing(),
               [{"job_id": job_pk, "t_epoch": slot, "step_s": p.step_s,
                 "compute_s": p.compute_s}])
     return True

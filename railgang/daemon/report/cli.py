@@ -51,7 +51,6 @@ def report(
     as_json: JsonOpt = False,
 ) -> None:
     """Build the daily utilisation report: teams, pools, queue, cost of chaos, anomalies."""
-    from railgang.daemon.ledger.cli import _engine
     from railgang.daemon.report.render import to_json
     from railgang.daemon.report.service import (
         make_report,
@@ -61,6 +60,7 @@ def report(
         yesterday,
     )
     from railgang.daemon.when import relative_day
+    from railgang.db.migrate import engine_at_head
     from railgang.db.session import session_scope
 
     settings = settings_from(ctx)
@@ -74,7 +74,7 @@ def report(
         raise InputError("give --date or --from/--to, not both", field="--date")
     day = (parse_range(first, last) if first is not None and last is not None
            else parse_day(date if date is not None else yesterday(now)))
-    engine = _engine(settings)
+    engine = engine_at_head(settings.db.url)
     fabric = load_fabric_for(settings)
     try:
         with session_scope(engine) as s:

@@ -29,7 +29,7 @@ _CHUNK = 500
 DIMENSIONS = ("team", "department", "user", "gpu_type", "capacity", "tier", "job", "label")
 
 
-def _insert(s: Session, table: Any) -> Any:
+def dialect_insert(s: Session, table: Any) -> Any:
     dialect = s.get_bind().dialect.name
     return (postgresql.insert(table) if dialect == "postgresql" else sqlite.insert(table))
 
@@ -59,7 +59,7 @@ def upsert_segments(s: Session, segments: Sequence[Segment], *,
     ids: dict[tuple[str, str, int], int] = {}
     for i in range(0, len(job_rows), _CHUNK):
         chunk = job_rows[i:i + _CHUNK]
-        stmt = _insert(s, Job.__table__)
+        stmt = dialect_insert(s, Job.__table__)
         stmt = stmt.on_conflict_do_update(
             index_elements=["cluster", "slurm_job_id", "submit_epoch"],
             set_={"account": stmt.excluded.account, "user": stmt.excluded.user,
@@ -79,7 +79,7 @@ def upsert_segments(s: Session, segments: Sequence[Segment], *,
                  "end_epoch": g.end, "tier": "guaranteed", "capacity": capacity_of(g),
                  "gpu_ids": "", "source": source} for n, g in enumerate(segments)]
     for i in range(0, len(seg_rows), _CHUNK):
-        stmt = _insert(s, UsageRecord.__table__)
+        stmt = dialect_insert(s, UsageRecord.__table__)
         ex = stmt.excluded
         stmt = stmt.on_conflict_do_update(
             index_elements=["job_id", "start_epoch"],
@@ -90,7 +90,7 @@ def upsert_segments(s: Session, segments: Sequence[Segment], *,
     label_rows = [{"job_id": ids[k], "key": key, "value": value}
                   for k, g in last.items() for key, value in g.labels]
     for i in range(0, len(label_rows), _CHUNK):
-        stmt = _insert(s, JobLabel.__table__)
+        stmt = dialect_insert(s, JobLabel.__table__)
         stmt = stmt.on_conflict_do_update(index_elements=["job_id", "key"],
                                           set_={"value": stmt.excluded.value})
         s.execute(stmt, label_rows[i:i + _CHUNK])
@@ -396,6 +396,6 @@ def _opt(v: Any) -> float | None:
     return None if v is None else round(float(v), 3)
 
 
-__all__ = ["DIMENSIONS", "UsageQuery", "advance_watermark", "assign_jobs", "job_of",
+__all__ = ["DIMENSIONS", "UsageQuery", "advance_watermark", "assign_jobs", "dialect_insert", "job_of",
            "ledger_segments", "upsert_segments",
            "usage", "watermark"]
