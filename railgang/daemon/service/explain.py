@@ -20,6 +20,8 @@ import hostlist
 from railgang.daemon.core.model.actions import Preempt, Resize, Start
 from railgang.daemon.core.model.plan import Plan
 from railgang.daemon.core.model.reasons import Reason
+from railgang.daemon.failures.rates import LLAMA3
+from railgang.daemon.failures.young_daly import advise
 from railgang.daemon.loop import CycleOutcome
 from railgang.db.repositories.explanations import ExplanationRow
 
@@ -69,7 +71,7 @@ def build_rows(outcome: CycleOutcome, plan: Plan | None, policy: str,
         start = started.get(job_id)
         if start is not None and id(start) in ok:
             rows.append(_running_row(job_id, job.account, job.priority_class, start.assignment,
-                                     snap.fabric, policy, start.cost, start.replicas, "started"))
+                                     snap.fabric, policy, start.cost, start.replicas, "started", job))
             continue
         r = reasons.get(job_id)
         blocked_by = victims.get(job_id, [])
@@ -94,19 +96,38 @@ def build_rows(outcome: CycleOutcome, plan: Plan | None, policy: str,
         rz = resized.get(job_id)
         if rz is not None and id(rz) in ok:
             rows.append(_running_row(job_id, run.job.account, run.priority_class, rz.assignment,
-                                     snap.fabric, policy, None, rz.replicas, "resized"))
+                                     snap.fabric, policy, None, rz.replicas, "resized", run.job))
         elif keep is None or not keep(job_id, tuple(run.assignment)):
             rows.append(_running_row(job_id, run.job.account, run.priority_class,
                                      run.assignment, snap.fabric, policy, None, run.replicas,
-                                     "observed"))
+                                     "observed", run.job))
     return rows
+
+
+def checkpoint_advice(job: Any, assignment: Mapping[str, Sequence[int]], fabric: Any,
+                      leaves: Sequence[str]) -> dict[str, float | None] | None:
+    """Young-Daly advice for a running job on these nodes (``failures/young_daly.py``) at the
+    default (Llama 3) failure rates: a node's rate counts all its GPUs, a leaf's all its nodes."""
+    if not assignment:
+        return None
+    facts = getattr(fabric, "facts", None)
+    per_node = max(facts(n).gpus if callable(facts) and n in fabric else len(g)
+                   for n, g in assignment.items())
+    mtbf = LLAMA3.mtbf_s(len(assignment), per_node, max(1, len(leaves)))
+    try:
+        return advise(mtbf, job.checkpoint_cost_s, job.restore_cost_s,
+                      job.checkpoint_interval_s).as_dict()
+    except ValueError:
+        return None  # a hint gave a checkpoint cost advice cannot use: no advice
 
 
 def _running_row(job_id: str, account: str, priority_class: int, assignment: Mapping[str, Sequence[int]],
                  fabric: Any, policy: str, cost: float | None, replicas: int,
-                 how: str) -> ExplanationRow:
+                 how: str, job: Any = None) -> ExplanationRow:
     data = placement(fabric, assignment)
     data.update({"cost": cost, "replicas": replicas, "how": how, "policy": policy})
+    if job is not None:
+        data["checkpoint"] = checkpoint_advice(job, assignment, fabric, data["leaves"])
     return ExplanationRow(
         job_id=job_id, state="running", account=account, priority_class=priority_class,
         gpus=sum(len(g) for g in assignment.values()),

@@ -121,6 +121,21 @@ def sim(
                           "gangs slow down and the core may migrate them (R-T8).")] = None,
     no_migrate: Annotated[bool, typer.Option(
         "--no-migrate", help="With --degrade: never migrate (the baseline).")] = False,
+    failures: Annotated[str | None, typer.Option(
+        "--failures", help="Node and leaf failures: llama3[,KEY=VALUE...] (Llama 3's rates: 419 "
+                           "interruptions in 54 days on 16,384 GPUs), keys gpu, node, leaf (per "
+                           "GPU-, node-, leaf-hour), repair, leaf-repair, scale.")] = None,
+    failure_detect_s: Annotated[float, typer.Option(
+        "--failure-detect-s", help="With --failures: a failed job hangs this long before it is "
+                                   "killed (0 = at once).")] = 0.0,
+    checkpoint_s: Annotated[str | None, typer.Option(
+        "--checkpoint-s", help="Checkpoint interval (seconds or 30m), or 'advised': Young-Daly "
+                               "per job from --failures' rate where shorter (default 1800).")] = None,
+    checkpoint_cost_s: Annotated[float, typer.Option(
+        "--checkpoint-cost-s", min=0, max=86400, help="Seconds one checkpoint costs.")] = 60.0,
+    restart_s: Annotated[float, typer.Option(
+        "--restart-s", min=0, max=86400,
+        help="Seconds a restarted job reloads and warms up before it makes progress.")] = 120.0,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
     ledger: Annotated[str | None, typer.Option(
         "--ledger", metavar="DB_URL", help="Also store the replay as ledger segments and per-GPU "

@@ -37,6 +37,7 @@ from railgang.daemon.core.model.reasons import PendingReason, Reason
 from railgang.daemon.loop import run_cycle
 from railgang.daemon.sim.backend import COMPLETE, KILL, LINK, SimBackend, SimConfig
 from railgang.daemon.sim.capacity import SPOT_RECLAIM, SPOT_RETURN
+from railgang.daemon.sim.failures import FAIL, REPAIR, FailureConfig, Failures
 from railgang.daemon.sim.metrics import JobRecord, Metrics, compute
 from railgang.daemon.sim.progress import CommModel
 from railgang.daemon.sim.quotas import QuotaUse
@@ -45,7 +46,7 @@ from railgang.daemon.sim.traces.model import TraceJob
 CAPACITY = "capacity"  # a scheduled change of what the cluster lends (``CapacitySchedule``)
 # event kinds in the order they are handled within one instant
 _ORDER = {COMPLETE: 0, KILL: 1, SPOT_RETURN: 1, SPOT_RECLAIM: 1, "arrival": 2, "cycle": 3, "tick": 4,
-          LINK: 1, CAPACITY: 1}
+          LINK: 1, CAPACITY: 1, FAIL: 1, REPAIR: 1}
 
 
 class CapacitySchedule(Protocol):
@@ -73,6 +74,7 @@ class EngineConfig:
     # link health, one GPU pool, no quota tree): same schedule, same rng draws (issue 12, speed).
     # False = run the core at every cycle (to check that skipping changes nothing)
     skip_idle: bool = True
+    failures: FailureConfig | None = None  # node and leaf failures (``--failures``; failures.py)
 
 
 @dataclass
@@ -90,6 +92,7 @@ class RunResult:
     stopped: str | None = None  # a bounded replay: why it stopped early (see ``Bounds``)
     ended_at: float | None = None  # simulated time when the replay stopped
     skipped: int = 0  # of ``cycles``, those the core provably had nothing to do in (skip_idle)
+    failures: Failures | None = None  # with ``EngineConfig.failures``: the process and its log
 
 
 @dataclass(frozen=True)
@@ -161,6 +164,11 @@ class _Replay:
                                         for tj in jobs)
         self.last_reasons: tuple[PendingReason, ...] = ()  # rendered only at the end
         self.total = len(jobs)
+        self.arrivals_left = len(jobs)
+        self.failures: Failures | None = None
+        if config.failures is not None:
+            self.failures = Failures(self.backend, config.failures, self.heap, self._alive)
+            self.failures.start(self.clock.now())
         self.step = max(1, self.total // 200)
         self.done_reported = 0
 
@@ -189,7 +197,10 @@ class _Replay:
             self.clock.advance_to(t)
             self.events += 1
             if kind == "arrival":
+                self.arrivals_left -= 1
                 if backend.submit(self.by_id[job_id], t):
+                    if self.failures is not None:
+                        self.failures.admitted(job_id)
                     self.want_cycle(t)
             elif kind == "cycle":
                 if self.cycle_at is not None and t >= self.cycle_at:
@@ -203,11 +214,21 @@ class _Replay:
                 assert self.capacity is not None
                 if self.capacity.apply(job_id, backend, t):
                     self.want_cycle(t)
+            elif kind in (FAIL, REPAIR):
+                assert self.failures is not None
+                if self.failures.on_event(kind, job_id, t):
+                    self.want_cycle(t)
             elif backend.on_event(kind, job_id, version, t):
+                if kind == KILL and self.failures is not None:
+                    self.failures.requeued(job_id)  # a fault's kill is no preemption
                 self.want_cycle(t)
             if self.on_progress is not None and backend.finished - self.done_reported >= self.step:
                 self.done_reported = backend.finished
                 self.on_progress(self.done_reported, self.total)
+
+    def _alive(self) -> bool:
+        """Can a failure hit anything (a job running, or one still to arrive)?"""
+        return bool(self.backend.running or self.arrivals_left)
 
     def _bound_hit(self, t: float) -> str | None:
         """The bound the next event (at ``t``) would cross, if any."""
@@ -261,6 +282,8 @@ class _Replay:
         if config.tick_s > 0 and self.tick_at is None and backend.pending and backend.running:
             self.tick_at = now + config.tick_s
             self.heap.at(self.tick_at, "tick", "", 0)
+        if self.failures is not None and self.failures.paused and backend.running:
+            self.failures.resume(now)
         if self.observer is not None:
             self.observer(now, backend)
         done = self.bounds.done if self.bounds is not None else None
@@ -292,7 +315,7 @@ class _Replay:
                          records=backend.records, cycles=self.cycles, events=self.events,
                          wall_s=wall_s, unfinished_reasons=unfinished, failed_actions=self.failed,
                          quota_use=backend.quota_use, migrations=len(backend.migrated), stopped=self.stopped,
-                         ended_at=self.clock.now(), skipped=self.skipped)
+                         ended_at=self.clock.now(), skipped=self.skipped, failures=self.failures)
 
 
 def simulate(
@@ -306,14 +329,16 @@ def simulate(
     placer: Placer = topology_placer,
     observer: Callable[[float, SimBackend], None] | None = None,
     capacity: CapacitySchedule | None = None,
+    bounds: Bounds | None = None,
 ) -> RunResult:
     """Replay ``jobs`` (ordered by submit time) under ``policy`` on ``fabric``. ``observer(now,
     backend)`` is called after every cycle (a benchmark takes snapshots there; read only);
-    ``capacity`` takes nodes away and gives them back on its schedule (serving/replay.py)."""
+    ``capacity`` takes nodes away and gives them back on its schedule (serving/replay.py);
+    ``bounds`` stops the replay early (``until``: a fixed span of simulated time)."""
     started = time.perf_counter()
     with _few_collections():
         replay = _Replay(jobs, policy, fabric, config, comm, placer, on_progress, observer=observer,
-                         capacity=capacity)
+                         capacity=capacity, bounds=bounds)
         replay.run()
         return replay.result(time.perf_counter() - started)
 

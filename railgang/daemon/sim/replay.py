@@ -39,6 +39,7 @@ from railgang.daemon.sim.capacity import Capacity, pool_report
 from railgang.daemon.sim.config import SimConfig
 from railgang.daemon.sim.degrade import parse_degrade
 from railgang.daemon.sim.engine import EngineConfig, RunResult, simulate
+from railgang.daemon.sim.failures import failure_config, failure_summary
 from railgang.daemon.sim.pools import MixedCluster, mixed_cluster, parse_pools
 from railgang.daemon.sim.progress import TopologyComm
 from railgang.daemon.sim.quotas import load_quotas, quota_report, quota_table
@@ -185,12 +186,21 @@ def _engine_config(a: SimpleNamespace, jobs: list[TraceJob], fabric: Any,
     if a.measure_only and a.quotas is None:
         raise ConfigError("--quotas-measure-only needs --quotas FILE (the tree to measure against)")
     tree = load_quotas(a.quotas) if a.quotas is not None else None
+    try:
+        fail, interval = failure_config(a.failures, checkpoint=a.checkpoint_s,
+                                        detect_s=a.failure_detect_s, seed=a.seed)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from exc
     config = EngineConfig(sim=SimConfig(comm_share=a.comm_share, panic_checkpoint=a.panic_checkpoint,
+                                        checkpoint_interval_s=interval or 1800.0,
+                                        checkpoint_cost_s=a.checkpoint_cost_s,
+                                        restore_cost_s=a.restart_s,
                                         quotas=tree, enforce_quotas=not a.measure_only,
                                         node_tier=mixed.node_tier if mixed else {},
                                         tiers=mixed.tiers if mixed else {},
                                         spot_down_s=a.spot_down_s, spot_seed=a.seed),
-                          cycle_s=a.cycle_s, tick_s=a.tick_s, seed=a.seed, max_pending=a.max_pending)
+                          cycle_s=a.cycle_s, tick_s=a.tick_s, seed=a.seed, max_pending=a.max_pending,
+                          failures=fail)
     if a.degrade:
         try:
             events = parse_degrade(a.degrade, fabric.switches, min(j.submit_time for j in jobs))
@@ -269,6 +279,8 @@ def _payload(a: SimpleNamespace, jobs: list[TraceJob], skipped: int, runs: list[
         for run in runs:
             payload["results"][run.policy]["migrations"] = run.migrations
     for run in runs:
+        if run.failures is not None:
+            payload["results"][run.policy]["failures"] = failure_summary(run.failures, run.records)
         if mixed is not None:
             payload["results"][run.policy].update(
                 pool_report(run.records, Capacity(fabric, mixed.node_tier, mixed.tiers),
@@ -318,6 +330,12 @@ def _warnings(a: SimpleNamespace, err: Console, jobs: list[TraceJob], runs: list
         if a.degrade:
             err.print(f"[dim]{run.policy}: {run.migrations} job(s) migrated off degraded links[/]",
                       highlight=False)
+        if run.failures is not None:
+            fs = failure_summary(run.failures, run.records)
+            err.print(f"[dim]{run.policy}: {fs['failures']} failures ({fs['leaf_failures']} of a "
+                      f"leaf) killed {fs['jobs_killed']} job run(s); {fs['node_hours_out']:,.1f} "
+                      f"node-hours out, {fs['interrupted_jobs_gpu_hours_lost']:,.1f} GPU-hours "
+                      "lost[/]", highlight=False)
         err.print(f"[dim]{run.policy}: {run.cycles:,} cycles, {run.events:,} events, "
                   f"{run.wall_s:.1f} s, {len(jobs) / max(run.wall_s, 1e-9):,.0f} jobs/s[/]",
                   highlight=False)

@@ -30,3 +30,22 @@ def test_running_job_shows_checkpoint_advice() -> None:
 def test_no_or_bad_advice_renders_the_rest(stored: object) -> None:
     text = render(_row(checkpoint=stored))
     assert "running on n[1-2]" in text and "Young-Daly" not in text
+
+
+def test_explanation_rows_carry_advice_for_the_jobs_nodes() -> None:
+    from railgang.daemon.core import Job, JobRequest
+    from railgang.daemon.failures.rates import LLAMA3
+    from railgang.daemon.failures.young_daly import young_daly_s
+    from railgang.daemon.service.explain import checkpoint_advice
+    from railgang.topology.fabric import fabric_from_shape
+
+    fabric = fabric_from_shape(8, 8, 4)
+    job = Job(JobRequest("7", 16, checkpoint_cost_s=10.0, checkpoint_interval_s=1800.0))
+    assignment = {"n01": tuple(range(8)), "n02": tuple(range(8))}
+    advice = checkpoint_advice(job, assignment, fabric, ["s1"])
+    assert advice is not None
+    assert advice["interval_s"] == pytest.approx(young_daly_s(10.0, LLAMA3.mtbf_s(2, 8, 1)), abs=1e-3)
+    assert advice["current_interval_s"] == 1800.0
+    half = checkpoint_advice(job, {"n01": (0, 1, 2, 3)}, fabric, ["s1"])  # rate counts all 8 GPUs
+    assert half is not None and half["mtbf_s"] == pytest.approx(LLAMA3.mtbf_s(1, 8, 1), abs=1e-3)
+    assert checkpoint_advice(job, {}, fabric, []) is None
