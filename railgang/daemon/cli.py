@@ -111,7 +111,7 @@ LazyGroup.components = {
                           "Check and show Slurm topology.conf files."),
     "place": Component("railgang.daemon.topology_cli", "place", "Place a gang on a topology: exit 0 "
                        "placed, 3 cannot be placed now (reason printed)."),
-    "sim": Component("railgang.daemon.sim.cli", "sim_app",
+    "sim": Component("railgang.daemon.sim.commands", "sim_app",
                      "Replay a job trace through the decision core on a simulated cluster."),
     "serving": Component("railgang.daemon.serving.cli", "serving_app", "Serving deployments "
                          "beside training: demand, forecast, lending."),

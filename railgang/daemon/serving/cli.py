@@ -16,7 +16,8 @@ from typing import Annotated, Any
 import typer
 
 from railgang.daemon.cli_common import JsonOpt, emit
-from railgang.daemon.serving.model import ServingSet, read_demand
+from railgang.daemon.serving.model import ServingSet
+from railgang.daemon.serving.sim_cli import load
 from railgang.errors import ConfigError
 
 serving_app = typer.Typer(help="Serving deployments beside training: demand, forecast, lending.",
@@ -25,19 +26,6 @@ serving_app = typer.Typer(help="Serving deployments beside training: demand, for
 MAX_FORECAST_DAYS = 180
 FileArg = Annotated[Path, typer.Argument(help="Demand CSV: time_s,deployment,replicas,tp[,...].")]
 StrictOpt = Annotated[bool, typer.Option("--strict", help="Stop at the first malformed row.")]
-
-
-def load(path: Path, strict: bool) -> ServingSet:
-    """The demand file, with a warning per skipped row (at most 10, then a count)."""
-    notes: list[str] = []
-    got = read_demand(path, strict=strict, notes=notes)
-    for problem in got.problems[:10]:
-        typer.echo(f"warning: skipped {problem.render()}", err=True)
-    if len(got.problems) > 10:
-        typer.echo(f"warning: skipped {len(got.problems) - 10} more malformed rows", err=True)
-    for note in notes:
-        typer.echo(f"note: {note}", err=True)
-    return got
 
 
 def _summary(got: ServingSet) -> list[dict[str, Any]]:

@@ -13,9 +13,23 @@ from typing import Any
 import typer
 
 from railgang.daemon.serving.forecast import ForecastConfig
+from railgang.daemon.serving.model import ServingSet, read_demand
 from railgang.daemon.serving.plan import MODES, Mode
 from railgang.daemon.serving.replay import MAX_POOL_GPUS, ServingKnobs
 from railgang.errors import ConfigError, InputError
+
+
+def load(path: Path, strict: bool) -> ServingSet:
+    """The demand file, with a warning per skipped row (at most 10, then a count)."""
+    notes: list[str] = []
+    got = read_demand(path, strict=strict, notes=notes)
+    for problem in got.problems[:10]:
+        typer.echo(f"warning: skipped {problem.render()}", err=True)
+    if len(got.problems) > 10:
+        typer.echo(f"warning: skipped {len(got.problems) - 10} more malformed rows", err=True)
+    for note in notes:
+        typer.echo(f"note: {note}", err=True)
+    return got
 
 
 def parse_modes(text: str) -> list[Mode]:
@@ -46,7 +60,6 @@ def run(path: Path, jobs: Sequence[Any], policy: Any, *, nodes: int, gpus_per_no
         leaf: int, modes: str, knobs: ServingKnobs, config: Any, as_json: bool,
         meta: dict[str, Any]) -> None:
     """Read the demand, build training + serving nodes, replay, print the report."""
-    from railgang.daemon.serving.cli import load
     from railgang.daemon.serving.replay import cut_trace
     from railgang.daemon.serving.simulate import compare, table
     from railgang.topology.fabric import fabric_from_shape

@@ -17,7 +17,6 @@ import typer
 from railgang.daemon.cli_common import JSON_HELP, choices_metavar, registry_choice
 from railgang.daemon.core.policies import registry
 from railgang.daemon.sim import traces
-from railgang.daemon.sim.sweep.cli import with_sweep
 
 if TYPE_CHECKING:  # the engine, pools and reports are imported by the command itself, so
     # `sim --help` does not pay for the fabric (networkx) (tests/daemon/test_cli_imports.py)
@@ -173,7 +172,3 @@ def sim(
 
     # every option, by its parameter name: the replay reads them as attributes
     replay(SimpleNamespace(**locals()))
-
-
-# the `sim` component: this command, plus `sim sweep GRID.toml` (daemon/sim/sweep/)
-sim_app = with_sweep(sim)
