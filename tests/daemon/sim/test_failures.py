@@ -176,3 +176,20 @@ def test_a_second_fault_while_the_first_is_detected_does_not_postpone_the_kill()
     hits = [f.at for f in run.failures.log if "a" in f.jobs]
     assert hits and all(b - a >= 900.0 for a, b in itertools.pairwise(hits))
     assert run.records[0].interruptions == len(hits)
+
+
+def test_llama3_rates_give_about_419_failures_in_54_days_on_the_llama3_fleet() -> None:
+    """The calibration, end to end: 2,048 nodes x 8 GPUs in leaves of 32 for 54 days."""
+    from railgang.daemon.failures.rates import LLAMA3
+    from railgang.daemon.sim.engine import Bounds
+
+    fleet = fabric_from_shape(2048, 8, 32)
+    days = 54 * 86400.0
+    run = simulate([TraceJob("a", 0.0, 8, 2 * days)], registry.get("fifo"), fleet,
+                   config=EngineConfig(failures=FailureConfig(rates=LLAMA3, seed=3)),
+                   bounds=Bounds(until=days))
+    assert run.failures is not None
+    log = run.failures.log
+    assert 419 - 3 * 21 <= len(log) <= 419 + 3 * 21  # Poisson: sigma = sqrt(419) ~ 20.5
+    leaves = sum(1 for f in log if len(f.nodes) == 32)
+    assert 35 - 3 * 6 <= leaves <= 35 + 3 * 6
