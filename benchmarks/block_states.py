@@ -150,8 +150,8 @@ def _one_state(sl: _Slurm, s: int, rng: random.Random, profile: str) -> dict[str
 
 
 def _inside(work: Path, states: int, seed: int, port_base: int, profile: str) -> list[dict[str, Any]]:
-    from railgang.slurm_plugins.devcluster.cluster import DevCluster, slurm_env
-    from railgang.slurm_plugins.devcluster.layout import ClusterSpec
+    from railgang.devcluster.cluster import DevCluster, slurm_env
+    from railgang.devcluster.layout import ClusterSpec
 
     class BlockCluster(DevCluster):
         def _write_tree(self) -> None:

@@ -12,8 +12,8 @@ import statistics
 import time
 from pathlib import Path
 
-from railgang.slurm_plugins.devcluster.cluster import DevCluster
-from railgang.slurm_plugins.devcluster.layout import ClusterSpec
+from railgang.devcluster.cluster import DevCluster
+from railgang.devcluster.layout import ClusterSpec
 
 
 def rss_kib(pid: int) -> int:

@@ -27,8 +27,8 @@ import subprocess
 import time
 from pathlib import Path
 
-from railgang.slurm_plugins.devcluster.cluster import DevCluster, slurm_env
-from railgang.slurm_plugins.devcluster.layout import ClusterSpec
+from railgang.devcluster.cluster import DevCluster, slurm_env
+from railgang.devcluster.layout import ClusterSpec
 
 ROOT = Path(__file__).resolve().parents[1]
 SUBMIT = re.compile(r"REQUEST_SUBMIT_BATCH_JOB\s+\(\s*\d+\)\s+count:(\d+)\s+ave_time:(\d+)")

@@ -26,8 +26,8 @@ import statistics
 import subprocess
 from pathlib import Path
 
-from railgang.slurm_plugins.devcluster.cluster import DevCluster, slurm_env
-from railgang.slurm_plugins.devcluster.layout import ClusterSpec, parse_pools
+from railgang.devcluster.cluster import DevCluster, slurm_env
+from railgang.devcluster.layout import ClusterSpec, parse_pools
 
 SUBMIT = re.compile(r"REQUEST_SUBMIT_BATCH_JOB\s+\(\s*\d+\)\s+count:(\d+)\s+ave_time:(\d+)")
 CONDITIONS = {

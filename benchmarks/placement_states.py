@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from railgang.daemon.slurm.cli.records import squeue_job
-from railgang.slurm_plugins.devcluster.cluster import DevCluster, slurm_env
+from railgang.devcluster.cluster import DevCluster, slurm_env
 from railgang.topology.comm_model import allreduce_time_s, step_comm_time_s
 from railgang.topology.fabric import Fabric, fabric_from_shape
 from railgang.topology.health import LinkHealth

@@ -42,8 +42,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from railgang.daemon.slurm.cli.lease import write_heartbeat  # noqa: E402
-from railgang.slurm_plugins.devcluster.cluster import DevCluster, slurm_env  # noqa: E402
-from railgang.slurm_plugins.devcluster.layout import ClusterSpec  # noqa: E402
+from railgang.devcluster.cluster import DevCluster, slurm_env  # noqa: E402
+from railgang.devcluster.layout import ClusterSpec  # noqa: E402
 
 LEASE_S, RENEW_BEFORE_S, CYCLE_S = 120, 40, 10.0
 HINT = "--comment=rg:parallel=tp2;class=3"

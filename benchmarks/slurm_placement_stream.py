@@ -47,8 +47,8 @@ from pathlib import Path
 import hostlist
 from placement_states import run_states  # benchmarks/ is on sys.path when run as a script
 
-from railgang.slurm_plugins.devcluster.cluster import DevCluster, slurm_env
-from railgang.slurm_plugins.devcluster.layout import ClusterSpec
+from railgang.devcluster.cluster import DevCluster, slurm_env
+from railgang.devcluster.layout import ClusterSpec
 from railgang.topology.comm_model import ring_allreduce_time_s
 from railgang.topology.fabric import fabric_from_shape
 

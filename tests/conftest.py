@@ -18,8 +18,8 @@ from tests.support.ports import PORT_BASE, POSTGRES_PORT
 from tests.support.postgres import PrivatePostgres
 
 if TYPE_CHECKING:  # the Slurm parts import only when a test needs a cluster
-    from railgang.slurm_plugins.devcluster.cluster import DevCluster
-    from railgang.slurm_plugins.devcluster.layout import ClusterSpec
+    from railgang.devcluster.cluster import DevCluster
+    from railgang.devcluster.layout import ClusterSpec
 
 REQUIRED = {s.strip() for s in os.environ.get("RAILGANG_TEST_REQUIRE", "").split(",") if s.strip()}
 TEST_ROOT = Path(os.environ.get("RAILGANG_TEST_ROOT", f"/tmp/railgang-pytest-{os.getuid()}"))
@@ -34,8 +34,8 @@ def _unavailable(service: str, why: str) -> None:
 def real_cluster(spec: ClusterSpec) -> Iterator[DevCluster]:
     """Bring up a real Slurm cluster of ``spec`` (a devcluster ClusterSpec) for a fixture to
     yield, and take it down after: the session cluster, and the small mixed-pool ones."""
+    from railgang.devcluster.cluster import DevCluster, preflight
     from railgang.errors import DevClusterError
-    from railgang.slurm_plugins.devcluster.cluster import DevCluster, preflight
 
     cluster = DevCluster(spec)
     cluster.down()  # leftovers of an interrupted earlier session (recorded PIDs only)
@@ -53,7 +53,7 @@ def real_cluster(spec: ClusterSpec) -> Iterator[DevCluster]:
 @pytest.fixture(scope="session")
 def slurm_cluster() -> Iterator[object]:
     """A real 16-node × 8-GPU Slurm 22.05 cluster with accounting, on its own ports."""
-    from railgang.slurm_plugins.devcluster.layout import ClusterSpec
+    from railgang.devcluster.layout import ClusterSpec
 
     yield from real_cluster(ClusterSpec(dir=TEST_ROOT / "devcluster", slurmctld_port=PORT_BASE,
                                         slurmdbd_port=PORT_BASE + 2, mariadb_port=PORT_BASE - 511,

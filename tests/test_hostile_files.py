@@ -113,6 +113,8 @@ READERS: dict[str, Reader] = {
                                                  "--node-name-map", "{}")),
     "topology discover --rail-map": Reader(("topology", "discover", "{ibnet}", "--rail-map", "{}"),
                                            nan='{"*": {"mlx5_0": NaN}}\n'),
+    "topology discover --nvidia-smi": Reader(("topology", "discover", "{ibnet}", "--nvidia-smi",
+                                              "{}")),
     "place --topology": Reader(("place", "-t", "{}", "--gpus", "8")),
     "place --free": Reader(("place", "-t", "{conf}", "--gpus", "8", "--free", "{}"),
                            nan=FREE_NAN),

@@ -103,7 +103,7 @@ LazyGroup.components = {
                          "place in the order, what blocks it) or where it runs and why."),
     "db": Component("railgang.daemon.db_cli", "app",
                     "Database migrations (SQLite by default, PostgreSQL by URL)."),
-    "devcluster": Component("railgang.slurm_plugins.devcluster.cli", "app", "A local GPU Slurm "
+    "devcluster": Component("railgang.devcluster.cli", "app", "A local GPU Slurm "
                             "test cluster from Debian's packages on this machine (root, loopback "
                             "only): 22.05 on Debian 12, 24.11/26.05 in a container "
                             "(docs/devcluster.md)."),
@@ -115,13 +115,13 @@ LazyGroup.components = {
                      "Replay a job trace through the decision core on a simulated cluster."),
     "serving": Component("railgang.daemon.serving.cli", "serving_app", "Serving deployments "
                          "beside training: demand, forecast, lending."),
-    "demo": Component("railgang.slurm_plugins.demo.cli", "demo", "Submit a reproducible mix of "
+    "demo": Component("railgang.demo.cli", "demo", "Submit a reproducible mix of "
                       "hinted training jobs to the cluster in SLURM_CONF."),
     "top": Component("railgang.daemon.top", "top", "Live view of leaves, nodes (one cell per GPU, "
                      "one letter per job) and jobs."),
     "report": Component("railgang.daemon.report.cli", "report", "Build the daily utilisation "
                         "report: teams, pools, queue, cost of chaos, anomalies."),
-    "paths": Component("railgang.slurm_plugins.paths", "paths", "Print where the installed "
+    "paths": Component("railgang.daemon.paths_cli", "paths", "Print where the installed "
                        "job_submit.lua and SPANK plugin source are. Exit 1: one is missing."),
 }
 

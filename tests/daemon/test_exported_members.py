@@ -17,7 +17,7 @@ PUBLIC = {
     "railgang.daemon.inputs": {"QUOTAS_MAX_BYTES", "SACCT_MAX_BYTES", "TELEMETRY_MAX_BYTES",
                                "input_error", "read_input", "read_json_text", "read_toml"},
     "railgang.db.session": {"check_connection", "make_engine", "session_scope", "unit_of_work"},
-    "railgang.db.migrate": {"current", "head", "upgrade"},
+    "railgang.db.migrate": {"current", "engine_at_head", "head", "require_head", "upgrade"},
     "railgang.db.models": {"JOURNAL_STATES", "Account", "DaemonCycle", "DaemonLeader", "Job",
                            "JobExplanation", "JournalEntry", "UsageRecord"},
 }

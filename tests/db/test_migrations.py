@@ -11,11 +11,11 @@ from sqlalchemy.exc import IntegrityError
 from typer.testing import CliRunner
 
 from railgang.daemon.cli import app
-from railgang.errors import DatabaseError
 from railgang.db import migrate
 from railgang.db.base import Base
 from railgang.db.models import Account, Job, UsageRecord
 from railgang.db.session import make_engine, session_scope
+from railgang.errors import DatabaseError
 
 EXPECTED_TABLES = {"accounts", "jobs", "usage_records", "alembic_version"}
 

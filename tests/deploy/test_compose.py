@@ -13,8 +13,8 @@ from pydantic import BaseModel
 from sqlalchemy.engine import make_url
 
 from railgang.daemon.config import Settings, load_settings
-from railgang.slurm_plugins.devcluster.cli import CONTAINER_HOSTS
-from railgang.slurm_plugins.devcluster.layout import ClusterSpec
+from railgang.devcluster.cli import CONTAINER_HOSTS
+from railgang.devcluster.layout import ClusterSpec
 from tests.deploy.conftest import (
     COMPOSE_FILE,
     DEPLOY,
@@ -241,7 +241,7 @@ def test_entrypoint_paths_are_those_of_the_rendered_configs(settings: Settings, 
     assert Path(entrypoint_var("SLURM_DIR")) == spec.dir
     assert Path(entrypoint_var("MUNGE_SOCKET")) == spec.munge_socket  # AuthInfo=socket=…
     assert Path(entrypoint_var("DEV")) == spec.dev
-    from railgang.slurm_plugins.devcluster.layout import GPU_DEVICE_MAJOR, render_gres_conf
+    from railgang.devcluster.layout import GPU_DEVICE_MAJOR, render_gres_conf
 
     assert int(entrypoint_var("GPU_DEVICE_MAJOR")) == GPU_DEVICE_MAJOR
     # the entrypoint's own sed finds the last GPU index in the rendered gres.conf

@@ -27,7 +27,7 @@ from pathlib import Path
 import hostlist
 import pytest
 
-from railgang.slurm_plugins.devcluster.cluster import DevCluster, slurm_env
+from railgang.devcluster.cluster import DevCluster, slurm_env
 
 RAILGANG = str(Path(sys.executable).with_name("railgang"))
 TEST_ROOT = Path(os.environ.get("RAILGANG_TEST_ROOT", f"/tmp/railgang-pytest-{os.getuid()}"))
@@ -40,7 +40,7 @@ SCHEDULING_PASS_S = 60
 EXAMPLE = """#!/bin/bash
 # every (re)start leaves one line: restart count, node count, nodes; then the example trainer
 echo "run ${{SLURM_RESTART_COUNT:-0}} $SLURM_JOB_NUM_NODES $SLURM_JOB_NODELIST"
-exec {python} -m railgang.slurm_plugins.demo.train_example --checkpoint-dir {dir} "$@"
+exec {python} -m railgang.demo.train_example --checkpoint-dir {dir} "$@"
 """
 SLEEP = "#!/bin/bash\nsleep $1\n"
 
@@ -241,7 +241,7 @@ def daemon_home() -> tuple[Path, int]:
     from railgang.db.migrate import upgrade
     from railgang.db.repositories import admin
     from railgang.db.session import make_engine
-    from railgang.slurm_plugins.devcluster.cluster import DAEMON_USER, daemon_uid
+    from railgang.devcluster.cluster import DAEMON_USER, daemon_uid
 
     uid = daemon_uid()
     if uid is None:

@@ -15,8 +15,8 @@ from pathlib import Path
 import hostlist
 import pytest
 
-from railgang.slurm_plugins.devcluster.cluster import DevCluster
-from railgang.slurm_plugins.devcluster.layout import ClusterSpec, parse_pools
+from railgang.devcluster.cluster import DevCluster
+from railgang.devcluster.layout import ClusterSpec, parse_pools
 from tests.conftest import TEST_ROOT, real_cluster
 from tests.e2e.conftest import Cluster, Daemon, user_view, wait_for
 from tests.support.ports import PORT_BASE

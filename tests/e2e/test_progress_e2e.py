@@ -15,7 +15,7 @@ import pytest
 
 from railgang.daemon.config import SlurmSettings
 from railgang.daemon.slurm.cli import CliBackend
-from railgang.slurm_plugins.training import read_progress
+from railgang.training import read_progress
 from tests.e2e.conftest import RAILGANG, Cluster, Daemon, wait_for
 from tests.e2e.test_daemon_e2e import Start, running_on
 

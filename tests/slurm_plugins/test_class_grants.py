@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from railgang.slurm_plugins.devcluster.cluster import DevCluster, slurm_env
-from railgang.slurm_plugins.devcluster.layout import TEST_GRANTS
+from railgang.devcluster.cluster import DevCluster, slurm_env
+from railgang.devcluster.layout import TEST_GRANTS
 from tests.support.slurm import sl
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]

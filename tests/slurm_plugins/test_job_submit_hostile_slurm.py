@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from railgang.daemon.slurm.cli import write_heartbeat
-from railgang.slurm_plugins.devcluster.cluster import DAEMON_USER, DevCluster, daemon_uid
-from railgang.slurm_plugins.devcluster.layout import TEST_GRANTS
+from railgang.devcluster.cluster import DAEMON_USER, DevCluster, daemon_uid
+from railgang.devcluster.layout import TEST_GRANTS
 from tests.support.slurm import job_fields, sl
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]

@@ -15,7 +15,7 @@ import pytest
 
 from railgang.daemon.config import SlurmSettings
 from railgang.daemon.slurm.cli import CliBackend, write_heartbeat
-from railgang.slurm_plugins.devcluster.cluster import DevCluster
+from railgang.devcluster.cluster import DevCluster
 from tests.support.slurm import job_fields, sl
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]

@@ -13,7 +13,7 @@ import pytest
 
 from railgang.daemon.config import SlurmSettings
 from railgang.daemon.slurm.cli import CliBackend, write_heartbeat
-from railgang.slurm_plugins.devcluster.cluster import DevCluster
+from railgang.devcluster.cluster import DevCluster
 from tests.slurm_plugins.test_job_submit_lease import SCHEDULING_PASS_S, submit, wait_started
 from tests.support.slurm import job_fields, sl
 

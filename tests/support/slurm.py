@@ -8,13 +8,13 @@ import subprocess
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from railgang.slurm_plugins.devcluster.cluster import DevCluster
+    from railgang.devcluster.cluster import DevCluster
 
 
 def sl(cluster: DevCluster, *argv: str, check: bool = True, user: str | None = None,
        ) -> subprocess.CompletedProcess[str]:
     """``argv`` (sbatch, scontrol, ...) against ``cluster``; ``user`` runs it as that user."""
-    from railgang.slurm_plugins.devcluster.cluster import slurm_env
+    from railgang.devcluster.cluster import slurm_env
 
     if user is not None:
         pw = pwd.getpwnam(user)

@@ -16,7 +16,7 @@ size and a requeued job a REQUEUED record per earlier run, each carrying the job
    matches on; a record with no length is dropped.
 4. Records that never started (``time.start == 0``) or hold no GPU are not usage.
 5. Labels come from the job comment ``rg-labels:experiment=...,model=...``; a training job's
-   comment is instead its latest progress report (``rg-progress:...``, slurm_plugins/training.py),
+   comment is instead its latest progress report (``rg-progress:...``, training/contract.py),
    kept on the segment for the step timings; a malformed one is logged in one line and ignored.
 6. ``time.limit`` (minutes; null when unlimited) and the run's own start (``time.start``) give a
    finished job's actual/requested run-time ratio, which the start-time estimator rebuilds its
@@ -38,7 +38,7 @@ from railgang.daemon.slurm.cli.records import RECORD_ERRORS, load_json, record_n
 from railgang.daemon.slurm.cli.schemas import SchemaProblem, reader_for, schema_of
 from railgang.db.segments import Segment
 from railgang.errors import InputError
-from railgang.slurm_plugins.training import Progress, read_progress
+from railgang.training import Progress, read_progress
 
 log = logging.getLogger(__name__)
 

@@ -38,7 +38,7 @@ from railgang.db.models import Job, UsageRecord
 from railgang.db.repositories.ledger import dialect_insert
 from railgang.db.steps import StepTiming
 from railgang.errors import InputError
-from railgang.slurm_plugins.training import Progress, parse_progress
+from railgang.training import Progress, parse_progress
 
 _CHUNK = 500
 

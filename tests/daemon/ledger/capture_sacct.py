@@ -15,8 +15,8 @@ import time
 from pathlib import Path
 
 from railgang.daemon.config import load_settings
-from railgang.slurm_plugins.devcluster.cluster import DevCluster, slurm_env
-from railgang.slurm_plugins.devcluster.layout import ClusterSpec
+from railgang.devcluster.cluster import DevCluster, slurm_env
+from railgang.devcluster.layout import ClusterSpec
 
 
 def main(out: Path) -> None:

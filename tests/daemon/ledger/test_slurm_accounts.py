@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from railgang.daemon.cli import app
 from railgang.daemon.ledger.slurm_accounts import SlurmAccount, parse_assoc, plan
-from railgang.slurm_plugins.devcluster.cluster import DevCluster, slurm_env
+from railgang.devcluster.cluster import DevCluster, slurm_env
 
 ASSOC = """root||||
 ml-org|root||

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from railgang.daemon.slurm.cli import write_heartbeat
-from railgang.slurm_plugins.devcluster.cluster import DevCluster, slurm_env
-from railgang.slurm_plugins.devcluster.layout import ClusterSpec
+from railgang.devcluster.cluster import DevCluster, slurm_env
+from railgang.devcluster.layout import ClusterSpec
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 RAILGANG = str(Path(sys.executable).with_name("railgang"))

@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from railgang.daemon.core.policies.registry import get
-from railgang.daemon.sim.replay import make_elastic
 from railgang.daemon.sim.engine import RunResult, simulate
 from railgang.daemon.sim.progress import TopologyComm
+from railgang.daemon.sim.replay import make_elastic
 from railgang.daemon.sim.traces.model import TraceJob
 from railgang.topology.fabric import fabric_from_shape
 

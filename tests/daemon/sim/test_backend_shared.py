@@ -12,8 +12,8 @@ from railgang.daemon.core.model.pools import rebuild_index as rebuild
 from railgang.daemon.core.model.snapshot import make_snapshot
 from railgang.daemon.core.policies.registry import get
 from railgang.daemon.sim.backend import SimBackend
-from railgang.daemon.sim.replay import make_elastic
 from railgang.daemon.sim.engine import simulate
+from railgang.daemon.sim.replay import make_elastic
 from railgang.topology.fabric import fabric_from_shape
 from tests.daemon.sim.schedule_pin import synthetic_jobs
 

@@ -9,9 +9,9 @@ import dataclasses
 import pytest
 
 from railgang.daemon.core.policies.registry import get
-from railgang.daemon.sim.replay import make_elastic
 from railgang.daemon.sim.engine import EngineConfig, RunResult, simulate
 from railgang.daemon.sim.progress import TopologyComm
+from railgang.daemon.sim.replay import make_elastic
 from railgang.daemon.sim.traces.model import TraceJob
 from railgang.topology.fabric import fabric_from_shape
 from tests.daemon.sim.schedule_pin import POLICIES, synthetic_jobs

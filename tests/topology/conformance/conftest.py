@@ -17,7 +17,7 @@ _ROOT = Path(os.environ.get("RAILGANG_TEST_ROOT", f"/tmp/railgang-pytest-{os.get
 
 @pytest.fixture(scope="session")
 def slurmctld_oracle() -> Iterator[SlurmctldOracle]:
-    from railgang.slurm_plugins.devcluster.processes import port_in_use
+    from railgang.devcluster.processes import port_in_use
 
     why = oracle_unavailable()
     if why is None and port_in_use(oracle_port()):

@@ -21,8 +21,8 @@ from railgang.daemon.slurm.cli.parse import (
     ParseProblem,
     RailgangTag,
     expand_hosts,
-    gres_gpus,
     gpu_indices,
+    gres_gpus,
     parse_tag,
 )
 from railgang.daemon.slurm.cli.schemas import (
@@ -31,7 +31,7 @@ from railgang.daemon.slurm.cli.schemas import (
     reader_for,
     schema_of,
 )
-from railgang.slurm_plugins.training import Progress, read_progress
+from railgang.training import Progress, read_progress
 
 # squeue job states that hold or will hold resources; everything else (COMPLETED, CANCELLED...)
 # is history the snapshot ignores

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from railgang.slurm_plugins.devcluster.cluster import DevCluster, slurm_env
+from railgang.devcluster.cluster import DevCluster, slurm_env
 from tests.daemon.sim.sweep.test_run_local import RAILGANG, synthetic_trace
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]

@@ -25,8 +25,8 @@ import subprocess
 import time
 from pathlib import Path
 
-from railgang.slurm_plugins.devcluster.cluster import DevCluster, slurm_env
-from railgang.slurm_plugins.devcluster.layout import ClusterSpec
+from railgang.devcluster.cluster import DevCluster, slurm_env
+from railgang.devcluster.layout import ClusterSpec
 
 
 def main() -> None:

@@ -25,7 +25,7 @@ from railgang.daemon.core.model.actions import (
 )
 from railgang.daemon.core.model.snapshot import Snapshot
 from railgang.daemon.slurm.cli import CliBackend, write_heartbeat
-from railgang.slurm_plugins.devcluster.cluster import DevCluster
+from railgang.devcluster.cluster import DevCluster
 from tests.support.slurm import job_fields, sl
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]

@@ -191,7 +191,7 @@ def test_state_word(states: Any, word: Any) -> None:
 
 @pytest.mark.parametrize("version", VERSIONS)
 def test_the_training_helper_reads_its_world_on_every_version(version: str) -> None:
-    from railgang.slurm_plugins.training import world_from_squeue
+    from railgang.training import world_from_squeue
 
     ids = json.loads((DATA / f"jobs_{version}.json").read_text())
     world = world_from_squeue(doc("squeue", version), ids["resized"])

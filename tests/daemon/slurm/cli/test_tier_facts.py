@@ -19,9 +19,9 @@ from railgang.daemon.slurm.cli import CliBackend, write_heartbeat
 from railgang.daemon.slurm.cli.facts import tier_from_features, tier_terms
 from railgang.daemon.slurm.cli.records import parse_sinfo
 from railgang.daemon.slurm.cli.snapshot import build_observation, core_node
+from railgang.devcluster.cluster import DevCluster
+from railgang.devcluster.layout import ClusterSpec, parse_pools
 from railgang.errors import ConfigError
-from railgang.slurm_plugins.devcluster.cluster import DevCluster
-from railgang.slurm_plugins.devcluster.layout import ClusterSpec, parse_pools
 from tests.conftest import TEST_ROOT, real_cluster
 from tests.support.ports import PORT_BASE
 

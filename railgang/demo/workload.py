@@ -3,7 +3,7 @@
 The mix is what a small ML team's morning looks like: many one-node jobs, a few multi-node gangs
 with tensor/pipeline/data parallel shapes, elastic jobs, and every priority class (one serving
 job, some production, some interactive, mostly batch). Each job runs
-:mod:`railgang.slurm_plugins.demo.train_example`, so preemption, resizing and restarts are real.
+:mod:`railgang.demo.train_example`, so preemption, resizing and restarts are real.
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ class DemoJob:
         if self.priority_class == 2:
             argv.append("--time=10")  # interactive work is short by contract (DESIGN R-S7)
         # exec: the batch shell must not die of the preemption signal (docs/training.md)
-        argv.append(f"--wrap=exec {python} -m railgang.slurm_plugins.demo.train_example "
+        argv.append(f"--wrap=exec {python} -m railgang.demo.train_example "
                     f"--steps {self.steps} --step-s {step_s}")
         return argv
 

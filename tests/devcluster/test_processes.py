@@ -6,7 +6,7 @@ import subprocess
 from dataclasses import replace
 from pathlib import Path
 
-from railgang.slurm_plugins.devcluster.processes import ProcessTable, is_running, port_in_use
+from railgang.devcluster.processes import ProcessTable, is_running, port_in_use
 
 
 def test_start_record_stop(tmp_path: Path) -> None:

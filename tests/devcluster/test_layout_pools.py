@@ -9,14 +9,14 @@ import pytest
 from typer.testing import CliRunner
 
 from railgang.daemon.cli import app
-from railgang.errors import DevClusterError
-from railgang.slurm_plugins.devcluster.layout import (
+from railgang.devcluster.layout import (
     ClusterSpec,
     Pool,
     parse_pools,
     render_gres_conf,
     render_slurm_conf,
 )
+from railgang.errors import DevClusterError
 
 
 def test_pools_parse_with_default_or_given_features() -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from railgang.daemon.slurm.cli.facts import tier_from_features
-from railgang.slurm_plugins.devcluster.layout import (
+from railgang.devcluster.layout import (
     TIER_FEATURES,
     ClusterSpec,
     Pool,

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from railgang.slurm_plugins.devcluster.layout import (
+from railgang.devcluster.layout import (
     ClusterSpec,
     render_gres_conf,
     render_plugstack_conf,
@@ -80,8 +80,8 @@ def test_plugstack(tmp_path: Path) -> None:
 
 
 def test_preflight_refuses_ports_in_the_ephemeral_range(tmp_path: Path) -> None:
+    from railgang.devcluster.cluster import ephemeral_port_range, preflight
     from railgang.errors import DevClusterError
-    from railgang.slurm_plugins.devcluster.cluster import ephemeral_port_range, preflight
 
     lo, _ = ephemeral_port_range()
     spec = ClusterSpec(dir=tmp_path, slurmctld_port=lo + 10, slurmd_base_port=lo + 100)
@@ -90,7 +90,7 @@ def test_preflight_refuses_ports_in_the_ephemeral_range(tmp_path: Path) -> None:
 
 
 def test_heartbeat_is_the_daemons_when_configured(tmp_path: Path) -> None:
-    from railgang.slurm_plugins.devcluster.layout import ClusterSpec
+    from railgang.devcluster.layout import ClusterSpec
 
     assert ClusterSpec(dir=tmp_path).heartbeat_file == tmp_path / "run" / "railgang" / "heartbeat"
     beat = tmp_path / "state" / "heartbeat"

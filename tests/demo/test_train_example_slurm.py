@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from railgang.slurm_plugins.devcluster.cluster import DevCluster
+from railgang.devcluster.cluster import DevCluster
 from tests.support.slurm import job_fields
 from tests.support.slurm import sl as run_slurm
 
@@ -48,7 +48,7 @@ def diagnose(cluster: DevCluster, job: str, tmp_path: Path) -> str:
 def submit_example(cluster: DevCluster, tmp_path: Path, nodes: int, *args: str) -> str:
     # exec: the batch shell would die of the SIGUSR1 that `scancel --full` sends every process of
     # the job, ending the run as FAILED under the trainer (docs/training.md, "Your batch script").
-    wrap = (f"exec env RAILGANG_GRACE_S=3 {sys.executable} -m railgang.slurm_plugins.demo.train_example "
+    wrap = (f"exec env RAILGANG_GRACE_S=3 {sys.executable} -m railgang.demo.train_example "
             f"--checkpoint-dir {tmp_path} " + " ".join(args))
     out = sl(cluster, "sbatch", "--parsable", "--account=team-a", f"-N{nodes}", "--gres=gpu:8",
              f"--rg-parallel=tp8,dp{nodes}", f"--output={tmp_path}/out-%j-%s.txt",

@@ -13,9 +13,9 @@ from rich.console import Console
 from rich.table import Table
 
 from railgang.daemon.cli_common import JsonOpt, emit, exit_with, settings_from
+from railgang.devcluster.cluster import DevCluster, register_accounts, write_configs
+from railgang.devcluster.layout import ClusterSpec, parse_pools
 from railgang.errors import DevClusterError, ExitCode
-from railgang.slurm_plugins.devcluster.cluster import DevCluster, register_accounts, write_configs
-from railgang.slurm_plugins.devcluster.layout import ClusterSpec, parse_pools
 
 if TYPE_CHECKING:  # pydantic-settings is imported when settings are read, not by --help
     from railgang.daemon.config import Settings

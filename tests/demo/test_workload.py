@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from railgang.daemon.cli import app
-from railgang.slurm_plugins.demo.workload import make_workload, submit
+from railgang.demo.workload import make_workload, submit
 
 
 def test_same_seed_same_workload() -> None:
@@ -47,7 +47,7 @@ def test_submit_passes_hints_and_returns_ids() -> None:
     out = submit(make_workload(3, 1), out_dir="/tmp/x", python="/py", runner=sbatch)
     assert [jid for _, jid in out] == ["101", "102", "103"]
     assert all("--rg-parallel=" in " ".join(a) for a in seen)
-    assert seen[0][-1].startswith("--wrap=exec /py -m railgang.slurm_plugins.demo.train_example")
+    assert seen[0][-1].startswith("--wrap=exec /py -m railgang.demo.train_example")
 
 
 def test_batch_wave_first_then_guaranteed_work_after_the_gap() -> None:

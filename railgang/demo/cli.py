@@ -12,8 +12,8 @@ from rich.console import Console
 from rich.table import Table
 
 from railgang.daemon.cli_common import JsonOpt, emit, settings_from
+from railgang.demo.workload import make_workload, submit
 from railgang.errors import InputError
-from railgang.slurm_plugins.demo.workload import make_workload, submit
 
 if TYPE_CHECKING:  # pydantic-settings is imported when settings are read, not by --help
     from railgang.daemon.config import Settings
@@ -23,7 +23,7 @@ console = Console()
 
 def _slurm_conf(settings: Settings) -> Path:
     """SLURM_CONF if exported, else the local cluster's (``railgang devcluster up`` prints it)."""
-    from railgang.slurm_plugins.devcluster.cli import spec_from_settings
+    from railgang.devcluster.cli import spec_from_settings
 
     if os.environ.get("SLURM_CONF"):
         return Path(os.environ["SLURM_CONF"])
@@ -51,7 +51,7 @@ def demo(
     """Submit a reproducible mix of hinted training jobs to the cluster in SLURM_CONF.
 
     1-32 GPUs, tp/pp/dp shapes, elastic ranges and classes 0-3; each job runs the example
-    training job (railgang.slurm_plugins.demo.train_example)."""
+    training job (railgang.demo.train_example)."""
     workload = make_workload(jobs, seed)
     if dry_run:
         import shlex

@@ -9,7 +9,7 @@ checkpoint and waits to be requeued. Replace the body of ``train_step`` with rea
 rest stays the same.
 
     sbatch --account=team-a -N2 --gres=gpu:8 --rg-parallel=tp8,dp2 --rg-elastic=1:2 \\
-        --wrap="exec python3 -m railgang.slurm_plugins.demo.train_example --steps 200"
+        --wrap="exec python3 -m railgang.demo.train_example --steps 200"
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import sys
 import time
 from pathlib import Path
 
-from railgang.slurm_plugins.training import TrainingContext
+from railgang.training import TrainingContext
 
 
 def train_step(replicas: int, step_s: float) -> float:

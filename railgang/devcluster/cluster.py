@@ -17,23 +17,24 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from railgang.errors import DevClusterError
-from railgang.slurm_plugins.devcluster import layout
-from railgang.slurm_plugins.devcluster.layout import (
+from railgang.devcluster import layout
+from railgang.devcluster.layout import (
     GPU_DEVICE_MAJOR,
     SLURM_BIN,
     TEST_GRANTS,
     ClusterSpec,
 )
-from railgang.slurm_plugins.devcluster.processes import (
+from railgang.devcluster.processes import (
     ProcessTable,
     is_running,
     port_in_use,
     wait_for_path,
     wait_for_port,
 )
+from railgang.errors import DevClusterError
+from railgang.slurm_plugins.paths import PLUGINS
 
-PLUGIN_SRC = Path(__file__).resolve().parent.parent  # slurm_plugins/
+PLUGIN_SRC = PLUGINS  # job_submit.lua and the SPANK source, as installed
 APT_HINT = ("apt-get install -y slurmctld slurmd slurm-client munge slurm-wlm-basic-plugins "
             "lua5.1 libslurm-dev slurmdbd slurm-wlm-mysql-plugin mariadb-server")
 Progress = Callable[[str], None]

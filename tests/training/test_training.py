@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from railgang.slurm_plugins.training import (
+from railgang.training import (
     Progress,
     Shape,
     TrainingContext,
@@ -74,7 +74,7 @@ def test_world_of_an_unknown_job_is_an_error() -> None:
 def test_a_slurm_command_that_hangs_is_a_runtime_error(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     # a busy slurmctld: the training loop catches RuntimeError and keeps its last size, so a
     # timeout must not escape as another kind and kill the job (seen: a requeued run FAILED)
-    from railgang.slurm_plugins import training
+    from railgang.training import contract as training
 
     def hang(*_a, **kw):  # type: ignore[no-untyped-def]
         raise subprocess.TimeoutExpired(cmd="squeue", timeout=kw["timeout"])

@@ -12,9 +12,9 @@ import pytest
 from typer.testing import CliRunner
 
 from railgang.daemon.cli import app
-from railgang.slurm_plugins.devcluster.cluster import DevCluster
-from railgang.slurm_plugins.devcluster.layout import ClusterSpec
-from railgang.slurm_plugins.devcluster.processes import is_running
+from railgang.devcluster.cluster import DevCluster
+from railgang.devcluster.layout import ClusterSpec
+from railgang.devcluster.processes import is_running
 from tests.support.ports import MINI_CLUSTER_PORT
 from tests.support.slurm import sl
 
