@@ -29,9 +29,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from railgang.daemon.core.policies.registry import get
 from railgang.daemon.sim.accounting import SimJob
-from railgang.daemon.sim.replay import make_elastic
 from railgang.daemon.sim.engine import simulate
 from railgang.daemon.sim.progress import TopologyComm
+from railgang.daemon.sim.replay import make_elastic
 from railgang.daemon.sim.traces.model import TraceJob
 from railgang.daemon.sim.traces.philly import default_dir, read_philly
 from railgang.topology.fabric import fabric_from_shape

@@ -28,9 +28,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import railgang.daemon.loop
 from railgang.daemon.core.policies.registry import get
-from railgang.daemon.sim.replay import make_elastic
 from railgang.daemon.sim.engine import EngineConfig, RunResult, simulate
 from railgang.daemon.sim.progress import TopologyComm
+from railgang.daemon.sim.replay import make_elastic
 from railgang.daemon.sim.report import ratios
 from railgang.daemon.sim.traces.philly import default_dir, read_philly
 from railgang.topology.fabric import fabric_from_shape
