@@ -218,32 +218,13 @@ def shrink_off(backend: Any, node: str, now: float) -> int:
 
 def withdraw(backend: Any, node: str, now: float, notice_s: float) -> int:
     """Take ``node`` from training: hide it from the core and give its jobs ``notice_s`` to save
-    and leave (a panic checkpoint when the notice covers it). Returns the jobs signalled.
-
-    The same steps as the backend's spot reclaim, without the reclaim process; it belongs in
-    ``SimBackend`` as a public verb once the core restructuring lets that file change."""
-    from railgang.daemon.sim.backend import COMPLETE, KILL
-
-    backend.capacity.away.add(node)
-    backend._free_shown = backend._free_view = None
-    hit = 0
-    for sj in list(backend.running.values()):
-        if sj.assignment is None or node not in sj.assignment or sj.kill_at is not None:
-            continue
-        backend._interrupted.add(sj.tj.job_id)  # not the core's preemption: no churn budget
-        kill_at = sj.signal(now, notice_s, True)
-        done = sj.finish_time(now)
-        if done is not None and done <= kill_at:
-            backend.events.at(done, COMPLETE, sj.tj.job_id, sj.version)
-        backend.events.at(kill_at, KILL, sj.tj.job_id, sj.version)
-        hit += 1
-    return hit
+    and leave (a panic checkpoint when the notice covers it). Returns the jobs signalled."""
+    return int(backend.withdraw(node, now, notice_s))
 
 
 def restore(backend: Any, node: str) -> None:
     """Give ``node`` back to training."""
-    backend.capacity.away.discard(node)
-    backend._free_shown = backend._free_view = None
+    backend.back((node,))
 
 
 class BusyMeter:

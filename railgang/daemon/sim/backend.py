@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any, Protocol
 
@@ -513,6 +513,48 @@ class SimBackend:
         sj.requeued(now, self.config.oracle)
         self._enqueue(sj)
 
+    # -- nodes taken away and given back: spot reclaims, faults (failures.py), serving's
+    # take-backs (serving/replay.py). Not the core's preemptions: no churn budget is spent
+    def away(self, nodes: Iterable[str]) -> None:
+        """``nodes`` leave every later snapshot (their GPUs are not free) until :meth:`back`."""
+        self.capacity.away.update(nodes)
+        self._free_shown = self._free_view = None
+
+    def back(self, nodes: Iterable[str]) -> None:
+        self.capacity.away.difference_update(nodes)
+        self._free_shown = self._free_view = None
+
+    def interrupted(self, sj: SimJob) -> None:
+        """``sj`` is signalled by the capacity, not by the core: its kill spends no churn budget,
+        and a migration it was making is given up (it restarts anew)."""
+        self._drop_migration(sj)
+        self._interrupted.add(sj.tj.job_id)
+
+    def withdraw(self, node: str, now: float, notice_s: float) -> int:
+        """Take ``node`` away; its jobs get ``notice_s`` as grace to save and leave (a panic
+        checkpoint when the notice covers it). Returns the jobs signalled."""
+        self.away((node,))
+        hit = 0
+        for sj in list(self.running.values()):
+            if sj.assignment is None or node not in sj.assignment or sj.kill_at is not None:
+                continue
+            self._interrupted.add(sj.tj.job_id)
+            kill_at = sj.signal(now, notice_s, True)
+            done = sj.finish_time(now)
+            if done is not None and done <= kill_at:
+                self.events.at(done, COMPLETE, sj.tj.job_id, sj.version)
+            self.events.at(kill_at, KILL, sj.tj.job_id, sj.version)
+            hit += 1
+        return hit
+
+    def renewed(self, sj: SimJob, job: Job) -> None:
+        """``sj``'s job is now ``job`` (a changed state), in the queue's view too."""
+        sj.job = job
+        i = bisect.bisect_left(self.pending, sj.qkey)
+        if i < len(self.pending) and self.pending[i] == sj.qkey:
+            self._pending_jobs[i] = job
+            self._pending_view = None
+
     # -- spot capacity (capacity.py) -------------------------------------------------------------
     def _reclaim(self, node: str, now: float) -> bool:
         """The provider reclaims spot ``node``: its jobs get the notice as grace (a panic
@@ -521,25 +563,13 @@ class SimBackend:
         if not self.running:  # nothing runs: the process waits for the next start (and the
             cap.paused.add(node)  # replay can end when nothing else is left to happen)
             return False
-        cap.away.add(node)
-        self._free_shown = self._free_view = None
-        notice = cap.notice_s
-        for sj in list(self.running.values()):
-            if sj.assignment is None or node not in sj.assignment or sj.kill_at is not None:
-                continue
-            self._interrupted.add(sj.tj.job_id)
-            kill_at = sj.signal(now, notice, True)
-            done = sj.finish_time(now)
-            if done is not None and done <= kill_at:
-                self.events.at(done, COMPLETE, sj.tj.job_id, sj.version)
-            self.events.at(kill_at, KILL, sj.tj.job_id, sj.version)
-        self.events.at(now + notice + cap.down_s, SPOT_RETURN, node, 0)
+        self.withdraw(node, now, cap.notice_s)
+        self.events.at(now + cap.notice_s + cap.down_s, SPOT_RETURN, node, 0)
         return True
 
     def _returned(self, node: str, now: float) -> bool:
         cap = self.capacity
-        cap.away.discard(node)
-        self._free_shown = self._free_view = None
+        self.back((node,))
         if self.running:
             self.events.at(cap.next_reclaim(node, now), SPOT_RECLAIM, node, 0)
         else:

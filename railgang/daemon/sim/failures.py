@@ -30,7 +30,6 @@ The backend has no seam for this yet (``sim/backend.py`` was closed for the core
 
 from __future__ import annotations
 
-import bisect
 import dataclasses
 import math
 import random
@@ -159,12 +158,7 @@ class Failures:
 
     def _replace(self, sj: Any, job: Job) -> None:
         """``sj``'s view is now ``job``, in the queue too (the backend keeps views aligned)."""
-        b = self.backend
-        sj.job = job
-        i = bisect.bisect_left(b.pending, sj.qkey)
-        if i < len(b.pending) and b.pending[i] == sj.qkey:
-            b._pending_jobs[i] = job
-            b._pending_view = None
+        self.backend.renewed(sj, job)
 
     def useful_share(self, job_id: str) -> float:
         """The share of a job's work (as inflated by :meth:`admitted`) that is training."""
@@ -195,8 +189,7 @@ class Failures:
         for node in d.nodes:
             self.out[node] = self.out.get(node, 0) + 1
             self.since.setdefault(node, now)
-            b.capacity.away.add(node)
-        b._free_shown = b._free_view = None
+        b.away(d.nodes)
         down = set(d.nodes)
         # a job already dying of an earlier fault dies of that one (its kill is not postponed)
         killed = [sj for sj in b.running.values() if sj.assignment is not None
@@ -214,17 +207,14 @@ class Failures:
         self.paused.clear()
 
     def _kill(self, sj: Any, now: float) -> None:
-        b = self.backend
-        b._drop_migration(sj)  # a migration's target is given back; the job restarts anew
-        b._interrupted.add(sj.tj.job_id)  # the fault's doing: no churn budget spent
+        self.backend.interrupted(sj)  # the fault's doing: no churn budget, no migration kept
         self.killed.setdefault(sj.tj.job_id, sj.job.state.last_preempted_at)
         kill_at = sj.signal(now, self.config.detect_s, False)
         sj.stopped = True  # a dead rank: no progress while the fault is being detected
         self.events.at(kill_at, KILL, sj.tj.job_id, sj.version)
 
     def _repair(self, d: _Domain, now: float) -> bool:
-        b = self.backend
-        back = False
+        returned = []
         for node in d.nodes:
             left = self.out.get(node, 0) - 1
             if left > 0:
@@ -232,10 +222,9 @@ class Failures:
                 continue
             self.out.pop(node, None)
             self.node_s_out += now - self.since.pop(node, now)
-            b.capacity.away.discard(node)
-            back = True
-        b._free_shown = b._free_view = None
-        return back
+            returned.append(node)
+        self.backend.back(returned)
+        return bool(returned)
 
 
 def failure_config(spec: str | None, *, checkpoint: str | None, detect_s: float,
