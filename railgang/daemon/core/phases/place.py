@@ -173,20 +173,32 @@ def _shadow_on(d: Draft, nodes: frozenset[str], need: int) -> tuple[float, int]:
     return (t, avail - need) if avail >= need else (INF, 0)
 
 
-def _try_start(d: Draft, job: Job, want: Want, fits: Callable[[int], bool | frozenset[str]],
+@dataclass(frozen=True, slots=True)
+class Fit:
+    """Whether a start of some size is allowed now, and the nodes it must then avoid: those whose
+    GPUs the reserved backfill head can use (a start there would delay it)."""
+
+    ok: bool
+    avoid: frozenset[str] = frozenset()
+
+
+FITS, NO_FIT = Fit(True), Fit(False)
+
+
+def _try_start(d: Draft, job: Job, want: Want, fits: Callable[[int], Fit],
                leaf: LeafWait | None = None) -> Attempt:
     """Start ``job`` at the largest acceptable size that places (inside one leaf while ``leaf``
     says it should wait for one); stop at a miss that no freed GPU can cure (the request itself
-    cannot be met). ``fits(k)``: True, False, or the nodes the start must avoid (those of the
+    cannot be met). ``fits(k)``: whether size ``k`` may start, and the nodes it must avoid (those of the
     backfill reservation it would outlast)."""
     failure: Unplaceable | None = None
     for_leaf = False
     for k in _sizes(job, want, d.free_count):
         gpus = k * job.replica_gpus
-        ok = fits(k)
-        if gpus > d.free_count or ok is False:
+        fit = fits(k)
+        if gpus > d.free_count or not fit.ok:
             continue
-        avoid = ok if isinstance(ok, frozenset) else frozenset()
+        avoid = fit.avoid
         if k < want.replicas:
             wait_s = d.shadow(want.replicas * job.replica_gpus)[0] - d.now
             if not elastic.start_small_pays(job, k, want.replicas, wait_s):
@@ -277,24 +289,24 @@ class PlacePhase:
         d.wait(job, Reason.WAITING_FOR_LEAF,
                f"free GPUs only across leaves; waits up to {left:.0f}s more for one leaf{where}", need)
 
-    def _fits(self, job: Job, quota: int | None) -> Callable[[int], bool | frozenset[str]]:
+    def _fits(self, job: Job, quota: int | None) -> Callable[[int], Fit]:
         d, mode, head, shadow_t, extra = self.d, self.plan.mode, self.head, self.shadow_t, self.extra
         head_nodes = self.head_nodes
         room = INF if quota is None else quota - d.account_gpus.get(job.account, 0)
         room = min(room, quotas.room(d.snap.quotas, d.account_gpus, job.account, waiting=d.waiting))
 
-        def fits(k: int) -> bool | frozenset[str]:
+        def fits(k: int) -> Fit:
             if k * job.replica_gpus > room:
-                return False  # a start above the minimum must respect the quota too
+                return NO_FIT  # a start above the minimum must respect the quota too
             if head is None or mode != "backfill":
-                return True
+                return FITS
             if d.now + _runtime(job, k) <= shadow_t or k * job.replica_gpus <= extra:
-                return True
+                return FITS
             if head_nodes is None:
-                return False
+                return NO_FIT
             # GPUs the reserved job cannot use never delay it: start there, or not at all
             off = sum(len(g) for n, g in d.free.items() if n not in head_nodes)
-            return head_nodes if off >= k * job.replica_gpus else False
+            return Fit(True, head_nodes) if off >= k * job.replica_gpus else NO_FIT
 
         return fits
 
