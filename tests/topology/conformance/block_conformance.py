@@ -21,7 +21,7 @@ from railgang.topology.conf import TopologyError, parse_topology
 from tests.topology.conformance.block_generate import draw_block_files
 from tests.topology.conformance.block_oracle import ask_many
 from tests.topology.conformance.compare import Outcome, compare, railgang_check
-from tests.topology.conformance.run_conformance import Tally
+from tests.topology.conformance.run_conformance import Tally, report
 from tests.topology.conformance.slurmctld_oracle import Verdict, complaint
 
 __all__ = ["block_oracle_port", "judge", "run_block", "verdict_of"]
@@ -100,12 +100,7 @@ def main() -> None:
     args = parser.parse_args()
     t0 = time.monotonic()
     tally = run_block(args.cases, args.seed, args.answers)
-    for i, (text, verdict, reasons) in enumerate(tally.disagreements):
-        print(f"--- disagreement {i}: {'; '.join(reasons)}\n{text}slurmctld: {verdict.summary()}")
-        if args.save:
-            args.save.mkdir(parents=True, exist_ok=True)
-            (args.save / f"case{i:03d}.conf").write_text(text)
-    print(f"{tally.summary()}; {time.monotonic() - t0:.1f} s in all")
+    report(tally, args.save, t0)
 
 
 if __name__ == "__main__":

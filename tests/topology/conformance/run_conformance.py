@@ -25,7 +25,7 @@ from tests.topology.conformance.compare import compare, module_check, railgang_c
 from tests.topology.conformance.generate import any_files
 from tests.topology.conformance.slurmctld_oracle import SlurmctldOracle, Verdict
 
-__all__ = ["Tally", "oracle_port", "run"]
+__all__ = ["Tally", "oracle_port", "report", "run"]
 
 
 def oracle_port() -> int:
@@ -90,6 +90,16 @@ def run(oracle: SlurmctldOracle, cases: int, seed_value: int, work: Path,
     return tally
 
 
+def report(tally: Tally, save: Path | None, t0: float) -> None:
+    """Print each disagreement (and keep its file under ``save``), then the tally."""
+    for i, (text, verdict, reasons) in enumerate(tally.disagreements):
+        print(f"--- disagreement {i}: {'; '.join(reasons)}\n{text}slurmctld: {verdict.summary()}")
+        if save:
+            save.mkdir(parents=True, exist_ok=True)
+            (save / f"case{i:03d}.conf").write_text(text)
+    print(f"{tally.summary()}; {time.monotonic() - t0:.1f} s in all")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cases", type=int, default=300)
@@ -103,12 +113,7 @@ def main() -> None:
     oracle = SlurmctldOracle(root / "oracle", oracle_port())
     t0 = time.monotonic()
     tally = run(oracle, args.cases, args.seed, root / "work", args.parser)
-    for i, (text, verdict, reasons) in enumerate(tally.disagreements):
-        print(f"--- disagreement {i}: {'; '.join(reasons)}\n{text}slurmctld: {verdict.summary()}")
-        if args.save:
-            args.save.mkdir(parents=True, exist_ok=True)
-            (args.save / f"case{i:03d}.conf").write_text(text)
-    print(f"{tally.summary()}; {time.monotonic() - t0:.1f} s in all")
+    report(tally, args.save, t0)
 
 
 if __name__ == "__main__":
