@@ -6,7 +6,8 @@ is excluded from equality). The recipe:
 
 1. **observe** — a private working copy of the free GPUs, per-account usage and the churn spent.
 2. **order**   — ``policy.plan``; the plan's order is kept inside each priority class, classes
-   first (0 serving … 3 batch), so ordering key = (class, policy rank).
+   first (0 serving … 3 batch), so ordering key = (class, requeued by a node failure first,
+   policy rank).
 3. **size**    — shrinks the plan asks for (Pollux) run first; their GPUs serve this cycle.
 4. **admit + place** — reject what can never run (larger than the cluster), hold what breaks a
    quota, then walk the order; each job is placed all-or-nothing by ``topology`` at its wanted
@@ -83,6 +84,9 @@ class CycleConfig:
     migration: MigrationRules = field(default_factory=MigrationRules)
     upgrade: UpgradeRules = field(default_factory=UpgradeRules)  # several GPU
     # types: move running jobs onto a faster type's idle GPUs when it pays (a no-op on one pool)
+    # issue 21: a multi-node gang evicts whole jobs inside one leaf/NVLink block (or whole leaves),
+    # never a scatter over nodes (core/phases/evict_domain.py); off: pinned schedules unchanged
+    whole_domain_evict: bool = False
 
 
 @dataclass(frozen=True)
@@ -122,16 +126,16 @@ def decide(
     lap("observe")
     plan = policy.plan(snapshot, now)  # 2. order
     jobs = {j.job_id: j for j in snapshot.pending}
-    order = sorted(
+    order = sorted(  # a job a node failure requeued goes first in its class (docs/failures.md)
         (x for x in plan.order if x.job_id in jobs),
-        key=lambda x: jobs[x.job_id].priority_class,  # stable: keeps the policy's rank
-    )
+        key=lambda x: (jobs[x.job_id].priority_class, not jobs[x.job_id].state.after_fault),
+    )  # stable: keeps the policy's rank
     lap("order")
     if config.resize:  # 3. size: shrinks the plan asks for free GPUs for this cycle's starts
         shrink_phase(d, plan, config.elastic)
     lap("size")
     placing = PlacePhase(d, plan, leaf_wait_s=config.leaf_wait_s, leaf_holds=config.leaf_holds)
-    evicting = EvictPhase(d, plan, config.budget, config.elastic)
+    evicting = EvictPhase(d, plan, config.budget, config.elastic, whole_domain=config.whole_domain_evict)
     reclaiming = ReclaimPhase(d, config.budget) if snapshot.quotas is not None else None
     for _, batch in groupby(order, key=lambda x: jobs[x.job_id].priority_class):
         this_class = list(batch)  # 4-5. one priority class at a time, higher classes first:
