@@ -146,7 +146,7 @@ def measure(rows: list[dict[str, object]], spec: ClusterSpec) -> dict[str, float
             gpus = [(n, g) for n in nodes for g in range(spec.gpus_per_node)]
             allreduce.append(ring_allreduce_time_s(fabric, gpus, 1e9) * 1e3)
     waits.sort()
-    return {
+    return by_size(rows, leaf_of) | {
         "jobs": len(rows),
         "multi_node_jobs": len(multi_in_leaf),
         "multi_in_one_leaf_pct": 100 * sum(multi_in_leaf) / max(1, len(multi_in_leaf)),
@@ -156,6 +156,34 @@ def measure(rows: list[dict[str, object]], spec: ClusterSpec) -> dict[str, float
         "makespan_s": max(ends) - min(submits),
         "allreduce_1gb_mean_ms": statistics.fmean(allreduce) if allreduce else 0.0,
     }
+
+
+def by_size(rows: list[dict[str, object]], leaf_of: dict[str, str]) -> dict[str, float]:
+    """Per gang size (nodes): the share inside one leaf and the mean wait, so whole-leaf gangs
+    (issue 21) are not averaged away among the small jobs."""
+    groups: dict[int, list[tuple[bool, float]]] = {}
+    for r in rows:
+        t = r["time"]  # type: ignore[index]
+        nodes = hostlist.expand_hostlist(r["nodes"])  # type: ignore[arg-type]
+        one = len({leaf_of[n] for n in nodes}) == 1
+        groups.setdefault(len(nodes), []).append((one, t["start"] - t["submission"]))  # type: ignore[index]
+    out: dict[str, float] = {}
+    for size, got in sorted(groups.items()):
+        out[f"n{size}_jobs"] = len(got)
+        out[f"n{size}_in_one_leaf"] = sum(one for one, _ in got)
+        out[f"n{size}_wait_mean_s"] = statistics.fmean(w for _, w in got)
+    return out
+
+
+def write_trace(jobs: list[StreamJob], path: Path) -> None:
+    """The stream as a ``railgang sim`` CSV trace (the same jobs, shapes and durations), so the
+    simulator replays what the real slurmctld ran."""
+    with path.open("w") as f:
+        f.write("job_id,submit_time,gpus,duration_s,tp,pp,dp\n")
+        for j in jobs:
+            gpus = j.nodes * j.gpus_per_node
+            tp = 8 if j.gpus_per_node == 8 else 1
+            f.write(f"s{j.index:03d},{j.arrival_s:.3f},{gpus},{j.duration_s:.1f},{tp},1,{gpus // tp}\n")
 
 
 def start_daemon(spec: ClusterSpec, cycle_s: float, leaf_wait_s: float | None,
@@ -202,7 +230,13 @@ def main() -> int:
     ap.add_argument("--leaf-wait-s", type=float, default=None,
                     help="daemon.leaf_wait_s (railgang mode; default: the daemon's default)")
     ap.add_argument("--leaf-holds", type=int, default=None, help="daemon.leaf_holds (railgang mode)")
+    ap.add_argument("--write-trace", type=Path, default=None,
+                    help="write the stream as a `railgang sim` CSV trace and exit (no cluster)")
     args = ap.parse_args()
+    if args.write_trace is not None:
+        write_trace(make_stream(args.jobs, args.seed, 64 * 8, args.load, args.time_scale),
+                    args.write_trace)
+        return 0
     if not 0.0 <= args.occupancy < 1.0:
         ap.error(f"--occupancy {args.occupancy}: give the busy share of GPUs, 0 <= F < 1")
     if args.states < 1:

@@ -352,6 +352,9 @@ class SimBackend:
             return problem
         self._dequeue(sj)
         self._allocate(sj, action.assignment, action.replicas)
+        if sj.record.start is None:
+            leaf_of = getattr(self.fabric, "leaf_of", None)
+            sj.record.first_leaves = len({leaf_of(n) for n in action.assignment}) if leaf_of else 1
         sj.begin_run(now)
         self._entered(sj)
         if self.capacity.paused:  # work runs again: the spot nodes' reclaim processes resume

@@ -72,6 +72,12 @@ def sim(
         "--cycle-s", min=0, help="Decision cycle quantum (0 = at every change).")] = 0.0,
     tick_s: Annotated[float, typer.Option(
         "--tick-s", min=0, help="Extra periodic cycles while jobs wait (0 = off).")] = 0.0,
+    leaf_wait_s: Annotated[float, typer.Option(
+        "--leaf-wait-s", min=0, max=86400,
+        help="A multi-node gang one leaf could hold waits up to this long for one leaf, holding "
+             "it (the daemon's daemon.leaf_wait_s; docs/policies.md; 0 = off).")] = 0.0,
+    leaf_holds: Annotated[int, typer.Option(
+        "--leaf-holds", min=0, max=1024, help="With --leaf-wait-s: leaves held per cycle.")] = 2,
     max_pending: Annotated[int | None, typer.Option(
         "--max-pending", min=1,
         help="Show the core at most N pending jobs per cycle, oldest first (like Slurm's "

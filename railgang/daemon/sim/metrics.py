@@ -60,6 +60,9 @@ class JobRecord:
     pool_gpu_s: dict[str, float] = field(default_factory=dict)
     cost_usd: float = 0.0
     interruptions: int = 0
+    # leaves its first start spanned (0: never started; 1 on a fabric without leaves), so a
+    # replay shows which gangs stayed inside one leaf (issue 21: whole-leaf gangs)
+    first_leaves: int = 0
 
     @property
     def gpu_hours(self) -> float:

@@ -200,7 +200,7 @@ def _engine_config(a: SimpleNamespace, jobs: list[TraceJob], fabric: Any,
                                         tiers=mixed.tiers if mixed else {},
                                         spot_down_s=a.spot_down_s, spot_seed=a.seed),
                           cycle_s=a.cycle_s, tick_s=a.tick_s, seed=a.seed, max_pending=a.max_pending,
-                          failures=fail)
+                          failures=fail, cycle=_cycle(a))
     if a.degrade:
         try:
             events = parse_degrade(a.degrade, fabric.switches, min(j.submit_time for j in jobs))
@@ -208,10 +208,18 @@ def _engine_config(a: SimpleNamespace, jobs: list[TraceJob], fabric: Any,
             raise ConfigError(str(exc)) from exc
         moving = MigrationRules(enabled=not a.no_migrate, checkpoint_on_signal=a.panic_checkpoint)
         return dataclasses.replace(config, sim=dataclasses.replace(config.sim, degrade=events),
-                                   cycle=CycleConfig(migration=moving))
+                                   cycle=dataclasses.replace(config.cycle or CycleConfig(),
+                                                             migration=moving))
     if a.no_migrate:
         raise ConfigError("--no-migrate needs --degrade (nothing degrades, nothing migrates)")
     return config
+
+
+def _cycle(a: SimpleNamespace) -> CycleConfig | None:
+    """The core's knobs the command sets (None: the core's defaults, as the pinned replays)."""
+    if a.leaf_wait_s <= 0:
+        return None
+    return CycleConfig(leaf_wait_s=a.leaf_wait_s, leaf_holds=a.leaf_holds)
 
 
 def _serving(a: SimpleNamespace, jobs: list[TraceJob], names: list[str],

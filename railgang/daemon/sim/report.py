@@ -182,7 +182,7 @@ def to_json(runs: Sequence[RunResult], meta: Mapping[str, Any], baseline: str | 
 
 JOB_COLUMNS = ("policy", "job_id", "account", "gpus", "submit_s", "start_s", "finish_s", "jct_s",
                "queueing_s", "duration_s", "preemptions", "resizes", "lost_gpu_h", "rejected",
-               "rho", "idle_while_waiting_gpu_h")
+               "rho", "idle_while_waiting_gpu_h", "first_leaves")
 
 
 def write_jobs_csv(path: Path, runs: Sequence[RunResult],
@@ -203,7 +203,8 @@ def write_jobs_csv(path: Path, runs: Sequence[RunResult],
                                   r.duration_s, r.preemptions, r.resizes,
                                   round(r.lost_gpu_s / 3600, 6), r.rejected or "",
                                   "" if rho is None else round(rho, 6),
-                                  round(sum(r.idle_fit_gpu_s.values()) / 3600, 6)])
+                                  round(sum(r.idle_fit_gpu_s.values()) / 3600, 6),
+                                  r.first_leaves or ""])
     except OSError as exc:
         raise InputError(f"cannot write per-job CSV: {exc.strerror}", path=str(path)) from exc
 
