@@ -4,7 +4,7 @@ job_submit.lua, the CLI backend and ``railgang daemon run --once`` against it, a
 object of what was seen for the host's test to assert on. Each step's facts are recorded even
 when a later step fails (``error``), so a failure says where.
 
-    python3 scenario.py WORKDIR --port-base 13917
+    python3 scenario.py WORKDIR --port-base 28017
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import pwd
 import subprocess
 import sys
 import time
@@ -21,7 +22,7 @@ from typing import Any
 
 from railgang.daemon.config import SlurmSettings
 from railgang.daemon.slurm.cli import CliBackend, write_heartbeat
-from railgang.devcluster.cluster import DevCluster, slurm_env
+from railgang.devcluster.cluster import DAEMON_USER, DevCluster, daemon_uid, slurm_env
 from railgang.devcluster.layout import ClusterSpec
 
 RAILGANG = str(Path(sys.executable).with_name("railgang"))
@@ -30,7 +31,7 @@ RAILGANG = str(Path(sys.executable).with_name("railgang"))
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("work", type=Path)
-    ap.add_argument("--port-base", type=int, default=13917)
+    ap.add_argument("--port-base", type=int, default=28017)
     args = ap.parse_args()
     work: Path = args.work
     base: int = args.port_base
@@ -109,8 +110,22 @@ def run(spec: ClusterSpec, work: Path, out: dict[str, Any]) -> None:
         "skipped": list(obs.skipped), "json_version": backend.json_version,
         "time_limit_s": {j: r.time_limit_s for j, r in obs.jobs.items()},
         "free": {n: len(g) for n, g in obs.snapshot.free.items()}}
-    denv = {**os.environ, **env, "RAILGANG_CONFIG": "",
-            "RAILGANG_DB__URL": f"sqlite:///{work / 'rg.sqlite'}",
+    # the daemon and its commands run as the deployment runs them: as the non-root Slurm
+    # administrator `railgang` that `devcluster up` created (docs/deploy.md), in a home it owns
+    uid = daemon_uid()
+    if uid is None:
+        raise RuntimeError(f"devcluster up did not create the daemon user {DAEMON_USER!r}")
+    home = work / "daemon-home"
+    home.mkdir(mode=0o755, exist_ok=True)
+    os.chown(home, uid, pwd.getpwuid(uid).pw_gid)
+    os.chown(spec.heartbeat_file, uid, -1)  # written above by this root scenario
+    as_daemon = ["setpriv", f"--reuid={uid}", f"--regid={pwd.getpwuid(uid).pw_gid}",
+                 "--clear-groups", RAILGANG]
+    out["daemon_uid"] = uid
+    denv = {**os.environ, **env, "RAILGANG_CONFIG": "", "HOME": str(home),
+            "RAILGANG_HOME": str(home),
+            "RAILGANG_DB__URL": f"sqlite:///{home / 'rg.sqlite'}",
+            "RAILGANG_LEDGER__GRANTS_FILE": str(home / "class_grants.txt"),
             "RAILGANG_SLURM__BACKEND": "cli", "RAILGANG_SLURM__CONF": str(spec.slurm_conf),
             "RAILGANG_SLURM__LEASE_S": "600",
             # renew every lease every cycle: the second cycle must renew a lease given a moment
@@ -120,7 +135,7 @@ def run(spec: ClusterSpec, work: Path, out: dict[str, Any]) -> None:
             "RAILGANG_DAEMON__METRICS_PORT": "0", "RAILGANG_DAEMON__POLICY": "fifo"}
 
     def cycle() -> dict[str, Any]:
-        res = subprocess.run([RAILGANG, "daemon", "run", "--once", "--log-format", "json"],
+        res = subprocess.run([*as_daemon, "daemon", "run", "--once", "--log-format", "json"],
                              env=denv, capture_output=True, text=True, timeout=120)
         logged = [json.loads(x) for x in res.stderr.splitlines() if x.startswith("{")]
         found = next((x for x in logged if '"ms"' in json.dumps(x) and "actions" in x), None)
@@ -129,9 +144,11 @@ def run(spec: ClusterSpec, work: Path, out: dict[str, Any]) -> None:
                 "stderr": res.stderr[-1500:] if found is None else ""}
 
     out["cycle1"] = cycle()
+    # the daemon rewrote the heartbeat as itself: proof it ran as `railgang`, not as root
+    out["heartbeat_owner"] = spec.heartbeat_file.stat().st_uid
     rec = wait(gang, "JobState", "RUNNING")
     out["gang_after"] = {"nodes": rec.get("NodeList"), "state": rec.get("JobState")}
-    explain = subprocess.run([RAILGANG, "explain", gang, "--json"], env=denv,
+    explain = subprocess.run([*as_daemon, "explain", gang, "--json"], env=denv,
                              capture_output=True, text=True, timeout=60)
     out["explain"] = json.loads(explain.stdout or "{}")
     # a second gang that cannot fit (n01 has 4 free, n02 8): it waits and its lease is renewed
@@ -142,13 +159,13 @@ def run(spec: ClusterSpec, work: Path, out: dict[str, Any]) -> None:
     out["cycle2"] = cycle()
     out["renewal"] = {"before": before, "after": show(waiting).get("EligibleTime"),
                       "reason": show(waiting).get("Reason")}
-    status = subprocess.run([RAILGANG, "daemon", "status", "--json"], env=denv,
+    status = subprocess.run([*as_daemon, "daemon", "status", "--json"], env=denv,
                             capture_output=True, text=True, timeout=60)
     out["status"] = json.loads(status.stdout or "{}")
     out["jobs"] = {"tagged": tagged, "gang": gang, "waiting": waiting}
     # the usage ledger from this version's sacct --json
     time.sleep(2)  # slurmdbd records the starts
-    ingest = subprocess.run([RAILGANG, "ledger", "ingest", "--since", "now-1h", "--json"],
+    ingest = subprocess.run([*as_daemon, "ledger", "ingest", "--since", "now-1h", "--json"],
                             env=denv, capture_output=True, text=True, timeout=120)
     out["ledger"] = {"rc": ingest.returncode, "stderr": ingest.stderr[-600:],
                      **(json.loads(ingest.stdout) if ingest.returncode == 0 else {})}

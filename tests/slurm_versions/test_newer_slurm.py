@@ -1,7 +1,8 @@
 """Slurm 24.11 and 26.05 for real (issue 17): Debian trixie's (marker ``slurm2411``, loopback
-ports 13917+) and sid's (``slurm2605``, 14917+) Slurm in a container (the 22.05 session cluster
-uses other ports), driven through railgang's CLI backend, its job_submit.lua and ``railgang
-daemon run``. The scenario runs inside the container (scenario.py); this module asserts on what
+ports from RAILGANG_TEST_PORT_BASE + 1200) and sid's (``slurm2605``, + 1300) Slurm in a container
+(beside the 22.05 session cluster's ports, tests/support/ports.py), driven through railgang's CLI
+backend, its job_submit.lua and ``railgang daemon run`` as the non-root Slurm administrator
+``railgang``, as deployments run it (docs/deploy.md). The scenario runs inside the container (scenario.py); this module asserts on what
 it saw.
 
 Run: ``.venv/bin/pytest tests/slurm_versions -m slurm2411`` (or ``slurm2605``) as root with a
@@ -22,10 +23,12 @@ import pytest
 
 from tests.conftest import REQUIRED
 from tests.slurm_versions.container import ContainerUnavailable, SlurmContainer
+from tests.support.ports import PORT_BASE
 
 pytestmark = [pytest.mark.slow]
-# suite -> (marker, Slurm release, loopback port base)
-SUITES = {"trixie": ("slurm2411", "24.11", 13917), "sid": ("slurm2605", "26.05", 14917)}
+# suite -> (marker, Slurm release, loopback port base): two sessions with two bases do not meet
+SUITES = {"trixie": ("slurm2411", "24.11", PORT_BASE + 1200),
+          "sid": ("slurm2605", "26.05", PORT_BASE + 1300)}
 
 
 @pytest.fixture(scope="module", params=[
@@ -82,6 +85,11 @@ def test_the_snapshot_sees_the_jobs_and_nodes(seen: dict[str, Any]) -> None:
     assert snap["free"] == {"n01": 4, "n02": 8, "n03": 8, "n04": 8}
     assert snap["time_limit_s"][jobs["gang"]] is None  # --time=UNLIMITED, not 0 s
     assert snap["json_version"] == "v0.0.42"  # pinned after the first read
+
+
+def test_the_daemon_runs_as_the_non_root_slurm_administrator(seen: dict[str, Any]) -> None:
+    # the heartbeat the daemon rewrote belongs to it: it ran as `railgang`, not as root
+    assert seen["daemon_uid"] != 0 and seen["heartbeat_owner"] == seen["daemon_uid"]
 
 
 def test_the_daemon_places_a_tp8_dp2_gang_in_one_leaf(seen: dict[str, Any]) -> None:
