@@ -83,6 +83,8 @@ class JobRequest:
     batch_per_replica: int = 32  # samples per replica per step (Pollux statistical efficiency)
     comm_fraction: float = 0.0  # share of a step spent in gradient all-reduce at full size
     model: str = ""
+    serving: str = ""  # the serving deployment this class-0 job is a replica of ("" = none;
+    # model/serving.py: a replica runs only on its deployment's held nodes)
     # measured speed on each GPU type relative to the type its work is counted in (1.0 there),
     # e.g. {"v100": 1.0, "p100": 0.6, "k80": 0.25}; None = unknown (daemon/core/model/pools.py falls
     # back to its type-speed table). Only compared between types: never changes a single-type run
@@ -107,6 +109,8 @@ class JobRequest:
             raise ValueError(f"{self.job_id}: gpus {self.gpus} is not a multiple of tp×pp")
         if not 0 <= self.priority_class <= 3:
             raise ValueError(f"{self.job_id}: priority_class must be 0-3")
+        if self.serving and self.priority_class != 0:
+            raise ValueError(f"{self.job_id}: a serving replica ({self.serving}) must be class 0")
         if type(self.priority_class) is not PriorityClass:
             object.__setattr__(self, "priority_class", PriorityClass(self.priority_class))
         per = self.tp * self.pp

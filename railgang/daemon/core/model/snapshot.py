@@ -17,6 +17,7 @@ Fields
 ``accounts``    :class:`Account` per name (fair-share, usage, optional GPU quota)
 ``preemptions`` recent :class:`PreemptEvent` (for the churn budget window)
 ``quotas``      the hierarchical quota tree (:class:`~railgang.daemon.core.model.quota.QuotaTree`), or None
+``serving``     serving pools and their lent nodes (:class:`~railgang.daemon.core.model.serving.ServingPool`), or None
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from typing import Any
 from railgang.daemon.core.model.job import Job, RunningJob
 from railgang.daemon.core.model.needs import UNKNOWN_FACTS, GpuFacts
 from railgang.daemon.core.model.quota import QuotaTree
+from railgang.daemon.core.model.serving import ServingPool
 
 
 class NodeState(enum.StrEnum):
@@ -176,6 +178,8 @@ class Snapshot:
     quotas: QuotaTree | None = None  # None: no quota tree (only the flat Account.quota_gpus)
     tiers: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))  # tier name ->
     # railgang.daemon.core.model.tiers.TierTerms (price, interruption rate); empty = no prices known
+    serving: ServingPool | None = None  # serving pools and the nodes lent from them (issue 19;
+    # model/serving.py); None: no serving pools, every node is anyone's
     index: SnapshotIndex | None = field(default=None, compare=False, repr=False)  # counts its
     # backend kept between cycles (the simulator; ``SnapshotIndex``); None = derived here
 

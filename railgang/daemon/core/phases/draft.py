@@ -51,6 +51,8 @@ class Draft:
         self._started_ends: list[tuple[float, int]] = []  # (expected end, GPUs) of this cycle's starts
         self._ends: list[tuple[float, int]] | None = None  # all expected ends, sorted, built lazily
         self._eligible: dict[Needs, frozenset[str]] = {}  # nodes meeting each needs, per cycle
+        self._serving_eligible: dict[tuple[object, ...], frozenset[str]] = {}  # likewise, with
+        # serving pools: per (needs, deployment, lent nodes borrowable)
         self._pools: Pools | None = None  # GPU pools (type, tier) of the snapshot, built lazily
         self._pool_ends: dict[PoolKey, list[tuple[float, int]]] | None = None  # likewise
 
@@ -127,7 +129,21 @@ class Draft:
 
     # -- placement ------------------------------------------------------------------------------
     def eligible(self, job: Job) -> frozenset[str] | None:
-        """Usable nodes meeting ``job``'s needs (None: a job without needs may use any node)."""
+        """Usable nodes meeting ``job``'s needs, and on a cluster with serving pools the ones
+        its class may use there (``model/serving.py``); None: the job may use any node."""
+        nodes = self._by_needs(job)
+        serving = self.snap.serving
+        if serving is None:
+            return nodes
+        key = (job.needs, job.request.serving, serving.borrowable(job, self.now))
+        got = self._serving_eligible.get(key)
+        if got is None:
+            usable = frozenset(n for n, node in self.snap.nodes.items() if node.state.usable)
+            got = self._serving_eligible[key] = serving.allowed(
+                job, usable if nodes is None else nodes, self.now)
+        return got
+
+    def _by_needs(self, job: Job) -> frozenset[str] | None:
         needs = job.needs
         if needs.empty:
             return None

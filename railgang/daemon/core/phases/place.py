@@ -133,8 +133,11 @@ def _needs_unmet(d: Draft, job: Job) -> str:
     have = sum(d.snap.nodes[n].gpus for n in nodes)
     if have >= job.min_gpus:
         return ""
+    if job.request.serving:  # a replica waits for its pool's nodes to come back (model/serving.py)
+        return (f"{have} GPUs of serving deployment {job.request.serving}'s pool are held for "
+                f"replicas now (the rest is lent), {job.min_gpus} needed")
     fleet = fleet_summary((n.gpus, n.facts) for n in d.snap.nodes.values() if n.state.usable)
-    return f"{have} GPUs meet {job.needs.render()}; the cluster has {fleet}"
+    return f"{have} GPUs meet {job.needs.render() or 'its class on serving pools'}; the cluster has {fleet}"
 
 
 def _head_nodes(d: Draft, job: Job, x: Want) -> frozenset[str] | None:
