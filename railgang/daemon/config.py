@@ -25,6 +25,7 @@ from pydantic import (
 )
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
+from railgang.daemon.failures.config import FailureSettings
 from railgang.daemon.report.config import ReportSettings
 from railgang.db.urls import mask_url
 from railgang.errors import ConfigError
@@ -266,6 +267,7 @@ class Settings(BaseSettings):
     api: ApiSettings = ApiSettings()
     ledger: LedgerSettings = LedgerSettings()
     report: ReportSettings = ReportSettings()  # docs/report.md
+    failures: FailureSettings = FailureSettings()  # docs/failures.md
 
     @classmethod
     def settings_customise_sources(

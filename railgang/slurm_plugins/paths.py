@@ -16,6 +16,7 @@ PLUGINS = Path(__file__).resolve().parent
 FILES = {
     "job_submit_lua": PLUGINS / "job_submit.lua",
     "spank_source": PLUGINS / "spank" / "railgang_spank.c",
+    "burn_in_script": PLUGINS / "burnin.sh",  # the daemon's default burn-in (docs/failures.md)
 }
 
 

@@ -29,7 +29,8 @@ def make_backend(settings: Settings, now: float) -> Backend:
     if kind == "cli":
         from railgang.daemon.slurm.cli import CliBackend
 
-        return CliBackend(settings.slurm, grants_file=settings.ledger.grants_file)
+        return CliBackend(settings.slurm, grants_file=settings.ledger.grants_file,
+                          failures=settings.failures)
     raise ConfigError(f"slurm.backend = {kind!r}: not supported by the daemon (pyslurm needs "
                       "Slurm 25.11; see docs/daemon.md); use 'cli' or 'sim'")
 

@@ -42,13 +42,16 @@ from railgang.daemon.backend import ActionResult, FollowUp
 from railgang.daemon.config import SlurmSettings
 from railgang.daemon.core.model.actions import Action, Start
 from railgang.daemon.core.model.snapshot import Snapshot
+from railgang.daemon.failures.config import FailureSettings
 from railgang.daemon.slurm.cli import commands as cmd
 from railgang.daemon.slurm.cli.apply import ApplyConfig, apply_actions, finish_due
 from railgang.daemon.slurm.cli.class_grants import read_grants
 from railgang.daemon.slurm.cli.facts import render_fleet_file, tier_terms
+from railgang.daemon.slurm.cli.failures import FailureResponder, hide
 from railgang.daemon.slurm.cli.parse import ParseProblem
 from railgang.daemon.slurm.cli.records import (
     SinfoNode,
+    SqueueJob,
     parse_sinfo,
     parse_squeue,
     parse_sshare,
@@ -78,7 +81,8 @@ class CliBackend:
     """
 
     def __init__(self, settings: SlurmSettings | None = None, runner: SlurmRunner | None = None, *,
-                 read_shares: bool = True, grants_file: Path | None = None) -> None:
+                 read_shares: bool = True, grants_file: Path | None = None,
+                 failures: FailureSettings | None = None) -> None:
         self.settings = settings or SlurmSettings()
         self.runner = runner or SlurmRunner.from_settings(self.settings)
         self.config = ApplyConfig(lease_s=float(self.settings.lease_s),
@@ -95,6 +99,9 @@ class CliBackend:
         self._fleet_text: str | None = None  # the fleet file as last written (or tried)
         self.json_version: str | None = None  # --json=VERSION once the CLI is seen to take one
         self._due_at: float | None = None  # when leases_due last ran (the renewal rate's clock)
+        # node failures: requeue, first in class, drain flaky nodes, burn-ins (failures.py)
+        self.failures = (FailureResponder(self.runner, failures)
+                         if failures is not None and failures.enabled else None)
 
     # -- observe -------------------------------------------------------------------------------
     def observe(self, now: float) -> Observation:
@@ -117,19 +124,35 @@ class CliBackend:
         jobs = [j for j in seen if j.pending or j.active]
         ended = [j for j in seen if not (j.pending or j.active)]
         shares, share_notes = self._shares()
+        nodes, after_fault, failed_over = self._failures(seen, nodes, now)
         st = self.settings
         obs = build_observation(now, jobs, nodes, self._fabric_for(nodes), shares,
                                 [*job_notes, *node_notes, *share_notes],
                                 lambda pools: tier_terms(pools, st.prices, st.spot_interruptions_per_node_day,
                                                          st.spot_notice_s),
                                 lease_s=float(st.lease_s),
-                                grants=read_grants(self.grants_file) if self.grants_file else None)
+                                grants=read_grants(self.grants_file) if self.grants_file else None,
+                                after_fault=after_fault)
         for note in obs.skipped:
             log.warning("slurm: %s", note)
         self._write_fleet(obs)
-        self.finished = finish_due(self.runner, obs, now, self.config, ended=ended)
+        self.finished = [*failed_over, *finish_due(self.runner, obs, now, self.config, ended=ended)]
         self.last = obs
         return obs
+
+    def _failures(self, seen: list[SqueueJob], nodes: list[SinfoNode],
+                  now: float) -> tuple[list[SinfoNode], frozenset[str], list[FollowUp]]:
+        """The failure responder's turn (docs/failures.md): the nodes as the core must see them
+        (flaky ones drained), the jobs to order first in their class, what it did. Its own
+        trouble is logged, never the cycle's: the schedule goes on without it."""
+        if self.failures is None:
+            return nodes, frozenset(), []
+        try:
+            resp, done = self.failures.step(seen, nodes, now)
+        except Exception as exc:  # a bug here must not stop scheduling
+            log.error("failures: responder failed this cycle: %s: %s", type(exc).__name__, exc)
+            return nodes, frozenset(), []
+        return hide(nodes, frozenset(resp.held_out)), resp.after_fault, done
 
     def snapshot(self, now: float) -> Snapshot:
         return self.observe(now).snapshot

@@ -98,6 +98,22 @@ def drain_argv(node: str, reason: str) -> list[str]:
     return [SCONTROL, "update", f"nodename={node}", "State=DRAIN", f"Reason={reason}"]
 
 
+def resume_argv(node: str) -> list[str]:
+    return [SCONTROL, "update", f"nodename={node}", "State=RESUME"]
+
+
+def reservation_argv(name: str, node: str, user: str) -> list[str]:
+    """A maintenance reservation of ``node`` that only ``user`` may use, from now on: the
+    burn-in runs in it and no other job lands on the node meanwhile (IGNORE_JOBS: the node may
+    still show an ending job; MAINT: its time is not counted as idle)."""
+    return [SCONTROL, "create", "reservation", f"ReservationName={name}", f"Nodes={node}",
+            "StartTime=now", "Duration=UNLIMITED", f"Users={user}", "Flags=MAINT,IGNORE_JOBS"]
+
+
+def delete_reservation_argv(name: str) -> list[str]:
+    return [SCONTROL, "delete", f"ReservationName={name}"]
+
+
 def features_argv(node: str, features: Iterable[str]) -> list[str]:
     feats = ",".join(sorted(features))
     return [SCONTROL, "update", f"nodename={node}", f"AvailableFeatures={feats}", f"ActiveFeatures={feats}"]
@@ -143,6 +159,7 @@ __all__ = [
     "SQUEUE",
     "SSHARE",
     "ScontrolScript",
+    "delete_reservation_argv",
     "drain_argv",
     "failures_by_job",
     "features_argv",
@@ -150,6 +167,8 @@ __all__ = [
     "hosts",
     "lease_argvs",
     "requeue_argv",
+    "reservation_argv",
+    "resume_argv",
     "signal_argv",
     "slurm_time",
     "start_fields",

@@ -38,6 +38,9 @@ from railgang.training import Progress, read_progress
 PENDING_STATES = frozenset({"PENDING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED"})
 ACTIVE_STATES = frozenset({"RUNNING", "CONFIGURING", "COMPLETING", "SUSPENDED", "RESIZING",
                            "SIGNALING", "STAGE_OUT"})
+# ended jobs the daemon still acts on (docs/failures.md): a job a node failure killed and Slurm
+# did not requeue, and railgang's burn-in jobs (their end state is the verdict on a node)
+BURN_IN_NAME = "railgang-burnin"
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +73,7 @@ class SqueueJob:
     progress_problem: str = ""  # a malformed progress Comment (the job is kept, without it)
     exit_signal: int = 0  # the signal that ended the job's batch script (0: none, or still on)
     qos: str = ""  # the job's QOS (a class may be granted to a QOS)
+    requeue: bool = True  # Slurm may requeue it (False: submitted with --no-requeue)
 
     @property
     def pending(self) -> bool:
@@ -275,6 +279,7 @@ def _squeue_job(raw: Mapping[str, Any], job_id: str) -> SqueueJob:
         progress=progress,
         progress_problem=progress_problem,
         exit_signal=exit_signal(raw),
+        requeue=raw.get("requeue") is not False,
     )
 
 
@@ -312,7 +317,8 @@ def parse_squeue(text: str, *, keep_signalled: bool = False,
 
     ``keep_signalled`` also keeps jobs that ended of a signal (squeue shows ended jobs for
     ``MinJobAge``): a batch script killed by railgang's checkpoint signal must still be
-    requeued (``apply.died_of_the_signal``)."""
+    requeued (``apply.died_of_the_signal``); and jobs that ended ``NODE_FAIL`` and burn-ins
+    (``BURN_IN_NAME``), which the failure responder reads (``failures.py``)."""
     data = load_json(text, "squeue --json")
     entries = data.get("jobs", [])
     if not isinstance(entries, list):
@@ -336,7 +342,9 @@ def parse_squeue(text: str, *, keep_signalled: bool = False,
             if state not in KNOWN_JOB_STATES:
                 raise ParseProblem(f"job {record_name(raw)}: job_state {_short(state)} is not a "
                                    f"Slurm job state")
-            if state not in PENDING_STATES | ACTIVE_STATES and not (keep_signalled and exit_signal(raw)):
+            if state not in PENDING_STATES | ACTIVE_STATES and not (keep_signalled and (
+                    exit_signal(raw) or state == "NODE_FAIL"
+                    or str(raw.get("name") or "").startswith(BURN_IN_NAME))):
                 continue
             job = squeue_job(raw)
         except ParseProblem as exc:

@@ -44,8 +44,9 @@ class Observation:
     leased: tuple[str, ...] = field(default=())  # pending railgang jobs in the queue
 
 
-def core_job(rec: SqueueJob, tag: RailgangTag, now: float) -> Job:
-    """The core's :class:`Job` for a railgang job (raises ValueError if the sizes disagree)."""
+def core_job(rec: SqueueJob, tag: RailgangTag, now: float, after_fault: bool = False) -> Job:
+    """The core's :class:`Job` for a railgang job (raises ValueError if the sizes disagree);
+    ``after_fault``: a node failure requeued it (``failures.py``)."""
     per_replica = tag.tp * tag.pp
     gpus = per_replica * tag.dp if tag.dp is not None else rec.gpus_requested
     request = JobRequest(
@@ -64,7 +65,8 @@ def core_job(rec: SqueueJob, tag: RailgangTag, now: float) -> Job:
     )
     # every requeue (a railgang preemption or grow, a node failure) bumps Slurm's restart count
     return Job(request, JobState(preemptions=rec.restarts,
-                                 work_remaining_s=_work_left(rec, request, now)))
+                                 work_remaining_s=_work_left(rec, request, now),
+                                 after_fault=after_fault))
 
 
 def _work_left(rec: SqueueJob, request: JobRequest, now: float) -> float | None:
@@ -156,12 +158,14 @@ def free_gpus(nodes: Iterable[SinfoNode], jobs: Iterable[SqueueJob], now: float)
 def build_observation(now: float, jobs: Iterable[SqueueJob], nodes: Iterable[SinfoNode], fabric: Any,
                       shares: Iterable[ShareRow] = (), skipped: Iterable[str] = (),
                       pricing: Callable[[Iterable[tuple[str, str]]], Mapping[str, Any]] | None = None,
-                      *, lease_s: float = 0.0, grants: ClassGrants | None = None) -> Observation:
+                      *, lease_s: float = 0.0, grants: ClassGrants | None = None,
+                      after_fault: frozenset[str] = frozenset()) -> Observation:
     """Everything the core sees, from one read of squeue, sinfo and sshare; ``pricing``: the
     tiers' terms for the cluster's (GPU type, tier) pools (``facts.tier_terms``); ``lease_s``:
     the lease the backend renews (a job with a later ``--begin`` joins the renewals one lease
     before it); ``grants``: the class grants now (a class 0-2 job no longer granted to its
-    account, user or QOS is scheduled as class 3; None: not checked)."""
+    account, user or QOS is scheduled as class 3; None: not checked); ``after_fault``: waiting
+    jobs a node failure requeued, ordered first in their class by the core."""
     job_list = list(jobs)
     node_list = list(nodes)
     notes = list(skipped)
@@ -191,7 +195,7 @@ def build_observation(now: float, jobs: Iterable[SqueueJob], nodes: Iterable[Sin
         if (not rec.pending and not rec.active) or rec.alloc_problem:
             continue
         try:
-            job = core_job(rec, tag, now)
+            job = core_job(rec, tag, now, rec.pending and rec.job_id in after_fault)
             if rec.pending:
                 pending.append(job)
             elif rec.state == "RUNNING":

@@ -31,7 +31,7 @@ def test_backend_signatures() -> None:
     from railgang.daemon.slurm.cli import CliBackend
 
     assert list(inspect.signature(CliBackend).parameters) == ["settings", "runner", "read_shares",
-                                                                "grants_file"]
+                                                                "grants_file", "failures"]
     for method in ("snapshot", "observe", "apply", "renew_leases"):
         assert callable(getattr(CliBackend, method))
     assert issubclass(CliBackend, LeaseBackend) and issubclass(CliBackend, ExpiringLeaseBackend)

@@ -1,0 +1,45 @@
+"""``[failures]``: what the daemon does when nodes fail under jobs (docs/failures.md).
+
+A group of its own, like ``[report]``, so the settings of one feature live beside its code.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field, field_validator
+
+from railgang.daemon.failures.flaky import FlakyRules
+
+MAX_COMMAND = 4096  # a burn-in command is a line, not a script
+
+
+class FailureSettings(BaseModel):
+    model_config = {"extra": "forbid"}
+    # act on failures at all: requeue NODE_FAIL jobs, order failed-over jobs first in their
+    # class, drain flaky nodes and burn them in (false: detect nothing, as before issue 20)
+    enabled: bool = True
+    # a node where this many jobs were killed by a node failure within flaky_window_s is flaky
+    flaky_count: int = Field(default=3, ge=1, le=1000)
+    flaky_window_s: float = Field(default=86400.0, gt=0)
+    # a failed burn-in is tried again after this long (the node stays drained meanwhile)
+    burn_in_retry_s: float = Field(default=3600.0, gt=0)
+    # the burn-in: empty = the shipped check (railgang/slurm_plugins/burnin.sh: nvidia-smi where
+    # it exists, a CPU and node-local filesystem check otherwise); else one shell command line
+    # run by `sbatch --wrap` on the node; exit 0 = passed
+    burn_in_command: str = ""
+    burn_in_time_limit_min: int = Field(default=15, ge=1, le=1440)  # its --time
+    # its --account; empty = the daemon user's default account
+    burn_in_account: str = ""
+
+    @field_validator("burn_in_command")
+    @classmethod
+    def _one_line(cls, v: str) -> str:
+        if len(v) > MAX_COMMAND or "\n" in v or "\x00" in v:
+            raise ValueError(f"one line of at most {MAX_COMMAND} characters, without NUL")
+        return v
+
+    def rules(self) -> FlakyRules:
+        return FlakyRules(count=self.flaky_count, window_s=self.flaky_window_s,
+                          retry_s=self.burn_in_retry_s)
+
+
+__all__ = ["FailureSettings"]

@@ -1,0 +1,188 @@
+"""What the daemon does about failures (issue 20 item 2), decided as a pure function.
+
+:func:`respond` takes what Slurm shows this cycle (jobs, nodes, the burn-in jobs' states) and
+what the daemon remembered from the last cycle (:class:`Memory`), and returns the new memory and
+a :class:`Response`: the adapter (``daemon/slurm/cli/failures.py``) carries it out and the
+snapshot carries the marks. No I/O, no clock: the same inputs give the same answer.
+
+1. **A job killed by a node failure.** Either Slurm requeued it (it ran last cycle, now waits
+   with a higher restart count that no railgang preemption or grow explains, and one of the
+   nodes it ran on is down or drained by a health check), or it ended ``NODE_FAIL`` and Slurm did
+   not requeue it (``JobRequeue=0``): railgang requeues it, unless the user said ``--no-requeue``.
+   Either way the job is marked ``after_fault`` until it runs again: the core orders it first in
+   its priority class (``JobState.after_fault``), so it restarts at once, from its last
+   checkpoint (the training helper resumes from it; docs/training.md).
+2. **Flaky nodes.** Every such kill counts against the node(s) that failed (``flaky.py``): at
+   ``count`` within ``window_s`` the node is drained with a ``railgang: flaky`` reason; once no
+   job is left on it a burn-in job is submitted pinned to it; passed: resumed, failed: drained
+   again and retried after ``retry_s``. A burn-in Slurm no longer shows (ended past
+   ``MinJobAge`` unseen, cancelled by hand) counts as failed.
+3. A kill is counted once: ``Memory.counted`` keeps the (job, restart count) pairs already seen.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+from railgang.daemon.failures.detect import Fault, FaultKind, node_fault
+from railgang.daemon.failures.flaky import (
+    FlakyRules,
+    FlakyState,
+    NodeStatus,
+    Step,
+    StepKind,
+    burn_in_done,
+    burn_in_started,
+    observe,
+)
+
+__all__ = ["BurnIn", "JobView", "Memory", "NodeView", "Response", "burn_in_submitted", "respond"]
+
+# Slurm job states that end a burn-in without passing it
+BURN_IN_FAILED = frozenset({"FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY",
+                            "BOOT_FAIL", "DEADLINE", "PREEMPTED", "SPECIAL_EXIT"})
+_WAITING = frozenset({"PENDING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED"})
+
+
+@dataclass(frozen=True, slots=True)
+class JobView:
+    """One job as Slurm shows it this cycle (railgang's or not: any job's kill counts)."""
+
+    job_id: str
+    state: str  # Slurm's job state: RUNNING, PENDING, NODE_FAIL, ...
+    restarts: int  # restart_cnt
+    nodes: tuple[str, ...] = ()  # the nodes it holds (running) or ran on (ended)
+    railgang_requeue: bool = False  # this restart count is one railgang's preemption/grow made
+    may_requeue: bool = True  # Slurm's ``requeue`` flag (False: the user said --no-requeue)
+    ours: bool = False  # a railgang job (the core places it; only those get ``after_fault``)
+
+
+@dataclass(frozen=True, slots=True)
+class NodeView:
+    name: str
+    state: str  # records.node_state's vocabulary: idle | mixed | alloc | drain | down
+    reason: str = ""
+    busy: bool = False  # a job still runs on it
+
+
+@dataclass(frozen=True, slots=True)
+class BurnIn:
+    job_id: str
+    submitted_at: float
+
+
+@dataclass(frozen=True)
+class Memory:
+    """What the daemon keeps between cycles (in memory: a restart forgets it, docs/failures.md)."""
+
+    running: Mapping[str, tuple[int, tuple[str, ...]]] = field(
+        default_factory=lambda: MappingProxyType({}))  # job -> (restarts, nodes), last cycle
+    after_fault: frozenset[str] = frozenset()  # requeued by a failure, not running again yet
+    counted: frozenset[tuple[str, int]] = frozenset()  # (job, restarts) kills already counted
+    flaky: FlakyState = field(default_factory=FlakyState)
+    burn_ins: Mapping[str, BurnIn] = field(default_factory=lambda: MappingProxyType({}))
+
+
+@dataclass(frozen=True)
+class Response:
+    requeue: tuple[str, ...] = ()  # ended NODE_FAIL and not requeued by Slurm: railgang does
+    after_fault: frozenset[str] = frozenset()  # waiting jobs the core orders first in class
+    faults: tuple[Fault, ...] = ()  # the kills seen this cycle (for the log and the journal)
+    steps: tuple[Step, ...] = ()  # drain / burn_in / resume, in order
+    held_out: tuple[str, ...] = ()  # nodes railgang keeps out of placement (flaky)
+
+
+def respond(memory: Memory, jobs: Iterable[JobView], nodes: Mapping[str, NodeView],
+            burn_in_states: Mapping[str, str], now: float,
+            rules: FlakyRules) -> tuple[Memory, Response]:
+    """One cycle's answer to failures (the module docstring has the rules).
+
+    ``burn_in_states``: Slurm's state of each burn-in job railgang submitted (absent: Slurm
+    no longer shows it)."""
+    if not math.isfinite(now):
+        raise ValueError(f"now {now!r}: expected a finite time")
+    seen = list(jobs)
+    failed_nodes = {n for n, v in nodes.items() if node_fault(n, v.state, v.reason) is not None}
+    faults: list[Fault] = []
+    requeue: list[str] = []
+    after = set(memory.after_fault)
+    counted = set(memory.counted)
+    for job in seen:
+        key = (job.job_id, job.restarts)
+        if job.state == "NODE_FAIL":
+            if key in counted:
+                continue
+            counted.add(key)
+            ran_on = job.nodes or memory.running.get(job.job_id, (0, ()))[1]
+            faults += _kill(job, ran_on, failed_nodes, "ended NODE_FAIL")
+            if job.may_requeue:
+                requeue.append(job.job_id)
+                if job.ours:
+                    after.add(job.job_id)
+        elif job.state in _WAITING and job.job_id in memory.running and key not in counted:
+            restarts, ran_on = memory.running[job.job_id]
+            down = [n for n in ran_on if n in failed_nodes]
+            if job.restarts > restarts and not job.railgang_requeue and down:
+                counted.add(key)
+                faults += _kill(job, ran_on, failed_nodes, "requeued by Slurm: its node failed")
+                if job.ours:
+                    after.add(job.job_id)
+    state = {j.job_id: j.state for j in seen}
+    after = {j for j in after if state.get(j) in _WAITING or j in requeue}
+    flaky, steps = observe(memory.flaky, ((now, f) for f in faults), now, rules)
+    flaky, burn_ins, done = _burn_ins_ended(flaky, memory.burn_ins, burn_in_states, now, rules)
+    steps = [s for s in steps if not (s.kind is StepKind.BURN_IN and (
+        s.node in burn_ins or (nodes.get(s.node) is not None and nodes[s.node].busy)))]
+    live = {j.job_id for j in seen}
+    new = Memory(
+        running=MappingProxyType({j.job_id: (j.restarts, j.nodes) for j in seen
+                                  if j.state == "RUNNING" and j.nodes}),
+        after_fault=frozenset(after),
+        counted=frozenset(k for k in counted if k[0] in live),
+        flaky=flaky, burn_ins=MappingProxyType(burn_ins))
+    return new, Response(requeue=tuple(requeue), after_fault=frozenset(after),
+                         faults=tuple(faults), steps=(*steps, *done), held_out=flaky.held_out())
+
+
+def _kill(job: JobView, ran_on: Iterable[str], failed: set[str], what: str) -> list[Fault]:
+    """One fault per node to blame: the nodes it ran on that are down or drained by a health
+    check; every node it ran on when none is (Slurm does not say which one failed)."""
+    nodes = sorted(set(ran_on))
+    blame = [n for n in nodes if n in failed] or nodes
+    if not blame:
+        return [Fault(FaultKind.NODE_FAIL, None, job.job_id, detail=what)]
+    return [Fault(FaultKind.NODE_FAIL, n, job.job_id, detail=what) for n in blame]
+
+
+def _burn_ins_ended(flaky: FlakyState, burn_ins: Mapping[str, BurnIn], states: Mapping[str, str],
+                    now: float, rules: FlakyRules) -> tuple[FlakyState, dict[str, BurnIn], list[Step]]:
+    left: dict[str, BurnIn] = {}
+    steps: list[Step] = []
+    for node, b in sorted(burn_ins.items()):
+        st = states.get(b.job_id)
+        if flaky.status(node) is not NodeStatus.BURN_IN:
+            continue  # forgotten meanwhile: nothing to wait for
+        if st == "COMPLETED" or st is None or st in BURN_IN_FAILED:
+            reason = flaky.nodes[node].reason
+            flaky, resume = burn_in_done(flaky, node, st == "COMPLETED", now, rules)
+            steps += resume or [Step(StepKind.DRAIN, node, _burn_in_failed(reason, b, st))]
+        else:
+            left[node] = b
+    return flaky, left, steps
+
+
+def _burn_in_failed(reason: str, b: BurnIn, state: str | None) -> str:
+    """The drain reason after a failed burn-in: the first reason, and how the burn-in ended."""
+    how = state.lower() if state else "gone from squeue"
+    return f"{reason.split('; burn-in failed')[0]}; burn-in failed (job {b.job_id}: {how})"[:200]
+
+
+def burn_in_submitted(memory: Memory, node: str, job_id: str, now: float) -> Memory:
+    """The adapter submitted ``node``'s burn-in as ``job_id``."""
+    burn_ins = dict(memory.burn_ins)
+    burn_ins[node] = BurnIn(job_id, now)
+    return Memory(memory.running, memory.after_fault, memory.counted,
+                  burn_in_started(memory.flaky, node, now), MappingProxyType(burn_ins))

@@ -1,0 +1,170 @@
+"""The CLI backend's hands for failures: carries out what ``failures/respond.py`` decided.
+
+Once per observation (``CliBackend.observe``), from the same squeue and sinfo read:
+
+- ``scontrol requeue`` for jobs that ended ``NODE_FAIL`` and that Slurm did not requeue;
+- the ids of failed-over jobs, which the snapshot marks ``after_fault`` (first in their class);
+- a flaky node: ``scontrol update nodename=N State=DRAIN Reason="railgang: flaky: ..."``;
+- its burn-in, once no job is left on it: a maintenance reservation on the node that only the
+  daemon's user may use (``railgang_burnin_N``), the burn-in job submitted into it pinned to the
+  node, then the node resumed *into the reservation* (Slurm runs nothing on a drained node, and
+  nothing but the burn-in runs inside the reservation). Passed: the reservation is deleted and the
+  node is back in service. Failed: drained again with the reason, reservation deleted, retried
+  after ``burn_in_retry_s``.
+- the nodes held out (drained as flaky, or burning in) look drained to the core, so it never
+  places a railgang job where Slurm would not run it.
+
+Each step is one :class:`FollowUp` for the journal and the log. Nothing here raises for a
+refused command: a step that failed is logged and tried again when the state asks for it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import getpass
+import logging
+import re
+from collections.abc import Iterable, Sequence
+
+from railgang.daemon.backend import FollowUp
+from railgang.daemon.core.model.snapshot import NodeState
+from railgang.daemon.failures.config import FailureSettings
+from railgang.daemon.failures.flaky import Step, StepKind
+from railgang.daemon.failures.respond import (
+    JobView,
+    Memory,
+    NodeView,
+    Response,
+    burn_in_submitted,
+    respond,
+)
+from railgang.daemon.slurm.cli import commands as cmd
+from railgang.daemon.slurm.cli.records import BURN_IN_NAME, SinfoNode, SqueueJob
+from railgang.daemon.slurm.cli.runner import SlurmRunner
+from railgang.errors import SlurmCommandError
+from railgang.slurm_plugins.paths import FILES
+
+log = logging.getLogger(__name__)
+SBATCH = "sbatch"
+RESERVATION_PREFIX = "railgang_burnin_"
+_JOB_ID = re.compile(r"^(\d+)")
+
+
+def job_view(rec: SqueueJob) -> JobView:
+    tag = rec.tag
+    ours_requeue = tag is not None and any(
+        m is not None and m.restarts + 1 == rec.restarts for m in (tag.preempt, tag.grow))
+    return JobView(job_id=rec.job_id, state=rec.state, restarts=rec.restarts,
+                   nodes=tuple(n for n, _ in rec.allocation), railgang_requeue=ours_requeue,
+                   may_requeue=rec.requeue, ours=tag is not None)
+
+
+def node_view(rec: SinfoNode, busy: set[str]) -> NodeView:
+    return NodeView(rec.name, rec.state, rec.reason, rec.name in busy)
+
+
+def reservation(node: str) -> str:
+    return f"{RESERVATION_PREFIX}{node}"
+
+
+class FailureResponder:
+    """Keeps :class:`Memory` between cycles and runs the Slurm commands of each response."""
+
+    def __init__(self, runner: SlurmRunner, settings: FailureSettings, user: str | None = None) -> None:
+        self.runner, self.settings = runner, settings
+        self.rules = settings.rules()
+        self.user = user or getpass.getuser()
+        self.memory = Memory()
+        self.last = Response()
+
+    def step(self, seen: Sequence[SqueueJob], nodes: Sequence[SinfoNode],
+             now: float) -> tuple[Response, list[FollowUp]]:
+        busy = {n for j in seen if j.active for n, _ in j.allocation}
+        states = {j.job_id: j.state for j in seen}
+        burn_in_states = {b.job_id: states[b.job_id] for b in self.memory.burn_ins.values()
+                          if b.job_id in states}
+        self.memory, resp = respond(self.memory, (job_view(j) for j in seen),
+                                    {n.name: node_view(n, busy) for n in nodes},
+                                    burn_in_states, now, self.rules)
+        done: list[FollowUp] = []
+        for f in resp.faults:
+            log.warning("failure: %s", f.render())
+        if resp.requeue:
+            done += self._requeue(resp.requeue)
+        for s in resp.steps:
+            done.append(self._do(s, now))
+        self.last = resp
+        return resp, done
+
+    def _requeue(self, ids: Sequence[str]) -> list[FollowUp]:
+        res = self.runner.attempt(cmd.requeue_argv(list(ids)))
+        bad = cmd.failures_by_job(res.stderr) if not res.ok else {}
+        if not res.ok and not bad:
+            bad = dict.fromkeys(ids, res.message)
+        return [FollowUp(j, "requeue", False, f"requeue after NODE_FAIL failed: {bad[j]}")
+                if j in bad else FollowUp(j, "requeue", True, "ended NODE_FAIL, requeued")
+                for j in ids]
+
+    def _do(self, step: Step, now: float) -> FollowUp:
+        node = step.node
+        try:
+            if step.kind is StepKind.DRAIN:
+                self._run(cmd.drain_argv(node, step.reason))
+                self._run(cmd.delete_reservation_argv(reservation(node)), must=False)
+                return FollowUp(node, "drain", True, f"node {node} drained: {step.reason}")
+            if step.kind is StepKind.BURN_IN:
+                return self._burn_in(node, now)
+            self._run(cmd.delete_reservation_argv(reservation(node)))
+            return FollowUp(node, "resume", True, f"node {node}: burn-in passed, back in service")
+        except SlurmCommandError as exc:
+            return FollowUp(node, step.kind.value, False, f"node {node}: {step.kind.value} failed: {exc}")
+
+    def _burn_in(self, node: str, now: float) -> FollowUp:
+        name = reservation(node)
+        self._run(cmd.delete_reservation_argv(name), must=False)  # a leftover of a crash
+        self._run(cmd.reservation_argv(name, node, self.user))
+        try:
+            out = self._run(self._sbatch(node, name))
+        except SlurmCommandError:
+            self._run(cmd.delete_reservation_argv(name), must=False)
+            raise
+        m = _JOB_ID.match(out.strip())
+        if m is None:
+            self._run(cmd.delete_reservation_argv(name), must=False)
+            raise SlurmCommandError([SBATCH], 0, f"sbatch printed no job id: {out.strip()[:80]!r}")
+        self.memory = burn_in_submitted(self.memory, node, m.group(1), now)
+        self._run(cmd.resume_argv(node))
+        return FollowUp(m.group(1), "burn_in", True,
+                        f"node {node}: burn-in job {m.group(1)} in reservation {name}")
+
+    def _sbatch(self, node: str, reservation_name: str) -> list[str]:
+        s = self.settings
+        argv = [SBATCH, "--parsable", f"--job-name={BURN_IN_NAME}-{node}", f"--nodelist={node}",
+                "--nodes=1", "--exclusive", f"--reservation={reservation_name}",
+                f"--time={s.burn_in_time_limit_min}", "--output=/dev/null", "--no-requeue"]
+        if s.burn_in_account:
+            argv.append(f"--account={s.burn_in_account}")
+        if s.burn_in_command:
+            return [*argv, f"--wrap={s.burn_in_command}"]
+        return [*argv, str(FILES["burn_in_script"])]
+
+    def _run(self, argv: list[str], must: bool = True) -> str:
+        res = self.runner.attempt(argv)
+        if not res.ok and must:
+            raise SlurmCommandError(argv, 1, res.message)
+        return res.stdout
+
+    def held_out(self) -> frozenset[str]:
+        return frozenset(self.last.held_out)
+
+    def why(self, node: str) -> str | None:
+        return self.memory.flaky.why(node)
+
+
+def hide(nodes: Iterable[SinfoNode], held_out: frozenset[str]) -> list[SinfoNode]:
+    """``nodes`` with the held-out ones drained, as the core must see them."""
+    return [dataclasses.replace(n, state=NodeState.DRAIN, reason=n.reason or "railgang: flaky")
+            if n.name in held_out else n for n in nodes]
+
+
+__all__ = ["RESERVATION_PREFIX", "FailureResponder", "hide", "job_view", "node_view", "reservation"]

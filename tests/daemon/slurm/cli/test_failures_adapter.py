@@ -1,0 +1,96 @@
+"""slurm/cli/failures.py: the commands the failure responder runs for each decision, against a
+scripted launcher (the real effects: tests/e2e/test_failures_e2e.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from railgang.daemon.core.model.snapshot import NodeState
+from railgang.daemon.failures.config import FailureSettings
+from railgang.daemon.slurm.cli.failures import FailureResponder, hide
+from railgang.daemon.slurm.cli.records import SinfoNode, SqueueJob
+from railgang.daemon.slurm.cli.runner import SlurmRunner
+
+
+class Launcher:
+    def __init__(self, sbatch_out: str = "4242\n", fail: Mapping[str, str] | None = None) -> None:
+        self.calls: list[tuple[str, ...]] = []
+        self.sbatch_out, self.fail = sbatch_out, dict(fail or {})
+
+    def __call__(self, argv: Sequence[str], env: Mapping[str, str], timeout_s: float,
+                 stdin: str | None) -> tuple[int, str, str]:
+        self.calls.append(tuple(argv))
+        key = " ".join(argv[:2])
+        if key in self.fail:
+            return 1, "", self.fail[key]
+        return 0, (self.sbatch_out if argv[0] == "sbatch" else ""), ""
+
+
+def job(job_id: str, state: str, nodes: tuple[str, ...] = ("n03",), requeue: bool = False) -> SqueueJob:
+    return SqueueJob(job_id=job_id, state=state, reason="None", account="a", user="u", name="j",
+                     submit_time=0.0, eligible_time=0.0, start_time=0.0, resize_time=0.0,
+                     time_limit_s=None, priority=1, restarts=0, nodes_requested=len(nodes),
+                     gpus_requested=8, batch_host=nodes[0], required_nodes=(),
+                     allocation=tuple((n, tuple(range(8))) for n in nodes), admin_comment="",
+                     tag=None, requeue=requeue)
+
+
+NODES = [SinfoNode(f"n0{i}", 8, NodeState.IDLE, "", frozenset()) for i in (1, 2, 3)]
+
+
+def responder(launcher: Launcher, **kw: object) -> FailureResponder:
+    settings = FailureSettings(flaky_count=2, **kw)  # type: ignore[arg-type]
+    return FailureResponder(SlurmRunner(exec_fn=launcher, retries=0), settings, user="railgang")
+
+
+def test_a_flaky_node_is_drained_then_burnt_in_inside_a_reservation_then_returned() -> None:
+    la = Launcher()
+    r = responder(la)
+    r.step([job("1", "NODE_FAIL")], NODES, 0.0)
+    assert la.calls == []
+    _, done = r.step([job("1", "NODE_FAIL"), job("2", "NODE_FAIL")], NODES, 1.0)
+    kinds = [c[:2] for c in la.calls]
+    assert kinds == [("scontrol", "update"), ("scontrol", "delete"), ("scontrol", "delete"),
+                     ("scontrol", "create"), ("sbatch", "--parsable"), ("scontrol", "update")]
+    drain, create, sbatch, resume = la.calls[0], la.calls[3], la.calls[4], la.calls[5]
+    assert drain[2:4] == ("nodename=n03", "State=DRAIN") and drain[4].startswith("Reason=railgang: flaky: 2 job")
+    assert "Users=railgang" in create and "Nodes=n03" in create and "Flags=MAINT,IGNORE_JOBS" in create
+    assert "--nodelist=n03" in sbatch and "--reservation=railgang_burnin_n03" in sbatch
+    assert sbatch[-1].endswith("slurm_plugins/burnin.sh")
+    assert resume == ("scontrol", "update", "nodename=n03", "State=RESUME")
+    assert [f.step for f in done] == ["drain", "burn_in"] and all(f.ok for f in done)
+    assert r.held_out() == {"n03"} and "burn-in running" in (r.why("n03") or "")
+    la.calls.clear()
+    burn = job("4242", "COMPLETED", ("n03",))
+    _, done = r.step([burn], NODES, 30.0)
+    assert la.calls == [("scontrol", "delete", "ReservationName=railgang_burnin_n03")]
+    assert [f.step for f in done] == ["resume"] and r.held_out() == frozenset()
+
+
+def test_a_configured_burn_in_command_is_wrapped() -> None:
+    la = Launcher()
+    r = responder(la, burn_in_command="dcgmi diag -r 2", burn_in_account="ops")
+    r.step([job("1", "NODE_FAIL"), job("2", "NODE_FAIL")], NODES, 1.0)
+    sbatch = next(c for c in la.calls if c[0] == "sbatch")
+    assert sbatch[-1] == "--wrap=dcgmi diag -r 2" and "--account=ops" in sbatch
+
+
+def test_a_refused_sbatch_leaves_the_node_drained_and_removes_the_reservation() -> None:
+    la = Launcher(fail={"sbatch --parsable": "sbatch: error: Invalid account"})
+    r = responder(la)
+    _, done = r.step([job("1", "NODE_FAIL"), job("2", "NODE_FAIL")], NODES, 1.0)
+    assert not done[-1].ok and "Invalid account" in done[-1].detail
+    assert ("scontrol", "update", "nodename=n03", "State=RESUME") not in la.calls
+    assert la.calls[-1] == ("scontrol", "delete", "ReservationName=railgang_burnin_n03")
+
+
+def test_node_fail_jobs_slurm_left_ended_are_requeued() -> None:
+    la = Launcher()
+    r = responder(la)
+    _, done = r.step([job("5", "NODE_FAIL", requeue=True)], NODES, 0.0)
+    assert la.calls == [("scontrol", "requeue", "5")] and done[0].step == "requeue"
+
+
+def test_held_out_nodes_look_drained_to_the_core() -> None:
+    shown = hide(NODES, frozenset({"n02"}))
+    assert [n.state for n in shown] == [NodeState.IDLE, NodeState.DRAIN, NodeState.IDLE]
