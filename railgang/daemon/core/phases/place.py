@@ -36,6 +36,9 @@ class Attempt:
         return Reason.WAITING_FOR_GPUS if self.failure is None else reason_for(self.failure.code)
 
 
+_NO_ROOM = Attempt()  # no size fits the free GPUs by count: nothing tried, the job waits for GPUs
+
+
 class LeafWait:
     """Bounded waiting for a leaf (``CycleConfig.leaf_wait_s``/``leaf_holds``).
 
@@ -258,7 +261,10 @@ class PlacePhase:
             if self.head is not None and plan.mode == "strict":
                 d.wait(job, Reason.PRIORITY, f"FIFO: behind {self.head}", need)
                 continue
-            attempt = _try_start(d, job, x, self._fits(job, quota), self.leaf)
+            if min(x.replicas, x.min_replicas) * job.replica_gpus > d.free_count:
+                attempt = _NO_ROOM  # every size _try_start could try is larger than what is free
+            else:  # (on a long queue most jobs: no size to try, no backfill test to build)
+                attempt = _try_start(d, job, x, self._fits(job, quota), self.leaf)
             st = attempt.started
             if st is not None:
                 if self.head is not None and d.now + _runtime(job, st.replicas) > self.shadow_t:
