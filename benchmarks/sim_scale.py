@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/sim_scale.py [--sizes 10000,100000] [--policy default]
         [--nodes 128 --gpus-per-node 8 --leaf 8] [--load 0.8] [--seed 0] [--cycle-s 0]
+        [--shape philly|gangs|small|diurnal]
         [--profile FILE]
 
 Per size: generate the trace (``benchmarks/synthetic_trace.py``), write it as CSV, read it back
@@ -30,7 +31,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from synthetic_trace import generate, write_csv
+from synthetic_trace import SHAPES, generate, write_csv
 
 import railgang.daemon.sim.engine as engine
 from railgang.daemon.core.cycle import PHASES
@@ -75,7 +76,7 @@ COLUMNS = ("snapshot", *PHASES, "apply", "record", "metrics", "events")
 def replay(n: int, args: argparse.Namespace, tmp: Path, profile: Path | None) -> dict[str, Any]:
     gpus = args.nodes * args.gpus_per_node
     path = tmp / f"syn{n}.csv"
-    write_csv(generate(n, gpus_total=gpus, load=args.load, seed=args.seed), path)
+    write_csv(generate(n, gpus_total=gpus, load=args.load, seed=args.seed, shape=args.shape), path)
     trace = read_csv(path)
     fabric = fabric_from_shape(args.nodes, args.gpus_per_node, args.leaf)
     _MS.clear()
@@ -107,13 +108,14 @@ def main() -> None:
     ap.add_argument("--leaf", type=int, default=8)
     ap.add_argument("--load", type=float, default=0.8)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--shape", choices=sorted(SHAPES), default="philly")  # synthetic_trace.SHAPES
     ap.add_argument("--cycle-s", type=float, default=0.0)
     ap.add_argument("--max-pending", type=int, default=None)
     ap.add_argument("--profile", type=Path, default=None)
     args = ap.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
     print(f"policy {args.policy}, {args.nodes * args.gpus_per_node} GPUs, load {args.load}, "
-          f"seed {args.seed}, cycle quantum {args.cycle_s:g} s; Python "
+          f"seed {args.seed}, shape {args.shape}, cycle quantum {args.cycle_s:g} s; Python "
           f"{platform.python_version()}; load average {os.getloadavg()[0]:.1f}\n")
     print("| jobs | wall s | CPU s | jobs/s (CPU) | cycles (idle, skipped) | events | mean JCT h | "
           + " | ".join(f"{c} s" for c in COLUMNS) + " |")

@@ -72,23 +72,39 @@ class _Weighted:
         return self.keys[bisect.bisect_right(self.cum, rng.random() * self.cum[-1])]
 
 
+# Shapes besides Philly's (issue 24: "any 100,000-job trace at <= 85 % offered load"): sizes and
+# one log-normal fit of ln(duration_s) shared by every size (duration independent of size), and
+# whether arrivals follow a day (rate x (1 + 0.6 sin(2 pi t / 1 day)): a queue builds each day)
+SHAPES: dict[str, tuple[dict[int, int], tuple[float, float] | None, bool]] = {
+    "philly": (PHILLY_SIZES, None, False),  # Philly's sizes, per-size durations, Poisson
+    "gangs": ({1: 40, 2: 10, 4: 10, 8: 15, 16: 12, 32: 8, 64: 5}, (8.5, 1.8), False),  # many
+    # 16-64-GPU gangs, durations independent of size (issue 24's second shape)
+    "small": ({1: 70, 2: 15, 4: 15}, (7.0, 1.5), False),  # a flood of short 1-4-GPU jobs
+    "diurnal": (PHILLY_SIZES, None, True),  # Philly's jobs, arrivals swinging +-60 % over a day
+}
+
+
 def generate(n: int, *, gpus_total: int = 1024, load: float = 0.8, seed: int = 0,
-             max_gpus: int | None = None) -> list[SynJob]:
+             max_gpus: int | None = None, shape: str = "philly") -> list[SynJob]:
     """``n`` jobs at ``load`` offered load on ``gpus_total`` GPUs (sizes above ``max_gpus``,
-    default ``gpus_total``, are drawn again so every job fits the cluster)."""
+    default ``gpus_total``, are drawn again so every job fits the cluster), of one of
+    ``SHAPES`` (``philly``: the fitted trace, the same jobs as before shapes existed)."""
+    if shape not in SHAPES:
+        raise ValueError(f"unknown shape {shape!r} (one of {', '.join(SHAPES)})")
+    size_weights, fit, daily = SHAPES[shape]
     if n < 1 or gpus_total < 1 or not 0 < load <= 10:
         raise ValueError("need n >= 1, gpus_total >= 1 and 0 < load <= 10")
     cap = max_gpus or gpus_total
     if cap < 1:
         raise ValueError("max_gpus must be >= 1")
     rng = random.Random(seed)
-    sizes, vcs = _Weighted(PHILLY_SIZES), _Weighted(PHILLY_VCS)
+    sizes, vcs = _Weighted(size_weights), _Weighted(PHILLY_VCS)
     drawn: list[tuple[int, float, str]] = []
     for _ in range(n):
         g = int(sizes.draw(rng))  # type: ignore[call-overload]
         while g > cap:
             g = int(sizes.draw(rng))  # type: ignore[call-overload]
-        mu, sigma = _fit_for(g)
+        mu, sigma = fit or _fit_for(g)
         d = min(max(rng.lognormvariate(mu, sigma), MIN_DURATION_S), MAX_DURATION_S)
         drawn.append((g, round(d, 1), str(vcs.draw(rng))))
     work = sum(g * d for g, d, _ in drawn)
@@ -96,7 +112,8 @@ def generate(n: int, *, gpus_total: int = 1024, load: float = 0.8, seed: int = 0
     t, out = 0.0, []
     for i, (g, d, vc) in enumerate(drawn):
         out.append(SynJob(f"syn{i:07d}", round(t, 1), g, d, vc))
-        t += rng.expovariate(1.0 / gap)
+        step = rng.expovariate(1.0 / gap)
+        t += step / (1.0 + 0.6 * math.sin(2.0 * math.pi * t / 86400.0)) if daily else step
     return out
 
 
@@ -124,9 +141,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--gpus", type=int, default=1024)
     ap.add_argument("--load", type=float, default=0.8)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--shape", choices=sorted(SHAPES), default="philly")
     args = ap.parse_args(argv)
     try:
-        jobs = generate(args.jobs, gpus_total=args.gpus, load=args.load, seed=args.seed)
+        jobs = generate(args.jobs, gpus_total=args.gpus, load=args.load, seed=args.seed,
+                        shape=args.shape)
     except ValueError as exc:
         print(f"synthetic_trace: {exc}", file=sys.stderr)
         return 1
@@ -136,7 +155,7 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-__all__ = ["PHILLY_SIZES", "SynJob", "csv_lines", "generate", "offered_load", "write_csv"]
+__all__ = ["PHILLY_SIZES", "SHAPES", "SynJob", "csv_lines", "generate", "offered_load", "write_csv"]
 
 if __name__ == "__main__":
     raise SystemExit(main())
