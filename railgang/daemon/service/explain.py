@@ -60,7 +60,8 @@ def build_rows(outcome: CycleOutcome, plan: Plan | None, policy: str,
         if isinstance(a, Preempt) and a.for_job:
             victims.setdefault(a.for_job, []).append(a.job_id)
     order = [w.job_id for w in (plan.order if plan else ()) if w.job_id in jobs]
-    order.sort(key=lambda j: jobs[j].priority_class)  # the cycle's own key: class, then rank
+    # the cycle's own key: class, a job a node failure requeued first, then rank
+    order.sort(key=lambda j: (jobs[j].priority_class, not jobs[j].state.after_fault))
     position = {j: i + 1 for i, j in enumerate(order)}
     reasons = {r.job_id: r for r in outcome.reasons}
     reserved = next((r.job_id for r in outcome.reasons if r.code is Reason.RESERVED), None)
@@ -84,6 +85,8 @@ def build_rows(outcome: CycleOutcome, plan: Plan | None, policy: str,
         if start is not None:
             data["start_refused"] = next((x.detail for x in outcome.results
                                           if x.action is start), "")
+        if job.state.after_fault:
+            data["after_fault"] = True
         if estimates is not None and job_id in estimates:
             data["estimate"] = dict(estimates[job_id])
         rows.append(ExplanationRow(

@@ -84,15 +84,24 @@ def daemon_status(settings: Settings) -> dict[str, Any]:
 
 
 def explanation(settings: Settings, job_id: str) -> dict[str, Any]:
+    """A job's explanation; for a name that is no job railgang knows, the node of that name
+    (``service/explain_node.py``: why it is out of service, e.g. held out as flaky)."""
+    from railgang.daemon.service.explain_node import node_explanation
+
     engine = make_engine(settings.db.url)
+    node = None
     try:
         try:
             with session_scope(engine) as s:
                 row = explain_repo.get(s, job_id)
+                if row is None:
+                    node = node_explanation(s, job_id, time.time())
         except (OperationalError, ProgrammingError):
             row = None
     finally:
         engine.dispose()
+    if node is not None:
+        return node
     if row is None:
         raise UnknownJobError(f"job {job_id}: railgang has no record of it (the daemon has not "
                               "seen it, or it left the queue over a day ago); check the id with "
@@ -139,6 +148,10 @@ def _ranges(gpus: Sequence[int]) -> str:
 
 
 def render(e: dict[str, Any]) -> str:
+    if "node" in e:  # `railgang explain NODE`
+        from railgang.daemon.service.explain_node import render_node
+
+        return render_node(e)
     head = f"job {e['job_id']} ({e['account']}, class {e['priority_class']}, {e['gpus']} GPUs)"
     when = f"  as of cycle {e['cycle']}, {e['age_s']:.0f} s ago"
     if e["state"] == "waiting":
@@ -152,6 +165,9 @@ def render(e: dict[str, Any]) -> str:
             lines.append(f"  blocked by: {', '.join(e['blocked_by'])}")
         if e.get("start_refused"):
             lines.append(f"  Slurm refused its start: {e['start_refused']}")
+        if e.get("after_fault"):
+            lines.append("  requeued after a node failure: first in its class, restarts from its "
+                         "last checkpoint")
         if e.get("estimate"):
             from railgang.daemon.service.estimate import render_estimate
 

@@ -1,0 +1,117 @@
+"""One replay's CPU cost and schedule, from any source tree: the before/after tool of issue 24 item 2.
+
+    .venv/bin/python benchmarks/cycle_cost.py --policy fifo --trace philly [--limit N]
+        [--tree DIR] [--cpu-limit S]
+    .venv/bin/python benchmarks/cycle_cost.py --policy default --trace gangs --jobs 100000
+        [--gpus 1024] [--load 0.8] [--seed 0]
+
+``--trace philly`` replays the Philly-derived trace (all VCs, ``$RAILGANG_PHILLY_DIR`` or
+../shared/traces/philly-gavel) on 64 x 8 GPUs (leaves of 8), as ``sim_policies.py`` does; any
+other value is a shape of ``synthetic_trace.py`` (``philly``-shaped synthetic is
+``--trace synthetic``), generated here, on ``--gpus`` GPUs in nodes of 8, leaves of 8.
+
+``--tree DIR`` imports ``railgang`` from another checkout (a ``git worktree`` of the baseline),
+so both sides run the same script on the same trace. ``--cpu-limit S`` stops a replay after S
+CPU seconds (SIGPROF) and says how far it got. Prints one JSON line: CPU and wall seconds,
+cycles, mean JCT, load average, and ``schedule``, a SHA-256 of every job's (id, start, finish,
+preemptions, resizes, idle GPU-s charged per pending reason) in submit order, which must be equal before and after a speed-up.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+
+
+class _OutOfCpu(Exception):
+    pass
+
+
+def _on_prof(signum: int, frame: Any) -> None:
+    raise _OutOfCpu
+
+
+def _jobs(args: argparse.Namespace) -> tuple[list[Any], Any]:
+    from railgang.topology.fabric import fabric_from_shape
+
+    if args.trace == "philly":
+        from railgang.daemon.sim.traces.philly import default_dir, read_philly
+
+        jobs = list(read_philly(default_dir()).jobs)
+        return jobs[: args.limit] if args.limit else jobs, fabric_from_shape(64, 8, 8)
+    sys.path.insert(0, str(HERE))
+    from synthetic_trace import generate, write_csv
+
+    from railgang.daemon.sim.traces.csv_trace import read_csv
+
+    path = Path(f"/tmp/cycle_cost-{os.getpid()}.csv")
+    shape = "philly" if args.trace == "synthetic" else args.trace
+    try:
+        write_csv(generate(args.jobs, gpus_total=args.gpus, load=args.load, seed=args.seed,
+                           shape=shape), path)
+        jobs = list(read_csv(path).jobs)
+    finally:
+        path.unlink(missing_ok=True)
+    return jobs, fabric_from_shape(args.gpus // 8, 8, 8)
+
+
+def schedule_hash(records: list[Any]) -> str:
+    h = hashlib.sha256()
+    for r in records:
+        h.update(repr((r.job_id, r.start, r.finish, r.preemptions, r.resizes,
+                       sorted(r.idle_fit_gpu_s.items()))).encode())
+    return h.hexdigest()[:16]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--policy", default="default")
+    ap.add_argument("--trace", default="philly")
+    ap.add_argument("--limit", type=int, default=None)
+    ap.add_argument("--jobs", type=int, default=100_000)
+    ap.add_argument("--gpus", type=int, default=1024)
+    ap.add_argument("--load", type=float, default=0.8)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--tree", type=Path, default=HERE.parent)
+    ap.add_argument("--cpu-limit", type=float, default=0.0)
+    args = ap.parse_args()
+    sys.path.insert(0, str(args.tree.resolve()))
+    import railgang.daemon.core.cycle as cycle
+    from railgang.daemon.core.policies.registry import get
+    from railgang.daemon.sim.engine import EngineConfig, simulate
+    from railgang.daemon.sim.progress import TopologyComm
+
+    jobs, fabric = _jobs(args)
+    load0 = os.getloadavg()
+    out: dict[str, Any] = {"tree": str(Path(cycle.__file__).parents[3]), "policy": args.policy, "trace": args.trace,
+                           "jobs": len(jobs), "load_before": round(load0[0], 2)}
+    if args.cpu_limit > 0:
+        signal.signal(signal.SIGPROF, _on_prof)
+        signal.setitimer(signal.ITIMER_PROF, args.cpu_limit)
+    wall, cpu = time.perf_counter(), time.process_time()
+    try:
+        run = simulate(jobs, get(args.policy), fabric, comm=TopologyComm(fabric),
+                       config=EngineConfig())
+    except _OutOfCpu:
+        out.update(finished=False, cpu_s=round(time.process_time() - cpu, 1))
+    else:
+        signal.setitimer(signal.ITIMER_PROF, 0)
+        out.update(finished=True, cpu_s=round(time.process_time() - cpu, 1),
+                   wall_s=round(time.perf_counter() - wall, 1), cycles=run.cycles,
+                   skipped=run.skipped, mean_jct_h=round(run.metrics.mean_jct_s / 3600, 3),
+                   schedule=schedule_hash(run.records))
+    out["load_after"] = round(os.getloadavg()[0], 2)
+    print(json.dumps(out), flush=True)
+
+
+if __name__ == "__main__":
+    main()
