@@ -66,10 +66,12 @@ def status(ctx: typer.Context, as_json: JsonOpt = False) -> None:
 
 def explain(
     ctx: typer.Context,
-    job_id: Annotated[str, typer.Argument(help="Slurm job id.")],
+    job_id: Annotated[str, typer.Argument(
+        help="Slurm job id, or a node name: why the node is out (e.g. held out as flaky).")],
     as_json: JsonOpt = False,
 ) -> None:
-    """Why a job waits (reason, place in the order, what blocks it) or where it runs and why."""
+    """Why a job waits (reason, place in the order, what blocks it) or where it runs and why;
+    for a node, why it is out of service."""
     from railgang.daemon.service.status import explanation, render
 
     e = explanation(settings_from(ctx), job_id)

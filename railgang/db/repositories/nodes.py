@@ -46,4 +46,10 @@ def record_node_states(s: Session, cluster: str, nodes: Iterable[NodeSeen], at_e
     return len(rows)
 
 
-__all__ = ["NodeSeen", "record_node_states"]
+def last_state(s: Session, node: str) -> NodeState | None:
+    """The node's latest row (any cluster), or None: what ``railgang explain NODE`` shows."""
+    q = select(NodeState).where(NodeState.node == node).order_by(NodeState.at_epoch.desc()).limit(1)
+    return s.execute(q).scalars().first()
+
+
+__all__ = ["NodeSeen", "last_state", "record_node_states"]

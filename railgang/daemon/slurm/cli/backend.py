@@ -152,7 +152,7 @@ class CliBackend:
         except Exception as exc:  # a bug here must not stop scheduling
             log.error("failures: responder failed this cycle: %s: %s", type(exc).__name__, exc)
             return nodes, frozenset(), []
-        return hide(nodes, frozenset(resp.held_out)), resp.after_fault, done
+        return hide(nodes, frozenset(resp.held_out), self.failures.why), resp.after_fault, done
 
     def snapshot(self, now: float) -> Snapshot:
         return self.observe(now).snapshot

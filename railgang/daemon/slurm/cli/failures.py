@@ -24,7 +24,7 @@ import dataclasses
 import getpass
 import logging
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from railgang.daemon.backend import FollowUp
 from railgang.daemon.core.model.snapshot import NodeState
@@ -161,9 +161,13 @@ class FailureResponder:
         return self.memory.flaky.why(node)
 
 
-def hide(nodes: Iterable[SinfoNode], held_out: frozenset[str]) -> list[SinfoNode]:
-    """``nodes`` with the held-out ones drained, as the core must see them."""
-    return [dataclasses.replace(n, state=NodeState.DRAIN, reason=n.reason or "railgang: flaky")
+def hide(nodes: Iterable[SinfoNode], held_out: frozenset[str],
+         why: Callable[[str], str | None] = lambda _: None) -> list[SinfoNode]:
+    """``nodes`` with the held-out ones drained, as the core must see them, with ``why(node)``
+    as their reason: the node inventory records it, so the report's down-and-drained list and
+    ``railgang explain NODE`` say why the node is out and where its burn-in stands."""
+    return [dataclasses.replace(n, state=NodeState.DRAIN,
+                                reason=why(n.name) or n.reason or "railgang: flaky")
             if n.name in held_out else n for n in nodes]
 
 
