@@ -27,6 +27,7 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 
 from railgang.daemon.failures.config import FailureSettings
 from railgang.daemon.report.config import ReportSettings
+from railgang.daemon.serving.config import ServingSettings
 from railgang.db.urls import mask_url
 from railgang.errors import ConfigError
 from railgang.topology.tiers import Capacity
@@ -70,6 +71,11 @@ class SlurmSettings(BaseModel):
     # it is capped at lease_s) renews every lease every cycle. A dead daemon's jobs still run
     # natively within lease_s
     lease_renew_before_s: int = Field(default=40, ge=1, le=86400)
+    # Slurm 22.05 (whose squeue --json cannot be narrowed): between full JSON reads, jobs are
+    # read from the plain `squeue -O` form of the fields the daemon needs (slurm/cli/narrow.py);
+    # the JSON is read at least this often (job names, progress Comments) and whenever a job
+    # that is not pending is new or changed. 0 = the JSON every cycle
+    narrow_full_read_s: float = Field(default=60.0, ge=0, le=86400)
     # topology.conf to build the fabric from; empty = topology.conf beside slurm.conf, else
     # `scontrol show topology`
     topology: Path | None = None
@@ -268,6 +274,7 @@ class Settings(BaseSettings):
     ledger: LedgerSettings = LedgerSettings()
     report: ReportSettings = ReportSettings()  # docs/report.md
     failures: FailureSettings = FailureSettings()  # docs/failures.md
+    serving: ServingSettings = ServingSettings()  # docs/serving.md
 
     @classmethod
     def settings_customise_sources(
