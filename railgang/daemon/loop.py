@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Protocol
@@ -67,14 +67,18 @@ class CycleOutcome:
 def run_cycle(backend: Backend, policy: Policy, clock: Clock, rng: random.Random, *,
               config: CycleConfig | None = None, placer: Placer = topology_placer,
               journal: CycleJournal | None = None, quotas: QuotaTree | None = None,
-              health: Any = None) -> CycleOutcome:
+              health: Any = None,
+              serving: Callable[[Snapshot], tuple[Snapshot, Sequence[Action]]] | None = None,
+              ) -> CycleOutcome:
     """1. read the clock, 2. observe (and reconcile), 3. decide (pure), 4. journal, apply,
     journal, 5. report.
 
     ``config`` and ``placer`` are the core's own knobs, passed through unchanged (the default
     placer is the topology engine; tests may inject a first-fit one). ``quotas``: the quota tree
     the daemon read from its database, put into the backend's snapshot (None: the snapshot's own);
-    ``health`` likewise: the ``LinkHealth`` of the daemon's live link collector.
+    ``health`` likewise: the ``LinkHealth`` of the daemon's live link collector. ``serving``:
+    the serving step (``serving/controller.py``), after the reconcile: the snapshot the core
+    decides on (serving pools, replicas not yet wanted left out) and its drains, sent first.
     """
     ms: dict[str, float] = {}
     t = time.perf_counter()
@@ -95,10 +99,14 @@ def run_cycle(backend: Backend, policy: Policy, clock: Clock, rng: random.Random
     if journal is not None:
         journal.observed(snapshot, now)
         lap("reconcile")
+    before: Sequence[Action] = ()
+    if serving is not None:
+        snapshot, before = serving(snapshot)
+        lap("serving")
     decision = decide(snapshot, policy, now, rng, config=config or CycleConfig(), placer=placer)
     ms.update(decision.phase_ms)
     t = time.perf_counter()
-    actions = tuple(decision.actions)
+    actions = (*before, *decision.actions)
     results: tuple[ActionResult, ...] = ()
     if actions:
         if journal is not None:

@@ -62,6 +62,7 @@ from railgang.daemon.service.links import LinkCollector
 from railgang.daemon.service.metrics import DaemonMetrics
 from railgang.daemon.service.node_inventory import NodeInventory
 from railgang.daemon.service.quotas import QuotaStep
+from railgang.daemon.serving.live import LiveServing
 from railgang.daemon.slurm.cli.lease import write_heartbeat
 from railgang.db.repositories import explanations as explain_repo
 from railgang.db.repositories import journal as repo
@@ -154,7 +155,8 @@ class DaemonService:
                  estimator: StartEstimator | None = None,
                  links: LinkCollector | None = None,
                  steps: StepTimingRecorder | None = None,
-                 inventory: NodeInventory | None = None) -> None:
+                 inventory: NodeInventory | None = None,
+                 serving: LiveServing | None = None) -> None:
         self.engine, self.backend, self.clock = engine, backend, clock
         self.policy = RecordingPolicy(policy)
         self.leader, self.config, self.placer = leader, config or CycleConfig(), placer
@@ -170,6 +172,7 @@ class DaemonService:
         self.estimator = estimator  # "when will it start" for explain (service/estimate.py)
         self.steps = steps  # running jobs' step timings for the report (accounting/progress.py)
         self.inventory = inventory  # the fleet's nodes for the report (service/node_inventory.py)
+        self.serving = serving  # the serving step before the core (serving/live.py, issue 19)
         self.cycles = 0
 
     def run_once(self) -> CycleReport:
@@ -183,10 +186,14 @@ class DaemonService:
             hooks = _Hooks(journal, self.backend)
             try:
                 tree = self.quotas.tree(s, self.clock.now())  # read-only
+                before = self.serving.status if self.serving is not None else ()
                 outcome = run_cycle(self.backend, self.policy, self.clock, self.rng,
                                     config=self.config, placer=self.placer, journal=hooks,
                                     quotas=tree,
-                                    health=self.links.health() if self.links else None)
+                                    health=self.links.health() if self.links else None,
+                                    serving=self.serving)
+                if self.serving is not None and self.metrics is not None:
+                    self.metrics.observe_serving(before, self.serving.status)
                 snap = outcome.snapshot
                 if self.links is not None and snap is not None and isinstance(snap.fabric, Fabric):
                     self.links.set_fabric(snap.fabric)  # the hosts and switches to fold on

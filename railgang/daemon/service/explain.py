@@ -99,12 +99,21 @@ def build_rows(outcome: CycleOutcome, plan: Plan | None, policy: str,
         rz = resized.get(job_id)
         if rz is not None and id(rz) in ok:
             rows.append(_running_row(job_id, run.job.account, run.priority_class, rz.assignment,
-                                     snap.fabric, policy, None, rz.replicas, "resized", run.job))
-        elif keep is None or not keep(job_id, tuple(run.assignment)):
+                                     snap.fabric, policy, None, rz.replicas, "resized", run.job,
+                                     lent=_lent(snap, rz.assignment)))
+        elif (lent := _lent(snap, run.assignment)) or keep is None or not keep(
+                job_id, tuple(run.assignment)):  # a borrower's take-back time may move
+
             rows.append(_running_row(job_id, run.job.account, run.priority_class,
                                      run.assignment, snap.fabric, policy, None, run.replicas,
-                                     "observed", run.job))
+                                     "observed", run.job, lent=lent))
     return rows
+
+
+def _lent(snap: Any, assignment: Mapping[str, Sequence[int]]) -> dict[str, float | None]:
+    """The lent serving nodes a job runs on, and when each is expected back (issue 19)."""
+    serving = getattr(snap, "serving", None)
+    return serving.lent_to(assignment) if serving is not None else {}
 
 
 def checkpoint_advice(job: Any, assignment: Mapping[str, Sequence[int]], fabric: Any,
@@ -126,9 +135,12 @@ def checkpoint_advice(job: Any, assignment: Mapping[str, Sequence[int]], fabric:
 
 def _running_row(job_id: str, account: str, priority_class: int, assignment: Mapping[str, Sequence[int]],
                  fabric: Any, policy: str, cost: float | None, replicas: int,
-                 how: str, job: Any = None) -> ExplanationRow:
+                 how: str, job: Any = None,
+                 lent: Mapping[str, float | None] | None = None) -> ExplanationRow:
     data = placement(fabric, assignment)
     data.update({"cost": cost, "replicas": replicas, "how": how, "policy": policy})
+    if lent:  # on serving capacity lent to it: node -> expected take-back (None: not foreseen)
+        data["serving_lent"] = dict(lent)
     if job is not None:
         data["checkpoint"] = checkpoint_advice(job, assignment, fabric, data["leaves"])
     return ExplanationRow(

@@ -119,11 +119,32 @@ class DaemonMetrics:
         self.schema_errors = PromCounter("railgang_slurm_schema_errors",
                                          "Cycles failed on Slurm JSON of an unknown schema",
                                          ["command"], registry=r)
+        # issue 19: replicas the reactive path started for demand the forecast did not hold
+        self.serving_unforecast = PromCounter(
+            "railgang_serving_unforecast_replicas",
+            "Serving replicas started for demand above the forecast (the reactive path)",
+            ["deployment"], registry=r)
+        self.serving_replicas = Gauge("railgang_serving_replicas",
+                                      "Serving replicas by deployment and kind (target, want, "
+                                      "running, queued)", ["deployment", "kind"], registry=r)
+        self.serving_lent = Gauge("railgang_serving_lent_nodes",
+                                  "Serving-pool nodes lent to preemptible work", ["deployment"],
+                                  registry=r)
         for command in ("squeue", "sinfo"):  # a series from the first scrape on, for alerts
             self.schema_errors.labels(command).inc(0)
         for reason in Reason:  # every reason is a series from the first scrape on
             self.pending.labels(reason.value).set(0)
         self._server: Any = None
+
+    def observe_serving(self, before: Any, status: Any) -> None:
+        """A serving step's statuses (``serving/controller.py``); ``before``: the previous ones."""
+        last = {st.deployment: st.unforecast for st in before}
+        for st in status:
+            self.serving_unforecast.labels(st.deployment).inc(
+                max(0, st.unforecast - last.get(st.deployment, 0)))
+            for kind in ("target", "want", "running", "queued"):
+                self.serving_replicas.labels(st.deployment, kind).set(getattr(st, kind))
+            self.serving_lent.labels(st.deployment).set(len(st.lent))
 
     def watch_reports(self, root: Path | None) -> None:
         """Read the newest report's time from ``root`` at every scrape (0 without reports)."""

@@ -36,6 +36,7 @@ from railgang.daemon.service.links import LinkCollector
 from railgang.daemon.service.metrics import DaemonMetrics, observe_links
 from railgang.daemon.service.node_inventory import NodeInventory
 from railgang.daemon.service.quotas import QuotaStep
+from railgang.daemon.serving.live import LiveServing
 from railgang.db import migrate
 from railgang.db.repositories import journal as repo
 from railgang.db.session import make_engine, session_scope
@@ -150,7 +151,9 @@ def run_daemon(settings: Settings, *, once: bool = False, wait: bool = True,
                                       every_s=settings.ledger.step_timing_every_s)
                    if settings.slurm.backend == "cli" else None),
             inventory=(NodeInventory(settings.ledger.cluster)
-                       if settings.slurm.backend == "cli" else None))
+                       if settings.slurm.backend == "cli" else None),
+            serving=(LiveServing(settings.serving, clock.now())
+                     if settings.serving.enabled else None))
         log.info("leader: %s, %s backend, policy %s, every %g s", lock.describe(),
                  settings.slurm.backend, policy.name, d.cycle_interval_s)
         if once:

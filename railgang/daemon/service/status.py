@@ -6,8 +6,10 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from typing import Any
 
+import hostlist
 from sqlalchemy.exc import OperationalError, ProgrammingError
 
 from railgang.daemon.config import Settings
@@ -147,6 +149,19 @@ def _ranges(gpus: Sequence[int]) -> str:
     return ",".join(out)
 
 
+def render_lent(lent: dict[str, Any]) -> str:
+    """One line: the job borrows serving nodes, and until when it is expected to keep them."""
+    times = [t for t in lent.values() if isinstance(t, (int, float))]
+    nodes = hostlist.collect_hostlist(sorted(lent))
+    if not times:
+        return (f"runs on serving capacity lent to batch work ({nodes}); the forecast sees no "
+                "take-back")
+    until = datetime.fromtimestamp(min(times), UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    return (f"runs on serving capacity lent to batch work ({nodes}); expected to keep it until "
+            f"{until}, when the forecast's ramp takes it back (elastic jobs shrink, others are "
+            "checkpointed and requeued)")
+
+
 def render(e: dict[str, Any]) -> str:
     if "node" in e:  # `railgang explain NODE`
         from railgang.daemon.service.explain_node import render_node
@@ -182,6 +197,9 @@ def render(e: dict[str, Any]) -> str:
         lines = [f"{head}: running on {e['nodes']}" + _gpus(e.get("gpus_per_node") or {}),
                  f"  {how} ({e.get('policy')} policy){cost}; leaves {leaves}; {rail}; "
                  f"{e.get('replicas')} replica(s)"]
+        lent = e.get("serving_lent")
+        if lent:
+            lines.append(f"  {render_lent(lent)}")
         advice = render_advice(e.get("checkpoint"))  # failures/young_daly.py, issue 20
         if advice:
             lines.append(f"  {advice}")

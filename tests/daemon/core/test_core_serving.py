@@ -30,11 +30,12 @@ NOW = 10 * H
 POOL = {"n002": "chat", "n003": "chat"}  # the last two of four 8-GPU nodes serve
 
 
-def on_nodes(fabric: Any, free: Mapping[str, frozenset[int]], spec: GangRequest, *,
+def on_nodes(fabric: Any, free: Mapping[str, frozenset[int]], request: GangRequest, *,
              health: Any = None, seed: int = 0) -> Placed | Unplaceable:
     """First fit on the nodes the gang may use (the topology placer honours them too)."""
-    allowed = free if spec.nodes is None else {n: g for n, g in free.items() if n in spec.nodes}
-    return first_fit(fabric, allowed, spec, health=health, seed=seed)
+    allowed = (free if request.nodes is None
+               else {n: g for n, g in free.items() if n in request.nodes})
+    return first_fit(fabric, allowed, request, health=health, seed=seed)
 
 
 def run(snap: Snapshot, name: str = "fifo") -> Decision:

@@ -1,0 +1,25 @@
+"""``[serving]``: the daemon's serving step (docs/serving.md; read by ``serving/live.py``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import BaseModel, Field
+
+
+class ServingSettings(BaseModel):
+    model_config = {"extra": "forbid"}
+    enabled: bool = False
+    demand_file: Path | None = None  # observed demand (demand CSV)
+    forecast_file: Path | None = None  # the forecast's mean (demand CSV); None: demand_file
+    pools: dict[str, str] = {}  # deployment -> Slurm host list of its pool's nodes
+    origin: float = Field(default=0.0, ge=0)  # epoch seconds of time_s 0 in the files
+    time_scale: float = Field(default=1.0, gt=0, le=10000)  # file seconds per wall second
+    buffer_replicas: float = Field(default=0.0, ge=0, le=100000)  # kept warm on top
+    margin_s: float = Field(default=300.0, ge=0, le=86400)  # wall seconds before switch-in
+    drain_grace_s: float = Field(default=60.0, ge=0, le=3600)
+    step_s: float = Field(default=60.0, gt=0, le=3600)  # forecast step, wall seconds
+    horizon_s: float = Field(default=86400.0, gt=0, le=14 * 86400)  # how far take-backs are seen
+
+
+__all__ = ["ServingSettings"]

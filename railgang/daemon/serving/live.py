@@ -1,0 +1,128 @@
+"""The serving step in the daemon: settings, demand files, the step each cycle (issue 19).
+
+``[serving]`` in the daemon's settings declares the deployments' pools (``pools``: deployment ->
+Slurm host list) and two demand files in the demand CSV format (``model.py``):
+
+- ``demand_file``: the demand observed: replicas needed from each time on. The live source is
+  Prometheus (``railgang serving fetch`` writes this file from a range query).
+- ``forecast_file``: the forecast's mean over the coming hours, in the same format (``""``: the
+  demand file itself, i.e. a forecast that holds). The planner keeps ``forecast + buffer_replicas``
+  warm, ``switch_in_s`` (from the file) plus ``margin_s`` ahead.
+
+Times in the files are seconds from ``origin`` (epoch seconds) scaled by ``time_scale`` (file
+seconds per wall second; 240 runs a day in six minutes, as the end-to-end test does). A file
+that changed is read again; one that became unreadable keeps the last good reading and is
+logged once per change (a cycle never fails on it).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from railgang.daemon.core.model.actions import Action
+from railgang.daemon.core.model.snapshot import Snapshot
+from railgang.daemon.serving.config import ServingSettings
+from railgang.daemon.serving.controller import (
+    Declared,
+    Outlook,
+    Status,
+    StepConfig,
+    serving_step,
+)
+from railgang.daemon.serving.model import ServingSet, read_demand
+from railgang.errors import ConfigError, InputError
+
+log = logging.getLogger(__name__)
+MAX_HORIZON_STEPS = 2000
+
+
+def _hosts(expr: str, what: str) -> tuple[str, ...]:
+    import hostlist
+
+    try:
+        nodes = tuple(hostlist.expand_hostlist(expr))
+    except hostlist.BadHostlist as exc:
+        raise ConfigError(f"serving.pools.{what}: {expr!r} is not a host list: {exc}") from exc
+    if not nodes:
+        raise ConfigError(f"serving.pools.{what}: an empty pool")
+    return nodes
+
+
+class _File:
+    """A demand file, read again when it changes; the last good reading survives a bad one."""
+
+    def __init__(self, path: Path) -> None:
+        self.path, self.stamp, self.value = path, (0, 0), read_demand(path)
+        self.stamp = self._stamp()
+
+    def _stamp(self) -> tuple[int, int]:
+        st = self.path.stat()
+        return st.st_mtime_ns, st.st_size
+
+    def get(self) -> ServingSet:
+        try:
+            stamp = self._stamp()
+            if stamp != self.stamp:
+                self.stamp = stamp
+                self.value = read_demand(self.path)
+        except (OSError, InputError) as exc:
+            log.warning("serving: %s unreadable, keeping its last reading: %s", self.path, exc)
+        return self.value
+
+
+class LiveServing:
+    """The ``serving`` hook of ``run_cycle``: one serving step per cycle, its status kept."""
+
+    def __init__(self, settings: ServingSettings, clock_now: float) -> None:
+        if settings.demand_file is None:
+            raise ConfigError("serving.demand_file: required when serving.enabled")
+        self.s = settings
+        self.demand = _File(settings.demand_file)
+        self.forecast = _File(settings.forecast_file) if settings.forecast_file else self.demand
+        deps = {d.name: d for d in self.demand.get().deployments}
+        unknown = sorted(set(settings.pools) - set(deps))
+        if unknown:
+            raise ConfigError(f"serving.pools: {', '.join(unknown)} not in {settings.demand_file}"
+                              f" (it has {', '.join(sorted(deps)) or 'none'})")
+        scale = settings.time_scale
+        self.declared = tuple(
+            Declared(dataclasses.replace(deps[name], switch_in_s=deps[name].switch_in_s / scale),
+                     _hosts(expr, name)) for name, expr in sorted(settings.pools.items()))
+        self.config = StepConfig(margin_s=settings.margin_s, drain_grace_s=settings.drain_grace_s)
+        self.status: tuple[Status, ...] = ()
+        self.unforecast_started = 0  # replicas the reactive path added, summed over cycles
+        self.started_at = clock_now
+
+    def outlooks(self, now: float) -> dict[str, Outlook]:
+        s = self.s
+        t = (now - s.origin) * s.time_scale  # file seconds
+        steps = min(MAX_HORIZON_STEPS, int(s.horizon_s / s.step_s) + 1)
+        demand, forecast = self.demand.get().demand, self.forecast.get().demand
+        out = {}
+        for d in self.declared:
+            name = d.deployment.name
+            seen = demand.get(name)
+            fc = forecast.get(name, seen)
+            upper = ([fc.at(t + k * s.step_s * s.time_scale) + s.buffer_replicas
+                      for k in range(steps)] if fc is not None else [])
+            out[name] = Outlook(seen.at(t) if seen is not None else 0, upper, s.step_s)
+        return out
+
+    def __call__(self, snapshot: Snapshot) -> tuple[Snapshot, Sequence[Action]]:
+        step = serving_step(snapshot, self.declared, self.outlooks(snapshot.now), self.config)
+        before = {st.deployment: st.unforecast for st in self.status}
+        for st in step.status:  # a surge counts once, by the replicas it added
+            self.unforecast_started += max(0, st.unforecast - before.get(st.deployment, 0))
+        self.status = step.status
+        return step.snapshot, step.drains
+
+    def lent_until(self, assignment: Mapping[str, object]) -> dict[str, float | None]:
+        """The lent nodes among ``assignment``'s and when each is expected back."""
+        lent = {n: t for st in self.status for n, t in st.lent.items()}
+        return {n: lent[n] for n in sorted(assignment) if n in lent}
+
+
+__all__ = ["LiveServing"]

@@ -1,0 +1,196 @@
+"""The daemon's serving step (serving/controller.py) through run_cycle over a compressed day."""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+import pytest
+
+from railgang.daemon.backend import ActionResult
+from railgang.daemon.clock import SimClock
+from railgang.daemon.core import (
+    CycleConfig,
+    GangRequest,
+    Job,
+    Node,
+    Placed,
+    Preempt,
+    Resize,
+    Start,
+    Unplaceable,
+    make_snapshot,
+)
+from railgang.daemon.core.model.job import RunningJob
+from railgang.daemon.core.model.snapshot import Snapshot
+from railgang.daemon.core.policies.registry import get
+from railgang.daemon.loop import run_cycle
+from railgang.daemon.serving.config import ServingSettings
+from railgang.daemon.serving.controller import Declared, Outlook, serving_step, target
+from railgang.daemon.serving.live import LiveServing
+from railgang.daemon.serving.model import Deployment
+from railgang.errors import ConfigError
+from tests.daemon.core.core_builders import first_fit, job
+
+CHAT = Deployment("chat", tp=8, min_replicas=0, max_replicas=2, switch_in_s=600.0)
+POOL = ("n002", "n003")
+RAMP, DROP = 3600.0, 7200.0  # demand is 2 replicas from RAMP to DROP, 0 otherwise
+
+
+def on_nodes(fabric: Any, free: Mapping[str, frozenset[int]], request: GangRequest, *,
+             health: Any = None, seed: int = 0) -> Placed | Unplaceable:
+    allowed = (free if request.nodes is None
+               else {n: g for n, g in free.items() if n in request.nodes})
+    return first_fit(fabric, allowed, request, health=health, seed=seed)
+
+
+class Cluster:
+    """Four 8-GPU nodes that carry out starts, resizes and preemptions (requeued at the
+    deadline), as the Slurm backend does; a replica is ready ``switch_in_s`` after its start."""
+
+    def __init__(self, pending: Sequence[Job]) -> None:
+        self.nodes = [Node(f"n{i:03d}", 8) for i in range(4)]
+        self.pending = list(pending)
+        self.running: dict[str, RunningJob] = {}
+        self.log: list[tuple[float, str, str]] = []  # (time, kind, job)
+
+    def snapshot(self, now: float) -> Snapshot:
+        for jid, r in list(self.running.items()):
+            if r.preempt_deadline is not None and now >= r.preempt_deadline:
+                del self.running[jid]
+                self.pending.append(r.job)
+                self.log.append((now, "requeued", jid))
+        return make_snapshot(now=now, fabric=None, nodes=self.nodes,
+                             running=self.running.values(), pending=self.pending)
+
+    def apply(self, actions: Sequence[Any], now: float) -> list[ActionResult]:
+        for a in actions:
+            if isinstance(a, Start):
+                j = next(j for j in self.pending if j.job_id == a.job_id)
+                self.pending.remove(j)
+                self.running[a.job_id] = RunningJob(j, a.assignment, now, a.replicas)
+            elif isinstance(a, Resize):
+                r = self.running[a.job_id]
+                self.running[a.job_id] = dataclasses.replace(
+                    r, assignment=a.assignment, replicas=a.replicas, last_resize_time=now)
+            elif isinstance(a, Preempt):
+                self.running[a.job_id] = dataclasses.replace(
+                    self.running[a.job_id], preempt_deadline=now + a.grace_s)
+            self.log.append((now, type(a).__name__, a.job_id))
+        return [ActionResult(a, True, "") for a in actions]
+
+
+def demand_csv(tmp_path: Path, surge_at: float | None = None) -> Path:
+    rows = ["time_s,deployment,replicas,tp,max_replicas,switch_in_s",
+            "0,chat,0,8,2,600", f"{RAMP:.0f},chat,2,8,2,600", f"{DROP:.0f},chat,0,8,2,600"]
+    path = tmp_path / "demand.csv"
+    path.write_text("\n".join(rows) + "\n")
+    if surge_at is None:
+        return path
+    seen = tmp_path / "seen.csv"
+    seen.write_text("\n".join([*rows, f"{surge_at:.0f},chat,1,8,2,600",
+                               f"{surge_at + 600:.0f},chat,0,8,2,600"]) + "\n")
+    return seen
+
+
+def day(tmp_path: Path, surge_at: float | None = None,
+        training: Sequence[Any] = ()) -> tuple[Cluster, LiveServing]:
+    replicas = [job(f"r{i}").gpus(8).tp(8).cls(0).with_(serving="chat").at(0).build()
+                for i in range(2)]
+    cluster = Cluster([*replicas, *(t.build() for t in training)])
+    forecast = demand_csv(tmp_path)
+    seen = demand_csv(tmp_path, surge_at) if surge_at is not None else forecast
+    live = LiveServing(ServingSettings(enabled=True, demand_file=seen, forecast_file=forecast,
+                                       pools={"chat": "n[002-003]"}, margin_s=300.0,
+                                       drain_grace_s=60.0), 0.0)
+    clock = SimClock(0.0)
+    config = CycleConfig()
+    for _ in range(160):  # a cycle a minute for 160 minutes
+        run_cycle(cluster, get("fifo"), clock, random.Random(0), config=config,
+                  placer=on_nodes, serving=live)
+        clock.advance(60.0)
+    return cluster, live
+
+
+def events(cluster: Cluster, kind: str, job_id: str | None = None) -> list[float]:
+    return [t for t, k, j in cluster.log if k == kind and (job_id is None or j == job_id)]
+
+
+def test_replicas_start_ahead_of_the_ramp_and_drain_after_the_drop(tmp_path: Path) -> None:
+    cluster, live = day(tmp_path)
+    starts = sorted(events(cluster, "Start", "r0") + events(cluster, "Start", "r1"))
+    assert len(starts) == 2
+    # warm by the ramp: started at least a switch-in before it, within switch-in + margin
+    assert all(RAMP - 600 - 300 <= t <= RAMP - 600 for t in starts)
+    drains = sorted(events(cluster, "Preempt", "r0") + events(cluster, "Preempt", "r1"))
+    assert len(drains) == 2 and all(DROP <= t <= DROP + 60 for t in drains)
+    assert live.unforecast_started == 0
+
+
+def test_borrowers_shrink_before_rigid_ones_are_preempted(tmp_path: Path) -> None:
+    """An elastic borrower takes the lent pool overnight; the take-back shrinks it (never a
+    preemption), a rigid batch job without a time limit never borrows, and the borrower grows
+    back onto the pool after the evening drop."""
+    el = job("el").gpus(32).tp(8).elastic(1, 4).cls(3).at(1)
+    rg = job("rg").gpus(8).tp(8).cls(3).at(2)
+    cluster, _ = day(tmp_path, training=[el, rg])
+    grows = events(cluster, "Resize", "el")
+    assert not events(cluster, "Preempt", "el")
+    assert any(RAMP - 900 <= t <= RAMP - 600 for t in grows)  # the take-back: a shrink
+    assert any(t > DROP for t in grows)  # lent again after the drop: grown back
+    rg_start = events(cluster, "Start", "rg")
+    assert rg_start and rg_start[0] >= RAMP - 900  # it got a training node once el shrank
+    assert not {"n002", "n003"} & set(cluster.running["rg"].assignment)
+
+
+def test_an_unforecast_surge_goes_through_the_reactive_path_and_is_counted(
+        tmp_path: Path) -> None:
+    cluster, live = day(tmp_path, surge_at=1200.0)
+    starts = sorted(events(cluster, "Start"))
+    assert starts[0] == pytest.approx(1200.0)  # at once, not a switch-in early
+    assert live.unforecast_started == 1
+
+
+def test_take_back_times_follow_the_forecast() -> None:
+    snap = make_snapshot(now=0.0, fabric=None, nodes=[Node(f"n{i:03d}", 8) for i in range(4)])
+    upper = [0.0] * 60 + [1.0] * 30 + [2.0] * 30  # 1 replica from minute 60, 2 from minute 90
+    step = serving_step(snap, [Declared(CHAT, POOL)], {"chat": Outlook(0, upper, 60.0)})
+    # a replica needed at minute 60 is taken back 15 minutes (switch-in + margin) earlier
+    assert sorted(t or 0.0 for t in step.status[0].lent.values()) == [45 * 60.0, 75 * 60.0]
+    assert step.snapshot.serving is not None
+    assert dict(step.snapshot.serving.lent) == dict(step.status[0].lent)
+
+
+@pytest.mark.parametrize(("upper", "want"), [
+    ([0.0] * 30, 0), ([0.0] * 10 + [1.2] * 20, 2), ([5.0], 2), ([], 0),
+], ids=["idle", "ramp-in-window", "capped", "no-forecast"])
+def test_target_is_the_window_maximum_within_the_range(upper: list[float], want: int) -> None:
+    assert target(CHAT, upper, 60.0, 300.0) == want
+
+
+def test_unknown_pool_is_a_config_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="not in"):
+        LiveServing(ServingSettings(enabled=True, demand_file=demand_csv(tmp_path),
+                                    pools={"nope": "n001"}), 0.0)
+
+
+def test_a_bad_demand_file_later_keeps_the_last_reading(tmp_path: Path) -> None:
+    path = demand_csv(tmp_path)
+    live = LiveServing(ServingSettings(enabled=True, demand_file=path,
+                                       pools={"chat": "n[002-003]"}), 0.0)
+    path.write_bytes(b"\x00\xff" * 100)
+    assert live.outlooks(RAMP)["chat"].demand_now == 2
+
+
+def test_pending_replicas_beyond_the_target_are_out_of_the_cores_sight() -> None:
+    reps = [job(f"r{i}").gpus(8).tp(8).cls(0).with_(serving="chat").build() for i in range(2)]
+    snap = make_snapshot(now=0.0, fabric=None, nodes=[Node(f"n{i:03d}", 8) for i in range(4)],
+                         pending=reps)
+    step = serving_step(snap, [Declared(CHAT, POOL)], {"chat": Outlook(1, [1.0], 60.0)})
+    assert [j.job_id for j in step.snapshot.pending] == ["r0"]
+    assert step.status[0].queued == 1 and step.status[0].released == 1
+    assert MappingProxyType(dict(step.snapshot.serving.lent)) == step.status[0].lent  # type: ignore[union-attr]
