@@ -84,6 +84,9 @@ class CycleConfig:
     migration: MigrationRules = field(default_factory=MigrationRules)
     upgrade: UpgradeRules = field(default_factory=UpgradeRules)  # several GPU
     # types: move running jobs onto a faster type's idle GPUs when it pays (a no-op on one pool)
+    # issue 21: a multi-node gang evicts whole jobs inside one leaf/NVLink block (or whole leaves),
+    # never a scatter over nodes (core/phases/evict_domain.py); off: pinned schedules unchanged
+    whole_domain_evict: bool = False
 
 
 @dataclass(frozen=True)
@@ -132,7 +135,7 @@ def decide(
         shrink_phase(d, plan, config.elastic)
     lap("size")
     placing = PlacePhase(d, plan, leaf_wait_s=config.leaf_wait_s, leaf_holds=config.leaf_holds)
-    evicting = EvictPhase(d, plan, config.budget, config.elastic)
+    evicting = EvictPhase(d, plan, config.budget, config.elastic, whole_domain=config.whole_domain_evict)
     reclaiming = ReclaimPhase(d, config.budget) if snapshot.quotas is not None else None
     for _, batch in groupby(order, key=lambda x: jobs[x.job_id].priority_class):
         this_class = list(batch)  # 4-5. one priority class at a time, higher classes first:

@@ -17,6 +17,7 @@ from railgang.daemon.core.model.job import Assignment, Job, RunningJob
 from railgang.daemon.core.model.plan import Plan, Want, want
 from railgang.daemon.core.model.reasons import Reason
 from railgang.daemon.core.phases.draft import Draft
+from railgang.daemon.core.phases.evict_domain import domain_gang, evict_domains
 from railgang.daemon.core.phases.pool_place import nodes_for
 
 # reasons of jobs that more free GPUs would let start (a quota or a request no node meets would not)
@@ -42,8 +43,11 @@ class EvictPhase:
     """
 
     def __init__(self, d: Draft, plan: Plan, budget: pre.PreemptionBudget,
-                 rules: elastic.ElasticRules = elastic.ElasticRules()) -> None:
+                 rules: elastic.ElasticRules = elastic.ElasticRules(), *, whole_domain: bool = False) -> None:
         self.d, self.plan, self.budget, self.rules = d, plan, budget, rules
+        # multi-node gangs evict whole leaves (phases/evict_domain.py; CycleConfig.whole_domain_evict)
+        self.whole_domain = whole_domain
+        self.would_help = (*_GPUS_WOULD_HELP, Reason.WAITING_FOR_LEAF) if whole_domain else _GPUS_WOULD_HELP
         self.ranked: list[RunningJob] | None = None  # victims in rank order, built on first need
         self.by_key: dict[tuple[int, float], list[RunningJob]] = {}
         self.hopeless: dict[tuple[object, ...], Reason | None] = {}
@@ -90,11 +94,11 @@ class EvictPhase:
 
     def _serve_all(self, order: list[Want], jobs: Mapping[str, Job]) -> None:
         d, plan, budget, now, snap = self.d, self.plan, self.budget, self.d.now, self.d.snap
-        by_key, hopeless = self.by_key, self.hopeless
+        by_key, hopeless, would_help = self.by_key, self.hopeless, self.would_help
         for x in order:
             job = jobs[x.job_id]
             r = d.reason(job.job_id)
-            if r is None or r.code not in _GPUS_WOULD_HELP:
+            if r is None or r.code not in would_help:
                 continue
             if self.served >= budget.max_evictions_per_cycle:
                 break
@@ -154,7 +158,12 @@ class EvictPhase:
             if d.free_count + sum(gpus_of[v.job_id] for v in cands) < need:
                 hopeless[memo] = None
                 continue
-            found = _evict_for(d, job, x, cands, gpus_of, budget, self.churn, self.cap, self.rules)
+            if self.whole_domain and domain_gang(snap.fabric, need):
+                room = self.cap - self.churn if job.priority_class > 0 else None
+                whole = evict_domains(d, job, x, cands, allowed, budget, room)
+                found = Eviction(whole.placed, (), whole.kills, whole.budget_hit)
+            else:
+                found = _evict_for(d, job, x, cands, gpus_of, budget, self.churn, self.cap, self.rules)
             placed, shrinks, kills = found.placed, found.shrinks, found.kills
             if placed is None:
                 hopeless[memo] = Reason.PREEMPTION_BUDGET if found.budget_hit else None
