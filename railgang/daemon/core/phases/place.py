@@ -239,22 +239,27 @@ class PlacePhase:
         """Start what fits, in ``order``; every job left waits with a reason. Returns the starts."""
         d, plan = self.d, self.plan
         mark = d.mark()
+        # the same checks in the same order, with what a plain cluster makes moot skipped (no
+        # serving pools: needs alone decide eligibility; no quota tree: no gate), since they run
+        # for every waiting job in every cycle (issue 24 item 2)
+        plain, tree = d.snap.serving is None, d.snap.quotas
+        capped = {n: a.quota_gpus for n, a in d.snap.accounts.items() if a.quota_gpus is not None}
         for x in order:
             job = jobs[x.job_id]
             need = x.min_replicas * job.replica_gpus
             if job.min_gpus > d.total:
                 d.wait(job, Reason.LARGER_THAN_CLUSTER, f"cluster has {d.total} GPUs", job.min_gpus)
                 continue
-            unmet = _needs_unmet(d, job)
+            unmet = "" if plain and job.needs.empty else _needs_unmet(d, job)
             if unmet:
                 d.wait(job, Reason.NEEDS_UNMET, unmet, job.min_gpus)
                 continue
-            quota = d.snap.account(job.account).quota_gpus
+            quota = capped.get(job.account)
             if quota is not None and d.account_gpus.get(job.account, 0) + need > quota:
                 d.wait(job, Reason.QUOTA, f"account {job.account} quota {quota} GPUs", need)
                 continue
-            block = quotas.gate(d.snap.quotas, d.account_gpus, job.account, need,
-                                waiting=d.waiting, free=d.free_count)
+            block = None if tree is None else quotas.gate(tree, d.account_gpus, job.account, need,
+                                                          waiting=d.waiting, free=d.free_count)
             if block is not None:  # a level of the quota tree binds (reclaim may free it)
                 d.wait(job, block.reason, block.detail, need)
                 continue
