@@ -168,8 +168,8 @@ local function hints_from_comment(comment)
         if k == nil or string.find(k, "^%a+$") == nil then
             return nil, "--comment: '" .. item .. "' is not key=value"
         end
-        if k ~= "parallel" and k ~= "elastic" and k ~= "class" and k ~= "needs" then
-            return nil, "--comment: unknown hint '" .. k .. "' (parallel, elastic, class, needs)"
+        if k ~= "parallel" and k ~= "elastic" and k ~= "class" and k ~= "needs" and k ~= "serving" then
+            return nil, "--comment: unknown hint '" .. k .. "' (parallel, elastic, class, needs, serving)"
         end
         h[k] = v
     end
@@ -495,7 +495,7 @@ function slurm_job_submit(job_desc, part_list, submit_uid)
     if hints.parallel == nil and hints.elastic == nil and hints.class == nil and hints.needs == nil then
         return slurm.SUCCESS  -- not an ML job: Slurm schedules it as usual
     end
-    for _, key in ipairs({ "parallel", "elastic", "class", "needs" }) do
+    for _, key in ipairs({ "parallel", "elastic", "class", "needs", "serving" }) do
         if hints[key] ~= nil and #hints[key] > MAX_HINT_LEN then
             return reject(string.format("--rg-%s is at most %d characters, this one has %d",
                 key, MAX_HINT_LEN, #hints[key]))
@@ -530,6 +530,16 @@ function slurm_job_submit(job_desc, part_list, submit_uid)
     local denied = check_class(job_desc, class)
     if denied then return reject(denied) end
     table.insert(tag, string.format("class=%d", class))
+    if hints.serving then
+        -- a replica of a serving deployment (docs/serving.md): the daemon starts it ahead of the
+        -- forecast ramp on the deployment's pool; only serving (class 0) work is a replica
+        local name = trim(hints.serving)
+        if class ~= 0 or not string.match(name, "^[%w][%w_%.%-]*$") or #name > 64 then
+            return reject("--comment serving=NAME: a replica needs class=0 and a deployment name "
+                .. "of letters, digits, _ . - (at most 64), got '" .. hints.serving .. "'")
+        end
+        table.insert(tag, "serving=" .. name)
+    end
     if hints.needs then
         local needs, text = parse_needs(hints.needs)
         if needs == nil then return reject("--rg-needs: " .. text) end

@@ -8,7 +8,7 @@ naming the job or node and the field, so a caller can skip that one record and l
 
 The railgang tag lives in a job's AdminComment, written by ``job_submit.lua``::
 
-    railgang:tp=8,pp=4,dp=8;elastic=4:16;class=1[;needs=gpumem>=40G,nvlink][;begin=EPOCH][;preempt=DEADLINE@RESTARTS][;grow=DEADLINE@RESTARTS@n[01-04]x8]
+    railgang:tp=8,pp=4,dp=8;elastic=4:16;class=1[;serving=NAME][;needs=gpumem>=40G,nvlink][;begin=EPOCH][;preempt=DEADLINE@RESTARTS][;grow=DEADLINE@RESTARTS@n[01-04]x8]
 
 ``begin`` is the user's own ``--begin``, kept by ``job_submit.lua`` because the lease overwrites
 Slurm's begin time: the daemon starts the job no earlier, and renews its lease no earlier either.
@@ -30,6 +30,7 @@ from railgang.daemon.core.model.job import PriorityClass
 from railgang.daemon.core.model.needs import NO_NEEDS, Needs, NeedsError, parse_needs
 
 TAG_PREFIX = "railgang:"
+_SERVING = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")  # job_submit.lua's rule
 
 
 class ParseProblem(ValueError):
@@ -57,6 +58,7 @@ class RailgangTag:
     elastic: tuple[int, int] | None = None  # DP replicas (min, max)
     priority_class: PriorityClass = PriorityClass.BATCH
     needs: Needs = NO_NEEDS  # what every node must offer (canonical text in the tag)
+    serving: str = ""  # the serving deployment a class-0 replica belongs to (issue 19)
     begin: float | None = None  # the user's --begin (epoch s): not started before it
     preempt: Pending | None = None
     grow: Pending | None = None
@@ -69,6 +71,8 @@ class RailgangTag:
         if self.elastic is not None:
             parts.append(f"elastic={self.elastic[0]}:{self.elastic[1]}")
         parts.append(f"class={self.priority_class}")
+        if self.serving:
+            parts.append(f"serving={self.serving}")
         if not self.needs.empty:
             parts.append(f"needs={self.needs.render()}")
         if self.begin is not None:
@@ -142,6 +146,10 @@ def parse_tag(comment: str) -> RailgangTag | None:
             fields["elastic"] = (lo_i, hi_i)
         elif key == "class":
             fields["priority_class"] = PriorityClass(_int(value, "class", 0, 3))
+        elif key == "serving":
+            if not _SERVING.match(value):
+                raise ParseProblem(f"AdminComment serving '{value[:80]}' is not a deployment name")
+            fields["serving"] = value
         elif key == "needs":
             try:
                 fields["needs"] = parse_needs(value)

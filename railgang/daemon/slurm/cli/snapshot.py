@@ -60,6 +60,7 @@ def core_job(rec: SqueueJob, tag: RailgangTag, now: float, after_fault: bool = F
         elastic_max=tag.elastic[1] if tag.elastic else None,
         priority_class=tag.priority_class,
         needs=tag.needs,
+        serving=tag.serving if tag.priority_class == 0 else "",  # a replica is class 0
         time_limit_s=rec.time_limit_s,
         model=rec.name,
     )
