@@ -180,6 +180,10 @@ class DaemonSettings(BaseModel):
     # long after submit for one leaf instead of spreading, holding up to leaf_holds leaves; 0 = off
     leaf_wait_s: float = Field(default=120.0, ge=0)
     leaf_holds: int = Field(default=2, ge=0)
+    # past leaf_wait_s and up to this, a gang keeps waiting only while a leaf is expected to have
+    # room for it within leaf_wait_s (a whole-leaf gang queued behind others; like Slurm's
+    # --switches=1@10:00); <= leaf_wait_s: no second bound
+    leaf_wait_max_s: float = Field(default=600.0, ge=0)
     # quota guarantees × this where the measured busy share supports it (x × busy <= 91 %);
     # 1.0 = off (docs/policies.md "Quotas")
     quota_oversubscription: float = Field(default=1.0, ge=1.0, le=2.0)

@@ -331,16 +331,20 @@ class DevCluster:
         wait_for_port(s.slurmctld_port, timeout_s=30, what="slurmctld", log=s.log / "slurmctld.out", rec=rec)
 
     def _start_slurmds(self) -> None:
+        self._say(f"starting {self.spec.nodes} slurmd")
+        for name in self.spec.node_names:
+            self.start_slurmd(name)
+
+    def start_slurmd(self, name: str) -> int:
+        """Start node ``name``'s slurmd (again: the failure tests kill one by its PID); its PID."""
         s = self.spec
-        self._say(f"starting {s.nodes} slurmd")
-        env = slurm_env(s)
-        for name in s.node_names:
-            # own UTS namespace so `hostname` inside jobs prints the node name
-            script = 'hostname "$1" && exec "$2" -D -N "$1" -d "$3" -f "$4"'
-            self.procs.start(f"slurmd-{name}", [
-                "/usr/bin/unshare", "--uts", "--", "/bin/sh", "-c", script, "slurmd", name,
-                str(s.bin / "slurmd"), str(s.bin / "slurmstepd"), str(s.slurm_conf),
-            ], log=s.log / f"slurmd-{name}.out", env=env)
+        # own UTS namespace so `hostname` inside jobs prints the node name
+        script = 'hostname "$1" && exec "$2" -D -N "$1" -d "$3" -f "$4"'
+        rec = self.procs.start(f"slurmd-{name}", [
+            "/usr/bin/unshare", "--uts", "--", "/bin/sh", "-c", script, "slurmd", name,
+            str(s.bin / "slurmd"), str(s.bin / "slurmstepd"), str(s.slurm_conf),
+        ], log=s.log / f"slurmd-{name}.out", env=slurm_env(s))
+        return rec.pid
 
     def _wait_nodes_idle(self, timeout_s: float) -> None:
         deadline = time.monotonic() + timeout_s

@@ -76,9 +76,12 @@ class CycleConfig:
     # (``waiting_for_leaf``) until leaf_wait_s after its submit time, and while it waits for a
     # leaf or for GPUs it holds the free GPUs of one leaf from later jobs (at most leaf_holds
     # leaves per cycle). 0 = off (the core's default: simulated schedules stay as pinned; the
-    # daemon turns it on, DaemonSettings.leaf_wait_s).
+    # daemon turns it on, DaemonSettings.leaf_wait_s). Past leaf_wait_s and up to
+    # leaf_wait_max_s it keeps waiting only while a leaf is expected to have room within
+    # leaf_wait_s (phases/leaf_wait.py); leaf_wait_max_s <= leaf_wait_s: no second bound.
     leaf_wait_s: float = 0.0
     leaf_holds: int = 2
+    leaf_wait_max_s: float = 0.0
     # R-T8: move running gangs off degraded links when the payback rule says so (core/phases/migrate.py;
     # a no-op while the link health is None or all healthy, e.g. every pinned simulation)
     migration: MigrationRules = field(default_factory=MigrationRules)
@@ -134,7 +137,8 @@ def decide(
     if config.resize:  # 3. size: shrinks the plan asks for free GPUs for this cycle's starts
         shrink_phase(d, plan, config.elastic)
     lap("size")
-    placing = PlacePhase(d, plan, leaf_wait_s=config.leaf_wait_s, leaf_holds=config.leaf_holds)
+    placing = PlacePhase(d, plan, leaf_wait_s=config.leaf_wait_s, leaf_holds=config.leaf_holds,
+                         leaf_wait_max_s=config.leaf_wait_max_s)
     evicting = EvictPhase(d, plan, config.budget, config.elastic, whole_domain=config.whole_domain_evict)
     reclaiming = ReclaimPhase(d, config.budget) if snapshot.quotas is not None else None
     for _, batch in groupby(order, key=lambda x: jobs[x.job_id].priority_class):

@@ -27,7 +27,8 @@ class FailureSettings(BaseModel):
     # run by `sbatch --wrap` on the node; exit 0 = passed
     burn_in_command: str = ""
     burn_in_time_limit_min: int = Field(default=15, ge=1, le=1440)  # its --time
-    # its --account; empty = the daemon user's default account
+    # its --account (job_submit.lua refuses a job without one); empty = the daemon user's
+    # default account, asked from sacctmgr once
     burn_in_account: str = ""
 
     @field_validator("burn_in_command")

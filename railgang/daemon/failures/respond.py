@@ -39,7 +39,8 @@ from railgang.daemon.failures.flaky import (
     observe,
 )
 
-__all__ = ["BurnIn", "JobView", "Memory", "NodeView", "Response", "burn_in_submitted", "respond"]
+__all__ = ["BurnIn", "JobView", "Memory", "NodeView", "Response", "burn_in_refused",
+           "burn_in_submitted", "respond"]
 
 # Slurm job states that end a burn-in without passing it
 BURN_IN_FAILED = frozenset({"FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY",
@@ -186,3 +187,10 @@ def burn_in_submitted(memory: Memory, node: str, job_id: str, now: float) -> Mem
     burn_ins[node] = BurnIn(job_id, now)
     return Memory(memory.running, memory.after_fault, memory.counted,
                   burn_in_started(memory.flaky, node, now), MappingProxyType(burn_ins))
+
+
+def burn_in_refused(memory: Memory, node: str, now: float, rules: FlakyRules) -> Memory:
+    """Slurm refused ``node``'s burn-in (sbatch, the reservation): a failed burn-in, tried
+    again after ``rules.retry_s`` (not every cycle)."""
+    flaky, _ = burn_in_done(burn_in_started(memory.flaky, node, now), node, False, now, rules)
+    return Memory(memory.running, memory.after_fault, memory.counted, flaky, memory.burn_ins)

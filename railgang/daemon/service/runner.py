@@ -54,7 +54,8 @@ def cycle_config(settings: Settings) -> CycleConfig:
     return CycleConfig(preempt=d.preempt, resize=d.resize, emit_priorities=d.emit_priorities,
                        budget=PreemptionBudget(grace_s=d.preempt_grace_s),
                        elastic=ElasticRules(min_interval_s=d.resize_min_interval_s),
-                       leaf_wait_s=d.leaf_wait_s, leaf_holds=d.leaf_holds)
+                       leaf_wait_s=d.leaf_wait_s, leaf_holds=d.leaf_holds,
+                       leaf_wait_max_s=d.leaf_wait_max_s)
 
 
 def _policy(settings: Settings) -> Policy:

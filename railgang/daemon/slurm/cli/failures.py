@@ -35,6 +35,7 @@ from railgang.daemon.failures.respond import (
     Memory,
     NodeView,
     Response,
+    burn_in_refused,
     burn_in_submitted,
     respond,
 )
@@ -76,6 +77,7 @@ class FailureResponder:
         self.user = user or getpass.getuser()
         self.memory = Memory()
         self.last = Response()
+        self._account: str | None = None  # the daemon user's default account, once asked
 
     def step(self, seen: Sequence[SqueueJob], nodes: Sequence[SinfoNode],
              now: float) -> tuple[Response, list[FollowUp]]:
@@ -93,8 +95,24 @@ class FailureResponder:
             done += self._requeue(resp.requeue)
         for s in resp.steps:
             done.append(self._do(s, now))
+        done += self._resume_stuck(nodes, resp)
         self.last = resp
         return resp, done
+
+    def _resume_stuck(self, nodes: Sequence[SinfoNode], resp: Response) -> list[FollowUp]:
+        """Burn-ins waiting on a node that is still drained or down: the resume that should have
+        let them run was refused (a node still completing its killed job refuses it), so it is
+        tried again every cycle until Slurm takes it."""
+        waiting = {n for n in self.memory.burn_ins if not any(
+            s.node == n and s.kind is StepKind.BURN_IN for s in resp.steps)}
+        out = []
+        for n in nodes:
+            if n.name in waiting and not n.state.usable:
+                res = self.runner.attempt(cmd.resume_argv(n.name))
+                if res.ok:
+                    out.append(FollowUp(n.name, "resume", True,
+                                        f"node {n.name} resumed into its burn-in reservation"))
+        return out
 
     def _requeue(self, ids: Sequence[str]) -> list[FollowUp]:
         res = self.runner.attempt(cmd.requeue_argv(list(ids)))
@@ -113,7 +131,11 @@ class FailureResponder:
                 self._run(cmd.delete_reservation_argv(reservation(node)), must=False)
                 return FollowUp(node, "drain", True, f"node {node} drained: {step.reason}")
             if step.kind is StepKind.BURN_IN:
-                return self._burn_in(node, now)
+                try:
+                    return self._burn_in(node, now)
+                except SlurmCommandError:
+                    self.memory = burn_in_refused(self.memory, node, now, self.rules)
+                    raise
             self._run(cmd.delete_reservation_argv(reservation(node)))
             return FollowUp(node, "resume", True, f"node {node}: burn-in passed, back in service")
         except SlurmCommandError as exc:
@@ -142,11 +164,21 @@ class FailureResponder:
         argv = [SBATCH, "--parsable", f"--job-name={BURN_IN_NAME}-{node}", f"--nodelist={node}",
                 "--nodes=1", "--exclusive", f"--reservation={reservation_name}",
                 f"--time={s.burn_in_time_limit_min}", "--output=/dev/null", "--no-requeue"]
-        if s.burn_in_account:
-            argv.append(f"--account={s.burn_in_account}")
+        account = s.burn_in_account or self._default_account()
+        if account:  # job_submit.lua refuses a job without one (docs/failures.md)
+            argv.append(f"--account={account}")
         if s.burn_in_command:
             return [*argv, f"--wrap={s.burn_in_command}"]
         return [*argv, str(FILES["burn_in_script"])]
+
+    def _default_account(self) -> str:
+        """The daemon user's default account from sacctmgr, asked once ("" without slurmdbd)."""
+        if self._account is None:
+            res = self.runner.attempt(["sacctmgr", "-n", "-P", "show", "user", self.user,
+                                       "format=DefaultAccount"])
+            words = res.stdout.split() if res.ok else []
+            self._account = words[0] if words and cmd.valid_tag(words[0]) else ""
+        return self._account
 
     def _run(self, argv: list[str], must: bool = True) -> str:
         res = self.runner.attempt(argv)

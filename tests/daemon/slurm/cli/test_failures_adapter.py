@@ -23,7 +23,8 @@ class Launcher:
         key = " ".join(argv[:2])
         if key in self.fail:
             return 1, "", self.fail[key]
-        return 0, (self.sbatch_out if argv[0] == "sbatch" else ""), ""
+        out = {"sbatch": self.sbatch_out, "sacctmgr": "team-a\n"}.get(argv[0], "")
+        return 0, out, ""
 
 
 def job(job_id: str, state: str, nodes: tuple[str, ...] = ("n03",), requeue: bool = False) -> SqueueJob:
@@ -51,11 +52,13 @@ def test_a_flaky_node_is_drained_then_burnt_in_inside_a_reservation_then_returne
     _, done = r.step([job("1", "NODE_FAIL"), job("2", "NODE_FAIL")], NODES, 1.0)
     kinds = [c[:2] for c in la.calls]
     assert kinds == [("scontrol", "update"), ("scontrol", "delete"), ("scontrol", "delete"),
-                     ("scontrol", "create"), ("sbatch", "--parsable"), ("scontrol", "update")]
-    drain, create, sbatch, resume = la.calls[0], la.calls[3], la.calls[4], la.calls[5]
+                     ("scontrol", "create"), ("sacctmgr", "-n"), ("sbatch", "--parsable"),
+                     ("scontrol", "update")]
+    drain, create, sbatch, resume = la.calls[0], la.calls[3], la.calls[5], la.calls[6]
     assert drain[2:4] == ("nodename=n03", "State=DRAIN") and drain[4].startswith("Reason=railgang: flaky: 2 job")
     assert "Users=railgang" in create and "Nodes=n03" in create and "Flags=MAINT,IGNORE_JOBS" in create
     assert "--nodelist=n03" in sbatch and "--reservation=railgang_burnin_n03" in sbatch
+    assert "--account=team-a" in sbatch  # the daemon user's default: job_submit.lua wants one
     assert sbatch[-1].endswith("slurm_plugins/burnin.sh")
     assert resume == ("scontrol", "update", "nodename=n03", "State=RESUME")
     assert [f.step for f in done] == ["drain", "burn_in"] and all(f.ok for f in done)
@@ -82,6 +85,10 @@ def test_a_refused_sbatch_leaves_the_node_drained_and_removes_the_reservation() 
     assert not done[-1].ok and "Invalid account" in done[-1].detail
     assert ("scontrol", "update", "nodename=n03", "State=RESUME") not in la.calls
     assert la.calls[-1] == ("scontrol", "delete", "ReservationName=railgang_burnin_n03")
+    la.calls.clear()
+    r.step([], NODES, 2.0)
+    assert la.calls == []  # not again every cycle: after burn_in_retry_s
+    assert "1 failed" in (r.why("n03") or "")
 
 
 def test_node_fail_jobs_slurm_left_ended_are_requeued() -> None:
