@@ -18,6 +18,9 @@ is excluded from equality). The recipe:
    whole jobs, within the class rules, budgets and cascade damping (``preemption``); signal +
    grace. Steps 4 and 5 run one priority class at a time, higher first, so a lower class never
    takes the free GPUs a higher class could have combined with a shrink or an eviction.
+   5a. **defrag** (``CycleConfig.defrag``, off by default) — small jobs are moved out of a nearly
+   free leaf/NVLink block onto fragmented ones for the first waiting gang that needs a whole one,
+   when the gang's gain pays the moves (``phases/defrag.py``, issue 21).
    5b. **migrate** — running gangs whose links degraded (link health) are checkpointed and
    re-placed when the payback rule says the saving beats the cost, within the budgets
    (``migration``, DESIGN R-T8).
@@ -49,6 +52,7 @@ from railgang.daemon.core.model.gang import Placer, topology_placer
 from railgang.daemon.core.model.plan import Policy
 from railgang.daemon.core.model.reasons import PendingReason, Reason
 from railgang.daemon.core.model.snapshot import Snapshot
+from railgang.daemon.core.phases.defrag import DefragRules, defrag_phase
 from railgang.daemon.core.phases.draft import Draft
 from railgang.daemon.core.phases.evict import EvictPhase
 from railgang.daemon.core.phases.migrate import MigrationRules, migrate_phase
@@ -90,6 +94,8 @@ class CycleConfig:
     # issue 21: a multi-node gang evicts whole jobs inside one leaf/NVLink block (or whole leaves),
     # never a scatter over nodes (core/phases/evict_domain.py); off: pinned schedules unchanged
     whole_domain_evict: bool = False
+    defrag: DefragRules = field(default_factory=DefragRules)  # issue 21: move small jobs out of a
+    # nearly free leaf for a waiting gang when it pays (core/phases/defrag.py; off by default)
 
 
 @dataclass(frozen=True)
@@ -150,6 +156,8 @@ def decide(
         if config.preempt:  # 5. preempt: shrink lower work first, then evict within budgets
             evicting.run(this_class, jobs)
         lap("preempt")
+    if config.preempt and config.defrag.enabled:  # 5a. consolidate a leaf for a waiting gang
+        defrag_phase(d, config.defrag, config.migration, config.budget, [x.job_id for x in order])
     if config.preempt:  # 5b. migrate running gangs off degraded links when it pays back (R-T8)
         migrate_phase(d, config.migration, config.budget)
     if config.preempt:  # 5c. move running jobs onto faster GPU types left idle (phases/upgrade.py)

@@ -39,7 +39,7 @@ from railgang.daemon.core.model.gang import Placed, gang_for
 from railgang.daemon.core.model.job import Assignment, RunningJob
 from railgang.daemon.core.phases.draft import Draft
 
-__all__ = ["MigrationRules", "Payback", "migrate_phase", "payback", "step_factor"]
+__all__ = ["MigrationRules", "Payback", "migrate_phase", "move_cost_s", "payback", "step_factor"]
 
 _NBYTES = 1 << 30  # all-reduce size for the time ratio (only the ratio matters)
 
@@ -121,6 +121,13 @@ def _worst(fabric: Any, health: Any, assignment: Assignment) -> float:
     return worst
 
 
+def move_cost_s(run: RunningJob, rules: MigrationRules, now: float) -> float:
+    """Seconds one move costs ``run`` (the payback rule's ``C``): checkpoint save + restore +
+    restart, + the work since its last periodic checkpoint when it does not save on the signal."""
+    lost = 0.0 if rules.checkpoint_on_signal else run.work_since_checkpoint_s(now)
+    return run.job.checkpoint_cost_s + run.job.restore_cost_s + rules.restart_s + lost
+
+
 def _work_left(run: RunningJob, now: float) -> float | None:
     left = run.remaining_at(now)  # full speed on its size
     if left is None and run.job.time_limit_s is not None:
@@ -180,8 +187,7 @@ def _migrate(d: Draft, rules: MigrationRules, budget: pre.PreemptionBudget) -> N
         if not isinstance(placed, Placed):
             continue
         f_new = step_factor(fabric, health, placed.assignment, run.assignment, comm)
-        lost = 0.0 if rules.checkpoint_on_signal else run.work_since_checkpoint_s(now)
-        cost = run.job.checkpoint_cost_s + run.job.restore_cost_s + rules.restart_s + lost
+        cost = move_cost_s(run, rules, now)
         verdict = payback(work, f_now, f_new, cost, rules.margin)
         if not verdict.migrate:
             continue

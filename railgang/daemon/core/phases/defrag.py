@@ -1,0 +1,156 @@
+"""Defragmentation (issue 21 item 4): move small jobs out of a nearly free leaf so a gang fits.
+
+One small job left in an NVLink block (or a leaf) makes the whole block unusable for every queued
+gang that must sit inside one. The defrag phase runs after the preempt phase and looks at the
+first waiting multi-node gang (in the cycle's order) that one leaf could hold but that neither a
+placement nor an eviction served this cycle. For each leaf that could hold it:
+
+1. **movers**: the running jobs inside that leaf only (a job spanning leaves stays), not serving,
+   not signalled or touched this cycle, and not preempted or moved within
+   ``PreemptionBudget.job_min_interval_s`` (a job is never moved twice in a window), taken
+   cheapest move first (``migrate.move_cost_s`` × GPUs, then job id) until the leaf's free GPUs
+   cover the gang, at most ``DefragRules.max_movers``;
+2. **targets**: each mover is placed (the real placer, its whole gang) on free GPUs of *other*
+   leaves that are already partly used — the fragmented ones, so no whole free leaf is broken
+   up — with the GPUs taken by earlier movers removed, on no more nodes than it runs on now;
+3. **the payback rule** (``migrate.payback``'s margin): the gang would otherwise wait for the
+   movers to end (their expected remaining time, their time limit if unknown, else
+   ``DefragRules.unknown_wait_s``); it gains ``gang GPUs × that wait``; the moves cost
+   ``Σ mover GPUs × move_cost_s``. The leaf is defragmented when the gain is at least
+   ``MigrationRules.margin`` × the cost;
+4. **budget**: the movers' GPUs count as churn against the window's cap (as migrations do).
+
+The cheapest leaf that passes is chosen (cost, then leaf order); its movers get
+:class:`~railgang.daemon.core.model.actions.Migrate` actions, its free GPUs are held from the
+rest of the cycle and the gang waits ``PREEMPTING`` for the leaf. At most one gang a cycle: the
+next cycle sees the moves first. Off by default (``CycleConfig.defrag``): pinned schedules stay.
+Pure and deterministic.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from railgang.daemon.core.model import preemption as pre
+from railgang.daemon.core.model.actions import Action, Migrate
+from railgang.daemon.core.model.gang import Placed, gang_for
+from railgang.daemon.core.model.job import Job, RunningJob
+from railgang.daemon.core.model.reasons import Reason
+from railgang.daemon.core.phases.draft import Draft
+from railgang.daemon.core.phases.evict_domain import domain_gang
+from railgang.daemon.core.phases.migrate import MigrationRules, move_cost_s
+
+__all__ = ["DefragRules", "defrag_phase"]
+
+# reasons of gangs a consolidated leaf would serve (PREEMPTING: an eviction already serves it)
+_WAITS = (Reason.WAITING_FOR_GPUS, Reason.FRAGMENTED, Reason.WAITING_FOR_LEAF, Reason.PREEMPTION_BUDGET)
+
+
+@dataclass(frozen=True)
+class DefragRules:
+    """When a leaf is consolidated for a waiting gang (module docstring)."""
+
+    enabled: bool = False
+    max_movers: int = 4  # jobs moved out of one leaf at most
+    unknown_wait_s: float = 3600.0  # a mover's remaining time when neither work nor limit is known
+
+
+@dataclass(frozen=True)
+class _Plan:
+    cost_gpu_s: float
+    gain_gpu_s: float
+    leaf: str
+    moves: tuple[tuple[RunningJob, Placed], ...]
+
+
+def _left_s(run: RunningJob, now: float, rules: DefragRules) -> float:
+    left = run.remaining_at(now)
+    if left is None and run.job.time_limit_s is not None:
+        left = max(0.0, run.start_time + run.job.time_limit_s - now)
+    return rules.unknown_wait_s if left is None else left
+
+
+def defrag_phase(d: Draft, rules: DefragRules, moving: MigrationRules, budget: pre.PreemptionBudget,
+                 order: Sequence[str]) -> tuple[Action, ...]:
+    """Consolidate one leaf for the first waiting gang in ``order`` when it pays; returns the moves."""
+    mark = d.mark()
+    fabric = d.snap.fabric
+    if rules.enabled and hasattr(fabric, "leaves"):
+        jobs = {j.job_id: j for j in d.snap.pending}
+        for jid in order:
+            r = d.reason(jid)
+            if jid in jobs and r is not None and r.code in _WAITS and _serve(d, jobs[jid], rules, moving, budget):
+                break
+    return d.since(mark)
+
+
+def _serve(d: Draft, job: Job, rules: DefragRules, moving: MigrationRules, budget: pre.PreemptionBudget) -> bool:
+    """Defragment one leaf for ``job`` if one passes (module docstring); True if it did."""
+    fabric, snap, now = d.snap.fabric, d.snap, d.now
+    need = job.min_replicas * job.replica_gpus
+    if job.pp > 1 or not domain_gang(fabric, need):
+        return False
+    cap = pre.churn_cap_gpus(snap, budget) - pre.churned_gpus(snap, now, budget.churn_window_s) - sum(
+        getattr(a, "gpus", 0) for a in d.moves)
+    leaf_of = {n: fabric.leaf_of(n) for n in fabric.nodes}
+    busy = {leaf_of[n] for r in snap.running.values() for n in r.assignment}
+    plans: list[_Plan] = []
+    for leaf in fabric.leaves:
+        plan = _plan_leaf(d, job, leaf, need, leaf_of, busy, rules, moving, budget)
+        if plan is not None and sum(r.gpus for r, _ in plan.moves) <= cap:
+            plans.append(plan)
+    if not plans:
+        return False
+    best = min(plans, key=lambda p: (p.cost_gpu_s, list(fabric.leaves).index(p.leaf)))
+    for run, placed in best.moves:
+        saving = best.gain_gpu_s / max(len(best.moves), 1) / max(run.gpus, 1)
+        d.migrate(Migrate(run.job_id, pre.grace_for(run, budget), placed.assignment, run.replicas,
+                          round(saving, 1), round(move_cost_s(run, moving, now), 1), run.gpus),
+                  taking={n: tuple(g for g in gs if g not in run.assignment.get(n, ()))
+                          for n, gs in placed.assignment.items()})
+    d.hold({n: tuple(g) for n, g in d.free.items() if leaf_of.get(n) == best.leaf})
+    names = ", ".join(r.job_id for r, _ in best.moves)
+    d.wait(job, Reason.PREEMPTING, f"defragmenting leaf {best.leaf}: moving {names}", need)
+    return True
+
+
+def _plan_leaf(d: Draft, job: Job, leaf: str, need: int, leaf_of: Mapping[str, str], busy: set[str],
+               rules: DefragRules, moving: MigrationRules, budget: pre.PreemptionBudget) -> _Plan | None:
+    snap, now, fabric = d.snap, d.now, d.snap.fabric
+    members = [n for n in fabric.direct_nodes(leaf) if n in snap.nodes and snap.nodes[n].state.usable]
+    if sum(snap.nodes[n].gpus for n in members) < need:
+        return None
+    free = sum(len(d.free.get(n, ())) for n in members)
+    inside: dict[str, RunningJob] = {}
+    for r in snap.running.values():
+        if any(leaf_of.get(n) == leaf for n in r.assignment):
+            inside[r.job_id] = r
+    movers: list[RunningJob] = []
+    for r in sorted(inside.values(), key=lambda r: (r.gpus * move_cost_s(r, moving, now), r.job_id)):
+        if free >= need:
+            break
+        if (r.priority_class == 0 or r.preempt_deadline is not None or r.job_id in d.touched
+                or any(leaf_of.get(n) != leaf for n in r.assignment)
+                or pre.recently_preempted(r.job.last_preempted_at, now, budget.job_min_interval_s)):
+            continue  # may not move: the leaf's movable jobs must free enough without it
+        movers.append(r)
+        free += r.gpus
+    if free < need or not movers or len(movers) > rules.max_movers:
+        return None
+    # targets: free GPUs of other, already partly used leaves (never a whole free leaf)
+    room: dict[str, frozenset[int]] = {n: g for n, g in d.free.items() if leaf_of.get(n) != leaf
+                                       and leaf_of.get(n) in busy}
+    moves: list[tuple[RunningJob, Placed]] = []
+    for r in movers:
+        placed = d.place(gang_for(r.job, r.replicas, frozenset(room)), room)
+        if not isinstance(placed, Placed) or len(placed.assignment) > len(r.assignment):
+            return None  # no room, or only on more nodes than it runs on now (a worse placement)
+        for n, gs in placed.assignment.items():
+            room[n] = room[n] - frozenset(gs)
+        moves.append((r, placed))
+    cost = sum(r.gpus * move_cost_s(r, moving, now) for r in movers)
+    gain = need * max(_left_s(r, now, rules) for r in movers)
+    if gain < moving.margin * cost:
+        return None
+    return _Plan(cost, gain, leaf, tuple(moves))
