@@ -37,7 +37,7 @@ from railgang.daemon import __version__
 from railgang.daemon.api import messages
 from railgang.daemon.api.cache import TtlCache
 from railgang.daemon.api.guard import RequestGuard
-from railgang.daemon.api.routes import admin, jobs, org, policy, reports, usage
+from railgang.daemon.api.routes import admin, jobs, org, policy, reports, serving, usage
 from railgang.daemon.api.schemas import ErrorResponse
 from railgang.daemon.build_info import register_build_info
 from railgang.daemon.config import Settings
@@ -169,7 +169,7 @@ def create_app(settings: Settings, *, engine: Engine | None = None) -> FastAPI:
     app.add_middleware(RequestGuard, max_body_bytes=settings.api.max_body_bytes,
                        authenticate=authenticate, reply=error)
     _install_metrics(app, registry)
-    for module in (org, usage, policy, jobs, admin, reports):
+    for module in (org, usage, policy, jobs, admin, reports, serving):
         app.include_router(module.router)
 
     @app.get("/healthz", tags=["service"])

@@ -153,7 +153,8 @@ def run_daemon(settings: Settings, *, once: bool = False, wait: bool = True,
                    if settings.slurm.backend == "cli" else None),
             inventory=(NodeInventory(settings.ledger.cluster)
                        if settings.slurm.backend == "cli" else None),
-            serving=(LiveServing(settings.serving, clock.now())
+            serving=(LiveServing(settings.serving, clock.now(),
+                                 d.heartbeat_file.parent / "serving.json")
                      if settings.serving.enabled else None))
         log.info("leader: %s, %s backend, policy %s, every %g s", lock.describe(),
                  settings.slurm.backend, policy.name, d.cycle_interval_s)

@@ -20,6 +20,9 @@ class ServingSettings(BaseModel):
     drain_grace_s: float = Field(default=60.0, ge=0, le=3600)
     step_s: float = Field(default=60.0, gt=0, le=3600)  # forecast step, wall seconds
     horizon_s: float = Field(default=86400.0, gt=0, le=14 * 86400)  # how far take-backs are seen
+    # the last step's deployments (GET /v1/serving reads it); None: serving.json beside the
+    # daemon's heartbeat file
+    status_file: Path | None = None
 
 
 __all__ = ["ServingSettings"]

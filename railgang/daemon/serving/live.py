@@ -18,9 +18,12 @@ logged once per change (a cycle never fails on it).
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
+import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from railgang.daemon.core.model.actions import Action
 from railgang.daemon.core.model.snapshot import Snapshot
@@ -76,7 +79,8 @@ class _File:
 class LiveServing:
     """The ``serving`` hook of ``run_cycle``: one serving step per cycle, its status kept."""
 
-    def __init__(self, settings: ServingSettings, clock_now: float) -> None:
+    def __init__(self, settings: ServingSettings, clock_now: float,
+                 status_file: Path | None = None) -> None:
         if settings.demand_file is None:
             raise ConfigError("serving.demand_file: required when serving.enabled")
         self.s = settings
@@ -95,6 +99,8 @@ class LiveServing:
         self.status: tuple[Status, ...] = ()
         self.unforecast_started = 0  # replicas the reactive path added, summed over cycles
         self.started_at = clock_now
+        self.status_file = settings.status_file or status_file
+        self._written = ""
 
     def outlooks(self, now: float) -> dict[str, Outlook]:
         s = self.s
@@ -117,7 +123,36 @@ class LiveServing:
         for st in step.status:  # a surge counts once, by the replicas it added
             self.unforecast_started += max(0, st.unforecast - before.get(st.deployment, 0))
         self.status = step.status
+        self._write(snapshot.now)
         return step.snapshot, step.drains
+
+    def as_dict(self, now: float) -> dict[str, Any]:
+        """What the API shows (``GET /v1/serving``): each deployment after the last step."""
+        deps = {d.deployment.name: d for d in self.declared}
+        return {"as_of": now, "unforecast_started": self.unforecast_started, "deployments": [
+            {"deployment": st.deployment, "tp": deps[st.deployment].deployment.tp,
+             "min_replicas": deps[st.deployment].deployment.min_replicas,
+             "max_replicas": deps[st.deployment].deployment.max_replicas,
+             "switch_in_s": deps[st.deployment].deployment.switch_in_s,
+             "pool": list(deps[st.deployment].nodes), "target": st.target, "want": st.want,
+             "unforecast": st.unforecast, "running": st.running, "released": st.released,
+             "queued": st.queued, "drained": list(st.drained), "held_nodes": list(st.held_nodes),
+             "lent": dict(st.lent)} for st in self.status]}
+
+    def _write(self, now: float) -> None:
+        if self.status_file is None:
+            return
+        body = self.as_dict(now)
+        key = json.dumps({**body, "as_of": None}, sort_keys=True)
+        if key == self._written:
+            return
+        try:  # atomically: a reader never sees half a file
+            tmp = self.status_file.with_name(self.status_file.name + ".tmp")
+            tmp.write_text(json.dumps(body, sort_keys=True))
+            os.replace(tmp, self.status_file)
+            self._written = key
+        except OSError as exc:
+            log.warning("serving: status not written to %s: %s", self.status_file, exc)
 
     def lent_until(self, assignment: Mapping[str, object]) -> dict[str, float | None]:
         """The lent nodes among ``assignment``'s and when each is expected back."""
