@@ -284,6 +284,8 @@ class _Replay:
             self.heap.at(self.tick_at, "tick", "", 0)
         if self.failures is not None and self.failures.paused and backend.running:
             self.failures.resume(now)
+        if self.failures is not None and self.failures.expedited:
+            self.failures.ran_again()
         if self.observer is not None:
             self.observer(now, backend)
         done = self.bounds.done if self.bounds is not None else None

@@ -101,6 +101,8 @@ class Failures:
         self.paused: set[str] = set()  # domains whose process waits for a job to run
         # jobs killed by a fault, not yet requeued -> their last preemption before it
         self.killed: dict[str, float | None] = {}
+        # requeued by a fault and marked after_fault (first in its class), not running again yet
+        self.expedited: set[str] = set()
         self.since: dict[str, float] = {}  # node -> when it went out
         self.node_s_out = 0.0  # node-seconds out of service, summed as nodes come back
 
@@ -153,8 +155,23 @@ class Failures:
         if sj is None or sj.assignment is not None:
             return
         state = sj.job.state
+        # first in its class until it runs again, as the daemon orders it (docs/failures.md)
         self._replace(sj, sj.job.with_state(dataclasses.replace(
-            state, preemptions=max(0, state.preemptions - 1), last_preempted_at=before)))
+            state, preemptions=max(0, state.preemptions - 1), last_preempted_at=before,
+            after_fault=True)))
+        self.expedited.add(job_id)
+
+    def ran_again(self) -> None:
+        """Jobs a fault requeued that run again lose their place at the head of the class (a
+        later preemption requeues them as anyone else); call after a cycle's starts."""
+        for job_id in sorted(self.expedited):
+            sj = self.backend.jobs.get(job_id)
+            if sj is None:
+                self.expedited.discard(job_id)
+            elif sj.assignment is not None:
+                self.expedited.discard(job_id)
+                self._replace(sj, sj.job.with_state(dataclasses.replace(sj.job.state,
+                                                                        after_fault=False)))
 
     def _replace(self, sj: Any, job: Job) -> None:
         """``sj``'s view is now ``job``, in the queue too (the backend keeps views aligned)."""
