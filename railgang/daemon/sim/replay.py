@@ -219,7 +219,8 @@ def _cycle(a: SimpleNamespace) -> CycleConfig | None:
     """The core's knobs the command sets (None: the core's defaults, as the pinned replays)."""
     if a.leaf_wait_s <= 0:
         return None
-    return CycleConfig(leaf_wait_s=a.leaf_wait_s, leaf_holds=a.leaf_holds)
+    return CycleConfig(leaf_wait_s=a.leaf_wait_s, leaf_holds=a.leaf_holds,
+                       leaf_wait_max_s=a.leaf_wait_max_s)
 
 
 def _serving(a: SimpleNamespace, jobs: list[TraceJob], names: list[str],

@@ -99,3 +99,44 @@ def test_fifo_keeps_the_waiting_gang_at_the_head() -> None:
 def test_the_decision_is_deterministic() -> None:
     small = job("small").gpus(1).at(5).build()
     assert _decide(SPLIT, GANG, small, now=10.0) == _decide(SPLIT, GANG, small, now=10.0)
+
+
+def _decide_running(ends: Mapping[str, float], *pending: Job, now: float, wait: float = 60.0,
+                    max_s: float = 600.0) -> tuple[dict[str, set[str]], dict[str, Reason], str]:
+    """SPLIT's busy GPUs held by running jobs whose time limits end at ``ends`` (node -> end)."""
+    from railgang.daemon.core.model.job import RunningJob
+
+    busy = {n: tuple(sorted(ALL - SPLIT[n])) for n in FAB.nodes if ALL - SPLIT[n]}
+    running = [RunningJob(job(f"r-{n}").gpus(len(g)).limit(ends[n]).build(), {n: g}, 0.0, len(g))
+               for n, g in busy.items()]
+    snap = make_snapshot(now=now, fabric=FAB, nodes=NODES, pending=pending, running=running,
+                         free={n: SPLIT[n] for n in FAB.nodes})
+    d = decide(snap, get("tiresias"), now, random.Random(0), placer=topology_placer,
+               config=CycleConfig(leaf_wait_s=wait, leaf_holds=2, leaf_wait_max_s=max_s))
+    starts = {a.job_id: set(a.assignment) for a in d.actions if isinstance(a, Start)}
+    details = " ".join(r.detail for r in d.reasons)
+    return starts, {r.job_id: r.code for r in d.reasons}, details
+
+
+def test_past_the_first_bound_a_gang_waits_while_a_leaf_drains_within_it() -> None:
+    soon = {"n01": 1000.0, "n04": 130.0, "n07": 1000.0, "n08": 1000.0}  # n04 frees at 130
+    starts, reasons, detail = _decide_running(soon, GANG, now=100.0)
+    assert starts == {} and reasons == {"gang": Reason.WAITING_FOR_LEAF}
+    assert f"holding leaf {FAB.leaf_of('n04')}" in detail and "500s more" in detail
+    late = {n: 1000.0 for n in soon}  # no leaf has room within the first bound: spread now
+    starts, reasons, _ = _decide_running(late, GANG, now=100.0)
+    assert len(_leaves(starts["gang"])) == 2 and reasons == {}
+    starts, _, _ = _decide_running(soon, GANG, now=600.0)  # past the second bound: spread
+    assert len(_leaves(starts["gang"])) == 2
+    starts, _, _ = _decide_running(soon, GANG, now=100.0, max_s=0.0)  # no second bound
+    assert len(_leaves(starts["gang"])) == 2
+
+
+def test_the_hold_goes_to_the_leaf_expected_to_have_room_soonest() -> None:
+    # leaf n01-n04 has 17 GPUs free, n05-n08 16; but n07 frees at 20 and n04 only at 500
+    ends = {"n01": 900.0, "n04": 500.0, "n07": 20.0, "n08": 900.0}
+    small = job("small").gpus(1).at(5).build()
+    starts, reasons, detail = _decide_running(ends, GANG, small, now=10.0)
+    assert reasons == {"gang": Reason.WAITING_FOR_LEAF}
+    assert f"holding leaf {FAB.leaf_of('n07')}" in detail
+    assert _leaves(starts["small"]) == {FAB.leaf_of("n01")}  # kept out of the held leaf

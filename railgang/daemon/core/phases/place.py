@@ -17,6 +17,7 @@ from railgang.daemon.core.model.needs import fleet_summary
 from railgang.daemon.core.model.plan import Plan, Want
 from railgang.daemon.core.model.reasons import Reason, reason_for
 from railgang.daemon.core.phases.draft import INF, Draft
+from railgang.daemon.core.phases.leaf_wait import LeafWait
 from railgang.daemon.core.phases.pool_place import place
 
 
@@ -37,73 +38,6 @@ class Attempt:
 
 
 _NO_ROOM = Attempt()  # no size fits the free GPUs by count: nothing tried, the job waits for GPUs
-
-
-class LeafWait:
-    """Bounded waiting for a leaf (``CycleConfig.leaf_wait_s``/``leaf_holds``).
-
-    A gang that must span nodes, that one leaf could hold, and that was submitted less than
-    ``wait_s`` ago does not start across leaves; while it waits (for a leaf, or for GPUs at all)
-    it holds the free GPUs of the leaf with the most of them, so the jobs after it in the order
-    do not fill that leaf. Holds are per cycle: the core keeps no state, the next cycle holds
-    again (the same leaf unless another has since freed more). Leaves come from the fabric's
-    ``leaf_of``; capacity counts usable nodes only.
-    """
-
-    def __init__(self, d: Draft, wait_s: float, holds: int) -> None:
-        self.d, self.wait_s, self.holds = d, wait_s, holds
-        self.held: list[str] = []
-        self._cap: dict[str, int] | None = None
-        self._node_gpus = 0
-
-    def _leaf(self, node: str) -> str:
-        return str(self.d.snap.fabric.leaf_of(node))
-
-    @property
-    def cap(self) -> dict[str, int]:
-        """GPUs of the usable nodes of each leaf."""
-        if self._cap is None:
-            fabric, cap = self.d.snap.fabric, dict[str, int]()
-            for name, node in self.d.snap.nodes.items():
-                if node.state.usable and name in fabric:
-                    cap[self._leaf(name)] = cap.get(self._leaf(name), 0) + node.gpus
-                    self._node_gpus = max(self._node_gpus, node.gpus)
-            self._cap = cap
-        return self._cap
-
-    def applies(self, job: Job, gpus: int) -> bool:
-        """``gpus`` of ``job`` must span nodes, one leaf could hold them, the bound has not passed
-        (never, on a fabric without leaves, e.g. a test's stand-in)."""
-        if self.wait_s <= 0 or self.d.now - job.submit_time >= self.wait_s:
-            return False
-        if not hasattr(self.d.snap.fabric, "leaf_of"):
-            return False
-        cap = self.cap  # also finds the largest node
-        return self._node_gpus < gpus <= max(cap.values(), default=0)
-
-    def spread(self, job: Job, gpus: int, placed: Placed) -> bool:
-        """True if ``placed`` spans leaves while the job should wait for one leaf instead."""
-        return self.applies(job, gpus) and len({self._leaf(n) for n in placed.assignment}) > 1
-
-    def hold(self, job: Job, gpus: int) -> str | None:
-        """Hold the free GPUs of the leaf with the most free GPUs that could hold ``gpus``
-        (ties: fabric order) from the rest of this cycle; None if no hold is left or applies."""
-        if len(self.held) >= self.holds or not self.applies(job, gpus):
-            return None
-        d, order = self.d, {leaf: i for i, leaf in enumerate(self.d.snap.fabric.leaves)}
-        free: dict[str, int] = {}
-        for n, g in d.free.items():
-            if n in d.snap.fabric:
-                free[self._leaf(n)] = free.get(self._leaf(n), 0) + len(g)
-        cands = [(-free.get(lf, 0), order.get(lf, 0), lf) for lf, c in self.cap.items()
-                 if c >= gpus and lf not in self.held]
-        if not cands:
-            return None
-        leaf = min(cands)[2]
-        self.held.append(leaf)
-        d.hold({n: tuple(sorted(g)) for n, g in d.free.items()
-                if n in d.snap.fabric and self._leaf(n) == leaf})
-        return leaf
 
 
 def _runtime(job: Job, replicas: int) -> float:
@@ -227,13 +161,14 @@ class PlacePhase:
     """Admit + place, called once per priority class (higher first); keeps the queue state
     (strict head, backfill reservation) across classes."""
 
-    def __init__(self, d: Draft, plan: Plan, *, leaf_wait_s: float = 0.0, leaf_holds: int = 0) -> None:
+    def __init__(self, d: Draft, plan: Plan, *, leaf_wait_s: float = 0.0, leaf_holds: int = 0,
+                 leaf_wait_max_s: float = 0.0) -> None:
         self.d, self.plan = d, plan
         self.head: str | None = None
         self.shadow_t, self.extra = INF, 0
         # nodes whose GPUs the reserved head can use (None: any; set when it has needs or pools)
         self.head_nodes: frozenset[str] | None = None
-        self.leaf = LeafWait(d, leaf_wait_s, leaf_holds) if leaf_wait_s > 0 else None
+        self.leaf = LeafWait(d, leaf_wait_s, leaf_holds, leaf_wait_max_s) if leaf_wait_s > 0 else None
 
     def run(self, order: list[Want], jobs: Mapping[str, Job]) -> tuple[Action, ...]:
         """Start what fits, in ``order``; every job left waits with a reason. Returns the starts."""
@@ -297,7 +232,7 @@ class PlacePhase:
         d.block(job.priority_class)
         if self.head is None and self.plan.mode == "strict":
             self.head = job.job_id
-        left = leaf.wait_s - (d.now - job.submit_time)
+        left = leaf.left_s(job)
         held = leaf.hold(job, x.replicas * job.replica_gpus)
         where = f"; holding leaf {held}" if held else ""
         d.wait(job, Reason.WAITING_FOR_LEAF,
@@ -350,4 +285,4 @@ class PlacePhase:
         d.wait(job, why, detail, need)
 
 
-__all__ = ["LeafWait", "PlacePhase"]
+__all__ = ["PlacePhase"]

@@ -1,0 +1,140 @@
+"""Bounded waiting for a leaf (``CycleConfig.leaf_wait_s``/``leaf_wait_max_s``/``leaf_holds``).
+
+A gang placed across leaves runs its all-reduce over the spine for its whole life; waiting a
+little for one leaf is usually cheaper. Two bounds, both from the job's submit time:
+
+- up to ``wait_s`` the gang waits for one leaf whatever the cluster looks like;
+- from ``wait_s`` up to ``max_s`` it keeps waiting only while some leaf that could hold it is
+  expected to have room within ``wait_s`` from now (free GPUs plus the running jobs' expected
+  ends: their time limits, or progress reports where the job sends them). A gang that needs a
+  whole leaf, queued behind other gangs, outlives the first bound before any leaf drains; without
+  the second it spreads over the partly busy leaves (issue 21: 18 of 25 whole-leaf gangs in one
+  leaf on the real slurmctld at load 1.07).
+
+While it waits (for a leaf, or for GPUs at all) it holds the free GPUs of the leaf expected to
+have room soonest (then: the most free GPUs, then fabric order), so the jobs after it in the
+order do not refill that leaf. Holds are per cycle: the core keeps no state, the next cycle
+holds again (the same leaf unless another is now expected sooner). Leaves come from the
+fabric's ``leaf_of``; capacity counts usable nodes only.
+"""
+
+from __future__ import annotations
+
+from railgang.daemon.core.model.gang import Placed
+from railgang.daemon.core.model.job import Job
+from railgang.daemon.core.phases.draft import INF, Draft
+
+
+class LeafWait:
+    """One cycle's leaf waits and holds (see the module)."""
+
+    def __init__(self, d: Draft, wait_s: float, holds: int, max_s: float = 0.0) -> None:
+        self.d, self.wait_s, self.holds = d, wait_s, holds
+        self.max_s = max(wait_s, max_s)
+        self.held: list[str] = []
+        self._cap: dict[str, int] | None = None
+        self._ends: dict[str, list[tuple[float, int]]] | None = None
+        self._node_gpus = 0
+
+    def _leaf(self, node: str) -> str:
+        return str(self.d.snap.fabric.leaf_of(node))
+
+    @property
+    def cap(self) -> dict[str, int]:
+        """GPUs of the usable nodes of each leaf."""
+        if self._cap is None:
+            fabric, cap = self.d.snap.fabric, dict[str, int]()
+            for name, node in self.d.snap.nodes.items():
+                if node.state.usable and name in fabric:
+                    cap[self._leaf(name)] = cap.get(self._leaf(name), 0) + node.gpus
+                    self._node_gpus = max(self._node_gpus, node.gpus)
+            self._cap = cap
+        return self._cap
+
+    def applies(self, job: Job, gpus: int) -> bool:
+        """``gpus`` of ``job`` must span nodes, one leaf could hold them, and a bound still
+        applies (never on a fabric without leaves, e.g. a test's stand-in)."""
+        age = self.d.now - job.submit_time
+        if self.wait_s <= 0 or age >= self.max_s:
+            return False
+        if not hasattr(self.d.snap.fabric, "leaf_of"):
+            return False
+        cap = self.cap  # also finds the largest node
+        if not self._node_gpus < gpus <= max(cap.values(), default=0):
+            return False
+        return age < self.wait_s or self.room_at(gpus)[0] <= self.d.now + self.wait_s
+
+    def left_s(self, job: Job) -> float:
+        """Seconds the job may still wait for a leaf (the bound it is under)."""
+        age = self.d.now - job.submit_time
+        return (self.wait_s if age < self.wait_s else self.max_s) - age
+
+    def spread(self, job: Job, gpus: int, placed: Placed) -> bool:
+        """True if ``placed`` spans leaves while the job should wait for one leaf instead."""
+        return self.applies(job, gpus) and len({self._leaf(n) for n in placed.assignment}) > 1
+
+    def room_at(self, gpus: int) -> tuple[float, str | None]:
+        """When the soonest leaf not yet held could have ``gpus`` free, and which (INF, None:
+        none is expected to); ties: the most free GPUs now, then fabric order."""
+        d, free = self.d, self._free()
+        order = {leaf: i for i, leaf in enumerate(d.snap.fabric.leaves)}
+        best: tuple[float, int, int, str] | None = None
+        for leaf, c in self.cap.items():
+            if c < gpus or leaf in self.held:
+                continue
+            avail, t = free.get(leaf, 0), d.now
+            for end, g in self._leaf_ends().get(leaf, ()):
+                if avail >= gpus:
+                    break
+                avail, t = avail + g, end
+            key = (t if avail >= gpus else INF, -free.get(leaf, 0), order.get(leaf, 0), leaf)
+            best = key if best is None or key < best else best
+        return (INF, None) if best is None or best[0] == INF else (best[0], best[3])
+
+    def hold(self, job: Job, gpus: int) -> str | None:
+        """Hold the free GPUs of the leaf expected to have room for ``gpus`` soonest from the
+        rest of this cycle; None if no hold is left or applies."""
+        if len(self.held) >= self.holds or not self.applies(job, gpus):
+            return None
+        _, leaf = self.room_at(gpus)
+        if leaf is None:  # no leaf expected to drain (no estimates): the one with most free GPUs
+            free, order = self._free(), {lf: i for i, lf in enumerate(self.d.snap.fabric.leaves)}
+            cands = [(-free.get(lf, 0), order.get(lf, 0), lf) for lf, c in self.cap.items()
+                     if c >= gpus and lf not in self.held]
+            if not cands:
+                return None
+            leaf = min(cands)[2]
+        self.held.append(leaf)
+        d = self.d
+        d.hold({n: tuple(sorted(g)) for n, g in d.free.items()
+                if n in d.snap.fabric and self._leaf(n) == leaf})
+        return leaf
+
+    def _free(self) -> dict[str, int]:
+        free: dict[str, int] = {}
+        for n, g in self.d.free.items():
+            if n in self.d.snap.fabric:
+                free[self._leaf(n)] = free.get(self._leaf(n), 0) + len(g)
+        return free
+
+    def _leaf_ends(self) -> dict[str, list[tuple[float, int]]]:
+        """Per leaf, the running jobs' expected ends and the GPUs each frees there, soonest first
+        (one pass per cycle, only when a gang outlives its first bound or holds a leaf)."""
+        if self._ends is None:
+            ends: dict[str, list[tuple[float, int]]] = {}
+            fabric, now = self.d.snap.fabric, self.d.now
+            for run in self.d.snap.running.values():
+                per: dict[str, int] = {}
+                for n, gs in run.assignment.items():
+                    if n in fabric:
+                        per[self._leaf(n)] = per.get(self._leaf(n), 0) + len(gs)
+                end = run.expected_end(now)
+                for leaf, count in per.items():
+                    ends.setdefault(leaf, []).append((end, count))
+            for lst in ends.values():
+                lst.sort()
+            self._ends = ends
+        return self._ends
+
+
+__all__ = ["LeafWait"]
