@@ -113,3 +113,14 @@ def test_two_moves_never_take_the_same_gpus() -> None:
     _, moves, _, _ = _decide([*smalls, *_fill()], GANG)
     taken = [(n, g) for m in moves for n, gs in m.assignment.items() for g in gs]
     assert len(moves) == 2 and len(taken) == len(set(taken))
+
+
+def test_no_move_when_another_block_frees_up_soon_by_itself() -> None:
+    # b4's four jobs end in 30 s: the gang waits 30 s without moves (16 x 30 < 1.5 x 480)
+    small = _run("small", {"gb01": (0, 1)})
+    soon = [r if FAB.leaf_of(next(iter(r.assignment))) != "b4" else _run(r.job_id, dict(r.assignment), work=30.0)
+            for r in _fill()]
+    _, moves, _, _ = _decide([small, *soon], GANG)
+    assert moves == []
+    _, moves, _, _ = _decide([small, *_fill()], GANG)  # the same with b4's jobs running on: it moves
+    assert [m.job_id for m in moves] == ["small"]

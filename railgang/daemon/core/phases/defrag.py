@@ -13,11 +13,11 @@ placement nor an eviction served this cycle. For each leaf that could hold it:
 2. **targets**: each mover is placed (the real placer, its whole gang) on free GPUs of *other*
    leaves that are already partly used — the fragmented ones, so no whole free leaf is broken
    up — with the GPUs taken by earlier movers removed, on no more nodes than it runs on now;
-3. **the payback rule** (``migrate.payback``'s margin): the gang would otherwise wait for the
-   movers to end (their expected remaining time, their time limit if unknown, else
-   ``DefragRules.unknown_wait_s``); it gains ``gang GPUs × that wait``; the moves cost
-   ``Σ mover GPUs × move_cost_s``. The leaf is defragmented when the gain is at least
-   ``MigrationRules.margin`` × the cost;
+3. **the payback rule** (``migrate.payback``'s margin): without moves the gang waits until the
+   first leaf that could hold it has room by its jobs' expected ends (remaining time, time limit
+   if unknown, else ``DefragRules.unknown_wait_s``; the soonest over all leaves, not only this
+   one); it gains ``gang GPUs × that wait``; the moves cost ``Σ mover GPUs × move_cost_s``. The
+   leaf is defragmented when the gain is at least ``MigrationRules.margin`` × the cost;
 4. **budget**: the movers' GPUs count as churn against the window's cap (as migrations do).
 
 The cheapest leaf that passes is chosen (cost, then leaf order); its movers get
@@ -95,9 +95,10 @@ def _serve(d: Draft, job: Job, rules: DefragRules, moving: MigrationRules, budge
         getattr(a, "gpus", 0) for a in d.moves)
     leaf_of = {n: fabric.leaf_of(n) for n in fabric.nodes}
     busy = {leaf_of[n] for r in snap.running.values() for n in r.assignment}
+    wait = _natural_wait_s(d, need, leaf_of, rules)
     plans: list[_Plan] = []
     for leaf in fabric.leaves:
-        plan = _plan_leaf(d, job, leaf, need, leaf_of, busy, rules, moving, budget)
+        plan = _plan_leaf(d, job, leaf, need, leaf_of, busy, rules, moving, budget, wait)
         if plan is not None and sum(r.gpus for r, _ in plan.moves) <= cap:
             plans.append(plan)
     if not plans:
@@ -115,8 +116,33 @@ def _serve(d: Draft, job: Job, rules: DefragRules, moving: MigrationRules, budge
     return True
 
 
+def _natural_wait_s(d: Draft, need: int, leaf_of: Mapping[str, str], rules: DefragRules) -> float:
+    """Seconds until some leaf has ``need`` GPUs by its running jobs' expected ends."""
+    fabric, snap, now = d.snap.fabric, d.snap, d.now
+    ends: dict[str, list[tuple[float, int]]] = {}
+    for r in snap.running.values():
+        for n, gs in r.assignment.items():
+            if n in leaf_of:
+                ends.setdefault(leaf_of[n], []).append((_left_s(r, now, rules), len(gs)))
+    best = float("inf")
+    for leaf in fabric.leaves:
+        members = [n for n in fabric.direct_nodes(leaf) if n in snap.nodes and snap.nodes[n].state.usable]
+        if sum(snap.nodes[n].gpus for n in members) < need:
+            continue
+        got = sum(len(d.free.get(n, ())) for n in members)
+        wait = 0.0 if got >= need else float("inf")
+        for end, g in sorted(ends.get(leaf, [])):
+            if got >= need:
+                break
+            got += g
+            wait = end if got >= need else wait
+        best = min(best, wait)
+    return best
+
+
 def _plan_leaf(d: Draft, job: Job, leaf: str, need: int, leaf_of: Mapping[str, str], busy: set[str],
-               rules: DefragRules, moving: MigrationRules, budget: pre.PreemptionBudget) -> _Plan | None:
+               rules: DefragRules, moving: MigrationRules, budget: pre.PreemptionBudget,
+               wait: float) -> _Plan | None:
     snap, now, fabric = d.snap, d.now, d.snap.fabric
     members = [n for n in fabric.direct_nodes(leaf) if n in snap.nodes and snap.nodes[n].state.usable]
     if sum(snap.nodes[n].gpus for n in members) < need:
@@ -150,7 +176,7 @@ def _plan_leaf(d: Draft, job: Job, leaf: str, need: int, leaf_of: Mapping[str, s
             room[n] = room[n] - frozenset(gs)
         moves.append((r, placed))
     cost = sum(r.gpus * move_cost_s(r, moving, now) for r in movers)
-    gain = need * max(_left_s(r, now, rules) for r in movers)
+    gain = need * wait
     if gain < moving.margin * cost:
         return None
     return _Plan(cost, gain, leaf, tuple(moves))
