@@ -184,6 +184,11 @@ class DaemonSettings(BaseModel):
     # room for it within leaf_wait_s (a whole-leaf gang queued behind others; like Slurm's
     # --switches=1@10:00); <= leaf_wait_s: no second bound
     leaf_wait_max_s: float = Field(default=600.0, ge=0)
+    # issue 21 (docs/topology.md "Whole blocks"): a multi-node gang evicts whole jobs inside one
+    # leaf/NVLink block (CycleConfig.whole_domain_evict), and small jobs are moved out of a nearly
+    # free block for a waiting gang when it pays (CycleConfig.defrag); both off by default
+    whole_domain_evict: bool = False
+    defrag: bool = False
     # quota guarantees × this where the measured busy share supports it (x × busy <= 91 %);
     # 1.0 = off (docs/policies.md "Quotas")
     quota_oversubscription: float = Field(default=1.0, ge=1.0, le=2.0)

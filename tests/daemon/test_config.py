@@ -102,6 +102,15 @@ def test_daemon_leaf_wait_reaches_the_core(tmp_path: Path) -> None:
     assert (tuned.leaf_wait_s, tuned.leaf_holds) == (30.0, 0)
 
 
+def test_daemon_whole_domain_eviction_and_defrag_reach_the_core(tmp_path: Path) -> None:
+    from railgang.daemon.service.runner import cycle_config
+
+    default = cycle_config(load_settings(write(tmp_path, "")))
+    assert (default.whole_domain_evict, default.defrag.enabled) == (False, False)
+    on = cycle_config(load_settings(write(tmp_path, "[daemon]\nwhole_domain_evict = true\ndefrag = true\n")))
+    assert (on.whole_domain_evict, on.defrag.enabled) == (True, True)
+
+
 # -- issue 18 row 10: the database password is a secret too ------------------------------------
 
 PG_URL = "postgresql+psycopg://railgang:pg-s3cret-pw@db.example:5432/railgang"

@@ -24,6 +24,7 @@ from railgang.daemon.core.cycle import CycleConfig
 from railgang.daemon.core.model.elastic import ElasticRules
 from railgang.daemon.core.model.plan import Policy
 from railgang.daemon.core.model.preemption import PreemptionBudget
+from railgang.daemon.core.phases.defrag import DefragRules
 from railgang.daemon.core.policies import registry
 from railgang.daemon.ledger.progress import StepTimingRecorder
 from railgang.daemon.report.nightly import schedule_nightly
@@ -55,7 +56,8 @@ def cycle_config(settings: Settings) -> CycleConfig:
                        budget=PreemptionBudget(grace_s=d.preempt_grace_s),
                        elastic=ElasticRules(min_interval_s=d.resize_min_interval_s),
                        leaf_wait_s=d.leaf_wait_s, leaf_holds=d.leaf_holds,
-                       leaf_wait_max_s=d.leaf_wait_max_s)
+                       leaf_wait_max_s=d.leaf_wait_max_s, whole_domain_evict=d.whole_domain_evict,
+                       defrag=DefragRules(enabled=d.defrag))
 
 
 def _policy(settings: Settings) -> Policy:
