@@ -52,6 +52,7 @@ from railgang.daemon.core.model.gang import Placer, topology_placer
 from railgang.daemon.core.model.plan import Policy
 from railgang.daemon.core.model.reasons import PendingReason, Reason
 from railgang.daemon.core.model.snapshot import Snapshot
+from railgang.daemon.core.model.spares import SpareRules, spare_nodes
 from railgang.daemon.core.phases.defrag import DefragRules, defrag_phase
 from railgang.daemon.core.phases.draft import Draft
 from railgang.daemon.core.phases.evict import EvictPhase
@@ -91,6 +92,9 @@ class CycleConfig:
     migration: MigrationRules = field(default_factory=MigrationRules)
     upgrade: UpgradeRules = field(default_factory=UpgradeRules)  # several GPU
     # types: move running jobs onto a faster type's idle GPUs when it pays (a no-op on one pool)
+    # hot spares (issue 20): idle nodes kept in large gangs' leaves for their restart, lent to
+    # short class-3 work (model/spares.py); per_leaf = 0, the default: off, schedules unchanged
+    spares: SpareRules = field(default_factory=SpareRules)
     # issue 21: a multi-node gang evicts whole jobs inside one leaf/NVLink block (or whole leaves),
     # never a scatter over nodes (core/phases/evict_domain.py); off: pinned schedules unchanged
     whole_domain_evict: bool = False
@@ -132,6 +136,8 @@ def decide(
     quarantined, released = _quarantined(snapshot, config.lame_link_tag)
     snapshot = _with_quarantine(snapshot, quarantined)  # a what-if the placer sees (STYLE 2)
     d = Draft(snapshot, now, placer, rng.randrange(2**31))  # 1. observe
+    if config.spares.on:  # hot spares: held from everything but restarts and short work
+        d.keep_spares(spare_nodes(snapshot, config.spares), config.spares)
     lap("observe")
     plan = policy.plan(snapshot, now)  # 2. order
     jobs = {j.job_id: j for j in snapshot.pending}

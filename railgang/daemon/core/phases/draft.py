@@ -22,6 +22,7 @@ from railgang.daemon.core.model.pools import PoolKey, Pools, pools_of, running_e
 from railgang.daemon.core.model.quota import pending_demand
 from railgang.daemon.core.model.reasons import PendingReason, Reason
 from railgang.daemon.core.model.snapshot import Snapshot
+from railgang.daemon.core.model.spares import SpareRules, may_use_spares
 
 INF = float("inf")
 
@@ -53,6 +54,9 @@ class Draft:
         self._eligible: dict[Needs, frozenset[str]] = {}  # nodes meeting each needs, per cycle
         self._serving_eligible: dict[tuple[object, ...], frozenset[str]] = {}  # likewise, with
         # serving pools: per (needs, deployment, lent nodes borrowable)
+        self._spares: frozenset[str] = frozenset()  # hot spares this cycle (model/spares.py)
+        self._spare_rules: SpareRules | None = None
+        self._without_spares: dict[frozenset[str] | None, frozenset[str]] = {}
         self._pools: Pools | None = None  # GPU pools (type, tier) of the snapshot, built lazily
         self._pool_ends: dict[PoolKey, list[tuple[float, int]]] | None = None  # likewise
 
@@ -128,9 +132,24 @@ class Draft:
         return self._pool_ends
 
     # -- placement ------------------------------------------------------------------------------
+    def keep_spares(self, spares: frozenset[str], rules: SpareRules) -> None:
+        """Hold ``spares`` this cycle for the jobs ``rules`` let use them (``model/spares.py``)."""
+        self._spares, self._spare_rules = spares, rules
+
     def eligible(self, job: Job) -> frozenset[str] | None:
         """Usable nodes meeting ``job``'s needs, and on a cluster with serving pools the ones
-        its class may use there (``model/serving.py``); None: the job may use any node."""
+        its class may use there (``model/serving.py``), less the hot spares it may not use
+        (``model/spares.py``); None: the job may use any node."""
+        nodes = self._eligible_before_spares(job)
+        if not self._spares or self._spare_rules is None or may_use_spares(job, self._spare_rules):
+            return nodes
+        got = self._without_spares.get(nodes)
+        if got is None:
+            usable = frozenset(n for n, node in self.snap.nodes.items() if node.state.usable)
+            got = self._without_spares[nodes] = (usable if nodes is None else nodes) - self._spares
+        return got
+
+    def _eligible_before_spares(self, job: Job) -> frozenset[str] | None:
         nodes = self._by_needs(job)
         serving = self.snap.serving
         if serving is None:
