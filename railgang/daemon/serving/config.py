@@ -13,7 +13,7 @@ class ServingSettings(BaseModel):
     demand_file: Path | None = None  # observed demand (demand CSV)
     forecast_file: Path | None = None  # the forecast's mean (demand CSV); None: demand_file
     pools: dict[str, str] = {}  # deployment -> Slurm host list of its pool's nodes
-    origin: float = Field(default=0.0, ge=0)  # epoch seconds of time_s 0 in the files
+    origin: int = Field(default=0, ge=0, le=2**40)  # epoch seconds of time_s 0 in the files
     time_scale: float = Field(default=1.0, gt=0, le=10000)  # file seconds per wall second
     buffer_replicas: float = Field(default=0.0, ge=0, le=100000)  # kept warm on top
     margin_s: float = Field(default=300.0, ge=0, le=86400)  # wall seconds before switch-in
