@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field, field_validator
 
+from railgang.daemon.core.model.spares import SpareRules
 from railgang.daemon.failures.flaky import FlakyRules
 
 MAX_COMMAND = 4096  # a burn-in command is a line, not a script
@@ -37,6 +38,17 @@ class FailureSettings(BaseModel):
         if len(v) > MAX_COMMAND or "\n" in v or "\x00" in v:
             raise ValueError(f"one line of at most {MAX_COMMAND} characters, without NUL")
         return v
+
+    # hot spares (core/model/spares.py): idle nodes kept per leaf where a gang of at least
+    # spares_min_gang_gpus runs, for its restart after a node failure, lent meanwhile only to
+    # class-3 work whose time limit is at most spares_lend_max_s; 0 = off (the default)
+    spares_per_leaf: int = Field(default=0, ge=0, le=64)
+    spares_min_gang_gpus: int = Field(default=64, ge=1)
+    spares_lend_max_s: float = Field(default=3600.0, ge=0)
+
+    def spares(self) -> SpareRules:
+        return SpareRules(per_leaf=self.spares_per_leaf, min_gang_gpus=self.spares_min_gang_gpus,
+                          lend_max_s=self.spares_lend_max_s)
 
     def rules(self) -> FlakyRules:
         return FlakyRules(count=self.flaky_count, window_s=self.flaky_window_s,

@@ -57,7 +57,7 @@ def cycle_config(settings: Settings) -> CycleConfig:
                        elastic=ElasticRules(min_interval_s=d.resize_min_interval_s),
                        leaf_wait_s=d.leaf_wait_s, leaf_holds=d.leaf_holds,
                        leaf_wait_max_s=d.leaf_wait_max_s, whole_domain_evict=d.whole_domain_evict,
-                       defrag=DefragRules(enabled=d.defrag))
+                       defrag=DefragRules(enabled=d.defrag), spares=settings.failures.spares())
 
 
 def _policy(settings: Settings) -> Policy:
