@@ -33,6 +33,8 @@ from pathlib import Path
 from typing import Any
 
 from railgang.daemon.core import PriorityClass
+from railgang.daemon.core.cycle import CycleConfig
+from railgang.daemon.core.model.spares import SpareRules
 from railgang.daemon.core.policies import registry
 from railgang.daemon.failures.rates import parse_failures
 from railgang.daemon.failures.young_daly import young_daly_s
@@ -56,6 +58,7 @@ class Scenario:
     fixed_s: float  # the interval when fixed
     detect_s: float  # fault -> kill
     what: str
+    spares: bool = False  # hot spares (core/model/spares.py) from --spares-*
 
 
 SCENARIOS = {
@@ -68,12 +71,17 @@ SCENARIOS = {
                                "railgang default policy, 30 min checkpoints, fault seen in 60 s"),
     "railgang": Scenario("railgang", "default", "advised", 0.0, 60.0,
                          "railgang default policy, Young-Daly checkpoints, fault seen in 60 s"),
+    "railgang-spares": Scenario("railgang-spares", "default", "advised", 0.0, 60.0,
+                                "as railgang, with hot spares (--spares-per-leaf ...)", True),
 }
 
 
-def background(gpus_free: int, days: float, load: float, seed: int) -> list[TraceJob]:
+def background(gpus_free: int, days: float, load: float, seed: int,
+               time_limits: bool = False) -> list[TraceJob]:
     """Small class-3 jobs (8-64 GPUs, log-normal 2 h median, clipped to [10 min, 24 h]) arriving
-    as a Poisson process at ``load`` of the GPUs the big job leaves."""
+    as a Poisson process at ``load`` of the GPUs the big job leaves. ``time_limits``: each asks
+    for its run time rounded up to the next hour (a user's --time; hot spares lend nodes only to
+    work whose limit is short)."""
     rng = random.Random(f"background:{seed}")
     sizes, weights = [8, 16, 32, 64], [50, 25, 15, 10]
     mean_gpu_s = 0.0
@@ -90,7 +98,9 @@ def background(gpus_free: int, days: float, load: float, seed: int) -> list[Trac
         t += rng.expovariate(1.0 / gap)
         if t >= days * DAY:
             break
-        jobs.append(TraceJob(f"bg{i:05d}", t, g, d, account="research", tp=8 if g >= 8 else 1))
+        limit = math.ceil(d / 3600.0) * 3600.0 if time_limits else None
+        jobs.append(TraceJob(f"bg{i:05d}", t, g, d, account="research", tp=8 if g >= 8 else 1,
+                             time_limit_s=limit))
     return jobs
 
 
@@ -98,7 +108,10 @@ def replay(s: Scenario, args: argparse.Namespace, jobs: list[TraceJob], fabric: 
     rates = parse_failures(args.failures)
     sim = SimConfig(checkpoint_interval_s=s.fixed_s or 1800.0, checkpoint_cost_s=args.ckpt_cost_s,
                     restore_cost_s=args.restart_s)
-    config = EngineConfig(sim=sim, seed=args.seed, failures=FailureConfig(
+    cycle = CycleConfig(spares=SpareRules(per_leaf=args.spares_per_leaf,
+                                          min_gang_gpus=args.spares_min_gpus,
+                                          lend_max_s=args.spares_lend_s)) if s.spares else None
+    config = EngineConfig(sim=sim, seed=args.seed, cycle=cycle, failures=FailureConfig(
         rates=rates, seed=args.seed, detect_s=s.detect_s, interval=s.interval))  # type: ignore[arg-type]
     bounds = Bounds(until=args.days * DAY)
     waits: list[float] = []
@@ -170,13 +183,21 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--restart-s", type=float, default=120.0)
     ap.add_argument("--scenarios", default=",".join(SCENARIOS))
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--time-limits", action="store_true",
+                    help="background jobs ask for their run time rounded up to the hour")
+    ap.add_argument("--spares-per-leaf", type=int, default=1, help="railgang-spares: idle nodes "
+                    "kept per leaf of a large gang")
+    ap.add_argument("--spares-min-gpus", type=int, default=1024,
+                    help="railgang-spares: gangs of at least this many GPUs get spares")
+    ap.add_argument("--spares-lend-s", type=float, default=3600.0,
+                    help="railgang-spares: spares are lent to class-3 work whose limit is this short")
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args(argv)
     fabric = fabric_from_shape(args.nodes, 8, args.leaf)
     free = args.nodes * 8 - args.big_gpus
     big = TraceJob(BIG, 0.0, args.big_gpus, 1000 * DAY, account="pretrain", tp=8,
                    priority_class=PriorityClass.PRODUCTION)
-    jobs = [big, *background(free, args.days, args.load, args.seed)]
+    jobs = [big, *background(free, args.days, args.load, args.seed, args.time_limits)]
     rates = parse_failures(args.failures)
     nodes = math.ceil(args.big_gpus / 8)
     mtbf = rates.mtbf_s(nodes, 8, math.ceil(nodes / args.leaf))

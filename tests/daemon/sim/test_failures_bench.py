@@ -21,8 +21,8 @@ def test_small_fleet(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     spec.loader.exec_module(module)
     out = tmp_path / "r.json"
     assert module.main(["--nodes", "64", "--leaf", "8", "--big-gpus", "448", "--days", "2",
-                        "--failures", "llama3,scale=20", "--scenarios", "naive,railgang",
-                        "--json", str(out)]) == 0
+                        "--failures", "llama3,scale=20", "--scenarios", "naive,railgang,railgang-spares",
+                        "--time-limits", "--spares-min-gpus", "256", "--json", str(out)]) == 0
     rows = {r["scenario"]: r for r in json.loads(out.read_text())["rows"]}
     for row in rows.values():
         assert 0 < row["effective_training"] <= 1 and row["big_failures"] > 0
