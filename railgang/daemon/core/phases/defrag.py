@@ -89,7 +89,7 @@ def _serve(d: Draft, job: Job, rules: DefragRules, moving: MigrationRules, budge
     """Defragment one leaf for ``job`` if one passes (module docstring); True if it did."""
     fabric, snap, now = d.snap.fabric, d.snap, d.now
     need = job.min_replicas * job.replica_gpus
-    if job.pp > 1 or not domain_gang(fabric, need):
+    if not domain_gang(fabric, need):
         return False
     cap = pre.churn_cap_gpus(snap, budget) - pre.churned_gpus(snap, now, budget.churn_window_s) - sum(
         getattr(a, "gpus", 0) for a in d.moves)
