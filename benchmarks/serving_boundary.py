@@ -96,19 +96,31 @@ def training_jobs(trace_day: int) -> list[Any]:
             if t0 <= j.submit_time < t0 + 14 * DAY]
 
 
+def backlog_jobs(count: int, nodes: int) -> list[Any]:
+    """A permanent training backlog (the chapter's assumption): ``count`` elastic class-3 jobs
+    (TP 8, 1-8 replicas) at the window's start, each with work for the whole window at 8
+    replicas, so training always has more work queued than GPUs, lent ones included."""
+    from railgang.daemon.sim.traces.model import TraceJob
+
+    work_s = 14 * DAY * max(1.0, nodes / count)  # at 64 GPUs: longer than the window
+    return [TraceJob(job_id=f"backlog{i:03d}", submit_time=float(i), gpus=64, duration_s=work_s,
+                     tp=8, dp=8, elastic_min=1, elastic_max=8) for i in range(count)]
+
+
 def boundary(sset: ServingSet, args: argparse.Namespace) -> list[dict[str, Any]]:
     from railgang.daemon.core.policies import registry
     from railgang.daemon.serving.simulate import compare, table
     from railgang.daemon.sim.progress import TopologyComm
     from railgang.topology.fabric import fabric_from_shape
 
-    jobs = training_jobs(args.trace_day)
+    jobs = (backlog_jobs(args.backlog, args.training_nodes) if args.backlog
+            else training_jobs(args.trace_day))
     serving_nodes = -(-sset.pool_gpus // 8)
     fabric = fabric_from_shape(args.training_nodes + serving_nodes, 8, 4)
     knobs = ServingKnobs(history_days=HISTORY, forecast=ForecastConfig(buffer_quantile=args.q, holdout_days=HOLDOUT))
     began = time.perf_counter()
     sides = compare(jobs, registry.get(args.policy), fabric, sset, knobs,
-                    ("static", "forecast", "reactive"), comm=TopologyComm(fabric))
+                    tuple(args.modes.split(",")), comm=TopologyComm(fabric))
     print("\n".join(table(sides)), file=sys.stderr)
     print(f"{len(jobs)} jobs, {time.perf_counter() - began:.0f} s", file=sys.stderr)
     rows = []
@@ -210,6 +222,9 @@ def main() -> None:
     ap.add_argument("--png", type=Path, default=None)
     ap.add_argument("--json", type=Path, default=None)
     ap.add_argument("--parts", default="chapter,boundary,curve")
+    ap.add_argument("--modes", default="static,forecast,reactive")
+    ap.add_argument("--backlog", type=int, default=0,
+                    help="instead of the Philly slice: this many elastic jobs always queued")
     ap.add_argument("--write-demand", type=Path, default=None,
                     help="also write the two-week demand as a demand CSV (railgang sim --serving)")
     args = ap.parse_args()
