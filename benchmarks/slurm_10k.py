@@ -12,8 +12,10 @@ jobs (two job arrays: one GPU each until the GPUs are taken, then CPU-only), sub
 hinted jobs (``rg:parallel=tp2;class=3``, 2 GPUs each, one sbatch each, --workers at a time,
 under a fresh 120 s heartbeat as a live daemon would give) that cannot start, then measures one
 window per mode: ``none`` (no daemon, no heartbeat), ``due`` (``railgang daemon run``, 10 s
-cycles, 120 s lease, renewing what ends within 40 s) and ``all`` (the same with
-lease_renew_before_s = lease_s: every lease every cycle, as before issue 17). In each window
+cycles, 120 s lease, renewing what ends within 40 s; on 22.05 the narrow squeue read between
+full JSON reads, slurm/cli/narrow.py), ``json`` (the same reading squeue --json every cycle, as
+before the narrow read) and ``all`` (``json`` with lease_renew_before_s = lease_s: every lease
+every cycle, as before issue 17). In each window
 hinted probe jobs are submitted at --probe-rate per second and timed (then cancelled), sdiag is
 reset at its start and read at its end. The daemon runs from this checkout (PYTHONPATH).
 Mode ``parts`` times the CLI backend's own steps at this queue in CPU seconds as well as wall
@@ -161,7 +163,8 @@ def cpu_s(pid: int, children: bool = True) -> float:
     return ticks / os.sysconf("SC_CLK_TCK")
 
 
-def start_daemon(b: Bench, renew_before: int, log: Path) -> subprocess.Popen[bytes]:
+def start_daemon(b: Bench, renew_before: int, log: Path, full_read_s: float = 60.0,
+                 ) -> subprocess.Popen[bytes]:
     home = b.spec.dir / "daemon"
     home.mkdir(exist_ok=True)
     env = {**b.env, "PYTHONPATH": str(ROOT), "RAILGANG_CONFIG": "", "RAILGANG_HOME": str(home),
@@ -170,6 +173,7 @@ def start_daemon(b: Bench, renew_before: int, log: Path) -> subprocess.Popen[byt
            "RAILGANG_SLURM__BACKEND": "cli", "RAILGANG_SLURM__CONF": str(b.spec.slurm_conf),
            "RAILGANG_SLURM__LEASE_S": str(LEASE_S),
            "RAILGANG_SLURM__LEASE_RENEW_BEFORE_S": str(renew_before),
+           "RAILGANG_SLURM__NARROW_FULL_READ_S": str(full_read_s),
            "RAILGANG_DAEMON__HEARTBEAT_FILE": str(b.spec.heartbeat_file),
            "RAILGANG_DAEMON__METRICS_PORT": "0", "RAILGANG_DAEMON__CYCLE_INTERVAL_S": str(CYCLE_S)}
     with log.open("wb") as err:
@@ -202,10 +206,11 @@ def timed(fn: Any, *a: Any) -> tuple[Any, dict[str, float]]:
                  "clients_cpu_s": round(kids.ru_utime + kids.ru_stime - kids0.ru_utime - kids0.ru_stime, 2)}
 
 
-def parts(b: Bench, reps: int = 3) -> dict[str, Any]:
+def parts(b: Bench, reps: int = 5) -> dict[str, Any]:
     """The CLI backend's share of a cycle at this queue, part by part, in CPU seconds as well as
     wall (the wall time on a shared machine is mostly other people's work): observe (squeue,
-    sinfo, sshare and the parsing), leases_due, and renewing one due cycle's worth of leases vs
+    sinfo, sshare and the parsing; on 22.05 the first two read squeue --json, the later ones
+    the narrow form), leases_due, and renewing one due cycle's worth of leases vs
     the whole queue, with slurmctld's own time for those updates (sdiag) and CPU."""
     from railgang.daemon.config import SlurmSettings
     from railgang.daemon.slurm.cli import CliBackend
@@ -215,7 +220,7 @@ def parts(b: Bench, reps: int = 3) -> dict[str, Any]:
     out: dict[str, Any] = {"observe": []}
     for _ in range(reps):
         obs, t = timed(be.observe, time.time())
-        out["observe"].append(t)
+        out["observe"].append({**t, "full_read": be.full_reads})  # 22.05: narrow from the 3rd
     queue = [j.job_id for j in obs.snapshot.pending]
     out["pending"] = len(queue)
     due, out["leases_due"] = timed(be.leases_due, queue, time.time())
@@ -238,7 +243,8 @@ def window(b: Bench, mode: str, args: argparse.Namespace) -> dict[str, Any]:
     log = b.spec.dir / f"daemon-{mode}.log"
     proc = None
     if mode != "none":
-        proc = start_daemon(b, LEASE_S if mode == "all" else RENEW_BEFORE_S, log)
+        proc = start_daemon(b, LEASE_S if mode == "all" else RENEW_BEFORE_S, log,
+                            0.0 if mode in ("all", "json") else 60.0)
         deadline = time.monotonic() + 600
         while len(cycles(log)) < args.warmup_cycles:  # the first renews every lapsed lease
             if proc.poll() is not None or time.monotonic() > deadline:

@@ -3,8 +3,9 @@
 
 Per cycle it forks a small constant number of processes, independent of the number of jobs:
 
-- ``snapshot(now)``: ``squeue --json``, ``sinfo --json``, ``sshare`` (fair-share; skipped after
-  it fails once, e.g. without slurmdbd), plus the requeues of preemptions/grows whose grace is
+- ``snapshot(now)``: ``squeue --json`` (on 22.05 mostly the narrow ``squeue -O`` read instead,
+  ``narrow.py``), ``sinfo --json``, ``sshare`` (fair-share; skipped after it fails once, e.g.
+  without slurmdbd), plus the requeues of preemptions/grows whose grace is
   over (one ``scontrol requeue`` and one lease update for all of them). The topology is read
   once (topology.conf) and rebuilt only when the file or the nodes' GPU counts change.
 - ``apply(actions, now)``: see ``apply.py`` (one scontrol on stdin for every per-job update, one
@@ -48,6 +49,7 @@ from railgang.daemon.slurm.cli.apply import ApplyConfig, apply_actions, finish_d
 from railgang.daemon.slurm.cli.class_grants import read_grants
 from railgang.daemon.slurm.cli.facts import render_fleet_file, tier_terms
 from railgang.daemon.slurm.cli.failures import FailureResponder, hide
+from railgang.daemon.slurm.cli.narrow import NarrowCache, NarrowProblem, narrow_argv, parse_narrow
 from railgang.daemon.slurm.cli.parse import ParseProblem
 from railgang.daemon.slurm.cli.records import (
     SinfoNode,
@@ -99,6 +101,9 @@ class CliBackend:
         self._fleet_text: str | None = None  # the fleet file as last written (or tried)
         self.json_version: str | None = None  # --json=VERSION once the CLI is seen to take one
         self._due_at: float | None = None  # when leases_due last ran (the renewal rate's clock)
+        self._json_read = False  # squeue --json read once: its schema (and so 22.05) is known
+        self._narrow: NarrowCache | None = None  # 22.05's narrow reads between full ones
+        self.full_reads = 0  # 1 when the last observe read squeue --json (benchmarks, tests)
         # node failures: requeue, first in class, drain flaky nodes, burn-ins (failures.py)
         self.failures = (FailureResponder(self.runner, failures)
                          if failures is not None and failures.enabled else None)
@@ -107,11 +112,7 @@ class CliBackend:
     def observe(self, now: float) -> Observation:
         """One read of the cluster (and the requeues that fell due); kept as ``self.last``."""
         try:
-            # --states=all: 24.11+ leave ended jobs out by default, 22.05 ignores the option
-            # and lists them anyway; a job that died of railgang's checkpoint signal must be seen
-            # to be requeued (apply.died_of_the_signal)
-            seen, job_notes = self._read_json(
-                cmd.SQUEUE, lambda text: parse_squeue(text, keep_signalled=True), "--states=all")
+            seen, job_notes = self._read_jobs(now)
             # --Node: 24.11+ group nodes by sinfo's default columns (partition, state), so
             # nodes with other features or GRES shared one entry and lost theirs; node-oriented,
             # each entry is one node. 22.05 lists nodes one by one either way
@@ -160,6 +161,35 @@ class CliBackend:
     def followups(self) -> list[FollowUp]:
         """The requeues and restarts the last ``snapshot`` carried out (FollowUpBackend)."""
         return self.finished
+
+    def _read_jobs(self, now: float) -> tuple[list[SqueueJob], list[str]]:
+        """Every job: the narrow ``squeue -O`` read on 22.05 while it can stand alone
+        (narrow.py), else ``squeue --json``. --states=all: 24.11+ leave ended jobs out by
+        default, 22.05 ignores the option and lists them anyway; a job that died of railgang's
+        checkpoint signal must be seen to be requeued (apply.died_of_the_signal)."""
+        rows = None
+        if self._json_read and self.json_version is None and self.settings.narrow_full_read_s > 0:
+            try:  # 22.05 (a data_parser version would have been pinned): its JSON is all or nothing
+                rows = parse_narrow(self.runner.run(narrow_argv()).stdout)
+            except (NarrowProblem, SlurmCommandError) as exc:
+                log.warning("slurm: narrow squeue read failed (%s); reading the JSON", exc)
+        cache = self._narrow
+        if rows is not None and cache is not None and now - cache.at < self.settings.narrow_full_read_s:
+            why = cache.stale(rows)
+            if not why:
+                try:
+                    jobs = cache.read(rows)
+                    self.full_reads = 0
+                    return jobs
+                except NarrowProblem as exc:
+                    log.warning("slurm: narrow squeue read: %s; reading the JSON", exc)
+            log.debug("slurm: full squeue read: %s", why)
+        seen, notes = self._read_json(
+            cmd.SQUEUE, lambda text: parse_squeue(text, keep_signalled=True), "--states=all")
+        self._json_read = True
+        self._narrow = NarrowCache.after_full_read(now, rows, seen) if rows is not None else None
+        self.full_reads = 1
+        return seen, notes
 
     def _read_json(self, program: str, parse: Callable[[str], T], *args: str) -> T:
         """``program --json`` parsed by ``parse``; pins the schema version where the CLI takes

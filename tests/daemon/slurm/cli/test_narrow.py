@@ -1,0 +1,152 @@
+"""The narrow squeue read of Slurm 22.05 (slurm/cli/narrow.py): lines it refuses, what it takes
+from the last full read, and when it asks for one. The real cluster's records, read both ways,
+are compared in test_narrow_slurm.py."""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import datetime
+
+import pytest
+
+from railgang.daemon.slurm.cli.narrow import (
+    FIELDS,
+    NarrowCache,
+    NarrowProblem,
+    NarrowRow,
+    _minutes,
+    merge,
+    narrow_argv,
+    parse_narrow,
+)
+from railgang.daemon.slurm.cli.parse import ParseProblem
+from railgang.daemon.slurm.cli.records import SqueueJob, squeue_job
+
+T0 = "2026-12-01T21:39:36"
+TAG = "railgang:tp=2,pp=1,dp=1;class=3"
+
+
+def line(job_id: str = "7003", state: str = "PENDING", start: str = "N/A", nodes: str = "",
+         comment: str = TAG, limit: str = "UNLIMITED", restarts: str = "0",
+         gres: str = "gres:gpu:2") -> str:
+    # the order of narrow.FIELDS, as 22.05's squeue -O prints them
+    fields = [job_id, state, "None", "team-b", "root", "normal", T0, T0, start, limit,
+              "7508", restarts, "1", "N/A", gres, nodes or "n/a", "",
+              nodes, "1", comment]
+    assert len(fields) == len(FIELDS)
+    return "|".join(fields)
+
+
+def test_the_argv_asks_for_every_field_whole_with_admin_comment_last() -> None:
+    argv = narrow_argv()
+    assert argv[:4] == ["squeue", "-h", "-t", "all"] and argv[4] == "-O"
+    spec = argv[5].split(",")
+    assert [s.split(":")[0] for s in spec] == [name for name, _ in FIELDS]
+    assert all(s.endswith(":0|") for s in spec[:-1]) and spec[-1] == "admin_comment:0"
+
+
+@pytest.mark.parametrize("text", [
+    "7003|PENDING",                                   # too few fields
+    line(job_id="x7003"),                             # not a job id
+    line() + "\n" + line(),                           # the same job twice (a forged line)
+    line() + "\nnot a line",                          # a newline inside a field
+    "",                                               # fine: no jobs (checked below)
+], ids=["short", "id", "twice", "continuation", "empty"])
+def test_a_line_it_cannot_trust_refuses_the_whole_read(text: str) -> None:
+    if not text:
+        assert parse_narrow(text) == []
+        return
+    with pytest.raises(NarrowProblem):
+        parse_narrow(text)
+
+
+def test_an_admin_comment_may_hold_the_separator() -> None:
+    (row,) = parse_narrow(line(comment="railgang:tp=2|odd"))
+    assert row.fields[-1] == "railgang:tp=2|odd" and row.pending
+
+
+@pytest.mark.parametrize(("text", "minutes"), [
+    ("UNLIMITED", None), ("N/A", None), ("30:00", 30), ("1:00:00", 60), ("1-02:03:00", 1563),
+    ("45", 45)])
+def test_time_limits(text: str, minutes: int | None) -> None:
+    assert _minutes(text) == minutes
+
+
+@pytest.mark.parametrize("text", ["1:xx:00", "1:2:3:4", "a-01:00:00"])
+def test_a_time_limit_it_cannot_read_is_a_parse_problem(text: str) -> None:
+    with pytest.raises(ParseProblem):
+        _minutes(text)
+
+
+def test_a_new_pending_job_is_read_from_its_line_without_user_text() -> None:
+    (job,), problems = merge(parse_narrow(line()), {}, {})
+    assert problems == [] and job.job_id == "7003" and job.pending
+    assert job.tag is not None and job.tag.tp == 2 and job.gpus_requested == 2
+    assert job.eligible_time == datetime.fromisoformat(T0).timestamp()
+    assert job.time_limit_s is None and job.name == "" and job.progress is None
+
+
+def _full(job_id: str, nodes: str) -> SqueueJob:
+    """A running job as the full (JSON) read saw it: name, GPU indices."""
+    return squeue_job({"job_id": int(job_id), "job_state": "RUNNING", "name": "llama",
+                       "nodes": nodes, "gres_detail": ["gpu:2(IDX:4-5)"],
+                       "job_resources": {"allocated_nodes": [{"nodename": nodes}]},
+                       "tres_per_node": "gres:gpu:2", "admin_comment": TAG})
+
+
+def test_an_active_job_takes_its_gpu_indices_and_name_from_the_full_read() -> None:
+    full = {"9": _full("9", "n03")}
+    (job,), _ = merge(parse_narrow(line("9", "RUNNING", T0, "n03")), {}, full)
+    assert job.allocation == (("n03", (4, 5)),) and job.name == "llama"
+    assert job.start_time == datetime.fromisoformat(T0).timestamp()
+
+
+def test_an_ended_job_the_full_read_left_out_stays_out() -> None:
+    assert merge(parse_narrow(line("9", "COMPLETED", T0, "n03")), {}, {}) == ([], [])
+
+
+@pytest.mark.parametrize("start", ["INVALID", "yesterday"])
+def test_a_value_the_plain_form_cannot_carry_sends_the_cycle_to_the_json(start: str) -> None:
+    with pytest.raises(NarrowProblem, match="job 9: time"):
+        merge(parse_narrow(line("9", "RUNNING", start, "n03")), {}, {"9": _full("9", "n03")})
+
+
+def test_an_unchanged_line_keeps_its_record() -> None:
+    rows = parse_narrow(line())
+    kept = dataclasses.replace(merge(rows, {}, {})[0][0], name="from before")
+    (job,), _ = merge(rows, {"7003": (rows[0].line, kept)}, {})
+    assert job is kept
+
+
+def _cache(rows: list[NarrowRow], jobs: list[SqueueJob]) -> NarrowCache:
+    return NarrowCache.after_full_read(0.0, rows, jobs)
+
+
+def test_the_cache_asks_for_a_full_read_when_a_job_starts_ends_or_comes_back() -> None:
+    pending, running = parse_narrow(line()), parse_narrow(line("9", "RUNNING", T0, "n03"))
+    full = [merge(pending, {}, {})[0][0], _full("9", "n03")]
+    cache = _cache(pending + running, full)
+    assert cache.stale(pending + running) == ""
+    # the pending job's lease moved: its own line changed, still no full read
+    renewed = parse_narrow(line().replace(f"|{T0}|{T0}|", f"|{T0}|2026-12-01T21:41:36|"))
+    assert cache.stale(renewed + running) == ""
+    assert "job 7003 is new or changed" in cache.stale(
+        parse_narrow(line("7003", "RUNNING", T0, "n01")) + running)
+    assert "job 9 is new or changed" in cache.stale(pending + parse_narrow(
+        line("9", "COMPLETED", T0, "n03")))
+    assert "job 10 is new" in cache.stale(pending + running + parse_narrow(
+        line("10", "RUNNING", T0, "n04")))
+    # shrunk in place: the same node, fewer GPUs (its GPU indices must be read again)
+    assert "job 9 is new or changed" in cache.stale(pending + parse_narrow(
+        line("9", "RUNNING", T0, "n03", gres="gres:gpu:1")))
+    assert "job 9 is pending again" in cache.stale(pending + parse_narrow(
+        line("9", "PENDING", restarts="1")))
+
+
+def test_the_cache_reads_and_remembers_the_lines() -> None:
+    rows = parse_narrow(line() + "\n" + line("9", "RUNNING", T0, "n03"))
+    cache = _cache(rows, [_full("9", "n03")])
+    jobs, _ = cache.read(rows)
+    assert [j.job_id for j in jobs] == ["7003", "9"] and jobs[1].name == "llama"
+    again, _ = cache.read(rows)
+    assert all(a is b for a, b in zip(again, jobs, strict=True))
