@@ -24,6 +24,7 @@ from railgang.devcluster.layout import (
     TEST_GRANTS,
     ClusterSpec,
 )
+from railgang.devcluster.leftovers import kill_stepd_trees
 from railgang.devcluster.processes import (
     ProcessTable,
     is_running,
@@ -384,7 +385,12 @@ class DevCluster:
 
     # ---- down --------------------------------------------------------------------------
     def down(self) -> int:
-        """Stop every recorded process, slurmds first and munge last; return how many."""
+        """Stop every recorded process, slurmds first and munge last; return how many. The
+        jobs' slurmstepds (detached from their slurmd) and their processes go first
+        (leftovers.py): they would outlive the cluster."""
+        jobs = kill_stepd_trees(self.spec.slurm_conf)
+        if jobs:
+            self._say(f"killed {jobs} job processes (slurmstepd and below)")
         order = {"slurmctld": 1, "slurmdbd": 2, "mariadbd": 3, "munged": 4}
         recs = sorted(self.procs.records(), key=lambda r: order.get(r.name, 0))
         for rec in recs:

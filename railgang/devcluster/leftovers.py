@@ -1,0 +1,72 @@
+"""The job processes a test cluster leaves behind when it stops: each job's ``slurmstepd`` and
+everything under it.
+
+slurmstepd detaches from the slurmd that started it, so stopping the recorded daemons (slurmd
+first) leaves every running job's slurmstepd and its processes alive, holding their emulated
+GPUs and the cluster's directories. They are found by what they are, not by name: a process
+whose executable is a slurmstepd and whose environment names this cluster's slurm.conf
+(``SLURM_CONF``, which slurmd passes on), plus its descendants. Other clusters' jobs on the same
+host name other files and are left alone.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+from pathlib import Path
+
+PROC = Path("/proc")
+
+
+def _stat(pid: int) -> tuple[str, int] | None:
+    """(executable basename, parent pid) of ``pid``; None once it is gone or unreadable."""
+    try:
+        exe = os.path.basename(os.readlink(PROC / str(pid) / "exe"))
+        ppid = int((PROC / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+    return exe, ppid
+
+
+def _conf_of(pid: int) -> str:
+    try:
+        env = (PROC / str(pid) / "environ").read_bytes()
+    except OSError:
+        return ""
+    for item in env.split(b"\0"):
+        if item.startswith(b"SLURM_CONF="):
+            return item[len(b"SLURM_CONF="):].decode("utf-8", "replace")
+    return ""
+
+
+def stepd_trees(slurm_conf: Path) -> list[int]:
+    """PIDs of this cluster's slurmstepds and of every process under them, leaves first."""
+    procs = {int(p.name): st for p in PROC.iterdir() if p.name.isdigit()
+             if (st := _stat(int(p.name))) is not None}
+    conf = str(slurm_conf)
+    roots = [pid for pid, (exe, _) in procs.items()
+             if exe.startswith("slurmstepd") and _conf_of(pid) == conf]
+    children: dict[int, list[int]] = {}
+    for pid, (_, ppid) in procs.items():
+        children.setdefault(ppid, []).append(pid)
+    order: list[int] = []
+    stack = list(roots)
+    while stack:
+        pid = stack.pop()
+        order.append(pid)
+        stack.extend(children.get(pid, []))
+    me = os.getpid()
+    return [pid for pid in reversed(order) if pid != me]
+
+
+def kill_stepd_trees(slurm_conf: Path) -> int:
+    """SIGKILL this cluster's job processes and their slurmstepds; returns how many."""
+    pids = stepd_trees(slurm_conf)
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    return len(pids)
+
+
+__all__ = ["kill_stepd_trees", "stepd_trees"]
