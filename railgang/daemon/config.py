@@ -181,7 +181,7 @@ class DaemonSettings(BaseModel):
     leaf_wait_s: float = Field(default=120.0, ge=0)
     leaf_holds: int = Field(default=2, ge=0)
     # past leaf_wait_s and up to this, a gang keeps waiting only while a leaf is expected to have
-    # room for it within leaf_wait_s (a whole-leaf gang queued behind others; like Slurm's
+    # room for it by then (a whole-leaf gang queued behind others; like Slurm's
     # --switches=1@10:00); <= leaf_wait_s: no second bound
     leaf_wait_max_s: float = Field(default=600.0, ge=0)
     # issue 21 (docs/topology.md "Whole blocks"): a multi-node gang evicts whole jobs inside one

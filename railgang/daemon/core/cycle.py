@@ -82,8 +82,8 @@ class CycleConfig:
     # leaf or for GPUs it holds the free GPUs of one leaf from later jobs (at most leaf_holds
     # leaves per cycle). 0 = off (the core's default: simulated schedules stay as pinned; the
     # daemon turns it on, DaemonSettings.leaf_wait_s). Past leaf_wait_s and up to
-    # leaf_wait_max_s it keeps waiting only while a leaf is expected to have room within
-    # leaf_wait_s (phases/leaf_wait.py); leaf_wait_max_s <= leaf_wait_s: no second bound.
+    # leaf_wait_max_s it keeps waiting only while a leaf is expected to have room before
+    # leaf_wait_max_s runs out (phases/leaf_wait.py); leaf_wait_max_s <= leaf_wait_s: none.
     leaf_wait_s: float = 0.0
     leaf_holds: int = 2
     leaf_wait_max_s: float = 0.0

@@ -81,7 +81,7 @@ def sim(
     leaf_wait_max_s: Annotated[float, typer.Option(
         "--leaf-wait-max-s", min=0, max=86400,
         help="With --leaf-wait-s: past it and up to this, keep waiting only while a leaf is "
-             "expected to have room within --leaf-wait-s (the daemon's default: 600).")] = 0.0,
+             "expected to have room before it (the daemon's default: 600).")] = 0.0,
     max_pending: Annotated[int | None, typer.Option(
         "--max-pending", min=1,
         help="Show the core at most N pending jobs per cycle, oldest first (like Slurm's "

@@ -140,3 +140,14 @@ def test_the_hold_goes_to_the_leaf_expected_to_have_room_soonest() -> None:
     assert reasons == {"gang": Reason.WAITING_FOR_LEAF}
     assert f"holding leaf {FAB.leaf_of('n07')}" in detail
     assert _leaves(starts["small"]) == {FAB.leaf_of("n01")}  # kept out of the held leaf
+
+
+def test_a_gang_no_leaf_has_room_for_holds_its_leaf_before_the_jobs_ahead_of_it() -> None:
+    ends = {"n01": 900.0, "n04": 500.0, "n07": 20.0, "n08": 900.0}  # leaf of n07 drains first
+    node = job("node").gpus(8).tp(8).at(-5).build()  # ahead of the gang in the order
+    starts, _, _ = _decide_running(ends, node, now=10.0)
+    assert _leaves(starts["node"]) == {FAB.leaf_of("n07")}  # alone: the fuller leaf
+    starts, reasons, detail = _decide_running(ends, node, GANG, now=10.0)
+    assert reasons == {"gang": Reason.WAITING_FOR_LEAF}
+    assert f"holding leaf {FAB.leaf_of('n07')}" in detail
+    assert _leaves(starts["node"]) == {FAB.leaf_of("n01")}  # kept out of the leaf held early

@@ -268,6 +268,10 @@ class Draft:
         """Keep ``assignment``'s free GPUs from the rest of this cycle (a held leaf)."""
         self._take(assignment)
 
+    def unhold(self, assignment: Assignment) -> None:
+        """Give back GPUs :meth:`hold` kept (the job they were kept for has its turn)."""
+        self._give(assignment)
+
     def block(self, priority_class: int) -> None:
         """A job of ``priority_class`` waits for GPUs (growing must not take them)."""
         self._blocked.add(priority_class)

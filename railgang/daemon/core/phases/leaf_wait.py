@@ -5,7 +5,7 @@ little for one leaf is usually cheaper. Two bounds, both from the job's submit t
 
 - up to ``wait_s`` the gang waits for one leaf whatever the cluster looks like;
 - from ``wait_s`` up to ``max_s`` it keeps waiting only while some leaf that could hold it is
-  expected to have room within ``wait_s`` from now (free GPUs plus the running jobs' expected
+  expected to have room before ``max_s`` runs out (free GPUs plus the running jobs' expected
   ends: their time limits, or progress reports where the job sends them). A gang that needs a
   whole leaf, queued behind other gangs, outlives the first bound before any leaf drains; without
   the second it spreads over the partly busy leaves (issue 21: 18 of 25 whole-leaf gangs in one
@@ -13,15 +13,20 @@ little for one leaf is usually cheaper. Two bounds, both from the job's submit t
 
 While it waits (for a leaf, or for GPUs at all) it holds the free GPUs of the leaf expected to
 have room soonest (then: the most free GPUs, then fabric order), so the jobs after it in the
-order do not refill that leaf. Holds are per cycle: the core keeps no state, the next cycle
-holds again (the same leaf unless another is now expected sooner). Leaves come from the
+order do not refill that leaf; a gang that no leaf has room for now takes its hold before
+anyone in its class is placed (``prehold``), so the jobs ahead of it cannot refill it either.
+Holds are per cycle: the core keeps no state, the next cycle holds again (the same leaf
+unless another is now expected sooner). Leaves come from the
 fabric's ``leaf_of``; capacity counts usable nodes only.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+
 from railgang.daemon.core.model.gang import Placed
 from railgang.daemon.core.model.job import Job
+from railgang.daemon.core.model.plan import Want
 from railgang.daemon.core.phases.draft import INF, Draft
 
 
@@ -32,9 +37,11 @@ class LeafWait:
         self.d, self.wait_s, self.holds = d, wait_s, holds
         self.max_s = max(wait_s, max_s)
         self.held: list[str] = []
+        self._early: dict[str, tuple[str, dict[str, tuple[int, ...]]]] = {}  # job -> leaf, GPUs
         self._cap: dict[str, int] | None = None
         self._ends: dict[str, list[tuple[float, int]]] | None = None
         self._node_gpus = 0
+        self._kept: dict[str, tuple[int, ...]] = {}
 
     def _leaf(self, node: str) -> str:
         return str(self.d.snap.fabric.leaf_of(node))
@@ -62,7 +69,7 @@ class LeafWait:
         cap = self.cap  # also finds the largest node
         if not self._node_gpus < gpus <= max(cap.values(), default=0):
             return False
-        return age < self.wait_s or self.room_at(gpus)[0] <= self.d.now + self.wait_s
+        return age < self.wait_s or self.room_at(gpus)[0] <= job.submit_time + self.max_s
 
     def left_s(self, job: Job) -> float:
         """Seconds the job may still wait for a leaf (the bound it is under)."""
@@ -106,9 +113,32 @@ class LeafWait:
             leaf = min(cands)[2]
         self.held.append(leaf)
         d = self.d
-        d.hold({n: tuple(sorted(g)) for n, g in d.free.items()
-                if n in d.snap.fabric and self._leaf(n) == leaf})
+        kept = {n: tuple(sorted(g)) for n, g in d.free.items()
+                if n in d.snap.fabric and self._leaf(n) == leaf}
+        d.hold(kept)
+        self._kept = kept
         return leaf
+
+    def prehold(self, order: Sequence[Want], jobs: Mapping[str, Job]) -> None:
+        """Before anyone in ``order`` is placed, hold leaves for the first gangs that no leaf has
+        room for now (count of free GPUs), so the jobs before them in the order do not take the
+        GPUs a draining leaf frees either; each gives its leaf back at its own turn
+        (:meth:`release`) and holds again if it still waits."""
+        most = max(self._free().values(), default=0)
+        for x in order:
+            if len(self.held) >= self.holds:
+                return
+            job = jobs[x.job_id]
+            gpus = x.replicas * job.replica_gpus
+            if gpus > most and self.hold(job, gpus) is not None:
+                self._early[job.job_id] = (self.held[-1], self._kept)
+
+    def release(self, job_id: str) -> None:
+        """Give back the leaf :meth:`prehold` kept for ``job_id``: its turn has come."""
+        early = self._early.pop(job_id, None)
+        if early is not None:
+            self.held.remove(early[0])
+            self.d.unhold(early[1])
 
     def _free(self) -> dict[str, int]:
         free: dict[str, int] = {}

@@ -179,8 +179,12 @@ class PlacePhase:
         # for every waiting job in every cycle (issue 24 item 2)
         plain, tree = d.snap.serving is None, d.snap.quotas
         capped = {n: a.quota_gpus for n, a in d.snap.accounts.items() if a.quota_gpus is not None}
+        if self.leaf is not None:
+            self.leaf.prehold(order, jobs)
         for x in order:
             job = jobs[x.job_id]
+            if self.leaf is not None:
+                self.leaf.release(job.job_id)
             need = x.min_replicas * job.replica_gpus
             if job.min_gpus > d.total:
                 d.wait(job, Reason.LARGER_THAN_CLUSTER, f"cluster has {d.total} GPUs", job.min_gpus)
