@@ -79,6 +79,9 @@ class SlurmSettings(BaseModel):
     # topology.conf to build the fabric from; empty = topology.conf beside slurm.conf, else
     # `scontrol show topology`
     topology: Path | None = None
+    # topology/block: each block is one multi-node NVLink domain (GB200/GB300 NVL72 racks), so a
+    # TP group wider than a node stays inside one block (docs/topology.md)
+    blocks_nvlink: bool = False
     # a grow is checkpoint + requeue: seconds between the checkpoint signal and the requeue
     resize_grace_s: float = Field(default=60.0, ge=0)
     # the fleet file job_submit.lua reads (RAILGANG_FLEET_FILE) to refuse needs no node meets;

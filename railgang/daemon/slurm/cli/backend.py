@@ -271,7 +271,8 @@ class CliBackend:
         missing = sorted({n.name for n in nodes} - set(conf.nodes))
         if missing:
             log.warning("slurm: nodes %s are not in %s; railgang cannot place on them", missing, source)
-        self._fabric = fabric_from_conf(conf, facts, default_gpus=max((n.gpus for n in nodes), default=8))
+        self._fabric = fabric_from_conf(conf, facts, default_gpus=max((n.gpus for n in nodes), default=8),
+                                        blocks_are_nvlink=self.settings.blocks_nvlink)
         self._fabric_key = key
         return self._fabric
 
