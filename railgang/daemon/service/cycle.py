@@ -277,7 +277,12 @@ class DaemonService:
             save_scores(s, self.estimator, outcome.now)  # the calibration outlives a restart
         rows = explain.build_rows(outcome, self.policy.last, self.policy.name,
                                   keep=self.tracker.keep, estimates=estimates)
-        write, gone = self.tracker.changes(rows, [*snap.running, *(j.job_id for j in snap.pending)])
+        present = [*snap.running, *(j.job_id for j in snap.pending)]
+        if self.serving is not None:  # replicas the serving step kept from the core (issue 19)
+            held_back = self.serving.explain_rows()
+            rows += held_back
+            present += [r.job_id for r in held_back]
+        write, gone = self.tracker.changes(rows, present)
         explain_repo.upsert(s, write, cycle_id=cycle_id, at=at)
         explain_repo.mark_gone(s, gone, cycle_id=cycle_id, at=at)
         if self.cycles % PRUNE_EVERY == 0:

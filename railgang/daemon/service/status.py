@@ -23,6 +23,8 @@ from railgang.errors import UnknownJobError
 from railgang.topology.files import InputProblem, read_bytes
 
 _REASON_TEXT = {  # one line per reason code for people (codes the core may not emit are harmless)
+    "serving_not_needed": "a serving replica the forecast does not need yet; the daemon starts "
+                          "it a switch-in before demand does (docs/serving.md)",
     "waiting_for_gpus": "fewer GPUs are free than its minimum size",
     "fragmented": "enough GPUs are free in total, but no topology-valid gang slot",
     "quarantined": "enough GPUs are free only on nodes with lame links",

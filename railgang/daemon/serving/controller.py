@@ -67,6 +67,8 @@ class Status:
     drained: tuple[str, ...]  # running replicas signalled to stop
     held_nodes: tuple[str, ...]
     lent: Mapping[str, float | None]  # lent node -> expected take-back time (None: not seen)
+    queued_jobs: tuple[Job, ...] = ()  # the pending replicas kept out of the core's sight
+    more_at: float | None = None  # when the forecast next wants more replicas (None: not seen)
 
     @property
     def unforecast(self) -> int:
@@ -153,10 +155,14 @@ def _one(decl: Declared, outlook: Outlook, snap: Snapshot, config: StepConfig,
     lent_order = [n for n in reversed(decl.nodes) if n in snap.nodes and n not in held]
     lent_order.sort(key=lambda n: borrowed.get(n, 0))  # the least used goes back first
     lent = _take_back_times(decl, outlook, lent_order, len(held), gpn, snap.now, config.margin_s)
-    status = Status(name, tgt, want, len(live), len(released), len(pending) - len(released),
+    queued = [j for j in pending if j not in released]
+    more = next((k for k in range(1, len(outlook.upper))
+                 if target(dep, outlook.upper, outlook.step_s, config.margin_s, k) > want), None)
+    status = Status(name, tgt, want, len(live), len(released), len(queued),
                     tuple(d.job_id for d in drains), tuple(sorted(held)),
-                    MappingProxyType(dict(sorted(lent.items()))))
-    return status, [j for j in pending if j not in released], drains
+                    MappingProxyType(dict(sorted(lent.items()))), tuple(queued),
+                    snap.now + more * outlook.step_s if more is not None else None)
+    return status, queued, drains
 
 
 def serving_step(snap: Snapshot, declared: Sequence[Declared], outlooks: Mapping[str, Outlook],

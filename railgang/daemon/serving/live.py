@@ -22,6 +22,7 @@ import json
 import logging
 import os
 from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -36,10 +37,12 @@ from railgang.daemon.serving.controller import (
     serving_step,
 )
 from railgang.daemon.serving.model import ServingSet, read_demand
+from railgang.db.repositories.explanations import ExplanationRow
 from railgang.errors import ConfigError, InputError
 
 log = logging.getLogger(__name__)
 MAX_HORIZON_STEPS = 2000
+NOT_NEEDED = "serving_not_needed"  # explain's reason code of a replica the forecast holds back
 
 
 def _hosts(expr: str, what: str) -> tuple[str, ...]:
@@ -153,6 +156,24 @@ class LiveServing:
             self._written = key
         except OSError as exc:
             log.warning("serving: status not written to %s: %s", self.status_file, exc)
+
+    def explain_rows(self) -> list[ExplanationRow]:
+        """Rows for ``railgang explain`` of the replicas kept out of the core's sight (the core
+        gives them no reason: it never saw them)."""
+        rows = []
+        for st in self.status:
+            when = ("" if st.more_at is None else "; the forecast wants more from "
+                    + datetime.fromtimestamp(st.more_at, UTC).strftime("%Y-%m-%d %H:%M:%S UTC"))
+            detail = (f"deployment {st.deployment}: the forecast holds {st.want} replica(s) "
+                      f"now, {st.running} running{when}")
+            for j in st.queued_jobs:
+                data: dict[str, Any] = {"serving": st.deployment, "serving_more_at": st.more_at,
+                        "needed": j.min_gpus, "ahead": 0, "blocked_by": []}
+                rows.append(ExplanationRow(
+                    job_id=j.job_id, state="waiting", account=j.account,
+                    priority_class=int(j.priority_class), gpus=j.gpus, reason=NOT_NEEDED,
+                    detail=detail, data=json.dumps(data, sort_keys=True, separators=(",", ":"))))
+        return rows
 
     def lent_until(self, assignment: Mapping[str, object]) -> dict[str, float | None]:
         """The lent nodes among ``assignment``'s and when each is expected back."""

@@ -37,6 +37,10 @@ def test_deployments_and_a_borrowers_take_back_time(api: Api, tmp_path: Path) ->
     assert dep["lent"] == {"n002": back, "n003": back}
     row = api.client.get("/v1/jobs/el", headers=api.admin).json()
     assert row["data"]["serving_lent"] == {"n002": back, "n003": back}
+    held = api.client.get("/v1/jobs/r0", headers=api.admin).json()  # the core never saw it
+    assert (held["state"], held["reason"]) == ("waiting", "serving_not_needed")
+    assert held["detail"] == ("deployment chat: the forecast holds 0 replica(s) now, 0 running; "
+                              "the forecast wants more from 1970-01-01 00:45:00 UTC")
     text = render({**row, **row["data"], "cycle": 2, "age_s": 0.0})
     assert "lent to batch work (n[002-003]); expected to keep it until 1970-01-01 00:45:00 UTC" in text
 
