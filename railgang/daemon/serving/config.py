@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import BaseModel, Field
+from typing import Any
+
+from pydantic import BaseModel, Field, field_validator
 
 
 class ServingSettings(BaseModel):
@@ -23,6 +25,11 @@ class ServingSettings(BaseModel):
     # the last step's deployments (GET /v1/serving reads it); None: serving.json beside the
     # daemon's heartbeat file
     status_file: Path | None = None
+
+    @field_validator("demand_file", "forecast_file", "status_file", mode="before")
+    @classmethod
+    def _empty_is_none(cls, value: Any) -> Any:
+        return None if isinstance(value, str) and not value.strip() else value
 
 
 __all__ = ["ServingSettings"]
