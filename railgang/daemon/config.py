@@ -178,6 +178,9 @@ class DaemonSettings(BaseModel):
     resize: bool = True  # allow shrinking and growing elastic jobs
     emit_priorities: bool = False  # also hand the policy's order to Slurm as job priorities
     preempt_grace_s: float = Field(default=120.0, ge=0)  # PreemptionBudget.grace_s: signal to requeue
+    # PreemptionBudget.churn_cap: share of the GPUs that may be preempted per 10-min window (a small
+    # cluster needs more than 5 % to free one whole NVLink block at all)
+    preempt_churn_cap: float = Field(default=0.05, ge=0, le=1)
     resize_min_interval_s: float = Field(default=600.0, ge=0)  # ElasticRules.min_interval_s
     # CycleConfig.leaf_wait_s / leaf_holds: a multi-node gang one leaf could hold waits up to this
     # long after submit for one leaf instead of spreading, holding up to leaf_holds leaves; 0 = off

@@ -109,6 +109,8 @@ def test_daemon_whole_domain_eviction_and_defrag_reach_the_core(tmp_path: Path) 
     assert (default.whole_domain_evict, default.defrag.enabled) == (False, False)
     on = cycle_config(load_settings(write(tmp_path, "[daemon]\nwhole_domain_evict = true\ndefrag = true\n")))
     assert (on.whole_domain_evict, on.defrag.enabled) == (True, True)
+    assert default.budget.churn_cap == 0.05
+    assert cycle_config(load_settings(write(tmp_path, "[daemon]\npreempt_churn_cap = 0.5\n"))).budget.churn_cap == 0.5
 
 
 # -- issue 18 row 10: the database password is a secret too ------------------------------------
