@@ -220,3 +220,29 @@ def _tp_spec(text: str) -> tuple[int, dict[str, int]]:
 
 
 __all__ = ["serving_app"]
+
+
+@serving_app.command("status")
+def status_cmd(ctx: typer.Context, as_json: JsonOpt = False) -> None:
+    """The deployments as the daemon's last cycle left them: replicas and lent nodes."""
+    from datetime import UTC, datetime
+
+    from railgang.daemon.cli_common import settings_from
+    from railgang.daemon.serving.status import read_status, status_path
+
+    body = read_status(status_path(settings_from(ctx)))
+
+    def when(t: Any) -> str:
+        if not isinstance(t, (int, float)):
+            return "not foreseen"
+        return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%d %H:%M UTC")
+
+    lines = []
+    for d in body["deployments"]:
+        lines.append(f"{d.get('deployment')}: tp {d.get('tp')}, replicas {d.get('running')} "
+                     f"running, target {d.get('target')} (demand now wants {d.get('want')}), "
+                     f"{d.get('queued')} queued; pool {len(d.get('pool') or [])} nodes, "
+                     f"{len(d.get('lent') or {})} lent")
+        lines += [f"  lent {node} until {when(t)}" for node, t in sorted((d.get("lent") or {}).items())]
+    lines.append(f"unforecast replicas started: {body.get('unforecast_started', 0)}")
+    emit(body, as_json, lines)

@@ -98,6 +98,13 @@ class LiveServing:
         self.declared = tuple(
             Declared(dataclasses.replace(deps[name], switch_in_s=deps[name].switch_in_s / scale),
                      _hosts(expr, name)) for name, expr in sorted(settings.pools.items()))
+        seen: dict[str, str] = {}
+        for d in self.declared:
+            for node in d.nodes:
+                other = seen.setdefault(node, d.deployment.name)
+                if other != d.deployment.name:
+                    raise ConfigError(f"serving.pools: node {node} is in the pools of both "
+                                      f"{other} and {d.deployment.name}")
         self.config = StepConfig(margin_s=settings.margin_s, drain_grace_s=settings.drain_grace_s)
         self.status: tuple[Status, ...] = ()
         self.unforecast_started = 0  # replicas the reactive path added, summed over cycles

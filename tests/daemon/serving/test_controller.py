@@ -194,3 +194,32 @@ def test_pending_replicas_beyond_the_target_are_out_of_the_cores_sight() -> None
     assert [j.job_id for j in step.snapshot.pending] == ["r0"]
     assert step.status[0].queued == 1 and step.status[0].released == 1
     assert MappingProxyType(dict(step.snapshot.serving.lent)) == step.status[0].lent  # type: ignore[union-attr]
+
+
+def test_a_node_in_two_pools_is_a_config_error(tmp_path: Path) -> None:
+    path = tmp_path / "two.csv"
+    path.write_text("time_s,deployment,replicas,tp\n0,chat,1,8\n0,code,1,2\n")
+    with pytest.raises(ConfigError, match="n002 is in the pools of both chat and code"):
+        LiveServing(ServingSettings(enabled=True, demand_file=path,
+                                    pools={"chat": "n[001-002]", "code": "n[002-003]"}), 0.0)
+
+
+def test_serving_status_command_shows_the_last_step(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from railgang.daemon.cli import app
+
+    status = tmp_path / "serving.json"
+    live = LiveServing(ServingSettings(enabled=True, demand_file=demand_csv(tmp_path),
+                                       pools={"chat": "n[002-003]"}, status_file=status), 0.0)
+    live(make_snapshot(now=60.0, fabric=None, nodes=[Node(f"n{i:03d}", 8) for i in range(4)]))
+    env = {"RAILGANG_CONFIG": "", "RAILGANG_SERVING__STATUS_FILE": str(status)}
+    res = CliRunner().invoke(app, ["serving", "status"], env=env)
+    assert res.exit_code == 0, res.output
+    assert "chat: tp 8, replicas 0 running, target 0" in res.output
+    # two replicas at the ramp: both nodes back a switch-in and the margin before it
+    assert "lent n002 until 1970-01-01 00:45 UTC" in res.output
+    assert "lent n003 until 1970-01-01 00:45 UTC" in res.output
+    status.unlink()
+    res = CliRunner().invoke(app, ["serving", "status", "--json"], env=env)
+    assert res.exit_code != 0 and "no serving status" in str(res.exception)
