@@ -61,7 +61,12 @@ from railgang.daemon.slurm.cli.records import (
 )
 from railgang.daemon.slurm.cli.runner import SlurmRunner
 from railgang.daemon.slurm.cli.schemas import PINNED, SchemaProblem, json_flag
-from railgang.daemon.slurm.cli.snapshot import STARTING_GRACE_S, Observation, build_observation
+from railgang.daemon.slurm.cli.snapshot import (
+    STARTING_GRACE_S,
+    JobMemo,
+    Observation,
+    build_observation,
+)
 from railgang.errors import SlurmCommandError, SlurmError, SlurmSchemaError
 from railgang.topology.files import InputProblem, read_text
 from railgang.topology.inputs import write_if_changed
@@ -104,6 +109,7 @@ class CliBackend:
         self._json_read = False  # squeue --json read once: its schema (and so 22.05) is known
         self._narrow: NarrowCache | None = None  # 22.05's narrow reads between full ones
         self.full_reads = 0  # 1 when the last observe read squeue --json (benchmarks, tests)
+        self._memo = JobMemo()  # waiting jobs' core Jobs while their records stay the same
         # node failures: requeue, first in class, drain flaky nodes, burn-ins (failures.py)
         self.failures = (FailureResponder(self.runner, failures)
                          if failures is not None and failures.enabled else None)
@@ -133,7 +139,7 @@ class CliBackend:
                                                          st.spot_notice_s),
                                 lease_s=float(st.lease_s),
                                 grants=read_grants(self.grants_file) if self.grants_file else None,
-                                after_fault=after_fault)
+                                after_fault=after_fault, memo=self._memo)
         for note in obs.skipped:
             log.warning("slurm: %s", note)
         self._write_fleet(obs)
