@@ -46,15 +46,13 @@ NOT_NEEDED = "serving_not_needed"  # explain's reason code of a replica the fore
 
 
 def _hosts(expr: str, what: str) -> tuple[str, ...]:
-    import hostlist
+    # strict and bounded: a huge range is refused before it is expanded
+    from railgang.topology.conf import expand_hosts
 
     try:
-        nodes = tuple(hostlist.expand_hostlist(expr))
-    except hostlist.BadHostlist as exc:
-        raise ConfigError(f"serving.pools.{what}: {expr!r} is not a host list: {exc}") from exc
-    if not nodes:
-        raise ConfigError(f"serving.pools.{what}: an empty pool")
-    return nodes
+        return expand_hosts(expr)
+    except ValueError as exc:
+        raise ConfigError(f"serving.pools.{what}: {exc}") from exc
 
 
 class _File:

@@ -223,3 +223,11 @@ def test_serving_status_command_shows_the_last_step(tmp_path: Path) -> None:
     status.unlink()
     res = CliRunner().invoke(app, ["serving", "status", "--json"], env=env)
     assert res.exit_code != 0 and "no serving status" in str(res.exception)
+
+
+@pytest.mark.parametrize("expr", ["", "n[", "n[1-99999999]", "n/002", "a b"],
+                         ids=["empty", "open", "huge", "slash", "space"])
+def test_a_bad_pool_is_one_config_error(tmp_path: Path, expr: str) -> None:
+    with pytest.raises(ConfigError, match=r"serving\.pools\.chat"):
+        LiveServing(ServingSettings(enabled=True, demand_file=demand_csv(tmp_path),
+                                    pools={"chat": expr}), 0.0)
