@@ -125,6 +125,8 @@ class FailureResponder:
 
     def _do(self, step: Step, now: float) -> FollowUp:
         node = step.node
+        if not cmd.valid_node(node):  # sinfo's own names; never an argument scontrol could misread
+            return FollowUp(node[:64], step.kind.value, False, f"node {node[:64]!r}: not a node name")
         try:
             if step.kind is StepKind.DRAIN:
                 self._run(cmd.drain_argv(node, step.reason))

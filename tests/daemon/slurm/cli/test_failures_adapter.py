@@ -101,3 +101,12 @@ def test_node_fail_jobs_slurm_left_ended_are_requeued() -> None:
 def test_held_out_nodes_look_drained_to_the_core() -> None:
     shown = hide(NODES, frozenset({"n02"}))
     assert [n.state for n in shown] == [NodeState.IDLE, NodeState.DRAIN, NodeState.IDLE]
+
+
+def test_a_node_name_scontrol_could_misread_is_refused() -> None:
+    la = Launcher()
+    r = responder(la)
+    odd = [SinfoNode("n1 State=RESUME", 8, NodeState.IDLE, "", frozenset())]
+    _, done = r.step([job("1", "NODE_FAIL", ("n1 State=RESUME",)),
+                      job("2", "NODE_FAIL", ("n1 State=RESUME",))], odd, 1.0)
+    assert la.calls == [] and done and not any(f.ok for f in done)
