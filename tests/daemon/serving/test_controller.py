@@ -231,3 +231,26 @@ def test_a_bad_pool_is_one_config_error(tmp_path: Path, expr: str) -> None:
     with pytest.raises(ConfigError, match=r"serving\.pools\.chat"):
         LiveServing(ServingSettings(enabled=True, demand_file=demand_csv(tmp_path),
                                     pools={"chat": expr}), 0.0)
+
+
+def test_the_surge_metric_counts_replicas_the_reactive_path_added() -> None:
+    from prometheus_client import CollectorRegistry
+
+    from railgang.daemon.service.metrics import DaemonMetrics
+    from railgang.daemon.serving.controller import Status
+
+    reg = CollectorRegistry()
+    m = DaemonMetrics(reg)
+
+    def st(target: int, want: int) -> Status:
+        return Status("chat", target, want, want, 0, 0, (), (), MappingProxyType({}))
+
+    m.observe_serving((), (st(2, 2),))
+    m.observe_serving((st(2, 2),), (st(2, 3),))  # demand now one above the forecast's target
+    m.observe_serving((st(2, 3),), (st(2, 3),))  # the same surge: counted once
+    m.observe_serving((st(2, 3),), (st(3, 3),))  # the forecast caught up
+    got = reg.get_sample_value("railgang_serving_unforecast_replicas_total",
+                               {"deployment": "chat"})
+    assert got == 1.0
+    assert reg.get_sample_value("railgang_serving_replicas", {"deployment": "chat",
+                                                              "kind": "want"}) == 3.0
