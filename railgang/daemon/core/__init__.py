@@ -51,6 +51,7 @@ from railgang.daemon.core.model.snapshot import (
     Snapshot,
     make_snapshot,
 )
+from railgang.daemon.core.phases.defrag import DefragRules
 from railgang.daemon.core.phases.migrate import MigrationRules
 from railgang.topology.placement.types import PlacementFailure
 
@@ -60,6 +61,7 @@ __all__ = [
     "Assignment",
     "CycleConfig",
     "Decision",
+    "DefragRules",
     "DrainNode",
     "ElasticRules",
     "GangRequest",

@@ -20,11 +20,11 @@ from apscheduler.schedulers.background import BackgroundScheduler
 
 from railgang.daemon.clock import WallClock
 from railgang.daemon.config import Settings
+from railgang.daemon.core import DefragRules
 from railgang.daemon.core.cycle import CycleConfig
 from railgang.daemon.core.model.elastic import ElasticRules
 from railgang.daemon.core.model.plan import Policy
 from railgang.daemon.core.model.preemption import PreemptionBudget
-from railgang.daemon.core.phases.defrag import DefragRules
 from railgang.daemon.core.policies import registry
 from railgang.daemon.ledger.progress import StepTimingRecorder
 from railgang.daemon.report.nightly import schedule_nightly

@@ -5,7 +5,8 @@ from __future__ import annotations
 import railgang.daemon.core as core
 
 EXPECTED = {
-    "Account", "Action", "Assignment", "CycleConfig", "Decision", "DrainNode", "ElasticRules",
+    "Account", "Action", "Assignment", "CycleConfig", "Decision", "DefragRules", "DrainNode",
+    "ElasticRules",
     "GangRequest", "Job", "JobRequest", "JobState", "Migrate", "MigrationRules", "Node", "NodeState", "PendingReason", "Placed",
     "PlacementFailure", "Placer", "Plan", "Policy", "Preempt", "PreemptEvent", "PreemptionBudget",
     "Reason", "Resize", "RunningJob", "SetPriority", "SpeedupFn", "Snapshot", "Start", "TagNode",
