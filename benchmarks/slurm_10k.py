@@ -15,7 +15,8 @@ window per mode: ``none`` (no daemon, no heartbeat), ``due`` (``railgang daemon 
 cycles, 120 s lease, renewing what ends within 40 s; on 22.05 the narrow squeue read between
 full JSON reads, slurm/cli/narrow.py), ``json`` (the same reading squeue --json every cycle, as
 before the narrow read) and ``all`` (``json`` with lease_renew_before_s = lease_s: every lease
-every cycle, as before issue 17). In each window
+every cycle, as before issue 17); ``due600`` is ``due`` with a 600 s lease (a dead daemon's
+jobs wait up to 10 min; a cycle renews 1/56 of the queue instead of 1/8). In each window
 hinted probe jobs are submitted at --probe-rate per second and timed (then cancelled), sdiag is
 reset at its start and read at its end. The daemon runs from this checkout (PYTHONPATH).
 Mode ``parts`` times the CLI backend's own steps at this queue in CPU seconds as well as wall
@@ -164,14 +165,14 @@ def cpu_s(pid: int, children: bool = True) -> float:
 
 
 def start_daemon(b: Bench, renew_before: int, log: Path, full_read_s: float = 60.0,
-                 ) -> subprocess.Popen[bytes]:
+                 lease_s: int = LEASE_S) -> subprocess.Popen[bytes]:
     home = b.spec.dir / "daemon"
     home.mkdir(exist_ok=True)
     env = {**b.env, "PYTHONPATH": str(ROOT), "RAILGANG_CONFIG": "", "RAILGANG_HOME": str(home),
            "RAILGANG_DB__URL": f"sqlite:///{home / 'rg.sqlite'}",
            "RAILGANG_LEDGER__GRANTS_FILE": str(home / "class_grants.txt"),
            "RAILGANG_SLURM__BACKEND": "cli", "RAILGANG_SLURM__CONF": str(b.spec.slurm_conf),
-           "RAILGANG_SLURM__LEASE_S": str(LEASE_S),
+           "RAILGANG_SLURM__LEASE_S": str(lease_s),
            "RAILGANG_SLURM__LEASE_RENEW_BEFORE_S": str(renew_before),
            "RAILGANG_SLURM__NARROW_FULL_READ_S": str(full_read_s),
            "RAILGANG_DAEMON__HEARTBEAT_FILE": str(b.spec.heartbeat_file),
@@ -244,7 +245,8 @@ def window(b: Bench, mode: str, args: argparse.Namespace) -> dict[str, Any]:
     proc = None
     if mode != "none":
         proc = start_daemon(b, LEASE_S if mode == "all" else RENEW_BEFORE_S, log,
-                            0.0 if mode in ("all", "json") else 60.0)
+                            0.0 if mode in ("all", "json") else 60.0,
+                            600 if mode == "due600" else LEASE_S)
         deadline = time.monotonic() + 600
         while len(cycles(log)) < args.warmup_cycles:  # the first renews every lapsed lease
             if proc.poll() is not None or time.monotonic() > deadline:

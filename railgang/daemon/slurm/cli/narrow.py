@@ -16,8 +16,9 @@ What the narrow form cannot carry safely, it takes from the last full (JSON) rea
 - **the resize time**: 22.05's squeue prints a resized job's ``ResizeTime`` as ``INVALID``.
 
 So the backend (``CliBackend._read_jobs``) reads the JSON whenever the narrow read cannot stand
-alone: on the first cycle, at least every ``narrow_full_read_s``, and whenever a job that is
-not pending is new or changed (started, resized, requeued, ended) since the full read.
+alone: on the first cycle, at least every ``narrow_full_read_s``, and whenever an active job is
+new or changed (started, resized, requeued) since the full read; a job that ended is read from
+its line (state, exit code), as the full read would keep it (ended by a signal, NODE_FAIL).
 Between full reads a new pending job has no name (``model`` stays empty for the start-time
 estimate) and a running job's progress Comment is the one of the last full read.
 
@@ -35,7 +36,13 @@ from typing import Any
 
 from railgang.daemon.slurm.cli.commands import SQUEUE
 from railgang.daemon.slurm.cli.parse import ParseProblem
-from railgang.daemon.slurm.cli.records import PENDING_STATES, SqueueJob, squeue_job
+from railgang.daemon.slurm.cli.records import (
+    ACTIVE_STATES,
+    BURN_IN_NAME,
+    PENDING_STATES,
+    SqueueJob,
+    squeue_job,
+)
 
 # squeue -O field -> the v0.0.38 key it fills; admin_comment last: it may hold "|" (never "\n")
 FIELDS = (("JobID", "job_id"), ("State", "job_state"), ("Reason", "state_reason"),
@@ -45,18 +52,17 @@ FIELDS = (("JobID", "job_id"), ("State", "job_state"), ("Reason", "state_reason"
           ("PriorityLong", "priority"), ("RestartCnt", "restart_cnt"), ("NumNodes", "node_count"),
           ("tres-per-job", "tres_per_job"), ("tres-per-node", "tres_per_node"),
           ("BatchHost", "batch_host"), ("ReqNodes", "required_nodes"), ("NodeList", "nodes"),
-          ("Requeue", "requeue"), ("admin_comment", "admin_comment"))
+          ("Requeue", "requeue"), ("exit_code", "exit_code"), ("admin_comment", "admin_comment"))
 SEP = "|"
 _AT = {key: i for i, (_, key) in enumerate(FIELDS)}
-# what changes when a job starts, is resized, requeued or ends (the JSON is read again then)
-_FINGERPRINT = tuple(_AT[k] for k in ("job_state", "start_time", "restart_cnt", "nodes",
-                                     "node_count", "tres_per_job", "tres_per_node"))
+# what changes when a job starts, is resized or requeued (the JSON is read again then)
+_FINGERPRINT = tuple(_AT[k] for k in ("start_time", "restart_cnt", "nodes", "node_count",
+                                     "tres_per_job", "tres_per_node"))
 _TIMES = frozenset({"submit_time", "eligible_time", "start_time"})
 _NONE = frozenset({"", "N/A", "n/a", "(null)", "None", "Unknown", "NONE"})
-# what a job's record takes from the last full read: user text, GPU indices, how it ended, and
-# when it was last resized (22.05's squeue prints ResizeTime of a resized job as "INVALID")
-CARRIED = ("name", "progress", "progress_problem", "allocation", "alloc_problem", "exit_signal",
-           "resize_time")
+# what a job's record takes from the last full read: user text, GPU indices, and when it was
+# last resized (22.05's squeue prints ResizeTime of a resized job as "INVALID")
+CARRIED = ("name", "progress", "progress_problem", "allocation", "alloc_problem", "resize_time")
 
 
 class NarrowProblem(ParseProblem):
@@ -85,10 +91,15 @@ class NarrowRow:
         return self.state in PENDING_STATES
 
     @property
+    def kind(self) -> str:
+        return ("pending" if self.state in PENDING_STATES
+                else "active" if self.state in ACTIVE_STATES else "ended")
+
+    @property
     def fingerprint(self) -> tuple[str, ...]:
-        """What changes when a job starts, is resized, requeued or ends: state, start time,
-        restarts, nodes, node count, GPUs asked for."""
-        return tuple(self.fields[i] for i in _FINGERPRINT)
+        """What changes when a job starts, is resized, requeued or ends: pending, active or
+        ended, start time, restarts, nodes, node count, GPUs asked for."""
+        return (self.kind, *(self.fields[i] for i in _FINGERPRINT))
 
 
 def parse_narrow(text: str) -> list[NarrowRow]:
@@ -138,7 +149,7 @@ def raw_record(row: NarrowRow) -> dict[str, Any]:
             raw[key] = _epoch(text)
         elif key == "time_limit":
             raw[key] = _minutes(text)
-        elif key in ("priority", "restart_cnt", "node_count"):
+        elif key in ("priority", "restart_cnt", "node_count", "exit_code"):
             raw[key] = int(text) if text.isdigit() else 0
         elif key == "requeue":
             raw[key] = text != "0"
@@ -172,6 +183,9 @@ def merge(rows: list[NarrowRow], before: Mapping[str, tuple[str, SqueueJob]],
             raise NarrowProblem(f"job {row.job_id}: {exc}") from exc
         if kept is not None:
             job = replace(job, **{k: getattr(kept, k) for k in CARRIED})
+        if row.kind == "ended" and not (job.exit_signal or job.state == "NODE_FAIL"
+                                        or job.name.startswith(BURN_IN_NAME)):
+            continue  # as parse_squeue(keep_signalled=True): only ends the daemon acts on
         jobs.append(job)
         problems.extend(p for p in (job.tag_problem, job.alloc_problem, job.progress_problem) if p)
     return jobs, problems
@@ -197,16 +211,20 @@ class NarrowCache:
                    {r.job_id: (r.line, full[r.job_id]) for r in rows if r.job_id in full})
 
     def stale(self, rows: list[NarrowRow]) -> str:
-        """Why ``rows`` need a full read ("" when they do not): a job that is not pending is new
-        or started, resized, requeued or ended since the full read, or a job that was not
-        pending is pending again."""
+        """Why ``rows`` need a full read ("" when they do not): an active job that is new, or
+        started, resized or requeued since the full read (its GPU indices); a job that was not
+        pending is pending again; an ended job the full read never saw (its name: burn-ins).
+        A job that ended since is read from its line (state, exit code)."""
         for row in rows:
             before = self.fingerprints.get(row.job_id)
-            if row.pending:
-                if before is not None and before[0] not in PENDING_STATES:
+            kind = row.kind
+            if kind == "pending":
+                if before is not None and before[0] != "pending":
                     return f"job {row.job_id} is pending again"
-            elif before != row.fingerprint:
+            elif kind == "active" and before != row.fingerprint:
                 return f"job {row.job_id} is new or changed ({row.state})"
+            elif kind == "ended" and before is None:
+                return f"job {row.job_id} ended unseen ({row.state})"
         return ""
 
     def read(self, rows: list[NarrowRow]) -> tuple[list[SqueueJob], list[str]]:

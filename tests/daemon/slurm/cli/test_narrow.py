@@ -28,11 +28,11 @@ TAG = "railgang:tp=2,pp=1,dp=1;class=3"
 
 def line(job_id: str = "7003", state: str = "PENDING", start: str = "N/A", nodes: str = "",
          comment: str = TAG, limit: str = "UNLIMITED", restarts: str = "0",
-         gres: str = "gres:gpu:2") -> str:
+         gres: str = "gres:gpu:2", exit_code: str = "0") -> str:
     # the order of narrow.FIELDS, as 22.05's squeue -O prints them
     fields = [job_id, state, "None", "team-b", "root", "normal", T0, T0, start, limit,
               "7508", restarts, "1", "N/A", gres, nodes or "n/a", "",
-              nodes, "1", comment]
+              nodes, "1", exit_code, comment]
     assert len(fields) == len(FIELDS)
     return "|".join(fields)
 
@@ -105,6 +105,22 @@ def test_an_ended_job_the_full_read_left_out_stays_out() -> None:
     assert merge(parse_narrow(line("9", "COMPLETED", T0, "n03")), {}, {}) == ([], [])
 
 
+@pytest.mark.parametrize(("state", "code", "kept"), [
+    ("CANCELLED", "15", True),    # its batch script died of SIGTERM (a wait status of 15)
+    ("COMPLETED", "0", False),    # history: the daemon has nothing to do with it
+    ("FAILED", "256", False),     # exited 1: not a signal
+    ("NODE_FAIL", "0", True),     # the failure responder requeues it
+])
+def test_a_job_that_ended_since_the_full_read_is_kept_as_the_json_read_keeps_it(
+        state: str, code: str, kept: bool) -> None:
+    got, _ = merge(parse_narrow(line("9", state, T0, "n03", exit_code=code)), {},
+                   {"9": _full("9", "n03")})
+    assert bool(got) == kept
+    if kept:
+        assert got[0].state == state and got[0].exit_signal == int(code) & 0x7F
+        assert got[0].name == "llama"
+
+
 @pytest.mark.parametrize("start", ["INVALID", "yesterday"])
 def test_a_value_the_plain_form_cannot_carry_sends_the_cycle_to_the_json(start: str) -> None:
     with pytest.raises(NarrowProblem, match="job 9: time"):
@@ -132,10 +148,14 @@ def test_the_cache_asks_for_a_full_read_when_a_job_starts_ends_or_comes_back() -
     assert cache.stale(renewed + running) == ""
     assert "job 7003 is new or changed" in cache.stale(
         parse_narrow(line("7003", "RUNNING", T0, "n01")) + running)
-    assert "job 9 is new or changed" in cache.stale(pending + parse_narrow(
-        line("9", "COMPLETED", T0, "n03")))
+    # an end is read from the line; a job that ran and ended unseen needs the JSON (its name)
+    assert cache.stale(pending + parse_narrow(line("9", "COMPLETED", T0, "n03"))) == ""
+    assert "job 11 ended unseen" in cache.stale(pending + running + parse_narrow(
+        line("11", "FAILED", T0, "n05")))
     assert "job 10 is new" in cache.stale(pending + running + parse_narrow(
         line("10", "RUNNING", T0, "n04")))
+    # running -> completing keeps its GPU indices: no full read
+    assert cache.stale(pending + parse_narrow(line("9", "COMPLETING", T0, "n03"))) == ""
     # shrunk in place: the same node, fewer GPUs (its GPU indices must be read again)
     assert "job 9 is new or changed" in cache.stale(pending + parse_narrow(
         line("9", "RUNNING", T0, "n03", gres="gres:gpu:1")))

@@ -125,3 +125,15 @@ def test_the_backend_reads_the_json_only_when_it_must(slurm_cluster: DevCluster,
     assert backend.full_reads == 1 and obs.jobs[jobs["held"]].allocation[0][1] != ()
     backend.observe(time.time())
     assert backend.full_reads == 0
+    # a job ends of a signal: read from its line, no JSON, kept or left out as the JSON read
+    # does (which ends it keeps: test_narrow.py)
+    sl(slurm_cluster, "scancel", "--signal=USR1", "--full", jobs["running"])
+    deadline = time.monotonic() + 30
+    while "RUNNING" in sl(slurm_cluster, "squeue", "-h", "-t", "all", "-j", jobs["running"],
+                          "-o", "%T").stdout:
+        assert time.monotonic() < deadline, "the cancelled job did not end"
+        time.sleep(0.5)
+    now = time.time()
+    mine, theirs = backend.observe(now), plain.observe(now)
+    assert backend.full_reads == 0 and mine.jobs == theirs.jobs
+    assert jobs["running"] not in mine.jobs or not mine.jobs[jobs["running"]].active
