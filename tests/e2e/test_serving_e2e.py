@@ -23,8 +23,9 @@ from tests.e2e.conftest import Cluster, Daemon, wait_for
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
-RAMP, DROP = 70.0, 120.0  # wall seconds after the daemon's origin
-SWITCH_IN_S, MARGIN_S = 15.0, 5.0
+RAMP, DROP = 60.0, 110.0  # wall seconds after the daemon's origin
+SWITCH_IN_S, MARGIN_S = 15.0, 10.0
+STARTUP_S = 15  # the day begins this long after the file is written: the daemon's start-up
 
 
 def running_on(slurm: Cluster, job: str) -> list[str]:
@@ -49,7 +50,7 @@ def test_a_compressed_day_replica_ahead_of_the_ramp_borrower_shrinks_gpus_return
     pool = free[2:]
     # beside the heartbeat: the daemon's own user reads it there (pytest's tmp_path is private)
     demand = slurm.cluster.spec.heartbeat_file.parent / "serving-demand.csv"
-    origin = int(time.time())
+    origin = int(time.time()) + STARTUP_S
     demand.write_text("time_s,deployment,replicas,tp,max_replicas,switch_in_s\n"
                       f"0,chat,0,8,1,{SWITCH_IN_S:g}\n{RAMP:g},chat,1,8,1,{SWITCH_IN_S:g}\n"
                       f"{DROP:g},chat,0,8,1,{SWITCH_IN_S:g}\n")
