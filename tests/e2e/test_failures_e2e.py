@@ -66,7 +66,7 @@ def test_a_gang_whose_slurmd_dies_restarts_from_its_checkpoint_in_its_leaf(
     DOWN after SlurmdTimeout and requeues the gang; railgang orders it first and places it at
     once on the spares of its own leaf (everything outside that leaf is busy); the trainer
     resumes from its last checkpoint."""
-    daemon(daemon__policy="fifo")
+    d = daemon(daemon__policy="fifo")
     leaves = slurm.leaves()
     gang = slurm.example("-N2", "--gres=gpu:8", "--rg-parallel=tp8,dp2", "--rg-class=3",
                          steps=4000, step_s=0.2)
@@ -95,6 +95,9 @@ def test_a_gang_whose_slurmd_dies_restarts_from_its_checkpoint_in_its_leaf(
         out = slurm.output(gang)
         m = re.search(r"start at step (\d+) \(restart 1\)", out)
         assert m is not None and int(m.group(1)) > 0, out  # from its checkpoint, not from step 0
+        # the daemon knew it for a node failure (first in its class), blaming the dead node only
+        seen = f"failure: node_fail on {victim} job {gang}: requeued by Slurm: its node failed"
+        assert seen in d.log.read_text(), d.log.read_text()[-2000:]
         slurm.sl("scancel", gang, filler)
     print(f"slurmd killed -> requeued {requeued - killed:.0f} s -> running again "
           f"{restarted - requeued:.0f} s later on {again} (was {first})")

@@ -139,13 +139,28 @@ def respond(memory: Memory, jobs: Iterable[JobView], nodes: Mapping[str, NodeVie
         s.node in burn_ins or (nodes.get(s.node) is not None and nodes[s.node].busy)))]
     live = {j.job_id for j in seen}
     new = Memory(
-        running=MappingProxyType({j.job_id: (j.restarts, j.nodes) for j in seen
-                                  if j.state == "RUNNING" and j.nodes}),
+        running=MappingProxyType(_runs(memory, seen, counted)),
         after_fault=frozenset(after),
         counted=frozenset(k for k in counted if k[0] in live),
         flaky=flaky, burn_ins=MappingProxyType(burn_ins))
     return new, Response(requeue=tuple(requeue), after_fault=frozenset(after),
                          faults=tuple(faults), steps=(*steps, *done), held_out=flaky.held_out())
+
+
+def _runs(memory: Memory, seen: list[JobView],
+          counted: set[tuple[str, int]]) -> dict[str, tuple[int, tuple[str, ...]]]:
+    """Where each job runs, for the next cycle: a running job's nodes; a job on its way out of a
+    run keeps the run it had until its kill is counted or it runs again, so a requeue seen in
+    steps is still one (Slurm 22.05, a slurmd killed: RUNNING, then COMPLETING with the restart
+    count already bumped, then PENDING)."""
+    out: dict[str, tuple[int, tuple[str, ...]]] = {}
+    for j in seen:
+        prev = memory.running.get(j.job_id)
+        if j.state == "RUNNING" and j.nodes:
+            out[j.job_id] = (j.restarts, j.nodes)
+        elif prev is not None and (j.job_id, j.restarts) not in counted:
+            out[j.job_id] = prev
+    return out
 
 
 def _kill(job: JobView, ran_on: Iterable[str], failed: set[str], what: str) -> list[Fault]:

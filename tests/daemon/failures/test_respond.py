@@ -118,3 +118,15 @@ def test_kills_outside_the_window_do_not_add_up() -> None:
 def test_a_nan_clock_is_refused() -> None:
     with pytest.raises(ValueError, match="finite"):
         respond(Memory(), [], UP, {}, float("nan"), RULES)
+
+
+@pytest.mark.parametrize(("between", "count"), [("COMPLETING", 1), ("COMPLETING", 0), ("PENDING", 0)],
+                         ids=["completing-bumped", "completing", "waiting-same-count"])
+def test_a_requeue_seen_in_two_steps_is_still_a_failure(between: str, count: int) -> None:
+    """Slurm 22.05 shows a gang whose slurmd died COMPLETING with the restart count already
+    bumped for a cycle or more before it waits (seen on the dev cluster): the run is kept."""
+    m, _ = respond(Memory(), [run("7")], UP, {}, 0.0, RULES)
+    m, r = respond(m, [JobView("7", between, count, ours=True)], nodes(a="down"), {}, 5.0, RULES)
+    assert r.faults == ()
+    m, r = respond(m, [JobView("7", "PENDING", 1, ours=True)], nodes(a="down"), {}, 10.0, RULES)
+    assert r.after_fault == {"7"} and [f.node for f in r.faults] == ["a"]
