@@ -36,7 +36,8 @@ if ! docker image inspect "$base" >/dev/null 2>&1; then
   rm -rf "$root"
 fi
 
-# stage 1: Debian's packages (the same list as the native cluster, scripts/install.sh)
+# stage 1: Debian's packages (the same list as the native cluster, scripts/install.sh; slurmrestd
+# for benchmarks/slurmrestd_reads.py, which compares its read with the CLI's)
 ctx="$work/ctx-$suite"
 rm -rf "$ctx" && mkdir -p "$ctx/wheels"
 cat >"$ctx/Dockerfile.apt" <<EOF
@@ -47,7 +48,7 @@ RUN printf 'deb $mirror $suite main\n' > /etc/apt/sources.list \\
  && printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d && chmod +x /usr/sbin/policy-rc.d \\
  && apt-get -o Acquire::Check-Valid-Until=false update -qq \\
  && apt-get install -y -qq --no-install-recommends slurmctld slurmd slurm-client munge \\
-      slurm-wlm-basic-plugins lua5.1 libslurm-dev slurmdbd slurm-wlm-mysql-plugin mariadb-server \\
+      slurm-wlm-basic-plugins lua5.1 libslurm-dev slurmdbd slurm-wlm-mysql-plugin mariadb-server slurmrestd \\
       gcc libc6-dev python3 python3-venv procps util-linux passwd \\
  && apt-get clean && rm -rf /var/lib/apt/lists/*
 EOF
