@@ -117,7 +117,8 @@ def boundary(sset: ServingSet, args: argparse.Namespace) -> list[dict[str, Any]]
             else training_jobs(args.trace_day))
     serving_nodes = -(-sset.pool_gpus // 8)
     fabric = fabric_from_shape(args.training_nodes + serving_nodes, 8, 4)
-    knobs = ServingKnobs(history_days=HISTORY, forecast=ForecastConfig(buffer_quantile=args.q, holdout_days=HOLDOUT))
+    knobs = ServingKnobs(history_days=HISTORY, forecast=ForecastConfig(buffer_quantile=args.q, holdout_days=HOLDOUT),
+                         core_rules=args.core_rules)
     began = time.perf_counter()
     sides = compare(jobs, registry.get(args.policy), fabric, sset, knobs,
                     tuple(args.modes.split(",")), comm=TopologyComm(fabric))
@@ -223,6 +224,9 @@ def main() -> None:
     ap.add_argument("--json", type=Path, default=None)
     ap.add_argument("--parts", default="chapter,boundary,curve")
     ap.add_argument("--modes", default="static,forecast,reactive")
+    ap.add_argument("--core-rules", action="store_true",
+                    help="lent nodes go to class-3 work only, rigid jobs only if their time "
+                         "limit ends before the next take-back (the daemon's rule)")
     ap.add_argument("--backlog", type=int, default=0,
                     help="instead of the Philly slice: this many elastic jobs always queued")
     ap.add_argument("--write-demand", type=Path, default=None,

@@ -53,6 +53,9 @@ class ServingKnobs:
     forecast: ForecastConfig = field(default_factory=ForecastConfig)
     buffer_gpus: float | None = None  # a fixed buffer instead of the error quantile (chapter)
     notice_s: float = 300.0  # grace a borrower gets to checkpoint when its node is taken back
+    core_rules: bool = False  # the open nodes go to the core as lent serving capacity
+    # (Snapshot.serving): class 3 only, a rigid job only when its time limit ends before the
+    # next take-back; False: any job may use an open node (the replay as first measured)
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,7 +152,8 @@ class LentNodes:
     Event key = how many serving nodes are open to training from that time on."""
 
     def __init__(self, nodes: Sequence[str], gpus_per_node: int, lent_gpus: Sequence[int],
-                 step_s: float, notice_s: float, origin: float = 0.0) -> None:
+                 step_s: float, notice_s: float, origin: float = 0.0,
+                 core_rules: bool = False) -> None:
         self.nodes = list(nodes)
         self.notice_s = notice_s
         self.open: set[str] = set(self.nodes)  # the engine starts with every node usable
@@ -163,6 +167,20 @@ class LentNodes:
         self.taken = 0  # node closings that found training jobs on the node
         self.signalled = 0  # jobs signalled by a closing
         self.shrunk = 0  # elastic borrowers that shrank off a closing node instead
+        self.serving = self._lent if core_rules else None  # the engine's run_cycle hook
+
+    def _lent(self, snapshot: Any) -> tuple[Any, tuple[()]]:
+        """The open nodes as lent serving capacity, each expected back at the next event that
+        closes a node (conservative: whichever node closes, every open one may)."""
+        from types import MappingProxyType
+
+        from railgang.daemon.core.model.serving import ServingPool
+
+        now, count = snapshot.now, len(self.open)
+        back = next((t for t, key in self._events if t > now and int(key) < count), None)
+        opened = {n: "serving" for n in sorted(self.open)}
+        return snapshot.replace(serving=ServingPool(
+            MappingProxyType(opened), MappingProxyType(dict.fromkeys(opened, back)))), ()
 
     def events(self) -> Sequence[tuple[float, str]]:
         return self._events

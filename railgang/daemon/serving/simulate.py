@@ -73,7 +73,8 @@ def replay_side(mode: Mode, jobs: Sequence[Any], policy: Any, fabric: Any, sset:
     nodes = serving_nodes(fabric, sset.pool_gpus)
     gpn = fabric.facts(nodes[0]).gpus
     lent = LentNodes(nodes, gpn, planned.lent_gpus, knobs.step_s, knobs.notice_s,
-                     origin=min((j.submit_time for j in jobs), default=0.0))
+                     origin=min((j.submit_time for j in jobs), default=0.0),
+                     core_rules=knobs.core_rules)
     meter = BusyMeter(planned.window_s)
     run = simulate(jobs, policy, fabric, config=config or EngineConfig(), comm=comm,
                    observer=meter, capacity=lent)

@@ -297,7 +297,9 @@ class _Replay:
         config, backend = self.config, self.backend
         truncated = config.max_pending is not None and len(backend.pending) > config.max_pending
         outcome = run_cycle(backend, self.policy, self.clock, self.rng, config=config.cycle,
-                            placer=self.placer, health=backend.health)
+                            placer=self.placer, health=backend.health,
+                            serving=getattr(self.capacity, "serving", None))  # lent capacity
+        # under the core's rules (serving/replay.py ``core_rules``), else None
         if truncated and any(isinstance(r.action, Start) and r.ok for r in outcome.results):
             self.want_cycle(now)  # the core saw only part of the queue and made room: look again
         for result in outcome.failed:

@@ -89,3 +89,22 @@ def test_elastic_borrowers_shrink_off_a_closing_node() -> None:
     assert ahead.jobs_shrunk > 0  # instead of a checkpoint, a stop and a requeue
     assert ahead.run.metrics.finished == len(jobs)
     assert ahead.row()["jobs_shrunk"] == ahead.jobs_shrunk
+
+
+def test_under_the_core_rules_rigid_jobs_without_a_time_limit_never_borrow() -> None:
+    """With ``core_rules`` the open nodes reach the core as lent serving capacity: the rigid
+    backlog (no time limits) never runs on them, so no take-back ever hits a job; the same jobs
+    with time limits shorter than the night do borrow."""
+    from dataclasses import replace
+
+    fabric = fabric_from_shape(6 + 14, 8, 4)
+    knobs = ServingKnobs(history_days=7, buffer_gpus=8.0, forecast=FAST, core_rules=True)
+    rigid = backlog()
+    (strict,) = compare(rigid, registry.get("fifo"), fabric, serving(), knobs, ("forecast",))
+    assert strict.closings_hit == 0 and strict.jobs_signalled == 0
+    (plain,) = compare(rigid, registry.get("fifo"), fabric, serving(),
+                       replace(knobs, core_rules=False), ("forecast",))
+    assert plain.training_gpu_h > strict.training_gpu_h
+    limited = [replace(j, time_limit_s=j.duration_s * 1.1) for j in rigid]
+    (short,) = compare(limited, registry.get("fifo"), fabric, serving(), knobs, ("forecast",))
+    assert short.training_gpu_h > strict.training_gpu_h
