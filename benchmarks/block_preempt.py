@@ -73,6 +73,7 @@ class Watch:
 
     fabric: Fabric
     jobs: Mapping[str, TraceJob]
+    big_gpus: int = PER_RACK * GPUS  # a gang of this many GPUs or more needs whole leaves
     tp_inside: int = 0
     tp_groups: int = 0
     stranded_gpu_s: float = 0.0
@@ -87,7 +88,7 @@ class Watch:
             if jid not in self.seen and sj.assignment is not None:
                 self.seen.add(jid)
                 self._count(sj.assignment, self.jobs[jid].tp)
-        big = any(self.jobs[j].gpus >= PER_RACK * GPUS for _, _, j in backend.pending)
+        big = any(self.jobs[j].gpus >= self.big_gpus for _, _, j in backend.pending)
         self.strand_now = self._stranded(backend.free) if big else 0
 
     def _count(self, assignment: Mapping[str, tuple[int, ...]], tp: int) -> None:
@@ -102,7 +103,7 @@ class Watch:
         for leaf in self.fabric.leaves:
             members = self.fabric.direct_nodes(leaf)
             got = sum(len(free.get(n, ())) for n in members)
-            out += 0 if got == GPUS * len(members) else got
+            out += 0 if got == sum(self.fabric.facts(n).gpus for n in members) else got
         return out
 
 
@@ -113,8 +114,10 @@ def trace(count: int, load: float, racks: int, seed: int, *, flat: bool = False)
             for j in draw_jobs(count, load, racks, seed)]
 
 
-def run_one(name: str, jobs: list[TraceJob], fabric: Fabric, layout: BlockLayout, churn: float,
-            policy: str = "slurm") -> dict[str, float]:
+def run_one(name: str, jobs: list[TraceJob], fabric: Fabric, layout: BlockLayout | None, churn: float,
+            policy: str = "slurm", big_gpus: int = PER_RACK * GPUS) -> dict[str, float]:
+    """One run of ``NAMES``; ``layout`` None: a tree fabric (no Slurm row), ``big_gpus``: a whole
+    leaf's GPUs (gangs at least this large are the ones that need whole leaves)."""
     # the simulator's jobs do not save on the signal (SimConfig.panic_checkpoint False): a move
     # loses the work since the last periodic checkpoint, and the payback rule must count it
     base = CycleConfig(budget=PreemptionBudget(churn_cap=churn), migration=MigrationRules(checkpoint_on_signal=False))
@@ -125,17 +128,17 @@ def run_one(name: str, jobs: list[TraceJob], fabric: Fabric, layout: BlockLayout
         "railgang, no defrag": replace(daemon, whole_domain_evict=True),
         "railgang": replace(daemon, whole_domain_evict=True, defrag=DefragRules(enabled=True)),
     }[name]
-    placer = slurm_placer(layout) if name.startswith("slurm") else topology_placer
-    watch = Watch(fabric, {j.job_id: j for j in jobs})
+    placer = slurm_placer(layout) if name.startswith("slurm") and layout is not None else topology_placer
+    watch = Watch(fabric, {j.job_id: j for j in jobs}, big_gpus)
     res = simulate(jobs, get(policy), fabric, config=EngineConfig(cycle=cycle), placer=placer, observer=watch)
-    big = [r for r in res.records if r.gpus >= PER_RACK * GPUS and r.start is not None]
-    small = [r for r in res.records if r.gpus < PER_RACK * GPUS and r.start is not None]
+    big = [r for r in res.records if r.gpus >= big_gpus and r.start is not None]
+    small = [r for r in res.records if r.gpus < big_gpus and r.start is not None]
     return {
         "tp_inside": 100.0 * watch.tp_inside / max(watch.tp_groups, 1),
-        "rack_in_one": sum(r.first_leaves == 1 for r in big if r.gpus == PER_RACK * GPUS),
-        "racks": sum(1 for r in big if r.gpus == PER_RACK * GPUS),
+        "rack_in_one": sum(r.first_leaves == 1 for r in big if r.gpus == big_gpus),
+        "racks": sum(1 for r in big if r.gpus == big_gpus),
         "big_wait_min": statistics.fmean([(r.start or 0) - r.submit for r in big] or [0]) / 60,
-        "big_started": len(big), "big_total": sum(1 for j in jobs if j.gpus >= PER_RACK * GPUS),
+        "big_started": len(big), "big_total": sum(1 for j in jobs if j.gpus >= big_gpus),
         "small_wait_min": statistics.fmean([(r.start or 0) - r.submit for r in small] or [0]) / 60,
         "stranded_gpu_h": watch.stranded_gpu_s / 3600,
         "lost_gpu_h": sum(r.lost_gpu_s for r in res.records) / 3600,
