@@ -56,7 +56,8 @@ def job_view(rec: SqueueJob) -> JobView:
     ours_requeue = tag is not None and any(
         m is not None and m.restarts + 1 == rec.restarts for m in (tag.preempt, tag.grow))
     return JobView(job_id=rec.job_id, state=rec.state, restarts=rec.restarts,
-                   nodes=tuple(n for n, _ in rec.allocation), railgang_requeue=ours_requeue,
+                   nodes=tuple(n for n, _ in rec.allocation) or rec.node_list,
+                   railgang_requeue=ours_requeue,
                    may_requeue=rec.requeue, ours=tag is not None)
 
 

@@ -74,6 +74,8 @@ class SqueueJob:
     exit_signal: int = 0  # the signal that ended the job's batch script (0: none, or still on)
     qos: str = ""  # the job's QOS (a class may be granted to a QOS)
     requeue: bool = True  # Slurm may requeue it (False: submitted with --no-requeue)
+    node_list: tuple[str, ...] = ()  # squeue's "nodes": kept after the job ended (the GPU
+    # allocation is not), the nodes a NODE_FAIL job ran on
 
     @property
     def pending(self) -> bool:
@@ -280,6 +282,7 @@ def _squeue_job(raw: Mapping[str, Any], job_id: str) -> SqueueJob:
         progress_problem=progress_problem,
         exit_signal=exit_signal(raw),
         requeue=raw.get("requeue") is not False,
+        node_list=expand_hosts(str(raw.get("nodes") or "")),
     )
 
 

@@ -91,6 +91,16 @@ def test_a_refused_sbatch_leaves_the_node_drained_and_removes_the_reservation() 
     assert "1 failed" in (r.why("n03") or "")
 
 
+def test_an_ended_job_without_its_allocation_is_blamed_on_its_node_list() -> None:
+    import dataclasses
+
+    la = Launcher()
+    r = responder(la)
+    ended = dataclasses.replace(job("1", "NODE_FAIL"), allocation=(), node_list=("n02",))
+    resp, _ = r.step([ended], NODES, 0.0)
+    assert [f.node for f in resp.faults] == ["n02"]
+
+
 def test_node_fail_jobs_slurm_left_ended_are_requeued() -> None:
     la = Launcher()
     r = responder(la)
