@@ -118,7 +118,7 @@ def boundary(sset: ServingSet, args: argparse.Namespace) -> list[dict[str, Any]]
     serving_nodes = -(-sset.pool_gpus // 8)
     fabric = fabric_from_shape(args.training_nodes + serving_nodes, 8, 4)
     knobs = ServingKnobs(history_days=HISTORY, forecast=ForecastConfig(buffer_quantile=args.q, holdout_days=HOLDOUT),
-                         core_rules=args.core_rules)
+                         core_rules=args.core_rules, lend_rigid=args.lend_rigid)
     began = time.perf_counter()
     sides = compare(jobs, registry.get(args.policy), fabric, sset, knobs,
                     tuple(args.modes.split(",")), comm=TopologyComm(fabric))
@@ -227,6 +227,8 @@ def main() -> None:
     ap.add_argument("--core-rules", action="store_true",
                     help="lent nodes go to class-3 work only, rigid jobs only if their time "
                          "limit ends before the next take-back (the daemon's rule)")
+    ap.add_argument("--lend-rigid", action="store_true",
+                    help="with --core-rules: rigid class-3 jobs borrow any lent node too")
     ap.add_argument("--backlog", type=int, default=0,
                     help="instead of the Philly slice: this many elastic jobs always queued")
     ap.add_argument("--write-demand", type=Path, default=None,

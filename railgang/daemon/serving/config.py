@@ -19,6 +19,8 @@ class ServingSettings(BaseModel):
     buffer_replicas: float = Field(default=0.0, ge=0, le=100000)  # kept warm on top
     margin_s: float = Field(default=300.0, ge=0, le=86400)  # wall seconds before switch-in
     drain_grace_s: float = Field(default=60.0, ge=0, le=3600)
+    lend_to_rigid: bool = False  # rigid batch jobs may borrow too (checkpointed at the take-back);
+    # False: only when their time limit ends before it (docs/serving.md)
     step_s: float = Field(default=60.0, gt=0, le=3600)  # forecast step, wall seconds
     horizon_s: float = Field(default=86400.0, gt=0, le=14 * 86400)  # how far take-backs are seen
     # the last step's deployments (GET /v1/serving reads it); None: serving.json beside the

@@ -87,6 +87,7 @@ class ServingStep:
 class StepConfig:
     margin_s: float = 300.0  # released this much before the switch-in alone would need
     drain_grace_s: float = 60.0  # a drained replica's grace before it is requeued
+    lend_rigid: bool = False  # ServingPool.lend_rigid: rigid batch jobs borrow any lent node
 
 
 def target(dep: Deployment, upper: Sequence[float], step_s: float, margin_s: float,
@@ -186,7 +187,7 @@ def serving_step(snap: Snapshot, declared: Sequence[Declared], outlooks: Mapping
         drains += dr
         pool.update(dict.fromkeys(decl.nodes, decl.deployment.name))
         lent.update(st.lent)
-    serving = ServingPool(MappingProxyType(pool), MappingProxyType(lent))
+    serving = ServingPool(MappingProxyType(pool), MappingProxyType(lent), config.lend_rigid)
     shown = tuple(j for j in snap.pending if j.job_id not in hidden)
     return ServingStep(snap.replace(pending=shown, serving=serving), tuple(drains),
                        tuple(statuses))

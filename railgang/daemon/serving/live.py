@@ -103,7 +103,8 @@ class LiveServing:
                 if other != d.deployment.name:
                     raise ConfigError(f"serving.pools: node {node} is in the pools of both "
                                       f"{other} and {d.deployment.name}")
-        self.config = StepConfig(margin_s=settings.margin_s, drain_grace_s=settings.drain_grace_s)
+        self.config = StepConfig(margin_s=settings.margin_s, drain_grace_s=settings.drain_grace_s,
+                                 lend_rigid=settings.lend_to_rigid)
         self.status: tuple[Status, ...] = ()
         self.unforecast_started = 0  # replicas the reactive path added, summed over cycles
         self.started_at = clock_now

@@ -54,6 +54,7 @@ class ServingKnobs:
     buffer_gpus: float | None = None  # a fixed buffer instead of the error quantile (chapter)
     notice_s: float = 300.0  # grace a borrower gets to checkpoint when its node is taken back
     core_rules: bool = False  # the open nodes go to the core as lent serving capacity
+    lend_rigid: bool = False  # with core_rules: rigid class-3 jobs borrow any open node too
     # (Snapshot.serving): class 3 only, a rigid job only when its time limit ends before the
     # next take-back; False: any job may use an open node (the replay as first measured)
 
@@ -153,7 +154,7 @@ class LentNodes:
 
     def __init__(self, nodes: Sequence[str], gpus_per_node: int, lent_gpus: Sequence[int],
                  step_s: float, notice_s: float, origin: float = 0.0,
-                 core_rules: bool = False) -> None:
+                 core_rules: bool = False, lend_rigid: bool = False) -> None:
         self.nodes = list(nodes)
         self.notice_s = notice_s
         self.open: set[str] = set(self.nodes)  # the engine starts with every node usable
@@ -168,6 +169,7 @@ class LentNodes:
         self.signalled = 0  # jobs signalled by a closing
         self.shrunk = 0  # elastic borrowers that shrank off a closing node instead
         self.serving = self._lent if core_rules else None  # the engine's run_cycle hook
+        self.lend_rigid = lend_rigid
 
     def _lent(self, snapshot: Any) -> tuple[Any, tuple[()]]:
         """The open nodes as lent serving capacity, each expected back at the next event that
@@ -180,7 +182,8 @@ class LentNodes:
         back = next((t for t, key in self._events if t > now and int(key) < count), None)
         opened = {n: "serving" for n in sorted(self.open)}
         return snapshot.replace(serving=ServingPool(
-            MappingProxyType(opened), MappingProxyType(dict.fromkeys(opened, back)))), ()
+            MappingProxyType(opened), MappingProxyType(dict.fromkeys(opened, back)),
+            self.lend_rigid)), ()
 
     def events(self) -> Sequence[tuple[float, str]]:
         return self._events

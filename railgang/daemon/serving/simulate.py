@@ -74,7 +74,7 @@ def replay_side(mode: Mode, jobs: Sequence[Any], policy: Any, fabric: Any, sset:
     gpn = fabric.facts(nodes[0]).gpus
     lent = LentNodes(nodes, gpn, planned.lent_gpus, knobs.step_s, knobs.notice_s,
                      origin=min((j.submit_time for j in jobs), default=0.0),
-                     core_rules=knobs.core_rules)
+                     core_rules=knobs.core_rules, lend_rigid=knobs.lend_rigid)
     meter = BusyMeter(planned.window_s)
     run = simulate(jobs, policy, fabric, config=config or EngineConfig(), comm=comm,
                    observer=meter, capacity=lent)

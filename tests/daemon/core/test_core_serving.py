@@ -141,3 +141,11 @@ def test_a_serving_replica_must_be_class_0() -> None:
 def test_lent_nodes_must_belong_to_a_pool() -> None:
     with pytest.raises(ValueError, match="outside every serving pool"):
         ServingPool(MappingProxyType(POOL), MappingProxyType({"n000": None}))
+
+
+def test_lend_rigid_lends_any_lent_node_to_rigid_batch() -> None:
+    snap = training_full(cluster(4).at(NOW)).pending(job("b").gpus(8).cls(3)).build()
+    pool = ServingPool(MappingProxyType(POOL), MappingProxyType({"n003": NOW + H}), lend_rigid=True)
+    assert starts(run(snap.replace(serving=pool))) == {"b": ("n003",)}
+    strict = ServingPool(MappingProxyType(POOL), MappingProxyType({"n003": NOW + H}))
+    assert starts(run(snap.replace(serving=strict))) == {}

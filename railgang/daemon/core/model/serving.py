@@ -13,7 +13,7 @@ without serving are exactly as before) and applies these rules to where a job ma
 2. **Lent** nodes are borrowable by preemptible work only (class 3). Elastic jobs first: they
    shrink instead of dying, so they may borrow any lent node; a rigid job only a lent node it
    would leave before the take-back the forecast expects (its time limit ends by then), or one
-   no take-back is expected for within the forecast.
+   no take-back is expected for within the forecast (``lend_rigid`` lends it any lent node).
 3. Every other job runs off the serving pools.
 """
 
@@ -33,6 +33,8 @@ class ServingPool:
     pool: Mapping[str, str]  # node -> the deployment whose pool it is
     lent: Mapping[str, float | None] = field(  # lent node -> when the plan expects it back
         default_factory=lambda: MappingProxyType({}))  # (None: not within the forecast)
+    lend_rigid: bool = False  # rigid class-3 jobs may borrow any lent node too (checkpointed
+    # and requeued at the take-back); False: only one their time limit ends before
 
     def __post_init__(self) -> None:
         stray = sorted(n for n in self.lent if n not in self.pool)
@@ -47,7 +49,7 @@ class ServingPool:
         """The lent nodes ``job`` may borrow (rule 2 of the module docstring)."""
         if job.priority_class != PriorityClass.BATCH or job.request.serving:
             return frozenset()
-        if job.request.elastic:
+        if job.request.elastic or self.lend_rigid:
             return frozenset(self.lent)
         limit = job.request.time_limit_s
         return frozenset(n for n, back in self.lent.items()
