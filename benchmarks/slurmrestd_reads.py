@@ -85,12 +85,16 @@ def timed_run(argv: list[str], env: dict[str, str]) -> tuple[str, float, float]:
 
 
 def start_restd(env: dict[str, str], sock: Path, version: str) -> subprocess.Popen[bytes]:
+    """22.05 names its OpenAPI plugin by version (openapi/v0.0.38); 23.11+ serve the jobs from
+    openapi/slurmctld with a data_parser (24.11 refuses ``-s openapi/v0.0.42``: no such plugin)."""
     pw = pwd.getpwnam(DAEMON_USER)
     sock.parent.chmod(0o777)
+    plugins = (["-s", f"openapi/{version}"] if version == "v0.0.38"
+               else ["-s", "openapi/slurmctld", "-d", f"data_parser/{version}"])
     return subprocess.Popen(
         ["setpriv", f"--reuid={pw.pw_uid}", f"--regid={pw.pw_gid}", "--clear-groups",
-         "/usr/sbin/slurmrestd", "-a", "rest_auth/local", "-s", f"openapi/{version}",
-         f"unix:{sock}"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+         "/usr/sbin/slurmrestd", "-a", "rest_auth/local", *plugins, f"unix:{sock}"],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 
 
 def main() -> None:
