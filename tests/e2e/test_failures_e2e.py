@@ -111,6 +111,16 @@ def test_a_node_that_fails_three_jobs_is_drained_and_returns_after_its_burn_in(
     in service, reservation gone."""
     d = daemon(daemon__policy="fifo", failures__flaky_count="3", failures__burn_in_command="")
     node = sorted(slurm.leaves())[-1]
+    # slurmctld's own log says what happened to the node: the drain can last under a second
+    # when nothing runs on the node any more (the burn-in then resumes it into its reservation)
+    ctld_log = slurm.cluster.spec.log / "slurmctld.log"
+    offset = ctld_log.stat().st_size
+
+    def ctld() -> str:
+        with ctld_log.open("rb") as f:
+            f.seek(offset)
+            return f.read().decode(errors="replace")
+
     try:
         for i in range(3):
             job = slurm.sbatch("-N1", f"--nodelist={node}", "--no-requeue", args=("300",))
@@ -126,8 +136,8 @@ def test_a_node_that_fails_three_jobs_is_drained_and_returns_after_its_burn_in(
                 ).returncode, 30, f"{node} back in service")
                 wait_for(lambda: node_line(slurm, node)[0] == "idle", 30, f"{node} idle")
                 assert not node_line(slurm, node)[1].startswith("railgang:")
-        wait_for(lambda: node_line(slurm, node)[1].startswith("railgang: flaky: 3 job failures"),
-                 30, f"the daemon to drain {node}")
+        drained = f"update_node: node {node} reason set to: railgang: flaky: 3 job failures"
+        wait_for(lambda: drained in ctld(), 30, f"the daemon to drain {node}")
         burn: list[str] = []
 
         def burn_in_done() -> bool:
@@ -138,6 +148,9 @@ def test_a_node_that_fails_three_jobs_is_drained_and_returns_after_its_burn_in(
 
         wait_for(burn_in_done, 90, f"the burn-in job on {node} to pass")
         assert burn[2] == node, burn
+        log = ctld()  # drained first, then the burn-in was submitted for the node
+        assert f"update_node: node {node} state set to DRAINED" in log, log[-3000:]
+        assert log.index(drained) < log.index(f"JobId={burn[0]} "), log[-3000:]
         wait_for(lambda: node_line(slurm, node) == ("idle", "none"), 30, f"{node} back in service")
         reservations = slurm.sl("scontrol", "show", "reservation", check=False).stdout
         assert f"railgang_burnin_{node}" not in reservations, reservations
