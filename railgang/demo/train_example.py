@@ -40,6 +40,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--checkpoint-dir", type=Path,
                     default=Path(os.environ.get("RAILGANG_CHECKPOINT_DIR", "/tmp/railgang-ckpt")))
     ap.add_argument("--resize-check-every", type=int, default=5)
+    ap.add_argument("--hang-at", type=int, default=None,
+                    help="fault injection: on the first run, stop at this step without a word, "
+                         "as a job stuck in a collective does (the daemon's hang detection)")
     args = ap.parse_args(argv)
 
     ctx = TrainingContext(report_every_s=10.0)
@@ -73,6 +76,10 @@ def main(argv: list[str] | None = None) -> int:
             if now and now != replicas:
                 print(f"resized: {replicas} -> {now} data-parallel replicas", flush=True)
                 replicas = now
+        if args.hang_at is not None and step == args.hang_at and ctx.restart_count == 0:
+            print(f"hanging at step {step} (--hang-at)", flush=True)
+            while True:  # deaf to signals as a stuck NCCL call: Slurm's SIGKILL ends it
+                time.sleep(1.0)
         began = time.monotonic()
         sps = train_step(replicas, args.step_s)
         took = time.monotonic() - began

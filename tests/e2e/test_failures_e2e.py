@@ -19,7 +19,7 @@ import hostlist
 import pytest
 
 from railgang.devcluster.processes import is_running
-from tests.e2e.conftest import Cluster, Daemon, wait_for
+from tests.e2e.conftest import EXAMPLE, Cluster, Daemon, wait_for
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
@@ -164,3 +164,29 @@ def test_a_node_that_fails_three_jobs_is_drained_and_returns_after_its_burn_in(
         if state != "idle":
             slurm.sl("scontrol", "delete", f"ReservationName=railgang_burnin_{node}", check=False)
             slurm.sl("scontrol", "update", f"nodename={node}", "State=RESUME", check=False)
+
+
+def test_a_hung_gang_is_requeued_and_resumes_from_its_checkpoint(
+        slurm: Cluster, daemon: Start) -> None:
+    """The example trainer stops at step 35 without a word (``--hang-at``: a job stuck in a
+    collective). Its progress reports stop; after ``hang_floor_s`` the daemon requeues it, first
+    in its class, and the second run resumes from the step-30 checkpoint."""
+    d = daemon(daemon__policy="fifo", failures__hang_floor_s="20", failures__hang_steps="3")
+    gang = slurm.sbatch("-N2", "--gres=gpu:8", "--rg-parallel=tp8,dp2", "--rg-class=3",
+                        script=EXAMPLE, args=("--steps", "400", "--step-s", "0.2",
+                                              "--resize-check-every", "1000", "--hang-at", "35"))
+    try:
+        wait_for(lambda: "hanging at step 35" in slurm.output(gang), 60, "the trainer to hang")
+        hung_at = time.monotonic()
+        wait_for(lambda: slurm.show(gang).get("Restarts") == "1", 90, "the daemon to requeue it")
+        requeued = time.monotonic() - hung_at
+        wait_for(lambda: "(restart 1)" in slurm.output(gang), 60, "the second run's first line")
+        out = slurm.output(gang)
+        m = re.search(r"start at step (\d+) \(restart 1\)", out)
+        assert m is not None and int(m.group(1)) == 30, out  # the last periodic checkpoint
+        log = d.log.read_text()
+        assert f"failure: hang on ? job {gang}: step" in log, log[-2000:]
+        assert requeued >= 10, requeued  # not before the reports went stale
+    finally:
+        slurm.sl("scancel", gang, check=False)
+    print(f"hung -> requeued {requeued:.0f} s later")

@@ -9,6 +9,7 @@ from pydantic import BaseModel, Field, field_validator
 
 from railgang.daemon.core.model.spares import SpareRules
 from railgang.daemon.failures.flaky import FlakyRules
+from railgang.daemon.failures.respond import HangRules
 
 MAX_COMMAND = 4096  # a burn-in command is a line, not a script
 
@@ -32,6 +33,13 @@ class FailureSettings(BaseModel):
     # default account, asked from sacctmgr once
     burn_in_account: str = ""
 
+    # a running railgang job whose progress reports stop for max(hang_steps x its step time,
+    # hang_floor_s) is hung (an NCCL hang looks like this): requeued, first in its class, from
+    # its last checkpoint; jobs without reports are never called hung
+    requeue_hung: bool = True
+    hang_steps: float = Field(default=10.0, ge=1, le=1e6)
+    hang_floor_s: float = Field(default=1800.0, ge=10, le=7 * 86400)
+
     @field_validator("burn_in_command")
     @classmethod
     def _one_line(cls, v: str) -> str:
@@ -49,6 +57,11 @@ class FailureSettings(BaseModel):
     def spares(self) -> SpareRules:
         return SpareRules(per_leaf=self.spares_per_leaf, min_gang_gpus=self.spares_min_gang_gpus,
                           lend_max_s=self.spares_lend_max_s)
+
+    def hangs(self) -> HangRules | None:
+        if not self.requeue_hung:
+            return None
+        return HangRules(steps=self.hang_steps, floor_s=self.hang_floor_s)
 
     def rules(self) -> FlakyRules:
         return FlakyRules(count=self.flaky_count, window_s=self.flaky_window_s,

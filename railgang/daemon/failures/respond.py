@@ -18,6 +18,12 @@ snapshot carries the marks. No I/O, no clock: the same inputs give the same answ
    again and retried after ``retry_s``. A burn-in Slurm no longer shows (ended past
    ``MinJobAge`` unseen, cancelled by hand) counts as failed.
 3. A kill is counted once: ``Memory.counted`` keeps the (job, restart count) pairs already seen.
+4. **A hung job** (an NCCL hang looks like this): a running railgang job whose last progress
+   report of *this run* (sent at or after its start) is older than ``max(steps × step time,
+   floor_s)`` (``detect.hung``) is requeued by railgang and marked ``after_fault``, so it
+   restarts from its last checkpoint first in its class. A hang names no node, so it counts
+   against none. A job that sends no reports, or reports without a step time, is never called
+   hung (no evidence); a report from before a restart is not this run's.
 """
 
 from __future__ import annotations
@@ -27,7 +33,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-from railgang.daemon.failures.detect import Fault, FaultKind, node_fault
+from railgang.daemon.failures.detect import Fault, FaultKind, hung, node_fault
 from railgang.daemon.failures.flaky import (
     FlakyRules,
     FlakyState,
@@ -39,7 +45,7 @@ from railgang.daemon.failures.flaky import (
     observe,
 )
 
-__all__ = ["BurnIn", "JobView", "Memory", "NodeView", "Response", "burn_in_refused",
+__all__ = ["BurnIn", "HangRules", "JobView", "Memory", "NodeView", "Response", "burn_in_refused",
            "burn_in_submitted", "respond"]
 
 # Slurm job states that end a burn-in without passing it
@@ -59,6 +65,19 @@ class JobView:
     railgang_requeue: bool = False  # this restart count is one railgang's preemption/grow made
     may_requeue: bool = True  # Slurm's ``requeue`` flag (False: the user said --no-requeue)
     ours: bool = False  # a railgang job (the core places it; only those get ``after_fault``)
+    # the training helper's last report: (epoch seconds it was sent, step, seconds per step or
+    # None); None without one. ``started_at``: when this run started (Slurm's start_time)
+    progress: tuple[float, float, float | None] | None = None
+    started_at: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class HangRules:
+    """When a running job's silence is a hang (``[failures] hang_*``, docs/failures.md)."""
+
+    enabled: bool = True
+    steps: float = 10.0  # silent for this many of its step times ...
+    floor_s: float = 1800.0  # ... and at least this long (a checkpoint or a slow step is not one)
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,11 +104,14 @@ class Memory:
     counted: frozenset[tuple[str, int]] = frozenset()  # (job, restarts) kills already counted
     flaky: FlakyState = field(default_factory=FlakyState)
     burn_ins: Mapping[str, BurnIn] = field(default_factory=lambda: MappingProxyType({}))
+    # (job, restarts) of runs railgang requeued as hung: until Slurm acts the job still shows
+    # that run (RUNNING, COMPLETING) and stays first in its class
+    hung: frozenset[tuple[str, int]] = frozenset()
 
 
 @dataclass(frozen=True)
 class Response:
-    requeue: tuple[str, ...] = ()  # ended NODE_FAIL and not requeued by Slurm: railgang does
+    requeue: tuple[str, ...] = ()  # ended NODE_FAIL and not requeued by Slurm, or hung: railgang does
     after_fault: frozenset[str] = frozenset()  # waiting jobs the core orders first in class
     faults: tuple[Fault, ...] = ()  # the kills seen this cycle (for the log and the journal)
     steps: tuple[Step, ...] = ()  # drain / burn_in / resume, in order
@@ -98,7 +120,7 @@ class Response:
 
 def respond(memory: Memory, jobs: Iterable[JobView], nodes: Mapping[str, NodeView],
             burn_in_states: Mapping[str, str], now: float,
-            rules: FlakyRules) -> tuple[Memory, Response]:
+            rules: FlakyRules, hangs: HangRules | None = None) -> tuple[Memory, Response]:
     """One cycle's answer to failures (the module docstring has the rules).
 
     ``burn_in_states``: Slurm's state of each burn-in job railgang submitted (absent: Slurm
@@ -111,6 +133,7 @@ def respond(memory: Memory, jobs: Iterable[JobView], nodes: Mapping[str, NodeVie
     requeue: list[str] = []
     after = set(memory.after_fault)
     counted = set(memory.counted)
+    hung_runs = set(memory.hung)
     for job in seen:
         key = (job.job_id, job.restarts)
         if job.state == "NODE_FAIL":
@@ -131,8 +154,17 @@ def respond(memory: Memory, jobs: Iterable[JobView], nodes: Mapping[str, NodeVie
                 faults += _kill(job, ran_on, failed_nodes, "requeued by Slurm: its node failed")
                 if job.ours:
                     after.add(job.job_id)
-    state = {j.job_id: j.state for j in seen}
-    after = {j for j in after if state.get(j) in _WAITING or j in requeue}
+        elif hangs is not None and key not in counted and (
+                fault := _hang(job, now, hangs)) is not None:
+            counted.add(key)  # requeued once per run, however long Slurm takes to act
+            hung_runs.add(key)
+            faults.append(fault)
+            requeue.append(job.job_id)
+            after.add(job.job_id)
+    state, now_runs = {j.job_id: j.state for j in seen}, {(j.job_id, j.restarts) for j in seen}
+    hung_runs &= now_runs  # gone, or running again at a new restart count: done
+    after = {j for j in after if state.get(j) in _WAITING or j in requeue
+             or any(k[0] == j for k in hung_runs)}
     flaky, steps = observe(memory.flaky, ((now, f) for f in faults), now, rules)
     flaky, burn_ins, done = _burn_ins_ended(flaky, memory.burn_ins, burn_in_states, now, rules)
     steps = [s for s in steps if not (s.kind is StepKind.BURN_IN and (
@@ -142,9 +174,20 @@ def respond(memory: Memory, jobs: Iterable[JobView], nodes: Mapping[str, NodeVie
         running=MappingProxyType(_runs(memory, seen, counted)),
         after_fault=frozenset(after),
         counted=frozenset(k for k in counted if k[0] in live),
-        flaky=flaky, burn_ins=MappingProxyType(burn_ins))
+        flaky=flaky, burn_ins=MappingProxyType(burn_ins), hung=frozenset(hung_runs))
     return new, Response(requeue=tuple(requeue), after_fault=frozenset(after),
                          faults=tuple(faults), steps=(*steps, *done), held_out=flaky.held_out())
+
+
+def _hang(job: JobView, now: float, rules: HangRules) -> Fault | None:
+    """A hang of a running railgang job that may be requeued (module rule 4), else None."""
+    if not (rules.enabled and job.state == "RUNNING" and job.ours and job.may_requeue):
+        return None
+    if job.progress is None or not job.progress[0] >= job.started_at:
+        return None  # no report in this run (one left in the Comment from before a restart)
+    sent, step, step_s = job.progress
+    return hung(job.job_id, None, [(sent, step)], now, step_s, n=rules.steps,
+                floor_s=rules.floor_s)
 
 
 def _runs(memory: Memory, seen: list[JobView],

@@ -55,10 +55,13 @@ def job_view(rec: SqueueJob) -> JobView:
     tag = rec.tag
     ours_requeue = tag is not None and any(
         m is not None and m.restarts + 1 == rec.restarts for m in (tag.preempt, tag.grow))
+    p = rec.progress
     return JobView(job_id=rec.job_id, state=rec.state, restarts=rec.restarts,
                    nodes=tuple(n for n, _ in rec.allocation) or rec.node_list,
                    railgang_requeue=ours_requeue,
-                   may_requeue=rec.requeue, ours=tag is not None)
+                   may_requeue=rec.requeue, ours=tag is not None,
+                   progress=None if p is None else (float(p.t), p.step, p.step_s),
+                   started_at=rec.start_time)
 
 
 def node_view(rec: SinfoNode, busy: set[str]) -> NodeView:
@@ -74,7 +77,7 @@ class FailureResponder:
 
     def __init__(self, runner: SlurmRunner, settings: FailureSettings, user: str | None = None) -> None:
         self.runner, self.settings = runner, settings
-        self.rules = settings.rules()
+        self.rules, self.hangs = settings.rules(), settings.hangs()
         self.user = user or getpass.getuser()
         self.memory = Memory()
         self.last = Response()
@@ -88,7 +91,7 @@ class FailureResponder:
                           if b.job_id in states}
         self.memory, resp = respond(self.memory, (job_view(j) for j in seen),
                                     {n.name: node_view(n, busy) for n in nodes},
-                                    burn_in_states, now, self.rules)
+                                    burn_in_states, now, self.rules, self.hangs)
         done: list[FollowUp] = []
         for f in resp.faults:
             log.warning("failure: %s", f.render())
