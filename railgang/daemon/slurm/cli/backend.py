@@ -49,7 +49,15 @@ from railgang.daemon.slurm.cli.apply import ApplyConfig, apply_actions, finish_d
 from railgang.daemon.slurm.cli.class_grants import read_grants
 from railgang.daemon.slurm.cli.facts import render_fleet_file, tier_terms
 from railgang.daemon.slurm.cli.failures import FailureResponder, hide
-from railgang.daemon.slurm.cli.narrow import NarrowCache, NarrowProblem, narrow_argv, parse_narrow
+from railgang.daemon.slurm.cli.narrow import (
+    NarrowCache,
+    NarrowProblem,
+    comments_argv,
+    narrow_argv,
+    parse_comments,
+    parse_narrow,
+    with_progress,
+)
 from railgang.daemon.slurm.cli.parse import ParseProblem
 from railgang.daemon.slurm.cli.records import (
     SinfoNode,
@@ -184,10 +192,14 @@ class CliBackend:
             why = cache.stale(rows)
             if not why:
                 try:
-                    jobs = cache.read(rows)
+                    jobs, notes = cache.read(rows)
+                    ours = [j.job_id for j in jobs if j.active and j.tag is not None]
+                    if ours:  # their progress, fresh (elastic sizing reads it)
+                        text = self.runner.run(comments_argv(ours)).stdout
+                        jobs = with_progress(jobs, parse_comments(text, ours))
                     self.full_reads = 0
-                    return jobs
-                except NarrowProblem as exc:
+                    return jobs, notes
+                except (NarrowProblem, SlurmCommandError) as exc:
                     log.warning("slurm: narrow squeue read: %s; reading the JSON", exc)
             log.debug("slurm: full squeue read: %s", why)
         seen, notes = self._read_json(

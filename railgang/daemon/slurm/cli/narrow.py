@@ -20,7 +20,8 @@ alone: on the first cycle, at least every ``narrow_full_read_s``, and whenever a
 new or changed (started, resized, requeued) since the full read; a job that ended is read from
 its line (state, exit code), as the full read would keep it (ended by a signal, NODE_FAIL).
 Between full reads a new pending job has no name (``model`` stays empty for the start-time
-estimate) and a running job's progress Comment is the one of the last full read.
+estimate). Running railgang jobs' Comments (their training progress, which elastic sizing reads)
+are read every cycle by one more ``squeue -j ... -O JobID,Comment`` (:func:`parse_comments`).
 
 Any line that is not exactly the fields asked for with a numeric job id, a job id twice, or a
 value the plain form cannot carry (a time Slurm prints as ``INVALID``) is a
@@ -43,6 +44,7 @@ from railgang.daemon.slurm.cli.records import (
     SqueueJob,
     squeue_job,
 )
+from railgang.training import read_progress
 
 # squeue -O field -> the v0.0.38 key it fills; admin_comment last: it may hold "|" (never "\n")
 FIELDS = (("JobID", "job_id"), ("State", "job_state"), ("Reason", "state_reason"),
@@ -191,6 +193,43 @@ def merge(rows: list[NarrowRow], before: Mapping[str, tuple[str, SqueueJob]],
     return jobs, problems
 
 
+def comments_argv(job_ids: list[str]) -> list[str]:
+    """The Comments of running railgang jobs (their training progress, which an elastic job's
+    size decisions read): ``squeue -h -j A,B -O JobID:0|,Comment:0``."""
+    return [SQUEUE, "-h", "-j", ",".join(job_ids), "-O", f"JobID:0{SEP},Comment:0"]
+
+
+def parse_comments(text: str, job_ids: list[str]) -> dict[str, str]:
+    """``{job id: Comment}`` of :func:`comments_argv`'s output. A Comment is the user's text: a
+    newline in one makes a line that does not start with an asked-for job id, or repeats one
+    (every asked-for job prints its own line too), and either is a :class:`NarrowProblem`."""
+    asked = set(job_ids)
+    out: dict[str, str] = {}
+    for number, line in enumerate(text.splitlines(), start=1):
+        job_id, sep, comment = line.partition(SEP)
+        if not sep or job_id not in asked or job_id in out:
+            raise NarrowProblem(f"squeue -O Comment line {number} is not one asked-for job's "
+                                f"({line[:60]!r})")
+        out[job_id] = comment
+    return out
+
+
+def with_progress(jobs: list[SqueueJob], comments: Mapping[str, str]) -> list[SqueueJob]:
+    """``jobs`` with the progress report of each job in ``comments`` read afresh (as
+    records.squeue_job reads it)."""
+    fresh = []
+    for job in jobs:
+        comment = comments.get(job.job_id)
+        if comment is not None:
+            try:
+                job = replace(job, progress=read_progress(comment), progress_problem="")
+            except ValueError as exc:
+                job = replace(job, progress=None, progress_problem=f"job {job.job_id}: "
+                              f"Comment: {exc}; progress ignored")
+        fresh.append(job)
+    return fresh
+
+
 @dataclass
 class NarrowCache:
     """What the narrow reads between two full reads stand on: the full read's records (``at``),
@@ -234,5 +273,5 @@ class NarrowCache:
         return jobs, problems
 
 
-__all__ = ["CARRIED", "FIELDS", "NarrowCache", "NarrowProblem", "NarrowRow", "merge",
-           "narrow_argv", "parse_narrow", "raw_record"]
+__all__ = ["CARRIED", "FIELDS", "NarrowCache", "NarrowProblem", "NarrowRow", "comments_argv",
+           "merge", "narrow_argv", "parse_comments", "parse_narrow", "raw_record", "with_progress"]

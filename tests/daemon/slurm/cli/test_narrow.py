@@ -170,3 +170,21 @@ def test_the_cache_reads_and_remembers_the_lines() -> None:
     assert [j.job_id for j in jobs] == ["7003", "9"] and jobs[1].name == "llama"
     again, _ = cache.read(rows)
     assert all(a is b for a, b in zip(again, jobs, strict=True))
+
+
+def test_running_jobs_comments_are_read_and_a_forged_line_refused() -> None:
+    from railgang.daemon.slurm.cli.narrow import comments_argv, parse_comments, with_progress
+
+    assert comments_argv(["9", "10"])[:4] == ["squeue", "-h", "-j", "9,10"]
+    assert parse_comments("9|rg-progress:step=1\n10|\n", ["9", "10"]) == {
+        "9": "rg-progress:step=1", "10": ""}
+    for forged in ("9|x\n10|y\n10|z",      # a newline in 9's Comment repeating job 10's id
+                   "9|x\nsomething\n10|",  # a continuation line
+                   "9|x\n11|y\n10|"):      # a job not asked for
+        with pytest.raises(NarrowProblem):
+            parse_comments(forged, ["9", "10"])
+    job = _full("9", "n03")
+    (bad,) = with_progress([job], {"9": "rg:progress total_steps=x"})
+    assert bad.progress is None
+    (same,) = with_progress([job], {})
+    assert same is job
