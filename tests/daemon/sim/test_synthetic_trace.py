@@ -70,3 +70,22 @@ def test_bad_arguments_are_one_line_errors(capsys: pytest.CaptureFixture[str], t
     assert syn.main(["--jobs", "0", "--out", str(tmp_path / "x.csv")]) == 1
     err = capsys.readouterr().err.strip()
     assert err.startswith("synthetic_trace:") and "\n" not in err
+
+
+@pytest.mark.parametrize("shape", ["gangs", "small", "diurnal"])
+def test_every_shape_is_at_the_load_asked_with_its_own_sizes(shape: str) -> None:
+    sizes, fit, _ = syn.SHAPES[shape]
+    jobs = syn.generate(3000, load=0.8, seed=2, shape=shape)
+    assert syn.offered_load(jobs, 1024) == pytest.approx(0.8, rel=0.1)
+    assert {j.gpus for j in jobs} <= set(sizes)
+    assert [j.submit_time for j in jobs] == sorted(j.submit_time for j in jobs)
+    if fit is not None:  # one duration fit for every size: the median does not follow the size
+        small = statistics.median(j.duration_s for j in jobs if j.gpus == min(sizes))
+        large = statistics.median(j.duration_s for j in jobs if j.gpus == max(sizes))
+        assert 0.5 < small / large < 2.0
+
+
+def test_the_philly_shape_is_the_trace_written_before_shapes() -> None:
+    assert syn.generate(500, seed=5, shape="philly") == syn.generate(500, seed=5)
+    with pytest.raises(ValueError, match="unknown shape"):
+        syn.generate(10, shape="nope")
