@@ -12,7 +12,8 @@ other value is a shape of ``synthetic_trace.py`` (``philly``-shaped synthetic is
 
 ``--tree DIR`` imports ``railgang`` from another checkout (a ``git worktree`` of the baseline),
 so both sides run the same script on the same trace. ``--cpu-limit S`` stops a replay after S
-CPU seconds (SIGPROF) and says how far it got. Prints one JSON line: CPU and wall seconds,
+CPU seconds (SIGPROF) and says how far it got. ``--calls`` also counts the Python function calls
+of the replay (``cProfile``: a measure the machine's load does not move; CPU s is then inflated). Prints one JSON line: CPU and wall seconds,
 cycles, mean JCT, load average, and ``schedule``, a SHA-256 of every job's (id, start, finish,
 preemptions, resizes, idle GPU-s charged per pending reason) in submit order, which must be equal before and after a speed-up.
 """
@@ -20,9 +21,11 @@ preemptions, resizes, idle GPU-s charged per pending reason) in submit order, wh
 from __future__ import annotations
 
 import argparse
+import cProfile
 import hashlib
 import json
 import os
+import pstats
 import signal
 import sys
 import time
@@ -83,6 +86,7 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--tree", type=Path, default=HERE.parent)
     ap.add_argument("--cpu-limit", type=float, default=0.0)
+    ap.add_argument("--calls", action="store_true", help="count Python function calls (cProfile)")
     args = ap.parse_args()
     sys.path.insert(0, str(args.tree.resolve()))
     import railgang.daemon.core.cycle as cycle
@@ -97,10 +101,16 @@ def main() -> None:
     if args.cpu_limit > 0:
         signal.signal(signal.SIGPROF, _on_prof)
         signal.setitimer(signal.ITIMER_PROF, args.cpu_limit)
+    prof = cProfile.Profile(time.process_time) if args.calls else None
     wall, cpu = time.perf_counter(), time.process_time()
     try:
+        if prof is not None:
+            prof.enable()
         run = simulate(jobs, get(args.policy), fabric, comm=TopologyComm(fabric),
                        config=EngineConfig())
+        if prof is not None:
+            prof.disable()
+            out["calls"] = pstats.Stats(prof).total_calls  # type: ignore[attr-defined]
     except _OutOfCpu:
         out.update(finished=False, cpu_s=round(time.process_time() - cpu, 1))
     else:
