@@ -217,7 +217,7 @@ def parts(b: Bench, reps: int = 5) -> dict[str, Any]:
     from railgang.daemon.slurm.cli import CliBackend
 
     be = CliBackend(SlurmSettings(conf=b.spec.slurm_conf, lease_s=LEASE_S,
-                                  lease_renew_before_s=RENEW_BEFORE_S))
+                                  lease_renew_before_s=RENEW_BEFORE_S, narrow_full_read_s=60))
     out: dict[str, Any] = {"observe": []}
     for _ in range(reps):
         obs, t = timed(be.observe, time.time())

@@ -262,7 +262,9 @@ class NarrowCache:
                     return f"job {row.job_id} is pending again"
             elif kind == "active" and before != row.fingerprint:
                 return f"job {row.job_id} is new or changed ({row.state})"
-            elif kind == "ended" and before is None:
+            elif kind == "ended" and (before is None or (
+                    before[0] != "ended" and row.job_id not in self.full)):
+                # never read whole: its name (a burn-in's verdict) is only in the JSON
                 return f"job {row.job_id} ended unseen ({row.state})"
         return ""
 

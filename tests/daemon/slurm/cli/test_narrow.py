@@ -152,6 +152,11 @@ def test_the_cache_asks_for_a_full_read_when_a_job_starts_ends_or_comes_back() -
     assert cache.stale(pending + parse_narrow(line("9", "COMPLETED", T0, "n03"))) == ""
     assert "job 11 ended unseen" in cache.stale(pending + running + parse_narrow(
         line("11", "FAILED", T0, "n05")))
+    # pending at the full read but not read whole (new since), then ran and ended within a
+    # cycle: its name (a burn-in's) is only in the JSON
+    new = NarrowCache.after_full_read(0.0, pending + running, full[1:])
+    assert "job 7003 ended unseen" in new.stale(parse_narrow(line("7003", "COMPLETED", T0, "n01"))
+                                                + running)
     assert "job 10 is new" in cache.stale(pending + running + parse_narrow(
         line("10", "RUNNING", T0, "n04")))
     # running -> completing keeps its GPU indices: no full read

@@ -99,7 +99,8 @@ def _readable(row: NarrowRow) -> bool:
 
 def test_the_backend_reads_the_json_only_when_it_must(slurm_cluster: DevCluster,
                                                       jobs: dict[str, str]) -> None:
-    backend = CliBackend(SlurmSettings(conf=slurm_cluster.spec.slurm_conf, lease_s=600))
+    backend = CliBackend(SlurmSettings(conf=slurm_cluster.spec.slurm_conf, lease_s=600,
+                                       narrow_full_read_s=60))
     reads = []
     for _ in range(3):
         obs = backend.observe(time.time())
