@@ -100,7 +100,8 @@ LazyGroup.components = {
     "ledger": Component("railgang.daemon.ledger.cli", "ledger_app", "The usage ledger: sacct "
                         "ingest (exactly once), reconciliation, telemetry intake."),
     "explain": Component("railgang.daemon.service.cli", "explain", "Why a job waits (reason, "
-                         "place in the order, what blocks it) or where it runs and why."),
+                         "place in the order, what blocks it) or where it runs and why; for a "
+                         "node, why it is out of service."),
     "db": Component("railgang.daemon.db_cli", "app",
                     "Database migrations (SQLite by default, PostgreSQL by URL)."),
     "devcluster": Component("railgang.devcluster.cli", "app", "A local GPU Slurm "
