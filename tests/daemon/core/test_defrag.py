@@ -9,22 +9,15 @@ from __future__ import annotations
 
 import random
 
-from railgang.daemon.core import CycleConfig, Migrate, Node, Reason, Start, decide, topology_placer
+from railgang.daemon.core import CycleConfig, Migrate, Reason, Start, decide, topology_placer
 from railgang.daemon.core.model.job import Job, RunningJob
 from railgang.daemon.core.model.preemption import PreemptionBudget
 from railgang.daemon.core.model.snapshot import Snapshot, make_snapshot
 from railgang.daemon.core.phases.defrag import DefragRules
 from railgang.daemon.core.policies.registry import get
-from railgang.topology.conf import parse_topology
-from railgang.topology.fabric import fabric_from_conf
+from tests.daemon.core.core_blocks import FAB, NAMES, NODES, PER
 from tests.daemon.core.core_builders import job
 
-GPN, PER, BLOCKS = 4, 4, 4
-NAMES = [f"gb{i:02d}" for i in range(1, BLOCKS * PER + 1)]
-FAB = fabric_from_conf(parse_topology("".join(
-    f"BlockName=b{b + 1} Nodes=gb[{b * PER + 1:02d}-{(b + 1) * PER:02d}]\n" for b in range(BLOCKS))
-    + "BlockSizes=4,8,16\n", "<test>"), default_gpus=GPN, blocks_are_nvlink=True)
-NODES = [Node(n, GPN) for n in NAMES]
 NOW = 10_000.0
 ON = DefragRules(enabled=True)
 OPEN = PreemptionBudget(churn_cap=1.0)

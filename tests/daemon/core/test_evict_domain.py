@@ -11,22 +11,15 @@ import random
 from hypothesis import event, given, note, settings
 from hypothesis import strategies as st
 
-from railgang.daemon.core import CycleConfig, Node, Preempt, Reason, Start, decide, topology_placer
+from railgang.daemon.core import CycleConfig, Preempt, Reason, Start, decide, topology_placer
 from railgang.daemon.core.model.job import Job, RunningJob
 from railgang.daemon.core.model.preemption import PreemptionBudget
 from railgang.daemon.core.model.snapshot import Snapshot, make_snapshot
 from railgang.daemon.core.phases.evict_domain import domain_gang, lost_gpu_h
 from railgang.daemon.core.policies.registry import get
-from railgang.topology.conf import parse_topology
-from railgang.topology.fabric import fabric_from_conf
+from tests.daemon.core.core_blocks import FAB, GPN, NAMES, NODES, PER
 from tests.daemon.core.core_builders import job
 
-GPN, PER, BLOCKS = 4, 4, 4
-NAMES = [f"gb{i:02d}" for i in range(1, BLOCKS * PER + 1)]
-FAB = fabric_from_conf(parse_topology("".join(
-    f"BlockName=b{b + 1} Nodes=gb[{b * PER + 1:02d}-{(b + 1) * PER:02d}]\n" for b in range(BLOCKS))
-    + "BlockSizes=4,8,16\n", "<test>"), default_gpus=GPN, blocks_are_nvlink=True)
-NODES = [Node(n, GPN) for n in NAMES]
 OPEN = PreemptionBudget(churn_cap=1.0)  # the cluster churn cap out of the way unless a test sets it
 
 
@@ -168,8 +161,10 @@ def test_every_eviction_set_frees_a_usable_domain_or_is_empty(
     # the block(s) every victim frees GPUs in: one block when a block holds the gang (a victim
     # that spans blocks frees GPUs in others too, evicted whole), else the freed whole blocks
     shared = set.intersection(*({FAB.leaf_of(n) for n in v.assignment} for v in by_id.values()))
-    idle = {b for b in FAB.leaves if all(len(snap.free.get(n, ())) == GPN for n in FAB.direct_nodes(b))}
-    blocks = shared if need <= PER * GPN else _blocks(snap, victims) | idle
+    # a gang larger than a block also takes free GPUs of blocks nobody was evicted from (the
+    # placement drops the victims it does not use): those blocks count as usable too
+    free_in = {b for b in FAB.leaves if any(snap.free.get(n) for n in FAB.direct_nodes(b))}
+    blocks = shared if need <= PER * GPN else _blocks(snap, victims) | free_in
     assert blocks
     freed = {n: set(snap.free.get(n, ())) for n in NAMES}
     for v in by_id.values():
