@@ -91,17 +91,21 @@ def test_ledger_ingest_and_reconcile_against_live_sacct(slurm_cluster: DevCluste
     monkeypatch.setenv("RAILGANG_SLURM__CONF", str(slurm_cluster.spec.slurm_conf))
     env = slurm_env(slurm_cluster.spec)
     since = (datetime.now(UTC) - timedelta(minutes=5)).strftime("%Y-%m-%dT%H:%M:%S")
+    # a heartbeat another test left would lease the job to a daemon that is not running, and it
+    # would wait out the lease: this test wants plain Slurm to run it now
+    slurm_cluster.spec.heartbeat_file.unlink(missing_ok=True)
     out = subprocess.run(["sbatch", "--parsable", f"--chdir={tmp_path}", "--output=/dev/null",
                           "--account=team-b", "-N1", "--gres=gpu:4",
                           "--comment=rg-labels:experiment=live", "--wrap=sleep 1"],
                          capture_output=True, text=True, env=env, check=True, timeout=60)
     job = out.stdout.strip().split(";")[0]
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
+    deadline = time.monotonic() + 120
+    while True:  # ingest only once slurmdbd has the finished job (else the test proves nothing)
         res = subprocess.run(["sacct", "--json", "-j", job], capture_output=True, text=True,
                              env=env, timeout=60)
         if any(j["state"]["current"] == "COMPLETED" for j in json.loads(res.stdout)["jobs"]):
             break
+        assert time.monotonic() < deadline, f"job {job} not COMPLETED in sacct after 120 s"
         time.sleep(0.5)
     runner = CliRunner()
     assert runner.invoke(app, ["db", "upgrade"]).exit_code == 0
