@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import pwd
+import re
 import shutil
 import stat
 import subprocess
@@ -227,6 +228,7 @@ class DevCluster:
             if self.spec.accounting:
                 self._start_accounting()
             self._start_slurmctld()
+            self._delete_reservations()
             self._start_slurmds()
             self._wait_nodes_idle(timeout_s)
             self.write_fleet_file()
@@ -330,6 +332,18 @@ class DevCluster:
         rec = self.procs.start("slurmctld", [str(s.bin / "slurmctld"), "-D", "-c", "-f", str(s.slurm_conf)],
                                log=s.log / "slurmctld.out", env=env)
         wait_for_port(s.slurmctld_port, timeout_s=30, what="slurmctld", log=s.log / "slurmctld.out", rec=rec)
+
+    def _delete_reservations(self) -> None:
+        """slurmctld -c forgets jobs and node states but recovers reservations from its state
+        files: a burn-in reservation a stopped daemon left (railgang_burnin_N, MAINT) would keep
+        its node out of every later run. A test cluster starts without any."""
+        env = slurm_env(self.spec)
+        res = _run(["/usr/bin/scontrol", "-o", "show", "reservation"], env=env, check=False,
+                   timeout=30)
+        for name in re.findall(r"(?:^|\s)ReservationName=(\S+)", res.stdout, re.MULTILINE):
+            self._say(f"deleting the leftover reservation {name}")
+            _run(["/usr/bin/scontrol", "delete", f"ReservationName={name}"], env=env,
+                 what=f"deleting reservation {name}", timeout=30)
 
     def _start_slurmds(self) -> None:
         self._say(f"starting {self.spec.nodes} slurmd")

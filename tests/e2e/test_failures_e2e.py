@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterator
 import hostlist
 import pytest
 
+from railgang.devcluster.cluster import DAEMON_USER
 from railgang.devcluster.processes import is_running
 from tests.e2e.conftest import EXAMPLE, Cluster, Daemon, wait_for
 
@@ -151,6 +152,8 @@ def test_a_node_that_fails_three_jobs_is_drained_and_returns_after_its_burn_in(
         log = ctld()  # drained first, then the burn-in was submitted for the node
         assert f"update_node: node {node} state set to DRAINED" in log, log[-3000:]
         assert log.index(drained) < log.index(f"JobId={burn[0]} "), log[-3000:]
+        # for the daemon's own user (from its uid: $USER says root under setpriv)
+        assert f"Created reservation=railgang_burnin_{node} users={DAEMON_USER} " in log, log[-3000:]
         wait_for(lambda: node_line(slurm, node) == ("idle", "none"), 30, f"{node} back in service")
         reservations = slurm.sl("scontrol", "show", "reservation", check=False).stdout
         assert f"railgang_burnin_{node}" not in reservations, reservations
@@ -159,6 +162,16 @@ def test_a_node_that_fails_three_jobs_is_drained_and_returns_after_its_burn_in(
         assert [s for _, s, _ in d.journal("burn_in")] == ["applied"]
         resumes = d.journal("resume")
         assert resumes and resumes[-1][1:] == ("applied", f"node {node}: burn-in passed, back in service"), resumes
+        # a restarted daemon (its failure memory lost) still sees the three NODE_FAIL jobs in
+        # squeue (MinJobAge): they ran before the burn-in that passed, so it must not drain the
+        # node again (it did, in CI, and left the new burn-in's reservation behind)
+        assert d.stop() == 0
+        mark = len(ctld())
+        again = daemon(daemon__policy="fifo", failures__flaky_count="3", failures__burn_in_command="")
+        wait_for(lambda: len(again.cycles()) >= 5, 60, "five cycles of the restarted daemon")
+        assert "railgang: flaky" not in ctld()[mark:], ctld()[mark:][-2000:]
+        assert node_line(slurm, node) == ("idle", "none")
+        assert again.journal("drain") == drains  # the same database: only the first drain
     finally:
         state, _ = node_line(slurm, node)
         if state != "idle":

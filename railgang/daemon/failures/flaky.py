@@ -22,7 +22,7 @@ from types import MappingProxyType
 
 from railgang.daemon.failures.detect import Fault
 
-__all__ = ["FlakyRules", "FlakyState", "NodeStatus", "Step", "StepKind", "burn_in_done",
+__all__ = ["FlakyRules", "FlakyState", "NodeStatus", "Step", "StepKind", "adopt", "burn_in_done",
            "burn_in_started", "observe"]
 
 REASON_PREFIX = "railgang: flaky"
@@ -53,6 +53,7 @@ class StepKind(enum.Enum):
     DRAIN = "drain"  # drain the node with ``reason``
     BURN_IN = "burn_in"  # submit the burn-in job on the node
     RESUME = "resume"  # the burn-in passed: resume the node
+    RELEASE = "release"  # a burn-in reservation nobody holds (left by a stopped daemon): delete it
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,6 +129,15 @@ def observe(state: FlakyState, faults: Iterable[tuple[float, Fault]], now: float
         if n.status is NodeStatus.DRAINED and now >= n.retry_at:
             steps.append(Step(StepKind.BURN_IN, node, n.reason))
     return state, steps
+
+
+def adopt(state: FlakyState, node: str, status: NodeStatus, reason: str, now: float) -> FlakyState:
+    """Take over ``node`` as Slurm shows it after a daemon restart (the memory was lost):
+    drained by railgang as flaky, or with its burn-in job still queued or running. A node the
+    state already holds is left as it is."""
+    if status is NodeStatus.OK or state.status(node) is not NodeStatus.OK:
+        return state
+    return state._with(node, _Node(status, (), reason[:200], now))
 
 
 def burn_in_started(state: FlakyState, node: str, now: float) -> FlakyState:

@@ -17,7 +17,10 @@ snapshot carries the marks. No I/O, no clock: the same inputs give the same answ
    job is left on it a burn-in job is submitted pinned to it; passed: resumed, failed: drained
    again and retried after ``retry_s``. A burn-in Slurm no longer shows (ended past
    ``MinJobAge`` unseen, cancelled by hand) counts as failed.
-3. A kill is counted once: ``Memory.counted`` keeps the (job, restart count) pairs already seen.
+3. A kill is counted once: ``Memory.counted`` keeps the (job, restart count) pairs already seen,
+   and never against a node for a run that started before the node's last passed burn-in (a
+   restarted daemon, its memory lost, still sees those kills in squeue for ``MinJobAge``: it
+   would drain a node that had just been cleared).
 4. **A hung job** (an NCCL hang looks like this): a running railgang job whose last progress
    report of *this run* (sent at or after its start) is older than ``max(steps × step time,
    floor_s)`` (``detect.hung``) is requeued by railgang and marked ``after_fault``, so it
@@ -69,6 +72,7 @@ class JobView:
     # None); None without one. ``started_at``: when this run started (Slurm's start_time)
     progress: tuple[float, float, float | None] | None = None
     started_at: float = 0.0
+    burn_in_of: str = ""  # a railgang burn-in job: the node it tests
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,6 +138,7 @@ def respond(memory: Memory, jobs: Iterable[JobView], nodes: Mapping[str, NodeVie
     after = set(memory.after_fault)
     counted = set(memory.counted)
     hung_runs = set(memory.hung)
+    cleared = _cleared(seen)
     for job in seen:
         key = (job.job_id, job.restarts)
         if job.state == "NODE_FAIL":
@@ -141,7 +146,7 @@ def respond(memory: Memory, jobs: Iterable[JobView], nodes: Mapping[str, NodeVie
                 continue
             counted.add(key)
             ran_on = job.nodes or memory.running.get(job.job_id, (0, ()))[1]
-            faults += _kill(job, ran_on, failed_nodes, "ended NODE_FAIL")
+            faults += _kill(job, ran_on, failed_nodes, "ended NODE_FAIL", cleared)
             if job.may_requeue:
                 requeue.append(job.job_id)
                 if job.ours:
@@ -151,7 +156,8 @@ def respond(memory: Memory, jobs: Iterable[JobView], nodes: Mapping[str, NodeVie
             down = [n for n in ran_on if n in failed_nodes]
             if job.restarts > restarts and not job.railgang_requeue and down:
                 counted.add(key)
-                faults += _kill(job, ran_on, failed_nodes, "requeued by Slurm: its node failed")
+                faults += _kill(job, ran_on, failed_nodes, "requeued by Slurm: its node failed",
+                                cleared)
                 if job.ours:
                     after.add(job.job_id)
         elif hangs is not None and key not in counted and (
@@ -206,14 +212,26 @@ def _runs(memory: Memory, seen: list[JobView],
     return out
 
 
-def _kill(job: JobView, ran_on: Iterable[str], failed: set[str], what: str) -> list[Fault]:
+def _cleared(seen: Iterable[JobView]) -> dict[str, float]:
+    """node -> start of its latest burn-in that passed (Slurm still shows it)."""
+    out: dict[str, float] = {}
+    for j in seen:
+        if j.burn_in_of and j.state == "COMPLETED":
+            out[j.burn_in_of] = max(out.get(j.burn_in_of, -math.inf), j.started_at)
+    return out
+
+
+def _kill(job: JobView, ran_on: Iterable[str], failed: set[str], what: str,
+          cleared: Mapping[str, float]) -> list[Fault]:
     """One fault per node to blame: the nodes it ran on that are down or drained by a health
-    check; every node it ran on when none is (Slurm does not say which one failed)."""
+    check; every node it ran on when none is (Slurm does not say which one failed). A node whose
+    burn-in passed after this run started is not blamed again."""
     nodes = sorted(set(ran_on))
     blame = [n for n in nodes if n in failed] or nodes
     if not blame:
         return [Fault(FaultKind.NODE_FAIL, None, job.job_id, detail=what)]
-    return [Fault(FaultKind.NODE_FAIL, n, job.job_id, detail=what) for n in blame]
+    return [Fault(FaultKind.NODE_FAIL, n, job.job_id, detail=what) for n in blame
+            if not job.started_at <= cleared.get(n, -math.inf)]
 
 
 def _burn_ins_ended(flaky: FlakyState, burn_ins: Mapping[str, BurnIn], states: Mapping[str, str],

@@ -21,13 +21,15 @@ refused command: a step that failed is logged and tried again when the state ask
 from __future__ import annotations
 
 import dataclasses
-import getpass
 import logging
+import os
+import pwd
 import re
 from collections.abc import Callable, Iterable, Sequence
 
 from railgang.daemon.backend import FollowUp
 from railgang.daemon.core.model.snapshot import NodeState
+from railgang.daemon.failures.adopt import adopt
 from railgang.daemon.failures.config import FailureSettings
 from railgang.daemon.failures.flaky import Step, StepKind
 from railgang.daemon.failures.respond import (
@@ -49,9 +51,12 @@ log = logging.getLogger(__name__)
 SBATCH = "sbatch"
 RESERVATION_PREFIX = "railgang_burnin_"
 _JOB_ID = re.compile(r"^(\d+)")
+_RESERVATION = re.compile(r"(?:^|\s)ReservationName=(\S+)", re.MULTILINE)
 
 
-def job_view(rec: SqueueJob) -> JobView:
+def job_view(rec: SqueueJob, user: str = "") -> JobView:
+    """``user``: the daemon's own user; only its jobs named ``railgang-burnin-NODE`` are
+    burn-ins (anyone may name a job so)."""
     tag = rec.tag
     ours_requeue = tag is not None and any(
         m is not None and m.restarts + 1 == rec.restarts for m in (tag.preempt, tag.grow))
@@ -61,11 +66,29 @@ def job_view(rec: SqueueJob) -> JobView:
                    railgang_requeue=ours_requeue,
                    may_requeue=rec.requeue, ours=tag is not None,
                    progress=None if p is None else (float(p.t), p.step, p.step_s),
-                   started_at=rec.start_time)
+                   started_at=rec.start_time, burn_in_of=_burn_in_of(rec, user))
+
+
+def _burn_in_of(rec: SqueueJob, user: str) -> str:
+    prefix = f"{BURN_IN_NAME}-"
+    if not user or rec.user != user or not rec.name.startswith(prefix):
+        return ""
+    node = rec.name[len(prefix):]
+    return node if cmd.valid_node(node) else ""
 
 
 def node_view(rec: SinfoNode, busy: set[str]) -> NodeView:
     return NodeView(rec.name, rec.state, rec.reason, rec.name in busy)
+
+
+def _me() -> str:
+    """The daemon's user as Slurm knows it: from the uid, not $USER (getpass reads the
+    environment, which names root under ``setpriv`` or ``sudo -E``: a burn-in reservation for
+    root that the daemon's own burn-in job may not enter)."""
+    try:
+        return pwd.getpwuid(os.geteuid()).pw_name
+    except KeyError:
+        return str(os.geteuid())
 
 
 def reservation(node: str) -> str:
@@ -78,21 +101,29 @@ class FailureResponder:
     def __init__(self, runner: SlurmRunner, settings: FailureSettings, user: str | None = None) -> None:
         self.runner, self.settings = runner, settings
         self.rules, self.hangs = settings.rules(), settings.hangs()
-        self.user = user or getpass.getuser()
+        self.user = user or _me()
         self.memory = Memory()
         self.last = Response()
         self._account: str | None = None  # the daemon user's default account, once asked
+        self._adopted = False  # what a previous daemon left in Slurm is taken over once (adopt.py)
 
     def step(self, seen: Sequence[SqueueJob], nodes: Sequence[SinfoNode],
              now: float) -> tuple[Response, list[FollowUp]]:
         busy = {n for j in seen if j.active for n, _ in j.allocation}
+        views = [job_view(j, self.user) for j in seen]
+        node_views = {n.name: node_view(n, busy) for n in nodes}
+        done: list[FollowUp] = []
+        if not self._adopted:
+            reserved = self._burn_in_reservations()
+            if reserved is not None:
+                self._adopted = True
+                self.memory, settle = adopt(self.memory, views, node_views, reserved, now)
+                done += [self._do(s, now) for s in settle]
         states = {j.job_id: j.state for j in seen}
         burn_in_states = {b.job_id: states[b.job_id] for b in self.memory.burn_ins.values()
                           if b.job_id in states}
-        self.memory, resp = respond(self.memory, (job_view(j) for j in seen),
-                                    {n.name: node_view(n, busy) for n in nodes},
-                                    burn_in_states, now, self.rules, self.hangs)
-        done: list[FollowUp] = []
+        self.memory, resp = respond(self.memory, views, node_views, burn_in_states, now,
+                                    self.rules, self.hangs)
         for f in resp.faults:
             log.warning("failure: %s", f.render())
         if resp.requeue:
@@ -102,6 +133,23 @@ class FailureResponder:
         done += self._resume_stuck(nodes, resp)
         self.last = resp
         return resp, done
+
+    def _burn_in_reservations(self) -> list[str] | None:
+        """The nodes of this daemon's burn-in reservations (``scontrol show reservation``, one
+        line each); None when Slurm did not answer (asked again next cycle)."""
+        try:
+            res = self.runner.attempt([cmd.SCONTROL, "-o", "show", "reservation"])
+        except SlurmCommandError as exc:
+            log.warning("failures: could not list reservations (asked again): %s", exc)
+            return None
+        if not res.ok:
+            if "No reservations" in res.message:
+                return []
+            log.warning("failures: could not list reservations (asked again): %s", res.message)
+            return None
+        names = (m.group(1) for m in _RESERVATION.finditer(res.stdout))
+        return [n[len(RESERVATION_PREFIX):] for n in names if n.startswith(RESERVATION_PREFIX)
+                and cmd.valid_node(n[len(RESERVATION_PREFIX):])]
 
     def _resume_stuck(self, nodes: Sequence[SinfoNode], resp: Response) -> list[FollowUp]:
         """Burn-ins waiting on a node that is still drained or down: the resume that should have
@@ -142,6 +190,10 @@ class FailureResponder:
                 except SlurmCommandError:
                     self.memory = burn_in_refused(self.memory, node, now, self.rules)
                     raise
+            if step.kind is StepKind.RELEASE:
+                self._run(cmd.delete_reservation_argv(reservation(node)))
+                return FollowUp(node, "release", True, f"node {node}: {step.reason}, found at a "
+                                "daemon restart; its burn-in reservation deleted")
             self._run(cmd.delete_reservation_argv(reservation(node)))
             return FollowUp(node, "resume", True, f"node {node}: burn-in passed, back in service")
         except SlurmCommandError as exc:

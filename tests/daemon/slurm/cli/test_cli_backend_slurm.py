@@ -114,12 +114,23 @@ def test_start_on_exact_nodes_then_shrink(backend: CliBackend, submit: Callable[
     assert snap.running[job].replicas == 1 and snap.free["n10"] == frozenset(range(8))
 
 
+def trap_set(tmp_path: Path, job: str, timeout_s: float = 30) -> None:
+    """Wait until the job's script has set its USR1 trap (it notes its start right after):
+    Slurm calls a job RUNNING before bash has read its first line, and a signal sent before the
+    trap kills the script instead (a race a loaded CI machine lost)."""
+    deadline = time.monotonic() + timeout_s
+    while not (tmp_path / f"run.{job}").exists():
+        assert time.monotonic() < deadline, f"job {job}'s script did not start in {timeout_s:g} s"
+        time.sleep(0.2)
+
+
 def test_preempt_signals_then_requeues_under_lease(backend: CliBackend, submit: Callable[..., str],
                                                    tmp_path: Path) -> None:
     job = submit("-N1", "--gres=gpu:8", comment="rg:parallel=tp8;class=3")
     wait_for(backend, lambda s: any(j.job_id == job for j in s.pending))
     assert backend.apply([Start(job, {"n11": tuple(range(8))}, 1)], time.time())[0].ok
     wait_for(backend, lambda s: job in s.running)
+    trap_set(tmp_path, job)
     [res] = backend.apply([Preempt(job, grace_s=3)], time.time())
     assert res.ok, res.detail
     snap = backend.snapshot(time.time())
@@ -170,6 +181,7 @@ def test_migrate_is_a_checkpoint_then_a_requeue(backend: CliBackend, submit: Cal
     wait_for(backend, lambda s: any(j.job_id == job for j in s.pending))
     assert backend.apply([Start(job, {"n10": tuple(range(8))}, 1)], time.time())[0].ok
     wait_for(backend, lambda s: job in s.running)
+    trap_set(tmp_path, job)
     [res] = backend.apply([Migrate(job, 3.0, {"n09": tuple(range(8))}, 1, 900.0, 240.0, 8)], time.time())
     assert res.ok, res.detail
     assert backend.snapshot(time.time()).running[job].preempt_deadline is not None
@@ -188,6 +200,7 @@ def test_grow_by_requeue_restarts_at_new_size(backend: CliBackend, submit: Calla
     wait_for(backend, lambda s: any(j.job_id == job for j in s.pending))
     assert backend.apply([Start(job, {"n12": tuple(range(8))}, 1)], time.time())[0].ok
     wait_for(backend, lambda s: job in s.running)
+    trap_set(tmp_path, job)
     grown = {"n11": tuple(range(8)), "n12": tuple(range(8))}
     [res] = backend.apply([Resize(job, 2, grown, 1)], time.time())
     assert res.ok and "grow by requeue" in res.detail

@@ -13,12 +13,22 @@ from railgang.daemon.slurm.cli.runner import SlurmRunner
 
 
 class Launcher:
-    def __init__(self, sbatch_out: str = "4242\n", fail: Mapping[str, str] | None = None) -> None:
+    """Records every command but the reservation listing of the first cycle (``listings``
+    counts those; ``reservations`` is what it prints)."""
+
+    def __init__(self, sbatch_out: str = "4242\n", fail: Mapping[str, str] | None = None,
+                 reservations: str = "No reservations in the system\n") -> None:
         self.calls: list[tuple[str, ...]] = []
-        self.sbatch_out, self.fail = sbatch_out, dict(fail or {})
+        self.sbatch_out, self.fail, self.reservations = sbatch_out, dict(fail or {}), reservations
+        self.listings = 0
 
     def __call__(self, argv: Sequence[str], env: Mapping[str, str], timeout_s: float,
                  stdin: str | None) -> tuple[int, str, str]:
+        if tuple(argv) == ("scontrol", "-o", "show", "reservation"):
+            self.listings += 1
+            if "scontrol -o" in self.fail:
+                return 1, "", self.fail["scontrol -o"]
+            return 0, self.reservations, ""
         self.calls.append(tuple(argv))
         key = " ".join(argv[:2])
         if key in self.fail:
@@ -120,3 +130,57 @@ def test_a_node_name_scontrol_could_misread_is_refused() -> None:
     _, done = r.step([job("1", "NODE_FAIL", ("n1 State=RESUME",)),
                       job("2", "NODE_FAIL", ("n1 State=RESUME",))], odd, 1.0)
     assert la.calls == [] and done and not any(f.ok for f in done)
+
+
+RESERVED = ("ReservationName=railgang_burnin_n03 StartTime=2026-12-02T00:02:35 "
+            "EndTime=2027-12-02T00:02:35 Duration=365-00:00:00 Nodes=n03 NodeCnt=1 CoreCnt=16 "
+            "Features=(null) PartitionName=gpu Flags=MAINT,IGNORE_JOBS,SPEC_NODES TRES=cpu=16 "
+            "Users=railgang Groups=(null) Accounts=(null) Licenses=(null) State=ACTIVE "
+            "BurstBuffer=(null) Watts=n/a MaxStartDelay=(null)\n"
+            "ReservationName=ops_window StartTime=2026-12-03T00:00:00 Nodes=n01 Users=root\n")
+
+
+def named(job_id: str, state: str, user: str, node: str = "n03") -> SqueueJob:
+    import dataclasses
+
+    return dataclasses.replace(job(job_id, state, (node,)), name=f"railgang-burnin-{node}",
+                               user=user, start_time=500.0)
+
+
+def test_a_restarted_daemon_releases_the_reservation_of_a_burn_in_that_passed_unseen() -> None:
+    la = Launcher(reservations=RESERVED)
+    r = responder(la)
+    _, done = r.step([named("4242", "COMPLETED", "railgang")], NODES, 600.0)
+    assert la.calls == [("scontrol", "delete", "ReservationName=railgang_burnin_n03")]
+    assert [(f.job_id, f.step, f.ok) for f in done] == [("n03", "release", True)]
+    assert "burn-in job 4242 passed" in done[0].detail
+    r.step([named("4242", "COMPLETED", "railgang")], NODES, 601.0)
+    assert la.listings == 1  # once per daemon start
+
+
+def test_a_restarted_daemon_burns_in_again_a_node_whose_burn_in_nobody_saw_pass() -> None:
+    la = Launcher(reservations=RESERVED)
+    r = responder(la)
+    _, done = r.step([], NODES, 600.0)
+    assert [f.step for f in done] == ["drain", "burn_in"] and all(f.ok for f in done)
+    assert "unfinished at a daemon restart (job gone)" in la.calls[0][4]
+    assert r.held_out() == {"n03"}
+
+
+def test_a_users_job_named_like_a_burn_in_is_not_one() -> None:
+    la = Launcher()
+    r = responder(la)
+    resp, done = r.step([named("66", "RUNNING", "mallory")], NODES, 600.0)
+    assert la.calls == [] and done == [] and r.held_out() == frozenset()
+    # nor does a COMPLETED one clear the node of earlier kills
+    kills = [job("1", "NODE_FAIL"), job("2", "NODE_FAIL")]
+    resp, _ = r.step([*kills, named("67", "COMPLETED", "mallory")], NODES, 601.0)
+    assert [s.kind.value for s in resp.steps] == ["drain", "burn_in"]
+
+
+def test_an_unanswered_reservation_listing_is_asked_again() -> None:
+    la = Launcher(fail={"scontrol -o": "slurm_load_reservations error: Unable to contact slurm controller"})
+    r = responder(la)
+    r.step([], NODES, 0.0)
+    r.step([], NODES, 1.0)
+    assert la.listings == 2 and la.calls == []
