@@ -120,6 +120,7 @@ def run_daemon(settings: Settings, *, once: bool = False, wait: bool = True,
     lock = lock_for(engine)
     metrics = DaemonMetrics()
     links: LinkCollector | None = None
+    serving: LiveServing | None = None
     try:
         if not _lead(lock, settings, wait, stop):
             return ExitCode.OK
@@ -140,6 +141,8 @@ def run_daemon(settings: Settings, *, once: bool = False, wait: bool = True,
                                   "another port or 0 to turn it off") from exc
             log.info("metrics on http://%s:%d/metrics", d.metrics_host, port)
         links = LinkCollector(d.links) if d.links.enabled else None
+        serving = (LiveServing(settings.serving, clock.now(), d.heartbeat_file.parent / "serving.json")
+                   if settings.serving.enabled else None)
         service = DaemonService(
             engine=engine, backend=make_backend(settings, clock.now()), policy=policy,
             clock=clock, leader=leader_name(), config=cycle_config(settings), seed=d.seed,
@@ -155,9 +158,7 @@ def run_daemon(settings: Settings, *, once: bool = False, wait: bool = True,
                    if settings.slurm.backend == "cli" else None),
             inventory=(NodeInventory(settings.ledger.cluster)
                        if settings.slurm.backend == "cli" else None),
-            serving=(LiveServing(settings.serving, clock.now(),
-                                 d.heartbeat_file.parent / "serving.json")
-                     if settings.serving.enabled else None))
+            serving=serving)
         log.info("leader: %s, %s backend, policy %s, every %g s", lock.describe(),
                  settings.slurm.backend, policy.name, d.cycle_interval_s)
         if once:
@@ -186,6 +187,8 @@ def run_daemon(settings: Settings, *, once: bool = False, wait: bool = True,
         metrics.close()
         if links is not None:
             links.close()
+        if serving is not None:
+            serving.close()  # a forecast fit still running is abandoned, not waited for
         lock.release()
         engine.dispose()
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field, field_validator
 
@@ -13,6 +13,13 @@ class ServingSettings(BaseModel):
     enabled: bool = False
     demand_file: Path | None = None  # observed demand (demand CSV)
     forecast_file: Path | None = None  # the forecast's mean (demand CSV); None: demand_file
+    # "file": the forecast is forecast_file (or demand_file); "fit": the daemon fits its own from
+    # demand_file's history up to now, buffer = a quantile of its day-ahead error (autofit.py)
+    forecast: Literal["file", "fit"] = "file"
+    fit_sample_s: float = Field(default=900.0, ge=60, le=3600)  # file seconds per sample
+    refit_s: float = Field(default=86400.0, ge=600, le=7 * 86400)  # file seconds between fits
+    fit_holdout_days: int = Field(default=2, ge=1, le=14)  # days held back to measure the error
+    buffer_quantile: float = Field(default=0.99, gt=0, lt=1)  # of that error, kept warm
     pools: dict[str, str] = {}  # deployment -> Slurm host list of its pool's nodes
     origin: int = Field(default=0, ge=0, le=2**40)  # epoch seconds of time_s 0 in the files
     time_scale: float = Field(default=1.0, gt=0, le=10000)  # file seconds per wall second

@@ -82,10 +82,11 @@ def fourier(index: np.ndarray, step_s: float, config: ForecastConfig) -> np.ndar
 
 
 class SeasonalModel:
-    """A fitted harmonic regression over samples ``0 .. n-1`` of a series; :meth:`observe` takes
-    in later samples without refitting, :meth:`predict` forecasts the next ones."""
+    """A fitted harmonic regression over samples ``start .. start+n-1`` of a series (sample 0 is
+    time 0, where the day and the week begin); :meth:`observe` takes in later samples without
+    refitting, :meth:`predict` forecasts the next ones."""
 
-    def __init__(self, history: Sequence[float], config: ForecastConfig) -> None:
+    def __init__(self, history: Sequence[float], config: ForecastConfig, start: int = 0) -> None:
         from statsmodels.tsa.statespace.sarimax import SARIMAX  # ~1 s to import: only when used
 
         if len(history) < 2 * config.per_day:
@@ -94,12 +95,12 @@ class SeasonalModel:
                              f"{len(history)}")
         self.config = config
         y = np.asarray(history, dtype=float)
-        exog = fourier(np.arange(len(y)), config.step_s, config)
+        exog = fourier(np.arange(start, start + len(y)), config.step_s, config)
         with warnings.catch_warnings():  # convergence chatter; the backtest judges the fit
             warnings.simplefilter("ignore")
             model = SARIMAX(y, exog=exog, order=(1, 0, 0), trend="c")
             self.result: Any = model.fit(disp=False, maxiter=200)
-        self.n = len(y)
+        self.n = start + len(y)
 
     def observe(self, values: Sequence[float]) -> None:
         """Take in the samples that follow the ones seen so far (the fit is kept)."""
@@ -126,12 +127,13 @@ class SeasonalModel:
 
 
 def day_ahead(series: Sequence[float], fit_days: int, config: ForecastConfig,
-              extra_steps: int = 0) -> tuple[SeasonalModel, list[Forecast]]:
+              extra_steps: int = 0, start: int = 0) -> tuple[SeasonalModel, list[Forecast]]:
     """Fit on the first ``fit_days`` days, then forecast each later day at its midnight (plus
     ``extra_steps`` past it, for a planner that looks beyond midnight) after observing the
-    days before it. One forecast per remaining day of ``series``."""
+    days before it. One forecast per remaining day of ``series`` (which begins at sample
+    ``start``, a midnight)."""
     per_day = config.per_day
-    model = SeasonalModel(series[: fit_days * per_day], config)
+    model = SeasonalModel(series[: fit_days * per_day], config, start)
     out = []
     day = fit_days
     while day * per_day < len(series):
@@ -141,15 +143,16 @@ def day_ahead(series: Sequence[float], fit_days: int, config: ForecastConfig,
     return model, out
 
 
-def backtest(series: Sequence[float], config: ForecastConfig) -> Backtest:
-    """Hold back the last ``holdout_days`` whole days, forecast them day-ahead, and measure."""
+def backtest(series: Sequence[float], config: ForecastConfig, start: int = 0) -> Backtest:
+    """Hold back the last ``holdout_days`` whole days, forecast them day-ahead, and measure
+    (``series`` begins at sample ``start``, a midnight)."""
     per_day = config.per_day
     days = len(series) // per_day
     if config.holdout_days < 1 or days - config.holdout_days < 2:
         raise InputError(f"a backtest holding back {config.holdout_days} day(s) needs at least "
                          f"{config.holdout_days + 2} whole days of history, got {days}")
     fit_days = days - config.holdout_days
-    _, forecasts = day_ahead(series[: days * per_day], fit_days, config)
+    _, forecasts = day_ahead(series[: days * per_day], fit_days, config, start=start)
     errors, inside = [], 0
     for d, fc in enumerate(forecasts):
         actual = series[(fit_days + d) * per_day: (fit_days + d + 1) * per_day]

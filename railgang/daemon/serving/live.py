@@ -9,6 +9,10 @@ Slurm host list) and two demand files in the demand CSV format (``model.py``):
   demand file itself, i.e. a forecast that holds). The planner keeps ``forecast + buffer_replicas``
   warm, ``switch_in_s`` (from the file) plus ``margin_s`` ahead.
 
+With ``forecast = "fit"`` the daemon fits its own forecast from ``demand_file``'s history up to
+now (``autofit.py``: buffer = a quantile of its day-ahead error, at least ``buffer_replicas``;
+the whole pool is kept until the first fit is ready).
+
 Times in the files are seconds from ``origin`` (epoch seconds) scaled by ``time_scale`` (file
 seconds per wall second; 240 runs a day in six minutes, as the end-to-end test does). A file
 that changed is read again; one that became unreadable keeps the last good reading and is
@@ -28,6 +32,7 @@ from typing import Any
 
 from railgang.daemon.core.model.actions import Action
 from railgang.daemon.core.model.snapshot import Snapshot
+from railgang.daemon.serving.autofit import ForecastFitter
 from railgang.daemon.serving.config import ServingSettings
 from railgang.daemon.serving.controller import (
     Declared,
@@ -110,6 +115,17 @@ class LiveServing:
         self.started_at = clock_now
         self.status_file = settings.status_file or status_file
         self._written = ""
+        self.fitter: ForecastFitter | None = None
+        if settings.forecast == "fit":
+            from railgang.daemon.serving.forecast import ForecastConfig
+
+            self.fitter = ForecastFitter(
+                ForecastConfig(step_s=settings.fit_sample_s, holdout_days=settings.fit_holdout_days,
+                               buffer_quantile=settings.buffer_quantile),
+                refit_s=settings.refit_s,
+                # file seconds: the outlook's horizon, from a fit up to refit_s old
+                horizon_s=settings.horizon_s * scale + settings.refit_s + max(
+                    (d.deployment.switch_in_s * scale for d in self.declared), default=0.0))
 
     def outlooks(self, now: float) -> dict[str, Outlook]:
         s = self.s
@@ -120,10 +136,39 @@ class LiveServing:
         for d in self.declared:
             name = d.deployment.name
             seen = demand.get(name)
-            fc = forecast.get(name, seen)
-            upper = ([fc.at(t + k * s.step_s * s.time_scale) + s.buffer_replicas
-                      for k in range(steps)] if fc is not None else [])
+            times = [t + k * s.step_s * s.time_scale for k in range(steps)]
+            if self.fitter is not None:
+                fitted = self.fitter.get(seen, t) if seen is not None else None
+                if fitted is None:  # nothing known yet: the pool stays whole, nothing is lent
+                    upper = [float(d.deployment.max_replicas)] * steps
+                else:
+                    buffer = max(s.buffer_replicas, fitted.buffer)
+                    upper = [fitted.at(x) + buffer for x in times]
+            else:
+                fc = forecast.get(name, seen)
+                upper = [fc.at(x) + s.buffer_replicas for x in times] if fc is not None else []
             out[name] = Outlook(seen.at(t) if seen is not None else 0, upper, s.step_s)
+        return out
+
+    def close(self) -> None:
+        if self.fitter is not None:
+            self.fitter.close()
+
+    def forecasts(self) -> dict[str, dict[str, Any]]:
+        """The fitted forecasts (``forecast = "fit"``) for the API: when, buffer, error."""
+        if self.fitter is None:
+            return {}
+        out: dict[str, dict[str, Any]] = {}
+        for d in self.declared:
+            name = d.deployment.name
+            f = self.fitter.fitted.get(name)
+            bt = f.backtest if f is not None else None
+            out[name] = {
+                "fitted_until_s": None if f is None else f.made_at,
+                "buffer": None if f is None else f.buffer,
+                "mae": None if bt is None else bt.mae, "bias": None if bt is None else bt.bias,
+                "coverage": None if bt is None else bt.coverage,
+                "error": self.fitter.errors.get(name)}
         return out
 
     def __call__(self, snapshot: Snapshot) -> tuple[Snapshot, Sequence[Action]]:
@@ -138,7 +183,9 @@ class LiveServing:
     def as_dict(self, now: float) -> dict[str, Any]:
         """What the API shows (``GET /v1/serving``): each deployment after the last step."""
         deps = {d.deployment.name: d for d in self.declared}
-        return {"as_of": now, "unforecast_started": self.unforecast_started, "deployments": [
+        fits = self.forecasts()
+        return {"as_of": now, "unforecast_started": self.unforecast_started,
+                "forecast": self.s.forecast, "fits": fits, "deployments": [
             {"deployment": st.deployment, "tp": deps[st.deployment].deployment.tp,
              "min_replicas": deps[st.deployment].deployment.min_replicas,
              "max_replicas": deps[st.deployment].deployment.max_replicas,
