@@ -37,6 +37,10 @@ class PrivatePostgres:
         if bindir is None:
             raise RuntimeError("PostgreSQL is not installed: apt-get install -y postgresql")
         data = self.root / "data"
+        live = self._running_pid()
+        if live is not None:  # another test session's server: deleting its files breaks it
+            raise RuntimeError(f"a PostgreSQL server (pid {live}) already runs in {data}: another "
+                               "test session uses this RAILGANG_TEST_ROOT; give this one its own")
         if self.root.exists():
             shutil.rmtree(self.root)
         self.root.mkdir(parents=True)
@@ -51,6 +55,16 @@ class PrivatePostgres:
                 "-v", "ON_ERROR_STOP=1"]
         self._as_postgres([*psql, "-c", "CREATE ROLE railgang LOGIN PASSWORD 'railgang'"])
         self._as_postgres([*psql, "-c", "CREATE DATABASE railgang OWNER railgang"])
+
+    def _running_pid(self) -> int | None:
+        """The PID in the data directory's postmaster.pid when that process is alive and is a
+        postgres (a stale file's PID may have been reused by anything)."""
+        try:
+            pid = int((self.root / "data" / "postmaster.pid").read_text().split()[0])
+            exe = os.path.basename(os.readlink(f"/proc/{pid}/exe"))
+        except (OSError, ValueError, IndexError):
+            return None
+        return pid if exe.startswith("postgres") else None
 
     def stop(self) -> None:
         bindir = self.bindir()
