@@ -20,11 +20,13 @@ One simulation uses the median of each job's candidates (the point estimate); ``
 draw run times at random from the same candidates, and the spread of the job's start over all
 simulations is the interval (p10-p90, nearest rank). Every simulation is bounded: a horizon, a
 number of events and a share of one wall-clock budget; it stops as soon as every target job has
-started. A job that does not start in a simulation is censored there, and the result says why
-honestly: ``never`` (larger than the cluster), ``beyond_horizon`` (it still waits at the horizon,
-or nothing left to happen would start it), or ``budget`` (the events or wall-clock budget ran out
-first: in the median simulation it had not started by ``not_before_s``, a lower bound only as
-good as the simulated run times).
+started. When the events or wall-clock budget runs out first, the jobs the simulation did not
+reach are placed on a GPU-count profile from where it stopped (``estimate_profile.py``: queue
+order, backfill, topology ignored; their estimate says so). A job that still does not start in
+a simulation is censored there, and the result says why honestly: ``never`` (larger than the
+cluster), ``beyond_horizon`` (it still waits at the horizon, or nothing left to happen would
+start it), or ``budget`` (with ``profile`` off: in the median simulation it had not started by
+``not_before_s``, a lower bound only as good as the simulated run times).
 
 The estimate ignores future arrivals (a later higher-class job can still overtake) and GPUs held
 by jobs the snapshot does not show stay held for the whole simulation. docs/estimate.md has the
@@ -50,6 +52,7 @@ from railgang.daemon.core.model.plan import Policy
 from railgang.daemon.core.model.snapshot import Snapshot
 from railgang.daemon.core.policies import registry
 from railgang.daemon.service.estimate_calibration import IntervalCalibration
+from railgang.daemon.service.estimate_profile import profile_starts
 from railgang.daemon.sim import seed as seeding
 from railgang.daemon.sim.backend import SimBackend, SimConfig
 from railgang.daemon.sim.engine import Bounds, EngineConfig, replay_from
@@ -70,6 +73,9 @@ class EstimateConfig:
     # placed on a 30 min grid): bounded relative error for far fewer cycles
     median_share: float = 0.5  # of the wall budget for the median draw (the point estimate)
     seed: int = 0
+    # place the jobs a budget-stopped simulation did not reach on a GPU-count profile
+    # (estimate_profile.py) instead of answering "not before"
+    profile: bool = True
 
 
 class RatioHistory:
@@ -285,16 +291,22 @@ def estimate_starts(snapshot: Snapshot, policy: Policy, *, history: RatioHistory
         stopped[why] += 1
         cycles += result.cycles
         reached = (result.ended_at if result.ended_at is not None else now) - now
+        profiled = (_profile(snapshot, records, run_s, reached, config.horizon_s)
+                    if config.profile and why in ("events", "wall") else {})
         for job_id in wanted:
             rec = records[job_id]
             if rec.start is not None:
                 starts[job_id].append(rec.start - now)
             elif rec.rejected:
                 rejected[job_id] = rec.rejected
+            elif (placed := profiled.get(job_id)) is not None:
+                starts[job_id].append(placed)
             else:
                 censored[job_id].append((reached, why))
             if i == 0:
-                point[job_id] = (rec.start - now if rec.start is not None else None, reached, why)
+                at = (rec.start - now if rec.start is not None else profiled.get(job_id))
+                point[job_id] = (at, reached, PROFILE if rec.start is None and at is not None
+                                 else why)
         done_runs += 1
     jobs = {j: _summarise(j, point[j], sorted(starts[j]), len(censored[j]), rejected.get(j),
                           config.horizon_s) for j in wanted}
@@ -306,6 +318,28 @@ def estimate_starts(snapshot: Snapshot, policy: Policy, *, history: RatioHistory
                      stopped=dict(stopped), horizon_s=config.horizon_s,
                      wall_ms=(time.perf_counter() - began) * 1e3, history_scope=dict(scopes),
                      cycles=cycles)
+
+
+PROFILE = "profile"  # a start from estimate_profile.py, past where the simulation stopped
+
+
+def _profile(snapshot: Snapshot, records: Mapping[str, JobRecord], run_s: Mapping[str, float],
+             reached: float, horizon_s: float) -> dict[str, float | None]:
+    """Starts of the queued jobs a budget-stopped simulation did not reach, on a GPU-count
+    profile (estimate_profile.py): what runs now until its estimated end, what the simulation
+    started from its start, then the rest in queue order from where it stopped."""
+    now = snapshot.now
+    running = sum(r.gpus for r in snapshot.running.values())
+    capacity = min(snapshot.total_gpus, snapshot.free_gpus + running)
+    held = [(0.0, run_s[j], r.gpus) for j, r in snapshot.running.items()]
+    queue = []
+    for job in snapshot.pending:
+        rec = records[job.job_id]
+        if rec.start is not None:
+            held.append((rec.start - now, rec.start - now + run_s[job.job_id], rec.gpus))
+        elif not rec.rejected:
+            queue.append((job.job_id, job.min_gpus, run_s[job.job_id]))
+    return profile_starts(capacity, held, queue, after=reached, horizon=horizon_s)
 
 
 def _finite(value: float) -> float | None:
@@ -322,8 +356,10 @@ def _summarise(job_id: str, point: tuple[float | None, float, str], started: lis
     values = started + [math.inf] * censored
     p10, p90 = _quantile(values, 0.1), _quantile(values, 0.9)
     if start is not None:
+        note = ("placed past the simulation's budget on a GPU-count profile (topology and the "
+                "policy's order not simulated)" if why == PROFILE else "")
         return StartEstimate(job_id, "estimated", start, min(p10, start), _finite(max(p90, start)),
-                             started_in=len(started))
+                             started_in=len(started), note=note)
     if why in ("events", "wall"):
         return StartEstimate(job_id, "budget", p10_s=_finite(p10), not_before_s=reached,
                              started_in=len(started),

@@ -101,12 +101,24 @@ def test_an_unknown_run_time_runs_past_the_horizon() -> None:
     assert e.jobs["b"].status == "beyond_horizon" and e.sources["unknown"] == 1
 
 
-def test_a_spent_budget_is_reported_as_a_lower_bound_not_a_guess() -> None:
+def test_a_spent_budget_without_the_profile_is_a_lower_bound_not_a_guess() -> None:
     s = snap([gang(req("a", 16), WHOLE, start=0.0)], [req("b", 8)])
-    e = estimate(s, config=EstimateConfig(cycle_s=0.0, max_events=1, samples=2))
+    e = estimate(s, config=EstimateConfig(cycle_s=0.0, max_events=1, samples=2, profile=False))
     b = e.jobs["b"]
     assert b.status == "budget" and b.start_s is None and b.not_before_s is not None
     assert e.stopped == {"events": 3}
+
+
+def test_past_a_spent_budget_the_profile_places_what_the_simulation_did_not_reach() -> None:
+    s = snap([gang(req("a", 16), WHOLE, start=0.0)], [req("b", 8), req("c", 16), req("d", 8)])
+    e = estimate(s, config=EstimateConfig(cycle_s=0.0, max_events=1, samples=2))
+    assert e.stopped == {"events": 3}
+    got = {j: (e.jobs[j].status, e.jobs[j].start_s) for j in "bcd"}
+    # the gang frees all 16 GPUs at its 1 h limit: b then c in queue order; d beside b
+    assert got == {"b": ("estimated", 3600.0), "c": ("estimated", 7200.0),
+                   "d": ("estimated", 3600.0)}
+    assert "GPU-count profile" in e.jobs["b"].note
+    assert "GPU-count profile" in (e.for_job("c") or {}).get("note", "")
 
 
 def test_a_higher_class_overtakes_the_queue() -> None:
