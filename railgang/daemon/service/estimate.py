@@ -452,6 +452,8 @@ def render_estimate(est: Mapping[str, Any]) -> str:
         when = f"in {_span(left)}" if left >= 1 else "now (at the next cycles)"
         interval = est.get("interval") or {}
         how = "from the estimate"
+        if est.get("note"):  # placed on the GPU-count profile past the simulation's budget
+            how += f", {est['note']}"
         if interval.get("widened_by"):
             how += (f", widened x{interval['widened_by']:g} by {interval['calibrated_on']} past "
                     "starts")

@@ -208,3 +208,12 @@ def test_public_surface() -> None:
     assert set(estimate_error.__all__) == {
         "STANDARD_LIMITS_H", "VARIANTS", "Measurement", "Prediction", "measure", "synthetic",
         "with_time_limits"}
+
+
+def test_explain_says_when_a_start_comes_from_the_profile() -> None:
+    from railgang.daemon.service.estimate import render_estimate
+
+    s = snap([gang(req("a", 16), WHOLE, start=0.0)], [req("b", 8)])
+    e = estimate(s, config=EstimateConfig(cycle_s=0.0, max_events=1, samples=0))
+    line = render_estimate(e.for_job("b") or {})
+    assert "expected start: in 60 min" in line and "GPU-count profile" in line, line
