@@ -39,6 +39,17 @@ def at_once(work: Callable[[], Fitted]) -> Future[Fitted]:
     return fut
 
 
+def counted_fitter() -> tuple[ForecastFitter, list[int]]:
+    """A fitter that fits at once and counts its fits."""
+    runs: list[int] = []
+
+    def counting(work: Callable[[], Fitted]) -> Future[Fitted]:
+        runs.append(1)
+        return at_once(work)
+
+    return ForecastFitter(CONFIG, refit_s=DAY, horizon_s=DAY, run=counting), runs
+
+
 def test_the_fit_reads_the_history_up_to_now_only(tmp_path: Path) -> None:
     full = read_demand(demand_file(tmp_path, days=10)).demand["chat"]
     cut = read_demand(demand_file(tmp_path / "..", days=8)).demand["chat"]  # the same 8 days
@@ -55,13 +66,7 @@ def test_the_fit_reads_the_history_up_to_now_only(tmp_path: Path) -> None:
 
 def test_a_fit_is_kept_until_it_is_refit_s_old(tmp_path: Path) -> None:
     chat = read_demand(demand_file(tmp_path)).demand["chat"]
-    runs: list[int] = []
-
-    def counting(work: Callable[[], Fitted]) -> Future[Fitted]:
-        runs.append(1)
-        return at_once(work)
-
-    fitter = ForecastFitter(CONFIG, refit_s=DAY, horizon_s=DAY, run=counting)
+    fitter, runs = counted_fitter()
     first = fitter.get(chat, 7 * DAY)
     assert first is not None and len(runs) == 1
     assert fitter.get(chat, 7 * DAY + 3600) is first and len(runs) == 1
@@ -72,13 +77,7 @@ def test_a_fit_is_kept_until_it_is_refit_s_old(tmp_path: Path) -> None:
 def test_too_little_history_is_one_line_and_not_retried_every_cycle(tmp_path: Path,
                                                                      caplog: pytest.LogCaptureFixture) -> None:
     chat = read_demand(demand_file(tmp_path)).demand["chat"]
-    runs: list[int] = []
-
-    def counting(work: Callable[[], Fitted]) -> Future[Fitted]:
-        runs.append(1)
-        return at_once(work)
-
-    fitter = ForecastFitter(CONFIG, refit_s=DAY, horizon_s=DAY, run=counting)
+    fitter, runs = counted_fitter()
     assert fitter.get(chat, 1.5 * DAY) is None
     assert fitter.get(chat, 1.5 * DAY + 600) is None and len(runs) == 1
     assert "two days of history" in fitter.errors["chat"]
