@@ -185,10 +185,9 @@ def run_daemon(settings: Settings, *, once: bool = False, wait: bool = True,
     finally:
         metrics.leader.set(0)
         metrics.close()
-        if links is not None:
-            links.close()
-        if serving is not None:
-            serving.close()  # a forecast fit still running is abandoned, not waited for
+        for part in (links, serving):  # a forecast fit still running is abandoned, not waited for
+            if part is not None:
+                part.close()
         lock.release()
         engine.dispose()
 
