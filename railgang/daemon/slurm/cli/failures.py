@@ -55,8 +55,8 @@ _RESERVATION = re.compile(r"(?:^|\s)ReservationName=(\S+)", re.MULTILINE)
 
 
 def job_view(rec: SqueueJob, user: str = "") -> JobView:
-    """``user``: the daemon's own user; only its jobs named ``railgang-burnin-NODE`` are
-    burn-ins (anyone may name a job so)."""
+    """``user``: the daemon's own user; only its jobs (or root's) named ``railgang-burnin-NODE``
+    are burn-ins (anyone may name a job so)."""
     tag = rec.tag
     ours_requeue = tag is not None and any(
         m is not None and m.restarts + 1 == rec.restarts for m in (tag.preempt, tag.grow))
@@ -71,8 +71,8 @@ def job_view(rec: SqueueJob, user: str = "") -> JobView:
 
 def _burn_in_of(rec: SqueueJob, user: str) -> str:
     prefix = f"{BURN_IN_NAME}-"
-    if not user or rec.user != user or not rec.name.startswith(prefix):
-        return ""
+    if not user or rec.user not in (user, "root") or not rec.name.startswith(prefix):
+        return ""  # root: a daemon run by hand as root (`daemon run --once`) submits as root
     node = rec.name[len(prefix):]
     return node if cmd.valid_node(node) else ""
 

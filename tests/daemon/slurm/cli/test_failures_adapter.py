@@ -184,3 +184,10 @@ def test_an_unanswered_reservation_listing_is_asked_again() -> None:
     r.step([], NODES, 0.0)
     r.step([], NODES, 1.0)
     assert la.listings == 2 and la.calls == []
+
+
+def test_roots_burn_in_counts_too() -> None:
+    la = Launcher(reservations=RESERVED)
+    r = responder(la)
+    _, done = r.step([named("4242", "COMPLETED", "root")], NODES, 600.0)
+    assert [(f.step, f.ok) for f in done] == [("release", True)]
