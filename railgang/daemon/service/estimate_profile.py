@@ -31,17 +31,27 @@ def profile_starts(capacity: int, held: Iterable[tuple[float, float, int]],
     """Earliest start (seconds from now) of each ``queue`` job ``(id, gpus, run_s)`` in order,
     none before ``after``; None when it cannot start by ``horizon`` (or needs more than
     ``capacity``). ``held``: ``(start_s, end_s, gpus)`` of GPUs already taken."""
-    times = np.array([0.0, max(0.0, after)])
-    free = np.full(2, float(capacity))
+    # breakpoints (times[:n]) and the free GPUs from each to the next, in buffers that grow by
+    # doubling: np.insert would copy both arrays twice per job
+    size = 2 * (len(queue) + 8)
+    times = np.empty(size)
+    free = np.empty(size)
+    times[0], free[0], n = 0.0, float(capacity), 1
 
     def cut(x: float) -> int:
         """Index of the breakpoint at ``x`` (made if needed)."""
-        nonlocal times, free
-        k = int(np.searchsorted(times, x))
-        if k < len(times) and times[k] == x:
+        nonlocal times, free, n
+        k = int(np.searchsorted(times[:n], x))
+        if k < n and times[k] == x:
             return k
-        times = np.insert(times, k, x)
-        free = np.insert(free, k, free[k - 1] if k > 0 else float(capacity))
+        if n == len(times):
+            times = np.concatenate([times, np.empty(n)])
+            free = np.concatenate([free, np.empty(n)])
+        times[k + 1:n + 1] = times[k:n]
+        free[k + 1:n + 1] = free[k:n]
+        times[k] = x
+        free[k] = free[k - 1] if k > 0 else float(capacity)
+        n += 1
         return k
 
     def take(start: float, end: float, gpus: int) -> None:
@@ -51,6 +61,7 @@ def profile_starts(capacity: int, held: Iterable[tuple[float, float, int]],
         b = cut(end)
         free[a:b] -= gpus
 
+    cut(max(0.0, after))
     for start, end, gpus in held:
         take(max(0.0, start), end, gpus)
     out: dict[str, float | None] = {}
@@ -59,14 +70,14 @@ def profile_starts(capacity: int, held: Iterable[tuple[float, float, int]],
             out[job_id] = None
             continue
         run_s = max(run_s, 1.0)
-        i = int(np.searchsorted(times, after, side="right")) - 1
+        i = int(np.searchsorted(times[:n], after, side="right")) - 1
         found: float | None = None
-        while i < len(times):
+        while i < n:
             t = max(float(times[i]), after)
             if t > horizon:
                 break
-            j = int(np.searchsorted(times, t + run_s, side="left"))
-            bad = np.flatnonzero(free[i:max(j, i + 1)] < gpus)
+            j = int(np.searchsorted(times[:n], t + run_s, side="left"))
+            bad = (free[i:max(j, i + 1)] < gpus).nonzero()[0]
             if not len(bad):
                 found = t
                 break
