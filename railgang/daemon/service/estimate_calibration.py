@@ -145,8 +145,10 @@ def online_coverage(intervals: Iterable[tuple[float, float, float | None, float]
                     calibration: IntervalCalibration) -> Coverage:
     """Coverage as a daemon would have shown the intervals: each ``(made_at, lo_s, hi_s,
     actual_s)`` is widened by the scores of the starts known by its ``made_at`` only."""
-    rows = sorted(intervals)
-    settled = sorted((made + actual, lo, hi, actual) for made, lo, hi, actual in rows)
+    # by time only: two intervals made at once may tie on lo and have hi None (beyond horizon)
+    rows = sorted(intervals, key=lambda r: (r[0], r[3], r[1]))
+    settled = sorted(((made + actual, lo, hi, actual) for made, lo, hi, actual in rows),
+                     key=lambda r: (r[0], r[3], r[1]))
     i = raw_in = shown_in = calibrated = calibrated_in = 0
     for made, lo, hi, actual in rows:
         while i < len(settled) and settled[i][0] <= made:

@@ -103,6 +103,14 @@ def test_online_coverage_uses_only_starts_known_at_each_moment() -> None:
     assert cov.shown == pytest.approx(2 / 3)
 
 
+def test_online_coverage_takes_intervals_open_beyond_the_horizon() -> None:
+    # two made at once, same start and lower bound, one without an upper bound: no comparison
+    # of None with a float (the no-profile benchmark crashed on this)
+    rows = [(0.0, 10.0, None, 15.0), (0.0, 10.0, 20.0, 15.0)]
+    cov = online_coverage(rows, IntervalCalibration(min_scores=1, quantum_s=1.0))
+    assert cov.intervals == 2 and cov.raw == 1.0
+
+
 def test_explain_shows_the_widened_interval_and_says_so() -> None:
     cal = IntervalCalibration(min_scores=1)
     cal.add(0.0, 1000.0, 4000.0)  # one miss by ~4x
