@@ -34,11 +34,12 @@ from railgang.daemon.serving.forecast import (
     backtest,
 )
 from railgang.daemon.serving.model import Demand
-from railgang.errors import InputError
 
 log = logging.getLogger(__name__)
 
-__all__ = ["Fitted", "ForecastFitter", "fit_demand"]
+__all__ = ["MAX_HISTORY_DAYS", "Fitted", "ForecastFitter", "fit_demand"]
+
+MAX_HISTORY_DAYS = 28
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +68,9 @@ def fit_demand(demand: Demand, now: float, config: ForecastConfig, horizon_s: fl
     # row a file knows nothing (its "0 before the first point" is not an observation)
     first = demand.points[0][0] if demand.points else math.inf
     start = math.ceil(first / DAY_S) * config.per_day if math.isfinite(first) else n
+    # at most the last MAX_HISTORY_DAYS whole days: years of demand would take minutes to fit
+    # and say little about next week that four weeks do not
+    start = max(start, (n // config.per_day - MAX_HISTORY_DAYS) * config.per_day)
     history = demand.sampled(config.step_s, start * config.step_s, n * config.step_s) \
         if n > start else []
     model = SeasonalModel(history, config, start)
@@ -131,7 +135,8 @@ class ForecastFitter:
         del self._pending[name]
         try:
             fitted = fut.result()
-        except (InputError, ValueError, ArithmeticError, MemoryError, RuntimeError) as exc:
+        except Exception as exc:  # a fit is optional: whatever fails it (statsmodels included)
+            # is one line and the last good fit, never a failed cycle
             self.errors[name] = f"{type(exc).__name__}: {exc}"[:300]
             log.warning("serving: forecast of %s not fitted (tried again in %g s): %s", name,
                         self.refit_s, self.errors[name])

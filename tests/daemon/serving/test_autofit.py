@@ -147,3 +147,35 @@ def test_a_history_that_begins_later_keeps_the_day_and_the_week_in_phase(tmp_pat
     actual = values[8 * per_day: 9 * per_day]
     err = [abs(x - fitted.at(now + k * STEP)) for k, x in enumerate(actual)]
     assert sum(err) / len(err) < 1.5
+
+
+def test_a_long_history_is_cut_to_the_last_four_weeks(tmp_path: Path) -> None:
+    from railgang.daemon.serving.autofit import MAX_HISTORY_DAYS
+
+    path = tmp_path / "long.csv"
+    write_csv(path, [("chat", 8, 900.0, demand_series(SHAPE, 60, STEP, seed=3))], STEP)
+    chat = read_demand(path).demand["chat"]
+    fitted = fit_demand(chat, 60 * DAY, CONFIG, DAY)
+    assert fitted.backtest is not None and fitted.made_at == 60 * DAY and MAX_HISTORY_DAYS == 28
+    tail = tmp_path / "tail.csv"  # the file holding only those 28 days (rows from day 32 on)
+    values = demand_series(SHAPE, 60, STEP, seed=3)
+    per_day = int(DAY / STEP)
+    rows = ["time_s,deployment,replicas,tp,switch_in_s,max_replicas"]
+    rows += [f"{(32 * per_day + k) * STEP:g},chat,{v},8,900,"
+             for k, v in enumerate(values[32 * per_day:])]
+    tail.write_text("\n".join(rows) + "\n")
+    short = fit_demand(read_demand(tail).demand["chat"], 60 * DAY, CONFIG, DAY)
+    assert short.forecast.mean == pytest.approx(fitted.forecast.mean)
+
+
+def test_an_unexpected_failure_inside_a_fit_is_one_line_not_a_failed_cycle(tmp_path: Path) -> None:
+    chat = read_demand(demand_file(tmp_path)).demand["chat"]
+
+    def broken(work: Callable[[], Fitted]) -> Future[Fitted]:
+        fut: Future[Fitted] = Future()
+        fut.set_exception(IndexError("inside statsmodels"))
+        return fut
+
+    fitter = ForecastFitter(CONFIG, refit_s=DAY, horizon_s=DAY, run=broken)
+    assert fitter.get(chat, 8 * DAY) is None
+    assert fitter.errors["chat"] == "IndexError: inside statsmodels"
