@@ -198,6 +198,10 @@ class DaemonSettings(BaseModel):
     # free block for a waiting gang when it pays (CycleConfig.defrag); both off by default
     whole_domain_evict: bool = False
     defrag: bool = False
+    # PreemptionBudget.domain_patience_s: with whole_domain_evict, a gang evicts for a whole leaf/
+    # block only after waiting this long (0 = at once; on NVL72 racks 2400 with leaf_wait_s 1200
+    # and leaf_wait_max_s 2400 cost 5-40x fewer GPU-hours: docs/topology.md, BENCHMARKS.md)
+    domain_patience_s: float = Field(default=0.0, ge=0)
     # quota guarantees × this where the measured busy share supports it (x × busy <= 91 %);
     # 1.0 = off (docs/policies.md "Quotas")
     quota_oversubscription: float = Field(default=1.0, ge=1.0, le=2.0)

@@ -53,7 +53,8 @@ def leader_name() -> str:
 def cycle_config(settings: Settings) -> CycleConfig:
     d = settings.daemon
     return CycleConfig(preempt=d.preempt, resize=d.resize, emit_priorities=d.emit_priorities,
-                       budget=PreemptionBudget(grace_s=d.preempt_grace_s, churn_cap=d.preempt_churn_cap),
+                       budget=PreemptionBudget(grace_s=d.preempt_grace_s, churn_cap=d.preempt_churn_cap,
+                                               domain_patience_s=d.domain_patience_s),
                        elastic=ElasticRules(min_interval_s=d.resize_min_interval_s),
                        leaf_wait_s=d.leaf_wait_s, leaf_holds=d.leaf_holds,
                        leaf_wait_max_s=d.leaf_wait_max_s, whole_domain_evict=d.whole_domain_evict,

@@ -182,3 +182,33 @@ def _gang_request(gang: Job, blocks: set[str]):  # type: ignore[no-untyped-def]
     from railgang.daemon.core.model.gang import gang_for
 
     return gang_for(gang, gang.replicas, frozenset(n for n in NAMES if FAB.leaf_of(n) in blocks))
+
+
+def test_a_patient_gang_waits_for_a_block_before_it_evicts() -> None:
+    # domain_patience_s: submitted at 0, now 10,000 s; patience 20,000 s: it waits and says until when
+    gang = job("gang").gpus(16).tp(8).cls(1).at(0).build()
+    patient = PreemptionBudget(churn_cap=1.0, domain_patience_s=20_000.0)
+    snap = make_snapshot(now=10_000.0, fabric=FAB, nodes=NODES, running=_full({2: 60.0}), pending=[gang])
+    d = decide(snap, get("fifo"), 10_000.0, random.Random(0), placer=topology_placer,
+               config=CycleConfig(budget=patient, whole_domain_evict=True))
+    assert not [a for a in d.actions if isinstance(a, Preempt)]
+    reason = next(r for r in d.reasons if r.job_id == "gang")
+    assert reason.code != Reason.PREEMPTING and "after 333 min of waiting (167 so far)" in reason.detail
+
+
+def test_a_gang_that_waited_its_patience_evicts_as_before() -> None:
+    gang = job("gang").gpus(16).tp(8).cls(1).at(0).build()
+    _, eager, _, _ = _decide(_full({2: 60.0}), gang)
+    snap, victims, reasons, _ = _decide(_full({2: 60.0}), gang,
+                                        budget=PreemptionBudget(churn_cap=1.0, domain_patience_s=10_000.0))
+    assert [p.job_id for p in victims] == [p.job_id for p in eager] and _blocks(snap, victims) == {"b3"}
+    assert reasons["gang"] == Reason.PREEMPTING
+
+
+def test_patience_leaves_node_by_node_eviction_alone() -> None:
+    # without whole_domain_evict the patience is not read: the same victims as with none
+    gang = job("gang").gpus(16).tp(8).cls(1).at(0).build()
+    _, plain, _, _ = _decide(_full({2: 60.0}), gang, whole=False)
+    _, patient, _, _ = _decide(_full({2: 60.0}), gang, whole=False,
+                               budget=PreemptionBudget(churn_cap=1.0, domain_patience_s=1e9))
+    assert plain and [p.job_id for p in patient] == [p.job_id for p in plain]

@@ -10,7 +10,10 @@ at most ``churn_cap`` × capacity GPUs are preempted per ``churn_window_s`` (ser
 is exempt from the cluster cap, never from the per-job interval); a job that was itself evicted
 less than ``cascade_window_s`` ago may not evict anybody (cascade damping); one cycle frees room
 for at most ``max_evictions_per_cycle`` waiting jobs (storm damping: the next cycle sees the
-result of this one before it evicts more). Shrinking an elastic
+result of this one before it evicts more); a gang that needs a whole leaf or NVLink block evicts
+for one only after it has waited ``domain_patience_s`` (most such gangs get a leaf by itself
+within minutes, and each eviction costs the victims their work since the last checkpoint; on 16
+NVL72 racks, evicting at once cost 4-10x the GPU-hours of Slurm's placement; issue 21). Shrinking an elastic
 job to its minimum is always tried before preempting anything and does not count as churn.
 
 Victim order, one documented key (STYLE 5): 1. lowest class first (3 before 2), 2. worst level
@@ -39,6 +42,9 @@ class PreemptionBudget:
     cascade_window_s: float = 1800.0  # an evicted job may not evict others for this long
     grace_s: float = 120.0  # minimum signal-to-kill time (raised to the victim's checkpoint cost)
     max_evictions_per_cycle: int = 32  # storm damping: at most this many jobs freed per cycle
+    # a gang that needs a whole leaf/NVLink block (phases/evict_domain.py) evicts for one only
+    # after waiting this long (0: at once); until then it waits for a leaf to free by itself
+    domain_patience_s: float = 0.0
 
 
 def class_may_preempt(requester: int, victim: int) -> bool:

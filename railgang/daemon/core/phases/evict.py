@@ -86,6 +86,22 @@ class EvictPhase:
             return False
         return job.priority_class == 0 or self.churn < self.cap or self.shrinkable
 
+    def _patient(self, job: Job) -> bool:
+        """Does ``job`` wait on for a leaf to free by itself instead of evicting for one
+        (``PreemptionBudget.domain_patience_s``)? Its reason says until when."""
+        patience, d = self.budget.domain_patience_s, self.d
+        waited = d.now - job.submit_time
+        if waited >= patience:
+            return False
+        d.annotate(job.job_id, f"evicts for a whole leaf after {patience / 60:.0f} min of waiting "
+                   f"({waited / 60:.0f} so far)")
+        return True
+
+    def _whole_domain(self, job: Job, x: Want, cands: list[RunningJob], allowed: frozenset[str] | None) -> Eviction:
+        room = self.cap - self.churn if job.priority_class > 0 else None
+        whole = evict_domains(self.d, job, x, cands, allowed, self.budget, room)
+        return Eviction(whole.placed, (), whole.kills, whole.budget_hit)
+
     def run(self, order: list[Want], jobs: Mapping[str, Job]) -> tuple[Action, ...]:
         """Serve the waiting jobs of ``order`` that GPUs would help; returns what it emitted."""
         mark = self.d.mark()
@@ -159,9 +175,9 @@ class EvictPhase:
                 hopeless[memo] = None
                 continue
             if self.whole_domain and domain_gang(snap.fabric, need):
-                room = self.cap - self.churn if job.priority_class > 0 else None
-                whole = evict_domains(d, job, x, cands, allowed, budget, room)
-                found = Eviction(whole.placed, (), whole.kills, whole.budget_hit)
+                if self._patient(job):
+                    continue
+                found = self._whole_domain(job, x, cands, allowed)
             else:
                 found = _evict_for(d, job, x, cands, gpus_of, budget, self.churn, self.cap, self.rules)
             placed, shrinks, kills = found.placed, found.shrinks, found.kills
