@@ -47,14 +47,16 @@ def table(name: str, m: Measurement) -> list[str]:
     rows = [f"**{name}**: {m.moments} moments, waiting jobs per moment {min(m.queue, default=0)}"
             f"-{max(m.queue, default=0)}, replay {m.replay_s:.0f} s", "",
             "| run times from | predictions | estimated & started | median abs err h | p90 abs "
-            "err h | p10-p90 covers: raw / as shown / once calibrated (n) | median actual wait h | censored (lower bound held) | "
+            "err h | p10-p90 covers: raw / as shown / once calibrated (n) | median width h of those "
+            "n: raw / as shown | median actual wait h | censored (lower bound held) | "
             "estimate ms median / max |",
-            "|---|---|---|---|---|---|---|---|---|"]
+            "|---|---|---|---|---|---|---|---|---|---|"]
     for v in VARIANTS:
         s = m.summary(v)
         rows.append(f"| {v} | {s['predictions']} | {s['estimated']} | {s['median_err_h']} | "
                     f"{s['p90_err_h']} | {s['coverage']} / {s['coverage_shown']} / "
                     f"{s['coverage_once_calibrated']} ({s['calibrated']}) | "
+                    f"{s['width_raw_h']} / {s['width_shown_h']} | "
                     f"{s['median_actual_wait_h']} | "
                     f"{s['censored']} ({s['censored_held']}) | {s['wall_ms_median']} / "
                     f"{s['wall_ms_max']} |")

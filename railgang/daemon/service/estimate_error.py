@@ -130,6 +130,10 @@ class Measurement:
             "calibrated": cov.calibrated,
             "coverage_once_calibrated": (None if cov.once_calibrated is None
                                          else round(cov.once_calibrated, 3)),
+            # median p10-p90 width of the calibrated intervals, raw and as shown
+            "width_raw_h": None if cov.raw_width_s is None else round(cov.raw_width_s / 3600, 2),
+            "width_shown_h": (None if cov.shown_width_s is None
+                              else round(cov.shown_width_s / 3600, 2)),
             "median_actual_wait_h": round(statistics.median(
                 p.actual_s or 0.0 for p in est) / 3600.0, 2) if est else None,
             "censored": len(censored), "censored_held": len(held),
