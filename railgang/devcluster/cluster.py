@@ -328,10 +328,15 @@ class DevCluster:
             s.class_grants_file.write_text(TEST_GRANTS)
         env = slurm_env(s) | {"RAILGANG_HEARTBEAT_FILE": str(s.heartbeat_file),  # job_submit.lua
                               "RAILGANG_GRANTS_FILE": str(s.class_grants_file),
-                              "RAILGANG_FLEET_FILE": str(s.gpu_fleet_file)}
+                              "RAILGANG_FLEET_FILE": str(s.gpu_fleet_file)} | self.job_submit_env()
         rec = self.procs.start("slurmctld", [str(s.bin / "slurmctld"), "-D", "-c", "-f", str(s.slurm_conf)],
                                log=s.log / "slurmctld.out", env=env)
         wait_for_port(s.slurmctld_port, timeout_s=30, what="slurmctld", log=s.log / "slurmctld.out", rec=rec)
+
+    def job_submit_env(self) -> dict[str, str]:
+        """More of job_submit.lua's settings in slurmctld's environment (a block cluster names
+        its base block: RAILGANG_SEGMENT_BASE)."""
+        return {}
 
     def _delete_reservations(self) -> None:
         """slurmctld -c forgets jobs and node states but recovers reservations from its state

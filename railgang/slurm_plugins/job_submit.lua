@@ -42,6 +42,13 @@ local GRANTS_FILE = os.getenv("RAILGANG_GRANTS_FILE")
 local CLASS_NAMES = { [0] = "serving", [1] = "production", [2] = "interactive", [3] = "batch" }
 local KIND_NAMES = { account = "account", user = "user", qos = "QOS" }
 local FLEET_FILE = os.getenv("RAILGANG_FLEET_FILE")
+-- nodes in one base block of topology/block (the first BlockSizes value, e.g. 18 for NVL72
+-- racks of 18 nodes); set: a whole-node gang with --rg-parallel gets --segment from its shape
+-- where Slurm lets this script set it (26.05+: job_desc.segment_size), unset: never
+local SEGMENT_BASE = tonumber(os.getenv("RAILGANG_SEGMENT_BASE") or "")
+if SEGMENT_BASE ~= nil and (SEGMENT_BASE < 1 or SEGMENT_BASE > 65535 or SEGMENT_BASE % 1 ~= 0) then
+    SEGMENT_BASE = nil
+end
 local NETWORKS = { eth = true, ib = true, roce = true }
 local NEEDS_HELP = "type=A100/H100, gpumem>=40G, nvlink, net=ib/roce, cc>=8.0 (comma-separated)"
 -- Everything below runs inside slurmctld with its locks held, on text any user writes. Lua
@@ -376,6 +383,28 @@ local function requested_gpus(job_desc)
     return nil
 end
 
+-- --segment from the parallel shape (placement/slurm_block.py segment_size: a test holds the two
+-- to the same answers): the nodes of one TP x PP replica, so that Slurm's own block placement
+-- (no daemon, or after its lease lapsed) keeps each replica's pipeline inside one block. Only
+-- for whole-node gangs whose replica is whole nodes, fits a base block, is not the whole job and
+-- divides it (Slurm refuses the others); a --segment of the user's own is kept.
+local function shape_segment(job_desc, shape)
+    if SEGMENT_BASE == nil then return nil end
+    local asked = job_desc.segment_size
+    if asked == nil then return nil end  -- Slurm before 26.05: no such field for this script
+    if asked ~= 0 and asked ~= 65534 and asked ~= slurm.NO_VAL then return nil end
+    local nodes = job_desc.min_nodes
+    if nodes == nil or nodes == slurm.NO_VAL or nodes < 2 then return nil end
+    local gpus = requested_gpus(job_desc)
+    if gpus == nil or gpus % nodes ~= 0 then return nil end
+    local per_node = math.floor(gpus / nodes)
+    local replica_gpus = shape.tp * shape.pp
+    if per_node == 0 or replica_gpus % per_node ~= 0 then return nil end
+    local replica = math.floor(replica_gpus / per_node)
+    if replica < 1 or replica > SEGMENT_BASE or replica >= nodes or nodes % replica ~= 0 then return nil end
+    return replica
+end
+
 -- The heartbeat file's first line is "EPOCH [LEASE_S]". Returns the lease length in seconds
 -- while the daemon is alive, nil when it is not (missing, unreadable, stale or garbled file).
 local function daemon_lease()
@@ -514,6 +543,12 @@ function slurm_job_submit(job_desc, part_list, submit_uid)
                 shape.tp, shape.pp, shape.dp, want, gpus))
         end
         table.insert(tag, string.format("tp=%d,pp=%d,dp=%d", shape.tp, shape.pp, shape.dp))
+        local segment = shape_segment(job_desc, shape)
+        if segment ~= nil then
+            job_desc.segment_size = segment
+            slurm.log_user("%s", string.format("railgang: --segment=%d (one tp%d x pp%d replica per "
+                .. "topology block, for when Slurm places the job itself)", segment, shape.tp, shape.pp))
+        end
     end
     if hints.elastic then
         local lo, hi, eerr = parse_elastic(hints.elastic)

@@ -18,6 +18,7 @@ import subprocess
 import sys
 import time
 import traceback
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -68,6 +69,36 @@ def main() -> None:
     print(json.dumps(out))
 
 
+def daemon_cycles(spec: ClusterSpec, work: Path, settings: dict[str, str]) -> Callable[[], dict[str, Any]]:
+    """One ``railgang daemon run --once`` per call, as the non-root daemon user of the documented
+    deployment, with ``settings`` (RAILGANG_* variables) over a lease of 600 s and no leaf wait."""
+    env = slurm_env(spec)
+    uid = daemon_uid()
+    if uid is None:
+        raise RuntimeError("devcluster up did not create the daemon user")
+    home = work / "daemon-home"
+    home.mkdir(mode=0o755, exist_ok=True)
+    os.chown(home, uid, pwd.getpwuid(uid).pw_gid)
+    os.chown(spec.heartbeat_file, uid, -1)
+    as_daemon = ["setpriv", f"--reuid={uid}", f"--regid={pwd.getpwuid(uid).pw_gid}", "--clear-groups", RAILGANG]
+    denv = {**os.environ, **env, "RAILGANG_CONFIG": "", "HOME": str(home), "RAILGANG_HOME": str(home),
+            "RAILGANG_DB__URL": f"sqlite:///{home / 'rg.sqlite'}",
+            "RAILGANG_LEDGER__GRANTS_FILE": str(home / "class_grants.txt"),
+            "RAILGANG_SLURM__BACKEND": "cli", "RAILGANG_SLURM__CONF": str(spec.slurm_conf),
+            "RAILGANG_SLURM__LEASE_S": "600", "RAILGANG_SLURM__LEASE_RENEW_BEFORE_S": "600",
+            "RAILGANG_DAEMON__LEAF_WAIT_S": "0", "RAILGANG_DAEMON__HEARTBEAT_FILE": str(spec.heartbeat_file),
+            "RAILGANG_DAEMON__METRICS_PORT": "0", "RAILGANG_DAEMON__POLICY": "fifo", **settings}
+
+    def cycle() -> dict[str, Any]:
+        res = subprocess.run([*as_daemon, "daemon", "run", "--once", "--log-format", "json"],
+                             env=denv, capture_output=True, text=True, timeout=120)
+        logged = [json.loads(x) for x in res.stderr.splitlines() if x.startswith("{")]
+        return {"rc": res.returncode, "stderr": res.stderr[-1200:] if res.returncode else "",
+                "errors": [x for x in logged if x.get("level") in ("ERROR", "error")][:3]}
+
+    return cycle
+
+
 def run(spec: ClusterSpec, work: Path, out: dict[str, Any], whole: bool = True) -> None:
     env = slurm_env(spec)
     script = work / "job.sh"
@@ -107,31 +138,9 @@ def run(spec: ClusterSpec, work: Path, out: dict[str, Any], whole: bool = True) 
     block = sbatch("--account=team-a", f"-N{PER}", f"--gres=gpu:{GPUS}", "--time=UNLIMITED",
                    "--comment=rg:parallel=tp16;class=1")
     wait(block, "Reason", "BeginTime")
-    uid = daemon_uid()
-    if uid is None:
-        raise RuntimeError("devcluster up did not create the daemon user")
-    home = work / "daemon-home"
-    home.mkdir(mode=0o755, exist_ok=True)
-    os.chown(home, uid, pwd.getpwuid(uid).pw_gid)
-    os.chown(spec.heartbeat_file, uid, -1)
-    as_daemon = ["setpriv", f"--reuid={uid}", f"--regid={pwd.getpwuid(uid).pw_gid}", "--clear-groups", RAILGANG]
-    denv = {**os.environ, **env, "RAILGANG_CONFIG": "", "HOME": str(home), "RAILGANG_HOME": str(home),
-            "RAILGANG_DB__URL": f"sqlite:///{home / 'rg.sqlite'}",
-            "RAILGANG_LEDGER__GRANTS_FILE": str(home / "class_grants.txt"),
-            "RAILGANG_SLURM__BACKEND": "cli", "RAILGANG_SLURM__CONF": str(spec.slurm_conf),
-            "RAILGANG_SLURM__LEASE_S": "600", "RAILGANG_SLURM__LEASE_RENEW_BEFORE_S": "600",
-            "RAILGANG_SLURM__BLOCKS_NVLINK": "true",
-            "RAILGANG_DAEMON__WHOLE_DOMAIN_EVICT": str(whole).lower(), "RAILGANG_DAEMON__PREEMPT_CHURN_CAP": "1.0",
-            "RAILGANG_DAEMON__PREEMPT_GRACE_S": "1", "RAILGANG_DAEMON__LEAF_WAIT_S": "0",
-            "RAILGANG_DAEMON__HEARTBEAT_FILE": str(spec.heartbeat_file),
-            "RAILGANG_DAEMON__METRICS_PORT": "0", "RAILGANG_DAEMON__POLICY": "fifo"}
-
-    def cycle() -> dict[str, Any]:
-        res = subprocess.run([*as_daemon, "daemon", "run", "--once", "--log-format", "json"],
-                             env=denv, capture_output=True, text=True, timeout=120)
-        logged = [json.loads(x) for x in res.stderr.splitlines() if x.startswith("{")]
-        return {"rc": res.returncode, "stderr": res.stderr[-1200:] if res.returncode else "",
-                "errors": [x for x in logged if x.get("level") in ("ERROR", "error")][:3]}
+    cycle = daemon_cycles(spec, work, {
+        "RAILGANG_SLURM__BLOCKS_NVLINK": "true", "RAILGANG_DAEMON__WHOLE_DOMAIN_EVICT": str(whole).lower(),
+        "RAILGANG_DAEMON__PREEMPT_CHURN_CAP": "1.0", "RAILGANG_DAEMON__PREEMPT_GRACE_S": "1"})
 
     # 1. the whole-block gang: the daemon signals the batch jobs of one block, all of them
     out["cycle1"] = cycle()
