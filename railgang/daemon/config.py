@@ -74,11 +74,9 @@ class SlurmSettings(BaseModel):
     # Slurm 22.05 (whose squeue --json cannot be narrowed): between full JSON reads, jobs are
     # read from the plain `squeue -O` form of the fields the daemon needs (slurm/cli/narrow.py);
     # the JSON is read at least this often (job names, progress Comments) and whenever a job
-    # that is not pending is new or changed. 0 = the JSON every cycle, still the default: the
-    # whole e2e suite passes with 60 since the burn-in fixes of session 28 (the reservation it
-    # left behind was a second daemon's re-drain, not the narrow read), but the other real-Slurm
-    # suites have not run with it yet
-    narrow_full_read_s: float = Field(default=0.0, ge=0, le=86400)
+    # that is not pending is new or changed. 0 = the JSON every cycle. Default 60 since every
+    # real-Slurm 22.05 suite passed with it (e2e 16, the rest 137; BENCHMARKS.md "10,000 waiting")
+    narrow_full_read_s: float = Field(default=60.0, ge=0, le=86400)
     # topology.conf to build the fabric from; empty = topology.conf beside slurm.conf, else
     # `scontrol show topology`
     topology: Path | None = None
