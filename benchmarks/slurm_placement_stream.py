@@ -187,7 +187,7 @@ def write_trace(jobs: list[StreamJob], path: Path) -> None:
 
 
 def start_daemon(spec: ClusterSpec, cycle_s: float, leaf_wait_s: float | None,
-                 leaf_holds: int | None) -> subprocess.Popen[bytes]:
+                 leaf_holds: int | None, whole_leaf_first: bool = False) -> subprocess.Popen[bytes]:
     """`railgang daemon run` on this cluster: its own SQLite database, the heartbeat file the
     cluster's job_submit.lua reads, no metrics port. Returns once the first heartbeat is written."""
     env = slurm_env(spec) | {
@@ -201,6 +201,8 @@ def start_daemon(spec: ClusterSpec, cycle_s: float, leaf_wait_s: float | None,
         env["RAILGANG_DAEMON__LEAF_WAIT_S"] = str(leaf_wait_s)
     if leaf_holds is not None:
         env["RAILGANG_DAEMON__LEAF_HOLDS"] = str(leaf_holds)
+    if whole_leaf_first:
+        env["RAILGANG_DAEMON__WHOLE_LEAF_FIRST"] = "true"
     railgang = str(Path(sys.executable).with_name("railgang"))
     subprocess.run([railgang, "db", "upgrade"], env=env, check=True, capture_output=True)
     spec.heartbeat_file.unlink(missing_ok=True)
@@ -230,6 +232,7 @@ def main() -> int:
     ap.add_argument("--leaf-wait-s", type=float, default=None,
                     help="daemon.leaf_wait_s (railgang mode; default: the daemon's default)")
     ap.add_argument("--leaf-holds", type=int, default=None, help="daemon.leaf_holds (railgang mode)")
+    ap.add_argument("--whole-leaf-first", action="store_true", help="daemon.whole_leaf_first (railgang mode)")
     ap.add_argument("--write-trace", type=Path, default=None,
                     help="write the stream as a `railgang sim` CSV trace and exit (no cluster)")
     args = ap.parse_args()
@@ -253,7 +256,7 @@ def main() -> int:
         finally:
             cluster.down()
         return 0
-    daemon = (start_daemon(spec, args.cycle_s, args.leaf_wait_s, args.leaf_holds)
+    daemon = (start_daemon(spec, args.cycle_s, args.leaf_wait_s, args.leaf_holds, args.whole_leaf_first)
               if args.mode == "railgang" else None)
     try:
         jobs = make_stream(args.jobs, args.seed, spec.nodes * spec.gpus_per_node, args.load,
@@ -269,7 +272,8 @@ def main() -> int:
         cluster.down()
     result |= {"mode": args.mode, "wall_s": wall, "load_avg": os.getloadavg()[0], "seed": args.seed}
     if args.mode == "railgang":
-        result |= {"leaf_wait_s": args.leaf_wait_s, "leaf_holds": args.leaf_holds}
+        result |= {"leaf_wait_s": args.leaf_wait_s, "leaf_holds": args.leaf_holds,
+                   "whole_leaf_first": args.whole_leaf_first}
     print(json.dumps(result, indent=2))
     return 0
 

@@ -191,6 +191,9 @@ class DaemonSettings(BaseModel):
     # room for it by then (a whole-leaf gang queued behind others; like Slurm's
     # --switches=1@10:00); <= leaf_wait_s: no second bound
     leaf_wait_max_s: float = Field(default=600.0, ge=0)
+    # CycleConfig.whole_leaf_first: a gang that needs a whole leaf holds one ahead of the smaller
+    # jobs before it in the order (docs/policies.md "Gangs that need a whole leaf")
+    whole_leaf_first: bool = False
     # issue 21 (docs/topology.md "Whole blocks"): a multi-node gang evicts whole jobs inside one
     # leaf/NVLink block (CycleConfig.whole_domain_evict), and small jobs are moved out of a nearly
     # free block for a waiting gang when it pays (CycleConfig.defrag); both off by default

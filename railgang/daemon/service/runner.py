@@ -57,7 +57,8 @@ def cycle_config(settings: Settings) -> CycleConfig:
                                                domain_patience_s=d.domain_patience_s),
                        elastic=ElasticRules(min_interval_s=d.resize_min_interval_s),
                        leaf_wait_s=d.leaf_wait_s, leaf_holds=d.leaf_holds,
-                       leaf_wait_max_s=d.leaf_wait_max_s, whole_domain_evict=d.whole_domain_evict,
+                       leaf_wait_max_s=d.leaf_wait_max_s, whole_leaf_first=d.whole_leaf_first,
+                       whole_domain_evict=d.whole_domain_evict,
                        defrag=DefragRules(enabled=d.defrag), spares=settings.failures.spares())
 
 

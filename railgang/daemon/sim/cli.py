@@ -82,6 +82,10 @@ def sim(
         "--leaf-wait-max-s", min=0, max=86400,
         help="With --leaf-wait-s: past it and up to this, keep waiting only while a leaf is "
              "expected to have room before it (the daemon's default: 600).")] = 0.0,
+    whole_leaf_first: Annotated[bool, typer.Option(
+        "--whole-leaf-first",
+        help="With --leaf-wait-s: a gang that needs a whole leaf holds one ahead of the smaller "
+             "jobs before it in the order (the daemon's daemon.whole_leaf_first).")] = False,
     max_pending: Annotated[int | None, typer.Option(
         "--max-pending", min=1,
         help="Show the core at most N pending jobs per cycle, oldest first (like Slurm's "

@@ -220,7 +220,7 @@ def _cycle(a: SimpleNamespace) -> CycleConfig | None:
     if a.leaf_wait_s <= 0:
         return None
     return CycleConfig(leaf_wait_s=a.leaf_wait_s, leaf_holds=a.leaf_holds,
-                       leaf_wait_max_s=a.leaf_wait_max_s)
+                       leaf_wait_max_s=a.leaf_wait_max_s, whole_leaf_first=a.whole_leaf_first)
 
 
 def _serving(a: SimpleNamespace, jobs: list[TraceJob], names: list[str],

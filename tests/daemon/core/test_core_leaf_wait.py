@@ -151,3 +151,31 @@ def test_a_gang_no_leaf_has_room_for_holds_its_leaf_before_the_jobs_ahead_of_it(
     assert reasons == {"gang": Reason.WAITING_FOR_LEAF}
     assert f"holding leaf {FAB.leaf_of('n07')}" in detail
     assert _leaves(starts["node"]) == {FAB.leaf_of("n01")}  # kept out of the leaf held early
+
+
+def _first(whole_leaf_first: bool, *pending: Job) -> tuple[dict[str, set[str]], dict[str, Reason]]:
+    # leaf of n01-n04 wholly free; the other leaf has one free node (n05)
+    free = {n: (ALL if n in ("n01", "n02", "n03", "n04", "n05") else frozenset()) for n in FAB.nodes}
+    snap = make_snapshot(now=10.0, fabric=FAB, nodes=NODES, pending=pending, free=free)
+    d = decide(snap, get("tiresias"), 10.0, random.Random(0), placer=topology_placer,
+               config=CycleConfig(leaf_wait_s=60.0, leaf_holds=2, whole_leaf_first=whole_leaf_first))
+    return {a.job_id: set(a.assignment) for a in d.actions if isinstance(a, Start)}, {r.job_id: r.code for r in d.reasons}
+
+
+def test_a_whole_leaf_gang_first_takes_the_free_leaf_the_smaller_gangs_ahead_would_break_up() -> None:
+    whole = job("whole").gpus(32).tp(8).at(5).build()  # needs all of one leaf
+    pair = job("pair").gpus(16).tp(8).at(0).build()  # ahead of it, fits only in the free leaf
+    single = job("single").gpus(4).tp(4).at(1).build()  # ahead of it too
+    starts, reasons = _first(False, pair, single, whole)
+    assert _leaves(starts["pair"]) == {FAB.leaf_of("n01")} and reasons == {"whole": Reason.WAITING_FOR_GPUS}
+    starts, reasons = _first(True, pair, single, whole)
+    assert starts["whole"] == {"n01", "n02", "n03", "n04"}
+    # the pair waits for GPUs (and holds the other leaf for them, so the single job waits too)
+    assert reasons["pair"] == Reason.WAITING_FOR_GPUS and "single" not in starts
+
+
+def test_whole_leaf_first_leaves_smaller_gangs_alone() -> None:
+    # no gang that needs a whole leaf waits: the same decision with and without the setting
+    pair = job("pair").gpus(16).tp(8).at(0).build()
+    single = job("single").gpus(4).tp(4).at(1).build()
+    assert _first(True, pair, single) == _first(False, pair, single)

@@ -33,8 +33,10 @@ from railgang.daemon.core.phases.draft import INF, Draft
 class LeafWait:
     """One cycle's leaf waits and holds (see the module)."""
 
-    def __init__(self, d: Draft, wait_s: float, holds: int, max_s: float = 0.0) -> None:
+    def __init__(self, d: Draft, wait_s: float, holds: int, max_s: float = 0.0, *,
+                 whole_leaf_first: bool = False) -> None:
         self.d, self.wait_s, self.holds = d, wait_s, holds
+        self.whole_leaf_first = whole_leaf_first
         self.max_s = max(wait_s, max_s)
         self.held: list[str] = []
         self._early: dict[str, tuple[str, dict[str, tuple[int, ...]]]] = {}  # job -> leaf, GPUs
@@ -123,14 +125,17 @@ class LeafWait:
         """Before anyone in ``order`` is placed, hold leaves for the first gangs that no leaf has
         room for now (count of free GPUs), so the jobs before them in the order do not take the
         GPUs a draining leaf frees either; each gives its leaf back at its own turn
-        (:meth:`release`) and holds again if it still waits."""
+        (:meth:`release`) and holds again if it still waits. With ``whole_leaf_first`` a gang
+        that needs a whole leaf holds one even when a leaf has room now: the smaller jobs ahead
+        of it may start anywhere else, but a wholly free leaf is the only place it can go."""
         most = max(self._free().values(), default=0)
+        whole = max(self.cap.values(), default=0) if self.whole_leaf_first else 0
         for x in order:
             if len(self.held) >= self.holds:
                 return
             job = jobs[x.job_id]
             gpus = x.replicas * job.replica_gpus
-            if gpus > most and self.hold(job, gpus) is not None:
+            if (gpus > most or 0 < whole <= gpus) and self.hold(job, gpus) is not None:
                 self._early[job.job_id] = (self.held[-1], self._kept)
 
     def release(self, job_id: str) -> None:
