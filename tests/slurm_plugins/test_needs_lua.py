@@ -4,7 +4,6 @@ refusal as ``railgang.daemon.core.model.needs`` for every text, and refuses need
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -13,18 +12,11 @@ from hypothesis import strategies as st
 
 from railgang.daemon.core.model.needs import GpuFacts, NeedsError, parse_needs
 from railgang.daemon.slurm.cli.facts import render_fleet_file
-
-LUA = "/usr/bin/lua5.1"
-SCRIPT = Path(__file__).parents[2] / "slurm_plugins" / "job_submit.lua"
+from tests.slurm_plugins.lua_harness import run_harness
 
 # one needs text per stdin line -> "OK\t<admin_comment>" or "ERR\t<message>" per line
-HARNESS = """
-slurm = {SUCCESS = 0, ERROR = -1, NO_VAL = 4294967294, INFINITE = 4294967295,
-         log_user = function(fmt, msg) last = msg end, log_info = function() end}
-dofile(arg[1])
-local gres = arg[2]
-for line in io.lines() do
-    last = nil
+BODY = """
+    local gres = arg[2]
     local job = {account = "team-a", user_name = "root", comment = "rg:class=3;needs=" .. line,
                  time_limit = slurm.NO_VAL, tres_per_node = gres ~= "" and gres or nil, min_nodes = 1}
     if slurm_job_submit(job, nil, 0) == slurm.SUCCESS then
@@ -32,22 +24,15 @@ for line in io.lines() do
     else
         print("ERR\\t" .. (last or ""))
     end
-end
 """
 
 
 def run_lua(tmp_path: Path, texts: list[str], fleet: str | None = None, gres: str = "") -> list[str]:
-    if not Path(LUA).exists():
-        pytest.fail("lua5.1 is not installed (apt-get install lua5.1)")
-    harness = tmp_path / "harness.lua"
-    harness.write_text(HARNESS)
-    env = {"PATH": "/usr/bin:/bin"}
+    env = {}
     if fleet is not None:
         (tmp_path / "fleet.txt").write_text(fleet)
         env["RAILGANG_FLEET_FILE"] = str(tmp_path / "fleet.txt")
-    out = subprocess.run([LUA, str(harness), str(SCRIPT), gres], input="".join(t + "\n" for t in texts),
-                         capture_output=True, text=True, timeout=60, env=env, check=True)
-    return out.stdout.splitlines()
+    return run_harness(tmp_path, BODY, texts, env, (gres,))
 
 
 def python_answer(text: str) -> str:
@@ -105,13 +90,10 @@ def test_a_job_larger_than_the_capacity_meeting_its_needs_is_refused(tmp_path: P
     assert run_lua(tmp_path, ["nvlink"], FLEET, gres="gres:gpu:8") == [
         "OK\trailgang:class=3;needs=nvlink\texclude=n[03-04]"]
     (tmp_path / "n3").mkdir()
-    harness_n3 = HARNESS.replace("min_nodes = 1", "min_nodes = 3")
-    (tmp_path / "n3" / "harness.lua").write_text(harness_n3)
     (tmp_path / "n3" / "fleet.txt").write_text(FLEET)
-    out = subprocess.run([LUA, str(tmp_path / "n3" / "harness.lua"), str(SCRIPT), "gres:gpu:8"],
-                         input="nvlink\n", capture_output=True, text=True, timeout=60, check=True,
-                         env={"RAILGANG_FLEET_FILE": str(tmp_path / "n3" / "fleet.txt")})
-    assert out.stdout.startswith("ERR\trailgang: --rg-needs=nvlink: only 16 GPUs meet it, the job asks for 24")
+    out = run_harness(tmp_path / "n3", BODY.replace("min_nodes = 1", "min_nodes = 3"), ["nvlink"],
+                      {"RAILGANG_FLEET_FILE": str(tmp_path / "n3" / "fleet.txt")}, ("gres:gpu:8",))
+    assert out[0].startswith("ERR\trailgang: --rg-needs=nvlink: only 16 GPUs meet it, the job asks for 24")
 
 
 def test_without_a_fleet_file_only_the_grammar_is_checked(tmp_path: Path) -> None:

@@ -7,24 +7,16 @@ RAILGANG_SEGMENT_BASE names the topology's base block, with the same rule as
 from __future__ import annotations
 
 import itertools
-import subprocess
 from pathlib import Path
 
 import pytest
 
 from railgang.topology.placement.slurm_block import segment_size
-
-LUA = "/usr/bin/lua5.1"
-SCRIPT = Path(__file__).parents[2] / "slurm_plugins" / "job_submit.lua"
+from tests.slurm_plugins.lua_harness import run_harness
 
 # stdin lines "TP PP DP NODES GPUS_PER_NODE SEGMENT_FIELD" (SEGMENT_FIELD "nil": the field does
 # not exist, as before 26.05) -> "OK <segment_size or nil>" or "ERR <message>"
-HARNESS = """
-slurm = {SUCCESS = 0, ERROR = -1, NO_VAL = 4294967294, INFINITE = 4294967295,
-         log_user = function(fmt, msg) last = msg end, log_info = function() end}
-dofile(arg[1])
-for line in io.lines() do
-    last = nil
+BODY = """
     local tp, pp, dp, nodes, gpn, field = string.match(line, "^(%d+) (%d+) (%d+) (%d+) (%d+) (%w+)$")
     local job = {account = "team-a", user_name = "root", time_limit = slurm.NO_VAL,
                  comment = "rg:parallel=tp" .. tp .. ",pp" .. pp .. ",dp" .. dp,
@@ -35,21 +27,11 @@ for line in io.lines() do
     else
         print("ERR " .. (last or ""))
     end
-end
 """
 
 
 def run(tmp_path: Path, lines: list[str], base: str | None) -> list[str]:
-    if not Path(LUA).exists():
-        pytest.fail("lua5.1 is not installed (apt-get install lua5.1)")
-    harness = tmp_path / "harness.lua"
-    harness.write_text(HARNESS)
-    env = {"PATH": "/usr/bin:/bin"}
-    if base is not None:
-        env["RAILGANG_SEGMENT_BASE"] = base
-    out = subprocess.run([LUA, str(harness), str(SCRIPT)], input="".join(x + "\n" for x in lines),
-                         capture_output=True, text=True, timeout=120, check=True, env=env)
-    return out.stdout.splitlines()
+    return run_harness(tmp_path, BODY, lines, {} if base is None else {"RAILGANG_SEGMENT_BASE": base})
 
 
 def _cases() -> list[tuple[int, int, int, int, int]]:

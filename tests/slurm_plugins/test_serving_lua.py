@@ -4,23 +4,15 @@ core's request."""
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import pytest
 
 from railgang.daemon.slurm.cli.parse import ParseProblem, parse_tag
-
-LUA = "/usr/bin/lua5.1"
-SCRIPT = Path(__file__).parents[2] / "slurm_plugins" / "job_submit.lua"
+from tests.slurm_plugins.lua_harness import run_harness
 
 # one --comment per stdin line -> "OK\t<admin_comment>" or "ERR\t<message>"; class 0 is open
-HARNESS = """
-slurm = {SUCCESS = 0, ERROR = -1, NO_VAL = 4294967294, INFINITE = 4294967295,
-         log_user = function(fmt, msg) last = msg end, log_info = function() end}
-dofile(arg[1])
-for line in io.lines() do
-    last = nil
+BODY = """
     local job = {account = "team-a", user_name = "root", comment = line,
                  time_limit = slurm.NO_VAL, min_nodes = 1}
     if slurm_job_submit(job, nil, 0) == slurm.SUCCESS then
@@ -28,21 +20,13 @@ for line in io.lines() do
     else
         print("ERR\\t" .. (last or ""))
     end
-end
 """
 
 
 def submit(tmp_path: Path, comments: list[str]) -> list[str]:
-    if not Path(LUA).exists():
-        pytest.fail("lua5.1 is not installed (apt-get install lua5.1)")
-    harness = tmp_path / "harness.lua"
-    harness.write_text(HARNESS)
     grants = tmp_path / "grants.txt"
     grants.write_text("open 0\n")
-    out = subprocess.run([LUA, str(harness), str(SCRIPT)], input="".join(c + "\n" for c in comments),
-                         capture_output=True, text=True, timeout=60, check=True,
-                         env={"PATH": "/usr/bin:/bin", "RAILGANG_GRANTS_FILE": str(grants)})
-    return out.stdout.splitlines()
+    return run_harness(tmp_path, BODY, comments, {"RAILGANG_GRANTS_FILE": str(grants)})
 
 
 def test_a_replica_hint_reaches_the_core(tmp_path: Path) -> None:

@@ -43,16 +43,20 @@ class BlockCluster(DevCluster):
         (etc / "slurm.conf").write_text(conf.replace("TopologyPlugin=topology/tree", "TopologyPlugin=topology/block"))
 
 
+def block_spec(work: Path, base: int) -> ClusterSpec:
+    """Two blocks of ``PER`` nodes × ``GPUS`` GPUs under ``work``, ports from ``base``."""
+    return ClusterSpec(dir=work / "cluster", nodes=2 * PER, gpus_per_node=GPUS, nodes_per_leaf=PER,
+                       slurmctld_port=base, slurmdbd_port=base + 2, mariadb_port=base - 511,
+                       slurmd_base_port=base + 83, cpus_per_node=4, memory_mb_per_node=16384)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("work", type=Path)
     ap.add_argument("--port-base", type=int, default=28217)
     ap.add_argument("--node-by-node", action="store_true", help="whole_domain_evict off: the scatter it removes")
     args = ap.parse_args()
-    base: int = args.port_base
-    spec = ClusterSpec(dir=args.work / "cluster", nodes=2 * PER, gpus_per_node=GPUS, nodes_per_leaf=PER,
-                       slurmctld_port=base, slurmdbd_port=base + 2, mariadb_port=base - 511,
-                       slurmd_base_port=base + 83, cpus_per_node=4, memory_mb_per_node=16384)
+    spec = block_spec(args.work, args.port_base)
     out: dict[str, Any] = {}
     cluster = BlockCluster(spec)
     cluster.down()

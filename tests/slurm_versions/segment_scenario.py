@@ -28,7 +28,7 @@ from typing import Any
 from railgang.daemon.slurm.cli import write_heartbeat
 from railgang.devcluster.cluster import slurm_env
 from railgang.devcluster.layout import ClusterSpec
-from tests.slurm_versions.block_scenario import GPUS, PER, BlockCluster, daemon_cycles
+from tests.slurm_versions.block_scenario import GPUS, PER, BlockCluster, block_spec, daemon_cycles
 
 
 class SegmentCluster(BlockCluster):
@@ -47,10 +47,7 @@ def main() -> None:
     ap.add_argument("work", type=Path)
     ap.add_argument("--port-base", type=int, default=28317)
     args = ap.parse_args()
-    base: int = args.port_base
-    spec = ClusterSpec(dir=args.work / "cluster", nodes=2 * PER, gpus_per_node=GPUS, nodes_per_leaf=PER,
-                       slurmctld_port=base, slurmdbd_port=base + 2, mariadb_port=base - 511,
-                       slurmd_base_port=base + 83, cpus_per_node=4, memory_mb_per_node=16384)
+    spec = block_spec(args.work, args.port_base)
     out: dict[str, Any] = {}
     for label, seg_base in (("without", None), ("with", PER), ("daemon", PER)):
         cluster = SegmentCluster(spec, seg_base)

@@ -10,15 +10,12 @@ the gang on that block. About 2.5 min (a 60 s checkpoint grace inside).
 
 from __future__ import annotations
 
-import json
-import os
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from tests.conftest import REQUIRED
-from tests.slurm_versions.container import ContainerUnavailable, SlurmContainer
+from tests.slurm_versions.in_container import scenario_seen
 from tests.support.ports import PORT_BASE
 
 pytestmark = [pytest.mark.slow, pytest.mark.slurm2411]
@@ -27,28 +24,9 @@ MARKER = "slurm2411"
 
 @pytest.fixture(scope="module")
 def seen() -> Iterator[dict[str, Any]]:
-    if os.geteuid() != 0:
-        _unavailable("needs root (a whole Slurm cluster in a container)")
-    box = SlurmContainer(f"railgang-test-block-{os.getpid()}", "trixie", build=MARKER in REQUIRED)
-    try:
-        box.start()
-    except ContainerUnavailable as exc:
-        box.stop()
-        _unavailable(str(exc))
-    try:
-        res = box.exec(["python3", "/src/tests/slurm_versions/block_scenario.py", "/var/tmp/block-scenario",
-                        "--port-base", str(PORT_BASE + 1250)], timeout=600)
-        lines = res.stdout.strip().splitlines()
-        assert lines, f"the scenario printed nothing (rc {res.returncode}): {res.stderr[-1500:]}"
-        yield json.loads(lines[-1])
-    finally:
-        box.stop()
-
-
-def _unavailable(why: str) -> None:
-    if MARKER in REQUIRED:
-        pytest.fail(f"{MARKER} is required (RAILGANG_TEST_REQUIRE) but unavailable: {why}")
-    pytest.skip(f"{MARKER} unavailable: {why}")
+    yield from scenario_seen("railgang-test-block", "trixie", MARKER, [
+        "python3", "/src/tests/slurm_versions/block_scenario.py", "/var/tmp/block-scenario",
+        "--port-base", str(PORT_BASE + 1250)])
 
 
 def _block(node: str, seen: dict[str, Any]) -> int:

@@ -14,15 +14,12 @@ missing engine or image skips them with the command to run.
 
 from __future__ import annotations
 
-import json
-import os
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from tests.conftest import REQUIRED
-from tests.slurm_versions.container import ContainerUnavailable, SlurmContainer
+from tests.slurm_versions.in_container import scenario_seen
 from tests.support.ports import PORT_BASE
 
 pytestmark = [pytest.mark.slow]
@@ -37,27 +34,9 @@ SUITES = {"trixie": ("slurm2411", "24.11", PORT_BASE + 1200),
 def seen(request: pytest.FixtureRequest) -> Iterator[dict[str, Any]]:
     suite: str = request.param
     marker, release, port_base = SUITES[suite]
-    if os.geteuid() != 0:
-        _unavailable(marker, "needs root (a whole Slurm cluster in a container)")
-    box = SlurmContainer(f"railgang-test-{marker}-{os.getpid()}", suite, build=marker in REQUIRED)
-    try:
-        box.start()
-    except ContainerUnavailable as exc:
-        box.stop()
-        _unavailable(marker, str(exc))
-    try:
-        res = box.exec(["python3", "/src/tests/slurm_versions/scenario.py", "/var/tmp/scenario",
-                        "--port-base", str(port_base)], timeout=600)
-        out: dict[str, Any] = json.loads(res.stdout.strip().splitlines()[-1])
+    for out in scenario_seen(f"railgang-test-{marker}", suite, marker, [
+            "python3", "/src/tests/slurm_versions/scenario.py", "/var/tmp/scenario", "--port-base", str(port_base)]):
         yield {**out, "release": release}
-    finally:
-        box.stop()
-
-
-def _unavailable(marker: str, why: str) -> None:
-    if marker in REQUIRED:
-        pytest.fail(f"{marker} is required (RAILGANG_TEST_REQUIRE) but unavailable: {why}")
-    pytest.skip(f"{marker} unavailable: {why}")
 
 
 def test_the_scenario_ran_to_the_end(seen: dict[str, Any]) -> None:

@@ -10,15 +10,12 @@ once, each replica inside one block (2 + 2 nodes); with the daemon alive, the da
 
 from __future__ import annotations
 
-import json
-import os
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from tests.conftest import REQUIRED
-from tests.slurm_versions.container import ContainerUnavailable, SlurmContainer
+from tests.slurm_versions.in_container import scenario_seen
 from tests.support.ports import PORT_BASE
 
 pytestmark = [pytest.mark.slow, pytest.mark.slurm2605]
@@ -27,28 +24,9 @@ MARKER = "slurm2605"
 
 @pytest.fixture(scope="module")
 def seen() -> Iterator[dict[str, Any]]:
-    if os.geteuid() != 0:
-        _unavailable("needs root (a whole Slurm cluster in a container)")
-    box = SlurmContainer(f"railgang-test-segment-{os.getpid()}", "sid", build=MARKER in REQUIRED)
-    try:
-        box.start()
-    except ContainerUnavailable as exc:
-        box.stop()
-        _unavailable(str(exc))
-    try:
-        res = box.exec(["sh", "-c", "cd /src && python3 -m tests.slurm_versions.segment_scenario "
-                        f"/var/tmp/segment-scenario --port-base {PORT_BASE + 1350}"], timeout=600)
-        lines = res.stdout.strip().splitlines()
-        assert lines, f"the scenario printed nothing (rc {res.returncode}): {res.stderr[-1500:]}"
-        yield json.loads(lines[-1])
-    finally:
-        box.stop()
-
-
-def _unavailable(why: str) -> None:
-    if MARKER in REQUIRED:
-        pytest.fail(f"{MARKER} is required (RAILGANG_TEST_REQUIRE) but unavailable: {why}")
-    pytest.skip(f"{MARKER} unavailable: {why}")
+    yield from scenario_seen("railgang-test-segment", "sid", MARKER, [
+        "sh", "-c", "cd /src && python3 -m tests.slurm_versions.segment_scenario "
+        f"/var/tmp/segment-scenario --port-base {PORT_BASE + 1350}"])
 
 
 def _per_block(run: dict[str, Any]) -> list[int]:
