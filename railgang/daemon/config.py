@@ -200,8 +200,9 @@ class DaemonSettings(BaseModel):
     whole_domain_evict: bool = False
     defrag: bool = False
     # PreemptionBudget.domain_patience_s: with whole_domain_evict, a gang evicts for a whole leaf/
-    # block only after waiting this long (0 = at once; on NVL72 racks 2400 with leaf_wait_s 1200
-    # and leaf_wait_max_s 2400 cost 5-40x fewer GPU-hours: docs/topology.md, BENCHMARKS.md)
+    # block only after waiting this long (0 = at once; on NVL72 racks 3600 with leaf_wait_s 1200
+    # and leaf_wait_max_s 3600 lost fewer GPU-hours than Slurm 24.11's own placement at a 4-11x
+    # shorter wait: docs/topology.md, BENCHMARKS.md "Patience before evicting")
     domain_patience_s: float = Field(default=0.0, ge=0)
     # quota guarantees × this where the measured busy share supports it (x × busy <= 91 %);
     # 1.0 = off (docs/policies.md "Quotas")

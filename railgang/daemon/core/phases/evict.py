@@ -90,7 +90,7 @@ class EvictPhase:
         """Does ``job`` wait on for a leaf to free by itself instead of evicting for one
         (``PreemptionBudget.domain_patience_s``)? Its reason says until when."""
         patience, d = self.budget.domain_patience_s, self.d
-        waited = d.now - job.submit_time
+        waited = max(0.0, d.now - job.submit_time)  # a submit time ahead of the clock: 0
         if waited >= patience:
             return False
         d.annotate(job.job_id, f"evicts for a whole leaf after {patience / 60:.0f} min of waiting "
