@@ -32,6 +32,7 @@ to preemption and moves (the simulator's rolled-back work + restores), evictions
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import statistics
 from collections.abc import Mapping
@@ -155,6 +156,14 @@ def run_one(name: str, jobs: list[TraceJob], fabric: Fabric, layout: BlockLayout
     }
 
 
+def seconds(text: str) -> float:
+    """A finite, non-negative number of seconds (argparse type: NaN would never evict)."""
+    value = float(text)
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a finite number of seconds >= 0")
+    return value
+
+
 NAMES = ("slurm 24.11 placement", "railgang, node-by-node eviction", "railgang, no defrag", "railgang")
 
 
@@ -167,9 +176,9 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--only", choices=NAMES, action="append")
     ap.add_argument("--flat", action="store_true", help="every job batch: no evictions, only moves")
-    ap.add_argument("--patience", type=float, default=0.0, metavar="S",
+    ap.add_argument("--patience", type=seconds, default=0.0, metavar="S",
                     help="domain_patience_s of the whole-domain rows (0: evict at once)")
-    ap.add_argument("--leaf-wait", type=float, nargs=2, metavar=("S", "MAX_S"),
+    ap.add_argument("--leaf-wait", type=seconds, nargs=2, metavar=("S", "MAX_S"),
                     help="leaf_wait_s and leaf_wait_max_s of the whole-domain rows (default 120 600)")
     ap.add_argument("--policy", default="slurm", help="the core's policy for every run (slurm: multifactor + EASY backfill)")
     args = ap.parse_args()

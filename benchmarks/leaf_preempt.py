@@ -18,7 +18,7 @@ import math
 import os
 import random
 
-from benchmarks.block_preempt import NAMES, run_one
+from benchmarks.block_preempt import NAMES, run_one, seconds
 from railgang.daemon.sim.traces.model import TraceJob
 from railgang.topology.fabric import fabric_from_shape
 
@@ -49,9 +49,9 @@ def main() -> None:
     ap.add_argument("--load", type=float, default=1.0)
     ap.add_argument("--churn-cap", type=float, default=0.1)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--patience", type=float, default=0.0, metavar="S",
+    ap.add_argument("--patience", type=seconds, default=0.0, metavar="S",
                     help="domain_patience_s of the whole-domain rows (0: evict at once)")
-    ap.add_argument("--leaf-wait", type=float, nargs=2, metavar=("S", "MAX_S"),
+    ap.add_argument("--leaf-wait", type=seconds, nargs=2, metavar=("S", "MAX_S"),
                     help="leaf_wait_s and leaf_wait_max_s of the whole-domain rows (default 120 600)")
     args = ap.parse_args()
     fabric = fabric_from_shape(NODES, GPN, PER_LEAF)
