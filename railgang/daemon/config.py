@@ -71,11 +71,13 @@ class SlurmSettings(BaseModel):
     # it is capped at lease_s) renews every lease every cycle. A dead daemon's jobs still run
     # natively within lease_s
     lease_renew_before_s: int = Field(default=40, ge=1, le=86400)
-    # Slurm 22.05 (whose squeue --json cannot be narrowed): between full JSON reads, jobs are
-    # read from the plain `squeue -O` form of the fields the daemon needs (slurm/cli/narrow.py);
-    # the JSON is read at least this often (job names, progress Comments) and whenever a job
-    # that is not pending is new or changed. 0 = the JSON every cycle. Default 60 since every
-    # real-Slurm 22.05 suite passed with it (e2e 16, the rest 137; BENCHMARKS.md "10,000 waiting")
+    # squeue --json writes every field of every job (10,000 waiting: 36 MB on 22.05, which
+    # ignores its filters; 97 MB and 5.6 s on 24.11): between full JSON reads, jobs are read
+    # from the plain `squeue -O` form of the fields the daemon needs (slurm/cli/narrow.py, 2 MB,
+    # 0.2 s; every version); the JSON is read at least this often (job names, progress
+    # Comments) and whenever a job that is not pending is new or changed. 0 = the JSON every
+    # cycle. Default 60 since every real-Slurm 22.05 suite passed with it (e2e 16, the rest
+    # 137) and 24.11/26.05 build the same records (BENCHMARKS.md "10,000 waiting")
     narrow_full_read_s: float = Field(default=60.0, ge=0, le=86400)
     # topology.conf to build the fabric from; empty = topology.conf beside slurm.conf, else
     # `scontrol show topology`

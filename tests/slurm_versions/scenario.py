@@ -22,6 +22,9 @@ from typing import Any
 
 from railgang.daemon.config import SlurmSettings
 from railgang.daemon.slurm.cli import CliBackend, write_heartbeat
+from railgang.daemon.slurm.cli.narrow import NarrowCache, narrow_argv, parse_narrow
+from railgang.daemon.slurm.cli.records import parse_squeue
+from railgang.daemon.slurm.cli.schemas import PINNED, json_flag
 from railgang.devcluster.cluster import DAEMON_USER, DevCluster, daemon_uid, slurm_env
 from railgang.devcluster.layout import ClusterSpec
 
@@ -169,6 +172,56 @@ def run(spec: ClusterSpec, work: Path, out: dict[str, Any]) -> None:
                             env=denv, capture_output=True, text=True, timeout=120)
     out["ledger"] = {"rc": ingest.returncode, "stderr": ingest.stderr[-600:],
                      **(json.loads(ingest.stdout) if ingest.returncode == 0 else {})}
+    out["narrow"] = narrow_read(spec, sl, sbatch)
+
+
+def narrow_read(spec: ClusterSpec, sl: Any, sbatch: Any) -> dict[str, Any]:
+    """The narrow ``squeue -O`` read against this version's ``squeue --json``: the records it
+    builds (beside the running and waiting gangs above: a held job, a pending array, a name
+    with a newline) and the backend's full reads over three observes."""
+    made = [sbatch(*opts).stdout.strip().split(";")[0] for opts in (
+        ("--account=team-a", "-N1", "--gres=gpu:1", "--hold", "--comment=rg:parallel=tp1"),
+        ("--account=team-b", "-N1", "--gres=gpu:8", "--array=0-3", "--begin=now+1hour",
+         "--time=1-02:03:00"),
+        ("--account=team-a", "-N1", "--gres=gpu:2", "--hold", "--job-name=a|name\nwith a newline"))]
+    try:
+        rows = parse_narrow(sl(*narrow_argv()).stdout)
+        full, _ = parse_squeue(sl("squeue", json_flag(PINNED), "--states=all").stdout,
+                               keep_signalled=True)
+        cache = NarrowCache.after_full_read(0.0, rows, full)
+        stale = cache.stale(rows)
+        cache.lines = {}  # every record from its line and the carried fields alone
+        narrow, problems = cache.read(rows)
+        by_id = {j.job_id: j for j in full}
+        differ = sorted(j.job_id for j in narrow if by_id.get(j.job_id) != j)
+        backend = CliBackend(SlurmSettings(conf=spec.slurm_conf, lease_s=600, narrow_full_read_s=60))
+        plain = CliBackend(SlurmSettings(conf=spec.slurm_conf, lease_s=600, narrow_full_read_s=0))
+        reads = []
+        for _ in range(3):
+            mine = backend.observe(time.time())
+            reads.append(backend.full_reads)
+        same = mine.jobs == plain.observe(time.time()).jobs
+        # the held job starts: its GPU indices come from the JSON of that job alone
+        sl("scontrol", "release", made[0])
+        sl("scontrol", "update", f"jobid={made[0]}", "StartTime=now")  # its lease
+        deadline = time.monotonic() + 60
+        while "RUNNING" not in sl("squeue", "-h", "-j", made[0], "-o", "%T").stdout:
+            if time.monotonic() > deadline:
+                raise AssertionError(f"the released job {made[0]} did not start")
+            time.sleep(0.3)
+        now = time.time()
+        started = backend.observe(now)
+        after = {"full": backend.full_reads, "changed": backend.changed_reads,
+                 "gpus": [list(g) for _, g in started.jobs[made[0]].allocation],
+                 "same_as_json": started.jobs == plain.observe(now).jobs}
+        backend.observe(time.time())
+        after["next"] = [backend.full_reads, backend.changed_reads]
+        return {"rows": len(rows), "records": len(narrow), "json_records": len(full), "differ": differ,
+                "problems": problems, "stale": stale, "made": made, "full_reads": reads,
+                "same_as_json": same, "names": {j.job_id: j.name for j in narrow if j.job_id in made},
+                "started": after}
+    finally:
+        sl("scancel", *made, check=False)
 
 
 if __name__ == "__main__":

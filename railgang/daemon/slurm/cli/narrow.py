@@ -1,11 +1,15 @@
-"""A narrow ``squeue`` read for Slurm 22.05, where ``squeue --json`` cannot be narrowed.
+"""A narrow ``squeue`` read: the fields the daemon reads, without ``squeue --json``'s every field.
 
-22.05's ``squeue --json`` ignores every filter (``-t``, ``-j``, ``-u``) and writes every field of
-every job: at 10,000 waiting jobs 36.6 MB, 1.5 CPU s in the client and 0.8 s more to read here
-(BENCHMARKS.md, "Slurm 22.05 at 10,000 waiting jobs"). The plain ``squeue -O`` form with only
-the fields the daemon reads writes 1.4 MB in 0.07 CPU s. This module reads that form and turns
-each line into the v0.0.38 record :func:`records.squeue_job` already reads, so both reads go
-through the same hardened per-record reader.
+``squeue --json`` writes every field of every job, and the daemon needs every job (waiting,
+running, and ended ones it acts on), so no filter helps: at 10,000 waiting jobs 22.05 writes
+36.6 MB (it ignores every filter, ``-t``, ``-j``, ``-u``) in 1.5 CPU s of the client and 0.8 s
+more to read here; 24.11 writes 97 MB in 5.6-7.9 CPU s (BENCHMARKS.md, "10,000 waiting jobs").
+The plain ``squeue -O`` form with only the fields the daemon reads writes 1.4-2.0 MB in
+0.07-0.2 s on either. This module reads that form and turns each line into the v0.0.38 record
+:func:`records.squeue_job` already reads (24.11/26.05's JSON is turned into the same record,
+schemas.py), so both reads go through the same hardened per-record reader; that the records are
+equal is tested on 22.05 (tests/daemon/slurm/cli/test_narrow_slurm.py) and on 24.11 and 26.05
+(tests/slurm_versions/test_newer_slurm.py).
 
 What the narrow form cannot carry safely, it takes from the last full (JSON) read:
 
@@ -254,19 +258,40 @@ class NarrowCache:
         started, resized or requeued since the full read (its GPU indices); a job that was not
         pending is pending again; an ended job the full read never saw (its name: burn-ins).
         A job that ended since is read from its line (state, exit code)."""
+        return next(iter(self.stale_jobs(rows).values()), "")
+
+    def stale_jobs(self, rows: list[NarrowRow]) -> dict[str, str]:
+        """Every job that makes ``rows`` stale (see :meth:`stale`), with why, in line order."""
+        out: dict[str, str] = {}
         for row in rows:
             before = self.fingerprints.get(row.job_id)
             kind = row.kind
             if kind == "pending":
                 if before is not None and before[0] != "pending":
-                    return f"job {row.job_id} is pending again"
+                    out[row.job_id] = f"job {row.job_id} is pending again"
             elif kind == "active" and before != row.fingerprint:
-                return f"job {row.job_id} is new or changed ({row.state})"
+                out[row.job_id] = f"job {row.job_id} is new or changed ({row.state})"
             elif kind == "ended" and (before is None or (
                     before[0] != "ended" and row.job_id not in self.full)):
                 # never read whole: its name (a burn-in's verdict) is only in the JSON
-                return f"job {row.job_id} ended unseen ({row.state})"
-        return ""
+                out[row.job_id] = f"job {row.job_id} ended unseen ({row.state})"
+        return out
+
+    def absorb(self, rows: list[NarrowRow], job_ids: list[str], jobs: list[SqueueJob]) -> None:
+        """Take a full read of only ``job_ids`` (``squeue --json -j``, where the version honours
+        it), parsed into ``jobs``, read just after ``rows``: their records and fingerprints
+        replace the full read's, as if it had read them (an id the JSON left out, an end the
+        daemon does not act on, leaves the records as that read would)."""
+        fresh = {j.job_id: j for j in jobs}
+        at = {r.job_id: r for r in rows}
+        for job_id in job_ids:
+            self.lines.pop(job_id, None)
+            if job_id in fresh:
+                self.full[job_id] = fresh[job_id]
+            else:
+                self.full.pop(job_id, None)
+            if job_id in at:
+                self.fingerprints[job_id] = at[job_id].fingerprint
 
     def read(self, rows: list[NarrowRow]) -> tuple[list[SqueueJob], list[str]]:
         jobs, problems = merge(rows, self.lines, self.full)

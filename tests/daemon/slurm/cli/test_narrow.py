@@ -1,4 +1,4 @@
-"""The narrow squeue read of Slurm 22.05 (slurm/cli/narrow.py): lines it refuses, what it takes
+"""The narrow squeue read (slurm/cli/narrow.py): lines it refuses, what it takes
 from the last full read, and when it asks for one. The real cluster's records, read both ways,
 are compared in test_narrow_slurm.py."""
 
@@ -166,6 +166,29 @@ def test_the_cache_asks_for_a_full_read_when_a_job_starts_ends_or_comes_back() -
         line("9", "RUNNING", T0, "n03", gres="gres:gpu:1")))
     assert "job 9 is pending again" in cache.stale(pending + parse_narrow(
         line("9", "PENDING", restarts="1")))
+
+
+def test_a_read_of_only_the_changed_jobs_makes_the_cache_whole_again() -> None:
+    """24.11+ (squeue honours -j): the JSON of the jobs that made the read stale stands in for a
+    full read of every job: their records and fingerprints are taken, the others kept."""
+    pending, running = parse_narrow(line()), parse_narrow(line("9", "RUNNING", T0, "n03"))
+    cache = _cache(pending + running, [merge(pending, {}, {})[0][0], _full("9", "n03")])
+    cache.read(pending + running)
+    now = (parse_narrow(line("7003", "RUNNING", T0, "n01")) + parse_narrow(line("10", "RUNNING", T0, "n04"))
+           + parse_narrow(line("9", "COMPLETED", T0, "n03")) + parse_narrow(line("11", "FAILED", T0, "n05")))
+    stale = cache.stale_jobs(now)
+    assert list(stale) == ["7003", "10", "11"]  # 9's end is read from its line
+    assert cache.stale(now) == stale["7003"]
+    # the JSON of 7003, 10 and 11: 11 ended of no signal, so the JSON read leaves it out
+    cache.absorb(now, list(stale), [_full("7003", "n01"), _full("10", "n04")])
+    assert cache.stale(now) == ""
+    jobs, _ = cache.read(now)
+    assert [(j.job_id, j.allocation) for j in jobs] == [("7003", (("n01", (4, 5)),)),
+                                                         ("10", (("n04", (4, 5)),))]
+    assert all(j.name == "llama" for j in jobs)
+    # a job that changes again after that read is stale again
+    assert "job 10 is new or changed" in cache.stale(now[:1] + parse_narrow(
+        line("10", "RUNNING", T0, "n04", gres="gres:gpu:1")))
 
 
 def test_the_cache_reads_and_remembers_the_lines() -> None:

@@ -273,7 +273,7 @@ def backend(fake: FakeSlurm, tmp_path: Any) -> CliBackend:
     topo = tmp_path / "topology.conf"
     topo.write_text(topology_from_show(
         (DATA / f"scontrol_topology_{fake.version}.txt").read_text()))
-    # the JSON every cycle: these tests are about its schemas (22.05's narrow read between full
+    # the JSON every cycle: these tests are about its schemas (the narrow read between full
     # reads has its own tests, test_narrow.py and test_narrow_slurm.py)
     return CliBackend(SlurmSettings(topology=topo, narrow_full_read_s=0), SlurmRunner(exec_fn=fake),
                       read_shares=False)
