@@ -49,7 +49,8 @@ from railgang.daemon.core.model import elastic
 from railgang.daemon.core.model import preemption as pre
 from railgang.daemon.core.model.actions import Action, SetPriority, TagNode
 from railgang.daemon.core.model.gang import Placer, topology_placer
-from railgang.daemon.core.model.plan import Policy
+from railgang.daemon.core.model.job import Job
+from railgang.daemon.core.model.plan import Plan, Policy, Want
 from railgang.daemon.core.model.reasons import PendingReason, Reason
 from railgang.daemon.core.model.snapshot import Snapshot
 from railgang.daemon.core.model.spares import SpareRules, spare_nodes
@@ -145,10 +146,8 @@ def decide(
     lap("observe")
     plan = policy.plan(snapshot, now)  # 2. order
     jobs = {j.job_id: j for j in snapshot.pending}
-    order = sorted(  # a job a node failure requeued goes first in its class (docs/failures.md)
-        (x for x in plan.order if x.job_id in jobs),
-        key=lambda x: (jobs[x.job_id].priority_class, not jobs[x.job_id].state.after_fault),
-    )  # stable: keeps the policy's rank
+    classes = _by_class(plan, jobs)
+    order = [x for batch in classes for x in batch]
     lap("order")
     if config.resize:  # 3. size: shrinks the plan asks for free GPUs for this cycle's starts
         shrink_phase(d, plan, config.elastic)
@@ -157,8 +156,7 @@ def decide(
                          leaf_wait_max_s=config.leaf_wait_max_s, whole_leaf_first=config.whole_leaf_first)
     evicting = EvictPhase(d, plan, config.budget, config.elastic, whole_domain=config.whole_domain_evict)
     reclaiming = ReclaimPhase(d, config.budget) if snapshot.quotas is not None else None
-    for _, batch in groupby(order, key=lambda x: jobs[x.job_id].priority_class):
-        this_class = list(batch)  # 4-5. one priority class at a time, higher classes first:
+    for this_class in classes:  # 4-5. one priority class at a time, higher classes first:
         placing.run(this_class, jobs)  # 4. admit + place
         lap("place")
         if config.preempt and reclaiming is not None:  # 5a. reclaim borrowed GPUs for
@@ -194,6 +192,19 @@ def decide(
         log.debug("cycle %s now=%.0f pending=%d actions=%d phases=%s", policy.name, now,
                   len(snapshot.pending), len(actions), {k: round(v, 2) for k, v in ms.items()})
     return Decision(actions, reasons, MappingProxyType(ms))
+
+
+def _by_class(plan: Plan, jobs: Mapping[str, Job]) -> list[list[Want]]:
+    """The plan's order split by priority class, higher classes first; a job a node failure
+    requeued goes first in its class (docs/failures.md); else the policy's rank is kept. Most
+    queues hold one class and no requeued job: then the order is the plan's as it is, without a
+    sort key per waiting job (issue 24 item 2: every cycle pays this for the whole queue)."""
+    order = [x for x in plan.order if x.job_id in jobs]
+    kinds = {(j.request.priority_class, j.state.after_fault) for j in jobs.values()}
+    if len(kinds) <= 1:
+        return [order] if order else []
+    order.sort(key=lambda x: (jobs[x.job_id].priority_class, not jobs[x.job_id].state.after_fault))
+    return [list(batch) for _, batch in groupby(order, key=lambda x: jobs[x.job_id].priority_class)]
 
 
 def _quarantined(snapshot: Snapshot, tag: str) -> tuple[set[str], list[str]]:

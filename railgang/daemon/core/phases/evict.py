@@ -103,10 +103,20 @@ class EvictPhase:
         return Eviction(whole.placed, (), whole.kills, whole.budget_hit)
 
     def run(self, order: list[Want], jobs: Mapping[str, Job]) -> tuple[Action, ...]:
-        """Serve the waiting jobs of ``order`` that GPUs would help; returns what it emitted."""
+        """Serve the waiting jobs of ``order`` (one priority class) that GPUs would help; returns
+        what it emitted."""
         mark = self.d.mark()
-        self._serve_all(order, jobs)
+        if order and not self._moot(jobs[order[0].job_id].priority_class):
+            self._serve_all(order, jobs)
         return self.d.since(mark)
+
+    def _moot(self, priority_class: int) -> bool:
+        """Whether serving this class can change nothing: batch jobs evict nobody unless the
+        policy ranks inside the class, and without quotas no job's reason is revised either. The
+        walk would visit every waiting job for nothing (issue 24 item 2: most queues are batch)."""
+        if priority_class != 3 or self.plan.preempt_within_class or self.d.snap.quotas is not None:
+            return False
+        return all(a.quota_gpus is None for a in self.d.snap.accounts.values())
 
     def _serve_all(self, order: list[Want], jobs: Mapping[str, Job]) -> None:
         d, plan, budget, now, snap = self.d, self.plan, self.budget, self.d.now, self.d.snap
