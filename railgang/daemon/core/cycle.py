@@ -174,9 +174,8 @@ def decide(
     if config.resize:  # 6. grow elastic jobs into what is left, if the marginal gain pays
         grow_phase(d, plan, config.elastic)
     lap("grow")
-    for j in snapshot.pending:  # 7. emit: every job left waiting has a reason
-        if j.job_id not in d.started and d.reason(j.job_id) is None:
-            d.wait(j, Reason.PRIORITY, "not ordered by the policy this cycle", j.min_gpus)
+    for j in list(d.without_reason(snapshot.pending)):  # 7. emit: every job left waiting has a reason
+        d.wait(j, Reason.PRIORITY, "not ordered by the policy this cycle", j.min_gpus)
     hygiene: list[Action] = [
         TagNode(n, config.lame_link_tag) for n in sorted(quarantined)
         if n in snapshot.nodes and config.lame_link_tag not in snapshot.nodes[n].tags

@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
-from collections.abc import Mapping, Sequence, Set
+from collections.abc import Iterator, Mapping, Sequence, Set
+from dataclasses import dataclass
 
 from railgang.daemon.core.model.actions import Action, Migrate, Preempt, Resize, Start
 from railgang.daemon.core.model.gang import GangRequest, Placed, Placer, Unplaceable
 from railgang.daemon.core.model.job import Assignment, Job, RunningJob, gpu_count
 from railgang.daemon.core.model.needs import Needs, eligible_nodes
+from railgang.daemon.core.model.plan import Want
 from railgang.daemon.core.model.pools import PoolKey, Pools, pools_of, running_ends
 from railgang.daemon.core.model.quota import pending_demand
 from railgang.daemon.core.model.reasons import PendingReason, Reason
@@ -25,6 +27,22 @@ from railgang.daemon.core.model.snapshot import Snapshot
 from railgang.daemon.core.model.spares import SpareRules, may_use_spares
 
 INF = float("inf")
+
+
+@dataclass(frozen=True, slots=True)
+class _Behind:
+    """Jobs that wait for one reason, recorded once (``Draft.wait_behind``): each one's
+    ``PendingReason`` is built only when it is read."""
+
+    wants: Mapping[str, Want]
+    jobs: Mapping[str, Job]
+    code: Reason
+    detail: str
+    free: int
+
+    def reason(self, job_id: str) -> PendingReason:
+        needed = self.wants[job_id].min_replicas * self.jobs[job_id].replica_gpus
+        return PendingReason(job_id, self.code, self.detail, needed, self.free)
 
 
 class Draft:
@@ -42,6 +60,7 @@ class Draft:
         self._started: set[str] = set()
         self._touched: set[str] = set()  # running jobs shrunk, grown, preempted or moved
         self._reasons: dict[str, PendingReason] = {}
+        self._behind: dict[str, _Behind] = {}  # waiting jobs recorded in bulk (``wait_behind``)
         self._starts: list[Start] = []
         self._shrinks: list[Resize] = []
         self._moves: list[Preempt | Migrate] = []  # preemptions and migrations, in order
@@ -107,7 +126,20 @@ class Draft:
         return self._reserved
 
     def reason(self, job_id: str) -> PendingReason | None:
-        return self._reasons.get(job_id)
+        r = self._reasons.get(job_id)
+        if r is None:
+            behind = self._behind.get(job_id)
+            if behind is not None:
+                return behind.reason(job_id)
+        return r
+
+    def without_reason(self, pending: Sequence[Job]) -> Iterator[Job]:
+        """The jobs of ``pending`` that neither started nor wait for a reason yet."""
+        reasons, behind, started = self._reasons, self._behind, self._started
+        for j in pending:
+            jid = j.job_id
+            if jid not in reasons and jid not in behind and jid not in started:
+                yield j
 
     @property
     def ends(self) -> list[tuple[float, int]]:
@@ -205,6 +237,7 @@ class Draft:
         self._log.append(start)
         self._started.add(job.job_id)
         self._reasons.pop(job.job_id, None)
+        self._behind.pop(job.job_id, None)
         self._account_gpus[job.account] = self._account_gpus.get(job.account, 0) + replicas * job.replica_gpus
         left = job.remaining_at(replicas)
         end = (self.now + left if left is not None else INF, replicas * job.replica_gpus)
@@ -258,10 +291,24 @@ class Draft:
     def wait(self, job: Job, code: Reason, detail: str, needed: int) -> None:
         """``job`` waits this cycle, for ``code`` (the last call for a job wins)."""
         self._reasons[job.job_id] = PendingReason(job.job_id, code, detail, needed, self._free_count)
+        if self._behind:
+            self._behind.pop(job.job_id, None)
+
+    def wait_behind(self, rest: Sequence[Want], jobs: Mapping[str, Job], code: Reason, detail: str) -> None:
+        """Every job of ``rest`` waits for ``code`` with ``detail``, each needing its ``Want``'s
+        minimum, as :meth:`wait` would record one by one: recorded once, and each reason built
+        only when read. In strict FIFO the whole queue behind the head waits for the same reason
+        in every cycle (issue 24 item 2: a cycle should cost what changed, not the queue)."""
+        behind = _Behind({x.job_id: x for x in rest}, jobs, code, detail, self._free_count)
+        for jid in behind.wants.keys() & self._reasons.keys():  # the last call wins, as in wait
+            del self._reasons[jid]
+        self._behind.update(dict.fromkeys(behind.wants, behind))
 
     def annotate(self, job_id: str, detail: str) -> None:
         """Append ``detail`` to the reason ``job_id`` waits for."""
-        r = self._reasons[job_id]
+        r = self.reason(job_id)
+        assert r is not None, job_id  # only a job that waits is annotated
+        self._behind.pop(job_id, None)
         self._reasons[job_id] = dataclasses.replace(r, detail=f"{r.detail}; {detail}".lstrip("; "))
 
     def hold(self, assignment: Assignment) -> None:
@@ -295,7 +342,20 @@ class Draft:
 
     def reasons(self, pending: Sequence[Job]) -> tuple[PendingReason, ...]:
         """One reason per waiting job, in ``pending``'s order."""
-        return tuple(self._reasons[j.job_id] for j in pending if j.job_id in self._reasons)
+        reasons, behind = self._reasons, self._behind
+        if not behind:
+            return tuple(reasons[j.job_id] for j in pending if j.job_id in reasons)
+        out: list[PendingReason] = []
+        for j in pending:
+            jid = j.job_id
+            r = reasons.get(jid)
+            if r is None:
+                b = behind.get(jid)
+                if b is None:
+                    continue
+                r = b.reason(jid)
+            out.append(r)
+        return tuple(out)
 
     # -- the free-GPU ledger (private: only the verbs move GPUs) ------------------------------------
     def _take(self, assignment: Assignment) -> None:

@@ -182,7 +182,20 @@ class PlacePhase:
         capped = {n: a.quota_gpus for n, a in d.snap.accounts.items() if a.quota_gpus is not None}
         if self.leaf is not None:
             self.leaf.prehold(order, jobs)
-        for x in order:
+        # once the rest of the order can only wait, and for one reason (behind a strict head, or
+        # every size larger than the free GPUs), it is recorded at once instead of job by job
+        # (issue 24 item 2); only where no admission check below could rule a job out first
+        lows = (self._lows(order, jobs)
+                if self.leaf is None and plain and not capped and tree is None else None)
+        for i, x in enumerate(order):
+            if lows is not None and lows[i] >= 0:
+                why = self._rest_waits(lows[i])
+                if why is not None:
+                    if plan.mode != "strict":
+                        for c in {jobs[y.job_id].priority_class for y in order[i:]}:
+                            d.block(c)  # as _missed does for each
+                    d.wait_behind(order[i:], jobs, *why)
+                    break
             job = jobs[x.job_id]
             if self.leaf is not None:
                 self.leaf.release(job.job_id)
@@ -228,6 +241,36 @@ class PlacePhase:
             if held is not None:  # waiting for GPUs, and keeping one leaf for them meanwhile
                 d.annotate(job.job_id, f"holding leaf {held}")
         return d.since(mark)
+
+    def _lows(self, order: list[Want], jobs: Mapping[str, Job]) -> list[int]:
+        """For each position of ``order``: the GPUs of the smallest size any job from there on
+        could start at, or -1 when one of them is larger than the cluster or has needs (the
+        admission checks a plain cluster leaves: such a job is walked on its own)."""
+        total = self.d.total
+        low = total + 1  # larger than any admissible size; replaced by the first job's
+        lows = [-1] * len(order)
+        for i in range(len(order) - 1, -1, -1):
+            x = order[i]
+            job = jobs[x.job_id]
+            if low < 0 or job.min_gpus > total or not job.needs.empty:
+                low = -1
+            else:
+                low = min(low, min(x.replicas, x.min_replicas) * job.replica_gpus)
+            lows[i] = low
+        return lows
+
+    def _rest_waits(self, low: int) -> tuple[Reason, str] | None:
+        """Why every job left waits when they all pass admission and the smallest of their sizes
+        is ``low`` GPUs: behind the strict head; or with none fitting the free GPUs, for GPUs
+        (greedy) or behind the backfill head (``_missed``'s reasons); None: walk them."""
+        mode, head = self.plan.mode, self.head
+        if mode == "strict":
+            return (Reason.PRIORITY, f"FIFO: behind {head}") if head is not None else None
+        if low <= self.d.free_count:
+            return None
+        if mode == "greedy":
+            return Reason.WAITING_FOR_GPUS, ""
+        return (Reason.PRIORITY, "") if head is not None else None
 
     def _wait_for_leaf(self, job: Job, x: Want, need: int) -> None:
         """The job placed only across leaves: it waits for one leaf (no eviction serves it; in
