@@ -43,6 +43,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from itertools import groupby
+from operator import attrgetter
 from types import MappingProxyType
 
 from railgang.daemon.core.model import elastic
@@ -65,6 +66,7 @@ from railgang.daemon.core.phases.upgrade import UpgradeRules, upgrade_phase
 from railgang.topology.health import LinkHealth
 
 log = logging.getLogger(__name__)
+_JOB_ID = attrgetter("request.job_id")  # the map of the whole queue, built in C each cycle
 PHASES = ("observe", "order", "size", "place", "preempt", "migrate", "grow", "emit")
 
 
@@ -145,7 +147,7 @@ def decide(
         d.keep_spares(spare_nodes(snapshot, config.spares), config.spares)
     lap("observe")
     plan = policy.plan(snapshot, now)  # 2. order
-    jobs = {j.job_id: j for j in snapshot.pending}
+    jobs = dict(zip(map(_JOB_ID, snapshot.pending), snapshot.pending, strict=True))
     classes = _by_class(plan, jobs)
     order = [x for batch in classes for x in batch]
     lap("order")

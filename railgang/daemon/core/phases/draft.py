@@ -137,7 +137,7 @@ class Draft:
         """The jobs of ``pending`` that neither started nor wait for a reason yet."""
         reasons, behind, started = self._reasons, self._behind, self._started
         for j in pending:
-            jid = j.job_id
+            jid = j.request.job_id
             if jid not in reasons and jid not in behind and jid not in started:
                 yield j
 
@@ -346,15 +346,16 @@ class Draft:
         if not behind:
             return tuple(reasons[j.job_id] for j in pending if j.job_id in reasons)
         out: list[PendingReason] = []
-        for j in pending:
-            jid = j.job_id
+        for j in pending:  # every waiting job, every cycle: plain field reads, no calls
+            req = j.request
+            jid = req.job_id
             r = reasons.get(jid)
             if r is None:
                 b = behind.get(jid)
                 if b is None:
                     continue
-                r = b.reason(jid)
-            out.append(r)
+                r = PendingReason(jid, b.code, b.detail, b.wants[jid].min_replicas * req.replica_gpus, b.free)
+            out.append(r)  # (the second, as _Behind.reason builds it)
         return tuple(out)
 
     # -- the free-GPU ledger (private: only the verbs move GPUs) ------------------------------------

@@ -13,7 +13,7 @@ from railgang.daemon.core.model import quota as quotas
 from railgang.daemon.core.model.actions import Action, Start
 from railgang.daemon.core.model.gang import Placed, Unplaceable
 from railgang.daemon.core.model.job import Job
-from railgang.daemon.core.model.needs import fleet_summary
+from railgang.daemon.core.model.needs import NO_NEEDS, fleet_summary
 from railgang.daemon.core.model.plan import Plan, Want
 from railgang.daemon.core.model.reasons import Reason, reason_for
 from railgang.daemon.core.phases.draft import INF, Draft
@@ -249,13 +249,14 @@ class PlacePhase:
         total = self.d.total
         low = total + 1  # larger than any admissible size; replaced by the first job's
         lows = [-1] * len(order)
-        for i in range(len(order) - 1, -1, -1):
-            x = order[i]
-            job = jobs[x.job_id]
-            if low < 0 or job.min_gpus > total or not job.needs.empty:
-                low = -1
-            else:
-                low = min(low, min(x.replicas, x.min_replicas) * job.replica_gpus)
+        for i in range(len(order) - 1, -1, -1):  # the request's plain fields: one pass per
+            x = order[i]  # cycle over the whole queue, kept to attribute reads
+            r = jobs[x.job_id].request
+            if r.min_gpus > total or (r.needs is not NO_NEEDS and not r.needs.empty):
+                break  # this job and every one before it: -1
+            size = (x.replicas if x.replicas < x.min_replicas else x.min_replicas) * r.replica_gpus
+            if size < low:
+                low = size
             lows[i] = low
         return lows
 
