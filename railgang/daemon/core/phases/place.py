@@ -221,6 +221,8 @@ class PlacePhase:
                 continue
             if min(x.replicas, x.min_replicas) * job.replica_gpus > d.free_count:
                 attempt = _NO_ROOM  # every size _try_start could try is larger than what is free
+            elif self._outlasts(job, x, quota is None and tree is None):
+                attempt = _NO_ROOM  # its one size would delay the reservation: fits() refuses it
             else:  # (on a long queue most jobs: no size to try, no backfill test to build)
                 attempt = _try_start(d, job, x, self._fits(job, quota), self.leaf)
             st = attempt.started
@@ -286,6 +288,17 @@ class PlacePhase:
         where = f"; holding leaf {held}" if held else ""
         d.wait(job, Reason.WAITING_FOR_LEAF,
                f"free GPUs only across leaves; waits up to {left:.0f}s more for one leaf{where}", need)
+
+    def _outlasts(self, job: Job, x: Want, uncapped: bool) -> bool:
+        """Whether a rigid job (one size: the wanted one) would start past a backfill
+        reservation that any node serves, and into GPUs it does not leave spare: the test
+        ``fits`` makes, without building it (most of a long backfill queue, every cycle)."""
+        if self.head is None or self.plan.mode != "backfill" or self.head_nodes is not None:
+            return False
+        if not uncapped or x.min_replicas < x.replicas:
+            return False
+        k = x.replicas
+        return k * job.replica_gpus > self.extra and self.d.now + _runtime(job, k) > self.shadow_t
 
     def _fits(self, job: Job, quota: int | None) -> Callable[[int], Fit]:
         d, mode, head, shadow_t, extra = self.d, self.plan.mode, self.head, self.shadow_t, self.extra

@@ -15,10 +15,13 @@ all or nothing); no preemption inside a class.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from operator import attrgetter
 
 from railgang.daemon.core.model.job import Job
-from railgang.daemon.core.model.plan import Plan, regrow_targets, want
+from railgang.daemon.core.model.plan import Plan, Want, regrow_targets
 from railgang.daemon.core.model.snapshot import Snapshot
+
+_REQUEST = attrgetter("request")
 
 
 def fairshare_factors(snapshot: Snapshot) -> dict[str, float]:
@@ -56,7 +59,8 @@ class Slurm:
             key=lambda j: (-self.priority(j, now, total, fs.get(j.account, 1.0)), j.submit_time, j.job_id),
         )
         return Plan(
-            order=tuple(want(j.job_id, j.replicas) for j in queue),
+            # Want(job, k, k): want(job, k), without a call per waiting job per cycle
+            order=tuple([Want(r.job_id, r.replicas, r.replicas) for r in map(_REQUEST, queue)]),
             mode="backfill",
             targets=regrow_targets(snapshot),
         )
