@@ -10,6 +10,7 @@ when a later step fails (``error``), so a failure says where.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import pwd
@@ -185,6 +186,18 @@ def narrow_read(spec: ClusterSpec, sl: Any, sbatch: Any) -> dict[str, Any]:
          "--time=1-02:03:00"),
         ("--account=team-a", "-N1", "--gres=gpu:2", "--hold", "--job-name=a|name\nwith a newline"))]
     try:
+        # a job its signal ended (a checkpoint's USR1): 24.11+ print its exit code as 0:10
+        killed = sbatch("--account=team-b", "-N1", "--gres=gpu:1", "--nodelist=n02").stdout.strip()
+        made.append(killed.split(";")[0])
+        for ended in (False, True):
+            deadline = time.monotonic() + 60
+            while (sl("squeue", "-h", "-t", "all", "-j", made[-1], "-o", "%T").stdout.strip()
+                   in (("RUNNING", "COMPLETING") if ended else ("PENDING", "CONFIGURING", ""))):
+                if time.monotonic() > deadline:
+                    raise AssertionError(f"job {made[-1]} did not {'end' if ended else 'start'}")
+                time.sleep(0.3)
+            if not ended:
+                sl("scancel", "--signal=USR1", "--full", made[-1])
         rows = parse_narrow(sl(*narrow_argv()).stdout)
         full, _ = parse_squeue(sl("squeue", json_flag(PINNED), "--states=all").stdout,
                                keep_signalled=True)
@@ -193,7 +206,10 @@ def narrow_read(spec: ClusterSpec, sl: Any, sbatch: Any) -> dict[str, Any]:
         cache.lines = {}  # every record from its line and the carried fields alone
         narrow, problems = cache.read(rows)
         by_id = {j.job_id: j for j in full}
-        differ = sorted(j.job_id for j in narrow if by_id.get(j.job_id) != j)
+        differ = {j.job_id: {f.name: [str(getattr(j, f.name)), str(getattr(by_id[j.job_id], f.name, None))]
+                             for f in dataclasses.fields(j)
+                             if getattr(j, f.name) != getattr(by_id.get(j.job_id), f.name, None)}
+                  for j in narrow if by_id.get(j.job_id) != j}
         backend = CliBackend(SlurmSettings(conf=spec.slurm_conf, lease_s=600, narrow_full_read_s=60))
         plain = CliBackend(SlurmSettings(conf=spec.slurm_conf, lease_s=600, narrow_full_read_s=0))
         reads = []
@@ -216,10 +232,11 @@ def narrow_read(spec: ClusterSpec, sl: Any, sbatch: Any) -> dict[str, Any]:
                  "same_as_json": started.jobs == plain.observe(now).jobs}
         backend.observe(time.time())
         after["next"] = [backend.full_reads, backend.changed_reads]
+        signalled = {j.job_id: j.exit_signal for j in narrow}.get(made[-1])
         return {"rows": len(rows), "records": len(narrow), "json_records": len(full), "differ": differ,
                 "problems": problems, "stale": stale, "made": made, "full_reads": reads,
                 "same_as_json": same, "names": {j.job_id: j.name for j in narrow if j.job_id in made},
-                "started": after}
+                "started": after, "signalled": signalled}
     finally:
         sl("scancel", *made, check=False)
 

@@ -101,8 +101,9 @@ def test_the_narrow_read_builds_the_json_records(seen: dict[str, Any]) -> None:
     equal the JSON's, user text (a newline in a job name) carried from the last full read."""
     got = seen["narrow"]
     assert got["stale"] == "" and got["problems"] == []
-    assert got["differ"] == [] and got["records"] == got["json_records"], got
-    assert len(got["names"]) == 3  # the held job, the pending array, the newline's
+    assert got["differ"] == {} and got["records"] == got["json_records"], got
+    assert len(got["names"]) == 4  # the held job, the pending array, the newline's, the killed
+    assert got["signalled"] == 10  # ended by USR1: kept, to be requeued (apply.died_of_the_signal)
     assert got["full_reads"] == [1, 1, 0] and got["same_as_json"]
     assert "a|name\nwith a newline" in got["names"].values()
     # a job starts: only its JSON is read (squeue -j), not every job's, and nothing the next time

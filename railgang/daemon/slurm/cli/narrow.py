@@ -147,6 +147,20 @@ def _minutes(text: str) -> int | None:
     return (int(days or 0) * 24 + h) * 60 + m + s // 60
 
 
+def _wait_status(text: str) -> int:
+    """The job's wait status, as 22.05's squeue prints it (``10``: killed by signal 10); 24.11+
+    print ``EXIT:SIGNAL`` (``0:10``, as sacct does): the signal, else the exit code shifted as a
+    wait status holds it. Anything else is a :class:`ParseProblem` (the JSON is read), since
+    reading a signal as 0 would lose a checkpointed job's requeue."""
+    if text in _NONE:
+        return 0
+    code, colon, sig = text.partition(":")
+    if code.isdigit() and (not colon or sig.isdigit()):
+        signal = int(sig) if colon else 0
+        return signal if signal else (int(code) if not colon else int(code) << 8)
+    raise ParseProblem(f"exit code {text[:40]!r} is neither a wait status nor EXIT:SIGNAL")
+
+
 def raw_record(row: NarrowRow) -> dict[str, Any]:
     """The v0.0.38 ``jobs[]`` record of ``row`` (without user text and GPU indices)."""
     raw: dict[str, Any] = {}
@@ -155,7 +169,9 @@ def raw_record(row: NarrowRow) -> dict[str, Any]:
             raw[key] = _epoch(text)
         elif key == "time_limit":
             raw[key] = _minutes(text)
-        elif key in ("priority", "restart_cnt", "node_count", "exit_code"):
+        elif key == "exit_code":
+            raw[key] = _wait_status(text)
+        elif key in ("priority", "restart_cnt", "node_count"):
             raw[key] = int(text) if text.isdigit() else 0
         elif key == "requeue":
             raw[key] = text != "0"

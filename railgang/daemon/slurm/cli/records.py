@@ -199,6 +199,18 @@ def _allocation(raw: Mapping[str, Any], job_id: str) -> tuple[tuple[str, tuple[i
     return tuple((n, gpu_indices(d)) for n, d in zip(nodes, details, strict=True))
 
 
+_REASON_WORD = re.compile(r"[^,:(\s]+")
+
+
+def reason_word(value: Any) -> str:
+    """Slurm's reason name (BeginTime, ReqNodeNotAvail, RaisedSignal), without the description
+    some outputs append ("RaisedSignal:10(User defined signal 1)", "ReqNodeNotAvail,
+    UnavailableNodes:n01"): squeue -O prints one, 24.11's JSON does not, and only the name is
+    read (snapshot.QUEUE_REASONS)."""
+    found = _REASON_WORD.match(str(value or ""))
+    return found.group(0) if found else "None"
+
+
 def exit_signal(raw: Mapping[str, Any]) -> int:
     """The signal number that ended the job, from ``exit_code``: a wait status on 22.05
     (openapi 0.0.38: ``10`` is "killed by signal 10"), an object with ``signal.id`` later."""
@@ -257,7 +269,7 @@ def _squeue_job(raw: Mapping[str, Any], job_id: str) -> SqueueJob:
     return SqueueJob(
         job_id=job_id,
         state=str(raw.get("job_state", "")),
-        reason=str(raw.get("state_reason") or "None"),
+        reason=reason_word(raw.get("state_reason")),
         account=str(raw.get("account") or "default"),
         user=str(raw.get("user_name") or ""),
         qos=str(raw.get("qos") or ""),

@@ -121,6 +121,23 @@ def test_a_job_that_ended_since_the_full_read_is_kept_as_the_json_read_keeps_it(
         assert got[0].name == "llama"
 
 
+@pytest.mark.parametrize(("code", "signal"), [
+    ("0", 0), ("15", 15), ("256", 0), ("N/A", 0),   # 22.05: a wait status
+    ("0:0", 0), ("0:10", 10), ("1:0", 0), ("2:9", 9),  # 24.11+: EXIT:SIGNAL, as sacct prints it
+])
+def test_the_exit_code_is_read_as_a_wait_status_in_either_form(code: str, signal: int) -> None:
+    got, _ = merge(parse_narrow(line("9", "CANCELLED", T0, "n03", exit_code=code)), {},
+                   {"9": _full("9", "n03")})
+    assert (got[0].exit_signal if got else 0) == signal and bool(got) == bool(signal)
+
+
+@pytest.mark.parametrize("code", ["x", "0:x", "-1", "1:2:3", "0:"])
+def test_an_exit_code_it_cannot_read_sends_the_cycle_to_the_json(code: str) -> None:
+    with pytest.raises(NarrowProblem, match="job 9: exit code"):
+        merge(parse_narrow(line("9", "CANCELLED", T0, "n03", exit_code=code)), {},
+              {"9": _full("9", "n03")})
+
+
 @pytest.mark.parametrize("start", ["INVALID", "yesterday"])
 def test_a_value_the_plain_form_cannot_carry_sends_the_cycle_to_the_json(start: str) -> None:
     with pytest.raises(NarrowProblem, match="job 9: time"):
@@ -216,3 +233,16 @@ def test_running_jobs_comments_are_read_and_a_forged_line_refused() -> None:
     assert bad.progress is None
     (same,) = with_progress([job], {})
     assert same is job
+
+
+@pytest.mark.parametrize(("text", "word"), [
+    ("BeginTime", "BeginTime"), ("RaisedSignal:10(User defined signal 1)", "RaisedSignal"),
+    ("ReqNodeNotAvail, UnavailableNodes:n01", "ReqNodeNotAvail"), ("", "None"), ("N/A", "None"),
+])
+def test_a_reason_is_its_name_whatever_description_the_output_appends(text: str, word: str) -> None:
+    """squeue -O prints a reason's description, 24.11's JSON only its name: the record keeps the
+    name, so both reads build the same record (and snapshot.QUEUE_REASONS reads names)."""
+    fields = line("9", "CANCELLED", T0, "n03", exit_code="0:10").split("|")
+    fields[2] = text
+    (job,), _ = merge(parse_narrow("|".join(fields)), {}, {"9": _full("9", "n03")})
+    assert job.reason == word
