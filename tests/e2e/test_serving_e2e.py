@@ -36,9 +36,16 @@ def running_on(slurm: Cluster, job: str) -> list[str]:
 
 
 def started_at(slurm: Cluster, job: str) -> float:
-    runs = [r for r in slurm.runs([job]) if r.start is not None]
-    assert runs, f"job {job} never started"
-    return min(r.start for r in runs if r.start is not None)
+    """When ``job`` first started, from sacct: slurmctld sends the start to slurmdbd
+    asynchronously, so a job squeue shows running may not be in sacct yet (seen on 24.11)."""
+    starts: list[float] = []
+
+    def recorded() -> bool:
+        starts[:] = [r.start for r in slurm.runs([job]) if r.start is not None]
+        return bool(starts)
+
+    wait_for(recorded, 15, f"sacct to record job {job}'s start")
+    return min(starts)
 
 
 def test_a_compressed_day_replica_ahead_of_the_ramp_borrower_shrinks_gpus_return(
