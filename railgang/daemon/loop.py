@@ -53,7 +53,7 @@ class CycleJournal(Protocol):
 class CycleOutcome:
     now: float
     actions: tuple[Action, ...]
-    reasons: tuple[PendingReason, ...]
+    reasons: Sequence[PendingReason]  # the core's, built when read (``Decision.reasons``)
     results: tuple[ActionResult, ...]
     snapshot: Snapshot | None = field(default=None, repr=False)  # what the core decided on
     # milliseconds: "snapshot", the core's phases, "reconcile", "journal", "apply"
@@ -117,7 +117,7 @@ def run_cycle(backend: Backend, policy: Policy, clock: Clock, rng: random.Random
         if journal is not None:
             journal.settled(results, now)
             lap("journal")
-    return CycleOutcome(now=now, actions=actions, reasons=tuple(decision.reasons),
+    return CycleOutcome(now=now, actions=actions, reasons=decision.reasons,
                         results=results, snapshot=snapshot, timings=MappingProxyType(ms))
 
 

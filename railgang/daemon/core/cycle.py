@@ -40,7 +40,7 @@ import dataclasses
 import logging
 import random
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import groupby
 from operator import attrgetter
@@ -112,7 +112,8 @@ class CycleConfig:
 @dataclass(frozen=True)
 class Decision:
     actions: tuple[Action, ...]
-    reasons: tuple[PendingReason, ...]
+    reasons: Sequence[PendingReason]  # in the queue's order, each built when read (equals the
+    # tuple of them: ``phases/waiting.py``; a long queue's are mostly never read by the simulator)
     phase_ms: Mapping[str, float] = field(default_factory=dict, compare=False, repr=False)
 
     def reason(self, job_id: str) -> PendingReason | None:

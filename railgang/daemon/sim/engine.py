@@ -34,6 +34,7 @@ from railgang.daemon.core.model.actions import Start
 from railgang.daemon.core.model.gang import Placer, topology_placer
 from railgang.daemon.core.model.plan import Policy
 from railgang.daemon.core.model.reasons import PendingReason, Reason
+from railgang.daemon.core.phases.waiting import coded
 from railgang.daemon.loop import run_cycle
 from railgang.daemon.sim.backend import COMPLETE, KILL, LINK, SimBackend, SimConfig
 from railgang.daemon.sim.capacity import SPOT_RECLAIM, SPOT_RETURN
@@ -162,7 +163,7 @@ class _Replay:
         # (a replay seeded from a live snapshot has no trace: it looks)
         self.rigid = bool(jobs) and all(tj.elastic_min is None and tj.elastic_max is None
                                         for tj in jobs)
-        self.last_reasons: tuple[PendingReason, ...] = ()  # rendered only at the end
+        self.last_reasons: Sequence[PendingReason] = ()  # rendered only at the end
         self.total = len(jobs)
         self.arrivals_left = len(jobs)
         self.failures: Failures | None = None
@@ -269,7 +270,7 @@ class _Replay:
         if config.skip_idle and self.idle():
             self.rng.randrange(2**31)  # the placement seed decide() draws: later cycles unchanged
             self.skipped += 1
-            reasons: tuple[PendingReason, ...] = ()
+            reasons: Sequence[PendingReason] = ()
         else:
             reasons = self._decide(now)
         self.cycles += 1
@@ -292,7 +293,7 @@ class _Replay:
         if done is not None and self.stopped is None and done(backend):
             self.stopped = "done"
 
-    def _decide(self, now: float) -> tuple[PendingReason, ...]:
+    def _decide(self, now: float) -> Sequence[PendingReason]:
         """One cycle through the core (``run_cycle``); its reasons."""
         config, backend = self.config, self.backend
         truncated = config.max_pending is not None and len(backend.pending) > config.max_pending
@@ -304,9 +305,8 @@ class _Replay:
             self.want_cycle(now)  # the core saw only part of the queue and made room: look again
         for result in outcome.failed:
             self.failed[f"{type(result.action).__name__}: {result.detail.split(' ')[0]}"] += 1
-        for pr in outcome.reasons:
-            if pr.code is Reason.LARGER_THAN_CLUSTER:
-                backend.reject(pr.job_id, pr.detail or "larger than the cluster", now)
+        for pr in coded(outcome.reasons, Reason.LARGER_THAN_CLUSTER):  # not the whole queue's
+            backend.reject(pr.job_id, pr.detail or "larger than the cluster", now)
         return outcome.reasons
 
     def result(self, wall_s: float) -> RunResult:

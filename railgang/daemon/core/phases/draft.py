@@ -13,7 +13,6 @@ from __future__ import annotations
 import bisect
 import dataclasses
 from collections.abc import Iterator, Mapping, Sequence, Set
-from dataclasses import dataclass
 
 from railgang.daemon.core.model.actions import Action, Migrate, Preempt, Resize, Start
 from railgang.daemon.core.model.gang import GangRequest, Placed, Placer, Unplaceable
@@ -25,24 +24,9 @@ from railgang.daemon.core.model.quota import pending_demand
 from railgang.daemon.core.model.reasons import PendingReason, Reason
 from railgang.daemon.core.model.snapshot import Snapshot
 from railgang.daemon.core.model.spares import SpareRules, may_use_spares
+from railgang.daemon.core.phases.waiting import Behind, CycleReasons
 
 INF = float("inf")
-
-
-@dataclass(frozen=True, slots=True)
-class _Behind:
-    """Jobs that wait for one reason, recorded once (``Draft.wait_behind``): each one's
-    ``PendingReason`` is built only when it is read."""
-
-    wants: Mapping[str, Want]
-    jobs: Mapping[str, Job]
-    code: Reason
-    detail: str
-    free: int
-
-    def reason(self, job_id: str) -> PendingReason:
-        needed = self.wants[job_id].min_replicas * self.jobs[job_id].replica_gpus
-        return PendingReason(job_id, self.code, self.detail, needed, self.free)
 
 
 class Draft:
@@ -60,7 +44,8 @@ class Draft:
         self._started: set[str] = set()
         self._touched: set[str] = set()  # running jobs shrunk, grown, preempted or moved
         self._reasons: dict[str, PendingReason] = {}
-        self._behind: dict[str, _Behind] = {}  # waiting jobs recorded in bulk (``wait_behind``)
+        self._behind: dict[str, Behind] = {}  # waiting jobs recorded in bulk (``wait_behind``)
+        self._bulk_codes: set[Reason] = set()  # the reasons they wait for
         self._starts: list[Start] = []
         self._shrinks: list[Resize] = []
         self._moves: list[Preempt | Migrate] = []  # preemptions and migrations, in order
@@ -299,7 +284,8 @@ class Draft:
         minimum, as :meth:`wait` would record one by one: recorded once, and each reason built
         only when read. In strict FIFO the whole queue behind the head waits for the same reason
         in every cycle (issue 24 item 2: a cycle should cost what changed, not the queue)."""
-        behind = _Behind({x.job_id: x for x in rest}, jobs, code, detail, self._free_count)
+        behind = Behind({x.job_id: x for x in rest}, jobs, code, detail, self._free_count)
+        self._bulk_codes.add(code)
         for jid in behind.wants.keys() & self._reasons.keys():  # the last call wins, as in wait
             del self._reasons[jid]
         self._behind.update(dict.fromkeys(behind.wants, behind))
@@ -340,23 +326,10 @@ class Draft:
         preemptions and migrations signal, then starts, then grows."""
         return (*self._shrinks, *self._moves, *self._starts, *self._grows)
 
-    def reasons(self, pending: Sequence[Job]) -> tuple[PendingReason, ...]:
-        """One reason per waiting job, in ``pending``'s order."""
-        reasons, behind = self._reasons, self._behind
-        if not behind:
-            return tuple(reasons[j.job_id] for j in pending if j.job_id in reasons)
-        out: list[PendingReason] = []
-        for j in pending:  # every waiting job, every cycle: plain field reads, no calls
-            req = j.request
-            jid = req.job_id
-            r = reasons.get(jid)
-            if r is None:
-                b = behind.get(jid)
-                if b is None:
-                    continue
-                r = PendingReason(jid, b.code, b.detail, b.wants[jid].min_replicas * req.replica_gpus, b.free)
-            out.append(r)  # (the second, as _Behind.reason builds it)
-        return tuple(out)
+    def reasons(self, pending: Sequence[Job]) -> CycleReasons:
+        """One reason per waiting job, in ``pending``'s order, each built when read (the last
+        call: the draft changes nothing afterwards, the sequence reads its maps)."""
+        return CycleReasons(pending, self._reasons, self._behind, frozenset(self._bulk_codes))
 
     # -- the free-GPU ledger (private: only the verbs move GPUs) ------------------------------------
     def _take(self, assignment: Assignment) -> None:

@@ -1,0 +1,118 @@
+"""The reasons one cycle gives its waiting jobs, built when they are read.
+
+A long queue mostly waits for one reason (behind a strict FIFO head; with nothing left that fits
+the free GPUs), recorded once by ``Draft.wait_behind`` as a :class:`Behind`. Building a
+``PendingReason`` per waiting job per cycle was 43 % of ``fifo``'s ``decide()`` on the Philly
+trace (issue 24 item 2), while its readers mostly read a few: the simulator's recorder stops
+once the free GPUs are claimed, its engine looks only for jobs larger than the cluster, the
+daemon writes them all. So :class:`CycleReasons` is a sequence that builds each one on iteration,
+in the queue's order, and equals the tuple it stands for.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import overload
+
+from railgang.daemon.core.model.job import Job
+from railgang.daemon.core.model.plan import Want
+from railgang.daemon.core.model.reasons import PendingReason, Reason
+
+
+@dataclass(frozen=True, slots=True)
+class Behind:
+    """Jobs that wait for one reason, recorded once (``Draft.wait_behind``): each one's
+    ``PendingReason`` is built only when it is read."""
+
+    wants: Mapping[str, Want]
+    jobs: Mapping[str, Job]
+    code: Reason
+    detail: str
+    free: int
+
+    def reason(self, job_id: str) -> PendingReason:
+        needed = self.wants[job_id].min_replicas * self.jobs[job_id].replica_gpus
+        return PendingReason(job_id, self.code, self.detail, needed, self.free)
+
+
+class CycleReasons(Sequence[PendingReason]):
+    """One reason per waiting job of ``pending`` that has one, in ``pending``'s order: those
+    recorded one by one (``reasons``) and those recorded in bulk (``behind``, whose codes are
+    among ``bulk_codes``; the two maps are disjoint). Read-only: it takes over the draft's maps,
+    which nothing changes afterwards."""
+
+    __slots__ = ("_behind", "_built", "_bulk_codes", "_pending", "_reasons")
+
+    def __init__(self, pending: Sequence[Job], reasons: Mapping[str, PendingReason],
+                 behind: Mapping[str, Behind], bulk_codes: frozenset[Reason]) -> None:
+        self._pending, self._reasons, self._behind = pending, reasons, behind
+        self._bulk_codes = bulk_codes
+        self._built: tuple[PendingReason, ...] | None = None  # all of them, once asked by index
+
+    def __iter__(self) -> Iterator[PendingReason]:
+        if self._built is not None:
+            yield from self._built
+            return
+        reasons, behind = self._reasons, self._behind
+        for j in self._pending:  # the whole queue when read to the end: plain field reads
+            req = j.request
+            jid = req.job_id
+            r = reasons.get(jid)
+            if r is None:
+                b = behind.get(jid)
+                if b is None:
+                    continue
+                r = PendingReason(jid, b.code, b.detail, b.wants[jid].min_replicas * req.replica_gpus, b.free)
+            yield r  # (the second as Behind.reason builds it, without a call per job)
+
+    def coded(self, code: Reason) -> Iterator[PendingReason]:
+        """The reasons of ``code``, in the queue's order, without building the bulk ones when
+        none of them has it (the simulator asks for ``larger_than_cluster`` every cycle)."""
+        if code in self._bulk_codes and self._behind:
+            yield from (r for r in self if r.code is code)
+            return
+        hits = [r for r in self._reasons.values() if r.code is code]
+        if len(hits) > 1:  # recorded in the phases' order: put them in the queue's
+            at = {j.request.job_id: i for i, j in enumerate(self._pending)}
+            hits.sort(key=lambda r: at[r.job_id])
+        yield from hits
+
+    def _all(self) -> tuple[PendingReason, ...]:
+        if self._built is None:
+            self._built = tuple(self.__iter__())  # not tuple(self): it asks __len__ first
+        return self._built
+
+    def __len__(self) -> int:
+        return len(self._all())
+
+    def __bool__(self) -> bool:
+        return next(iter(self), None) is not None
+
+    @overload
+    def __getitem__(self, i: int) -> PendingReason: ...
+    @overload
+    def __getitem__(self, i: slice) -> tuple[PendingReason, ...]: ...
+    def __getitem__(self, i: int | slice) -> PendingReason | tuple[PendingReason, ...]:
+        return self._all()[i]
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, CycleReasons | tuple):
+            return self._all() == tuple(other)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self._all())
+
+    def __repr__(self) -> str:
+        return repr(self._all())
+
+
+def coded(reasons: Sequence[PendingReason], code: Reason) -> Iterator[PendingReason]:
+    """The reasons of ``code`` in ``reasons``: :meth:`CycleReasons.coded` when it is one."""
+    if isinstance(reasons, CycleReasons):
+        return reasons.coded(code)
+    return (r for r in reasons if r.code is code)
+
+
+__all__ = ["Behind", "CycleReasons", "coded"]
