@@ -206,6 +206,10 @@ class DaemonSettings(BaseModel):
     # and leaf_wait_max_s 3600 lost fewer GPU-hours than Slurm 24.11's own placement at a 4-11x
     # shorter wait: docs/topology.md, BENCHMARKS.md "Patience before evicting")
     domain_patience_s: float = Field(default=0.0, ge=0)
+    # PreemptionBudget.churn_burst_gpus: GPUs that may be preempted at once when above the churn
+    # cap, e.g. one whole leaf (64 on 8 x 8-GPU leaves); the window stretches to keep the cap's
+    # long-run rate. 0 = the cap (docs/topology.md "Patience before evicting")
+    churn_burst_gpus: int = Field(default=0, ge=0, le=1_000_000)
     # quota guarantees × this where the measured busy share supports it (x × busy <= 91 %);
     # 1.0 = off (docs/policies.md "Quotas")
     quota_oversubscription: float = Field(default=1.0, ge=1.0, le=2.0)

@@ -111,6 +111,15 @@ def test_daemon_whole_domain_eviction_and_defrag_reach_the_core(tmp_path: Path) 
     assert (on.whole_domain_evict, on.defrag.enabled) == (True, True)
     assert default.budget.churn_cap == 0.05
     assert cycle_config(load_settings(write(tmp_path, "[daemon]\npreempt_churn_cap = 0.5\n"))).budget.churn_cap == 0.5
+    assert default.budget.churn_burst_gpus == 0
+    assert cycle_config(load_settings(write(tmp_path, "[daemon]\nchurn_burst_gpus = 64\n"))).budget.churn_burst_gpus == 64
+
+
+@pytest.mark.parametrize("value", ["-1", "nan", '"a leaf"', "1.5", "1e12"], ids=["negative", "nan", "garbage", "fraction", "huge"])
+def test_churn_burst_gpus_refuses_what_is_not_a_gpu_count(tmp_path: Path, value: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        load_settings(write(tmp_path, f"[daemon]\nchurn_burst_gpus = {value}\n"))
+    assert "churn_burst_gpus" in str(err.value) and "\n" not in str(err.value)
 
 
 # -- issue 18 row 10: the database password is a secret too ------------------------------------

@@ -54,7 +54,8 @@ def cycle_config(settings: Settings) -> CycleConfig:
     d = settings.daemon
     return CycleConfig(preempt=d.preempt, resize=d.resize, emit_priorities=d.emit_priorities,
                        budget=PreemptionBudget(grace_s=d.preempt_grace_s, churn_cap=d.preempt_churn_cap,
-                                               domain_patience_s=d.domain_patience_s),
+                                               domain_patience_s=d.domain_patience_s,
+                                               churn_burst_gpus=d.churn_burst_gpus),
                        elastic=ElasticRules(min_interval_s=d.resize_min_interval_s),
                        leaf_wait_s=d.leaf_wait_s, leaf_holds=d.leaf_holds,
                        leaf_wait_max_s=d.leaf_wait_max_s, whole_leaf_first=d.whole_leaf_first,

@@ -212,3 +212,40 @@ def test_patience_leaves_node_by_node_eviction_alone() -> None:
     _, patient, _, _ = _decide(_full({2: 60.0}), gang, whole=False,
                                budget=PreemptionBudget(churn_cap=1.0, domain_patience_s=1e9))
     assert plain and [p.job_id for p in patient] == [p.job_id for p in plain]
+
+
+def test_churn_allowance_stretches_the_window_for_a_burst_and_keeps_the_rate() -> None:
+    from railgang.daemon.core.model.preemption import churn_allowance
+    from railgang.daemon.core.model.snapshot import PreemptEvent
+
+    events = [PreemptEvent(9_000.0, "a", 4), PreemptEvent(9_600.0, "b", 2)]  # 1,000 and 400 s ago
+    snap = make_snapshot(now=10_000.0, fabric=FAB, nodes=NODES, preemptions=events)
+    cap8 = PreemptionBudget(churn_cap=0.125)  # 8 of 64 GPUs per 600 s
+    assert churn_allowance(snap, cap8, 10_000.0) == (2, 8)
+    # a burst of 16 (a block): 16 GPUs per 1,200 s, the same long-run rate
+    assert churn_allowance(snap, PreemptionBudget(churn_cap=0.125, churn_burst_gpus=16), 10_000.0) == (6, 16)
+    # a burst at or below the cap, or a cap of 0, changes nothing
+    assert churn_allowance(snap, PreemptionBudget(churn_cap=0.125, churn_burst_gpus=8), 10_000.0) == (2, 8)
+    assert churn_allowance(snap, PreemptionBudget(churn_cap=0.0, churn_burst_gpus=16), 10_000.0) == (2, 0)
+
+
+def test_a_burst_lets_a_gang_clear_a_block_larger_than_the_churn_cap_then_pays_it_back() -> None:
+    from railgang.daemon.core.model.snapshot import PreemptEvent
+
+    gang = job("gang").gpus(16).tp(8).cls(1).at(0).build()  # a whole block: 16 GPUs
+    capped = PreemptionBudget(churn_cap=0.125)  # 8 GPUs per 600 s: never a whole block
+    _, victims, reasons, _ = _decide(_full({2: 60.0}), gang, budget=capped)
+    assert not victims and reasons["gang"] == Reason.PREEMPTION_BUDGET
+    burst = PreemptionBudget(churn_cap=0.125, churn_burst_gpus=16)
+    snap, victims, reasons, _ = _decide(_full({2: 60.0}), gang, budget=burst)
+    assert _blocks(snap, victims) == {"b3"} and len(victims) == 4 and reasons["gang"] == Reason.PREEMPTING
+
+    def after(ago: float) -> list[Preempt]:  # a block cleared ``ago`` seconds before now
+        snap = make_snapshot(now=10_000.0, fabric=FAB, nodes=NODES, running=_full({2: 60.0}), pending=[gang],
+                             preemptions=[PreemptEvent(10_000.0 - ago, "old", 16)])
+        d = decide(snap, get("fifo"), 10_000.0, random.Random(0), placer=topology_placer,
+                   config=CycleConfig(budget=burst, whole_domain_evict=True))
+        return [a for a in d.actions if isinstance(a, Preempt)]
+
+    assert not after(900.0)  # past the 600-s window, inside the stretched 1,200 s: paid back yet? no
+    assert len(after(1_300.0)) == 4

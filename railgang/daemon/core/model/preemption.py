@@ -13,7 +13,9 @@ for at most ``max_evictions_per_cycle`` waiting jobs (storm damping: the next cy
 result of this one before it evicts more); a gang that needs a whole leaf or NVLink block evicts
 for one only after it has waited ``domain_patience_s`` (most such gangs get a leaf by itself
 within minutes, and each eviction costs the victims their work since the last checkpoint; on 16
-NVL72 racks, evicting at once cost 4-10x the GPU-hours of Slurm's placement; issue 21). Shrinking an elastic
+NVL72 racks, evicting at once cost 4-10x the GPU-hours of Slurm's placement; issue 21); with
+``churn_burst_gpus`` above the cap, one burst that large may be preempted at once and the window
+stretches to keep the long-run rate (:func:`churn_allowance`). Shrinking an elastic
 job to its minimum is always tried before preempting anything and does not count as churn.
 
 Victim order, one documented key (STYLE 5): 1. lowest class first (3 before 2), 2. worst level
@@ -45,6 +47,10 @@ class PreemptionBudget:
     # a gang that needs a whole leaf/NVLink block (phases/evict_domain.py) evicts for one only
     # after waiting this long (0: at once); until then it waits for a leaf to free by itself
     domain_patience_s: float = 0.0
+    # GPUs that may be preempted at once when above the churn cap (0: the cap): one whole leaf
+    # where a leaf is larger than the cap; the window stretches to keep the cap's long-run rate
+    # (churn_allowance)
+    churn_burst_gpus: int = 0
 
 
 def class_may_preempt(requester: int, victim: int) -> bool:
@@ -65,6 +71,24 @@ def churn_cap_gpus(snapshot: Snapshot, budget: PreemptionBudget) -> int:
     return int(budget.churn_cap * snapshot.total_gpus)
 
 
+def churn_allowance(snapshot: Snapshot, budget: PreemptionBudget, now: float) -> tuple[int, int]:
+    """(GPUs churned, GPUs allowed) under the churn budget and its burst.
+
+    The cap is ``churn_cap`` x capacity GPUs per ``churn_window_s``. A burst above it
+    (``churn_burst_gpus``, e.g. one whole leaf) allows that many GPUs per a window stretched by
+    ``burst / cap``: the long-run rate is the cap's, one whole leaf may be cleared at once, and
+    nothing more is preempted until the stretched window has paid it back (a sliding-window token
+    bucket). Without it a leaf larger than the cap (64 GPUs against 51 on the 64 x 8-GPU tree at
+    10 %) can be cleared by eviction only where part of it is free already (issue 21). A burst at
+    or below the cap, or a cap of 0, leaves the budget as it is. The snapshot's preemption
+    history must reach back over the stretched window (the simulator keeps an hour).
+    """
+    cap, burst = churn_cap_gpus(snapshot, budget), budget.churn_burst_gpus
+    if cap <= 0 or burst <= cap:
+        return churned_gpus(snapshot, now, budget.churn_window_s), cap
+    return churned_gpus(snapshot, now, budget.churn_window_s * burst / cap), burst
+
+
 def recently_preempted(last: float | None, now: float, window_s: float) -> bool:
     return last is not None and now - last < window_s
 
@@ -81,6 +105,7 @@ def grace_for(run: RunningJob, budget: PreemptionBudget) -> float:
 
 __all__ = [
     "PreemptionBudget",
+    "churn_allowance",
     "churn_cap_gpus",
     "churned_gpus",
     "class_may_preempt",

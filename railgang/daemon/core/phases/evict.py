@@ -61,8 +61,9 @@ class EvictPhase:
         self.gpus_of = {r.job_id: r.gpus for r in snap.running.values()}
         self.inflight = sum(self.gpus_of[r.job_id] for r in snap.running.values()
                             if r.preempt_deadline is not None)
-        self.churn = pre.churned_gpus(snap, d.now, budget.churn_window_s)
-        self.cap = pre.churn_cap_gpus(snap, budget)
+        # with churn_burst_gpus, one whole leaf larger than the cap may go at once (same
+        # long-run rate, a longer window: preemption.churn_allowance)
+        self.churn, self.cap = pre.churn_allowance(snap, budget, d.now)
         # quick exits without ranking: the worst level per class among possible victims, whether
         # any of them could shrink, and how much churn the window still allows
         self.worst: dict[int, float] = {}
