@@ -156,7 +156,8 @@ def decide(
         shrink_phase(d, plan, config.elastic)
     lap("size")
     placing = PlacePhase(d, plan, leaf_wait_s=config.leaf_wait_s, leaf_holds=config.leaf_holds,
-                         leaf_wait_max_s=config.leaf_wait_max_s, whole_leaf_first=config.whole_leaf_first)
+                         leaf_wait_max_s=config.leaf_wait_max_s, whole_leaf_first=config.whole_leaf_first,
+                         leaf_evict_after_s=config.budget.domain_patience_s if config.whole_domain_evict else None)
     evicting = EvictPhase(d, plan, config.budget, config.elastic, whole_domain=config.whole_domain_evict)
     reclaiming = ReclaimPhase(d, config.budget) if snapshot.quotas is not None else None
     for this_class in classes:  # 4-5. one priority class at a time, higher classes first:

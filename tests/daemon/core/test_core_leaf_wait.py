@@ -179,3 +179,37 @@ def test_whole_leaf_first_leaves_smaller_gangs_alone() -> None:
     pair = job("pair").gpus(16).tp(8).at(0).build()
     single = job("single").gpus(4).tp(4).at(1).build()
     assert _first(True, pair, single) == _first(False, pair, single)
+
+
+def _decide_evicting(*pending: Job, now: float, patience: float | None,
+                     max_s: float = 600.0) -> tuple[dict[str, set[str]], dict[str, Reason]]:
+    """``_decide_running`` with no leaf draining before 1,000 s and whole-domain eviction after
+    ``patience`` (None: whole_domain_evict off)."""
+    from railgang.daemon.core.model.job import RunningJob
+    from railgang.daemon.core.model.preemption import PreemptionBudget
+
+    busy = {n: tuple(sorted(ALL - SPLIT[n])) for n in FAB.nodes if ALL - SPLIT[n]}
+    running = [RunningJob(job(f"r-{n}").gpus(len(g)).limit(1000.0).build(), {n: g}, 0.0, len(g))
+               for n, g in busy.items()]
+    snap = make_snapshot(now=now, fabric=FAB, nodes=NODES, pending=pending, running=running,
+                         free={n: SPLIT[n] for n in FAB.nodes})
+    budget = PreemptionBudget(churn_cap=1.0, domain_patience_s=patience or 0.0)
+    d = decide(snap, get("tiresias"), now, random.Random(0), placer=topology_placer,
+               config=CycleConfig(leaf_wait_s=60.0, leaf_holds=2, leaf_wait_max_s=max_s, budget=budget,
+                                  whole_domain_evict=patience is not None))
+    return {a.job_id: set(a.assignment) for a in d.actions if isinstance(a, Start)}, {r.job_id: r.code for r in d.reasons}
+
+
+def test_a_gang_that_will_evict_for_a_leaf_does_not_spread_before_its_patience_is_up() -> None:
+    # past the first bound, no leaf drains before the second: it used to spread at once, before
+    # its patience was up (issue 21, tree benchmark: 9 of 57 whole-leaf gangs)
+    prod = job("gang").gpus(24).tp(8).cls(1).at(0).build()
+    starts, reasons = _decide_evicting(prod, now=100.0, patience=300.0)
+    assert starts == {} and reasons == {"gang": Reason.WAITING_FOR_LEAF}
+    # it spreads as before: without whole-domain eviction, with a patience the second bound does
+    # not outlast, past the second bound, or a batch gang (it evicts nobody)
+    for kwargs in ({"patience": None}, {"patience": 600.0}, {"patience": 300.0, "now": 600.0}):
+        starts, _ = _decide_evicting(prod, **{"now": 100.0, **kwargs})  # type: ignore[arg-type]
+        assert len(_leaves(starts["gang"])) == 2, kwargs
+    starts, _ = _decide_evicting(GANG, now=100.0, patience=300.0)
+    assert len(_leaves(starts["gang"])) == 2

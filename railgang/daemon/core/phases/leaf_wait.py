@@ -9,7 +9,9 @@ little for one leaf is usually cheaper. Two bounds, both from the job's submit t
   ends: their time limits, or progress reports where the job sends them). A gang that needs a
   whole leaf, queued behind other gangs, outlives the first bound before any leaf drains; without
   the second it spreads over the partly busy leaves (issue 21: 18 of 25 whole-leaf gangs in one
-  leaf on the real slurmctld at load 1.07).
+  leaf on the real slurmctld at load 1.07). With whole-domain eviction, a gang that may evict
+  counts the leaf it will evict for after ``domain_patience_s`` as expected room (that needs
+  ``max_s`` above the patience: the place phase runs before the evict phase).
 
 While it waits (for a leaf, or for GPUs at all) it holds the free GPUs of the leaf expected to
 have room soonest (then: the most free GPUs, then fabric order), so the jobs after it in the
@@ -34,9 +36,12 @@ class LeafWait:
     """One cycle's leaf waits and holds (see the module)."""
 
     def __init__(self, d: Draft, wait_s: float, holds: int, max_s: float = 0.0, *,
-                 whole_leaf_first: bool = False) -> None:
+                 whole_leaf_first: bool = False, evict_after_s: float | None = None) -> None:
         self.d, self.wait_s, self.holds = d, wait_s, holds
         self.whole_leaf_first = whole_leaf_first
+        # whole-domain eviction: a gang that may evict does so for one leaf after this long
+        # (domain_patience_s); None: no gang evicts for a leaf
+        self.evict_after_s = evict_after_s
         self.max_s = max(wait_s, max_s)
         self.held: list[str] = []
         self._early: dict[str, tuple[str, dict[str, tuple[int, ...]]]] = {}  # job -> leaf, GPUs
@@ -71,8 +76,16 @@ class LeafWait:
         cap = self.cap  # also finds the largest node
         if not self._node_gpus < gpus <= max(cap.values(), default=0):
             return False
-        return age < self.wait_s or self.room_at(gpus)[0] <= job.submit_time + self.max_s
+        return (age < self.wait_s or self._evicts_in_time(job)
+                or self.room_at(gpus)[0] <= job.submit_time + self.max_s)
 
+    def _evicts_in_time(self, job: Job) -> bool:
+        """Will ``job`` evict for a whole leaf (phases/evict_domain.py) before its second bound
+        runs out? Then a leaf is expected by then whether or not one drains: without this, a gang
+        of a class that may evict spread past the first bound, before its patience was up, on 9
+        of 57 whole-leaf gangs of the tree benchmark (issue 21). Classes 0-2 may evict batch."""
+        after = self.evict_after_s
+        return after is not None and job.priority_class < 3 and after < self.max_s
     def left_s(self, job: Job) -> float:
         """Seconds the job may still wait for a leaf (the bound it is under)."""
         age = self.d.now - job.submit_time

@@ -162,13 +162,15 @@ class PlacePhase:
     (strict head, backfill reservation) across classes."""
 
     def __init__(self, d: Draft, plan: Plan, *, leaf_wait_s: float = 0.0, leaf_holds: int = 0,
-                 leaf_wait_max_s: float = 0.0, whole_leaf_first: bool = False) -> None:
+                 leaf_wait_max_s: float = 0.0, whole_leaf_first: bool = False,
+                 leaf_evict_after_s: float | None = None) -> None:
         self.d, self.plan = d, plan
         self.head: str | None = None
         self.shadow_t, self.extra = INF, 0
         # nodes whose GPUs the reserved head can use (None: any; set when it has needs or pools)
         self.head_nodes: frozenset[str] | None = None
-        self.leaf = (LeafWait(d, leaf_wait_s, leaf_holds, leaf_wait_max_s, whole_leaf_first=whole_leaf_first)
+        self.leaf = (LeafWait(d, leaf_wait_s, leaf_holds, leaf_wait_max_s, whole_leaf_first=whole_leaf_first,
+                              evict_after_s=leaf_evict_after_s)
                      if leaf_wait_s > 0 else None)
 
     def run(self, order: list[Want], jobs: Mapping[str, Job]) -> tuple[Action, ...]:
