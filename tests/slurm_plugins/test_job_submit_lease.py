@@ -16,7 +16,7 @@ import pytest
 from railgang.daemon.config import SlurmSettings
 from railgang.daemon.slurm.cli import CliBackend, write_heartbeat
 from railgang.devcluster.cluster import DevCluster
-from tests.support.slurm import job_fields, sl
+from tests.support.slurm import job_fields, sl, tenant
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
@@ -98,17 +98,16 @@ def test_stale_heartbeat_gives_no_lease(slurm_cluster: DevCluster, tmp_path: Pat
 def test_owner_cannot_end_the_lease(slurm_cluster: DevCluster, tmp_path: Path, jobs: list[str]) -> None:
     if os.geteuid() != 0:
         pytest.skip("needs root to act as another user")
-    sl(slurm_cluster, "sacctmgr", "-i", "add", "user", "nobody", "account=team-a",
-       f"cluster={slurm_cluster.spec.cluster_name}", check=False)
+    user = tenant(slurm_cluster)
     tmp_path.chmod(0o777)
     write_heartbeat(slurm_cluster.spec.heartbeat_file, time.time(), 600)
-    job = submit(slurm_cluster, tmp_path, jobs, user="nobody")
+    job = submit(slurm_cluster, tmp_path, jobs, user=user)
     eligible = job_fields(slurm_cluster, job)["EligibleTime"]
     for change in ("StartTime=now", "Priority=100000"):
-        res = sl(slurm_cluster, "scontrol", "update", f"jobid={job}", change, check=False, user="nobody")
+        res = sl(slurm_cluster, "scontrol", "update", f"jobid={job}", change, check=False, user=user)
         assert res.returncode != 0 and "Access/permission denied" in res.stderr
     # other changes stay the owner's to make; the lease is untouched
-    assert sl(slurm_cluster, "scontrol", "update", f"jobid={job}", "TimeLimit=10", user="nobody").returncode == 0
+    assert sl(slurm_cluster, "scontrol", "update", f"jobid={job}", "TimeLimit=10", user=user).returncode == 0
     fields = job_fields(slurm_cluster, job)
     assert fields["EligibleTime"] == eligible and fields["TimeLimit"] == "00:10:00"
     # root (the daemon) ends the lease
