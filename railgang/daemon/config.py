@@ -196,6 +196,9 @@ class DaemonSettings(BaseModel):
     # CycleConfig.whole_leaf_first: a gang that needs a whole leaf holds one ahead of the smaller
     # jobs before it in the order (docs/policies.md "Gangs that need a whole leaf")
     whole_leaf_first: bool = False
+    # CycleConfig.backfill_held_leaf: a job that would wait starts on a held leaf's GPUs when it
+    # ends before that leaf's holder expects room there (docs/topology.md "Patience before evicting")
+    backfill_held_leaf: bool = False
     # issue 21 (docs/topology.md "Whole blocks"): a multi-node gang evicts whole jobs inside one
     # leaf/NVLink block (CycleConfig.whole_domain_evict), and small jobs are moved out of a nearly
     # free block for a waiting gang when it pays (CycleConfig.defrag); both off by default

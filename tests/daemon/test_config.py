@@ -111,7 +111,8 @@ def test_daemon_whole_domain_eviction_and_defrag_reach_the_core(tmp_path: Path) 
     assert (on.whole_domain_evict, on.defrag.enabled) == (True, True)
     assert default.budget.churn_cap == 0.05
     assert cycle_config(load_settings(write(tmp_path, "[daemon]\npreempt_churn_cap = 0.5\n"))).budget.churn_cap == 0.5
-    assert default.budget.churn_burst_gpus == 0
+    assert default.budget.churn_burst_gpus == 0 and not default.backfill_held_leaf
+    assert cycle_config(load_settings(write(tmp_path, "[daemon]\nbackfill_held_leaf = true\n"))).backfill_held_leaf
     assert cycle_config(load_settings(write(tmp_path, "[daemon]\nchurn_burst_gpus = 64\n"))).budget.churn_burst_gpus == 64
 
 

@@ -94,6 +94,9 @@ class CycleConfig:
     # the order are placed even when a leaf has room now (they may start anywhere but there);
     # else smaller gangs ahead of it take each leaf as it frees (issue 21: 52 -> 17 s in the sim)
     whole_leaf_first: bool = False
+    # with leaf_wait_s: a job that would wait starts on a held leaf's GPUs when it is expected to
+    # end before that leaf's holder expects room there (EASY backfill per held leaf; issue 21)
+    backfill_held_leaf: bool = False
     # R-T8: move running gangs off degraded links when the payback rule says so (core/phases/migrate.py;
     # a no-op while the link health is None or all healthy, e.g. every pinned simulation)
     migration: MigrationRules = field(default_factory=MigrationRules)
@@ -157,7 +160,8 @@ def decide(
     lap("size")
     placing = PlacePhase(d, plan, leaf_wait_s=config.leaf_wait_s, leaf_holds=config.leaf_holds,
                          leaf_wait_max_s=config.leaf_wait_max_s, whole_leaf_first=config.whole_leaf_first,
-                         leaf_evict_after_s=config.budget.domain_patience_s if config.whole_domain_evict else None)
+                         leaf_evict_after_s=config.budget.domain_patience_s if config.whole_domain_evict else None,
+                         backfill_held_leaf=config.backfill_held_leaf)
     evicting = EvictPhase(d, plan, config.budget, config.elastic, whole_domain=config.whole_domain_evict)
     reclaiming = ReclaimPhase(d, config.budget) if snapshot.quotas is not None else None
     for this_class in classes:  # 4-5. one priority class at a time, higher classes first:

@@ -59,6 +59,7 @@ def cycle_config(settings: Settings) -> CycleConfig:
                        elastic=ElasticRules(min_interval_s=d.resize_min_interval_s),
                        leaf_wait_s=d.leaf_wait_s, leaf_holds=d.leaf_holds,
                        leaf_wait_max_s=d.leaf_wait_max_s, whole_leaf_first=d.whole_leaf_first,
+                       backfill_held_leaf=d.backfill_held_leaf,
                        whole_domain_evict=d.whole_domain_evict,
                        defrag=DefragRules(enabled=d.defrag), spares=settings.failures.spares())
 

@@ -213,3 +213,33 @@ def test_a_gang_that_will_evict_for_a_leaf_does_not_spread_before_its_patience_i
         assert len(_leaves(starts["gang"])) == 2, kwargs
     starts, _ = _decide_evicting(GANG, now=100.0, patience=300.0)
     assert len(_leaves(starts["gang"])) == 2
+
+
+def _lending(backfill: bool, *pending: Job) -> tuple[dict[str, set[str]], dict[str, Reason]]:
+    """SPLIT at t=100, the gang's leaf (n01-n04) drains at 130 (n04), the other leaf at 1,000."""
+    from railgang.daemon.core.model.job import RunningJob
+
+    ends = {"n01": 1000.0, "n04": 130.0, "n07": 1000.0, "n08": 1000.0}
+    busy = {n: tuple(sorted(ALL - SPLIT[n])) for n in FAB.nodes if ALL - SPLIT[n]}
+    running = [RunningJob(job(f"r-{n}").gpus(len(g)).limit(ends[n]).build(), {n: g}, 0.0, len(g))
+               for n, g in busy.items()]
+    snap = make_snapshot(now=100.0, fabric=FAB, nodes=NODES, pending=pending, running=running,
+                         free={n: SPLIT[n] for n in FAB.nodes})
+    d = decide(snap, get("tiresias"), 100.0, random.Random(0), placer=topology_placer,
+               config=CycleConfig(leaf_wait_s=60.0, leaf_holds=1, leaf_wait_max_s=600.0,
+                                  backfill_held_leaf=backfill))
+    return {a.job_id: set(a.assignment) for a in d.actions if isinstance(a, Start)}, {r.job_id: r.code for r in d.reasons}
+
+
+def test_a_job_that_ends_before_the_held_leaf_drains_backfills_into_it() -> None:
+    filler = job("filler").gpus(16).tp(8).at(1).limit(5000.0).build()  # takes the other leaf
+    short = job("short").gpus(8).tp(8).at(2).limit(20.0).build()  # ends at 120, before 130
+    long = job("long").gpus(8).tp(8).at(3).limit(1000.0).build()  # would still run at 130
+    starts, reasons = _lending(False, GANG, filler, short, long)
+    assert reasons["gang"] == Reason.WAITING_FOR_LEAF and _leaves(starts["filler"]) == {FAB.leaf_of("n05")}
+    assert "short" not in starts and "long" not in starts
+    starts, reasons = _lending(True, GANG, filler, short, long)
+    assert _leaves(starts["short"]) == {FAB.leaf_of("n01")} and "long" not in starts
+    assert reasons["gang"] == Reason.WAITING_FOR_LEAF
+    # the leaf still has room for the gang when n04 frees: the short job's GPUs are back by then
+    assert len(starts["short"] & {"n02", "n03"}) == 1

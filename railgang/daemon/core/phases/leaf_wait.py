@@ -26,22 +26,28 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from railgang.daemon.core.model.gang import Placed
+from railgang.daemon.core.model.gang import Placed, gang_for
 from railgang.daemon.core.model.job import Job
 from railgang.daemon.core.model.plan import Want
 from railgang.daemon.core.phases.draft import INF, Draft
+from railgang.topology.placement.types import GangRequest
 
 
 class LeafWait:
     """One cycle's leaf waits and holds (see the module)."""
 
     def __init__(self, d: Draft, wait_s: float, holds: int, max_s: float = 0.0, *,
-                 whole_leaf_first: bool = False, evict_after_s: float | None = None) -> None:
+                 whole_leaf_first: bool = False, evict_after_s: float | None = None,
+                 lend: bool = False) -> None:
         self.d, self.wait_s, self.holds = d, wait_s, holds
         self.whole_leaf_first = whole_leaf_first
         # whole-domain eviction: a gang that may evict does so for one leaf after this long
         # (domain_patience_s); None: no gang evicts for a leaf
         self.evict_after_s = evict_after_s
+        self.lends = lend  # backfill into a held leaf (lend)
+        self._until: dict[str, float] = {}  # held leaf -> when its holder expects room there
+        self._kept_of: dict[str, dict[str, tuple[int, ...]]] = {}  # held leaf -> its held GPUs
+        self._no_lend: set[tuple[str, GangRequest]] = set()  # shapes a held leaf cannot take
         self.max_s = max(wait_s, max_s)
         self.held: list[str] = []
         self._early: dict[str, tuple[str, dict[str, tuple[int, ...]]]] = {}  # job -> leaf, GPUs
@@ -118,8 +124,11 @@ class LeafWait:
         rest of this cycle; None if no hold is left or applies."""
         if len(self.held) >= self.holds or not self.applies(job, gpus):
             return None
-        _, leaf = self.room_at(gpus)
+        until, leaf = self.room_at(gpus)
+        if self._evicts_in_time(job):  # its eviction may need the leaf's GPUs before it drains
+            until = min(until, job.submit_time + (self.evict_after_s or 0.0))
         if leaf is None:  # no leaf expected to drain (no estimates): the one with most free GPUs
+            until = self.d.now  # nothing is lent from it
             free, order = self._free(), {lf: i for i, lf in enumerate(self.d.snap.fabric.leaves)}
             cands = [(-free.get(lf, 0), order.get(lf, 0), lf) for lf, c in self.cap.items()
                      if c >= gpus and lf not in self.held]
@@ -131,8 +140,36 @@ class LeafWait:
         kept = {n: tuple(sorted(g)) for n, g in d.free.items()
                 if n in d.snap.fabric and self._leaf(n) == leaf}
         d.hold(kept)
-        self._kept = kept
+        self._kept = self._kept_of[leaf] = kept
+        self._until[leaf] = until
         return leaf
+
+    def lend(self, job: Job, replicas: int, runtime_s: float) -> Placed | None:
+        """Backfill into a held leaf (``CycleConfig.backfill_held_leaf``): place ``job`` on the
+        held GPUs of a leaf whose holder expects room there no sooner than ``job`` is expected
+        to end, so that the hold costs the holder nothing and the smaller jobs less (EASY
+        backfill, per leaf; issue 21: long holds for whole-leaf gangs idled GPUs that small jobs
+        waited for). The GPUs it takes are no longer held; None: no held leaf takes it."""
+        d = self.d
+        for leaf in self.held:
+            kept = self._kept_of.get(leaf)
+            if not kept or d.now + runtime_s > self._until.get(leaf, d.now):
+                continue
+            gang = gang_for(job, replicas, frozenset(kept))
+            if gang.gpus > sum(map(len, kept.values())) or (leaf, gang) in self._no_lend:
+                continue
+            pool = {n: d.free.get(n, frozenset()) | frozenset(g) for n, g in kept.items()}
+            placed = d.place(gang, pool)
+            if not isinstance(placed, Placed):
+                self._no_lend.add((leaf, gang))
+                continue
+            lent = {n: tuple(g for g in gs if g in kept.get(n, ())) for n, gs in placed.assignment.items()}
+            d.unhold({n: g for n, g in lent.items() if g})
+            for n, g in lent.items():
+                if n in kept:  # in place: prehold's record of the leaf gives back only the rest
+                    kept[n] = tuple(x for x in kept[n] if x not in g)
+            return placed
+        return None
 
     def prehold(self, order: Sequence[Want], jobs: Mapping[str, Job]) -> None:
         """Before anyone in ``order`` is placed, hold leaves for the first gangs that no leaf has
@@ -156,6 +193,7 @@ class LeafWait:
         early = self._early.pop(job_id, None)
         if early is not None:
             self.held.remove(early[0])
+            self._kept_of.pop(early[0], None)
             self.d.unhold(early[1])
 
     def _free(self) -> dict[str, int]:

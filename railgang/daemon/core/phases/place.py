@@ -163,14 +163,14 @@ class PlacePhase:
 
     def __init__(self, d: Draft, plan: Plan, *, leaf_wait_s: float = 0.0, leaf_holds: int = 0,
                  leaf_wait_max_s: float = 0.0, whole_leaf_first: bool = False,
-                 leaf_evict_after_s: float | None = None) -> None:
+                 leaf_evict_after_s: float | None = None, backfill_held_leaf: bool = False) -> None:
         self.d, self.plan = d, plan
         self.head: str | None = None
         self.shadow_t, self.extra = INF, 0
         # nodes whose GPUs the reserved head can use (None: any; set when it has needs or pools)
         self.head_nodes: frozenset[str] | None = None
         self.leaf = (LeafWait(d, leaf_wait_s, leaf_holds, leaf_wait_max_s, whole_leaf_first=whole_leaf_first,
-                              evict_after_s=leaf_evict_after_s)
+                              evict_after_s=leaf_evict_after_s, lend=backfill_held_leaf)
                      if leaf_wait_s > 0 else None)
 
     def run(self, order: list[Want], jobs: Mapping[str, Job]) -> tuple[Action, ...]:
@@ -240,11 +240,30 @@ class PlacePhase:
             if attempt.failure is not None and attempt.failure.code.about_the_request:
                 d.wait(job, attempt.reason, attempt.failure.detail, need)  # no eviction can help
                 continue
+            if self.leaf is not None and self.leaf.lends and self.leaf.held and self._lend(job, x, quota):
+                continue
             self._missed(job, x, attempt.reason, need)
             held = self.leaf.hold(job, x.replicas * job.replica_gpus) if self.leaf else None
             if held is not None:  # waiting for GPUs, and keeping one leaf for them meanwhile
                 d.annotate(job.job_id, f"holding leaf {held}")
         return d.since(mark)
+
+    def _lend(self, job: Job, x: Want, quota: int | None) -> bool:
+        """Start ``job`` on a held leaf's GPUs when it ends before that leaf's holder expects room
+        there (``LeafWait.lend``); only a plain job at its wanted size that nothing else (quota,
+        backfill reservation) keeps from starting now."""
+        assert self.leaf is not None
+        k = x.replicas
+        if self.d.snap.serving is not None or not job.needs.empty:
+            return False
+        fit = self._fits(job, quota)(k)
+        if not fit.ok or fit.avoid:
+            return False
+        placed = self.leaf.lend(job, k, _runtime(job, k))
+        if placed is None:
+            return False
+        self.d.start(job, placed, k)
+        return True
 
     def _lows(self, order: list[Want], jobs: Mapping[str, Job]) -> list[int]:
         """For each position of ``order``: the GPUs of the smallest size any job from there on
