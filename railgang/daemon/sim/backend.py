@@ -35,6 +35,7 @@ from railgang.daemon.core.model.actions import (
 )
 from railgang.daemon.core.model.job import Assignment, Job, RunningJob
 from railgang.daemon.core.model.needs import GpuFacts
+from railgang.daemon.core.model.plan import Want
 from railgang.daemon.core.model.pools import Pools, pools_of_nodes
 from railgang.daemon.core.model.reasons import Reason
 from railgang.daemon.core.model.snapshot import (
@@ -114,6 +115,7 @@ class SimBackend:
         self.pending: list[tuple[float, int, str]] = []  # (submit, seq, job_id), kept sorted
         self._pending_jobs: list[Job] = []  # the core's views, aligned with ``pending``
         self._pending_view: tuple[Job, ...] | None = None
+        self._by_submit = views.SubmitOrder()  # the queue in FIFO's order (the snapshot index's)
         self.running: dict[str, SimJob] = {}
         self.preempt_log: list[PreemptEvent] = []
         self.priorities: dict[str, int] = {}
@@ -158,6 +160,7 @@ class SimBackend:
         self.pending.insert(i, sj.qkey)
         self._pending_jobs.insert(i, sj.job)
         self._pending_view = None
+        self._by_submit.add(sj.job.request)
 
     def _dequeue(self, sj: SimJob) -> None:
         i = bisect.bisect_left(self.pending, sj.qkey)
@@ -165,6 +168,7 @@ class SimBackend:
             del self.pending[i]
             del self._pending_jobs[i]
             self._pending_view = None
+            self._by_submit.remove(sj.job.request)
 
     def _take(self, assignment: Assignment) -> str | None:
         for node, gpus in assignment.items():
@@ -269,8 +273,9 @@ class SimBackend:
         if self._pending_view is None:
             self._pending_view = tuple(self._pending_jobs)
         pending = self._pending_view
+        by_submit: tuple[Want, ...] | None = self._by_submit.view()
         if self.max_pending is not None and len(pending) > self.max_pending:
-            pending = pending[: self.max_pending]
+            pending, by_submit = pending[: self.max_pending], None  # (the kept order: all of it)
         free = self._free_view
         if free is None:
             if self._free_shown is None:
@@ -296,7 +301,8 @@ class SimBackend:
                         quotas=self.config.quotas if self.config.enforce_quotas else None,
                         tiers=self.config.tiers,
                         index=SnapshotIndex(self.total_gpus, self._free_count, dict(self._held),
-                                            self._elastic_view, tuple(self._per_class), self._pools))
+                                            self._elastic_view, tuple(self._per_class), self._pools,
+                                            by_submit))
         return snap
 
 
@@ -552,11 +558,13 @@ class SimBackend:
 
     def renewed(self, sj: SimJob, job: Job) -> None:
         """``sj``'s job is now ``job`` (a changed state), in the queue's view too."""
-        sj.job = job
+        old, sj.job = sj.job, job
         i = bisect.bisect_left(self.pending, sj.qkey)
         if i < len(self.pending) and self.pending[i] == sj.qkey:
             self._pending_jobs[i] = job
             self._pending_view = None
+            self._by_submit.remove(old.request)
+            self._by_submit.add(job.request)
 
     # -- spot capacity (capacity.py) -------------------------------------------------------------
     def _reclaim(self, node: str, now: float) -> bool:

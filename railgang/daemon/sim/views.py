@@ -10,6 +10,8 @@ change between two of them. The pieces here let ``SimBackend.snapshot`` cost wha
 - :func:`sorted_views` — the running mapping by job id, built from the kept views in C loops.
 - :func:`lazy_accounts` — accounts whose usage is summed when first read (only fair-share
   policies read it).
+- :class:`SubmitOrder` — the queue's ``Want``s in FIFO's order (``SnapshotIndex.submit_order``),
+  changed as jobs arrive, start and are requeued instead of sorted and built every cycle.
 
 Every number is computed by the arithmetic and in the order the eager code used, so the floats
 and the schedules are the same (the identical ``--json`` check in BENCHMARKS).
@@ -17,12 +19,14 @@ and the schedules are the same (the identical ``--json`` check in BENCHMARKS).
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Mapping
 from operator import attrgetter
 from types import MappingProxyType
 from typing import Any
 
-from railgang.daemon.core.model.job import JobState, RunningJob
+from railgang.daemon.core.model.job import JobRequest, JobState, RunningJob
+from railgang.daemon.core.model.plan import Want
 from railgang.daemon.core.model.snapshot import Account, Node
 
 Line = tuple[JobState, float, float, int, float, float | None, float | None, float, float]
@@ -153,5 +157,34 @@ def frozen_free(free: Mapping[str, set[int]], nodes: Mapping[str, Node],
             if nodes[node].state.usable and node not in away}
 
 
-__all__ = ["Line", "LiveRunning", "all_fresh", "attained", "eager_accounts", "frozen_free",
+class SubmitOrder:
+    """``plan.rigid_by_submit`` of the queue, kept: a job's ``Want`` at its requested size,
+    ordered by (submit time, job id), inserted as it enters the queue and removed as it leaves."""
+
+    def __init__(self) -> None:
+        self._keys: list[tuple[float, str]] = []
+        self._wants: list[Want] = []
+        self._view: tuple[Want, ...] | None = None
+
+    def add(self, r: JobRequest) -> None:
+        key = (r.submit_time, r.job_id)
+        i = bisect.bisect_left(self._keys, key)
+        self._keys.insert(i, key)
+        self._wants.insert(i, Want(r.job_id, r.replicas, r.replicas))
+        self._view = None
+
+    def remove(self, r: JobRequest) -> None:
+        key = (r.submit_time, r.job_id)
+        i = bisect.bisect_left(self._keys, key)
+        if i < len(self._keys) and self._keys[i] == key:
+            del self._keys[i], self._wants[i]
+            self._view = None
+
+    def view(self) -> tuple[Want, ...]:
+        if self._view is None:
+            self._view = tuple(self._wants)
+        return self._view
+
+
+__all__ = ["Line", "LiveRunning", "SubmitOrder", "all_fresh", "attained", "eager_accounts", "frozen_free",
            "lazy_accounts", "sorted_views", "work_left"]

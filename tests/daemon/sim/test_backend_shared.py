@@ -18,7 +18,7 @@ from railgang.topology.fabric import fabric_from_shape
 from tests.daemon.sim.schedule_pin import synthetic_jobs
 
 
-@pytest.mark.parametrize("policy", ["default", "pollux", "tiresias"])
+@pytest.mark.parametrize("policy", ["default", "pollux", "tiresias", "fifo"])
 def test_shared_views_equal_a_snapshot_from_scratch(policy: str) -> None:
     checked = []
 

@@ -41,7 +41,7 @@ from types import MappingProxyType
 
 from railgang.daemon.core.model import tiers as spot
 from railgang.daemon.core.model.job import Job, JobRequest, RunningJob
-from railgang.daemon.core.model.plan import Plan, Want
+from railgang.daemon.core.model.plan import Plan, Want, rigid_by_submit
 from railgang.daemon.core.model.snapshot import (
     Node,
     Snapshot,
@@ -125,6 +125,7 @@ def rebuild_index(snapshot: Snapshot) -> SnapshotIndex:
         elastic_running=tuple(r for r in snapshot.running.values() if r.job.request.elastic),
         running_per_class=per_class(snapshot.running),
         pools=pools_of_nodes(snapshot.nodes),
+        submit_order=rigid_by_submit(snapshot.pending),
     )
 
 

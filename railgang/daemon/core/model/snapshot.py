@@ -28,12 +28,15 @@ import functools
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from railgang.daemon.core.model.job import Job, RunningJob
 from railgang.daemon.core.model.needs import UNKNOWN_FACTS, GpuFacts
 from railgang.daemon.core.model.quota import QuotaTree
 from railgang.daemon.core.model.serving import ServingPool
+
+if TYPE_CHECKING:  # plan.py imports this module
+    from railgang.daemon.core.model.plan import Want
 
 
 class NodeState(enum.StrEnum):
@@ -136,6 +139,9 @@ class SnapshotIndex:
     elastic_running: tuple[RunningJob, ...]  # running jobs with an elastic range, by job id
     running_per_class: tuple[int, ...]  # running jobs per priority class (0 … 3)
     pools: Any = None  # model.pools.Pools: the usable nodes by (GPU type, tier); None: derive
+    # ``plan.rigid_by_submit(pending)``, FIFO's plan order: it changes only as jobs arrive, start
+    # and are requeued, so a backend keeps it instead of a sort and a Want per job per cycle
+    submit_order: tuple[Want, ...] | None = None  # None: derive
 
 
 def usable_gpus(nodes: Mapping[str, Node]) -> int:
@@ -238,6 +244,9 @@ class Snapshot:
 
     def replace(self, **changes: Any) -> Snapshot:
         """A what-if: a new snapshot with ``changes`` applied (this one is untouched)."""
+        if "pending" in changes and "index" not in changes and self.index is not None:
+            # another queue (the serving step hides replicas): the order kept for this one is not its
+            changes["index"] = dataclasses.replace(self.index, submit_order=None)
         return dataclasses.replace(self, **changes)
 
 

@@ -9,15 +9,11 @@ back to its requested size, never beyond (``regrow_targets``).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from operator import attrgetter
 
 from railgang.daemon.core.model import pools as hetero
-from railgang.daemon.core.model.plan import Plan, Want, regrow_targets
+from railgang.daemon.core.model.plan import Plan, regrow_targets, submit_order
 from railgang.daemon.core.model.snapshot import Snapshot
 from railgang.daemon.core.model.tiers import SpotRules
-
-_SUBMIT_ORDER = attrgetter("request.submit_time", "request.job_id")  # the ordering key, in C
-_REQUEST = attrgetter("request")
 
 
 @dataclass(frozen=True)
@@ -28,9 +24,8 @@ class Fifo:
     spot: SpotRules = field(default_factory=SpotRules)
 
     def plan(self, snapshot: Snapshot, now: float) -> Plan:
-        queue = sorted(snapshot.pending, key=_SUBMIT_ORDER)
-        plan = Plan(  # Want(job, k, k): want(job, k), without a call per waiting job per cycle
-            order=tuple([Want(r.job_id, r.replicas, r.replicas) for r in map(_REQUEST, queue)]),
+        plan = Plan(  # Want(job, k, k) by (submit time, job id): kept by the simulator's backend
+            order=submit_order(snapshot),
             mode="strict",
             targets=regrow_targets(snapshot),
         )
