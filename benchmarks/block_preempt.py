@@ -117,12 +117,14 @@ def trace(count: int, load: float, racks: int, seed: int, *, flat: bool = False)
 
 def run_one(name: str, jobs: list[TraceJob], fabric: Fabric, layout: BlockLayout | None, churn: float,
             policy: str = "slurm", big_gpus: int = PER_RACK * GPUS, patience_s: float = 0.0,
-            leaf_wait: tuple[float, float] | None = None, burst_gpus: int = 0) -> dict[str, float]:
+            leaf_wait: tuple[float, float] | None = None, burst_gpus: int = 0,
+            lend: bool = False) -> dict[str, float]:
     """One run of ``NAMES``; ``layout`` None: a tree fabric (no Slurm row), ``big_gpus``: a whole
     leaf's GPUs (gangs at least this large are the ones that need whole leaves), ``patience_s``:
     ``PreemptionBudget.domain_patience_s`` and ``leaf_wait`` (``leaf_wait_s``, ``leaf_wait_max_s``)
     of the whole-domain rows (None: the daemon's 120 s, 600 s), ``burst_gpus``:
-    ``PreemptionBudget.churn_burst_gpus`` of the whole-domain rows (0: none)."""
+    ``PreemptionBudget.churn_burst_gpus`` of the whole-domain rows (0: none), ``lend``: their
+    ``CycleConfig.backfill_held_leaf``."""
     # the simulator's jobs do not save on the signal (SimConfig.panic_checkpoint False): a move
     # loses the work since the last periodic checkpoint, and the payback rule must count it
     base = CycleConfig(budget=PreemptionBudget(churn_cap=churn), migration=MigrationRules(checkpoint_on_signal=False))
@@ -131,7 +133,8 @@ def run_one(name: str, jobs: list[TraceJob], fabric: Fabric, layout: BlockLayout
     # the whole-domain rows: gangs wait for a whole leaf ``leaf_wait`` (first, second bound), then
     # evict for one after ``patience_s`` (both 0: the daemon's defaults, evicting at once)
     lw, lwm = leaf_wait or (120.0, 600.0)
-    domain = replace(daemon, leaf_wait_s=lw, leaf_wait_max_s=lwm, whole_domain_evict=True, budget=patient)
+    domain = replace(daemon, leaf_wait_s=lw, leaf_wait_max_s=lwm, whole_domain_evict=True, budget=patient,
+                     backfill_held_leaf=lend)
     cycle = {
         "slurm 24.11 placement": base,
         "railgang, node-by-node eviction": daemon,
@@ -183,6 +186,8 @@ def main() -> None:
                     help="leaf_wait_s and leaf_wait_max_s of the whole-domain rows (default 120 600)")
     ap.add_argument("--burst", type=int, default=0, metavar="GPUS",
                     help="churn_burst_gpus of the whole-domain rows (0: the churn cap; a rack is 72)")
+    ap.add_argument("--backfill-held-leaf", action="store_true",
+                    help="backfill_held_leaf in the whole-domain rows")
     ap.add_argument("--policy", default="slurm", help="the core's policy for every run (slurm: multifactor + EASY backfill)")
     args = ap.parse_args()
     fabric, layout = fleet(args.racks)
@@ -192,12 +197,12 @@ def main() -> None:
     print("| --- " * 8 + "|")
     for name in args.only or NAMES:
         r = run_one(name, jobs, fabric, layout, args.churn_cap, args.policy, patience_s=args.patience,
-                    leaf_wait=tuple(args.leaf_wait) if args.leaf_wait else None, burst_gpus=args.burst)
+                    leaf_wait=tuple(args.leaf_wait) if args.leaf_wait else None, burst_gpus=args.burst, lend=args.backfill_held_leaf)
         print(f"| {name} | {r['tp_inside']:.1f}% | {r['rack_in_one']:.0f}/{r['racks']:.0f} | {r['big_wait_min']:.1f} ({r['big_started']:.0f}/{r['big_total']:.0f}) | "
               f"{r['small_wait_min']:.1f} | {r['stranded_gpu_h']:.0f} | {r['lost_gpu_h']:.1f} | "
               f"{r['evictions']:.0f} ({r['moves']:.0f}) | {r['wall_s']:.0f} |", flush=True)
     print(f"\n{args.racks} racks, {args.jobs} jobs, offered load {args.load}, churn cap {args.churn_cap}, seed "
-          f"{args.seed}{', all batch' if args.flat else ''}, policy {args.policy}, patience {args.patience:.0f} s, leaf wait {args.leaf_wait or [120, 600]}, burst {args.burst}; load average {os.getloadavg()[0]:.2f}")
+          f"{args.seed}{', all batch' if args.flat else ''}, policy {args.policy}, patience {args.patience:.0f} s, leaf wait {args.leaf_wait or [120, 600]}, burst {args.burst}, backfill held leaf {args.backfill_held_leaf}; load average {os.getloadavg()[0]:.2f}")
 
 
 if __name__ == "__main__":

@@ -55,6 +55,8 @@ def main() -> None:
                     help="leaf_wait_s and leaf_wait_max_s of the whole-domain rows (default 120 600)")
     ap.add_argument("--burst", type=int, default=0, metavar="GPUS",
                     help="churn_burst_gpus of the whole-domain rows (0: the churn cap; a leaf is 64)")
+    ap.add_argument("--backfill-held-leaf", action="store_true",
+                    help="backfill_held_leaf in the whole-domain rows")
     args = ap.parse_args()
     fabric = fabric_from_shape(NODES, GPN, PER_LEAF)
     jobs = trace(args.jobs, args.load, args.seed)
@@ -63,13 +65,13 @@ def main() -> None:
     print("| --- " * 7 + "|")
     for name in NAMES[1:]:
         r = run_one(name, jobs, fabric, None, args.churn_cap, big_gpus=LEAF, patience_s=args.patience,
-                    leaf_wait=tuple(args.leaf_wait) if args.leaf_wait else None, burst_gpus=args.burst)
+                    leaf_wait=tuple(args.leaf_wait) if args.leaf_wait else None, burst_gpus=args.burst, lend=args.backfill_held_leaf)
         print(f"| {name} | {r['rack_in_one']:.0f}/{r['racks']:.0f} | {r['big_wait_min']:.1f} "
               f"({r['big_started']:.0f}/{r['big_total']:.0f}) | {r['small_wait_min']:.1f} | {r['stranded_gpu_h']:.0f} | "
               f"{r['lost_gpu_h']:.1f} | {r['evictions']:.0f} ({r['moves']:.0f}) |", flush=True)
     print(f"\n{NODES} nodes x {GPN} GPUs, leaves of {PER_LEAF}, {args.jobs} jobs, offered load {args.load}, churn cap "
           f"{args.churn_cap}, seed {args.seed}, policy slurm, patience {args.patience:.0f} s, leaf wait "
-          f"{args.leaf_wait or [120, 600]}, burst {args.burst}; load average {os.getloadavg()[0]:.2f}")
+          f"{args.leaf_wait or [120, 600]}, burst {args.burst}, backfill held leaf {args.backfill_held_leaf}; load average {os.getloadavg()[0]:.2f}")
 
 
 if __name__ == "__main__":

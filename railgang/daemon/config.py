@@ -79,6 +79,12 @@ class SlurmSettings(BaseModel):
     # cycle. Default 60 since every real-Slurm 22.05 suite passed with it (e2e 16, the rest
     # 137) and 24.11/26.05 build the same records (BENCHMARKS.md "10,000 waiting")
     narrow_full_read_s: float = Field(default=60.0, ge=0, le=86400)
+    # where squeue honours -j (24.11+) a new waiting job is read by id (its name) in the cycle
+    # that first lists it, so the full read only refreshes what an owner changed later in a
+    # waiting job's name or Comment (neither is read while it waits but for the start-time
+    # estimate's model): at least this often there, not narrow_full_read_s (24.11 at 10,000
+    # waiting: 9-11 s a full read, BENCHMARKS.md "10,000 waiting jobs on Slurm 24.11")
+    narrow_full_read_filtered_s: float = Field(default=600.0, ge=0, le=86400)
     # topology.conf to build the fabric from; empty = topology.conf beside slurm.conf, else
     # `scontrol show topology`
     topology: Path | None = None
@@ -197,7 +203,7 @@ class DaemonSettings(BaseModel):
     # jobs before it in the order (docs/policies.md "Gangs that need a whole leaf")
     whole_leaf_first: bool = False
     # CycleConfig.backfill_held_leaf: a job that would wait starts on a held leaf's GPUs when it
-    # ends before that leaf's holder expects room there (docs/topology.md "Patience before evicting")
+    # ends before that leaf's holder expects room there (docs/topology.md "Whole leaves on a tree")
     backfill_held_leaf: bool = False
     # issue 21 (docs/topology.md "Whole blocks"): a multi-node gang evicts whole jobs inside one
     # leaf/NVLink block (CycleConfig.whole_domain_evict), and small jobs are moved out of a nearly
@@ -211,7 +217,7 @@ class DaemonSettings(BaseModel):
     domain_patience_s: float = Field(default=0.0, ge=0)
     # PreemptionBudget.churn_burst_gpus: GPUs that may be preempted at once when above the churn
     # cap, e.g. one whole leaf (64 on 8 x 8-GPU leaves); the window stretches to keep the cap's
-    # long-run rate. 0 = the cap (docs/topology.md "Patience before evicting")
+    # long-run rate. 0 = the cap (docs/topology.md "Whole leaves on a tree")
     churn_burst_gpus: int = Field(default=0, ge=0, le=1_000_000)
     # quota guarantees × this where the measured busy share supports it (x × busy <= 91 %);
     # 1.0 = off (docs/policies.md "Quotas")

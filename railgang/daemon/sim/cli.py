@@ -86,6 +86,10 @@ def sim(
         "--whole-leaf-first",
         help="With --leaf-wait-s: a gang that needs a whole leaf holds one ahead of the smaller "
              "jobs before it in the order (the daemon's daemon.whole_leaf_first).")] = False,
+    backfill_held_leaf: Annotated[bool, typer.Option(
+        "--backfill-held-leaf",
+        help="With --leaf-wait-s: a job that would wait starts on a held leaf's GPUs when it ends "
+             "before that leaf's holder expects room there (daemon.backfill_held_leaf).")] = False,
     max_pending: Annotated[int | None, typer.Option(
         "--max-pending", min=1,
         help="Show the core at most N pending jobs per cycle, oldest first (like Slurm's "

@@ -220,7 +220,8 @@ def _cycle(a: SimpleNamespace) -> CycleConfig | None:
     if a.leaf_wait_s <= 0:
         return None
     return CycleConfig(leaf_wait_s=a.leaf_wait_s, leaf_holds=a.leaf_holds,
-                       leaf_wait_max_s=a.leaf_wait_max_s, whole_leaf_first=a.whole_leaf_first)
+                       leaf_wait_max_s=a.leaf_wait_max_s, whole_leaf_first=a.whole_leaf_first,
+                       backfill_held_leaf=a.backfill_held_leaf)
 
 
 def _serving(a: SimpleNamespace, jobs: list[TraceJob], names: list[str],
