@@ -189,6 +189,7 @@ def narrow_read(spec: ClusterSpec, sl: Any, sbatch: Any) -> dict[str, Any]:
         # a job its signal ended (a checkpoint's USR1): 24.11+ print its exit code as 0:10
         killed = sbatch("--account=team-b", "-N1", "--gres=gpu:1", "--nodelist=n02").stdout.strip()
         made.append(killed.split(";")[0])
+        killed = made[-1]
         for ended in (False, True):
             deadline = time.monotonic() + 60
             while (sl("squeue", "-h", "-t", "all", "-j", made[-1], "-o", "%T").stdout.strip()
@@ -232,7 +233,12 @@ def narrow_read(spec: ClusterSpec, sl: Any, sbatch: Any) -> dict[str, Any]:
                  "same_as_json": started.jobs == plain.observe(now).jobs}
         backend.observe(time.time())
         after["next"] = [backend.full_reads, backend.changed_reads]
-        signalled = {j.job_id: j.exit_signal for j in narrow}.get(made[-1])
+        # a job submitted now: its name (not in the narrow form) read by id, no full read
+        made.append(sbatch("--account=team-a", "-N1", "--gres=gpu:1", "--hold",
+                           "--job-name=fresh|name\nline").stdout.strip().split(";")[0])
+        fresh = backend.observe(time.time())
+        after["fresh"] = [backend.full_reads, backend.changed_reads, fresh.jobs[made[-1]].name]
+        signalled = {j.job_id: j.exit_signal for j in narrow}.get(killed)
         return {"rows": len(rows), "records": len(narrow), "json_records": len(full), "differ": differ,
                 "problems": problems, "stale": stale, "made": made, "full_reads": reads,
                 "same_as_json": same, "names": {j.job_id: j.name for j in narrow if j.job_id in made},

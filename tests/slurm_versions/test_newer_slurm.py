@@ -111,3 +111,5 @@ def test_the_narrow_read_builds_the_json_records(seen: dict[str, Any]) -> None:
     assert started["full"] == 0 and started["changed"] == 1 and started["same_as_json"]
     assert len(started["gpus"]) == 1 and len(started["gpus"][0]) == 1
     assert started["next"] == [0, 0]
+    # a new waiting job: its name read with it by id in the cycle that first lists it
+    assert started["fresh"] == [0, 1, "fresh|name\nline"]

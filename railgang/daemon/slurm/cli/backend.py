@@ -193,9 +193,10 @@ class CliBackend:
                 log.warning("slurm: narrow squeue read failed (%s); reading the JSON", exc)
         cache = self._narrow
         self.changed_reads = 0
-        if rows is not None and cache is not None and now - cache.at < self.settings.narrow_full_read_s:
+        if rows is not None and cache is not None and now - cache.at < self._full_read_every():
             why, said = cache.stale(rows), list[str]()
-            if why and self.json_version is not None:  # squeue honours -j: read only those jobs
+            # squeue honours -j: read only the changed jobs, and the new waiting ones' names
+            if self.json_version is not None and (why or cache.unseen_pending(rows)):
                 why, said = self._read_changed(cache, rows)
             if not why:
                 try:
@@ -217,21 +218,32 @@ class CliBackend:
         self.full_reads = 1
         return seen, notes
 
+    def _full_read_every(self) -> float:
+        """Seconds between full JSON reads: ``narrow_full_read_s`` (0: every cycle), at least
+        ``narrow_full_read_filtered_s`` where new waiting jobs are read by id (24.11+)."""
+        every = self.settings.narrow_full_read_s
+        if every > 0 and self.json_version is not None:
+            return max(every, self.settings.narrow_full_read_filtered_s)
+        return every
+
     def _read_changed(self, cache: NarrowCache, rows: list[NarrowRow]) -> tuple[str, list[str]]:
         """The JSON of only the jobs that made the narrow read stale (``squeue --json -j``: a
         version with a data_parser, whose squeue honours its filters; 22.05 ignores them): on a
         busy cluster a job starts or ends in most cycles, and a full read of 10,000 waiting
-        jobs costs 24.11 6-10 s, this one 0.2 s. Returns why a full read is still needed ("":
+        jobs costs 24.11 6-10 s, this one 0.2 s. New waiting jobs are read with them (their
+        names: the narrow form has none). Returns why a full read is still needed ("":
         none: too many changed, the read failed as for a job purged meanwhile, or a job changed
         again in between) and what the read said of records it skipped."""
-        ids = list(cache.stale_jobs(rows))
-        if len(ids) > CHANGED_READ_MAX:
-            return f"{len(ids)} jobs changed", []
+        stale = list(cache.stale_jobs(rows))
+        if len(stale) > CHANGED_READ_MAX:
+            return f"{len(stale)} jobs changed", []
+        # new waiting jobs' names; after a burst of submissions the rest in the next cycles
+        ids = stale + cache.unseen_pending(rows)[:CHANGED_READ_MAX - len(stale)]
         try:
             seen, said = self._read_json(cmd.SQUEUE, lambda text: parse_squeue(text, keep_signalled=True),
                                       "--states=all", "--jobs=" + ",".join(ids))
-        except SlurmCommandError as exc:
-            return f"squeue -j of the changed jobs failed: {exc}", []
+        except SlurmCommandError as exc:  # names alone can wait for the next cycle
+            return (f"squeue -j of the changed jobs failed: {exc}" if stale else ""), []
         cache.absorb(rows, ids, seen)
         self.changed_reads = 1
         return cache.stale(rows), said

@@ -24,7 +24,8 @@ alone: on the first cycle, at least every ``narrow_full_read_s``, and whenever a
 new or changed (started, resized, requeued) since the full read; a job that ended is read from
 its line (state, exit code), as the full read would keep it (ended by a signal, NODE_FAIL).
 Between full reads a new pending job has no name (``model`` stays empty for the start-time
-estimate). Running railgang jobs' Comments (their training progress, which elastic sizing reads)
+estimate) on 22.05; where squeue honours ``-j`` (24.11+) the cycle that first lists it reads it
+by id with the changed jobs, and the full read runs only every ``narrow_full_read_filtered_s``. Running railgang jobs' Comments (their training progress, which elastic sizing reads)
 are read every cycle by one more ``squeue -j ... -O JobID,Comment`` (:func:`parse_comments`).
 
 Any line that is not exactly the fields asked for with a numeric job id, a job id twice, or a
@@ -292,6 +293,12 @@ class NarrowCache:
                 # never read whole: its name (a burn-in's verdict) is only in the JSON
                 out[row.job_id] = f"job {row.job_id} ended unseen ({row.state})"
         return out
+
+    def unseen_pending(self, rows: list[NarrowRow]) -> list[str]:
+        """Waiting jobs no full read has seen (submitted since): the narrow form has no name
+        for them; not stale (nothing the daemon decides on is missing), but worth a read by id
+        where the version honours -j."""
+        return [r.job_id for r in rows if r.kind == "pending" and r.job_id not in self.fingerprints]
 
     def absorb(self, rows: list[NarrowRow], job_ids: list[str], jobs: list[SqueueJob]) -> None:
         """Take a full read of only ``job_ids`` (``squeue --json -j``, where the version honours

@@ -246,3 +246,20 @@ def test_a_reason_is_its_name_whatever_description_the_output_appends(text: str,
     fields[2] = text
     (job,), _ = merge(parse_narrow("|".join(fields)), {}, {"9": _full("9", "n03")})
     assert job.reason == word
+
+
+def test_new_waiting_jobs_are_unseen_until_read_by_id() -> None:
+    """24.11+: a job submitted since the full read is not stale (nothing decided on is missing)
+    but has no name in the narrow form; the backend reads it by id with the changed jobs, after
+    which it is seen and keeps its name."""
+    pending, running = parse_narrow(line()), parse_narrow(line("9", "RUNNING", T0, "n03"))
+    cache = _cache(pending + running, [merge(pending, {}, {})[0][0], _full("9", "n03")])
+    new = parse_narrow(line("12"))
+    assert cache.stale(pending + running + new) == ""
+    assert cache.unseen_pending(pending + running + new) == ["12"]
+    fresh = squeue_job({"job_id": 12, "job_state": "PENDING", "name": "fresh",
+                        "tres_per_node": "gres:gpu:2", "admin_comment": TAG})
+    cache.absorb(pending + running + new, ["12"], [fresh])
+    assert cache.unseen_pending(pending + running + new) == []
+    jobs, _ = cache.read(pending + running + new)
+    assert {j.job_id: j.name for j in jobs}["12"] == "fresh"
