@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from railgang.daemon.core import CycleConfig, Node, Reason, Start, decide, topology_placer
 from railgang.daemon.core.model.job import Job
 from railgang.daemon.core.model.snapshot import make_snapshot
+from railgang.daemon.core.phases.draft import INF
 from railgang.daemon.core.policies.registry import get
 from railgang.topology.fabric import fabric_from_shape
 from tests.daemon.core.core_builders import job
@@ -243,3 +244,42 @@ def test_a_job_that_ends_before_the_held_leaf_drains_backfills_into_it() -> None
     assert reasons["gang"] == Reason.WAITING_FOR_LEAF
     # the leaf still has room for the gang when n04 frees: the short job's GPUs are back by then
     assert len(starts["short"] & {"n02", "n03"}) == 1
+
+
+def _room_at(running: list, free: Mapping[str, frozenset[int]], leaf: str, gpus: int) -> float:  # type: ignore[type-arg]
+    """When ``leaf`` has ``gpus`` free by the running jobs' time limits (what the hold expects)."""
+    avail = sum(len(g) for n, g in free.items() if FAB.leaf_of(n) == leaf)
+    t = 100.0
+    for r in sorted((r for r in running if FAB.leaf_of(next(iter(r.assignment))) == leaf), key=lambda r: r.job.time_limit_s):
+        if avail >= gpus:
+            break
+        avail, t = avail + r.gpus, r.job.time_limit_s
+    return t if avail >= gpus else INF
+
+
+def test_backfill_into_a_held_leaf_only_adds_starts_that_end_before_the_leaf_has_room() -> None:
+    # seeded random occupancies: lending never moves or drops a start made without it, never
+    # changes the gang's reason, and each job it adds ends before its leaf was to have room
+    from railgang.daemon.core.model.job import RunningJob
+
+    lent = 0
+    for seed in range(150):
+        rng = random.Random(seed)
+        free = {n: frozenset(g for g in ALL if rng.random() < 0.4) for n in FAB.nodes}
+        running = [RunningJob(job(f"r-{n}").gpus(8 - len(g)).limit(rng.uniform(110, 2000)).build(),
+                              {n: tuple(sorted(ALL - g))}, 0.0, 8 - len(g)) for n, g in free.items() if len(g) < 8]
+        small = [job(f"s{i}").gpus(k).tp(k).at(1 + i).limit(rng.uniform(5, 1500)).build()
+                 for i, k in enumerate(rng.choice((1, 2, 4, 8)) for _ in range(4))]
+        snap = make_snapshot(now=100.0, fabric=FAB, nodes=NODES, pending=[GANG, *small], running=running, free=free)
+        runs = [decide(snap, get("tiresias"), 100.0, random.Random(0), placer=topology_placer,
+                       config=CycleConfig(leaf_wait_s=60.0, leaf_holds=1, leaf_wait_max_s=600.0, backfill_held_leaf=on))
+                for on in (False, True)]
+        off, on = ({a.job_id: a.assignment for a in d.actions if isinstance(a, Start)} for d in runs)
+        assert {k: v for k, v in on.items() if k in off} == off, seed
+        assert runs[0].reason("gang") == runs[1].reason("gang"), seed
+        for jid in on.keys() - off.keys():
+            lent += 1
+            leaf = FAB.leaf_of(next(iter(on[jid])))
+            limit = next(j for j in small if j.job_id == jid).time_limit_s
+            assert limit is not None and 100.0 + limit <= _room_at(running, free, leaf, GANG.gpus), seed
+    assert lent > 0  # the property was exercised
