@@ -221,10 +221,14 @@ class PlacePhase:
             if self.head is not None and plan.mode == "strict":
                 d.wait(job, Reason.PRIORITY, f"FIFO: behind {self.head}", need)
                 continue
-            if min(x.replicas, x.min_replicas) * job.replica_gpus > d.free_count:
-                attempt = _NO_ROOM  # every size _try_start could try is larger than what is free
-            elif self._outlasts(job, x, quota is None and tree is None):
-                attempt = _NO_ROOM  # its one size would delay the reservation: fits() refuses it
+            if (min(x.replicas, x.min_replicas) * job.replica_gpus > d.free_count  # no size fits,
+                    or self._outlasts(job, x, quota is None and tree is None)):  # or would delay
+                if self.head is not None and plan.mode == "backfill" and self.leaf is None:
+                    d.block(job.priority_class)  # what _missed does for it behind a reservation,
+                    d.wait(job, Reason.PRIORITY, "", need)  # without its calls (most of slurm's
+                    continue  # long queue, every cycle: issue 24 item 2)
+                attempt = _NO_ROOM  # every size _try_start could try is larger than what is free,
+                # or its one size would delay the reservation (fits() refuses it)
             else:  # (on a long queue most jobs: no size to try, no backfill test to build)
                 attempt = _try_start(d, job, x, self._fits(job, quota), self.leaf)
             st = attempt.started

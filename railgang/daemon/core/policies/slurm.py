@@ -17,16 +17,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 from operator import attrgetter
 
-from railgang.daemon.core.model.job import Job
+from railgang.daemon.core.model.job import Job, JobRequest
 from railgang.daemon.core.model.plan import Plan, Want, regrow_targets
 from railgang.daemon.core.model.snapshot import Snapshot
 
 _REQUEST = attrgetter("request")
+_ACCOUNT = attrgetter("request.account")  # read for every waiting and running job: in C
 
 
 def fairshare_factors(snapshot: Snapshot) -> dict[str, float]:
     """Slurm's classic 2^(−U/S) per account (1.0 = no usage, 0.5 = used exactly its share)."""
-    names = {j.account for j in snapshot.pending} | {r.job.account for r in snapshot.running.values()}
+    names = set(map(_ACCOUNT, snapshot.pending)) | {r.job.request.account for r in snapshot.running.values()}
     names |= set(snapshot.accounts)
     accts = [snapshot.account(n) for n in sorted(names)]
     total_use = sum(a.usage_gpu_s for a in accts) or 1.0
@@ -54,13 +55,18 @@ class Slurm:
     def plan(self, snapshot: Snapshot, now: float) -> Plan:
         fs = fairshare_factors(snapshot)
         total = snapshot.total_gpus
-        queue = sorted(
-            snapshot.pending,
-            key=lambda j: (-self.priority(j, now, total, fs.get(j.account, 1.0)), j.submit_time, j.job_id),
-        )
+        w_age, w_size, w_fs, max_age, g = (self.weight_age, self.weight_size, self.weight_fairshare,
+                                           self.max_age_s, max(1, total))
+
+        def key(r: JobRequest) -> tuple[float, float, str]:  # priority()'s arithmetic, inlined:
+            # once per waiting job per cycle, so no forwarding property or method call per job
+            age = min(max(0.0, now - r.submit_time) / max_age, 1.0)
+            return -(w_age * age + w_size * (r.gpus / g) + w_fs * fs.get(r.account, 1.0)), r.submit_time, r.job_id
+
+        queue = sorted(map(_REQUEST, snapshot.pending), key=key)
         return Plan(
             # Want(job, k, k): want(job, k), without a call per waiting job per cycle
-            order=tuple([Want(r.job_id, r.replicas, r.replicas) for r in map(_REQUEST, queue)]),
+            order=tuple([Want(r.job_id, r.replicas, r.replicas) for r in queue]),
             mode="backfill",
             targets=regrow_targets(snapshot),
         )
