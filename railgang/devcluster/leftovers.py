@@ -4,9 +4,12 @@ everything under it.
 slurmstepd detaches from the slurmd that started it, so stopping the recorded daemons (slurmd
 first) leaves every running job's slurmstepd and its processes alive, holding their emulated
 GPUs and the cluster's directories. They are found by what they are, not by name: a process
-whose executable is a slurmstepd and whose environment names this cluster's slurm.conf
-(``SLURM_CONF``, which slurmd passes on), plus its descendants. Other clusters' jobs on the same
-host name other files and are left alone.
+whose executable is a slurmstepd (Debian 13+: ``slurmstepd-wlm``) and whose environment names
+this cluster's slurm.conf (``SLURM_CONF``, which slurmd passes on), plus its descendants. From
+24.11 on, slurmstepd writes its title over its environment (``/proc/PID/environ`` reads empty),
+so a slurmstepd with no ``SLURM_CONF`` there is this cluster's when it holds a file of the
+cluster's directory open (its slurmd's log, ``DIR/log``; the directory above ``etc/slurm.conf``).
+Other clusters' jobs on the same host name other files and are left alone.
 """
 
 from __future__ import annotations
@@ -29,7 +32,8 @@ def _stat(pid: int) -> tuple[str, int] | None:
     return exe, ppid
 
 
-def _conf_of(pid: int) -> str:
+def _conf_of(pid: int) -> str | None:
+    """The ``SLURM_CONF`` of ``pid``'s environment; None when it has none."""
     try:
         env = (PROC / str(pid) / "environ").read_bytes()
     except OSError:
@@ -37,16 +41,35 @@ def _conf_of(pid: int) -> str:
     for item in env.split(b"\0"):
         if item.startswith(b"SLURM_CONF="):
             return item[len(b"SLURM_CONF="):].decode("utf-8", "replace")
-    return ""
+    return None
+
+
+def _holds_file_under(pid: int, home: str) -> bool:
+    fds = PROC / str(pid) / "fd"
+    try:
+        names = os.listdir(fds)
+    except OSError:
+        return False
+    for name in names:
+        with contextlib.suppress(OSError):
+            if os.readlink(fds / name).startswith(home + "/"):
+                return True
+    return False
+
+
+def _of_cluster(pid: int, slurm_conf: Path) -> bool:
+    conf = _conf_of(pid)
+    if conf is not None:
+        return conf == str(slurm_conf)
+    return _holds_file_under(pid, str(slurm_conf.parent.parent))
 
 
 def stepd_trees(slurm_conf: Path) -> list[int]:
     """PIDs of this cluster's slurmstepds and of every process under them, leaves first."""
     procs = {int(p.name): st for p in PROC.iterdir() if p.name.isdigit()
              if (st := _stat(int(p.name))) is not None}
-    conf = str(slurm_conf)
     roots = [pid for pid, (exe, _) in procs.items()
-             if exe.startswith("slurmstepd") and _conf_of(pid) == conf]
+             if exe.startswith("slurmstepd") and _of_cluster(pid, slurm_conf)]
     children: dict[int, list[int]] = {}
     for pid, (_, ppid) in procs.items():
         children.setdefault(ppid, []).append(pid)

@@ -103,7 +103,9 @@ def test_ledger_ingest_and_reconcile_against_live_sacct(slurm_cluster: DevCluste
     while True:  # ingest only once slurmdbd has the finished job (else the test proves nothing)
         res = subprocess.run(["sacct", "--json", "-j", job], capture_output=True, text=True,
                              env=env, timeout=60)
-        if any(j["state"]["current"] == "COMPLETED" for j in json.loads(res.stdout)["jobs"]):
+        # 22.05 says "COMPLETED", 24.11+ ["COMPLETED"]
+        if any(j["state"]["current"] in ("COMPLETED", ["COMPLETED"])
+               for j in json.loads(res.stdout)["jobs"]):
             break
         assert time.monotonic() < deadline, f"job {job} not COMPLETED in sacct after 120 s"
         time.sleep(0.5)
