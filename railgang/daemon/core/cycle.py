@@ -42,7 +42,7 @@ import random
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import groupby
+from itertools import compress, groupby
 from operator import attrgetter
 from types import MappingProxyType
 
@@ -67,6 +67,8 @@ from railgang.topology.health import LinkHealth
 
 log = logging.getLogger(__name__)
 _JOB_ID = attrgetter("request.job_id")  # the map of the whole queue, built in C each cycle
+_WANT_ID = attrgetter("job_id")
+_CLASS, _FAULT = attrgetter("request.priority_class"), attrgetter("state.after_fault")
 PHASES = ("observe", "order", "size", "place", "preempt", "migrate", "grow", "emit")
 
 
@@ -153,7 +155,7 @@ def decide(
     plan = policy.plan(snapshot, now)  # 2. order
     jobs = dict(zip(map(_JOB_ID, snapshot.pending), snapshot.pending, strict=True))
     classes = _by_class(plan, jobs)
-    order = [x for batch in classes for x in batch]
+    order = classes[0] if len(classes) == 1 else [x for batch in classes for x in batch]
     lap("order")
     if config.resize:  # 3. size: shrinks the plan asks for free GPUs for this cycle's starts
         shrink_phase(d, plan, config.elastic)
@@ -206,9 +208,10 @@ def _by_class(plan: Plan, jobs: Mapping[str, Job]) -> list[list[Want]]:
     requeued goes first in its class (docs/failures.md); else the policy's rank is kept. Most
     queues hold one class and no requeued job: then the order is the plan's as it is, without a
     sort key per waiting job (issue 24 item 2: every cycle pays this for the whole queue)."""
-    order = [x for x in plan.order if x.job_id in jobs]
-    kinds = {(j.request.priority_class, j.state.after_fault) for j in jobs.values()}
-    if len(kinds) <= 1:
+    order = list(compress(plan.order, map(jobs.__contains__, map(_WANT_ID, plan.order))))
+    # one class and one fault state? by identity (enum members and bools are singletons), in C;
+    # equal values as distinct objects only take the sort below, which keeps the same order
+    if len(set(map(id, map(_CLASS, jobs.values())))) <= 1 and len(set(map(id, map(_FAULT, jobs.values())))) <= 1:
         return [order] if order else []
     order.sort(key=lambda x: (jobs[x.job_id].priority_class, not jobs[x.job_id].state.after_fault))
     return [list(batch) for _, batch in groupby(order, key=lambda x: jobs[x.job_id].priority_class)]

@@ -13,6 +13,7 @@ from __future__ import annotations
 import bisect
 import dataclasses
 from collections.abc import Iterator, Mapping, Sequence, Set
+from operator import attrgetter
 
 from railgang.daemon.core.model.actions import Action, Migrate, Preempt, Resize, Start
 from railgang.daemon.core.model.gang import GangRequest, Placed, Placer, Unplaceable
@@ -27,6 +28,7 @@ from railgang.daemon.core.model.spares import SpareRules, may_use_spares
 from railgang.daemon.core.phases.waiting import Behind, CycleReasons
 
 INF = float("inf")
+_JOB_ID, _WANT_ID = attrgetter("request.job_id"), attrgetter("job_id")  # read in C, per queue
 
 
 class Draft:
@@ -119,12 +121,11 @@ class Draft:
         return r
 
     def without_reason(self, pending: Sequence[Job]) -> Iterator[Job]:
-        """The jobs of ``pending`` that neither started nor wait for a reason yet."""
-        reasons, behind, started = self._reasons, self._behind, self._started
-        for j in pending:
-            jid = j.request.job_id
-            if jid not in reasons and jid not in behind and jid not in started:
-                yield j
+        """The jobs of ``pending`` that neither started nor wait for a reason yet (found with set
+        operations in C: asked of the whole queue every cycle, and mostly none is left)."""
+        left = set(map(_JOB_ID, pending))
+        left.difference_update(self._reasons, self._behind, self._started)
+        return (j for j in pending if j.request.job_id in left) if left else iter(())
 
     @property
     def ends(self) -> list[tuple[float, int]]:
@@ -284,7 +285,7 @@ class Draft:
         minimum, as :meth:`wait` would record one by one: recorded once, and each reason built
         only when read. In strict FIFO the whole queue behind the head waits for the same reason
         in every cycle (issue 24 item 2: a cycle should cost what changed, not the queue)."""
-        behind = Behind({x.job_id: x for x in rest}, jobs, code, detail, self._free_count)
+        behind = Behind(dict(zip(map(_WANT_ID, rest), rest, strict=True)), jobs, code, detail, self._free_count)
         self._bulk_codes.add(code)
         for jid in behind.wants.keys() & self._reasons.keys():  # the last call wins, as in wait
             del self._reasons[jid]
