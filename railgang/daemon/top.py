@@ -191,10 +191,15 @@ def daemon_reasons(db_url: str) -> dict[str, str]:
 
     try:
         engine = make_engine(db_url)
+    except RailgangError:
+        return {}
+    try:
         with session_scope(engine) as s:
             return explanations.waiting_reasons(s)
     except (SQLAlchemyError, RailgangError):
         return {}
+    finally:
+        engine.dispose()  # a pooled connection left to the collector: Python 3.13 warns
 
 
 def from_daemon(db_url: str) -> Frame:
@@ -208,6 +213,7 @@ def from_daemon(db_url: str) -> Frame:
     from railgang.db.models import JobExplanation
     from railgang.db.session import make_engine, session_scope
 
+    engine = None
     try:
         engine = make_engine(db_url)
         with session_scope(engine) as s:
@@ -222,6 +228,9 @@ def from_daemon(db_url: str) -> Frame:
     except (SQLAlchemyError, RailgangError) as exc:
         raise InputError(f"the daemon's database ({type(exc).__name__}): {exc}; is the daemon "
                          "running with this db.url?") from exc
+    finally:
+        if engine is not None:
+            engine.dispose()
     views.sort(key=lambda v: (v.state not in ACTIVE_STATES, int(v.job_id) if v.job_id.isdigit()
                               else 0))
     used = sum(v.gpus for v in views if v.state in ACTIVE_STATES)
