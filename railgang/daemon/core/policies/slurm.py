@@ -18,17 +18,18 @@ from dataclasses import dataclass
 from operator import attrgetter
 
 from railgang.daemon.core.model.job import Job, JobRequest
-from railgang.daemon.core.model.plan import Plan, Want, regrow_targets
+from railgang.daemon.core.model.plan import Plan, regrow_targets, submit_order
 from railgang.daemon.core.model.snapshot import Snapshot
 
 _REQUEST = attrgetter("request")
 _ACCOUNT = attrgetter("request.account")  # read for every waiting and running job: in C
+_RUN_ACCOUNT, _ID = attrgetter("job.request.account"), attrgetter("job_id")
 
 
 def fairshare_factors(snapshot: Snapshot) -> dict[str, float]:
     """Slurm's classic 2^(−U/S) per account (1.0 = no usage, 0.5 = used exactly its share)."""
-    names = set(map(_ACCOUNT, snapshot.pending)) | {r.job.request.account for r in snapshot.running.values()}
-    names |= set(snapshot.accounts)
+    names = set(map(_ACCOUNT, snapshot.pending))
+    names.update(map(_RUN_ACCOUNT, snapshot.running.values()), snapshot.accounts)
     accts = [snapshot.account(n) for n in sorted(names)]
     total_use = sum(a.usage_gpu_s for a in accts) or 1.0
     total_share = sum(a.share for a in accts) or 1.0
@@ -64,9 +65,12 @@ class Slurm:
             return -(w_age * age + w_size * (r.gpus / g) + w_fs * fs.get(r.account, 1.0)), r.submit_time, r.job_id
 
         queue = sorted(map(_REQUEST, snapshot.pending), key=key)
+        # each job's Want(job, k, k) as FIFO's kept order holds it (the simulator builds one per
+        # job, not one per waiting job per cycle), put in this order in C
+        kept = submit_order(snapshot)
+        wants = dict(zip(map(_ID, kept), kept, strict=True))
         return Plan(
-            # Want(job, k, k): want(job, k), without a call per waiting job per cycle
-            order=tuple([Want(r.job_id, r.replicas, r.replicas) for r in queue]),
+            order=tuple(map(wants.__getitem__, map(_ID, queue))),
             mode="backfill",
             targets=regrow_targets(snapshot),
         )
