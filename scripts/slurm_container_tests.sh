@@ -25,14 +25,14 @@ pyver=$(docker run --rm --network host "$image" python3 -c 'import sys; print(f"
 .venv/bin/pip wheel -q --no-deps -w "$work/wheels" . >/dev/null
 .venv/bin/pip download -q -d "$work/wheels" --only-binary=:all: --python-version "$pyver" \
   --implementation cp --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 \
-  --platform manylinux2014_x86_64 --platform any "pytest>=8" "hypothesis>=6.100" "httpx>=0.27" \
+  --platform manylinux2014_x86_64 --platform any "pytest>=8" "hypothesis>=6.100" "httpx>=0.27" "httpx2>=2.0" \
   2>&1 | grep -v "^WARNING: Location" || true
 docker run -d --name "$name" --network host --cap-add ALL --cap-drop SYS_RESOURCE \
   --security-opt seccomp=unconfined --security-opt apparmor=unconfined \
   --device-cgroup-rule 'c 195:* rmw' -v "$PWD:/src:ro" -v "$work/wheels:/wheels:ro" \
   "$image" sleep infinity >/dev/null
 docker exec "$name" sh -c 'pip install -q --no-deps /wheels/railgang-*.whl &&
-  pip install -q --no-index --find-links /wheels pytest hypothesis httpx'
+  pip install -q --no-index --find-links /wheels pytest hypothesis httpx httpx2'
 # the tree is mounted read-only: no bytecode, no pytest cache
 docker exec -w /src -e PYTHONDONTWRITEBYTECODE=1 -e RAILGANG_TEST_ROOT=/var/tmp/railgang-tests \
   -e RAILGANG_TEST_PORT_BASE="$base" -e RAILGANG_TEST_REQUIRE="${RAILGANG_TEST_REQUIRE:-slurm}" \

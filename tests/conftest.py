@@ -76,3 +76,28 @@ def postgres_url() -> Iterator[str]:
         yield server.url
     finally:
         server.stop()
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Start the Slurm 24.11 suites' container run now when CI requires it and it was selected:
+    a quarter of an hour spent mostly waiting on Slurm, beside the rest of the session
+    (tests/slurm_versions/suites_run.py)."""
+    if ("slurm2411_suites" not in REQUIRED or os.geteuid() != 0
+            or session.config.option.collectonly
+            or not any(i.get_closest_marker("slurm2411_suites") for i in session.items)):
+        return
+    from tests.slurm_versions import suites_run
+    from tests.slurm_versions.container import ContainerUnavailable, docker_ready
+
+    try:
+        docker_ready()
+    except ContainerUnavailable:
+        return  # the test itself says why
+    suites_run.start()
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    import sys
+
+    if "tests.slurm_versions.suites_run" in sys.modules:
+        sys.modules["tests.slurm_versions.suites_run"].stop()
