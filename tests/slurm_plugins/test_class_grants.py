@@ -19,7 +19,7 @@ import pytest
 
 from railgang.devcluster.cluster import DevCluster, slurm_env
 from railgang.devcluster.layout import TEST_GRANTS
-from tests.support.slurm import sl
+from tests.support.slurm import sl, tenant
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
@@ -116,7 +116,6 @@ def test_class_2_carries_its_short_limit(slurm_cluster: DevCluster, submit: Subm
 
 
 def test_user_and_qos_grants(slurm_cluster: DevCluster, submit: Submitter) -> None:
-    cluster_name = slurm_cluster.spec.cluster_name
     sl(slurm_cluster, "sacctmgr", "-i", "add", "qos", QOS, check=False)  # kept across sessions
     sl(slurm_cluster, "sacctmgr", "-i", "modify", "user", "root", "set", f"qos+={QOS}",
        check=False)
@@ -127,12 +126,11 @@ def test_user_and_qos_grants(slurm_cluster: DevCluster, submit: Submitter) -> No
     if os.geteuid() != 0:
         pytest.skip("needs root to act as another user")
     # the report, as a new user would try it: a plain user's class 0 is refused
-    sl(slurm_cluster, "sacctmgr", "-i", "add", "user", "nobody", "account=team-a",
-       f"cluster={cluster_name}", check=False)
-    res = submit(1, user="nobody")
-    assert res.returncode != 0 and "not granted to account team-a, user nobody" in res.stderr
-    grants(slurm_cluster, "1 user root\n1 user nobody\n")
-    assert submit.accepted(submit(1, user="nobody"))["UserId"].startswith("nobody(")
+    user = tenant(slurm_cluster)  # not nobody: 26.05 refuses every job of uid 65534
+    res = submit(1, user=user)
+    assert res.returncode != 0 and f"not granted to account team-a, user {user}" in res.stderr
+    grants(slurm_cluster, f"1 user root\n1 user {user}\n")
+    assert submit.accepted(submit(1, user=user))["UserId"].startswith(f"{user}(")
 
 
 def test_missing_or_garbled_file(slurm_cluster: DevCluster, submit: Submitter) -> None:

@@ -14,19 +14,18 @@ import pytest
 from railgang.daemon.slurm.cli import write_heartbeat
 from railgang.devcluster.cluster import DAEMON_USER, DevCluster, daemon_uid
 from railgang.devcluster.layout import TEST_GRANTS
-from tests.support.slurm import job_fields, sl
+from tests.support.slurm import TENANT, job_fields, sl, tenant
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
-USER = "nobody"  # a plain user with an association to team-a
+USER = TENANT  # a plain user with an association to team-a (tests/support/slurm.py)
 
 
 @pytest.fixture
 def jobs(slurm_cluster: DevCluster, tmp_path: Path) -> Iterator[list[str]]:
     if os.geteuid() != 0:
         pytest.skip("needs root to act as other users")
-    sl(slurm_cluster, "sacctmgr", "-i", "add", "user", USER, "account=team-a",
-       f"cluster={slurm_cluster.spec.cluster_name}", check=False)
+    tenant(slurm_cluster)
     tmp_path.chmod(0o777)
     submitted: list[str] = []
     yield submitted
