@@ -13,28 +13,40 @@ estimate is worse than on a 2-day one):
 Both <= 0 means the start fell inside. Each side is calibrated on its own (the asymmetric
 variant of that paper, its theorem 2): the shown interval is ``lo' = (lo + c)·e^-q_early - c``,
 ``hi' = (hi + c)·e^q_late - c``, where ``q_early`` and ``q_late`` are the ``ceil((n + 1)·(1 -
-α/2)) / n`` empirical quantiles of the newest ``n`` early and late scores. The misses are
+α_side)) / n`` empirical quantiles of the newest ``n`` early and late scores. The misses are
 lopsided (estimates from time limits alone start jobs too late, so nearly every miss is early):
 one symmetric score widened the side that never missed as much as the other, 4x wider intervals
 for the same coverage on the limits-only estimate.
+
+**The miss budget is shared between the sides.** Each side gets ``α/2``, but intervals are only
+widened, never narrowed (an interval too wide is honest, one too narrow is not): a side whose
+raw ends already miss less than ``α/2`` keeps margin 0 and misses only what it misses, so
+without sharing the total aimed at was below ``α`` (with history or progress the raw lower ends
+miss only 5-9 % on the synthetic traces). That side's unused share goes to the other side.
 
 Under exchangeable errors that covers ``1 - α`` = 80 % of future starts. The errors are not
 exchangeable over a trace: as the queue grows the newest scores under-state the next misses (on
 Philly limits-only intervals held 66 %, not 80 %), and as it drains they over-state them.
 So ``α`` itself is learnt online, adaptive conformal inference (Gibbs and Candès, NeurIPS 2021):
-when a job starts, ``α += step · (target α - share of its shown intervals that missed)``; over
-any stretch the shown intervals' miss rate tends to the target, whatever the drift. One step
-per started job, not per interval, so a long wait (many intervals, one outcome) counts once.
+``α += step · (target α - missed)`` for each shown interval once its outcome is known. Per
+interval, because the coverage promised is per interval shown (stepping once per started job
+let the many intervals of long waits, which miss most, count as one and aimed the level the
+wrong way on a growing queue). And as soon as it is known: a start before the shown lower end
+or inside is known when the job starts, a miss above as soon as the shown upper end has passed
+with the job still waiting (waiting for the start delayed exactly the misses of long waits, so
+the level learnt from the quick starts only).
 
-Intervals are only widened, never narrowed (an interval too wide is honest, one too narrow is
-not), and not at all before ``min_scores`` starts were seen. Scores always use the raw interval,
-so widening never feeds on itself. The daemon stores each interval's larger score
-(``estimate_history.save_scores``); a restarted daemon reads them back as both sides (at least
-as wide as the two-sided scores they stand for) and starts ``α`` from the target again.
+Intervals are not widened at all before ``min_scores`` starts were seen. Scores always use the
+raw interval, so widening never feeds on itself. Inputs that are not finite or negative (a
+clock gone wrong, a corrupt row) are logged with the job and skipped, never scored. The daemon
+stores each interval's larger score (``estimate_history.save_scores``); a restarted daemon reads
+them back as both sides (at least as wide as the two-sided scores they stand for) and starts
+``α`` from the target again.
 """
 
 from __future__ import annotations
 
+import logging
 import math
 from collections import deque
 from collections.abc import Iterable, Sequence
@@ -42,6 +54,8 @@ from dataclasses import dataclass
 from statistics import median
 
 from railgang.daemon.core.model.snapshot import Snapshot
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -53,24 +67,32 @@ class Shown:
     lo_s: float
     hi_s: float | None
     margins: tuple[float, float] | None = None
+    job_id: str = ""
+
+
+def _bad(*values: float | None) -> bool:
+    """Not a time: NaN, infinite or negative (None, an unbounded end, is fine)."""
+    return any(v is not None and not (math.isfinite(v) and v >= 0.0) for v in values)
 
 
 class IntervalCalibration:
     """Scores of settled intervals and the widening they call for; see the module docstring."""
 
     def __init__(self, *, coverage: float = 0.8, keep: int = 1000, min_scores: int = 20,
-                 quantum_s: float = 60.0, per_job: int = 24, step: float = 0.02) -> None:
+                 quantum_s: float = 60.0, per_job: int = 24, step: float = 0.01) -> None:
         if not 0.0 < coverage < 1.0:
             raise ValueError(f"coverage must be in (0, 1), not {coverage}")
         self.coverage, self.min_scores, self.c = coverage, max(1, min_scores), max(1.0, quantum_s)
         self.per_job = max(1, per_job)
         self.keep = max(1, keep)
-        self.step = max(0.0, step)  # the ACI step γ: how fast the level follows drift
+        self.step = max(0.0, step)  # the ACI step γ, per interval: how fast the level follows
         self.alpha = 1.0 - coverage  # the miss rate aimed at now (ACI's α_t)
         self._early: deque[float] = deque(maxlen=self.keep)
         self._late: deque[float] = deque(maxlen=self.keep)
         self._margins: tuple[float, float] | None = None  # cached until scores or α change
         self._open: dict[str, list[Shown]] = {}  # job -> intervals shown while it waited
+        self._due: dict[str, float] = {}  # job -> earliest shown upper end not yet passed
+        self._counted: set[Shown] = set()  # open intervals already counted as missed above
         self._unsaved: list[float] = []  # settled since the last drain_new (for the database)
 
     # -- learning ---------------------------------------------------------------------------
@@ -85,49 +107,118 @@ class IntervalCalibration:
         """The larger side: <= 0 inside, else how far outside (what the database keeps)."""
         return max(self.sides(lo_s, hi_s, actual_s))
 
-    def add(self, lo_s: float, hi_s: float | None, actual_s: float) -> None:
+    def add(self, lo_s: float, hi_s: float | None, actual_s: float, job_id: str = "") -> bool:
+        """Score one settled interval; False (logged, not scored) for a time that is not one."""
+        if _bad(lo_s, hi_s, actual_s):
+            log.warning("start-time calibration: job %s: interval (%r, %r) started after %r s "
+                        "is not a time; not scored", job_id or "?", lo_s, hi_s, actual_s)
+            return False
         early, late = self.sides(lo_s, hi_s, actual_s)
         self._early.append(early)
         self._late.append(late)
+        self._unsaved.append(max(early, late))
         self._margins = None
+        return True
 
     def shown(self, job_id: str, made_at: float, lo_s: float, hi_s: float | None) -> None:
         """Remember a raw interval shown for ``job_id`` and how it was widened; a long wait
         keeps every other one (at most ``per_job``), so one job cannot outweigh many."""
+        if _bad(made_at, lo_s, hi_s) or (hi_s is not None and hi_s < lo_s):
+            log.warning("start-time calibration: job %s: interval (%r, %r) made at %r is not "
+                        "one; not kept", job_id, lo_s, hi_s, made_at)
+            return
+        s = Shown(made_at, lo_s, hi_s, self.margins(), job_id)
         kept = self._open.setdefault(job_id, [])
-        kept.append(Shown(made_at, lo_s, hi_s, self.margins()))
+        kept.append(s)
         if len(kept) > self.per_job:
-            self._open[job_id] = kept[::2]
+            self._open[job_id] = kept = kept[::2]
+            self._counted.intersection_update(kept)
+        due = self._deadline(s)
+        if due < self._due.get(job_id, math.inf):
+            self._due[job_id] = due
 
-    def settle(self, intervals: Sequence[Shown], started_at: float) -> int:
-        """Score one started job's intervals, then take one ACI step on the share of those
-        shown widened that missed as shown. Returns scores added."""
-        missed = []
-        for s in intervals:
-            early, late = self.sides(s.lo_s, s.hi_s, started_at - s.made_at)
-            self.add(s.lo_s, s.hi_s, started_at - s.made_at)
-            self._unsaved.append(max(early, late))
-            if s.margins is not None:
-                missed.append(early > s.margins[0] or late > s.margins[1])
-        if missed and self.step:
-            target = 1.0 - self.coverage
+    def _deadline(self, s: Shown) -> float:
+        """When the shown upper end passes (inf: unbounded, or shown raw)."""
+        if s.hi_s is None or s.margins is None:
+            return math.inf
+        return s.made_at + (s.hi_s + self.c) * math.exp(s.margins[1]) - self.c
+
+    def _learn(self, missed: bool) -> None:
+        """One ACI step: the level moves toward what the shown intervals missed."""
+        if self.step:
             # clipped: past 0 every interval is already the widest seen, past 1 the raw one
             self.alpha = min(1.0, max(0.0, self.alpha + self.step * (
-                target - sum(missed) / len(missed))))
+                1.0 - self.coverage - missed)))
             self._margins = None
-        return len(intervals)
+
+    def settle(self, intervals: Sequence[Shown], started_at: float) -> int:
+        """Score one started job's intervals and take an ACI step for each shown widened
+        whose outcome was not known before (see ``overdue``). Returns scores added."""
+        if _bad(started_at):
+            log.warning("start-time calibration: job %s started at %r, not a time; its "
+                        "intervals are not scored", intervals[0].job_id if intervals else "?",
+                        started_at)
+            return 0
+        added = 0
+        for s in intervals:
+            actual = started_at - s.made_at
+            if -self.c < actual < 0.0:
+                actual = 0.0  # started within a quantum of when it was shown: clocks
+            if not self.add(s.lo_s, s.hi_s, actual, s.job_id):
+                continue
+            added += 1
+            if s.margins is not None and s not in self._counted:
+                early, late = self.sides(s.lo_s, s.hi_s, actual)
+                self._learn(early > s.margins[0] or late > s.margins[1])
+            self._counted.discard(s)
+        return added
+
+    def overdue(self, now: float) -> int:
+        """Count as missed every interval still open whose shown upper end passed before
+        ``now`` (its job is still waiting: a miss above, known before the job starts); one ACI
+        step each, once. Returns how many."""
+        missed = 0
+        for job_id in [j for j, due in self._due.items() if due < now]:
+            nxt = math.inf
+            for s in self._open.get(job_id, ()):
+                if s in self._counted:
+                    continue
+                due = self._deadline(s)
+                if due < now:
+                    self._counted.add(s)
+                    self._learn(True)
+                    missed += 1
+                else:
+                    nxt = min(nxt, due)
+            if nxt < math.inf:
+                self._due[job_id] = nxt
+            else:
+                del self._due[job_id]
+        return missed
+
+    def started(self, job_id: str, started_at: float) -> int:
+        """``job_id`` started at ``started_at``: settle what was shown for it."""
+        self._due.pop(job_id, None)
+        return self.settle(self._open.pop(job_id, []), started_at)
+
+    def forget(self, job_id: str) -> None:
+        """``job_id`` left the queue without starting (cancelled): nothing to score."""
+        self._due.pop(job_id, None)
+        self._counted.difference_update(self._open.pop(job_id, []))
 
     def observe(self, snapshot: Snapshot) -> int:
-        """Settle the intervals of jobs that started by ``snapshot`` (their start is known now);
-        forget those of jobs gone without starting (cancelled). Returns scores added."""
+        """Settle the intervals of jobs that started by ``snapshot`` (their start is known now),
+        forget those of jobs gone without starting (cancelled), then count the misses above
+        that are known already. Returns scores added."""
         added = 0
         pending = {j.job_id for j in snapshot.pending}
         for job_id in list(self._open):
             run = snapshot.running.get(job_id)
             if run is not None:
-                added += self.settle(self._open.pop(job_id), run.start_time)
+                added += self.started(job_id, run.start_time)
             elif job_id not in pending:
-                del self._open[job_id]
+                self.forget(job_id)
+        self.overdue(snapshot.now)
         return added
 
     def load(self, scores: Iterable[float]) -> int:
@@ -152,6 +243,18 @@ class IntervalCalibration:
     def scores(self) -> int:
         return len(self._early)
 
+    def levels(self) -> tuple[float | None, float | None]:
+        """The miss rate each side aims at: ``α/2`` each, but a side whose raw ends miss less
+        is left as it is (None: never narrowed) and its unused share goes to the other."""
+        n, half = len(self._early), self.alpha / 2
+        raw_early = sum(x > 0.0 for x in self._early) / n if n else 0.0
+        raw_late = sum(x > 0.0 for x in self._late) / n if n else 0.0
+        if raw_early < half:
+            return None, self.alpha - raw_early
+        if raw_late < half:
+            return self.alpha - raw_late, None
+        return half, half
+
     def margins(self) -> tuple[float, float] | None:
         """``(q_early, q_late)`` in log time (>= 0), or None while fewer than ``min_scores``
         starts were seen."""
@@ -159,9 +262,14 @@ class IntervalCalibration:
         if n < self.min_scores:
             return None
         if self._margins is None:
-            k = max(1, min(n, math.ceil((n + 1) * (1.0 - self.alpha / 2))))
-            self._margins = (max(0.0, sorted(self._early)[k - 1]),
-                             max(0.0, sorted(self._late)[k - 1]))
+            out = []
+            for scores, level in zip((self._early, self._late), self.levels(), strict=True):
+                if level is None:
+                    out.append(0.0)
+                    continue
+                k = max(1, min(n, math.ceil((n + 1) * (1.0 - level))))
+                out.append(max(0.0, sorted(scores)[k - 1]))
+            self._margins = (out[0], out[1])
         return self._margins
 
     def margin(self) -> float | None:
@@ -175,7 +283,7 @@ class IntervalCalibration:
             return lo_s, hi_s
         lo = lo_s if not m[0] else max(0.0, (lo_s + self.c) * math.exp(-m[0]) - self.c)
         hi = hi_s if hi_s is None or not m[1] else (hi_s + self.c) * math.exp(m[1]) - self.c
-        return lo, hi
+        return lo, (hi if hi is None or math.isfinite(hi) else None)
 
     def describe(self) -> dict[str, float | int | None]:
         m = self.margins()
@@ -184,6 +292,18 @@ class IntervalCalibration:
                 "widened_by": None if m is None else round(math.exp(max(m)), 2),
                 "earlier_by": None if m is None else round(math.exp(m[0]), 2),
                 "later_by": None if m is None else round(math.exp(m[1]), 2)}
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One interval as shown: inside or not (None: shown raw, before calibration), and its
+    width raw and as shown (None: unbounded)."""
+
+    raw_inside: bool
+    inside: bool
+    calibrated: bool
+    raw_width_s: float | None
+    shown_width_s: float | None
 
 
 @dataclass(frozen=True)
@@ -200,36 +320,53 @@ class Coverage:
     raw_width_s: float | None = None
     shown_width_s: float | None = None
 
+    @classmethod
+    def of(cls, outcomes: Sequence[Outcome]) -> Coverage:
+        n = len(outcomes)
+        cal = [o for o in outcomes if o.calibrated]
+        widths = [(o.raw_width_s, o.shown_width_s) for o in cal
+                  if o.raw_width_s is not None and o.shown_width_s is not None]
+        return cls(n, sum(o.raw_inside for o in outcomes) / n if n else None,
+                   sum(o.inside for o in outcomes) / n if n else None, len(cal),
+                   sum(o.inside for o in cal) / len(cal) if cal else None,
+                   median(w[0] for w in widths) if widths else None,
+                   median(w[1] for w in widths) if widths else None)
 
-def online_coverage(intervals: Iterable[tuple[float, float, float | None, float]],
-                    calibration: IntervalCalibration) -> Coverage:
-    """Coverage as a daemon would have shown the intervals: each ``(made_at, lo_s, hi_s,
-    actual_s)`` is widened by the starts known by its ``made_at`` only. The intervals that
-    start at one time settle together (one ACI step), as one job's do in the daemon."""
-    # by time only: two intervals made at once may tie on lo and have hi None (beyond horizon)
-    rows = sorted(intervals, key=lambda r: (r[0], r[3], r[1]))
-    by_start: dict[float, list[Shown]] = {}
-    raw_in = shown_in = 0
-    inside_calibrated: list[bool] = []
-    widths: list[tuple[float, float]] = []
-    for made, lo, hi, actual in rows:
-        for start in sorted(t for t in by_start if t <= made):
-            calibration.settle(by_start.pop(start), start)
-        raw_in += lo <= actual <= (math.inf if hi is None else hi)
-        margins = calibration.margins()
+
+Row = tuple[float, float, float | None, float] | tuple[float, float, float | None, float, str]
+
+
+def replay(rows: Iterable[Row], calibration: IntervalCalibration) -> list[Outcome]:
+    """Each interval ``(made_at, lo_s, hi_s, actual_s[, job_id])`` as a daemon would have shown
+    it, in input order: widened by what was known at its ``made_at`` only, through the daemon's
+    own calls (``shown``, ``started``, ``overdue``). Without a job id each row is its own job."""
+    given = list(rows)
+    order = sorted(range(len(given)), key=lambda i: (given[i][0], given[i][3], given[i][1]))
+    starts: dict[str, float] = {}  # open job -> when it starts
+    out: dict[int, Outcome] = {}
+    for i in order:
+        made, lo, hi, actual = given[i][:4]
+        job = str(given[i][4]) if len(given[i]) > 4 else f"#{i}"  # type: ignore[misc]
+        for j, t in sorted(((j, t) for j, t in starts.items() if t <= made),
+                           key=lambda x: (x[1], x[0])):
+            calibration.started(j, t)
+            del starts[j]
+        calibration.overdue(made)
+        m = calibration.margins()
         wlo, whi = calibration.widen(lo, hi)
-        inside = wlo <= actual <= (math.inf if whi is None else whi)
-        shown_in += inside
-        by_start.setdefault(made + actual, []).append(Shown(made, lo, hi, margins))
-        if margins is not None:
-            inside_calibrated.append(inside)
-            if hi is not None and whi is not None:
-                widths.append((hi - lo, whi - wlo))
-    n, k = len(rows), len(inside_calibrated)
-    return Coverage(n, raw_in / n if n else None, shown_in / n if n else None, k,
-                    sum(inside_calibrated) / k if k else None,
-                    median(w[0] for w in widths) if widths else None,
-                    median(w[1] for w in widths) if widths else None)
+        top = math.inf if hi is None else hi
+        out[i] = Outcome(lo <= actual <= top, wlo <= actual <= (math.inf if whi is None else whi),
+                         m is not None, None if hi is None else hi - lo,
+                         None if whi is None else whi - wlo)
+        calibration.shown(job, made, lo, hi)
+        if math.isfinite(actual) and actual >= 0.0:  # else never settled (not a time)
+            starts[job] = made + actual
+    return [out[i] for i in range(len(given))]
 
 
-__all__ = ["Coverage", "IntervalCalibration", "Shown", "online_coverage"]
+def online_coverage(rows: Iterable[Row], calibration: IntervalCalibration) -> Coverage:
+    """Coverage as a daemon would have shown the intervals (``replay``)."""
+    return Coverage.of(replay(rows, calibration))
+
+
+__all__ = ["Coverage", "IntervalCalibration", "Outcome", "Shown", "online_coverage", "replay"]

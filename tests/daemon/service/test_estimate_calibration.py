@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import math
 import random
 
@@ -10,7 +11,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from railgang.daemon.service.estimate import StartEstimator, render_estimate
-from railgang.daemon.service.estimate_calibration import IntervalCalibration, online_coverage
+from railgang.daemon.service.estimate_calibration import (
+    IntervalCalibration,
+    Shown,
+    online_coverage,
+    replay,
+)
 from tests.daemon.service.test_estimate import EXACT, WHOLE, gang, req, snap
 from tests.support.exports import assert_public_surface
 
@@ -166,7 +172,8 @@ def test_explain_shows_the_widened_interval_and_says_so() -> None:
 
 def test_public_surface() -> None:
     assert_public_surface("railgang.daemon.service.estimate_calibration",
-                          {"Coverage", "IntervalCalibration", "Shown", "online_coverage"})
+                          {"Coverage", "IntervalCalibration", "Outcome", "Shown",
+                           "online_coverage", "replay"})
 
 
 def test_the_database_keeps_the_newest_scores_of_each_cluster(tmp_path) -> None:  # type: ignore[no-untyped-def]
@@ -187,3 +194,125 @@ def test_the_database_keeps_the_newest_scores_of_each_cluster(tmp_path) -> None:
         assert kept == [0.6] * 30  # 10 x keep newest rows of the cluster
         loaded = IntervalCalibration(keep=3)
         assert loaded.load([*kept, math.nan]) == 30 and loaded.scores == 3
+
+
+def one_sided(n: int, seed: int) -> list[tuple[float, float, float]]:
+    """Intervals whose upper end never misses (10x above the point) and whose lower end misses
+    about 40 % of starts, as from estimates that start jobs too late."""
+    rng = random.Random(seed)
+    out = []
+    for _ in range(n):
+        actual = rng.lognormvariate(math.log(3600.0), 1.0)
+        point = actual * math.exp(rng.gauss(0.25, 1.0))
+        out.append((point / 1.2, point * 10.0, actual))
+    return out
+
+
+def test_a_side_that_never_misses_leaves_its_share_of_misses_to_the_other() -> None:
+    # each side aiming at alpha/2 with the upper end never narrowed covered ~90 %, not 80 %
+    cal = IntervalCalibration(coverage=0.8, keep=3000, step=0.0)
+    for lo, hi, actual in one_sided(3000, seed=1):
+        cal.add(lo, hi, actual)
+    early_level, late_level = cal.levels()
+    assert late_level is None and early_level == pytest.approx(0.2, abs=0.02)
+    early, late = cal.margins() or (0.0, 0.0)
+    assert early > 0.0 and late == 0.0
+    fresh = one_sided(3000, seed=2)
+    assert 0.77 <= covered([(*cal.widen(lo, hi), a) for lo, hi, a in fresh]) <= 0.83
+
+
+def test_both_sides_missing_more_than_their_share_split_the_misses_evenly() -> None:
+    cal = IntervalCalibration(min_scores=5, quantum_s=1.0, step=0.0)
+    for k in range(100):
+        cal.add(1000.0, 2000.0, 100.0 if k % 2 else 20_000.0)  # half far early, half far late
+    early, late = cal.levels()
+    assert early == pytest.approx(0.1) and late == pytest.approx(0.1)
+
+
+def widened(cal: IntervalCalibration, steps: int = 25) -> None:
+    for _ in range(steps):
+        cal.add(1000.0, 2000.0, 1500.0)  # inside: calibrated, margins 0
+    assert cal.margins() == (0.0, 0.0)
+
+
+def test_a_miss_above_counts_as_soon_as_the_shown_upper_end_passes_and_only_once() -> None:
+    cal = IntervalCalibration(quantum_s=1.0, step=0.01)
+    widened(cal)
+    cal.shown("b", 0.0, 100.0, 200.0)
+    assert cal.overdue(150.0) == 0 and cal.alpha == pytest.approx(0.2)
+    assert cal.overdue(250.0) == 1  # still waiting past its p90: missed, known now
+    assert cal.alpha == pytest.approx(0.2 + 0.01 * (0.2 - 1.0))
+    assert cal.overdue(300.0) == 0  # once
+    assert cal.started("b", 400.0) == 1  # scored when it starts, no second step
+    assert cal.alpha == pytest.approx(0.2 + 0.01 * (0.2 - 1.0))
+
+
+def test_every_shown_interval_is_one_step_not_every_job() -> None:
+    # a long wait shows many intervals; the coverage promised is per interval
+    cal = IntervalCalibration(quantum_s=1.0, step=0.01)
+    widened(cal)
+    for t in range(3):
+        cal.shown("b", float(t), 10.0, 20.0)  # all three inside
+    assert cal.started("b", 15.0) == 3
+    assert cal.alpha == pytest.approx(0.2 + 3 * 0.01 * 0.2)
+
+
+def test_a_cancelled_job_is_forgotten_with_its_due_intervals() -> None:
+    cal = IntervalCalibration(quantum_s=1.0)
+    widened(cal)
+    cal.shown("b", 0.0, 10.0, 20.0)
+    cal.forget("b")
+    assert cal.overdue(1e6) == 0 and cal.started("b", 30.0) == 0
+
+
+def test_replay_settles_each_job_once_and_keeps_the_input_order() -> None:
+    rows = [(0.0, 10.0, 20.0, 15.0, "a"), (0.0, 10.0, 20.0, 500.0, "b"),
+            (100.0, 10.0, 20.0, 400.0, "b"), (1000.0, 10.0, 20.0, 15.0, "c")]
+    out = replay(rows, IntervalCalibration(min_scores=1, quantum_s=1.0))
+    assert [o.raw_inside for o in out] == [True, False, False, True]
+    assert [o.calibrated for o in out] == [False, False, True, True]
+
+
+TIME = st.one_of(st.floats(allow_nan=True, allow_infinity=True),
+                 st.floats(-1e6, 1e6), st.sampled_from([0.0, 1e308, -0.0]))
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from("abc"), TIME, TIME, st.one_of(st.none(), TIME), TIME),
+                max_size=40))
+def test_hostile_times_never_crash_or_poison_the_calibration(
+        events: list[tuple[str, float, float, float | None, float]]) -> None:
+    cal = IntervalCalibration(min_scores=1, quantum_s=60.0)
+    for lo, hi, actual in cases(30, seed=4):
+        cal.add(lo, hi, actual)
+    for job, made, lo_s, hi_s, start in events:
+        cal.shown(job, made, lo_s, hi_s)
+        cal.add(lo_s, hi_s, start - made if math.isfinite(start - made) else start, job)
+        cal.overdue(start)
+        cal.started(job, start)
+    m = cal.margins()
+    assert m is not None and all(math.isfinite(x) and x >= 0.0 for x in m)
+    assert 0.0 <= cal.alpha <= 1.0
+    assert all(math.isfinite(x) for x in cal.drain_new())
+    wlo, whi = cal.widen(600.0, 3600.0)
+    assert math.isfinite(wlo) and 0.0 <= wlo <= 600.0 and (whi is None or whi >= 3600.0)
+
+
+def test_a_time_that_is_not_one_is_logged_with_the_job_and_skipped(
+        caplog: pytest.LogCaptureFixture) -> None:
+    cal = IntervalCalibration(min_scores=1)
+    with caplog.at_level(logging.WARNING):
+        cal.shown("job-nan", math.nan, 10.0, 20.0)
+        cal.shown("job-neg", 0.0, -5.0, 20.0)
+        assert not cal.add(10.0, math.inf, 30.0, "job-inf")
+        assert cal.settle([Shown(0.0, 10.0, 20.0, None, "job-late")], math.nan) == 0
+    said = " ".join(r.getMessage() for r in caplog.records)
+    for job in ("job-nan", "job-neg", "job-inf", "job-late"):
+        assert job in said
+    assert cal.scores == 0 and cal.observe(snap([], [])) == 0
+
+
+def test_a_huge_margin_leaves_the_upper_end_unbounded_not_infinite() -> None:
+    cal = IntervalCalibration(min_scores=1, quantum_s=1.0)
+    cal.add(0.0, 1.0, 1e300)  # a start 1e300 s after a 1 s p90
+    assert cal.widen(10.0, 1e300)[1] is None or math.isfinite(cal.widen(10.0, 1e300)[1] or 0.0)
