@@ -1,13 +1,18 @@
 """How good and how fast is `railgang explain`'s start-time estimate (issue 9 part 3).
 
-    .venv/bin/python benchmarks/start_estimate.py [--philly-jobs 1500] [--synthetic-jobs 600]
-        [--moments 12] [--policy default] [--wall-s 1.0] [--samples 8] [--queue 1000]
+    .venv/bin/python benchmarks/start_estimate.py [--philly-jobs 1500] [--philly-start 0]
+        [--synthetic-jobs 600] [--synthetic-seed 1] [--moments 12] [--policy default]
+        [--wall-s 1.0] [--samples 8] [--queue 1000] [--deep-jobs 0 --deep-load 1.5
+        --min-queue 200]
 
 1. Error: replays a slice of the Philly-derived trace (../shared/traces/philly-gavel or
    $RAILGANG_PHILLY_DIR, the philly-gavel loader) and a seeded synthetic trace through the
    simulator; at evenly spaced moments it estimates every waiting job from the replay's own
    snapshot, then compares with when the replay started it (daemon/service/estimate_error.py):
    median and p90 absolute error, coverage of the p10-p90 interval, per run-time source.
+   With --deep-jobs, also a synthetic trace loaded past capacity, estimated only at moments with
+   at least --min-queue waiting: there the 1 s budget leaves most jobs to the GPU-count profile,
+   and the table splits the jobs the simulation reached from those the profile placed.
 2. Speed: a queue of --queue jobs on a 1,024-GPU cluster (the Philly jobs arriving twenty
    times faster, the state replayed with fifo), estimated the way the daemon does (every waiting job, one wall-clock budget) and
    for single jobs at several queue positions.
@@ -43,23 +48,27 @@ from railgang.daemon.sim.traces.philly import default_dir, read_philly
 from railgang.topology.fabric import fabric_from_shape
 
 
-def table(name: str, m: Measurement) -> list[str]:
+def table(name: str, m: Measurement, *, by_source: bool = False) -> list[str]:
+    """One row per run-time source; with ``by_source``, one per source and where the estimate
+    came from: the simulation reached the job, or the GPU-count profile placed it."""
     rows = [f"**{name}**: {m.moments} moments, waiting jobs per moment {min(m.queue, default=0)}"
             f"-{max(m.queue, default=0)}, replay {m.replay_s:.0f} s", "",
-            "| run times from | predictions | estimated & started | median abs err h | p90 abs "
-            "err h | p10-p90 covers: raw / as shown / once calibrated (n) | median width h of those "
-            "n: raw / as shown | median actual wait h | censored (lower bound held) | "
-            "estimate ms median / max |",
-            "|---|---|---|---|---|---|---|---|---|---|"]
+            "| run times from | estimates from | predictions | estimated & started | median abs "
+            "err h | p90 abs err h | p10-p90 covers: raw / as shown / once calibrated (n; 90 % "
+            "CI over moments) | "
+            "median width h of those n: raw / as shown | median actual wait h | censored (lower "
+            "bound held) | estimate ms median / max |",
+            "|---|---|---|---|---|---|---|---|---|---|---|"]
     for v in VARIANTS:
-        s = m.summary(v)
-        rows.append(f"| {v} | {s['predictions']} | {s['estimated']} | {s['median_err_h']} | "
-                    f"{s['p90_err_h']} | {s['coverage']} / {s['coverage_shown']} / "
-                    f"{s['coverage_once_calibrated']} ({s['calibrated']}) | "
-                    f"{s['width_raw_h']} / {s['width_shown_h']} | "
-                    f"{s['median_actual_wait_h']} | "
-                    f"{s['censored']} ({s['censored_held']}) | {s['wall_ms_median']} / "
-                    f"{s['wall_ms_max']} |")
+        for source in (None, "simulated", "profile") if by_source else (None,):
+            s = m.summary(v, source)
+            ci = "-".join(f"{x:.2f}" for x in s["coverage_ci"]) if s["coverage_ci"] else "-"
+            rows.append(f"| {v} | {source or 'all'} | {s['predictions']} | {s['estimated']} | "
+                        f"{s['median_err_h']} | {s['p90_err_h']} | {s['coverage']} / "
+                        f"{s['coverage_shown']} / {s['coverage_once_calibrated']} "
+                        f"({s['calibrated']}; 90 % CI {ci}) | {s['width_raw_h']} / {s['width_shown_h']} | "
+                        f"{s['median_actual_wait_h']} | {s['censored']} ({s['censored_held']}) | "
+                        f"{s['wall_ms_median']} / {s['wall_ms_max']} |")
     return rows
 
 
@@ -181,7 +190,16 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--philly-jobs", type=int, default=1500)
     ap.add_argument("--philly-nodes", type=int, default=56)
+    ap.add_argument("--philly-start", type=int, default=0,
+                    help="the Philly slice starts at this job (another slice: 1500)")
     ap.add_argument("--synthetic-jobs", type=int, default=600)
+    ap.add_argument("--synthetic-seed", type=int, default=1)
+    ap.add_argument("--deep-jobs", type=int, default=0,
+                    help="also a synthetic trace of this many jobs at --deep-load whose queue "
+                         "grows to hundreds, estimated at --wall-s with the profile (deep queues)")
+    ap.add_argument("--deep-load", type=float, default=1.5)
+    ap.add_argument("--min-queue", type=int, default=200,
+                    help="deep queues: moments with fewer waiting are passed over")
     ap.add_argument("--moments", type=int, default=12)
     ap.add_argument("--policy", default="default", choices=registry.names())
     ap.add_argument("--wall-s", type=float, default=1.0)
@@ -210,14 +228,28 @@ def main() -> None:
         emit(explain_speed(limited, args.queue))
         emit(["", *speed(big_queue(limited, args.queue), args.policy, config)])
         return
-    jobs = with_time_limits(philly[: args.philly_jobs])
-    m = measure(jobs, fabric_from_shape(args.philly_nodes, 8, 8), policy=args.policy,
-                moments=args.moments, config=config)
-    emit([*table(f"Philly-derived, first {len(jobs)} jobs, {args.philly_nodes * 8} GPUs " f"({args.philly_nodes} × 8, 8 per leaf)", m), ""])
-    syn = with_time_limits(synthetic(args.synthetic_jobs, gpus=128, load=1.2))
-    m = measure(syn, fabric_from_shape(16, 8, 4), policy=args.policy, moments=args.moments,
-                config=config)
-    emit(table(f"Synthetic, {len(syn)} jobs at load 1.2, 128 GPUs (16 × 8, 4 per leaf)", m))
+    if args.philly_jobs:
+        jobs = with_time_limits(philly[args.philly_start:args.philly_start + args.philly_jobs])
+        m = measure(jobs, fabric_from_shape(args.philly_nodes, 8, 8), policy=args.policy,
+                    moments=args.moments, config=config)
+        emit([*table(f"Philly-derived, jobs {args.philly_start:,}-"
+                     f"{args.philly_start + len(jobs):,}, {args.philly_nodes * 8} GPUs "
+                     f"({args.philly_nodes} × 8, 8 per leaf)", m), ""])
+    if args.synthetic_jobs:
+        syn = with_time_limits(synthetic(args.synthetic_jobs, gpus=128, load=1.2,
+                                         seed=args.synthetic_seed))
+        m = measure(syn, fabric_from_shape(16, 8, 4), policy=args.policy, moments=args.moments,
+                    config=config)
+        emit([*table(f"Synthetic (seed {args.synthetic_seed}), {len(syn)} jobs at load 1.2, "
+                     "128 GPUs (16 × 8, 4 per leaf)", m), ""])
+    if args.deep_jobs:
+        deep = with_time_limits(synthetic(args.deep_jobs, gpus=128, load=args.deep_load,
+                                          seed=args.synthetic_seed))
+        m = measure(deep, fabric_from_shape(16, 8, 4), policy=args.policy,
+                    moments=args.moments, config=config, min_queue=args.min_queue)
+        emit([*table(f"Deep queues: synthetic (seed {args.synthetic_seed}), {len(deep)} jobs at "
+                     f"load {args.deep_load:g}, 128 GPUs, moments with at least "
+                     f"{args.min_queue} waiting", m, by_source=True), ""])
     if not args.skip_speed:
         snap = big_queue(list(with_time_limits(philly[:4000])), args.queue)
         emit(["", *speed(snap, args.policy, config)])

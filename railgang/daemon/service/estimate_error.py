@@ -31,7 +31,12 @@ from railgang.daemon.core.model.job import JobState, PriorityClass
 from railgang.daemon.core.model.snapshot import Snapshot
 from railgang.daemon.core.policies import registry
 from railgang.daemon.service.estimate import EstimateConfig, RatioHistory, estimate_starts
-from railgang.daemon.service.estimate_calibration import IntervalCalibration, online_coverage
+from railgang.daemon.service.estimate_calibration import (
+    Coverage,
+    IntervalCalibration,
+    Outcome,
+    replay,
+)
 from railgang.daemon.sim.backend import SimBackend, SimConfig
 from railgang.daemon.sim.engine import EngineConfig, simulate
 from railgang.daemon.sim.traces.model import TraceJob
@@ -92,6 +97,7 @@ class Prediction:
     p90_s: float | None
     not_before_s: float | None
     actual_s: float | None = None  # filled in during the replay (None: never started)
+    profiled: bool = False  # placed on the GPU-count profile past the simulation's budget
 
 
 @dataclass
@@ -104,36 +110,43 @@ class Measurement:
     unfinished: int = 0  # jobs the replay never finished (their predictions keep actual None)
     min_scores: int = 20  # starts seen before intervals are widened (IntervalCalibration)
 
-    def summary(self, variant: str) -> dict[str, Any]:
+    def summary(self, variant: str, source: str | None = None) -> dict[str, Any]:
         """Median / p90 absolute error (h) and interval coverage over estimated jobs that
         started, raw and as the daemon shows it (widened by the starts known at each moment,
-        estimate_calibration.py); honesty of the censored ones (did they really start later?)."""
+        estimate_calibration.py); honesty of the censored ones (did they really start later?).
+        ``source``: only the estimates the simulation reached (``simulated``) or those placed
+        on the profile (``profile``); the calibration still learns from all, as the daemon's."""
         ps = [p for p in self.predictions if p.variant == variant]
         est = [p for p in ps if p.status == "estimated" and p.actual_s is not None]
+        outcomes = dict(zip(map(id, est), self.outcomes(est), strict=True))
+        if source is not None:
+            ps = [p for p in ps if p.profiled == (source == "profile")]
+            est = [p for p in est if p.profiled == (source == "profile")]
         errors = sorted(abs((p.start_s or 0.0) - (p.actual_s or 0.0)) / 3600.0 for p in est)
-        covered = [p for p in est if (p.p10_s or 0.0) <= (p.actual_s or 0.0)
-                   <= (p.p90_s if p.p90_s is not None else math.inf)]
         censored = [p for p in ps if p.status in ("budget", "beyond_horizon")]
         held = [p for p in censored if p.actual_s is None
                 or p.actual_s >= (p.not_before_s or 0.0) - 60.0]
         walls = sorted(self.wall_ms.get(variant, []))
-        cov = online_coverage(
-            ((p.at, p.p10_s or 0.0, p.p90_s, p.actual_s or 0.0) for p in est),
-            IntervalCalibration(min_scores=self.min_scores))
+        cov = Coverage.of([outcomes[id(p)] for p in est])
+        ci = moment_interval([(p.at, outcomes[id(p)].inside) for p in est
+                              if outcomes[id(p)].calibrated])
+
+        def h(seconds: float | None) -> float | None:
+            return None if seconds is None else round(seconds / 3600, 2)
+
+        def r(share: float | None) -> float | None:
+            return None if share is None else round(share, 3)
+
         return {
             "predictions": len(ps), "estimated": len(est),
             "median_err_h": round(statistics.median(errors), 2) if errors else None,
             "p90_err_h": round(errors[max(0, math.ceil(0.9 * len(errors)) - 1)], 2)
             if errors else None,
-            "coverage": round(len(covered) / len(est), 3) if est else None,
-            "coverage_shown": None if cov.shown is None else round(cov.shown, 3),
-            "calibrated": cov.calibrated,
-            "coverage_once_calibrated": (None if cov.once_calibrated is None
-                                         else round(cov.once_calibrated, 3)),
+            "coverage": r(cov.raw), "coverage_shown": r(cov.shown), "calibrated": cov.calibrated,
+            "coverage_once_calibrated": r(cov.once_calibrated),
+            "coverage_ci": None if ci is None else (r(ci[0]), r(ci[1])),
             # median p10-p90 width of the calibrated intervals, raw and as shown
-            "width_raw_h": None if cov.raw_width_s is None else round(cov.raw_width_s / 3600, 2),
-            "width_shown_h": (None if cov.shown_width_s is None
-                              else round(cov.shown_width_s / 3600, 2)),
+            "width_raw_h": h(cov.raw_width_s), "width_shown_h": h(cov.shown_width_s),
             "median_actual_wait_h": round(statistics.median(
                 p.actual_s or 0.0 for p in est) / 3600.0, 2) if est else None,
             "censored": len(censored), "censored_held": len(held),
@@ -141,6 +154,33 @@ class Measurement:
             "wall_ms_median": round(statistics.median(walls), 1) if walls else None,
             "wall_ms_max": round(walls[-1], 1) if walls else None,
         }
+
+    def outcomes(self, est: Sequence[Prediction]) -> list[Outcome]:
+        """Each estimated and started prediction's interval as the daemon would have shown it
+        (one calibration over them all, settled per job as the daemon does)."""
+        return replay(((p.at, p.p10_s or 0.0, p.p90_s, p.actual_s or 0.0, p.job_id)
+                       for p in est), IntervalCalibration(min_scores=self.min_scores))
+
+
+def moment_interval(inside: Sequence[tuple[float, bool]], *, level: float = 0.9,
+                    resamples: int = 1000, seed: int = 0) -> tuple[float, float] | None:
+    """A ``level`` bootstrap interval of a coverage share over ``(moment, inside)`` pairs that
+    resamples whole moments: the intervals made at one moment miss together (the same later
+    arrivals overtake them all), so they are not independent. None with fewer than 2 moments."""
+    by: dict[float, list[bool]] = {}
+    for at, ok in inside:
+        by.setdefault(at, []).append(ok)
+    groups = [(sum(v), len(v)) for v in by.values()]
+    if len(groups) < 2:
+        return None
+    rng = random.Random(seed)
+    shares = []
+    for _ in range(resamples):
+        pick = rng.choices(groups, k=len(groups))
+        shares.append(sum(k for k, _ in pick) / sum(n for _, n in pick))
+    shares.sort()
+    tail = (1.0 - level) / 2
+    return shares[int(tail * resamples)], shares[min(resamples - 1, int((1 - tail) * resamples))]
 
 
 def _with_progress(snap: Snapshot, backend: SimBackend) -> Snapshot:
@@ -157,10 +197,12 @@ def _with_progress(snap: Snapshot, backend: SimBackend) -> Snapshot:
 def measure(jobs: Sequence[TraceJob], fabric: Any, *, policy: str = "default",
             moments: int = 10, variants: Sequence[str] = VARIANTS,
             config: EstimateConfig = EstimateConfig(), cycle_s: float = 60.0,
-            max_targets: int | None = None) -> Measurement:
+            max_targets: int | None = None, min_queue: int = 1) -> Measurement:
     """Replay ``jobs`` (with time limits) and estimate at ``moments`` evenly spaced times
     between the first and the last arrival; see the module docstring. ``max_targets`` limits the
-    jobs estimated per moment to the first ones in queue order (None: all waiting)."""
+    jobs estimated per moment to the first ones in queue order (None: all waiting); a moment
+    with fewer than ``min_queue`` waiting is passed over (deep queues: the profile's estimates).
+    """
     out = Measurement()
     first, last = jobs[0].submit_time, jobs[-1].submit_time
     times = [first + (last - first) * (i + 0.5) / moments for i in range(moments)]
@@ -191,6 +233,8 @@ def measure(jobs: Sequence[TraceJob], fabric: Any, *, policy: str = "default",
             return
         while times and now >= times[0]:
             times.pop(0)
+        if len(backend.pending) < max(1, min_queue):
+            return
         snap = backend.snapshot(now)
         if not snap.pending:
             return
@@ -206,7 +250,7 @@ def measure(jobs: Sequence[TraceJob], fabric: Any, *, policy: str = "default",
             out.wall_ms.setdefault(variant, []).append((time.perf_counter() - t) * 1e3)
             for job_id, e in est.jobs.items():
                 p = Prediction(variant, job_id, now, e.status, e.start_s, e.p10_s, e.p90_s,
-                               e.not_before_s)
+                               e.not_before_s, profiled="profile" in e.note)
                 out.predictions.append(p)
                 waiting.setdefault(job_id, []).append(p)
 
@@ -219,5 +263,5 @@ def measure(jobs: Sequence[TraceJob], fabric: Any, *, policy: str = "default",
     return out
 
 
-__all__ = ["STANDARD_LIMITS_H", "VARIANTS", "Measurement", "Prediction", "measure", "synthetic",
-           "with_time_limits"]
+__all__ = ["STANDARD_LIMITS_H", "VARIANTS", "Measurement", "Prediction", "measure",
+           "moment_interval", "synthetic", "with_time_limits"]

@@ -206,8 +206,8 @@ def test_public_surface() -> None:
         "SOURCES", "EstimateConfig", "Estimates", "RatioHistory", "StartEstimate",
         "StartEstimator", "estimate_starts", "render_estimate", "run_time", "start_estimator"}
     assert set(estimate_error.__all__) == {
-        "STANDARD_LIMITS_H", "VARIANTS", "Measurement", "Prediction", "measure", "synthetic",
-        "with_time_limits"}
+        "STANDARD_LIMITS_H", "VARIANTS", "Measurement", "Prediction", "measure",
+        "moment_interval", "synthetic", "with_time_limits"}
 
 
 def test_explain_says_when_a_start_comes_from_the_profile() -> None:

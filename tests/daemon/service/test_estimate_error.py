@@ -10,7 +10,10 @@ import pytest
 from railgang.daemon.service.estimate import EstimateConfig
 from railgang.daemon.service.estimate_error import (
     STANDARD_LIMITS_H,
+    Measurement,
+    Prediction,
     measure,
+    moment_interval,
     synthetic,
     with_time_limits,
 )
@@ -31,6 +34,37 @@ def test_whole_node_jobs_with_exact_limits_under_fifo_are_predicted_exactly() ->
     s = m.summary("limit")
     assert m.moments == 3 and s["predictions"] == s["estimated"] > 0
     assert s["median_err_h"] == s["p90_err_h"] == 0.0 and s["coverage"] == 1.0
+
+
+def test_moments_with_a_short_queue_are_passed_over_when_deep_queues_are_asked_for() -> None:
+    jobs = [TraceJob(f"j{i}", 300.0 * i, 8, 600.0, tp=8, time_limit_s=600.0) for i in range(8)]
+    m = measure(jobs, fabric_from_shape(1, 8, 1), policy="fifo", moments=3, cycle_s=0.0,
+                variants=("limit",), config=EstimateConfig(samples=1, cycle_s=0.0),
+                min_queue=100)
+    assert m.moments == 0 and m.predictions == []
+
+
+def test_the_summary_splits_simulated_and_profile_estimates_calibrated_together() -> None:
+    m = Measurement(min_scores=1)
+    for i in range(40):  # one job per moment; every third placed on the profile
+        m.predictions.append(Prediction("history", f"j{i}", 3600.0 * i, "estimated", 600.0,
+                                        300.0, 900.0, None, actual_s=600.0 + 100.0 * (i % 7),
+                                        profiled=i % 3 == 0))
+    every, sim, prof = (m.summary("history", s) for s in (None, "simulated", "profile"))
+    assert every["estimated"] == 40 and prof["estimated"] == 14 and sim["estimated"] == 26
+    assert every["calibrated"] == sim["calibrated"] + prof["calibrated"] == 39
+    assert every["coverage_ci"] is not None
+    lo, hi = every["coverage_ci"]
+    assert lo <= every["coverage_once_calibrated"] <= hi
+
+
+def test_the_coverage_interval_resamples_whole_moments() -> None:
+    assert moment_interval([(0.0, True), (0.0, False)]) is None  # one moment: no interval
+    same = moment_interval([(float(t), t % 2 == 0) for t in range(10) for _ in range(5)])
+    assert same is not None and same[0] < 0.5 < same[1]
+    # a moment whose 50 intervals all missed together weighs as one moment, not 50 draws
+    lumpy = moment_interval([(0.0, False)] * 50 + [(float(t), True) for t in range(1, 11)])
+    assert lumpy is not None and lumpy[0] < 0.1 and lumpy[1] > 0.3
 
 
 def test_time_limits_look_like_users_limits() -> None:
