@@ -61,13 +61,15 @@ log = logging.getLogger(__name__)
 @dataclass(frozen=True)
 class Shown:
     """One interval shown for a waiting job, in seconds from ``made_at`` (hi None: unbounded),
-    with the widening it was shown with (None: shown raw, before calibration)."""
+    with the widening it was shown with (None: shown raw, before calibration) and the group
+    it was calibrated in ("": all intervals together)."""
 
     made_at: float
     lo_s: float
     hi_s: float | None
     margins: tuple[float, float] | None = None
     job_id: str = ""
+    group: str = ""
 
 
 def _bad(*values: float | None) -> bool:
@@ -75,8 +77,58 @@ def _bad(*values: float | None) -> bool:
     return any(v is not None and not (math.isfinite(v) and v >= 0.0) for v in values)
 
 
+class _Level:
+    """The newest scores of one group, the miss rate it aims at now (ACI's α_t), and the
+    margins they call for (cached until either changes)."""
+
+    def __init__(self, keep: int, alpha: float) -> None:
+        self.early: deque[float] = deque(maxlen=keep)
+        self.late: deque[float] = deque(maxlen=keep)
+        self.alpha = alpha
+        self.cached: tuple[float, float] | None = None
+
+    def add(self, early: float, late: float) -> None:
+        self.early.append(early)
+        self.late.append(late)
+        self.cached = None
+
+    def learn(self, missed: bool, target: float, step: float) -> None:
+        # clipped: past 0 every interval is already the widest seen, past 1 the raw one
+        self.alpha = min(1.0, max(0.0, self.alpha + step * (target - missed)))
+        self.cached = None
+
+    def levels(self) -> tuple[float | None, float | None]:
+        n, half = len(self.early), self.alpha / 2
+        raw_early = sum(x > 0.0 for x in self.early) / n if n else 0.0
+        raw_late = sum(x > 0.0 for x in self.late) / n if n else 0.0
+        if raw_early < half:
+            return None, self.alpha - raw_early
+        if raw_late < half:
+            return self.alpha - raw_late, None
+        return half, half
+
+    def margins(self) -> tuple[float, float]:
+        if self.cached is None:
+            n, out = len(self.early), []
+            for scores, level in zip((self.early, self.late), self.levels(), strict=True):
+                if level is None:
+                    out.append(0.0)
+                    continue
+                k = max(1, min(n, math.ceil((n + 1) * (1.0 - level))))
+                out.append(max(0.0, sorted(scores)[k - 1]))
+            self.cached = (out[0], out[1])
+        return self.cached
+
+
 class IntervalCalibration:
-    """Scores of settled intervals and the widening they call for; see the module docstring."""
+    """Scores of settled intervals and the widening they call for; see the module docstring.
+
+    Optionally per group (Mondrian conformal prediction, Vovk et al.): intervals shown with a
+    ``group`` (the daemon's: ``simulated``, ``profile``) are widened by that group's own scores
+    and level once it has ``min_scores``, and by all scores together until then. Estimates the
+    simulation reached and estimates placed on the GPU-count profile miss by very different
+    amounts (hours against days at a 500-job queue): one pool widened the first by the misses
+    of the second."""
 
     def __init__(self, *, coverage: float = 0.8, keep: int = 1000, min_scores: int = 20,
                  quantum_s: float = 60.0, per_job: int = 24, step: float = 0.01) -> None:
@@ -86,14 +138,17 @@ class IntervalCalibration:
         self.per_job = max(1, per_job)
         self.keep = max(1, keep)
         self.step = max(0.0, step)  # the ACI step γ, per interval: how fast the level follows
-        self.alpha = 1.0 - coverage  # the miss rate aimed at now (ACI's α_t)
-        self._early: deque[float] = deque(maxlen=self.keep)
-        self._late: deque[float] = deque(maxlen=self.keep)
-        self._margins: tuple[float, float] | None = None  # cached until scores or α change
+        self._pool = _Level(self.keep, 1.0 - coverage)  # every score, every group
+        self._groups: dict[str, _Level] = {}
         self._open: dict[str, list[Shown]] = {}  # job -> intervals shown while it waited
         self._due: dict[str, float] = {}  # job -> earliest shown upper end not yet passed
         self._counted: set[Shown] = set()  # open intervals already counted as missed above
         self._unsaved: list[float] = []  # settled since the last drain_new (for the database)
+
+    @property
+    def alpha(self) -> float:
+        """The miss rate aimed at now, all groups together."""
+        return self._pool.alpha
 
     # -- learning ---------------------------------------------------------------------------
     def sides(self, lo_s: float, hi_s: float | None, actual_s: float) -> tuple[float, float]:
@@ -107,27 +162,35 @@ class IntervalCalibration:
         """The larger side: <= 0 inside, else how far outside (what the database keeps)."""
         return max(self.sides(lo_s, hi_s, actual_s))
 
-    def add(self, lo_s: float, hi_s: float | None, actual_s: float, job_id: str = "") -> bool:
+    def _group(self, group: str) -> _Level:
+        level = self._groups.get(group)
+        if level is None:
+            level = self._groups[group] = _Level(self.keep, 1.0 - self.coverage)
+        return level
+
+    def add(self, lo_s: float, hi_s: float | None, actual_s: float, job_id: str = "",
+            group: str = "") -> bool:
         """Score one settled interval; False (logged, not scored) for a time that is not one."""
         if _bad(lo_s, hi_s, actual_s):
             log.warning("start-time calibration: job %s: interval (%r, %r) started after %r s "
                         "is not a time; not scored", job_id or "?", lo_s, hi_s, actual_s)
             return False
         early, late = self.sides(lo_s, hi_s, actual_s)
-        self._early.append(early)
-        self._late.append(late)
+        self._pool.add(early, late)
+        if group:
+            self._group(group).add(early, late)
         self._unsaved.append(max(early, late))
-        self._margins = None
         return True
 
-    def shown(self, job_id: str, made_at: float, lo_s: float, hi_s: float | None) -> None:
+    def shown(self, job_id: str, made_at: float, lo_s: float, hi_s: float | None,
+              group: str = "") -> None:
         """Remember a raw interval shown for ``job_id`` and how it was widened; a long wait
         keeps every other one (at most ``per_job``), so one job cannot outweigh many."""
         if _bad(made_at, lo_s, hi_s) or (hi_s is not None and hi_s < lo_s):
             log.warning("start-time calibration: job %s: interval (%r, %r) made at %r is not "
                         "one; not kept", job_id, lo_s, hi_s, made_at)
             return
-        s = Shown(made_at, lo_s, hi_s, self.margins(), job_id)
+        s = Shown(made_at, lo_s, hi_s, self.margins(group), job_id, group)
         kept = self._open.setdefault(job_id, [])
         kept.append(s)
         if len(kept) > self.per_job:
@@ -143,13 +206,14 @@ class IntervalCalibration:
             return math.inf
         return s.made_at + (s.hi_s + self.c) * math.exp(s.margins[1]) - self.c
 
-    def _learn(self, missed: bool) -> None:
-        """One ACI step: the level moves toward what the shown intervals missed."""
+    def _learn(self, missed: bool, group: str) -> None:
+        """One ACI step, for all intervals and for the interval's group: the level moves
+        toward what the shown intervals missed."""
         if self.step:
-            # clipped: past 0 every interval is already the widest seen, past 1 the raw one
-            self.alpha = min(1.0, max(0.0, self.alpha + self.step * (
-                1.0 - self.coverage - missed)))
-            self._margins = None
+            target = 1.0 - self.coverage
+            self._pool.learn(missed, target, self.step)
+            if group:
+                self._group(group).learn(missed, target, self.step)
 
     def settle(self, intervals: Sequence[Shown], started_at: float) -> int:
         """Score one started job's intervals and take an ACI step for each shown widened
@@ -164,12 +228,12 @@ class IntervalCalibration:
             actual = started_at - s.made_at
             if -self.c < actual < 0.0:
                 actual = 0.0  # started within a quantum of when it was shown: clocks
-            if not self.add(s.lo_s, s.hi_s, actual, s.job_id):
+            if not self.add(s.lo_s, s.hi_s, actual, s.job_id, s.group):
                 continue
             added += 1
             if s.margins is not None and s not in self._counted:
                 early, late = self.sides(s.lo_s, s.hi_s, actual)
-                self._learn(early > s.margins[0] or late > s.margins[1])
+                self._learn(early > s.margins[0] or late > s.margins[1], s.group)
             self._counted.discard(s)
         return added
 
@@ -186,7 +250,7 @@ class IntervalCalibration:
                 due = self._deadline(s)
                 if due < now:
                     self._counted.add(s)
-                    self._learn(True)
+                    self._learn(True, s.group)
                     missed += 1
                 else:
                     nxt = min(nxt, due)
@@ -222,15 +286,13 @@ class IntervalCalibration:
         return added
 
     def load(self, scores: Iterable[float]) -> int:
-        """Scores kept from an earlier run of the daemon, oldest first; returns how many. Each
-        is the larger side, so it stands for both."""
+        """Scores kept from an earlier run of the daemon, oldest first, into the pool of all
+        groups; returns how many. Each is the larger side, so it stands for both."""
         n = 0
         for score in scores:
             if math.isfinite(score):
-                self._early.append(score)
-                self._late.append(score)
+                self._pool.add(score, score)
                 n += 1
-        self._margins = None
         return n
 
     def drain_new(self) -> list[float]:
@@ -241,54 +303,47 @@ class IntervalCalibration:
     # -- using ------------------------------------------------------------------------------
     @property
     def scores(self) -> int:
-        return len(self._early)
+        return len(self._pool.early)
 
-    def levels(self) -> tuple[float | None, float | None]:
+    def _level(self, group: str) -> _Level | None:
+        """The scores that calibrate ``group``: its own once it has enough, else all."""
+        own = self._groups.get(group) if group else None
+        if own is not None and len(own.early) >= self.min_scores:
+            return own
+        return self._pool if len(self._pool.early) >= self.min_scores else None
+
+    def levels(self, group: str = "") -> tuple[float | None, float | None]:
         """The miss rate each side aims at: ``α/2`` each, but a side whose raw ends miss less
         is left as it is (None: never narrowed) and its unused share goes to the other."""
-        n, half = len(self._early), self.alpha / 2
-        raw_early = sum(x > 0.0 for x in self._early) / n if n else 0.0
-        raw_late = sum(x > 0.0 for x in self._late) / n if n else 0.0
-        if raw_early < half:
-            return None, self.alpha - raw_early
-        if raw_late < half:
-            return self.alpha - raw_late, None
-        return half, half
+        own = self._groups.get(group) if group else None
+        return (own or self._pool).levels()
 
-    def margins(self) -> tuple[float, float] | None:
+    def margins(self, group: str = "") -> tuple[float, float] | None:
         """``(q_early, q_late)`` in log time (>= 0), or None while fewer than ``min_scores``
         starts were seen."""
-        n = len(self._early)
-        if n < self.min_scores:
-            return None
-        if self._margins is None:
-            out = []
-            for scores, level in zip((self._early, self._late), self.levels(), strict=True):
-                if level is None:
-                    out.append(0.0)
-                    continue
-                k = max(1, min(n, math.ceil((n + 1) * (1.0 - level))))
-                out.append(max(0.0, sorted(scores)[k - 1]))
-            self._margins = (out[0], out[1])
-        return self._margins
+        level = self._level(group)
+        return None if level is None else level.margins()
 
-    def margin(self) -> float | None:
+    def margin(self, group: str = "") -> float | None:
         """The larger side's margin (None before calibration)."""
-        m = self.margins()
+        m = self.margins(group)
         return None if m is None else max(m)
 
-    def widen(self, lo_s: float, hi_s: float | None) -> tuple[float, float | None]:
-        m = self.margins()
+    def widen(self, lo_s: float, hi_s: float | None,
+              group: str = "") -> tuple[float, float | None]:
+        m = self.margins(group)
         if m is None:
             return lo_s, hi_s
         lo = lo_s if not m[0] else max(0.0, (lo_s + self.c) * math.exp(-m[0]) - self.c)
         hi = hi_s if hi_s is None or not m[1] else (hi_s + self.c) * math.exp(m[1]) - self.c
         return lo, (hi if hi is None or math.isfinite(hi) else None)
 
-    def describe(self) -> dict[str, float | int | None]:
-        m = self.margins()
-        return {"calibrated_on": self.scores, "target_coverage": self.coverage,
-                "aimed_coverage": round(1.0 - self.alpha, 3),
+    def describe(self, group: str = "") -> dict[str, float | int | str | None]:
+        m, level = self.margins(group), self._level(group)
+        own = level is not None and level is not self._pool
+        return {"calibrated_on": len(level.early) if level is not None else self.scores,
+                "group": group if own else "all", "target_coverage": self.coverage,
+                "aimed_coverage": round(1.0 - (level or self._pool).alpha, 3),
                 "widened_by": None if m is None else round(math.exp(max(m)), 2),
                 "earlier_by": None if m is None else round(math.exp(m[0]), 2),
                 "later_by": None if m is None else round(math.exp(m[1]), 2)}
@@ -333,13 +388,15 @@ class Coverage:
                    median(w[1] for w in widths) if widths else None)
 
 
-Row = tuple[float, float, float | None, float] | tuple[float, float, float | None, float, str]
+Row = (tuple[float, float, float | None, float] | tuple[float, float, float | None, float, str]
+       | tuple[float, float, float | None, float, str, str])
 
 
 def replay(rows: Iterable[Row], calibration: IntervalCalibration) -> list[Outcome]:
-    """Each interval ``(made_at, lo_s, hi_s, actual_s[, job_id])`` as a daemon would have shown
-    it, in input order: widened by what was known at its ``made_at`` only, through the daemon's
-    own calls (``shown``, ``started``, ``overdue``). Without a job id each row is its own job."""
+    """Each interval ``(made_at, lo_s, hi_s, actual_s[, job_id[, group]])`` as a daemon would
+    have shown it, in input order: widened by what was known at its ``made_at`` only, through
+    the daemon's own calls (``shown``, ``started``, ``overdue``). Without a job id each row is
+    its own job."""
     given = list(rows)
     order = sorted(range(len(given)), key=lambda i: (given[i][0], given[i][3], given[i][1]))
     starts: dict[str, float] = {}  # open job -> when it starts
@@ -347,18 +404,19 @@ def replay(rows: Iterable[Row], calibration: IntervalCalibration) -> list[Outcom
     for i in order:
         made, lo, hi, actual = given[i][:4]
         job = str(given[i][4]) if len(given[i]) > 4 else f"#{i}"  # type: ignore[misc]
+        group = str(given[i][5]) if len(given[i]) > 5 else ""  # type: ignore[misc]
         for j, t in sorted(((j, t) for j, t in starts.items() if t <= made),
                            key=lambda x: (x[1], x[0])):
             calibration.started(j, t)
             del starts[j]
         calibration.overdue(made)
-        m = calibration.margins()
-        wlo, whi = calibration.widen(lo, hi)
+        m = calibration.margins(group)
+        wlo, whi = calibration.widen(lo, hi, group)
         top = math.inf if hi is None else hi
         out[i] = Outcome(lo <= actual <= top, wlo <= actual <= (math.inf if whi is None else whi),
                          m is not None, None if hi is None else hi - lo,
                          None if whi is None else whi - wlo)
-        calibration.shown(job, made, lo, hi)
+        calibration.shown(job, made, lo, hi, group)
         if math.isfinite(actual) and actual >= 0.0:  # else never settled (not a time)
             starts[job] = made + actual
     return [out[i] for i in range(len(given))]

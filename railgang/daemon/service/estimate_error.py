@@ -157,9 +157,11 @@ class Measurement:
 
     def outcomes(self, est: Sequence[Prediction]) -> list[Outcome]:
         """Each estimated and started prediction's interval as the daemon would have shown it
-        (one calibration over them all, settled per job as the daemon does)."""
-        return replay(((p.at, p.p10_s or 0.0, p.p90_s, p.actual_s or 0.0, p.job_id)
-                       for p in est), IntervalCalibration(min_scores=self.min_scores))
+        (one calibration, settled per job and grouped by where the estimate came from, as the
+        daemon does)."""
+        return replay(((p.at, p.p10_s or 0.0, p.p90_s, p.actual_s or 0.0, p.job_id,
+                        "profile" if p.profiled else "simulated") for p in est),
+                      IntervalCalibration(min_scores=self.min_scores))
 
 
 def moment_interval(inside: Sequence[tuple[float, bool]], *, level: float = 0.9,
@@ -250,7 +252,7 @@ def measure(jobs: Sequence[TraceJob], fabric: Any, *, policy: str = "default",
             out.wall_ms.setdefault(variant, []).append((time.perf_counter() - t) * 1e3)
             for job_id, e in est.jobs.items():
                 p = Prediction(variant, job_id, now, e.status, e.start_s, e.p10_s, e.p90_s,
-                               e.not_before_s, profiled="profile" in e.note)
+                               e.not_before_s, profiled=e.profiled)
                 out.predictions.append(p)
                 waiting.setdefault(job_id, []).append(p)
 

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from railgang.daemon.service.estimate import StartEstimator, render_estimate
+from railgang.daemon.service.estimate import EstimateConfig, StartEstimator, render_estimate
 from railgang.daemon.service.estimate_calibration import (
     IntervalCalibration,
     Shown,
@@ -316,3 +316,34 @@ def test_a_huge_margin_leaves_the_upper_end_unbounded_not_infinite() -> None:
     cal = IntervalCalibration(min_scores=1, quantum_s=1.0)
     cal.add(0.0, 1.0, 1e300)  # a start 1e300 s after a 1 s p90
     assert cal.widen(10.0, 1e300)[1] is None or math.isfinite(cal.widen(10.0, 1e300)[1] or 0.0)
+
+
+def test_each_group_is_widened_by_its_own_misses_once_it_has_enough() -> None:
+    # estimates the simulation reached miss by minutes, those on the profile by a day
+    cal = IntervalCalibration(min_scores=20, quantum_s=60.0, step=0.0)
+    for k in range(19):
+        cal.add(3600.0, 7200.0, 7200.0 + 600.0 * (k % 5), group="simulated")
+    wide = cal.widen(3600.0, 7200.0, "simulated")
+    assert cal.describe("simulated")["group"] == "all"  # too few of its own yet
+    for k in range(60):
+        cal.add(3600.0, 7200.0, 86400.0 * (1 + k % 3), group="profile")
+    near, far = cal.widen(3600.0, 7200.0, "simulated"), cal.widen(3600.0, 7200.0, "profile")
+    assert cal.describe("profile")["group"] == "profile"
+    assert cal.describe("simulated")["group"] == "all"  # 19: still the pool
+    cal.add(3600.0, 7200.0, 7200.0, group="simulated")  # the 20th
+    own = cal.widen(3600.0, 7200.0, "simulated")
+    assert cal.describe("simulated")["group"] == "simulated"
+    assert (own[1] or 0.0) < 2 * 7200.0 < (far[1] or 0.0) and (near[1] or 0.0) > (own[1] or 0.0)
+    assert wide[1] is not None and wide[1] < 2 * 7200.0
+
+
+def test_the_daemon_calibrates_profile_estimates_apart() -> None:
+    est = StartEstimator("default", config=EstimateConfig(cycle_s=0.0, max_events=1, samples=0),
+                         calibration=IntervalCalibration(min_scores=1, quantum_s=1.0))
+    est.calibration.add(0.0, 10.0, 1e5, group="profile")  # profile estimates: far too early
+    est.calibration.add(0.0, 10.0, 10.0, group="simulated")
+    rows = est.refresh(snap([gang(req("a", 16), WHOLE, start=0.0)], [req("b", 8)]))
+    b = rows["b"]  # max_events=1: the simulation stops at once, the profile places b
+    assert "GPU-count profile" in b["note"] and b["interval"]["group"] == "profile"
+    assert b["p90_s"] > 1e4 and "of profile estimates" in render_estimate(b)
+    assert est.calibration._open["b"][0].group == "profile"
