@@ -24,9 +24,11 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import os
 import sys
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -186,6 +188,43 @@ def explain_speed(jobs: list[Any], queue: int) -> list[str]:
             f"in process {in_process_ms:.1f} ms"]
 
 
+def error_tables(args: argparse.Namespace, config: EstimateConfig, philly: Sequence[Any],
+                 emit: Callable[[list[str]], None]) -> None:
+    """The error measurements asked for: a Philly slice, a synthetic trace, deep queues."""
+
+    def dump(trace: str, m: Measurement) -> None:
+        if args.dump is not None:
+            with args.dump.open("a") as f:
+                for p in m.predictions:
+                    f.write(json.dumps({"trace": trace, **dataclasses.asdict(p)}) + "\n")
+
+    if args.philly_jobs:
+        jobs = with_time_limits(philly[args.philly_start:args.philly_start + args.philly_jobs])
+        m = measure(jobs, fabric_from_shape(args.philly_nodes, 8, 8), policy=args.policy,
+                    moments=args.moments, config=config)
+        dump("philly", m)
+        emit([*table(f"Philly-derived, jobs {args.philly_start:,}-"
+                     f"{args.philly_start + len(jobs):,}, {args.philly_nodes * 8} GPUs "
+                     f"({args.philly_nodes} × 8, 8 per leaf)", m), ""])
+    if args.synthetic_jobs:
+        syn = with_time_limits(synthetic(args.synthetic_jobs, gpus=128, load=1.2,
+                                         seed=args.synthetic_seed))
+        m = measure(syn, fabric_from_shape(16, 8, 4), policy=args.policy, moments=args.moments,
+                    config=config)
+        dump("synthetic", m)
+        emit([*table(f"Synthetic (seed {args.synthetic_seed}), {len(syn)} jobs at load 1.2, "
+                     "128 GPUs (16 × 8, 4 per leaf)", m), ""])
+    if args.deep_jobs:
+        deep = with_time_limits(synthetic(args.deep_jobs, gpus=128, load=args.deep_load,
+                                          seed=args.synthetic_seed))
+        m = measure(deep, fabric_from_shape(16, 8, 4), policy=args.policy,
+                    moments=args.moments, config=config, min_queue=args.min_queue)
+        dump("deep", m)
+        emit([*table(f"Deep queues: synthetic (seed {args.synthetic_seed}), {len(deep)} jobs at "
+                     f"load {args.deep_load:g}, 128 GPUs, moments with at least "
+                     f"{args.min_queue} waiting", m, by_source=True), ""])
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--philly-jobs", type=int, default=1500)
@@ -207,6 +246,8 @@ def main() -> None:
     ap.add_argument("--queue", type=int, default=1000)
     ap.add_argument("--skip-speed", action="store_true")
     ap.add_argument("--only-speed", action="store_true")
+    ap.add_argument("--dump", type=Path, default=None,
+                    help="also write every prediction as JSON lines here (offline analysis)")
     ap.add_argument("--no-profile", action="store_true",
                     help="no GPU-count profile past the simulation's budget (a lower bound instead)")
     args = ap.parse_args()
@@ -216,6 +257,7 @@ def main() -> None:
         raise SystemExit(f"Philly-derived trace not found at {path}: check out ../shared or set "
                          "RAILGANG_PHILLY_DIR")
     philly = read_philly(path).jobs
+
     def emit(lines: list[str]) -> None:
         print("\n".join(lines), flush=True)
 
@@ -228,28 +270,7 @@ def main() -> None:
         emit(explain_speed(limited, args.queue))
         emit(["", *speed(big_queue(limited, args.queue), args.policy, config)])
         return
-    if args.philly_jobs:
-        jobs = with_time_limits(philly[args.philly_start:args.philly_start + args.philly_jobs])
-        m = measure(jobs, fabric_from_shape(args.philly_nodes, 8, 8), policy=args.policy,
-                    moments=args.moments, config=config)
-        emit([*table(f"Philly-derived, jobs {args.philly_start:,}-"
-                     f"{args.philly_start + len(jobs):,}, {args.philly_nodes * 8} GPUs "
-                     f"({args.philly_nodes} × 8, 8 per leaf)", m), ""])
-    if args.synthetic_jobs:
-        syn = with_time_limits(synthetic(args.synthetic_jobs, gpus=128, load=1.2,
-                                         seed=args.synthetic_seed))
-        m = measure(syn, fabric_from_shape(16, 8, 4), policy=args.policy, moments=args.moments,
-                    config=config)
-        emit([*table(f"Synthetic (seed {args.synthetic_seed}), {len(syn)} jobs at load 1.2, "
-                     "128 GPUs (16 × 8, 4 per leaf)", m), ""])
-    if args.deep_jobs:
-        deep = with_time_limits(synthetic(args.deep_jobs, gpus=128, load=args.deep_load,
-                                          seed=args.synthetic_seed))
-        m = measure(deep, fabric_from_shape(16, 8, 4), policy=args.policy,
-                    moments=args.moments, config=config, min_queue=args.min_queue)
-        emit([*table(f"Deep queues: synthetic (seed {args.synthetic_seed}), {len(deep)} jobs at "
-                     f"load {args.deep_load:g}, 128 GPUs, moments with at least "
-                     f"{args.min_queue} waiting", m, by_source=True), ""])
+    error_tables(args, config, philly, emit)
     if not args.skip_speed:
         snap = big_queue(list(with_time_limits(philly[:4000])), args.queue)
         emit(["", *speed(snap, args.policy, config)])
