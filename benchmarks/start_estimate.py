@@ -248,10 +248,13 @@ def main() -> None:
     ap.add_argument("--only-speed", action="store_true")
     ap.add_argument("--dump", type=Path, default=None,
                     help="also write every prediction as JSON lines here (offline analysis)")
+    ap.add_argument("--profile-order", choices=("policy", "queue"), default="policy",
+                    help="the profile's order: the policy's (classes first) or submit order")
     ap.add_argument("--no-profile", action="store_true",
                     help="no GPU-count profile past the simulation's budget (a lower bound instead)")
     args = ap.parse_args()
-    config = EstimateConfig(samples=args.samples, wall_s=args.wall_s, profile=not args.no_profile)
+    config = EstimateConfig(samples=args.samples, wall_s=args.wall_s, profile=not args.no_profile,
+                            profile_order=args.profile_order)
     path = default_dir()
     if not (path / "simulation_throughputs.json").is_file():
         raise SystemExit(f"Philly-derived trace not found at {path}: check out ../shared or set "

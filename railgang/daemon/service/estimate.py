@@ -76,6 +76,9 @@ class EstimateConfig:
     # place the jobs a budget-stopped simulation did not reach on a GPU-count profile
     # (estimate_profile.py) instead of answering "not before"
     profile: bool = True
+    # the profile's order: "policy" (the order the cycle would try the queue in now: classes
+    # first, the policy's own order inside each) or "queue" (the snapshot's, by submit time)
+    profile_order: str = "policy"
 
 
 class RatioHistory:
@@ -262,6 +265,7 @@ def estimate_starts(snapshot: Snapshot, policy: Policy, *, history: RatioHistory
     rng = random.Random(config.seed)
     runs = 1 + max(0, config.samples)
     done_runs = cycles = 0
+    rank: Mapping[str, tuple[int, int]] | None = None  # the profile's order (_policy_rank)
     engine = EngineConfig(sim=SimConfig(oracle=False, quotas=snapshot.quotas),
                           cycle_s=config.cycle_s, cycle_growth=config.cycle_growth, cycle=cycle,
                           seed=config.seed)
@@ -292,8 +296,12 @@ def estimate_starts(snapshot: Snapshot, policy: Policy, *, history: RatioHistory
         stopped[why] += 1
         cycles += result.cycles
         reached = (result.ended_at if result.ended_at is not None else now) - now
-        profiled = (_profile(snapshot, records, run_s, reached, config.horizon_s)
-                    if config.profile and why in ("events", "wall") else {})
+        profiled: Mapping[str, float | None] = {}
+        if config.profile and why in ("events", "wall"):
+            if rank is None:  # once per estimate, and only when a simulation stopped short
+                rank = (_policy_rank(snapshot, policy) if config.profile_order == "policy"
+                        else {})
+            profiled = _profile(snapshot, records, run_s, reached, config.horizon_s, rank)
         for job_id in wanted:
             rec = records[job_id]
             if rec.start is not None:
@@ -324,11 +332,27 @@ def estimate_starts(snapshot: Snapshot, policy: Policy, *, history: RatioHistory
 PROFILE = "profile"  # a start from estimate_profile.py, past where the simulation stopped
 
 
+def _policy_rank(snapshot: Snapshot, policy: Policy) -> dict[str, tuple[int, int]]:
+    """Each waiting job's place in the order the cycle would try the queue in now: priority
+    class first, the policy's own order inside it (one ``plan`` of a fresh instance: a policy
+    may keep state). Empty (the snapshot's order) when the policy is not in the registry."""
+    try:
+        fresh = registry.get(getattr(policy, "name", ""))
+    except KeyError:
+        return {}
+    order = {w.job_id: i for i, w in enumerate(fresh.plan(snapshot, snapshot.now).order)}
+    last = len(order)
+    return {j.job_id: (int(j.priority_class), order.get(j.job_id, last))
+            for j in snapshot.pending}
+
+
 def _profile(snapshot: Snapshot, records: Mapping[str, JobRecord], run_s: Mapping[str, float],
-             reached: float, horizon_s: float) -> dict[str, float | None]:
+             reached: float, horizon_s: float,
+             rank: Mapping[str, tuple[int, int]]) -> dict[str, float | None]:
     """Starts of the queued jobs a budget-stopped simulation did not reach, on a GPU-count
     profile (estimate_profile.py): what runs now until its estimated end, what the simulation
-    started from its start, then the rest in queue order from where it stopped."""
+    started from its start, then the rest in ``rank``'s order (the snapshot's where it has
+    none) from where it stopped."""
     now = snapshot.now
     running = sum(r.gpus for r in snapshot.running.values())
     capacity = min(snapshot.total_gpus, snapshot.free_gpus + running)
@@ -340,6 +364,9 @@ def _profile(snapshot: Snapshot, records: Mapping[str, JobRecord], run_s: Mappin
             held.append((rec.start - now, rec.start - now + run_s[job.job_id], rec.gpus))
         elif not rec.rejected:
             queue.append((job.job_id, job.min_gpus, run_s[job.job_id]))
+    if rank:
+        last = (len(rank), len(rank))
+        queue.sort(key=lambda q: rank.get(q[0], last))  # stable: ties keep the snapshot's order
     return profile_starts(capacity, held, queue, after=reached, horizon=horizon_s)
 
 

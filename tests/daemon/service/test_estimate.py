@@ -217,3 +217,15 @@ def test_explain_says_when_a_start_comes_from_the_profile() -> None:
     e = estimate(s, config=EstimateConfig(cycle_s=0.0, max_events=1, samples=0))
     line = render_estimate(e.for_job("b") or {})
     assert "expected start: in 60 min" in line and "GPU-count profile" in line, line
+
+
+@pytest.mark.parametrize("order, first", [("policy", "c"), ("queue", "b")])
+def test_the_profile_takes_the_queue_in_the_cycles_order_classes_first(order: str,
+                                                                        first: str) -> None:
+    # b (class 3) was submitted before c (class 1, the whole cluster): the cycle tries c first
+    s = snap([gang(req("a", 16), WHOLE, start=0.0)],
+             [req("b", 8), req("c", 16, priority_class=1)])
+    e = estimate(s, config=EstimateConfig(cycle_s=0.0, max_events=1, samples=0,
+                                          profile_order=order))
+    assert all(e.jobs[j].profiled for j in "bc")
+    assert e.jobs[first].start_s == 3600.0 and e.jobs["bc".replace(first, "")].start_s == 7200.0
