@@ -35,6 +35,7 @@ measured error on replayed traces.
 
 from __future__ import annotations
 
+import functools
 import math
 import random
 import statistics
@@ -260,12 +261,11 @@ def estimate_starts(snapshot: Snapshot, policy: Policy, *, history: RatioHistory
     rejected: dict[str, str] = {}
     point: dict[str, tuple[float | None, float, str]] = {}  # the median draw: start, reached, why
     stopped: Counter[str] = Counter()
-    sources: Counter[str] = Counter()
-    queued: Counter[str] = Counter()
+    sources, queued = Counter[str](), Counter[str]()  # of the median draw
     rng = random.Random(config.seed)
     runs = 1 + max(0, config.samples)
     done_runs = cycles = 0
-    rank: Mapping[str, tuple[int, int]] | None = None  # the profile's order (_policy_rank)
+    rank = functools.cache(lambda: _policy_rank(snapshot, policy, config.profile_order))
     engine = EngineConfig(sim=SimConfig(oracle=False, quotas=snapshot.quotas),
                           cycle_s=config.cycle_s, cycle_growth=config.cycle_growth, cycle=cycle,
                           seed=config.seed)
@@ -296,12 +296,8 @@ def estimate_starts(snapshot: Snapshot, policy: Policy, *, history: RatioHistory
         stopped[why] += 1
         cycles += result.cycles
         reached = (result.ended_at if result.ended_at is not None else now) - now
-        profiled: Mapping[str, float | None] = {}
-        if config.profile and why in ("events", "wall"):
-            if rank is None:  # once per estimate, and only when a simulation stopped short
-                rank = (_policy_rank(snapshot, policy) if config.profile_order == "policy"
-                        else {})
-            profiled = _profile(snapshot, records, run_s, reached, config.horizon_s, rank)
+        profiled = (_profile(snapshot, records, run_s, reached, config.horizon_s, rank())
+                    if config.profile and why in ("events", "wall") else {})
         for job_id in wanted:
             rec = records[job_id]
             if rec.start is not None:
@@ -332,18 +328,20 @@ def estimate_starts(snapshot: Snapshot, policy: Policy, *, history: RatioHistory
 PROFILE = "profile"  # a start from estimate_profile.py, past where the simulation stopped
 
 
-def _policy_rank(snapshot: Snapshot, policy: Policy) -> dict[str, tuple[int, int]]:
+def _policy_rank(snapshot: Snapshot, policy: Policy,
+                 order: str = "policy") -> dict[str, tuple[int, int]]:
     """Each waiting job's place in the order the cycle would try the queue in now: priority
     class first, the policy's own order inside it (one ``plan`` of a fresh instance: a policy
-    may keep state). Empty (the snapshot's order) when the policy is not in the registry."""
+    may keep state). Empty (the snapshot's order) for ``order`` "queue" or a policy not in the
+    registry. Called once per estimate, and only when a simulation stopped short."""
+    if order != "policy":
+        return {}
     try:
         fresh = registry.get(getattr(policy, "name", ""))
     except KeyError:
         return {}
-    order = {w.job_id: i for i, w in enumerate(fresh.plan(snapshot, snapshot.now).order)}
-    last = len(order)
-    return {j.job_id: (int(j.priority_class), order.get(j.job_id, last))
-            for j in snapshot.pending}
+    at = {w.job_id: i for i, w in enumerate(fresh.plan(snapshot, snapshot.now).order)}
+    return {j.job_id: (int(j.priority_class), at.get(j.job_id, len(at))) for j in snapshot.pending}
 
 
 def _profile(snapshot: Snapshot, records: Mapping[str, JobRecord], run_s: Mapping[str, float],
