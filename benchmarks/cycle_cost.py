@@ -12,9 +12,10 @@ other value is a shape of ``synthetic_trace.py`` (``philly``-shaped synthetic is
 
 ``--tree DIR`` imports ``railgang`` from another checkout (a ``git worktree`` of the baseline),
 so both sides run the same script on the same trace. ``--cpu-limit S`` stops a replay after S
-CPU seconds (SIGPROF) and says how far it got. ``--calls`` also counts the Python function calls
+CPU seconds (SIGPROF) and says how far it got (``jobs_done``, ``simulated_h``). ``--calls`` also counts the Python function calls
 of the replay (``cProfile``: a measure the machine's load does not move; CPU s is then inflated). Prints one JSON line: CPU and wall seconds,
-cycles, mean JCT, load average, and ``schedule``, a SHA-256 of every job's (id, start, finish,
+cycles, mean JCT, load average, the waiting queue's length after each cycle (mean, p50, p99,
+max), and ``schedule``, a SHA-256 of every job's (id, start, finish,
 preemptions, resizes, idle GPU-s charged per pending reason) in submit order, which must be equal before and after a speed-up.
 """
 
@@ -67,6 +68,26 @@ def _jobs(args: argparse.Namespace) -> tuple[list[Any], Any]:
     return jobs, fabric_from_shape(args.gpus // 8, 8, 8)
 
 
+class Depth:
+    """The waiting queue's length after each cycle (read only: the schedule is unchanged), so a
+    replay's cost can be set beside how long its queue was."""
+
+    def __init__(self) -> None:
+        self.samples: list[int] = []
+        self.last = 0.0
+
+    def __call__(self, now: float, backend: Any) -> None:
+        self.last = now
+        self.samples.append(len(backend.pending))
+
+    def summary(self) -> dict[str, Any]:
+        s = sorted(self.samples)
+        if not s:
+            return {}
+        return {"waiting_mean": round(sum(s) / len(s), 1), "waiting_p50": s[len(s) // 2],
+                "waiting_p99": s[int(len(s) * 0.99)], "waiting_max": s[-1]}
+
+
 def schedule_hash(records: list[Any]) -> str:
     h = hashlib.sha256()
     for r in records:
@@ -102,23 +123,28 @@ def main() -> None:
         signal.signal(signal.SIGPROF, _on_prof)
         signal.setitimer(signal.ITIMER_PROF, args.cpu_limit)
     prof = cProfile.Profile(time.process_time) if args.calls else None
+    done = [0]  # jobs finished so far: how far a replay stopped by --cpu-limit got
+    depth = Depth()
     wall, cpu = time.perf_counter(), time.process_time()
     try:
         if prof is not None:
             prof.enable()
         run = simulate(jobs, get(args.policy), fabric, comm=TopologyComm(fabric),
-                       config=EngineConfig())
+                       config=EngineConfig(), on_progress=lambda k, _n: done.__setitem__(0, k),
+                       observer=depth)
         if prof is not None:
             prof.disable()
             out["calls"] = pstats.Stats(prof).total_calls  # type: ignore[attr-defined]
     except _OutOfCpu:
-        out.update(finished=False, cpu_s=round(time.process_time() - cpu, 1))
+        out.update(finished=False, cpu_s=round(time.process_time() - cpu, 1), jobs_done=done[0],
+                   simulated_h=round((depth.last - jobs[0].submit_time) / 3600, 1) if jobs else 0.0)
     else:
         signal.setitimer(signal.ITIMER_PROF, 0)
         out.update(finished=True, cpu_s=round(time.process_time() - cpu, 1),
                    wall_s=round(time.perf_counter() - wall, 1), cycles=run.cycles,
                    skipped=run.skipped, mean_jct_h=round(run.metrics.mean_jct_s / 3600, 3),
                    schedule=schedule_hash(run.records))
+    out.update(depth.summary())
     out["load_after"] = round(os.getloadavg()[0], 2)
     print(json.dumps(out), flush=True)
 

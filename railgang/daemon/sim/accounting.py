@@ -57,6 +57,7 @@ class SimJob:
         "restore_needed",
         "run_origin",
         "share",
+        "stale",
         "start_time",
         "stopped",
         "submit_integral",
@@ -77,6 +78,7 @@ class SimJob:
         self.attained_at_start = 0.0
         self.assignment: Assignment | None = None  # None while pending
         self.view: RunningJob | None = None  # the core's view, kept until this job changes
+        self.stale: set[str] | None = None  # its backend's set of jobs whose view went (if any)
         self.replicas = 0
         self.gpus = 0
         self.rate = 0.0  # work-seconds per second while moving
@@ -115,7 +117,7 @@ class SimJob:
     # -- integration -------------------------------------------------------------------------
     def advance(self, t: float) -> None:
         """Integrate from the last update to ``t`` (constant rate in between)."""
-        self.view = None
+        self.changed()
         if self.assignment is None or t <= self.as_of:
             self.as_of = max(self.as_of, t)
             return
@@ -174,12 +176,12 @@ class SimJob:
         if type_rate != 1.0:
             self.rate *= type_rate
         self.share = (1.0 - request.comm_fraction) * placement_factor
-        self.view = None
+        self.changed()
 
     def begin_run(self, now: float) -> None:
         """Bookkeeping of a (re)start at ``now`` on the allocation just set."""
         rec = self.record
-        self.view = None
+        self.changed()
         self.as_of = now
         self.start_time = now
         self.busy_until = now
@@ -202,7 +204,7 @@ class SimJob:
     def resized(self, now: float) -> None:
         """A resize just took effect: no progress during the transition."""
         self.busy_until = max(self.busy_until, now + self.request.transition_cost_s)
-        self.view = None
+        self.changed()
         self.last_resize_time = now
         self.record.resizes += 1
 
@@ -219,7 +221,7 @@ class SimJob:
             self.kill_at = now + cost
         else:
             self.kill_at = now + grace_s
-        self.view = None
+        self.changed()
         self.version += 1
         return self.kill_at
 
@@ -227,7 +229,7 @@ class SimJob:
         """Killed at ``now``: work since the last checkpoint is lost (call :meth:`advance` first;
         the backend releases the GPUs)."""
         rec = self.record
-        self.view = None
+        self.changed()
         rec.preemptions += 1
         rec.lost_gpu_s += max(0.0, rec.allocated_gpu_s - self.ckpt_allocated)
         rec.productive_gpu_s = self.ckpt_productive
@@ -239,11 +241,18 @@ class SimJob:
 
     def released(self) -> None:
         self.assignment = None
-        self.view = None
+        self.changed()
         self.gpus = 0
         self.rate = 0.0
 
     # -- what the decision core sees -------------------------------------------------------------
+    def changed(self) -> None:
+        """This job changed: its view is built again when next shown, and its backend's
+        snapshot re-reads only the views that went (``SimBackend.snapshot``)."""
+        self.view = None
+        if self.stale is not None:
+            self.stale.add(self.tj.job_id)
+
     def running_view(self, oracle: bool) -> RunningJob:
         """The core's view of this running job: built once per change of the job and kept until
         the next; it answers for any time the core asks (``views.LiveRunning``)."""
@@ -269,7 +278,7 @@ class SimJob:
 
     def requeued(self, now: float, oracle: bool) -> None:
         """Back in the queue after a kill at ``now``: the pending view gets the new state."""
-        self.view = None
+        self.changed()
         old = self.job.state
         self.job = self.job.with_state(JobState(
             attained_gpu_s=self.attained, work_remaining_s=self.remaining if oracle else None,

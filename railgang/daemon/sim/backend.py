@@ -57,6 +57,7 @@ from railgang.daemon.sim.recorder import Recorder
 from railgang.daemon.sim.traces.model import TraceJob
 from railgang.topology.health import LinkHealth
 
+_NO_QUOTAS: Mapping[str, int] = MappingProxyType({})
 COMPLETE = "complete"
 KILL = "kill"
 LINK = "link"  # a --degrade event (job_id: the switch; version: its index in SimConfig.degrade)
@@ -111,6 +112,11 @@ class SimBackend:
         self._elastic = 0  # running jobs with an elastic range
         self._running_epoch = 0
         self._view_epoch = -1
+        # what changed since the last snapshot's running mapping: jobs that entered, left, or
+        # whose view went (``SimJob.changed``); the next one patches a copy of it
+        self._came: list[str] = []
+        self._left: list[str] = []
+        self._stale: set[str] = set()
         self.jobs: dict[str, SimJob] = {}
         self.pending: list[tuple[float, int, str]] = []  # (submit, seq, job_id), kept sorted
         self._pending_jobs: list[Job] = []  # the core's views, aligned with ``pending``
@@ -191,6 +197,8 @@ class SimBackend:
         """``sj`` runs from now on (its allocation and run are set)."""
         self.running[sj.tj.job_id] = sj
         self._running_epoch += 1
+        sj.stale = self._stale
+        self._came.append(sj.tj.job_id)
         bisect.insort(self._running_ids, sj.tj.job_id)
         self._per_class[sj.request.priority_class] += 1
         self._elastic += sj.request.elastic
@@ -261,12 +269,10 @@ class SimBackend:
         self.recorder.left(now)
 
     def snapshot(self, now: float) -> Snapshot:
-        running, oracle = self.running, self.config.oracle
+        running = self.running
         shown = self._running_view
-        if shown is None or self._view_epoch != self._running_epoch or not views.all_fresh(running):
-            for sj in [sj for sj in running.values() if sj.view is None]:
-                sj.running_view(oracle)  # the job changed since its view was built
-            shown = self._running_view = views.sorted_views(running, self._running_ids)
+        if shown is None or self._view_epoch != self._running_epoch or self._stale:
+            shown = self._running_view = self._views_now(shown)
             self._view_epoch = self._running_epoch
             self._elastic_view = tuple(v for v in shown.values()
                                        if v.job.request.elastic) if self._elastic else ()
@@ -289,10 +295,11 @@ class SimBackend:
         while self.preempt_log and self.preempt_log[0].time < horizon:
             self.preempt_log.pop(0)
         base = self._account_base
+        quotas: Mapping[str, int] | None = None  # (None: the snapshot finds them)
         if base:  # a loaded snapshot's shares and quotas (an estimate): summed now
             accounts: Mapping[str, Account] = views.eager_accounts(self._usage_done, self.running, base, now)
-        else:
-            accounts = views.lazy_accounts(self._usage_done, running, self._held, now)
+        else:  # no account of a replay has a flat quota (its quota tree is ``config.quotas``)
+            accounts, quotas = views.lazy_accounts(self._usage_done, running, self._held, now), _NO_QUOTAS
         if self.quota_use is not None:
             self.quota_use.observe(now, self._account_gpus())
         snap = Snapshot(now=now, fabric=self.fabric, nodes=self._nodes_view, free=free,
@@ -302,9 +309,30 @@ class SimBackend:
                         tiers=self.config.tiers,
                         index=SnapshotIndex(self.total_gpus, self._free_count, dict(self._held),
                                             self._elastic_view, tuple(self._per_class), self._pools,
-                                            by_submit))
+                                            by_submit, quotas))
         return snap
 
+
+    def _views_now(self, shown: Mapping[str, RunningJob] | None) -> Mapping[str, RunningJob]:
+        """The running mapping by job id (sorted), every view fresh: the last one copied and
+        patched where jobs left, changed or entered (a new job's id is almost always the largest
+        yet: appended), else built again (``views.sorted_views``)."""
+        running, oracle = self.running, self.config.oracle
+        came, left, stale = self._came, self._left, self._stale
+        for jid in (*stale, *came):
+            sj = running.get(jid)
+            if sj is not None and sj.view is None:
+                sj.running_view(oracle)  # the job changed since its view was built
+        out = views.patched_views(shown, running, came, left, stale)
+        if out is None:
+            if not views.all_fresh(running):  # (a view that went without telling: never so far)
+                for sj in [sj for sj in running.values() if sj.view is None]:
+                    sj.running_view(oracle)
+            out = views.sorted_views(running, self._running_ids)
+        came.clear()
+        left.clear()
+        stale.clear()
+        return out
 
     def _account_gpus(self) -> dict[str, int]:
         out: dict[str, int] = {}
@@ -496,6 +524,7 @@ class SimBackend:
         sj.released()
         del self.running[sj.tj.job_id]
         self._running_epoch += 1
+        self._left.append(sj.tj.job_id)
         del self._running_ids[bisect.bisect_left(self._running_ids, sj.tj.job_id)]
         self._per_class[sj.request.priority_class] -= 1
         self._elastic -= sj.request.elastic

@@ -45,7 +45,7 @@ def load(backend: SimBackend, snapshot: Snapshot, run_s: Mapping[str, float]) ->
         sj.remaining = run_s[job_id] * sj.rate  # work left, so that it ends run_s from now
         sj.begin_run(now)
         sj.start_time, sj.last_resize_time = run.start_time, run.last_resize_time
-        sj.view = None  # fields written after begin_run
+        sj.changed()  # fields written after begin_run
         backend._entered(sj)
         backend._schedule_completion(sj, now)
         records[job_id] = sj.record

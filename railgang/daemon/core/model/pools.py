@@ -126,6 +126,7 @@ def rebuild_index(snapshot: Snapshot) -> SnapshotIndex:
         running_per_class=per_class(snapshot.running),
         pools=pools_of_nodes(snapshot.nodes),
         submit_order=rigid_by_submit(snapshot.pending),
+        account_quotas={n: a.quota_gpus for n, a in snapshot.accounts.items() if a.quota_gpus is not None},
     )
 
 

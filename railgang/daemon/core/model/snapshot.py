@@ -142,6 +142,9 @@ class SnapshotIndex:
     # ``plan.rigid_by_submit(pending)``, FIFO's plan order: it changes only as jobs arrive, start
     # and are requeued, so a backend keeps it instead of a sort and a Want per job per cycle
     submit_order: tuple[Want, ...] | None = None  # None: derive
+    # ``Snapshot.account_quotas``: a backend whose accounts carry no flat quota says so, and the
+    # accounts (built when read, the simulator's) are not all built every cycle to find out
+    account_quotas: Mapping[str, int] | None = None  # None: derive
 
 
 def usable_gpus(nodes: Mapping[str, Node]) -> int:
@@ -231,6 +234,13 @@ class Snapshot:
 
     def account(self, name: str) -> Account:
         return self.accounts.get(name) or Account(name)
+
+    @functools.cached_property
+    def account_quotas(self) -> Mapping[str, int]:
+        """Each account's flat quota (``Account.quota_gpus``), for the accounts that have one."""
+        if self.index is not None and self.index.account_quotas is not None:
+            return self.index.account_quotas
+        return {n: a.quota_gpus for n, a in self.accounts.items() if a.quota_gpus is not None}
 
     def account_running_gpus(self) -> dict[str, int]:
         """GPUs each account holds now (a fresh dict: callers keep their own tally in it)."""

@@ -117,7 +117,7 @@ class EvictPhase:
         walk would visit every waiting job for nothing (issue 24 item 2: most queues are batch)."""
         if priority_class != 3 or self.plan.preempt_within_class or self.d.snap.quotas is not None:
             return False
-        return all(a.quota_gpus is None for a in self.d.snap.accounts.values())
+        return not self.d.snap.account_quotas
 
     def _serve_all(self, order: list[Want], jobs: Mapping[str, Job]) -> None:
         d, plan, budget, now, snap = self.d, self.plan, self.budget, self.d.now, self.d.snap

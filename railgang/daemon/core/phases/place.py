@@ -212,7 +212,7 @@ class PlacePhase:
         # serving pools: needs alone decide eligibility; no quota tree: no gate), since they run
         # for every waiting job in every cycle (issue 24 item 2)
         plain, tree = d.snap.serving is None, d.snap.quotas
-        capped = {n: a.quota_gpus for n, a in d.snap.accounts.items() if a.quota_gpus is not None}
+        capped = d.snap.account_quotas
         if self.leaf is not None:
             self.leaf.prehold(order, jobs)
         # once the rest of the order can only wait, and for one reason (behind a strict head, or
