@@ -54,7 +54,9 @@ class Slurm:
         return self.weight_age * age + self.weight_size * size + self.weight_fairshare * fs
 
     def plan(self, snapshot: Snapshot, now: float) -> Plan:
-        fs = fairshare_factors(snapshot)
+        # the factors only order waiting jobs among themselves: one waiting job (a replay at
+        # 80 % load, most cycles) needs no account's usage summed over every running job
+        fs = fairshare_factors(snapshot) if len(snapshot.pending) > 1 else {}
         total = snapshot.total_gpus
         w_age, w_size, w_fs, max_age, g = (self.weight_age, self.weight_size, self.weight_fairshare,
                                            self.max_age_s, max(1, total))
