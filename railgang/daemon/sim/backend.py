@@ -105,18 +105,10 @@ class SimBackend:
         self._held: dict[str, int] = {}  # GPUs each account's running jobs hold
         # the running views by job id and the running set they were built for (bumped as jobs
         # start and leave); a view answers for any time asked (views.LiveRunning)
-        self._running_view: Mapping[str, RunningJob] | None = None
+        self._shown = views.RunningShown()  # the snapshots' running mapping, patched as it changes
         self._elastic_view: tuple[RunningJob, ...] = ()  # those of them with an elastic range
         self._per_class = [0, 0, 0, 0]  # running jobs per priority class
-        self._running_ids: list[str] = []  # the running jobs' ids, sorted
         self._elastic = 0  # running jobs with an elastic range
-        self._running_epoch = 0
-        self._view_epoch = -1
-        # what changed since the last snapshot's running mapping: jobs that entered, left, or
-        # whose view went (``SimJob.changed``); the next one patches a copy of it
-        self._came: list[str] = []
-        self._left: list[str] = []
-        self._stale: set[str] = set()
         self.jobs: dict[str, SimJob] = {}
         self.pending: list[tuple[float, int, str]] = []  # (submit, seq, job_id), kept sorted
         self._pending_jobs: list[Job] = []  # the core's views, aligned with ``pending``
@@ -196,10 +188,7 @@ class SimBackend:
     def _entered(self, sj: SimJob) -> None:
         """``sj`` runs from now on (its allocation and run are set)."""
         self.running[sj.tj.job_id] = sj
-        self._running_epoch += 1
-        sj.stale = self._stale
-        self._came.append(sj.tj.job_id)
-        bisect.insort(self._running_ids, sj.tj.job_id)
+        self._shown.entered(sj)
         self._per_class[sj.request.priority_class] += 1
         self._elastic += sj.request.elastic
 
@@ -270,10 +259,8 @@ class SimBackend:
 
     def snapshot(self, now: float) -> Snapshot:
         running = self.running
-        shown = self._running_view
-        if shown is None or self._view_epoch != self._running_epoch or self._stale:
-            shown = self._running_view = self._views_now(shown)
-            self._view_epoch = self._running_epoch
+        shown, renewed = self._shown.mapping(running, self.config.oracle)
+        if renewed:
             self._elastic_view = tuple(v for v in shown.values()
                                        if v.job.request.elastic) if self._elastic else ()
         if self._pending_view is None:
@@ -312,27 +299,6 @@ class SimBackend:
                                             by_submit, quotas))
         return snap
 
-
-    def _views_now(self, shown: Mapping[str, RunningJob] | None) -> Mapping[str, RunningJob]:
-        """The running mapping by job id (sorted), every view fresh: the last one copied and
-        patched where jobs left, changed or entered (a new job's id is almost always the largest
-        yet: appended), else built again (``views.sorted_views``)."""
-        running, oracle = self.running, self.config.oracle
-        came, left, stale = self._came, self._left, self._stale
-        for jid in (*stale, *came):
-            sj = running.get(jid)
-            if sj is not None and sj.view is None:
-                sj.running_view(oracle)  # the job changed since its view was built
-        out = views.patched_views(shown, running, came, left, stale)
-        if out is None:
-            if not views.all_fresh(running):  # (a view that went without telling: never so far)
-                for sj in [sj for sj in running.values() if sj.view is None]:
-                    sj.running_view(oracle)
-            out = views.sorted_views(running, self._running_ids)
-        came.clear()
-        left.clear()
-        stale.clear()
-        return out
 
     def _account_gpus(self) -> dict[str, int]:
         out: dict[str, int] = {}
@@ -523,9 +489,7 @@ class SimBackend:
         self._hold(acc, -sj.gpus)
         sj.released()
         del self.running[sj.tj.job_id]
-        self._running_epoch += 1
-        self._left.append(sj.tj.job_id)
-        del self._running_ids[bisect.bisect_left(self._running_ids, sj.tj.job_id)]
+        self._shown.left(sj.tj.job_id)
         self._per_class[sj.request.priority_class] -= 1
         self._elastic -= sj.request.elastic
 

@@ -98,6 +98,50 @@ def sorted_views(running: Mapping[str, Any], ids: list[str]) -> Mapping[str, Run
     return MappingProxyType(dict(zip(ids, map(_VIEW, map(running.__getitem__, ids)), strict=True)))
 
 
+class RunningShown:
+    """The snapshots' running mapping by job id (sorted), kept between them with what changed
+    since the last one: the jobs that entered and left, and those whose view went
+    (``SimJob.changed`` adds to ``stale``). The next mapping is the last one patched
+    (:func:`patched_views`) or, when that cannot be done, built again (:func:`sorted_views`)."""
+
+    def __init__(self) -> None:
+        self.ids: list[str] = []  # the running jobs' ids, sorted
+        self.came: list[str] = []
+        self.gone: list[str] = []
+        self.stale: set[str] = set()
+        self.shown: Mapping[str, RunningJob] | None = None
+
+    def entered(self, sj: Any) -> None:
+        sj.stale = self.stale
+        self.came.append(sj.tj.job_id)
+        bisect.insort(self.ids, sj.tj.job_id)
+
+    def left(self, job_id: str) -> None:
+        self.gone.append(job_id)
+        del self.ids[bisect.bisect_left(self.ids, job_id)]
+
+    def mapping(self, running: Mapping[str, Any], oracle: bool) -> tuple[Mapping[str, RunningJob], bool]:
+        """The mapping for a snapshot now, every view fresh; True when it is not the last one."""
+        came, gone, stale, shown = self.came, self.gone, self.stale, self.shown
+        if shown is not None and not (came or gone or stale):
+            return shown, False
+        for jid in (*stale, *came):
+            sj = running.get(jid)
+            if sj is not None and sj.view is None:
+                sj.running_view(oracle)  # the job changed since its view was built
+        out = patched_views(shown, running, came, gone, stale)
+        if out is None:
+            if not all_fresh(running):  # (a view that went without telling: never so far)
+                for sj in [sj for sj in running.values() if sj.view is None]:
+                    sj.running_view(oracle)
+            out = sorted_views(running, self.ids)
+        came.clear()
+        gone.clear()
+        stale.clear()
+        self.shown = out
+        return out, True
+
+
 def patched_views(shown: Mapping[str, RunningJob] | None, running: Mapping[str, Any],
                   came: list[str], left: list[str], stale: set[str]) -> Mapping[str, RunningJob] | None:
     """:func:`sorted_views` of ``running`` from the last one (``shown``) and what changed since:
@@ -253,5 +297,5 @@ class SubmitOrder:
         return self._view
 
 
-__all__ = ["Line", "LiveRunning", "SubmitOrder", "all_fresh", "attained", "eager_accounts", "frozen_free",
-           "lazy_accounts", "patched_views", "sorted_views", "work_left"]
+__all__ = ["Line", "LiveRunning", "RunningShown", "SubmitOrder", "all_fresh", "attained", "eager_accounts",
+           "frozen_free", "lazy_accounts", "patched_views", "sorted_views", "work_left"]
