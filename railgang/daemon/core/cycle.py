@@ -154,7 +154,7 @@ def decide(
     lap("observe")
     plan = policy.plan(snapshot, now)  # 2. order
     jobs = dict(zip(map(_JOB_ID, snapshot.pending), snapshot.pending, strict=True))
-    classes = _by_class(plan, jobs)
+    classes = _by_class(plan, jobs, snapshot)
     order = classes[0] if len(classes) == 1 else [x for batch in classes for x in batch]
     lap("order")
     if config.resize:  # 3. size: shrinks the plan asks for free GPUs for this cycle's starts
@@ -203,15 +203,23 @@ def decide(
     return Decision(actions, reasons, MappingProxyType(ms))
 
 
-def _by_class(plan: Plan, jobs: Mapping[str, Job]) -> list[list[Want]]:
+def _by_class(plan: Plan, jobs: Mapping[str, Job], snapshot: Snapshot) -> list[list[Want]]:
     """The plan's order split by priority class, higher classes first; a job a node failure
     requeued goes first in its class (docs/failures.md); else the policy's rank is kept. Most
     queues hold one class and no requeued job: then the order is the plan's as it is, without a
-    sort key per waiting job (issue 24 item 2: every cycle pays this for the whole queue)."""
-    order = list(compress(plan.order, map(jobs.__contains__, map(_WANT_ID, plan.order))))
+    sort key per waiting job (issue 24 item 2: every cycle pays this for the whole queue). A
+    backend's ``SnapshotIndex`` says so without a walk: the queue's kinds, and whether the order
+    is the index's own (every job of it waits)."""
+    index = snapshot.index
+    one_kind = index is not None and index.queue is not None and index.queue.kinds <= 1
+    if one_kind and index is not None and plan.order is index.submit_order:
+        order = list(plan.order)
+    else:
+        order = list(compress(plan.order, map(jobs.__contains__, map(_WANT_ID, plan.order))))
     # one class and one fault state? by identity (enum members and bools are singletons), in C;
     # equal values as distinct objects only take the sort below, which keeps the same order
-    if len(set(map(id, map(_CLASS, jobs.values())))) <= 1 and len(set(map(id, map(_FAULT, jobs.values())))) <= 1:
+    if one_kind or (len(set(map(id, map(_CLASS, jobs.values())))) <= 1
+                    and len(set(map(id, map(_FAULT, jobs.values())))) <= 1):
         return [order] if order else []
     order.sort(key=lambda x: (jobs[x.job_id].priority_class, not jobs[x.job_id].state.after_fault))
     return [list(batch) for _, batch in groupby(order, key=lambda x: jobs[x.job_id].priority_class)]

@@ -43,6 +43,7 @@ from railgang.daemon.core.model.snapshot import (
     Node,
     NodeState,
     PreemptEvent,
+    QueueSummary,
     Snapshot,
     SnapshotIndex,
 )
@@ -114,6 +115,7 @@ class SimBackend:
         self._pending_jobs: list[Job] = []  # the core's views, aligned with ``pending``
         self._pending_view: tuple[Job, ...] | None = None
         self._by_submit = views.SubmitOrder()  # the queue in FIFO's order (the snapshot index's)
+        self._queue_facts = views.QueueFacts()  # facts of the whole queue (the index's)
         self.running: dict[str, SimJob] = {}
         self.preempt_log: list[PreemptEvent] = []
         self.priorities: dict[str, int] = {}
@@ -159,6 +161,7 @@ class SimBackend:
         self._pending_jobs.insert(i, sj.job)
         self._pending_view = None
         self._by_submit.add(sj.job.request)
+        self._queue_facts.add(sj.job)
 
     def _dequeue(self, sj: SimJob) -> None:
         i = bisect.bisect_left(self.pending, sj.qkey)
@@ -167,6 +170,7 @@ class SimBackend:
             del self._pending_jobs[i]
             self._pending_view = None
             self._by_submit.remove(sj.job.request)
+            self._queue_facts.remove(sj.job)
 
     def _take(self, assignment: Assignment) -> str | None:
         for node, gpus in assignment.items():
@@ -267,8 +271,9 @@ class SimBackend:
             self._pending_view = tuple(self._pending_jobs)
         pending = self._pending_view
         by_submit: tuple[Want, ...] | None = self._by_submit.view()
+        facts: QueueSummary | None = self._queue_facts.summary()
         if self.max_pending is not None and len(pending) > self.max_pending:
-            pending, by_submit = pending[: self.max_pending], None  # (the kept order: all of it)
+            pending, by_submit, facts = pending[: self.max_pending], None, None  # (kept: all of it)
         free = self._free_view
         if free is None:
             if self._free_shown is None:
@@ -296,7 +301,7 @@ class SimBackend:
                         tiers=self.config.tiers,
                         index=SnapshotIndex(self.total_gpus, self._free_count, dict(self._held),
                                             self._elastic_view, tuple(self._per_class), self._pools,
-                                            by_submit, quotas))
+                                            by_submit, quotas, facts))
         return snap
 
 
@@ -558,6 +563,8 @@ class SimBackend:
             self._pending_view = None
             self._by_submit.remove(old.request)
             self._by_submit.add(job.request)
+            self._queue_facts.remove(old)
+            self._queue_facts.add(job)
 
     # -- spot capacity (capacity.py) -------------------------------------------------------------
     def _reclaim(self, node: str, now: float) -> bool:

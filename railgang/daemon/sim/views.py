@@ -25,9 +25,9 @@ from operator import attrgetter
 from types import MappingProxyType
 from typing import Any
 
-from railgang.daemon.core.model.job import JobRequest, JobState, RunningJob
+from railgang.daemon.core.model.job import Job, JobRequest, JobState, RunningJob
 from railgang.daemon.core.model.plan import Want
-from railgang.daemon.core.model.snapshot import Account, Node
+from railgang.daemon.core.model.snapshot import Account, Node, QueueSummary
 
 Line = tuple[JobState, float, float, int, float, float | None, float | None, float, float]
 """A running job's progress line as of its last change: its state then (preemptions), GPU-s
@@ -268,6 +268,44 @@ def frozen_free(free: Mapping[str, set[int]], nodes: Mapping[str, Node],
             if nodes[node].state.usable and node not in away}
 
 
+def _bump(table: dict[Any, int], key: Any, step: int) -> None:
+    n = table.get(key, 0) + step
+    if n:
+        table[key] = n
+    else:
+        del table[key]
+
+
+class QueueFacts:
+    """``SnapshotIndex.queue`` of the waiting jobs, kept as they enter and leave the queue: how
+    many there are of each (class, after a fault) and of each minimum size, and how many have
+    needs (``QueueSummary``; ``tests/daemon/sim/test_backend_shared.py`` compares it with a walk
+    of the queue at every cycle)."""
+
+    def __init__(self) -> None:
+        self._kinds: dict[tuple[int, bool], int] = {}
+        self._mins: dict[int, int] = {}
+        self._needs = 0
+        self._summary: QueueSummary | None = None
+
+    def add(self, job: Job) -> None:
+        self._count(job, 1)
+
+    def remove(self, job: Job) -> None:
+        self._count(job, -1)
+
+    def _count(self, job: Job, step: int) -> None:
+        _bump(self._kinds, (int(job.priority_class), job.state.after_fault), step)
+        _bump(self._mins, job.min_gpus, step)
+        self._needs += step * (not job.request.needs.empty)
+        self._summary = None
+
+    def summary(self) -> QueueSummary:
+        if self._summary is None:
+            self._summary = QueueSummary(len(self._kinds), max(self._mins, default=0), self._needs)
+        return self._summary
+
+
 class SubmitOrder:
     """``plan.rigid_by_submit`` of the queue, kept: a job's ``Want`` at its requested size,
     ordered by (submit time, job id), inserted as it enters the queue and removed as it leaves."""
@@ -297,5 +335,5 @@ class SubmitOrder:
         return self._view
 
 
-__all__ = ["Line", "LiveRunning", "RunningShown", "SubmitOrder", "all_fresh", "attained", "eager_accounts",
+__all__ = ["Line", "LiveRunning", "QueueFacts", "RunningShown", "SubmitOrder", "all_fresh", "attained", "eager_accounts",
            "frozen_free", "lazy_accounts", "patched_views", "sorted_views", "work_left"]

@@ -48,6 +48,7 @@ from railgang.daemon.core.model.snapshot import (
     SnapshotIndex,
     held_by_account,
     per_class,
+    queue_summary,
     usable_gpus,
 )
 from railgang.topology.gpus import GPU_TYPES
@@ -127,6 +128,7 @@ def rebuild_index(snapshot: Snapshot) -> SnapshotIndex:
         pools=pools_of_nodes(snapshot.nodes),
         submit_order=rigid_by_submit(snapshot.pending),
         account_quotas={n: a.quota_gpus for n, a in snapshot.accounts.items() if a.quota_gpus is not None},
+        queue=queue_summary(snapshot.pending),
     )
 
 

@@ -137,7 +137,12 @@ class _Lows:
         return self.lows[i]
 
     def _admitted(self, i: int) -> bool:
-        """Every job from ``i`` on fits the cluster and has no needs (``_lows``' -1 cases)."""
+        """Every job from ``i`` on fits the cluster and has no needs (``_lows``' -1 cases): so
+        when every waiting job does (the backend's ``QueueSummary``, without a walk)."""
+        index = self.phase.d.snap.index
+        facts = index.queue if index is not None else None
+        if facts is not None and facts.with_needs == 0 and facts.largest_min_gpus <= self.phase.d.total:
+            return True
         reqs = list(map(_REQUEST, map(self.jobs.__getitem__, map(_WANT_ID, self.order[i:]))))
         if reqs and max(map(_MIN_GPUS, reqs)) > self.phase.d.total:
             return False
