@@ -33,7 +33,6 @@ Ordering key: 1. Tiresias queue after promotion, 2. ρ (higher first), 3. job id
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
 from railgang.daemon.core.model import pools as hetero
@@ -49,42 +48,7 @@ from railgang.daemon.core.model.snapshot import Snapshot
 from railgang.daemon.core.model.tiers import SpotRules
 from railgang.daemon.core.policies.pollux import Pollux, node_gpus
 from railgang.daemon.core.policies.themis import contenders, rho
-from railgang.daemon.core.policies.tiresias import Tiresias, bucket, queued_since
-
-
-class _Levels(Mapping[str, float]):
-    """Tiresias level of each running job, less ``p / (2 (p + 1))`` for a job preempted ``p``
-    times: inside a queue the job evicted least often goes first (point 5 of the module
-    docstring), and the level stays in (queue − ½, queue], so who may evict whom is Tiresias'
-    rule unchanged. Computed on first read: only an eviction search reads them, and most cycles
-    of a replay have none (issue 12, speed)."""
-
-    def __init__(self, snapshot: Snapshot, thresholds: tuple[float, ...]) -> None:
-        self._snapshot, self._thresholds = snapshot, thresholds
-        self._levels: dict[str, float] | None = None
-
-    def _all(self) -> dict[str, float]:
-        if self._levels is None:
-            t = self._thresholds
-            now = self._snapshot.now
-            self._levels = {r.job_id: bucket(r.attained_at(now), t)
-                            - r.job.preemptions / (2.0 * (r.job.preemptions + 1))
-                            for r in self._snapshot.running.values()}
-        return self._levels
-
-    def __getitem__(self, job_id: str) -> float:
-        return self._all()[job_id]
-
-    def get(self, job_id: str, default: float | None = None) -> float | None:  # type: ignore[override]
-        # the eviction search asks this for every candidate victim; Mapping's own goes through
-        # __getitem__ and a KeyError (4-5 % of ``default``'s replay of the gangs shape)
-        return self._all().get(job_id, default)
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._all())
-
-    def __len__(self) -> int:
-        return len(self._all())
+from railgang.daemon.core.policies.tiresias import Levels, Tiresias, queued_since
 
 
 class _Drain:
@@ -180,7 +144,7 @@ class Default:
             reserve_for=starving,
             targets=sizing.targets if sizing is not None else regrow_targets(snapshot),
             sized=by_pollux,
-            levels=_Levels(snapshot, self.tiresias.thresholds_gpu_h),
+            levels=Levels(snapshot, self.tiresias.thresholds_gpu_h, by_preemptions=True),
             preempt_within_class=self.evict_within_class,
         )
         return hetero.aware(plan, snapshot, self.spot) if self.hetero else plan

@@ -13,6 +13,7 @@ higher queue (Tiresias is preemptive), within the cycle's budgets.
 from __future__ import annotations
 
 import bisect
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
 from railgang.daemon.core.model import pools as hetero
@@ -30,6 +31,43 @@ def bucket(attained_gpu_s: float, thresholds_gpu_h: tuple[float, ...] = (1.0, 10
 
 def queued_since(job: Job) -> float:
     return job.last_preempted_at if job.last_preempted_at is not None else job.submit_time
+
+
+class Levels(Mapping[str, float]):
+    """Each running job's Tiresias queue as its level, computed on first read: only an eviction
+    search reads them, and most cycles of a replay have none (issue 12, speed; issue 24 item 2:
+    built every cycle, they were a quarter of ``tiresias``' replay at 80 % load).
+    ``by_preemptions``: less ``p / (2 (p + 1))`` for a job preempted ``p`` times, so inside a
+    queue the job evicted least often goes first and the level stays in (queue − ½, queue]
+    (``default``'s rule, its module docstring point 5)."""
+
+    def __init__(self, snapshot: Snapshot, thresholds: tuple[float, ...], *, by_preemptions: bool = False) -> None:
+        self._snapshot, self._thresholds, self._by_preemptions = snapshot, thresholds, by_preemptions
+        self._levels: dict[str, float] | None = None
+
+    def _all(self) -> dict[str, float]:
+        if self._levels is None:
+            t, now, running = self._thresholds, self._snapshot.now, self._snapshot.running.values()
+            if self._by_preemptions:
+                self._levels = {r.job_id: bucket(r.attained_at(now), t)
+                                - r.job.preemptions / (2.0 * (r.job.preemptions + 1)) for r in running}
+            else:
+                self._levels = {r.job_id: float(bucket(r.attained_at(now), t)) for r in running}
+        return self._levels
+
+    def __getitem__(self, job_id: str) -> float:
+        return self._all()[job_id]
+
+    def get(self, job_id: str, default: float | None = None) -> float | None:  # type: ignore[override]
+        # the eviction search asks this for every candidate victim; Mapping's own goes through
+        # __getitem__ and a KeyError (4-5 % of ``default``'s replay of the gangs shape)
+        return self._all().get(job_id, default)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._all())
+
+    def __len__(self) -> int:
+        return len(self._all())
 
 
 @dataclass(frozen=True)
@@ -51,8 +89,7 @@ class Tiresias:
             order=tuple(want(j.job_id, j.replicas, level=q) for q, _, _, j in keyed),
             mode="greedy",
             targets=regrow_targets(snapshot),
-            levels={r.job_id: float(bucket(r.attained_at(now), self.thresholds_gpu_h))
-                    for r in snapshot.running.values()},
+            levels=Levels(snapshot, self.thresholds_gpu_h),
             preempt_within_class=True,
         )
         return hetero.aware(plan, snapshot) if self.hetero else plan
