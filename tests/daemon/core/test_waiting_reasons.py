@@ -5,9 +5,13 @@ from __future__ import annotations
 
 import random
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from railgang.daemon.core import Decision, PendingReason, Reason, decide
+from railgang.daemon.core.model.plan import Want
 from railgang.daemon.core.model.snapshot import Snapshot
-from railgang.daemon.core.phases.waiting import CycleReasons, coded
+from railgang.daemon.core.phases.waiting import Behind, BulkWaits, CycleReasons, coded
 from railgang.daemon.core.policies.registry import get
 from tests.daemon.core.core_builders import cluster, first_fit, job
 
@@ -53,3 +57,35 @@ def test_several_of_one_code_come_in_queue_order() -> None:
 def test_no_waiting_job_no_reason() -> None:
     d = run(cluster(1).pending(job("a").gpus(8).at(1)).build())
     assert not d.reasons and len(d.reasons) == 0 and d.reasons == ()
+
+
+_bulk_ops = st.lists(st.one_of(
+    st.tuples(st.just("add"), st.lists(st.integers(0, 30), max_size=12, unique=True)),
+    st.tuples(st.just("pop"), st.integers(0, 30)),
+), max_size=25)
+
+
+@given(_bulk_ops)
+@settings(max_examples=200, deadline=None)
+def test_bulk_waits_read_as_the_merged_map_they_stand_for(ops: list[tuple[str, object]]) -> None:
+    """``BulkWaits`` keeps records apart until a job is taken out or two records share one;
+    read any way, it must equal the one map ``dict.update`` would have built (the last record
+    wins), and ``count`` is only ever the true size."""
+    bulk, model = BulkWaits(), dict[str, Behind]()
+    for op, arg in ops:
+        if op == "add":
+            assert isinstance(arg, list)
+            wants = {f"j{k}": Want(f"j{k}", 1, 1) for k in arg}
+            b = Behind(wants, {}, Reason.WAITING_FOR_GPUS, f"record {len(model)}", 0)
+            bulk.add(b)
+            model.update(dict.fromkeys(wants, b))
+        else:
+            bulk.pop(f"j{arg}")
+            model.pop(f"j{arg}", None)
+        for k in range(31):
+            assert bulk.get(f"j{k}") is model.get(f"j{k}")
+            assert (f"j{k}" in bulk) == (f"j{k}" in model)
+        n = bulk.count()
+        assert n is None or n == len(model)
+        assert bool(bulk) == bool(model) and len(bulk) == len(model)
+    assert dict(bulk) == model

@@ -25,7 +25,7 @@ from railgang.daemon.core.model.quota import pending_demand
 from railgang.daemon.core.model.reasons import PendingReason, Reason
 from railgang.daemon.core.model.snapshot import Snapshot
 from railgang.daemon.core.model.spares import SpareRules, may_use_spares
-from railgang.daemon.core.phases.waiting import Behind, CycleReasons
+from railgang.daemon.core.phases.waiting import Behind, BulkWaits, CycleReasons
 
 INF = float("inf")
 _JOB_ID, _WANT_ID = attrgetter("request.job_id"), attrgetter("job_id")  # read in C, per queue
@@ -46,7 +46,8 @@ class Draft:
         self._started: set[str] = set()
         self._touched: set[str] = set()  # running jobs shrunk, grown, preempted or moved
         self._reasons: dict[str, PendingReason] = {}
-        self._behind: dict[str, Behind] = {}  # waiting jobs recorded in bulk (``wait_behind``)
+        self._behind = BulkWaits()  # waiting jobs recorded in bulk (``wait_behind``)
+        self._overlap = False  # a job both started and waits (never so far): count nothing
         self._bulk_codes: set[Reason] = set()  # the reasons they wait for
         self._starts: list[Start] = []
         self._shrinks: list[Resize] = []
@@ -123,6 +124,10 @@ class Draft:
     def without_reason(self, pending: Sequence[Job]) -> Iterator[Job]:
         """The jobs of ``pending`` that neither started nor wait for a reason yet (found with set
         operations in C: asked of the whole queue every cycle, and mostly none is left)."""
+        bulk = self._behind.count()
+        if (bulk is not None and not self._overlap
+                and len(self._reasons) + len(self._started) + bulk == len(pending)):
+            return iter(())  # every one accounted for, each once (the maps are disjoint subsets)
         left = set(map(_JOB_ID, pending))
         left.difference_update(self._reasons, self._behind, self._started)
         return (j for j in pending if j.request.job_id in left) if left else iter(())
@@ -223,7 +228,7 @@ class Draft:
         self._log.append(start)
         self._started.add(job.job_id)
         self._reasons.pop(job.job_id, None)
-        self._behind.pop(job.job_id, None)
+        self._behind.pop(job.job_id)
         self._account_gpus[job.account] = self._account_gpus.get(job.account, 0) + replicas * job.replica_gpus
         left = job.remaining_at(replicas)
         end = (self.now + left if left is not None else INF, replicas * job.replica_gpus)
@@ -277,8 +282,9 @@ class Draft:
     def wait(self, job: Job, code: Reason, detail: str, needed: int) -> None:
         """``job`` waits this cycle, for ``code`` (the last call for a job wins)."""
         self._reasons[job.job_id] = PendingReason(job.job_id, code, detail, needed, self._free_count)
+        self._overlap = self._overlap or job.job_id in self._started
         if self._behind:
-            self._behind.pop(job.job_id, None)
+            self._behind.pop(job.job_id)
 
     def wait_behind(self, rest: Sequence[Want], jobs: Mapping[str, Job], code: Reason, detail: str) -> None:
         """Every job of ``rest`` waits for ``code`` with ``detail``, each needing its ``Want``'s
@@ -289,13 +295,15 @@ class Draft:
         self._bulk_codes.add(code)
         for jid in behind.wants.keys() & self._reasons.keys():  # the last call wins, as in wait
             del self._reasons[jid]
-        self._behind.update(dict.fromkeys(behind.wants, behind))
+        self._overlap = self._overlap or not behind.wants.keys().isdisjoint(self._started)  # (walks
+        # the smaller: the jobs started this cycle)
+        self._behind.add(behind)
 
     def annotate(self, job_id: str, detail: str) -> None:
         """Append ``detail`` to the reason ``job_id`` waits for."""
         r = self.reason(job_id)
         assert r is not None, job_id  # only a job that waits is annotated
-        self._behind.pop(job_id, None)
+        self._behind.pop(job_id)
         self._reasons[job_id] = dataclasses.replace(r, detail=f"{r.detail}; {detail}".lstrip("; "))
 
     def hold(self, assignment: Assignment) -> None:
