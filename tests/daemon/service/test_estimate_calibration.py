@@ -29,16 +29,24 @@ def test_a_start_inside_scores_at_most_zero_and_a_miss_by_its_log_distance() -> 
     assert cal.score(600.0, None, 10**9) < 0  # unbounded above: only a start too early misses
 
 
-def cases(n: int, seed: int) -> list[tuple[float, float, float]]:
-    """Intervals 1.8x wide around a point estimate that is off by a log-normal factor
-    (sigma 1): they hold about a quarter of the actual starts."""
+def intervals(n: int, seed: int, *, spread: float, bias: float, below: float,
+              above: float) -> list[tuple[float, float, float]]:
+    """``(lo, hi, actual)``: actual starts log-normal (sigma ``spread``) around an hour, a point
+    estimate off by a log-normal factor (mean ``bias``, sigma 1), the interval from
+    ``point / below`` to ``point * above``."""
     rng = random.Random(seed)
     out = []
     for _ in range(n):
-        actual = rng.lognormvariate(math.log(3600.0), 1.5)
-        point = actual * math.exp(rng.gauss(0.0, 1.0))
-        out.append((point / 1.35, point * 1.35, actual))
+        actual = rng.lognormvariate(math.log(3600.0), spread)
+        point = actual * math.exp(rng.gauss(bias, 1.0))
+        out.append((point / below, point * above, actual))
     return out
+
+
+def cases(n: int, seed: int) -> list[tuple[float, float, float]]:
+    """Intervals 1.8x wide around a point estimate that is off by a log-normal factor
+    (sigma 1): they hold about a quarter of the actual starts."""
+    return intervals(n, seed, spread=1.5, bias=0.0, below=1.35, above=1.35)
 
 
 def covered(rows: list[tuple[float, float | None, float]]) -> float:
@@ -199,13 +207,7 @@ def test_the_database_keeps_the_newest_scores_of_each_cluster(tmp_path) -> None:
 def one_sided(n: int, seed: int) -> list[tuple[float, float, float]]:
     """Intervals whose upper end never misses (10x above the point) and whose lower end misses
     about 40 % of starts, as from estimates that start jobs too late."""
-    rng = random.Random(seed)
-    out = []
-    for _ in range(n):
-        actual = rng.lognormvariate(math.log(3600.0), 1.0)
-        point = actual * math.exp(rng.gauss(0.25, 1.0))
-        out.append((point / 1.2, point * 10.0, actual))
-    return out
+    return intervals(n, seed, spread=1.0, bias=0.25, below=1.2, above=10.0)
 
 
 def test_a_side_that_never_misses_leaves_its_share_of_misses_to_the_other() -> None:
