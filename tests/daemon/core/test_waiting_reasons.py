@@ -76,7 +76,7 @@ def test_bulk_waits_read_as_the_merged_map_they_stand_for(ops: list[tuple[str, o
         if op == "add":
             assert isinstance(arg, list)
             wants = {f"j{k}": Want(f"j{k}", 1, 1) for k in arg}
-            b = Behind(list(wants.values()), {}, Reason.WAITING_FOR_GPUS, f"record {len(model)}", 0)
+            b = Behind(wants, {}, Reason.WAITING_FOR_GPUS, f"record {len(model)}", 0)
             bulk.add(b)
             model.update(dict.fromkeys(wants, b))
         else:

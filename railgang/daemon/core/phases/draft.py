@@ -28,7 +28,7 @@ from railgang.daemon.core.model.spares import SpareRules, may_use_spares
 from railgang.daemon.core.phases.waiting import Behind, BulkWaits, CycleReasons
 
 INF = float("inf")
-_JOB_ID = attrgetter("request.job_id")  # read in C, per queue
+_JOB_ID, _WANT_ID = attrgetter("request.job_id"), attrgetter("job_id")  # read in C, per queue
 
 
 class Draft:
@@ -286,20 +286,17 @@ class Draft:
         if self._behind:
             self._behind.pop(job.job_id)
 
-    def wait_behind(self, rest: Sequence[Want], jobs: Mapping[str, Job], code: Reason, detail: str,
-                    *, unvisited: bool = False) -> None:
+    def wait_behind(self, rest: Sequence[Want], jobs: Mapping[str, Job], code: Reason, detail: str) -> None:
         """Every job of ``rest`` waits for ``code`` with ``detail``, each needing its ``Want``'s
         minimum, as :meth:`wait` would record one by one: recorded once, and each reason built
         only when read. In strict FIFO the whole queue behind the head waits for the same reason
-        in every cycle (issue 24 item 2: a cycle should cost what changed, not the queue).
-        ``unvisited``: no job of ``rest`` has started or been given a reason this cycle (the
-        caller's word), so neither is looked for."""
-        behind = Behind(rest, jobs, code, detail, self._free_count)
+        in every cycle (issue 24 item 2: a cycle should cost what changed, not the queue)."""
+        behind = Behind(dict(zip(map(_WANT_ID, rest), rest, strict=True)), jobs, code, detail, self._free_count)
         self._bulk_codes.add(code)
-        if not unvisited:
-            for jid in behind.wants.keys() & self._reasons.keys():  # the last call wins, as in wait
-                del self._reasons[jid]
-            self._overlap = self._overlap or not behind.wants.keys().isdisjoint(self._started)
+        for jid in behind.wants.keys() & self._reasons.keys():  # the last call wins, as in wait
+            del self._reasons[jid]
+        self._overlap = self._overlap or not behind.wants.keys().isdisjoint(self._started)  # (walks
+        # the smaller: the jobs started this cycle)
         self._behind.add(behind)
 
     def annotate(self, job_id: str, detail: str) -> None:

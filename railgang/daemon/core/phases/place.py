@@ -232,9 +232,7 @@ class PlacePhase:
                     if plan.mode != "strict":
                         for c in {jobs[y.job_id].priority_class for y in order[i:]}:
                             d.block(c)  # as _missed does for each
-                    # unvisited: the walk's own tail; no leaf was held before it (``lows`` needs
-                    # none) and other classes' phases touch only their own jobs
-                    d.wait_behind(order[i:], jobs, *why, unvisited=True)
+                    d.wait_behind(order[i:], jobs, *why)
                     break
             job = jobs[x.job_id]
             if self.leaf is not None:

@@ -12,34 +12,24 @@ in the queue's order, and equals the tuple it stands for.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from operator import attrgetter
+from dataclasses import dataclass
 from typing import overload
 
 from railgang.daemon.core.model.job import Job
 from railgang.daemon.core.model.plan import Want
 from railgang.daemon.core.model.reasons import PendingReason, Reason
 
-_WANT_ID = attrgetter("job_id")
 
-
+@dataclass(frozen=True, slots=True)
 class Behind:
     """Jobs that wait for one reason, recorded once (``Draft.wait_behind``): each one's
-    ``PendingReason`` is built only when it is read, and the map of their ``Want``s by job id
-    only when a job is looked up (a strict FIFO cycle mostly records the queue and reads none:
-    building it was a quarter of ``fifo``'s replay of a queue thousands long)."""
+    ``PendingReason`` is built only when it is read."""
 
-    __slots__ = ("_wants", "code", "detail", "free", "jobs", "rest")
-
-    def __init__(self, rest: Sequence[Want], jobs: Mapping[str, Job], code: Reason, detail: str,
-                 free: int) -> None:
-        self.rest, self.jobs, self.code, self.detail, self.free = rest, jobs, code, detail, free
-        self._wants: dict[str, Want] | None = None
-
-    @property
-    def wants(self) -> Mapping[str, Want]:
-        if self._wants is None:
-            self._wants = dict(zip(map(_WANT_ID, self.rest), self.rest, strict=True))
-        return self._wants
+    wants: Mapping[str, Want]
+    jobs: Mapping[str, Job]
+    code: Reason
+    detail: str
+    free: int
 
     def reason(self, job_id: str) -> PendingReason:
         needed = self.wants[job_id].min_replicas * self.jobs[job_id].replica_gpus
@@ -82,8 +72,7 @@ class BulkWaits(Mapping[str, Behind]):
     def count(self) -> int | None:
         """How many jobs wait in bulk, while no record was merged (the records are disjoint);
         else None."""
-        return sum(len(b.rest) for b in self._records) if self._merged is None else None  # (a
-        # plan's order names each job once)
+        return sum(len(b.wants) for b in self._records) if self._merged is None else None
 
     def get(self, job_id: str, default: Behind | None = None) -> Behind | None:  # type: ignore[override]
         if self._merged is not None:
