@@ -109,6 +109,14 @@ def main() -> None:
     ap.add_argument("--cpu-limit", type=float, default=0.0)
     ap.add_argument("--calls", action="store_true", help="count Python function calls (cProfile)")
     args = ap.parse_args()
+    sys.path.insert(0, str(HERE))
+    from synthetic_trace import SHAPES
+
+    traces = sorted({"philly", "synthetic", *SHAPES})
+    if args.trace not in traces:  # one line, not a traceback
+        ap.error(f"--trace {args.trace!r}: one of {', '.join(traces)}")
+    if args.trace != "philly" and not (args.jobs >= 1 and args.gpus >= 8 and 0 < args.load <= 10):
+        ap.error("a synthetic trace needs --jobs >= 1, --gpus >= 8 and 0 < --load <= 10")
     sys.path.insert(0, str(args.tree.resolve()))
     import railgang.daemon.core.cycle as cycle
     from railgang.daemon.core.policies.registry import get
