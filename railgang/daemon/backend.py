@@ -42,6 +42,22 @@ class FollowUp:
         return f"job {self.job_id}: {self.detail}"
 
 
+@dataclass(frozen=True, slots=True)
+class HeldBack:
+    """A waiting job a backend kept out of the core's queue this cycle because Slurm refused
+    its Start (docs/slurm-backend.md, "Refused starts"): ``explain`` shows it, not the core."""
+
+    job_id: str
+    account: str
+    priority_class: int
+    gpus: int
+    needed: int  # its minimum size
+    refusals: int  # refused Starts in a row
+    reason: str  # Slurm's one line for the latest
+    sits_out: int  # cycles it sits out after the latest refusal (0 once left to Slurm)
+    left_to_slurm: bool  # its lease was released: Slurm's own checks decide
+
+
 @runtime_checkable
 class Backend(Protocol):
     def snapshot(self, now: float) -> Snapshot:
@@ -81,5 +97,15 @@ class FollowUpBackend(Backend, Protocol):
         ...
 
 
+@runtime_checkable
+class HoldingBackend(Backend, Protocol):
+    """A backend that keeps some waiting jobs out of the core's queue (the CLI backend's
+    back-off of refused Starts)."""
+
+    def held_back(self) -> Sequence[HeldBack]:
+        """The jobs the last ``snapshot`` left out of the queue, and why."""
+        ...
+
+
 __all__ = ["ActionResult", "Backend", "ExpiringLeaseBackend", "FollowUp", "FollowUpBackend",
-           "LeaseBackend"]
+           "HeldBack", "HoldingBackend", "LeaseBackend"]

@@ -71,6 +71,11 @@ class SlurmSettings(BaseModel):
     # it is capped at lease_s) renews every lease every cycle. A dead daemon's jobs still run
     # natively within lease_s
     lease_renew_before_s: int = Field(default=40, ge=1, le=86400)
+    # a Start Slurm refuses is not sent again at once: the job sits out 1, 2, 4, ... cycles (at
+    # most 32), out of the queue the core plans, so it holds no GPUs from others; after this many
+    # refusals in a row its lease is released and it is left to Slurm's own checks (a bad GRES:
+    # BadConstraints), never planned again by this daemon process (docs/slurm-backend.md)
+    start_refusals_max: int = Field(default=5, ge=1, le=100)
     # squeue --json writes every field of every job (10,000 waiting: 36 MB on 22.05, which
     # ignores its filters; 97 MB and 5.6 s on 24.11): between full JSON reads, jobs are read
     # from the plain `squeue -O` form of the fields the daemon needs (slurm/cli/narrow.py, 2 MB,

@@ -38,7 +38,7 @@ def run(
 @daemon_app.command("status")
 def status(ctx: typer.Context, as_json: JsonOpt = False) -> None:
     """Leader, last cycle and its age, heartbeat age, journal counts. Exit 4: no daemon runs."""
-    from railgang.daemon.service.status import daemon_status
+    from railgang.daemon.service.status import daemon_status, render_refused
 
     st = daemon_status(settings_from(ctx))
     if as_json:
@@ -60,6 +60,8 @@ def status(ctx: typer.Context, as_json: JsonOpt = False) -> None:
                    + ("missing" if age is None else f"{age:.0f} s old"))
         if st["journal"]:
             typer.echo("journal: " + ", ".join(f"{k} {v}" for k, v in st["journal"].items()))
+        for line in render_refused(st.get("refused_starts") or {}):
+            typer.echo(line)
     if not st["running"]:
         exit_with(ExitCode.NOT_RUNNING)
 

@@ -43,6 +43,7 @@ from railgang.daemon.backend import (
     Backend,
     ExpiringLeaseBackend,
     FollowUpBackend,
+    HoldingBackend,
     LeaseBackend,
 )
 from railgang.daemon.clock import Clock
@@ -282,6 +283,10 @@ class DaemonService:
             held_back = self.serving.explain_rows()
             rows += held_back
             present += [r.job_id for r in held_back]
+        if isinstance(self.backend, HoldingBackend):  # Starts Slurm refused (slurm/cli/backoff.py)
+            refused = explain.held_back_rows(self.backend.held_back(), self.policy.name)
+            rows += refused
+            present += [r.job_id for r in refused]
         write, gone = self.tracker.changes(rows, present)
         explain_repo.upsert(s, write, cycle_id=cycle_id, at=at)
         explain_repo.mark_gone(s, gone, cycle_id=cycle_id, at=at)

@@ -17,6 +17,7 @@ from typing import Any
 
 import hostlist
 
+from railgang.daemon.backend import HeldBack
 from railgang.daemon.core.model.actions import Preempt, Resize, Start
 from railgang.daemon.core.model.plan import Plan
 from railgang.daemon.core.model.reasons import Reason
@@ -110,6 +111,32 @@ def build_rows(outcome: CycleOutcome, plan: Plan | None, policy: str,
     return rows
 
 
+START_REFUSED = "start_refused"  # sits out cycles after Slurm refused its Start (backoff.py)
+LEFT_TO_SLURM = "left_to_slurm"  # refused too often: lease released, Slurm's checks decide
+
+
+def held_back_rows(held: Iterable[HeldBack], policy: str) -> list[ExplanationRow]:
+    """Rows for the jobs the backend kept out of the core's queue after Slurm refused their
+    Start (the core gives them no reason: it never saw them). The row changes only when a
+    refusal does, so a steady back-off costs no writes."""
+    rows = []
+    for h in held:
+        if h.left_to_slurm:
+            detail = (f"Slurm refused its start {h.refusals} times in a row; its lease was "
+                      "released: Slurm's own checks decide (see squeue's reason)")
+        else:
+            detail = (f"Slurm refused its start {h.refusals} time(s) in a row; it sits out "
+                      f"{h.sits_out} cycle(s) before it is tried again")
+        data = {"needed": h.needed, "ahead": 0, "blocked_by": [], "policy": policy,
+                "start_refused": h.reason, "refusals": h.refusals}
+        rows.append(ExplanationRow(
+            job_id=h.job_id, state="waiting", account=h.account,
+            priority_class=h.priority_class, gpus=h.gpus,
+            reason=LEFT_TO_SLURM if h.left_to_slurm else START_REFUSED, detail=detail,
+            data=_json(data)))
+    return rows
+
+
 def _lent(snap: Any, assignment: Mapping[str, Sequence[int]]) -> dict[str, float | None]:
     """The lent serving nodes a job runs on, and when each is expected back (issue 19)."""
     serving = getattr(snap, "serving", None)
@@ -193,4 +220,4 @@ class Tracker:
         return write, gone
 
 
-__all__ = ["Tracker", "build_rows", "placement"]
+__all__ = ["LEFT_TO_SLURM", "START_REFUSED", "Tracker", "build_rows", "held_back_rows", "placement"]

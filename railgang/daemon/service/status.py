@@ -39,6 +39,10 @@ _REASON_TEXT = {  # one line per reason code for people (codes the core may not 
     "preempting": "lower-priority work was signalled for it; it starts after the grace time",
     "preemption_budget": "it would need a preemption, but a budget forbids one now",
     "cascade_damped": "it was preempted recently and may not preempt others yet",
+    "start_refused": ("Slurm refused its start; it sits out a few cycles (1, 2, 4, ...) out of "
+                      "the queue, holding no GPUs from others (docs/slurm-backend.md)"),
+    "left_to_slurm": ("Slurm refused its start slurm.start_refusals_max times in a row: its "
+                      "lease was released and Slurm's own checks decide (squeue's reason)"),
     "waiting_for_leaf": ("GPUs are free only across network leaves; it waits a bounded time "
                          "(daemon.leaf_wait_s after submit) for one leaf, which is held for it"),
 }
@@ -68,6 +72,7 @@ def daemon_status(settings: Settings) -> dict[str, Any]:
                 leader = repo.get_leader(s)
                 last = repo.last_cycle(s)
                 counts = repo.counts_by_state(s)
+                refused, held = explain_repo.with_reasons(s, REFUSED_REASONS)
         except (OperationalError, ProgrammingError):
             return out  # no tables yet: no daemon ever ran against this database
         if leader is not None:
@@ -82,9 +87,30 @@ def daemon_status(settings: Settings) -> dict[str, Any]:
                 "pending": last.pending, "running": last.running, "actions": last.actions,
                 "failed": last.failed, "error": last.error}
         out["journal"] = counts
+        out["refused_starts"] = {"jobs": refused, "latest": [_refused(r) for r in held]}
         return out
     finally:
         engine.dispose()
+
+
+REFUSED_REASONS = ("start_refused", "left_to_slurm")  # service/explain.py's held-back rows
+
+
+def _refused(row: JobExplanation) -> dict[str, Any]:
+    data = json.loads(row.data or "{}")
+    return {"job_id": row.job_id, "left_to_slurm": row.reason == "left_to_slurm",
+            "refusals": data.get("refusals"), "slurm": data.get("start_refused", "")}
+
+
+def render_refused(refused: dict[str, Any]) -> list[str]:
+    """Lines for ``railgang daemon status``: the jobs whose Starts Slurm refused lately."""
+    if not refused or not refused.get("jobs"):
+        return []
+    lines = [f"refused starts: {refused['jobs']} job(s) held back (railgang explain JOB)"]
+    for r in refused["latest"][:5]:
+        what = "left to Slurm" if r["left_to_slurm"] else "sitting out"
+        lines.append(f"  job {r['job_id']}: {r['refusals']} refusal(s), {what}: {r['slurm']}")
+    return lines
 
 
 def explanation(settings: Settings, job_id: str) -> dict[str, Any]:
@@ -209,4 +235,4 @@ def render(e: dict[str, Any]) -> str:
     return f"{head}: no longer queued or running (last seen in cycle {e['cycle']})"
 
 
-__all__ = ["daemon_status", "explanation", "render"]
+__all__ = ["daemon_status", "explanation", "render", "render_refused"]

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import delete, select, update
+from sqlalchemy import delete, func, select, update
 from sqlalchemy.orm import Session
 
 from railgang.db.models import JobExplanation
@@ -83,9 +83,20 @@ def waiting_reasons(s: Session) -> dict[str, str]:
     return {j: reason or "" for j, reason in s.execute(q)}
 
 
+def with_reasons(s: Session, reasons: Sequence[str], *, limit: int = 20,
+                 ) -> tuple[int, list[JobExplanation]]:
+    """(how many waiting jobs have one of ``reasons``, the latest ``limit`` of them)."""
+    where = (JobExplanation.state == "waiting", JobExplanation.reason.in_(list(reasons)))
+    total = s.scalar(select(func.count()).select_from(JobExplanation).where(*where)) or 0
+    rows = s.scalars(select(JobExplanation).where(*where)
+                     .order_by(JobExplanation.updated_at.desc(), JobExplanation.job_id)
+                     .limit(limit))
+    return total, list(rows)
+
+
 def get(s: Session, job_id: str) -> JobExplanation | None:
     return s.get(JobExplanation, job_id)
 
 
 __all__ = ["ExplanationRow", "drop_gone", "get", "live", "mark_gone", "upsert",
-           "waiting_reasons"]
+           "waiting_reasons", "with_reasons"]

@@ -21,6 +21,10 @@ Per cycle it forks a small constant number of processes, independent of the numb
 Call ``renew_leases(leases_due(queue))`` right after ``snapshot`` and before ``apply``: a Start
 ends a job's lease, and a renewal after it would set the lease again.
 
+A Start Slurm refuses is not sent again blindly (``backoff.py``): the job sits out 1, 2, 4, ...
+cycles, out of the core's queue, and after ``start_refusals_max`` refusals in a row its lease is
+released and it is left to Slurm. ``held_back()`` says which jobs and why (``railgang explain``).
+
 Schemas: the first read is a plain ``--json``. Where the output names a data_parser (23.02+),
 later reads pin ``--json=v0.0.42`` (schemas.PINNED), so upgrading Slurm does not change what the
 daemon reads; a default schema railgang does not know is asked again pinned, once. A schema it
@@ -39,13 +43,14 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-from railgang.daemon.backend import ActionResult, FollowUp
+from railgang.daemon.backend import ActionResult, FollowUp, HeldBack
 from railgang.daemon.config import SlurmSettings
 from railgang.daemon.core.model.actions import Action, Start
 from railgang.daemon.core.model.snapshot import Snapshot
 from railgang.daemon.failures.config import FailureSettings
 from railgang.daemon.slurm.cli import commands as cmd
 from railgang.daemon.slurm.cli.apply import ApplyConfig, apply_actions, finish_due
+from railgang.daemon.slurm.cli.backoff import StartBackoff, counts
 from railgang.daemon.slurm.cli.class_grants import read_grants
 from railgang.daemon.slurm.cli.facts import render_fleet_file, tier_terms
 from railgang.daemon.slurm.cli.failures import FailureResponder, hide
@@ -122,13 +127,16 @@ class CliBackend:
         self.full_reads = 0  # 1 when the last observe read squeue --json (benchmarks, tests)
         self.changed_reads = 0  # 1 when it read the JSON of only the changed jobs instead
         self._memo = JobMemo()  # waiting jobs' core Jobs while their records stay the same
+        self.backoff = StartBackoff(self.settings.start_refusals_max)  # refused Starts per job
         # node failures: requeue, first in class, drain flaky nodes, burn-ins (failures.py)
         self.failures = (FailureResponder(self.runner, failures)
                          if failures is not None and failures.enabled else None)
 
     # -- observe -------------------------------------------------------------------------------
     def observe(self, now: float) -> Observation:
-        """One read of the cluster (and the requeues that fell due); kept as ``self.last``."""
+        """One read of the cluster (and the requeues that fell due); kept as ``self.last``.
+        Jobs whose Start Slurm refused lately are left out of its queue (``backoff.py``)."""
+        self.backoff.tick()
         try:
             seen, job_notes = self._read_jobs(now)
             # --Node: 24.11+ group nodes by sinfo's default columns (partition, state), so
@@ -152,6 +160,7 @@ class CliBackend:
                                 lease_s=float(st.lease_s),
                                 grants=read_grants(self.grants_file) if self.grants_file else None,
                                 after_fault=after_fault, memo=self._memo)
+        obs = self.backoff.hold_back(obs, [j.job_id for j in jobs if j.pending])
         for note in obs.skipped:
             log.warning("slurm: %s", note)
         self._write_fleet(obs)
@@ -344,7 +353,41 @@ class CliBackend:
             return [ActionResult(a, False, str(exc)) for a in actions]
         self._started = {j: t for j, t in self._started.items() if now - t < STARTING_GRACE_S}
         self._started.update({r.action.job_id: now for r in results if r.ok and isinstance(r.action, Start)})
+        self._back_off(results, now)
         return results
+
+    def _back_off(self, results: Sequence[ActionResult], now: float) -> None:
+        """Remember the Starts Slurm refused (``backoff.py``); release the lease of each job
+        refused ``start_refusals_max`` times in a row, leaving it to Slurm's own checks."""
+        release = []
+        for r in results:
+            if not isinstance(r.action, Start):
+                continue
+            job_id = r.action.job_id
+            if r.ok:
+                self.backoff.started(job_id)
+            elif counts(r.detail):
+                entry = self.backoff.refused(job_id, r.detail)
+                if entry.released:
+                    release.append(job_id)
+                    log.warning("slurm: job %s: Slurm refused its start %d times in a row (%s); "
+                                "its lease is released and it is left to Slurm", job_id,
+                                entry.count, r.detail)
+                else:
+                    log.info("slurm: job %s: start refused (%s); it sits out %d cycle(s)",
+                             job_id, r.detail, entry.sits_out)
+        for argv in cmd.lease_argvs([j for j in release if cmd.valid_job_id(j)], now):
+            try:  # a release Slurm refuses still ends: the lease is no longer renewed
+                res = self.runner.attempt(argv)
+                if not res.ok:
+                    log.warning("slurm: releasing the lease of %s: %s", argv[2], res.message)
+            except SlurmCommandError as exc:
+                log.warning("slurm: releasing the lease of %s: %s", argv[2], exc)
+
+    def held_back(self) -> list[HeldBack]:
+        """The waiting jobs the last observation kept out of the core's queue after Slurm
+        refused their Start (sitting out, or left to Slurm), and Slurm's reason."""
+        return self.backoff.held()
 
     def leases_due(self, job_ids: Sequence[str], now: float) -> list[str]:
         """The leases to renew now among ``job_ids`` (plus the jobs waiting for a later

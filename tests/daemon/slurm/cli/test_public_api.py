@@ -12,7 +12,7 @@ PUBLIC = {
     "railgang.daemon.slurm.cli": {"CliBackend", "CommandResult", "SlurmRunner", "read_heartbeat",
                                   "write_heartbeat"},
     "railgang.daemon.backend": {"ActionResult", "Backend", "ExpiringLeaseBackend", "FollowUp",
-                                "FollowUpBackend", "LeaseBackend"},
+                                "FollowUpBackend", "HeldBack", "HoldingBackend", "LeaseBackend"},
     "railgang.daemon.slurm.cli.backend": {"SSHARE_ARGV", "CliBackend"},
     "railgang.daemon.slurm.cli.lease": {"heartbeat_line", "read_heartbeat", "write_heartbeat"},
 }
@@ -35,6 +35,9 @@ def test_backend_signatures() -> None:
     for method in ("snapshot", "observe", "apply", "renew_leases"):
         assert callable(getattr(CliBackend, method))
     assert issubclass(CliBackend, LeaseBackend) and issubclass(CliBackend, ExpiringLeaseBackend)
+    from railgang.daemon.backend import HoldingBackend
+
+    assert issubclass(CliBackend, HoldingBackend)  # refused Starts sit out (backoff.py)
 
 
 def test_heartbeat_round_trip(tmp_path: Path) -> None:
