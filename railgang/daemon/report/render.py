@@ -3,7 +3,6 @@ file per table plus ``report.csv`` in long form: table, row, column, value) and 
 
 from __future__ import annotations
 
-import csv
 import io
 import json
 import math
@@ -25,6 +24,7 @@ from railgang.daemon.report.model import (
     TeamWaitRow,
     UserRow,
 )
+from railgang.daemon.safe_output import CsvWriter
 from railgang.errors import InputError
 
 TABLES = ("teams", "jobs", "pools", "queue", "anomalies", "users", "ended", "nodes", "waits")
@@ -61,7 +61,7 @@ def _cell(v: Any) -> Any:
 def to_csv(report: Report, table: str = "all") -> str:
     """One table (``teams``, ``jobs``, ...) or ``all``: every table in long form."""
     buf = io.StringIO()
-    w = csv.writer(buf, lineterminator="\n")
+    w = CsvWriter(buf)  # job names, accounts, anomaly details: users' text (safe_output)
     if table == "all":
         w.writerow(["table", "row", "column", "value"])
         for name, value in report.totals.items():

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import csv
 import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -10,6 +9,7 @@ from typing import Any
 
 from rich.table import Table
 
+from railgang.daemon.safe_output import CsvWriter
 from railgang.daemon.sim.engine import RunResult
 from railgang.daemon.sim.metrics import Metrics
 from railgang.errors import InputError
@@ -190,7 +190,7 @@ def write_jobs_csv(path: Path, runs: Sequence[RunResult],
     """One row per job and policy; ``rho`` needs the cluster's GPUs (left empty without)."""
     try:
         with path.open("w", newline="", encoding="utf-8") as fh:
-            out = csv.writer(fh)
+            out = CsvWriter(fh, "\r\n")  # a trace's accounts are a file's text (safe_output)
             out.writerow(JOB_COLUMNS)
             for run in runs:
                 for r in run.records:

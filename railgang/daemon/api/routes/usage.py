@@ -8,7 +8,6 @@ per worker under the ledger's version (daemon/api/cache.py).
 
 from __future__ import annotations
 
-import csv
 import io
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
@@ -21,6 +20,7 @@ from railgang.daemon.api import messages
 from railgang.daemon.api.cache import TtlCache, ledger_version
 from railgang.daemon.api.deps import CurrentToken, PageDep, SessionDep
 from railgang.daemon.api.schemas import UsageOut, UsageRow
+from railgang.daemon.safe_output import CsvWriter
 from railgang.db.repositories import ledger
 from railgang.errors import ValidationFailed
 
@@ -74,7 +74,7 @@ def _query(session: SessionDep, principal: CurrentToken, page: PageDep, cache: T
         total, rows = ledger.usage(session, q)
     if fmt == "csv":
         buf = io.StringIO()
-        w = csv.writer(buf, lineterminator="\n")
+        w = CsvWriter(buf)  # a label or a name is a user's text: no formula reaches a sheet
         w.writerow([*dims, *CSV_METRICS])
         for r in rows:
             w.writerow([r[d] for d in dims] + ["" if r[m] is None else r[m] for m in CSV_METRICS])

@@ -7,11 +7,11 @@ result whose code has changed since keeps its numbers, as ``stale``.
 
 from __future__ import annotations
 
-import csv
 import math
 from pathlib import Path
 from typing import Any
 
+from railgang.daemon.safe_output import CsvWriter
 from railgang.daemon.sim.sweep.grid import GOALS
 from railgang.daemon.sim.sweep.plan import Plan, now_iso
 from railgang.daemon.sim.sweep.store import Store, write_atomic
@@ -72,9 +72,9 @@ def write_tables(plan: Plan, store: Store, table: list[dict[str, Any]]) -> tuple
     tmp = csv_path.with_suffix(".csv.tmp")
     try:
         with tmp.open("w", newline="", encoding="utf-8") as fh:
-            writer = csv.DictWriter(fh, names, restval="", extrasaction="ignore")
-            writer.writeheader()
-            writer.writerows(table)
+            writer = CsvWriter(fh, "\r\n")  # axis values come from the sweep file (safe_output)
+            writer.writerow(names)
+            writer.writerows([row.get(n, "") for n in names] for row in table)
         tmp.replace(csv_path)
     except OSError as exc:
         raise InputError(f"cannot write the table: {exc.strerror or exc}", path=str(csv_path)) from exc
