@@ -13,7 +13,12 @@ On its first cycle the daemon reads the reservations once and :func:`adopt` answ
   next cycles submit as usual);
 - a burn-in reservation with neither: its burn-in ended while no daemon watched. Passed (Slurm
   still shows the job COMPLETED) → the reservation is deleted, the node is back; failed, or
-  the job is gone from squeue → drained again and burnt in again (nobody saw it pass).
+  the job is gone from squeue → drained again and burnt in again (nobody saw it pass); a node
+  someone else drained meanwhile keeps their reason: railgang gives back the reservation and
+  its burn-in waits until they resume the node (``respond.py`` rule 5).
+
+Only reservations railgang made count: a reservation of that name with other users or flags is
+someone else's (issue 38 row 5), which the adapter leaves out of ``reserved``.
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ from types import MappingProxyType
 
 from railgang.daemon.failures.flaky import REASON_PREFIX, NodeStatus, Step, StepKind
 from railgang.daemon.failures.flaky import adopt as adopt_node
-from railgang.daemon.failures.respond import BurnIn, JobView, Memory, NodeView
+from railgang.daemon.failures.respond import BurnIn, JobView, Memory, NodeView, drained_by_other
 
 __all__ = ["adopt"]
 
@@ -35,7 +40,8 @@ _ON = frozenset({"PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "REQUEUED", 
 
 def adopt(memory: Memory, jobs: Iterable[JobView], nodes: Mapping[str, NodeView],
           reserved: Iterable[str], now: float) -> tuple[Memory, list[Step]]:
-    """``reserved``: the nodes with a ``railgang_burnin_`` reservation. Returns the memory with
+    """``reserved``: the nodes with a burn-in reservation railgang made (the adapter tells them
+    from others' of the same name, ``slurm/cli/failures.burn_in_reservations``). Returns the memory with
     the adopted nodes and the steps that settle the rest (RELEASE a passed node's reservation,
     DRAIN a node whose burn-in nobody saw pass)."""
     live: dict[str, JobView] = {}
@@ -70,5 +76,10 @@ def adopt(memory: Memory, jobs: Iterable[JobView], nodes: Mapping[str, NodeView]
         how = f"job {done.job_id} {done.state.lower()}" if done is not None else "job gone"
         reason = f"{REASON_PREFIX}: burn-in unfinished at a daemon restart ({how})"[:200]
         flaky = adopt_node(flaky, node, NodeStatus.DRAINED, reason, now)
-        steps.append(Step(StepKind.DRAIN, node, reason))
+        v = nodes.get(node)
+        if v is not None and drained_by_other(v):
+            steps.append(Step(StepKind.RELEASE, node, f"burn-in unfinished at a daemon restart "
+                              f"({how}); drained by someone else ({v.reason[:80]}): left to them"))
+        else:
+            steps.append(Step(StepKind.DRAIN, node, reason))
     return replace(memory, flaky=flaky, burn_ins=MappingProxyType(burn_ins)), steps

@@ -3,8 +3,9 @@
 Every detector is a pure function from what railgang already reads to :class:`Fault` values:
 
 - **Slurm**: a job whose end state is ``NODE_FAIL``; a node ``down`` (DOWN, NOT_RESPONDING,
-  FAIL: ``records.node_state``'s vocabulary) or drained by someone else's health check (a drain
-  reason that does not start with ``railgang:`` — railgang's own drains are not news).
+  FAIL: ``records.node_state``'s vocabulary). A drained node is not one: whoever drained it (an
+  admin's maintenance, a health check) holds it, and a job requeued meanwhile may be its owner's
+  or an admin's own ``scontrol requeue`` (issue 38 row 1).
 - **GPU telemetry**: DCGM exporter text (``DCGM_FI_DEV_XID_ERRORS`` with a hardware XID,
   ``DCGM_FI_DEV_ECC_DBE_VOL_TOTAL``, ``DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS``,
   ``DCGM_FI_DEV_ROW_REMAP_FAILURE``, the NVLink CRC/replay/recovery counters) and
@@ -42,7 +43,6 @@ HARDWARE_XIDS = frozenset({48, 61, 62, 63, 64, 74, 79, 92, 94, 95, 119, 120, 140
 class FaultKind(enum.Enum):
     NODE_FAIL = "node_fail"  # a job ended NODE_FAIL
     NODE_DOWN = "node_down"  # DOWN / NOT_RESPONDING / FAIL
-    NODE_DRAINED = "node_drained"  # drained by a health check (not by railgang)
     GPU_XID = "gpu_xid"
     GPU_ECC = "gpu_ecc"  # uncorrectable ECC
     GPU_ROW_REMAP = "gpu_row_remap"  # row remapping failed or pending (reset needed)
@@ -77,11 +77,10 @@ def job_fault(job_id: str, state: str, nodes: Iterable[str]) -> list[Fault]:
 
 
 def node_fault(name: str, state: str, reason: str) -> Fault | None:
-    """A node in ``records.node_state``'s vocabulary (``down`` / ``drain`` / ...) with its reason."""
+    """A node in ``records.node_state``'s vocabulary (``down`` / ``drain`` / ...) with its reason:
+    a fault only when Slurm says it is down (a drain is someone's decision, not a failure)."""
     if state == "down":
         return Fault(FaultKind.NODE_DOWN, name, detail=reason[:200])
-    if state == "drain" and reason and not reason.startswith(RAILGANG_REASON):
-        return Fault(FaultKind.NODE_DRAINED, name, detail=reason[:200])
     return None
 
 

@@ -7,8 +7,8 @@ snapshot carries the marks. No I/O, no clock: the same inputs give the same answ
 
 1. **A job killed by a node failure.** Either Slurm requeued it (it ran last cycle, now waits
    with a higher restart count that no railgang preemption or grow explains, and one of the
-   nodes it ran on is down or drained by a health check), or it ended ``NODE_FAIL`` and Slurm did
-   not requeue it (``JobRequeue=0``): railgang requeues it, unless the user said ``--no-requeue``.
+   nodes it ran on is down), or it ended ``NODE_FAIL`` and Slurm did not requeue it
+   (``JobRequeue=0``): railgang requeues it, unless the user said ``--no-requeue``.
    Either way the job is marked ``after_fault`` until it runs again: the core orders it first in
    its priority class (``JobState.after_fault``), so it restarts at once, from its last
    checkpoint (the training helper resumes from it; docs/training.md).
@@ -27,6 +27,14 @@ snapshot carries the marks. No I/O, no clock: the same inputs give the same answ
    restarts from its last checkpoint first in its class. A hang names no node, so it counts
    against none. A job that sends no reports, or reports without a step time, is never called
    hung (no evidence); a report from before a restart is not this run's.
+5. **Someone else's drain** (an admin's ``maint: ...``, a health check's, Slurm's own ``Kill
+   task failed``: a drain reason not starting with ``railgang:``) is theirs (issue 38 row 1).
+   It is no failure: a job requeued while its node is only drained was requeued by its owner or
+   an admin, not killed by the node (not counted, not ``after_fault``); a kill Slurm reports
+   there (``NODE_FAIL``) is requeued as usual but not counted against the node. railgang never
+   drains such a node over their reason, never burns it in (that resumes it), and a burn-in of
+   its own that fails meanwhile only gives back its reservation (``RELEASE``): a node railgang
+   holds as flaky waits until they resume it, then its burn-in runs.
 """
 
 from __future__ import annotations
@@ -36,7 +44,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-from railgang.daemon.failures.detect import Fault, FaultKind, hung, node_fault
+from railgang.daemon.failures.detect import RAILGANG_REASON, Fault, FaultKind, hung, node_fault
 from railgang.daemon.failures.flaky import (
     FlakyRules,
     FlakyState,
@@ -49,7 +57,7 @@ from railgang.daemon.failures.flaky import (
 )
 
 __all__ = ["BurnIn", "HangRules", "JobView", "Memory", "NodeView", "Response", "burn_in_refused",
-           "burn_in_submitted", "respond"]
+           "burn_in_submitted", "drained_by_other", "respond"]
 
 # Slurm job states that end a burn-in without passing it
 BURN_IN_FAILED = frozenset({"FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY",
@@ -90,6 +98,12 @@ class NodeView:
     state: str  # records.node_state's vocabulary: idle | mixed | alloc | drain | down
     reason: str = ""
     busy: bool = False  # a job still runs on it
+
+
+def drained_by_other(node: NodeView) -> bool:
+    """Drained by someone other than railgang (module rule 5). An empty reason is no drain: a
+    node inside a MAINT reservation reads ``drain`` too."""
+    return node.state == "drain" and bool(node.reason) and not node.reason.startswith(RAILGANG_REASON)
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,6 +147,7 @@ def respond(memory: Memory, jobs: Iterable[JobView], nodes: Mapping[str, NodeVie
         raise ValueError(f"now {now!r}: expected a finite time")
     seen = list(jobs)
     failed_nodes = {n for n, v in nodes.items() if node_fault(n, v.state, v.reason) is not None}
+    theirs = {n for n, v in nodes.items() if drained_by_other(v)}
     faults: list[Fault] = []
     requeue: list[str] = []
     after = set(memory.after_fault)
@@ -171,10 +186,13 @@ def respond(memory: Memory, jobs: Iterable[JobView], nodes: Mapping[str, NodeVie
     hung_runs &= now_runs  # gone, or running again at a new restart count: done
     after = {j for j in after if state.get(j) in _WAITING or j in requeue
              or any(k[0] == j for k in hung_runs)}
-    flaky, steps = observe(memory.flaky, ((now, f) for f in faults), now, rules)
+    flaky, steps = observe(memory.flaky, ((now, f) for f in faults if f.node not in theirs),
+                           now, rules)
     flaky, burn_ins, done = _burn_ins_ended(flaky, memory.burn_ins, burn_in_states, now, rules)
     steps = [s for s in steps if not (s.kind is StepKind.BURN_IN and (
-        s.node in burn_ins or (nodes.get(s.node) is not None and nodes[s.node].busy)))]
+        s.node in burn_ins or s.node in theirs
+        or (nodes.get(s.node) is not None and nodes[s.node].busy)))]
+    done = [_leave(s, nodes[s.node]) if s.node in theirs else s for s in done]
     live = {j.job_id for j in seen}
     new = Memory(
         running=MappingProxyType(_runs(memory, seen, counted)),
@@ -183,6 +201,16 @@ def respond(memory: Memory, jobs: Iterable[JobView], nodes: Mapping[str, NodeVie
         flaky=flaky, burn_ins=MappingProxyType(burn_ins), hung=frozenset(hung_runs))
     return new, Response(requeue=tuple(requeue), after_fault=frozenset(after),
                          faults=tuple(faults), steps=(*steps, *done), held_out=flaky.held_out())
+
+
+def _leave(step: Step, node: NodeView) -> Step:
+    """A failed burn-in's drain on a node someone else drained meanwhile: their reason stays,
+    railgang only gives back its reservation (a passed burn-in's RESUME only does that too)."""
+    if step.kind is not StepKind.DRAIN:
+        return step
+    return Step(StepKind.RELEASE, step.node,
+                f"{step.reason.split('; ')[-1]}; drained meanwhile by someone else "
+                f"({node.reason[:80]}): left to them")
 
 
 def _hang(job: JobView, now: float, rules: HangRules) -> Fault | None:
@@ -223,8 +251,7 @@ def _cleared(seen: Iterable[JobView]) -> dict[str, float]:
 
 def _kill(job: JobView, ran_on: Iterable[str], failed: set[str], what: str,
           cleared: Mapping[str, float]) -> list[Fault]:
-    """One fault per node to blame: the nodes it ran on that are down or drained by a health
-    check; every node it ran on when none is (Slurm does not say which one failed). A node whose
+    """One fault per node to blame: the nodes it ran on that are down; every node it ran on when none is (Slurm does not say which one failed). A node whose
     burn-in passed after this run started is not blamed again."""
     nodes = sorted(set(ran_on))
     blame = [n for n in nodes if n in failed] or nodes
