@@ -39,6 +39,7 @@ from railgang.daemon.failures.respond import (
     Response,
     burn_in_refused,
     burn_in_submitted,
+    drained_by_other,
     respond,
 )
 from railgang.daemon.slurm.cli import commands as cmd
@@ -51,7 +52,10 @@ log = logging.getLogger(__name__)
 SBATCH = "sbatch"
 RESERVATION_PREFIX = "railgang_burnin_"
 _JOB_ID = re.compile(r"^(\d+)")
-_RESERVATION = re.compile(r"(?:^|\s)ReservationName=(\S+)", re.MULTILINE)
+# what Slurm shows of a reservation reservation_argv made (SPEC_NODES: Slurm adds it to any
+# reservation of named nodes)
+_OUR_FLAGS = frozenset({"MAINT", "IGNORE_JOBS"})
+_SHOWN_FLAGS = _OUR_FLAGS | {"SPEC_NODES"}
 
 
 def job_view(rec: SqueueJob, user: str = "") -> JobView:
@@ -95,6 +99,29 @@ def reservation(node: str) -> str:
     return f"{RESERVATION_PREFIX}{node}"
 
 
+def burn_in_reservations(listing: str, user: str) -> tuple[list[str], list[str]]:
+    """``scontrol -o show reservation`` (one line each) -> (the nodes of the burn-in
+    reservations railgang made, the names of the others named like one). Anyone with the rights
+    may name a reservation ``railgang_burnin_N`` (issue 38 row 5): it is railgang's only when
+    Slurm shows what ``reservation_argv`` asks for (that node alone, ``Users=`` the daemon's
+    user alone, ``Flags=MAINT,IGNORE_JOBS``)."""
+    ours: list[str] = []
+    theirs: list[str] = []
+    for line in listing.splitlines():
+        f = dict(kv.split("=", 1) for kv in line.split() if "=" in kv)
+        name = f.get("ReservationName", "")
+        if not name.startswith(RESERVATION_PREFIX):
+            continue
+        node = name[len(RESERVATION_PREFIX):]
+        flags = set(f.get("Flags", "").split(","))
+        if (cmd.valid_node(node) and f.get("Nodes") == node and f.get("Users") == user
+                and _OUR_FLAGS <= flags <= _SHOWN_FLAGS):
+            ours.append(node)
+        else:
+            theirs.append(name)
+    return ours, theirs
+
+
 class FailureResponder:
     """Keeps :class:`Memory` between cycles and runs the Slurm commands of each response."""
 
@@ -106,6 +133,8 @@ class FailureResponder:
         self.last = Response()
         self._account: str | None = None  # the daemon user's default account, once asked
         self._adopted = False  # what a previous daemon left in Slurm is taken over once (adopt.py)
+        # reservations named like a burn-in one that railgang did not make: never deleted
+        self._theirs: frozenset[str] = frozenset()
 
     def step(self, seen: Sequence[SqueueJob], nodes: Sequence[SinfoNode],
              now: float) -> tuple[Response, list[FollowUp]]:
@@ -147,9 +176,13 @@ class FailureResponder:
                 return []
             log.warning("failures: could not list reservations (asked again): %s", res.message)
             return None
-        names = (m.group(1) for m in _RESERVATION.finditer(res.stdout))
-        return [n[len(RESERVATION_PREFIX):] for n in names if n.startswith(RESERVATION_PREFIX)
-                and cmd.valid_node(n[len(RESERVATION_PREFIX):])]
+        ours, theirs = burn_in_reservations(res.stdout, self.user)
+        for name in theirs:
+            log.warning("failures: reservation %s is named like a burn-in reservation but is not "
+                        "one railgang made (not its node alone, Users=%s, Flags=MAINT,IGNORE_JOBS): "
+                        "left alone", name[:80], self.user)
+        self._theirs = frozenset(theirs)
+        return ours
 
     def _resume_stuck(self, nodes: Sequence[SinfoNode], resp: Response) -> list[FollowUp]:
         """Burn-ins waiting on a node that is still drained or down: the resume that should have
@@ -159,7 +192,8 @@ class FailureResponder:
             s.node == n and s.kind is StepKind.BURN_IN for s in resp.steps)}
         out = []
         for n in nodes:
-            if n.name in waiting and not n.state.usable:
+            # someone else's drain since: theirs to resume (failures/respond.py rule 5)
+            if n.name in waiting and not n.state.usable and not drained_by_other(node_view(n, set())):
                 res = self.runner.attempt(cmd.resume_argv(n.name))
                 if res.ok:
                     out.append(FollowUp(n.name, "resume", True,
@@ -182,7 +216,7 @@ class FailureResponder:
         try:
             if step.kind is StepKind.DRAIN:
                 self._run(cmd.drain_argv(node, step.reason))
-                self._run(cmd.delete_reservation_argv(reservation(node)), must=False)
+                self._drop_reservation(node, must=False)
                 return FollowUp(node, "drain", True, f"node {node} drained: {step.reason}")
             if step.kind is StepKind.BURN_IN:
                 try:
@@ -191,16 +225,23 @@ class FailureResponder:
                     self.memory = burn_in_refused(self.memory, node, now, self.rules)
                     raise
             if step.kind is StepKind.RELEASE:
-                self._run(cmd.delete_reservation_argv(reservation(node)))
-                return FollowUp(node, "release", True, f"node {node}: {step.reason}, found at a "
-                                "daemon restart; its burn-in reservation deleted")
-            self._run(cmd.delete_reservation_argv(reservation(node)))
+                self._drop_reservation(node)
+                return FollowUp(node, "release", True,
+                                f"node {node}: {step.reason}; its burn-in reservation deleted")
+            self._drop_reservation(node)
             return FollowUp(node, "resume", True, f"node {node}: burn-in passed, back in service")
         except SlurmCommandError as exc:
             return FollowUp(node, step.kind.value, False, f"node {node}: {step.kind.value} failed: {exc}")
 
+    def _drop_reservation(self, node: str, must: bool = True) -> None:
+        """Delete ``node``'s burn-in reservation unless it is someone else's of that name."""
+        if reservation(node) not in self._theirs:
+            self._run(cmd.delete_reservation_argv(reservation(node)), must=must)
+
     def _burn_in(self, node: str, now: float) -> FollowUp:
         name = reservation(node)
+        if name in self._theirs:
+            raise SlurmCommandError([SBATCH], 0, f"reservation {name} is not railgang's: no burn-in")
         self._run(cmd.delete_reservation_argv(name), must=False)  # a leftover of a crash
         self._run(cmd.reservation_argv(name, node, self.user))
         try:
@@ -261,4 +302,5 @@ def hide(nodes: Iterable[SinfoNode], held_out: frozenset[str],
             if n.name in held_out else n for n in nodes]
 
 
-__all__ = ["RESERVATION_PREFIX", "FailureResponder", "hide", "job_view", "node_view", "reservation"]
+__all__ = ["RESERVATION_PREFIX", "FailureResponder", "burn_in_reservations", "hide", "job_view",
+           "node_view", "reservation"]

@@ -3,7 +3,10 @@ scripted launcher (the real effects: tests/e2e/test_failures_e2e.py)."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
+
+import pytest
 
 from railgang.daemon.core.model.snapshot import NodeState
 from railgang.daemon.failures.config import FailureSettings
@@ -191,3 +194,57 @@ def test_roots_burn_in_counts_too() -> None:
     r = responder(la)
     _, done = r.step([named("4242", "COMPLETED", "root")], NODES, 600.0)
     assert [(f.step, f.ok) for f in done] == [("release", True)]
+
+
+# issue 38 row 5: an operator's reservation named like a burn-in one (Users=root, Flags=MAINT)
+OPERATORS = ("ReservationName=railgang_burnin_n02 StartTime=2026-12-03T00:00:00 "
+             "EndTime=2026-12-03T01:00:00 Duration=01:00:00 Nodes=n02 NodeCnt=1 CoreCnt=16 "
+             "Features=(null) PartitionName=gpu Flags=MAINT,SPEC_NODES TRES=cpu=16 Users=root "
+             "Groups=(null) Accounts=(null) Licenses=(null) State=ACTIVE\n")
+
+
+def test_only_the_reservations_railgang_made_are_its_own() -> None:
+    from railgang.daemon.slurm.cli.failures import burn_in_reservations
+
+    mine = RESERVED.splitlines()[0]
+    assert burn_in_reservations(RESERVED + OPERATORS, "railgang") == (["n03"], ["railgang_burnin_n02"])
+    for other in (mine.replace("Users=railgang", "Users=root"),
+                  mine.replace("Users=railgang", "Users=railgang,mallory"),
+                  mine.replace("Flags=MAINT,IGNORE_JOBS,SPEC_NODES", "Flags=MAINT,SPEC_NODES"),
+                  mine.replace("Flags=MAINT,IGNORE_JOBS,SPEC_NODES", "Flags=MAINT,IGNORE_JOBS,DAILY"),
+                  mine.replace("Nodes=n03", "Nodes=n[03-04]"),
+                  mine.replace("railgang_burnin_n03", "railgang_burnin_n03;x")):
+        assert burn_in_reservations(other, "railgang")[0] == [], other
+    # a daemon run as root made its own for root
+    assert burn_in_reservations(mine.replace("Users=railgang", "Users=root"), "root")[0] == ["n03"]
+
+
+def test_a_restarted_daemon_leaves_an_operators_reservation_alone(
+        caplog: pytest.LogCaptureFixture) -> None:
+    la = Launcher(reservations=OPERATORS)
+    r = responder(la)
+    with caplog.at_level(logging.WARNING):
+        _, done = r.step([], NODES, 600.0)
+        r.step([], NODES, 601.0)
+    assert la.calls == [] and done == [] and r.held_out() == frozenset()
+    warned = [m for m in caplog.messages if "railgang_burnin_n02" in m]
+    assert len(warned) == 1 and "left alone" in warned[0], caplog.messages
+    # nor is it deleted (or replaced) when n02 does turn out flaky: no burn-in until it is gone
+    _, done = r.step([job("1", "NODE_FAIL", ("n02",)), job("2", "NODE_FAIL", ("n02",))], NODES, 602.0)
+    assert la.calls == [("scontrol", "update", "nodename=n02", "State=DRAIN",
+                         la.calls[0][4])] and la.calls[0][4].startswith("Reason=railgang: flaky")
+    assert [(f.step, f.ok) for f in done] == [("drain", True), ("burn_in", False)]
+
+
+def test_a_waiting_burn_in_does_not_resume_a_node_an_admin_drained_meanwhile() -> None:
+    la = Launcher()
+    r = responder(la)
+    r.step([job("1", "NODE_FAIL"), job("2", "NODE_FAIL")], NODES, 1.0)
+    la.calls.clear()
+    drained = [*NODES[:2], SinfoNode("n03", 8, NodeState.DRAIN, "railgang: flaky: 2 job failures", frozenset())]
+    r.step([job("4242", "PENDING")], drained, 2.0)
+    assert la.calls == [("scontrol", "update", "nodename=n03", "State=RESUME")]  # refused before: again
+    la.calls.clear()
+    maint = [*NODES[:2], SinfoNode("n03", 8, NodeState.DRAIN, "maint: replace PSU", frozenset())]
+    r.step([job("4242", "PENDING")], maint, 3.0)
+    assert la.calls == []
