@@ -34,7 +34,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.slurm_10k import cpu_s  # noqa: E402
-from railgang.daemon.slurm.cli.narrow import NarrowCache, narrow_argv, parse_narrow  # noqa: E402
+from railgang.daemon.slurm.cli.narrow import NarrowCache, narrow_argv, new_mark, parse_narrow  # noqa: E402
 from railgang.daemon.slurm.cli.records import parse_squeue  # noqa: E402
 from railgang.devcluster.cluster import DAEMON_USER, slurm_env  # noqa: E402
 from railgang.devcluster.layout import ClusterSpec  # noqa: E402
@@ -123,8 +123,9 @@ def main() -> None:
         full, _ = parse_squeue(text, keep_signalled=True)
         cache = None
         if not args.no_narrow:
-            rows = parse_narrow(subprocess.run(narrow_argv(), env=env, capture_output=True,
-                                               text=True, check=True).stdout)
+            mark = new_mark()
+            rows = parse_narrow(subprocess.run(narrow_argv(mark), env=env, capture_output=True,
+                                               text=True, check=True).stdout, mark)
             cache = NarrowCache.after_full_read(time.time(), rows, full)
         for _ in range(args.reps):
             k0 = cpu_s(ctld, children=False)
@@ -138,9 +139,10 @@ def main() -> None:
             if cache is None:
                 res.pop("narrow", None)
             else:
-                text, wall, cpu = timed_run(narrow_argv(), env)
+                mark = new_mark()
+                text, wall, cpu = timed_run(narrow_argv(mark), env)
                 p0 = time.process_time()
-                jobs, _ = cache.read(parse_narrow(text))
+                jobs, _ = cache.read(parse_narrow(text, mark))
                 res["narrow"].append({"wall_s": wall, "client_cpu_s": cpu,
                                       "parse_cpu_s": time.process_time() - p0,
                                       "slurmctld_cpu_s": cpu_s(ctld, children=False) - k0,

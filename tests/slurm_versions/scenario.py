@@ -23,7 +23,7 @@ from typing import Any
 
 from railgang.daemon.config import SlurmSettings
 from railgang.daemon.slurm.cli import CliBackend, write_heartbeat
-from railgang.daemon.slurm.cli.narrow import NarrowCache, narrow_argv, parse_narrow
+from railgang.daemon.slurm.cli.narrow import NarrowCache, narrow_argv, new_mark, parse_narrow
 from railgang.daemon.slurm.cli.records import parse_squeue
 from railgang.daemon.slurm.cli.schemas import PINNED, json_flag
 from railgang.devcluster.cluster import DAEMON_USER, DevCluster, daemon_uid, slurm_env
@@ -199,7 +199,8 @@ def narrow_read(spec: ClusterSpec, sl: Any, sbatch: Any) -> dict[str, Any]:
                 time.sleep(0.3)
             if not ended:
                 sl("scancel", "--signal=USR1", "--full", made[-1])
-        rows = parse_narrow(sl(*narrow_argv()).stdout)
+        mark = new_mark()
+        rows = parse_narrow(sl(*narrow_argv(mark)).stdout, mark)
         full, _ = parse_squeue(sl("squeue", json_flag(PINNED), "--states=all").stdout,
                                keep_signalled=True)
         cache = NarrowCache.after_full_read(0.0, rows, full)

@@ -60,6 +60,7 @@ from railgang.daemon.slurm.cli.narrow import (
     NarrowRow,
     comments_argv,
     narrow_argv,
+    new_mark,
     parse_comments,
     parse_narrow,
     with_progress,
@@ -197,7 +198,8 @@ class CliBackend:
         rows = None
         if self._json_read and self.settings.narrow_full_read_s > 0:
             try:  # the JSON writes every field of every job (24.11: 97 MB at 10,000 jobs)
-                rows = parse_narrow(self.runner.run(narrow_argv()).stdout)
+                mark = new_mark()  # ends what users write (a GRES type): narrow.py
+                rows = parse_narrow(self.runner.run(narrow_argv(mark)).stdout, mark)
             except (NarrowProblem, SlurmCommandError) as exc:
                 log.warning("slurm: narrow squeue read failed (%s); reading the JSON", exc)
         cache = self._narrow
@@ -213,8 +215,9 @@ class CliBackend:
                     notes = [*said, *(n for n in notes if n not in said)]
                     ours = [j.job_id for j in jobs if j.active and j.tag is not None]
                     if ours:  # their progress, fresh (elastic sizing reads it)
-                        text = self.runner.run(comments_argv(ours)).stdout
-                        jobs = with_progress(jobs, parse_comments(text, ours))
+                        mark = new_mark()
+                        text = self.runner.run(comments_argv(ours, mark)).stdout
+                        jobs = with_progress(jobs, parse_comments(text, ours, mark))
                     self.full_reads = 0
                     return jobs, notes
                 except (NarrowProblem, SlurmCommandError) as exc:

@@ -13,9 +13,8 @@ equal is tested on 22.05 (tests/daemon/slurm/cli/test_narrow_slurm.py) and on 24
 
 What the narrow form cannot carry safely, it takes from the last full (JSON) read:
 
-- **user text** (job name, Comment): a user can put a newline in either, which would forge a
-  line of its own; the narrow read has no free text but AdminComment, which only root, SlurmUser
-  and Slurm administrators can set, and railgang's tag grammar has no ``|`` or newline;
+- **the job name and Comment**: between full reads nothing the daemon decides on needs them
+  (the Comments of running railgang jobs are read by one more ``squeue -O``, below);
 - **GPU indices** of active jobs (``gres_detail``): the plain form has no field for them;
 - **the resize time**: 22.05's squeue prints a resized job's ``ResizeTime`` as ``INVALID``.
 
@@ -28,13 +27,23 @@ estimate) on 22.05; where squeue honours ``-j`` (24.11+) the cycle that first li
 by id with the changed jobs, and the full read runs only every ``narrow_full_read_filtered_s``. Running railgang jobs' Comments (their training progress, which elastic sizing reads)
 are read every cycle by one more ``squeue -j ... -O JobID,Comment`` (:func:`parse_comments`).
 
-Any line that is not exactly the fields asked for with a numeric job id, a job id twice, or a
-value the plain form cannot carry (a time Slurm prints as ``INVALID``) is a
-:class:`NarrowProblem`: the cycle reads the JSON instead (logged), never a guess.
+What users write still reaches the narrow form: a GRES type (22.05 and 24.11 take
+``--gres=gpu:x|n02|n03:8`` with ``--hold``, and a newline in one: 22.05), the node names a job asked
+for, a Comment. So those are not ended by a character anyone can type: Slurm's own fields (ids, states, times,
+counts, node names) come first, each ended by ``|``; the fields a user or an administrator
+writes come last, each ended by a mark made afresh for every read (:func:`new_mark`, 64
+random bits), which ends the line as well. No job holds the mark, so whatever bytes a user
+writes stay inside their own field: a ``|`` shifts no column, a newline forges no line. A line
+that is still not exactly the fields asked for with a numeric job id and a job state, a job
+id twice, or a value of Slurm's the plain form cannot carry (a time Slurm prints as
+``INVALID``) is a :class:`NarrowProblem`: the cycle reads the JSON instead (logged), never a
+guess. A record whose user-written fields :func:`records.squeue_job` refuses skips that job
+alone, as the JSON read does.
 """
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime
@@ -48,18 +57,27 @@ from railgang.daemon.slurm.cli.records import (
     PENDING_STATES,
     SqueueJob,
     squeue_job,
+    unreadable_job,
 )
+from railgang.daemon.slurm.cli.schemas import KNOWN_JOB_STATES
 from railgang.training import read_progress
 
-# squeue -O field -> the v0.0.38 key it fills; admin_comment last: it may hold "|" (never "\n")
+# squeue -O field -> the v0.0.38 key it fills. Slurm writes the first ones (ids, states, times,
+# counts, node names, the names of accounts and QOS an administrator made): each ends with "|".
+# The last ones are text a user or an administrator chose (GRES types: "gpu:x|n02\n99|...:8"
+# is a valid --gres; the node names a user asked for; the AdminComment): each ends with the
+# read's own mark (new_mark), which no job can hold, so no value can shift a column or forge
+# a line, whatever bytes it holds
 FIELDS = (("JobID", "job_id"), ("State", "job_state"), ("Reason", "state_reason"),
           ("Account", "account"), ("UserName", "user_name"), ("QOS", "qos"),
           ("SubmitTime", "submit_time"), ("EligibleTime", "eligible_time"),
           ("StartTime", "start_time"), ("TimeLimit", "time_limit"),
           ("PriorityLong", "priority"), ("RestartCnt", "restart_cnt"), ("NumNodes", "node_count"),
-          ("tres-per-job", "tres_per_job"), ("tres-per-node", "tres_per_node"),
-          ("BatchHost", "batch_host"), ("ReqNodes", "required_nodes"), ("NodeList", "nodes"),
-          ("Requeue", "requeue"), ("exit_code", "exit_code"), ("admin_comment", "admin_comment"))
+          ("BatchHost", "batch_host"), ("NodeList", "nodes"), ("Requeue", "requeue"),
+          ("exit_code", "exit_code"), ("ReqNodes", "required_nodes"),
+          ("admin_comment", "admin_comment"), ("tres-per-job", "tres_per_job"),
+          ("tres-per-node", "tres_per_node"))
+FREE = 4  # the last FREE fields end with the mark; the others with SEP
 SEP = "|"
 _AT = {key: i for i, (_, key) in enumerate(FIELDS)}
 # what changes when a job starts, is resized or requeued (the JSON is read again then)
@@ -76,9 +94,18 @@ class NarrowProblem(ParseProblem):
     """The narrow output cannot be trusted this cycle; the JSON is read instead."""
 
 
-def narrow_argv() -> list[str]:
-    """``squeue -h -t all -O JobID:0|,...``: width 0 prints a field whole, ``|`` ends it."""
-    spec = ",".join(f"{name}:0{SEP}" if i < len(FIELDS) - 1 else f"{name}:0"
+def new_mark() -> str:
+    """A fresh mark for one read: 64 random bits no user can guess before the read (the mark is
+    on squeue's command line only while it runs)."""
+    return f"~{secrets.token_hex(8)}~"
+
+
+def narrow_argv(mark: str) -> list[str]:
+    """``squeue -h -t all -O JobID:0|,...,tres-per-node:0MARK``: width 0 prints a field whole,
+    ``|`` ends a field Slurm writes, ``mark`` the last of those and each one a user or an
+    administrator wrote (and so the line)."""
+    last_fixed = len(FIELDS) - FREE - 1  # ended by the mark too: "|" may start a user's field
+    spec = ",".join(f"{name}:0{SEP if i < last_fixed else mark}"
                     for i, (name, _) in enumerate(FIELDS))
     return [SQUEUE, "-h", "-t", "all", "-O", spec]
 
@@ -86,7 +113,7 @@ def narrow_argv() -> list[str]:
 @dataclass(frozen=True, slots=True)
 class NarrowRow:
     job_id: str
-    line: str  # the line as printed: an unchanged line is an unchanged record
+    line: str  # the fields joined by NUL, which no field holds: an unchanged line is an unchanged record
     fields: tuple[str, ...]
 
     @property
@@ -109,19 +136,40 @@ class NarrowRow:
         return (self.kind, *(self.fields[i] for i in _FINGERPRINT))
 
 
-def parse_narrow(text: str) -> list[NarrowRow]:
-    """The lines of :func:`narrow_argv`'s output; :class:`NarrowProblem` for any line that is not
-    exactly those fields with a numeric job id, or a job id seen twice."""
+def _lines(text: str, mark: str, marks: int, what: str) -> list[list[str]]:
+    """The lines of output whose every line holds ``marks`` marks, the last just before its
+    newline, each line cut at them: ``marks`` pieces. Output is cut at the marks alone, never
+    at a newline (a user's text may hold one, even right after a mark); each line but the first
+    starts with the newline that ended the one before. :class:`NarrowProblem` when the output
+    is not so (cut short, say)."""
+    parts = text.split(mark)
+    tail = parts.pop()
+    lines = [parts[i:i + marks] for i in range(0, len(parts), marks)]
+    if tail.strip() or len(parts) % marks or any(not line[0].startswith("\n") for line in lines[1:]):
+        raise NarrowProblem(f"{what} is not whole lines of {marks} marked fields "
+                            f"({text[-60:]!r})")
+    for line in lines[1:]:
+        line[0] = line[0][1:]
+    return lines
+
+
+def parse_narrow(text: str, mark: str) -> list[NarrowRow]:
+    """The lines of :func:`narrow_argv`'s output with ``mark``. Users write only the fields that
+    end with the mark, which none of them can hold, so none of them shifts a column or forges
+    a line; anything else is Slurm's and must read as such: a line that is not those fields,
+    with a numeric job id and a Slurm job state, or a job id seen twice, is a
+    :class:`NarrowProblem`."""
     rows: list[NarrowRow] = []
     seen: set[str] = set()
-    width = len(FIELDS)
-    for number, line in enumerate(text.splitlines(), start=1):
-        fields = tuple(line.split(SEP, width - 1))
-        if len(fields) != width or not fields[0].isdigit() or fields[0] in seen:
-            raise NarrowProblem(f"squeue -O line {number} is not {width} fields with a new job "
-                                f"id ({line[:60]!r})")
+    fixed = len(FIELDS) - FREE
+    for number, (head, *free) in enumerate(_lines(text, mark, FREE + 1, "squeue -O"), start=1):
+        fields = (*head.split(SEP, fixed - 1), *free)
+        if (len(fields) != len(FIELDS) or not fields[0].isdigit() or fields[0] in seen
+                or fields[1] not in KNOWN_JOB_STATES):
+            raise NarrowProblem(f"squeue -O line {number} is not {len(FIELDS)} fields with a "
+                                f"new job id and a job state ({head[:60]!r})")
         seen.add(fields[0])
-        rows.append(NarrowRow(fields[0], line, fields))
+        rows.append(NarrowRow(fields[0], "\0".join(fields), fields))
     return rows
 
 
@@ -188,8 +236,10 @@ def merge(rows: list[NarrowRow], before: Mapping[str, tuple[str, SqueueJob]],
     """The records of the narrow read: a line unchanged since ``before`` (job id -> (line,
     record)) keeps its record; any other line is read by :func:`records.squeue_job` and takes
     the :data:`CARRIED` fields of the job's record in ``full`` (the last full read). Jobs the
-    full read left out that are not pending (ended, not signalled) stay out. A line it cannot
-    read is a :class:`NarrowProblem` (the JSON says what it means, or skips that job)."""
+    full read left out that are not pending (ended, not signalled) stay out. A field Slurm
+    wrote that it cannot read is a :class:`NarrowProblem` (the JSON says what it means); a
+    record :func:`records.squeue_job` refuses (what a user wrote) skips that job alone, as the
+    JSON read does (:func:`records.unreadable_job`: an active one's nodes stay used)."""
     jobs: list[SqueueJob] = []
     problems: list[str] = []
     for row in rows:
@@ -201,9 +251,17 @@ def merge(rows: list[NarrowRow], before: Mapping[str, tuple[str, SqueueJob]],
         if kept is None and not row.pending:
             continue  # not pending and not kept by the full read: ended history
         try:
-            job = squeue_job(raw_record(row))
+            raw = raw_record(row)
         except ParseProblem as exc:  # a value the plain form cannot carry ("INVALID" times)
             raise NarrowProblem(f"job {row.job_id}: {exc}") from exc
+        try:  # what a user wrote (a GRES) is read here: as the JSON read, skip the job alone
+            job = squeue_job(raw)
+        except ParseProblem as exc:
+            problems.append(f"{exc}; skipped")
+            salvage = unreadable_job(raw, str(exc))
+            if salvage is not None:
+                jobs.append(salvage)
+            continue
         if kept is not None:
             job = replace(job, **{k: getattr(kept, k) for k in CARRIED})
         if row.kind == "ended" and not (job.exit_signal or job.state == "NODE_FAIL"
@@ -214,23 +272,23 @@ def merge(rows: list[NarrowRow], before: Mapping[str, tuple[str, SqueueJob]],
     return jobs, problems
 
 
-def comments_argv(job_ids: list[str]) -> list[str]:
+def comments_argv(job_ids: list[str], mark: str) -> list[str]:
     """The Comments of running railgang jobs (their training progress, which an elastic job's
-    size decisions read): ``squeue -h -j A,B -O JobID:0|,Comment:0``."""
-    return [SQUEUE, "-h", "-j", ",".join(job_ids), "-O", f"JobID:0{SEP},Comment:0"]
+    size decisions read): ``squeue -h -j A,B -O JobID:0MARK,Comment:0MARK``."""
+    return [SQUEUE, "-h", "-j", ",".join(job_ids), "-O", f"JobID:0{mark},Comment:0{mark}"]
 
 
-def parse_comments(text: str, job_ids: list[str]) -> dict[str, str]:
-    """``{job id: Comment}`` of :func:`comments_argv`'s output. A Comment is the user's text: a
-    newline in one makes a line that does not start with an asked-for job id, or repeats one
-    (every asked-for job prints its own line too), and either is a :class:`NarrowProblem`."""
+def parse_comments(text: str, job_ids: list[str], mark: str) -> dict[str, str]:
+    """``{job id: Comment}`` of :func:`comments_argv`'s output with ``mark``. A Comment is the
+    user's text, newlines and ``|`` included; only the mark ends it, which no Comment holds. A
+    line of a job not asked for, or twice, is a :class:`NarrowProblem`."""
     asked = set(job_ids)
     out: dict[str, str] = {}
-    for number, line in enumerate(text.splitlines(), start=1):
-        job_id, sep, comment = line.partition(SEP)
-        if not sep or job_id not in asked or job_id in out:
+    for number, (job_id, comment) in enumerate(_lines(text, mark, 2, "squeue -O Comment"),
+                                                start=1):
+        if job_id not in asked or job_id in out:
             raise NarrowProblem(f"squeue -O Comment line {number} is not one asked-for job's "
-                                f"({line[:60]!r})")
+                                f"({job_id[:60]!r})")
         out[job_id] = comment
     return out
 
@@ -324,4 +382,5 @@ class NarrowCache:
 
 
 __all__ = ["CARRIED", "FIELDS", "NarrowCache", "NarrowProblem", "NarrowRow", "comments_argv",
-           "merge", "narrow_argv", "parse_comments", "parse_narrow", "raw_record", "with_progress"]
+           "merge", "narrow_argv", "new_mark", "parse_comments", "parse_narrow", "raw_record",
+           "with_progress"]

@@ -17,52 +17,76 @@ from railgang.daemon.slurm.cli.narrow import (
     _minutes,
     merge,
     narrow_argv,
+    new_mark,
     parse_narrow,
 )
 from railgang.daemon.slurm.cli.parse import ParseProblem
 from railgang.daemon.slurm.cli.records import SqueueJob, squeue_job
+from tests.support.squeue_o import squeue_o
 
 T0 = "2026-12-01T21:39:36"
 TAG = "railgang:tp=2,pp=1,dp=1;class=3"
 
 
-def line(job_id: str = "7003", state: str = "PENDING", start: str = "N/A", nodes: str = "",
-         comment: str = TAG, limit: str = "UNLIMITED", restarts: str = "0",
-         gres: str = "gres:gpu:2", exit_code: str = "0") -> str:
-    # the order of narrow.FIELDS, as 22.05's squeue -O prints them
-    fields = [job_id, state, "None", "team-b", "root", "normal", T0, T0, start, limit,
-              "7508", restarts, "1", "N/A", gres, nodes or "n/a", "",
-              nodes, "1", exit_code, comment]
-    assert len(fields) == len(FIELDS)
-    return "|".join(fields)
+MARK = "~0123456789abcdef~"
 
 
-def test_the_argv_asks_for_every_field_whole_with_admin_comment_last() -> None:
-    argv = narrow_argv()
+def fields(job_id: str = "7003", state: str = "PENDING", start: str = "N/A", nodes: str = "",
+           comment: str = TAG, limit: str = "UNLIMITED", restarts: str = "0",
+           gres: str = "gres:gpu:2", exit_code: str = "0", **more: str) -> dict[str, str]:
+    """One job's fields as 22.05's squeue -O prints them (squeue's names; ``more`` overrides)."""
+    row = {"JobID": job_id, "State": state, "Reason": "None", "Account": "team-b",
+           "UserName": "root", "QOS": "normal", "SubmitTime": T0, "EligibleTime": T0,
+           "StartTime": start, "TimeLimit": limit, "PriorityLong": "7508", "RestartCnt": restarts,
+           "NumNodes": "1", "tres-per-job": "N/A", "tres-per-node": gres,
+           "BatchHost": nodes or "n/a", "ReqNodes": "", "NodeList": nodes, "Requeue": "1",
+           "exit_code": exit_code, "admin_comment": comment, **more}
+    assert set(row) == {name for name, _ in FIELDS}
+    return row
+
+
+def line(*args: str, **kw: str) -> str:
+    """One job's line as squeue prints it for the narrow read with MARK."""
+    return squeue_o(narrow_argv(MARK), [fields(*args, **kw)])
+
+
+def _parse(text: str) -> list[NarrowRow]:
+    return parse_narrow(text, MARK)
+
+
+def test_the_argv_asks_for_every_field_whole_what_users_write_last_ended_by_the_mark() -> None:
+    argv = narrow_argv(MARK)
     assert argv[:4] == ["squeue", "-h", "-t", "all"] and argv[4] == "-O"
     spec = argv[5].split(",")
     assert [s.split(":")[0] for s in spec] == [name for name, _ in FIELDS]
-    assert all(s.endswith(":0|") for s in spec[:-1]) and spec[-1] == "admin_comment:0"
+    assert [s.split(":")[0] for s in spec[-4:]] == ["ReqNodes", "admin_comment", "tres-per-job",
+                                                   "tres-per-node"]
+    assert all(s.endswith(":0|") for s in spec[:-5]) and all(s.endswith(f":0{MARK}")
+                                                             for s in spec[-5:])
+    assert new_mark() != new_mark() and len(new_mark()) == 18
 
 
 @pytest.mark.parametrize("text", [
-    "7003|PENDING",                                   # too few fields
+    "7003|PENDING" + MARK + "\n",                    # too few fields
     line(job_id="x7003"),                             # not a job id
-    line() + "\n" + line(),                           # the same job twice (a forged line)
-    line() + "\nnot a line",                          # a newline inside a field
+    line(state="WAITING"),                            # not a job state
+    line() + line(),                                  # the same job twice
+    line().removesuffix(MARK + "\n"),                # cut short
+    line() + "not a line",                            # something after the last line
     "",                                               # fine: no jobs (checked below)
-], ids=["short", "id", "twice", "continuation", "empty"])
+], ids=["short", "id", "state", "twice", "cut", "trailing", "empty"])
 def test_a_line_it_cannot_trust_refuses_the_whole_read(text: str) -> None:
     if not text:
-        assert parse_narrow(text) == []
+        assert _parse(text) == []
         return
     with pytest.raises(NarrowProblem):
-        parse_narrow(text)
+        _parse(text)
 
 
-def test_an_admin_comment_may_hold_the_separator() -> None:
-    (row,) = parse_narrow(line(comment="railgang:tp=2|odd"))
-    assert row.fields[-1] == "railgang:tp=2|odd" and row.pending
+def test_what_users_and_administrators_write_may_hold_the_separator_and_newlines() -> None:
+    (row,) = _parse(line(comment="railgang:tp=2|odd", gres="gres:gpu:x|n02\n99|PENDING:8"))
+    assert row.fields[-3:-1] == ("railgang:tp=2|odd", "N/A") and row.pending
+    assert row.fields[-1] == "gres:gpu:x|n02\n99|PENDING:8"
 
 
 @pytest.mark.parametrize(("text", "minutes"), [
@@ -79,7 +103,7 @@ def test_a_time_limit_it_cannot_read_is_a_parse_problem(text: str) -> None:
 
 
 def test_a_new_pending_job_is_read_from_its_line_without_user_text() -> None:
-    (job,), problems = merge(parse_narrow(line()), {}, {})
+    (job,), problems = merge(_parse(line()), {}, {})
     assert problems == [] and job.job_id == "7003" and job.pending
     assert job.tag is not None and job.tag.tp == 2 and job.gpus_requested == 2
     assert job.eligible_time == datetime.fromisoformat(T0).timestamp()
@@ -96,13 +120,13 @@ def _full(job_id: str, nodes: str) -> SqueueJob:
 
 def test_an_active_job_takes_its_gpu_indices_and_name_from_the_full_read() -> None:
     full = {"9": _full("9", "n03")}
-    (job,), _ = merge(parse_narrow(line("9", "RUNNING", T0, "n03")), {}, full)
+    (job,), _ = merge(_parse(line("9", "RUNNING", T0, "n03")), {}, full)
     assert job.allocation == (("n03", (4, 5)),) and job.name == "llama"
     assert job.start_time == datetime.fromisoformat(T0).timestamp()
 
 
 def test_an_ended_job_the_full_read_left_out_stays_out() -> None:
-    assert merge(parse_narrow(line("9", "COMPLETED", T0, "n03")), {}, {}) == ([], [])
+    assert merge(_parse(line("9", "COMPLETED", T0, "n03")), {}, {}) == ([], [])
 
 
 @pytest.mark.parametrize(("state", "code", "kept"), [
@@ -113,7 +137,7 @@ def test_an_ended_job_the_full_read_left_out_stays_out() -> None:
 ])
 def test_a_job_that_ended_since_the_full_read_is_kept_as_the_json_read_keeps_it(
         state: str, code: str, kept: bool) -> None:
-    got, _ = merge(parse_narrow(line("9", state, T0, "n03", exit_code=code)), {},
+    got, _ = merge(_parse(line("9", state, T0, "n03", exit_code=code)), {},
                    {"9": _full("9", "n03")})
     assert bool(got) == kept
     if kept:
@@ -126,7 +150,7 @@ def test_a_job_that_ended_since_the_full_read_is_kept_as_the_json_read_keeps_it(
     ("0:0", 0), ("0:10", 10), ("1:0", 0), ("2:9", 9),  # 24.11+: EXIT:SIGNAL, as sacct prints it
 ])
 def test_the_exit_code_is_read_as_a_wait_status_in_either_form(code: str, signal: int) -> None:
-    got, _ = merge(parse_narrow(line("9", "CANCELLED", T0, "n03", exit_code=code)), {},
+    got, _ = merge(_parse(line("9", "CANCELLED", T0, "n03", exit_code=code)), {},
                    {"9": _full("9", "n03")})
     assert (got[0].exit_signal if got else 0) == signal and bool(got) == bool(signal)
 
@@ -134,18 +158,18 @@ def test_the_exit_code_is_read_as_a_wait_status_in_either_form(code: str, signal
 @pytest.mark.parametrize("code", ["x", "0:x", "-1", "1:2:3", "0:"])
 def test_an_exit_code_it_cannot_read_sends_the_cycle_to_the_json(code: str) -> None:
     with pytest.raises(NarrowProblem, match="job 9: exit code"):
-        merge(parse_narrow(line("9", "CANCELLED", T0, "n03", exit_code=code)), {},
+        merge(_parse(line("9", "CANCELLED", T0, "n03", exit_code=code)), {},
               {"9": _full("9", "n03")})
 
 
 @pytest.mark.parametrize("start", ["INVALID", "yesterday"])
 def test_a_value_the_plain_form_cannot_carry_sends_the_cycle_to_the_json(start: str) -> None:
     with pytest.raises(NarrowProblem, match="job 9: time"):
-        merge(parse_narrow(line("9", "RUNNING", start, "n03")), {}, {"9": _full("9", "n03")})
+        merge(_parse(line("9", "RUNNING", start, "n03")), {}, {"9": _full("9", "n03")})
 
 
 def test_an_unchanged_line_keeps_its_record() -> None:
-    rows = parse_narrow(line())
+    rows = _parse(line())
     kept = dataclasses.replace(merge(rows, {}, {})[0][0], name="from before")
     (job,), _ = merge(rows, {"7003": (rows[0].line, kept)}, {})
     assert job is kept
@@ -156,43 +180,43 @@ def _cache(rows: list[NarrowRow], jobs: list[SqueueJob]) -> NarrowCache:
 
 
 def test_the_cache_asks_for_a_full_read_when_a_job_starts_ends_or_comes_back() -> None:
-    pending, running = parse_narrow(line()), parse_narrow(line("9", "RUNNING", T0, "n03"))
+    pending, running = _parse(line()), _parse(line("9", "RUNNING", T0, "n03"))
     full = [merge(pending, {}, {})[0][0], _full("9", "n03")]
     cache = _cache(pending + running, full)
     assert cache.stale(pending + running) == ""
     # the pending job's lease moved: its own line changed, still no full read
-    renewed = parse_narrow(line().replace(f"|{T0}|{T0}|", f"|{T0}|2026-12-01T21:41:36|"))
+    renewed = _parse(line(EligibleTime="2026-12-01T21:41:36"))
     assert cache.stale(renewed + running) == ""
     assert "job 7003 is new or changed" in cache.stale(
-        parse_narrow(line("7003", "RUNNING", T0, "n01")) + running)
+        _parse(line("7003", "RUNNING", T0, "n01")) + running)
     # an end is read from the line; a job that ran and ended unseen needs the JSON (its name)
-    assert cache.stale(pending + parse_narrow(line("9", "COMPLETED", T0, "n03"))) == ""
-    assert "job 11 ended unseen" in cache.stale(pending + running + parse_narrow(
+    assert cache.stale(pending + _parse(line("9", "COMPLETED", T0, "n03"))) == ""
+    assert "job 11 ended unseen" in cache.stale(pending + running + _parse(
         line("11", "FAILED", T0, "n05")))
     # pending at the full read but not read whole (new since), then ran and ended within a
     # cycle: its name (a burn-in's) is only in the JSON
     new = NarrowCache.after_full_read(0.0, pending + running, full[1:])
-    assert "job 7003 ended unseen" in new.stale(parse_narrow(line("7003", "COMPLETED", T0, "n01"))
+    assert "job 7003 ended unseen" in new.stale(_parse(line("7003", "COMPLETED", T0, "n01"))
                                                 + running)
-    assert "job 10 is new" in cache.stale(pending + running + parse_narrow(
+    assert "job 10 is new" in cache.stale(pending + running + _parse(
         line("10", "RUNNING", T0, "n04")))
     # running -> completing keeps its GPU indices: no full read
-    assert cache.stale(pending + parse_narrow(line("9", "COMPLETING", T0, "n03"))) == ""
+    assert cache.stale(pending + _parse(line("9", "COMPLETING", T0, "n03"))) == ""
     # shrunk in place: the same node, fewer GPUs (its GPU indices must be read again)
-    assert "job 9 is new or changed" in cache.stale(pending + parse_narrow(
+    assert "job 9 is new or changed" in cache.stale(pending + _parse(
         line("9", "RUNNING", T0, "n03", gres="gres:gpu:1")))
-    assert "job 9 is pending again" in cache.stale(pending + parse_narrow(
+    assert "job 9 is pending again" in cache.stale(pending + _parse(
         line("9", "PENDING", restarts="1")))
 
 
 def test_a_read_of_only_the_changed_jobs_makes_the_cache_whole_again() -> None:
     """24.11+ (squeue honours -j): the JSON of the jobs that made the read stale stands in for a
     full read of every job: their records and fingerprints are taken, the others kept."""
-    pending, running = parse_narrow(line()), parse_narrow(line("9", "RUNNING", T0, "n03"))
+    pending, running = _parse(line()), _parse(line("9", "RUNNING", T0, "n03"))
     cache = _cache(pending + running, [merge(pending, {}, {})[0][0], _full("9", "n03")])
     cache.read(pending + running)
-    now = (parse_narrow(line("7003", "RUNNING", T0, "n01")) + parse_narrow(line("10", "RUNNING", T0, "n04"))
-           + parse_narrow(line("9", "COMPLETED", T0, "n03")) + parse_narrow(line("11", "FAILED", T0, "n05")))
+    now = (_parse(line("7003", "RUNNING", T0, "n01")) + _parse(line("10", "RUNNING", T0, "n04"))
+           + _parse(line("9", "COMPLETED", T0, "n03")) + _parse(line("11", "FAILED", T0, "n05")))
     stale = cache.stale_jobs(now)
     assert list(stale) == ["7003", "10", "11"]  # 9's end is read from its line
     assert cache.stale(now) == stale["7003"]
@@ -204,12 +228,12 @@ def test_a_read_of_only_the_changed_jobs_makes_the_cache_whole_again() -> None:
                                                          ("10", (("n04", (4, 5)),))]
     assert all(j.name == "llama" for j in jobs)
     # a job that changes again after that read is stale again
-    assert "job 10 is new or changed" in cache.stale(now[:1] + parse_narrow(
+    assert "job 10 is new or changed" in cache.stale(now[:1] + _parse(
         line("10", "RUNNING", T0, "n04", gres="gres:gpu:1")))
 
 
 def test_the_cache_reads_and_remembers_the_lines() -> None:
-    rows = parse_narrow(line() + "\n" + line("9", "RUNNING", T0, "n03"))
+    rows = _parse(line() + line("9", "RUNNING", T0, "n03"))
     cache = _cache(rows, [_full("9", "n03")])
     jobs, _ = cache.read(rows)
     assert [j.job_id for j in jobs] == ["7003", "9"] and jobs[1].name == "llama"
@@ -220,14 +244,23 @@ def test_the_cache_reads_and_remembers_the_lines() -> None:
 def test_running_jobs_comments_are_read_and_a_forged_line_refused() -> None:
     from railgang.daemon.slurm.cli.narrow import comments_argv, parse_comments, with_progress
 
-    assert comments_argv(["9", "10"])[:4] == ["squeue", "-h", "-j", "9,10"]
-    assert parse_comments("9|rg-progress:step=1\n10|\n", ["9", "10"]) == {
+    assert comments_argv(["9", "10"], MARK) == ["squeue", "-h", "-j", "9,10", "-O",
+                                                f"JobID:0{MARK},Comment:0{MARK}"]
+
+    def out(*rows: tuple[str, str]) -> str:
+        return squeue_o(comments_argv(["9", "10"], MARK),
+                        [{"JobID": j, "Comment": c} for j, c in rows])
+
+    assert parse_comments(out(("9", "rg-progress:step=1"), ("10", "")), ["9", "10"], MARK) == {
         "9": "rg-progress:step=1", "10": ""}
-    for forged in ("9|x\n10|y\n10|z",      # a newline in 9's Comment repeating job 10's id
-                   "9|x\nsomething\n10|",  # a continuation line
-                   "9|x\n11|y\n10|"):      # a job not asked for
+    # a Comment is the user's: a newline and "|" in it are its own, and forge no line
+    assert parse_comments(out(("9", "x\n10|y\n10|z"), ("10", "")), ["9", "10"], MARK) == {
+        "9": "x\n10|y\n10|z", "10": ""}
+    for wrong in (out(("9", "x"), ("10", "y"), ("10", "z")),  # a job twice
+                  out(("9", "x"), ("11", "y")),                # a job not asked for
+                  out(("9", "x")) + "9"):                      # cut short
         with pytest.raises(NarrowProblem):
-            parse_comments(forged, ["9", "10"])
+            parse_comments(wrong, ["9", "10"], MARK)
     job = _full("9", "n03")
     (bad,) = with_progress([job], {"9": "rg:progress total_steps=x"})
     assert bad.progress is None
@@ -242,9 +275,8 @@ def test_running_jobs_comments_are_read_and_a_forged_line_refused() -> None:
 def test_a_reason_is_its_name_whatever_description_the_output_appends(text: str, word: str) -> None:
     """squeue -O prints a reason's description, 24.11's JSON only its name: the record keeps the
     name, so both reads build the same record (and snapshot.QUEUE_REASONS reads names)."""
-    fields = line("9", "CANCELLED", T0, "n03", exit_code="0:10").split("|")
-    fields[2] = text
-    (job,), _ = merge(parse_narrow("|".join(fields)), {}, {"9": _full("9", "n03")})
+    got = _parse(line("9", "CANCELLED", T0, "n03", exit_code="0:10", Reason=text))
+    (job,), _ = merge(got, {}, {"9": _full("9", "n03")})
     assert job.reason == word
 
 
@@ -252,9 +284,9 @@ def test_new_waiting_jobs_are_unseen_until_read_by_id() -> None:
     """24.11+: a job submitted since the full read is not stale (nothing decided on is missing)
     but has no name in the narrow form; the backend reads it by id with the changed jobs, after
     which it is seen and keeps its name."""
-    pending, running = parse_narrow(line()), parse_narrow(line("9", "RUNNING", T0, "n03"))
+    pending, running = _parse(line()), _parse(line("9", "RUNNING", T0, "n03"))
     cache = _cache(pending + running, [merge(pending, {}, {})[0][0], _full("9", "n03")])
-    new = parse_narrow(line("12"))
+    new = _parse(line("12"))
     assert cache.stale(pending + running + new) == ""
     assert cache.unseen_pending(pending + running + new) == ["12"]
     fresh = squeue_job({"job_id": 12, "job_state": "PENDING", "name": "fresh",

@@ -17,13 +17,14 @@ from railgang.daemon.slurm.cli.narrow import (
     NarrowCache,
     NarrowRow,
     narrow_argv,
+    new_mark,
     parse_narrow,
     raw_record,
 )
 from railgang.daemon.slurm.cli.parse import ParseProblem
 from railgang.daemon.slurm.cli.records import parse_squeue, squeue_job
 from railgang.devcluster.cluster import DevCluster
-from tests.support.slurm import sl
+from tests.support.slurm import sl, tenant
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
@@ -63,10 +64,9 @@ def jobs(slurm_cluster: DevCluster, tmp_path: Path) -> Iterator[dict[str, str]]:
 def test_every_narrow_record_equals_the_json_record(slurm_cluster: DevCluster,
                                                     jobs: dict[str, str]) -> None:
     for _ in range(5):  # other tests' jobs may end meanwhile: a read with no change in between
-        rows = parse_narrow(sl(slurm_cluster, *narrow_argv()).stdout)
+        rows = _narrow(slurm_cluster)
         full, said = parse_squeue(sl(slurm_cluster, "squeue", "--json").stdout, keep_signalled=True)
-        if [r.line for r in parse_narrow(sl(slurm_cluster, *narrow_argv()).stdout)] == [
-                r.line for r in rows]:
+        if [r.line for r in _narrow(slurm_cluster)] == [r.line for r in rows]:
             break
     # a value the plain form cannot carry sends the backend to the JSON; none is expected (the
     # resize time, which 22.05 prints as INVALID once a job was resized, is not read)
@@ -88,6 +88,11 @@ def test_every_narrow_record_equals_the_json_record(slurm_cluster: DevCluster,
     assert running.allocation[0][0] == "n16" and len(running.allocation[0][1]) == 3
     assert running.time_limit_s == (26 * 60 + 3) * 60
     assert by_id[jobs["leased"]].name == "a|name\nwith a newline"  # carried from the JSON
+
+
+def _narrow(cluster: DevCluster) -> list[NarrowRow]:
+    mark = new_mark()
+    return parse_narrow(sl(cluster, *narrow_argv(mark)).stdout, mark)
 
 
 def _readable(row: NarrowRow) -> bool:
@@ -142,3 +147,55 @@ def test_the_backend_reads_the_json_only_when_it_must(slurm_cluster: DevCluster,
     mine, theirs = backend.observe(now), plain.observe(now)
     assert backend.full_reads == 0 and mine.jobs == theirs.jobs
     assert jobs["running"] not in mine.jobs or not mine.jobs[jobs["running"]].active
+
+
+def test_a_users_hostile_jobs_steer_nothing(slurm_cluster: DevCluster, jobs: dict[str, str],
+                                            tmp_path: Path) -> None:
+    """Issue 38 row 3, as a plain user: held jobs whose GRES types hold "|" (which shifted the
+    columns of the old "|" form) and a newline with a forged line, and a running railgang job
+    whose Comment holds a newline and "|". Every record the narrow read builds equals the
+    JSON's, and the backend keeps to the narrow read."""
+    user = tenant(slurm_cluster)
+    tmp_path.chmod(0o777)
+    mine = []
+
+    def sbatch(*opts: str) -> str:
+        res = sl(slurm_cluster, "sbatch", "--parsable", f"--chdir={tmp_path}",
+                 "--output=/dev/null", "--account=team-a", *opts, "--wrap=sleep 300", user=user)
+        mine.append(res.stdout.strip().split(";")[0])
+        return mine[-1]
+
+    try:
+        for gres in ("gpu:x|n02|n03:8", "gpu:a|b|c|d|e|zz:1",
+                     "gpu:x\n99999|RUNNING|None|team-a|root|normal|n01:1"):
+            sbatch("--hold", f"--gres={gres}")
+        # no heartbeat: the railgang job runs natively (fail-open), as the fixture's
+        slurm_cluster.spec.heartbeat_file.unlink(missing_ok=True)
+        running = sbatch("-N1", "--gres=gpu:1", "--nodelist=n15", "--comment=rg:parallel=tp1")
+        write_heartbeat(slurm_cluster.spec.heartbeat_file, time.time(), 600)
+        deadline = time.monotonic() + 30
+        while "RUNNING" not in sl(slurm_cluster, "squeue", "-h", "-j", running, "-o", "%T").stdout:
+            assert time.monotonic() < deadline, "the railgang job did not start"
+            time.sleep(0.5)
+        sl(slurm_cluster, "scontrol", "update", f"jobid={running}",
+           f"comment=step 1\n{running}|x|y", user=user)
+        backend = CliBackend(SlurmSettings(conf=slurm_cluster.spec.slurm_conf, lease_s=600,
+                                           narrow_full_read_s=600))
+        plain = CliBackend(SlurmSettings(conf=slurm_cluster.spec.slurm_conf, lease_s=600,
+                                         narrow_full_read_s=0))
+        reads = []
+        for _ in range(4):
+            now = time.time()
+            obs, theirs = backend.observe(now), plain.observe(now)
+            reads.append(backend.full_reads)
+        assert reads == [1, 1, 0, 0]
+        assert obs.jobs == theirs.jobs and set(mine) | set(jobs.values()) <= set(obs.jobs)
+        assert "99999" not in obs.jobs
+        assert all(obs.jobs[j].batch_host == "" and obs.jobs[j].tag is None for j in mine[:3])
+        assert obs.jobs[running].tag is not None and obs.jobs[running].active
+        rows = {r.job_id: r for r in _narrow(slurm_cluster)}
+        assert rows[mine[0]].fields[-1] == "gres:gpu:x|n02|n03:8"
+        assert rows[mine[2]].fields[-1].startswith("gres:gpu:x\n99999|RUNNING|")
+    finally:
+        if mine:
+            sl(slurm_cluster, "scancel", *mine, check=False)
