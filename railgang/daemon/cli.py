@@ -131,5 +131,13 @@ def main() -> None:
     try:
         app()
     except RailgangError as exc:
-        err_console.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
+        from rich.text import Text
+
+        from railgang.daemon.safe_output import term_safe
+
+        # the message quotes what the user gave (an id, a file's line): never markup, never a
+        # control sequence (safe_output); only its own line breaks are kept
+        err_console.print(Text.assemble(("error:", "bold red"), " ",
+                                        term_safe(exc, newlines=True)),
+                          highlight=False, soft_wrap=True)
         sys.exit(exc.exit_code)

@@ -88,6 +88,18 @@ def term_safe(text: object, *, newlines: bool = False) -> str:
     return "\n".join(_UNSAFE.sub(_escape, part) for part in s.split("\n"))
 
 
+def term_safe_data(data: Any) -> Any:
+    """``data`` (JSON-like: dicts, lists, strings, numbers) with :func:`term_safe` applied to every
+    string, keys too: for a renderer that lays out lines of its own from a record's fields."""
+    if isinstance(data, str):
+        return term_safe(data)
+    if isinstance(data, dict):
+        return {term_safe_data(k): term_safe_data(v) for k, v in data.items()}
+    if isinstance(data, (list, tuple)):
+        return type(data)(term_safe_data(v) for v in data)
+    return data
+
+
 def term_text(text: object, style: str = "") -> Text:
     """A rich :class:`~rich.text.Text` of ``text`` made safe: no markup is parsed from it and no
     control character reaches the terminal."""
@@ -96,4 +108,4 @@ def term_text(text: object, style: str = "") -> Text:
     return Text(term_safe(text), style=style)
 
 
-__all__ = ["FORMULA_START", "CsvWriter", "csv_cell", "csv_row", "term_safe", "term_text"]
+__all__ = ["FORMULA_START", "CsvWriter", "csv_cell", "csv_row", "term_safe", "term_safe_data", "term_text"]

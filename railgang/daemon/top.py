@@ -32,6 +32,7 @@ from rich.text import Text
 
 from railgang.daemon.cli_common import JsonOpt, choices_metavar, registry_choice, settings_from
 from railgang.daemon.core.model.snapshot import NodeState
+from railgang.daemon.safe_output import term_safe, term_text
 from railgang.errors import InputError, RailgangError
 
 if TYPE_CHECKING:  # `top --help` imports neither the Slurm adapter nor networkx
@@ -159,9 +160,9 @@ def render(frame: Frame, columns: Iterable[str] = COLUMNS) -> Group:
               enumerate(v for v in frame.jobs if v.nodes)}
     grid = Table.grid(padding=(0, 2))
     for leaf, nodes in frame.leaves.items():
-        cells = Text(f"{leaf:>8} ", style="bold")
+        cells = Text(f"{term_safe(leaf):>8} ", style="bold")
         for n in nodes:
-            cells.append(f"{n.name} ")
+            cells.append(f"{term_safe(n.name)} ")
             for o in n.owners:  # ▪: a job the filters leave out
                 cells.append(letter.get(o, "▪") if o else "·",
                              style="green" if o else ("dim" if n.state.usable else "red"))
@@ -172,12 +173,13 @@ def render(frame: Frame, columns: Iterable[str] = COLUMNS) -> Group:
     for title in ("", *("GPUs" if c == "gpus" else c for c in columns)):
         jobs.add_column(title, no_wrap=True, overflow="ellipsis")
     for v in frame.jobs:
-        jobs.add_row(letter.get(v.job_id, ""), *(_cell(v, c) for c in columns))
+        # a job's name and account are its owner's text: shown, never obeyed (safe_output)
+        jobs.add_row(letter.get(v.job_id, ""), *(term_text(_cell(v, c)) for c in columns))
     head = Text(f"GPUs in use {frame.gpus_used}/{frame.gpus_total}   jobs running "
                 f"{sum(v.state in ACTIVE_STATES for v in frame.jobs)}   waiting "
                 f"{sum(v.state in PENDING_STATES for v in frame.jobs)}", style="bold")
     parts: list[Any] = [head, grid, jobs]
-    parts += [Text(p, style="yellow") for p in frame.problems]
+    parts += [term_text(p, style="yellow") for p in frame.problems]
     return Group(*parts)
 
 

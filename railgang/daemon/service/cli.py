@@ -44,7 +44,11 @@ def status(ctx: typer.Context, as_json: JsonOpt = False) -> None:
     if as_json:
         typer.echo(json.dumps(st, indent=2))
     else:
-        leader, last, beat = st["leader"], st["last_cycle"], st["heartbeat"]
+        from railgang.daemon.safe_output import term_safe_data
+
+        # a cycle's error quotes Slurm and users' text: shown as escapes, never obeyed
+        shown = term_safe_data(st)
+        leader, last, beat = shown["leader"], shown["last_cycle"], shown["heartbeat"]
         typer.echo("daemon: " + ("running" if st["running"] else "not running"))
         if leader:
             typer.echo(f"leader: pid {leader['pid']} on {leader['host']} since "
@@ -58,8 +62,8 @@ def status(ctx: typer.Context, as_json: JsonOpt = False) -> None:
         age = beat["age_s"]
         typer.echo(f"heartbeat: {beat['file']}: "
                    + ("missing" if age is None else f"{age:.0f} s old"))
-        if st["journal"]:
-            typer.echo("journal: " + ", ".join(f"{k} {v}" for k, v in st["journal"].items()))
+        if shown["journal"]:
+            typer.echo("journal: " + ", ".join(f"{k} {v}" for k, v in shown["journal"].items()))
         for line in render_refused(st.get("refused_starts") or {}):
             typer.echo(line)
     if not st["running"]:

@@ -14,6 +14,7 @@ from sqlalchemy.exc import OperationalError, ProgrammingError
 
 from railgang.daemon.config import Settings
 from railgang.daemon.failures.young_daly import render_advice
+from railgang.daemon.safe_output import term_safe_data
 from railgang.daemon.service.leader import lock_for, probe
 from railgang.db.models import JobExplanation
 from railgang.db.repositories import explanations as explain_repo
@@ -191,6 +192,9 @@ def render_lent(lent: dict[str, Any]) -> str:
 
 
 def render(e: dict[str, Any]) -> str:
+    """The explanation as lines for a terminal; every field is made safe first (a name, a
+    detail or a Slurm message is a user's text: shown as escapes, never obeyed; safe_output)."""
+    e = term_safe_data(e)
     if "node" in e:  # `railgang explain NODE`
         from railgang.daemon.service.explain_node import render_node
 
@@ -207,7 +211,8 @@ def render(e: dict[str, Any]) -> str:
         if e.get("blocked_by"):
             lines.append(f"  blocked by: {', '.join(e['blocked_by'])}")
         if e.get("start_refused"):
-            lines.append(f"  Slurm refused its start: {e['start_refused']}")
+            lines.append(f"  Slurm refused its start: {e['start_refused']}"
+                         + (f" ({e['refusals']} time(s) in a row)" if e.get("refusals") else ""))
         if e.get("after_fault"):
             lines.append("  requeued after a node failure: first in its class, restarts from its "
                          "last checkpoint")

@@ -43,6 +43,7 @@ from railgang.daemon.core.model.quota_review import (
     proposals_from_means,
 )
 from railgang.daemon.inputs import QUOTAS_MAX_BYTES, read_toml
+from railgang.daemon.safe_output import term_text
 from railgang.daemon.sim.metrics import JobRecord
 from railgang.errors import InputError
 
@@ -255,7 +256,7 @@ def quota_table(policy: str, report: Mapping[str, Any]) -> Table:
                 "reclaimed"):
         t.add_column(col, justify="left" if col == "team" else "right")
     for r in report["teams"]:
-        t.add_row(r["team"], str(r["guaranteed_gpus"]), str(r["jobs_within_guarantee"]),
+        t.add_row(term_text(r["team"]), str(r["guaranteed_gpus"]), str(r["jobs_within_guarantee"]),
                   str(r["started"]), _dur(r["mean_wait_s"]), _dur(r["p95_wait_s"]),
                   f"{r['borrowed_gpu_h']:,.1f}", str(r["reclaimed"]))
     return t

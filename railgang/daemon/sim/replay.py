@@ -27,6 +27,7 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 from rich.table import Table
+from rich.text import Text
 
 from railgang.daemon.cli_common import deprecated_alias
 from railgang.daemon.core.cycle import CycleConfig
@@ -35,6 +36,7 @@ from railgang.daemon.core.model.tiers import SpotRules
 from railgang.daemon.core.phases.migrate import MigrationRules
 from railgang.daemon.core.policies import registry
 from railgang.daemon.pricing import parse_prices
+from railgang.daemon.safe_output import term_safe
 from railgang.daemon.sim.capacity import Capacity, pool_report
 from railgang.daemon.sim.config import SimConfig
 from railgang.daemon.sim.degrade import parse_degrade
@@ -154,7 +156,9 @@ def _jobs(a: SimpleNamespace, err: Console) -> tuple[list[TraceJob], int]:
     """The trace's jobs (``--limit``: streamed, read no further) and how many rows were skipped."""
     loaded = read_trace(a.trace, a.fmt, strict=a.strict, limit=a.limit)
     for problem in loaded.problems[:10]:
-        err.print(f"[yellow]skipped[/] {problem.render()}", highlight=False, soft_wrap=True)
+        # a malformed row is quoted in the line: shown, never read as markup (safe_output)
+        err.print(Text.assemble(("skipped", "yellow"), " ", term_safe(problem.render())),
+                  highlight=False, soft_wrap=True)
     if len(loaded.problems) > 10:
         err.print(f"[yellow]skipped[/] {len(loaded.problems) - 10} more malformed rows")
     for note in loaded.notes:

@@ -9,7 +9,7 @@ from typing import Any
 
 from rich.table import Table
 
-from railgang.daemon.safe_output import CsvWriter
+from railgang.daemon.safe_output import CsvWriter, term_text
 from railgang.daemon.sim.engine import RunResult
 from railgang.daemon.sim.metrics import Metrics
 from railgang.errors import InputError
@@ -146,7 +146,7 @@ def account_table(run: RunResult, top: int = 15) -> Table:
         table.add_column(col, justify="left" if col == "account" else "right")
     accounts = sorted(run.metrics.per_account, key=lambda a: -a.gpu_hours)[:top]
     for a in accounts:
-        table.add_row(a.account, str(a.jobs), str(a.finished), fmt(a.mean_jct_s, "h"),
+        table.add_row(term_text(a.account), str(a.jobs), str(a.finished), fmt(a.mean_jct_s, "h"),
                       fmt(a.mean_queueing_s, "h"), fmt(a.rho_mean, "x"), fmt(a.rho_p50, "x"),
                       fmt(a.rho_p90, "x"), fmt(a.rho_p99, "x"), fmt(a.max_rho, "x"),
                       fmt(a.rho_share_above_2, "%"), fmt(a.rho_big_max, "x"),

@@ -19,6 +19,7 @@ from rich.table import Table
 from typer.core import TyperGroup
 
 from railgang.daemon.cli_common import JSON_HELP
+from railgang.daemon.safe_output import term_text
 from railgang.errors import ConfigError, ExitCode, InputError
 
 
@@ -174,7 +175,7 @@ def _report(plan: Any, table: list[dict[str, Any]], computed: Counter[str], csv_
         for col in cols:
             view.add_column(col, justify="left" if col in plan.axes else "right")
         for row in table:
-            view.add_row(*(_cell(row.get(c)) for c in cols))
+            view.add_row(*(term_text(_cell(row.get(c))) for c in cols))  # the sweep file's text
         out.print(view)
         out.print(f"table: {csv_path} and {json_path}; {len(plots)} plot files in "
                   f"{csv_path.parent / 'plots'}", highlight=False, soft_wrap=True)
