@@ -402,13 +402,20 @@ def load_settings(path: Path | None = None, **overrides: Any) -> Settings:
     return settings
 
 
-# user:password@ in a URL's authority, and password=... among its query parameters
 def masked_dump(settings: Settings) -> dict[str, Any]:
     """The effective configuration as plain data: ``SecretStr`` values shown as '**********' and
-    the password of ``db.url`` as ``***``. What ``config show`` prints and what may be logged."""
-    data = settings.model_dump(mode="json")
-    data["db"]["url"] = mask_url(settings.db.url)
-    return data
+    the secrets of every URL (``db.url``, ``daemon.links.exporter_url``...) as ``***``
+    (``mask_url``: the authority's password, ``password=``/``sslpassword=``-like parameters).
+    What ``config show`` prints and what may be logged."""
+
+    def masked(value: Any) -> Any:
+        if isinstance(value, dict):
+            return {k: masked(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [masked(v) for v in value]
+        return mask_url(value) if isinstance(value, str) and "://" in value else value
+
+    return masked(settings.model_dump(mode="json"))  # type: ignore[no-any-return]
 
 
 def render_toml(data: dict[str, Any]) -> str:
