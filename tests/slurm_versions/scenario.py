@@ -185,6 +185,11 @@ def narrow_read(spec: ClusterSpec, sl: Any, sbatch: Any) -> dict[str, Any]:
         ("--account=team-b", "-N1", "--gres=gpu:8", "--array=0-3", "--begin=now+1hour",
          "--time=1-02:03:00"),
         ("--account=team-a", "-N1", "--gres=gpu:2", "--hold", "--job-name=a|name\nwith a newline"))]
+    # a GRES type a user wrote with "|" and a newline (issue 38 row 3): it must shift no column
+    hostile = sbatch("--account=team-a", "-N1", "--gres=gpu:x|n02\n99999|RUNNING:8", "--hold",
+                     check=False)
+    if hostile.returncode == 0:
+        made.append(hostile.stdout.strip().split(";")[0])
     try:
         # a job its signal ended (a checkpoint's USR1): 24.11+ print its exit code as 0:10
         killed = sbatch("--account=team-b", "-N1", "--gres=gpu:1", "--nodelist=n02").stdout.strip()
@@ -243,7 +248,9 @@ def narrow_read(spec: ClusterSpec, sl: Any, sbatch: Any) -> dict[str, Any]:
         return {"rows": len(rows), "records": len(narrow), "json_records": len(full), "differ": differ,
                 "problems": problems, "stale": stale, "made": made, "full_reads": reads,
                 "same_as_json": same, "names": {j.job_id: j.name for j in narrow if j.job_id in made},
-                "started": after, "signalled": signalled}
+                "started": after, "signalled": signalled,
+                "hostile": {"rc": hostile.returncode, "stderr": hostile.stderr[-300:],
+                            "gres": [r.fields[-1] for r in rows if r.job_id in made[3:4]]}}
     finally:
         sl("scancel", *made, check=False)
 

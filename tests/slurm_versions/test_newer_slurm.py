@@ -102,7 +102,10 @@ def test_the_narrow_read_builds_the_json_records(seen: dict[str, Any]) -> None:
     got = seen["narrow"]
     assert got["stale"] == "" and got["problems"] == []
     assert got["differ"] == {} and got["records"] == got["json_records"], got
-    assert len(got["names"]) == 4  # the held job, the pending array, the newline's, the killed
+    # the held job, the pending array, the newline's, the killed, the hostile GRES (below)
+    assert len(got["names"]) == 5 and got["hostile"]["rc"] == 0, got["hostile"]
+    # issue 38 row 3: a GRES type with "|" and a newline is the user's own field, whole
+    assert got["hostile"]["gres"] == ["gres/gpu:x|n02\n99999|RUNNING:8"], got["hostile"]
     assert got["signalled"] == 10  # ended by USR1: kept, to be requeued (apply.died_of_the_signal)
     assert got["full_reads"] == [1, 1, 0] and got["same_as_json"]
     assert "a|name\nwith a newline" in got["names"].values()
