@@ -23,7 +23,12 @@ def make_engine(url: str, *, echo: bool = False) -> Engine:
         raise DatabaseError(f"db.url: cannot parse {mask_url(url)!r} (expected "
                             "dialect+driver://user:password@host:port/database)") from exc
     if parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "", ":memory:"):
-        Path(parsed.database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+        folder = Path(parsed.database).expanduser().parent
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:  # a file where the folder should be, no permission
+            raise DatabaseError(f"db.url: cannot make the folder {folder} of the SQLite "
+                                f"database: {exc.strerror}") from exc
     engine = create_engine(url, echo=echo, pool_pre_ping=True)
     if parsed.get_backend_name() == "sqlite":
 
@@ -38,13 +43,16 @@ def make_engine(url: str, *, echo: bool = False) -> Engine:
 
 
 def check_connection(engine: Engine) -> None:
+    """Connect once; an unreachable database is one :class:`DatabaseError` line (the driver's
+    first line: psycopg adds "Is the server running...?" on a second), its secrets masked."""
     try:
         with engine.connect():
             pass
     except OperationalError as exc:
-        raise DatabaseError(
-            f"cannot connect to {engine.url.render_as_string(hide_password=True)}: {exc.orig}"
-        ) from exc
+        first = (str(exc.orig).strip().splitlines() or [type(exc.orig).__name__])[0]
+        raise DatabaseError(f"cannot connect to "
+                            f"{mask_url(engine.url.render_as_string(hide_password=True))}: "
+                            f"{first}") from exc
 
 
 @contextmanager

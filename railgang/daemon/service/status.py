@@ -19,7 +19,7 @@ from railgang.daemon.service.leader import lock_for, probe
 from railgang.db.models import JobExplanation
 from railgang.db.repositories import explanations as explain_repo
 from railgang.db.repositories import journal as repo
-from railgang.db.session import make_engine, session_scope
+from railgang.db.session import check_connection, make_engine, session_scope
 from railgang.errors import UnknownJobError
 from railgang.topology.files import InputProblem, read_bytes
 
@@ -65,6 +65,8 @@ def daemon_status(settings: Settings) -> dict[str, Any]:
     now = time.time()
     engine = make_engine(settings.db.url)
     try:
+        # unreachable is one line, not a traceback from the lock probe nor "not running"
+        check_connection(engine)
         running = probe(lock_for(engine))
         out: dict[str, Any] = {"running": running, "leader": None, "last_cycle": None,
                                "heartbeat": _heartbeat(settings, now), "journal": None}
@@ -122,6 +124,7 @@ def explanation(settings: Settings, job_id: str) -> dict[str, Any]:
     engine = make_engine(settings.db.url)
     node = None
     try:
+        check_connection(engine)  # unreachable is a DatabaseError line, not "no record of it"
         try:
             with session_scope(engine) as s:
                 row = explain_repo.get(s, job_id)
