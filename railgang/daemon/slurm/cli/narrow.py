@@ -27,14 +27,14 @@ estimate) on 22.05; where squeue honours ``-j`` (24.11+) the cycle that first li
 by id with the changed jobs, and the full read runs only every ``narrow_full_read_filtered_s``. Running railgang jobs' Comments (their training progress, which elastic sizing reads)
 are read every cycle by one more ``squeue -j ... -O JobID,Comment`` (:func:`parse_comments`).
 
-What users write still reaches the narrow form: a GRES type (22.05 and 24.11 take
-``--gres=gpu:x|n02|n03:8`` with ``--hold``, and a newline in one: 22.05), the node names a job asked
-for, a Comment. So those are not ended by a character anyone can type: Slurm's own fields (ids, states, times,
-counts, node names) come first, each ended by ``|``; the fields a user or an administrator
-writes come last, each ended by a mark made afresh for every read (:func:`new_mark`, 64
-random bits), which ends the line as well. No job holds the mark, so whatever bytes a user
-writes stay inside their own field: a ``|`` shifts no column, a newline forges no line. A line
-that is still not exactly the fields asked for with a numeric job id and a job state, a job
+What users write still reaches the narrow form: a GRES type (22.05, 24.11 and 26.05 take
+``--gres=gpu:x|n02|n03:8`` with ``--hold``, and a newline in one), the node names a job asked
+for, a Comment. So those are not ended by a character anyone can type: Slurm's own fields
+(ids, states, times, counts, node names) come first, each ended by ``|``; the fields a user or
+an administrator writes come last, each ended by a mark made afresh for every read
+(:func:`new_mark`, 64 random bits), which ends the line as well. No job holds the mark, so
+whatever bytes a user writes stay inside their own field: a ``|`` shifts no column, a newline
+forges no line. A line that is still not exactly the fields asked for with a numeric job id and a job state, a job
 id twice, or a value of Slurm's the plain form cannot carry (a time Slurm prints as
 ``INVALID``) is a :class:`NarrowProblem`: the cycle reads the JSON instead (logged), never a
 guess. A record whose user-written fields :func:`records.squeue_job` refuses skips that job
