@@ -44,8 +44,9 @@ class FollowUp:
 
 @dataclass(frozen=True, slots=True)
 class HeldBack:
-    """A waiting job a backend kept out of the core's queue this cycle because Slurm refused
-    its Start (docs/slurm-backend.md, "Refused starts"): ``explain`` shows it, not the core."""
+    """A waiting job whose Start Slurm refused lately (docs/slurm-backend.md, "Refused
+    starts"): ``held``, the backend kept it out of the core's queue this cycle (``explain``
+    shows it, not the core); else it is back in the queue and ``explain`` adds Slurm's line."""
 
     job_id: str
     account: str
@@ -56,6 +57,7 @@ class HeldBack:
     reason: str  # Slurm's one line for the latest
     sits_out: int  # cycles it sits out after the latest refusal (0 once left to Slurm)
     left_to_slurm: bool  # its lease was released: Slurm's own checks decide
+    held: bool = True  # out of the core's queue this cycle
 
 
 @runtime_checkable
@@ -103,7 +105,8 @@ class HoldingBackend(Backend, Protocol):
     back-off of refused Starts)."""
 
     def held_back(self) -> Sequence[HeldBack]:
-        """The jobs the last ``snapshot`` left out of the queue, and why."""
+        """The waiting jobs with refused Starts on record as of the last ``snapshot``: those
+        it left out of the queue (``held``) and those back in it, with Slurm's reason."""
         ...
 
 

@@ -64,7 +64,7 @@ def status(ctx: typer.Context, as_json: JsonOpt = False) -> None:
                    + ("missing" if age is None else f"{age:.0f} s old"))
         if shown["journal"]:
             typer.echo("journal: " + ", ".join(f"{k} {v}" for k, v in shown["journal"].items()))
-        for line in render_refused(st.get("refused_starts") or {}):
+        for line in render_refused(shown.get("refused_starts") or {}):
             typer.echo(line)
     if not st["running"]:
         exit_with(ExitCode.NOT_RUNNING)

@@ -7,7 +7,9 @@ The recipe (each step timed; the log line and ``/metrics`` show the milliseconds
    ``planned``, renew the begin-time leases of the queue (backends with leases: right after
    observing and before applying, because a Start ends a job's lease and a renewal after it
    would set it again), decide, write ``planned`` + commit, apply, write outcomes + commit,
-3. record: per-job explanations (only what changed), close the cycle row, prune old rows, commit,
+3. record: per-job explanations (only what changed; with the jobs the backend kept out of the
+   queue after Slurm refused their Start, ``slurm/cli/backoff.py``), close the cycle row, prune
+   old rows, commit,
 4. beat: write the heartbeat file ``EPOCH LEASE_S`` that ``job_submit.lua`` reads,
 5. grants: rewrite the class grants file ``job_submit.lua`` reads when the grants in the
    database changed (``service/grants.py``; also when Slurm was unreachable this cycle).
@@ -276,17 +278,20 @@ class DaemonService:
         if self.estimator is not None:
             estimates = self.estimator.refresh(snap)
             save_scores(s, self.estimator, outcome.now)  # the calibration outlives a restart
+        refused = (self.backend.held_back() if isinstance(self.backend, HoldingBackend)
+                   else [])  # Starts Slurm refused lately (slurm/cli/backoff.py)
         rows = explain.build_rows(outcome, self.policy.last, self.policy.name,
-                                  keep=self.tracker.keep, estimates=estimates)
+                                  keep=self.tracker.keep, estimates=estimates,
+                                  refused={h.job_id: h for h in refused if not h.held})
         present = [*snap.running, *(j.job_id for j in snap.pending)]
         if self.serving is not None:  # replicas the serving step kept from the core (issue 19)
             held_back = self.serving.explain_rows()
             rows += held_back
             present += [r.job_id for r in held_back]
-        if isinstance(self.backend, HoldingBackend):  # Starts Slurm refused (slurm/cli/backoff.py)
-            refused = explain.held_back_rows(self.backend.held_back(), self.policy.name)
-            rows += refused
-            present += [r.job_id for r in refused]
+        if refused:  # the jobs kept out of the core's queue: the core gave them no reason
+            held = explain.held_back_rows([h for h in refused if h.held], self.policy.name)
+            rows += held
+            present += [r.job_id for r in held]
         write, gone = self.tracker.changes(rows, present)
         explain_repo.upsert(s, write, cycle_id=cycle_id, at=at)
         explain_repo.mark_gone(s, gone, cycle_id=cycle_id, at=at)

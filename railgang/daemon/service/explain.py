@@ -43,12 +43,15 @@ def placement(fabric: Any, assignment: Mapping[str, Sequence[int]]) -> dict[str,
 
 def build_rows(outcome: CycleOutcome, plan: Plan | None, policy: str,
                keep: Callable[[str, tuple[str, ...]], bool] | None = None,
-               estimates: Mapping[str, Mapping[str, Any]] | None = None) -> list[ExplanationRow]:
+               estimates: Mapping[str, Mapping[str, Any]] | None = None,
+               refused: Mapping[str, HeldBack] | None = None) -> list[ExplanationRow]:
     """Rows for every job of the cycle's snapshot (waiting and running). A running job this
     cycle did not touch, for which ``keep(job_id, nodes)`` says the stored row still holds, gets
     no row (building one for every running job each cycle is most of this step's cost). A
     waiting job's row carries its start-time estimate (``estimates``, from
-    ``service/estimate.py``) under ``estimate`` when there is one."""
+    ``service/estimate.py``) under ``estimate`` when there is one. ``refused``: waiting jobs
+    back in the queue after Slurm refused their Start (``slurm/cli/backoff.py``): their row
+    keeps Slurm's line until a Start succeeds."""
     snap = outcome.snapshot
     if snap is None:
         return []
@@ -86,6 +89,9 @@ def build_rows(outcome: CycleOutcome, plan: Plan | None, policy: str,
         if start is not None:
             data["start_refused"] = next((x.detail for x in outcome.results
                                           if x.action is start), "")
+        elif refused is not None and job_id in refused:
+            data["start_refused"] = refused[job_id].reason
+            data["refusals"] = refused[job_id].refusals
         if job.state.after_fault:
             data["after_fault"] = True
         if estimates is not None and job_id in estimates:
@@ -121,6 +127,8 @@ def held_back_rows(held: Iterable[HeldBack], policy: str) -> list[ExplanationRow
     refusal does, so a steady back-off costs no writes."""
     rows = []
     for h in held:
+        if not h.held:
+            continue
         if h.left_to_slurm:
             detail = (f"Slurm refused its start {h.refusals} times in a row; its lease was "
                       "released: Slurm's own checks decide (see squeue's reason)")

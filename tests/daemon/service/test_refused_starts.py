@@ -46,3 +46,24 @@ def test_explain_and_status_show_slurms_refusal(engine: Engine, tmp_path: Path) 
                                                "slurm": f"{GRES_REFUSAL} (job 66)"}]
     lines = render_refused(st["refused_starts"])
     assert lines[0].startswith("refused starts: 1 job(s)") and "left to Slurm" in lines[1]
+
+
+def test_a_job_back_in_the_queue_keeps_slurms_line_in_explain() -> None:
+    """After its sit-out the job is in the core's queue again and gets the core's reason (the
+    cluster may be full by then); its row still says what Slurm answered last time."""
+    import json
+
+    from railgang.daemon.backend import HeldBack
+    from railgang.daemon.loop import CycleOutcome
+    from railgang.daemon.service.explain import build_rows
+    from tests.daemon.slurm.cli.capture import observation
+
+    snap = observation().snapshot
+    back = HeldBack(job_id="12", account="team-a", priority_class=3, gpus=6, needed=2,
+                    refusals=3, reason=f"{GRES_REFUSAL} (job 12)", sits_out=4,
+                    left_to_slurm=False, held=False)
+    outcome = CycleOutcome(now=NOW, actions=(), reasons=(), results=(), snapshot=snap)
+    rows = {r.job_id: r for r in build_rows(outcome, None, "fifo", refused={"12": back})}
+    data = json.loads(rows["12"].data)
+    assert data["start_refused"] == f"{GRES_REFUSAL} (job 12)" and data["refusals"] == 3
+    assert "start_refused" not in json.loads(rows["11"].data)

@@ -388,8 +388,8 @@ class CliBackend:
                 log.warning("slurm: releasing the lease of %s: %s", argv[2], exc)
 
     def held_back(self) -> list[HeldBack]:
-        """The waiting jobs the last observation kept out of the core's queue after Slurm
-        refused their Start (sitting out, or left to Slurm), and Slurm's reason."""
+        """The waiting jobs whose Start Slurm refused lately, as of the last observation: kept
+        out of the core's queue (sitting out, or left to Slurm) or back in it; Slurm's reason."""
         return self.backoff.held()
 
     def leases_due(self, job_ids: Sequence[str], now: float) -> list[str]:

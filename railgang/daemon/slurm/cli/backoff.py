@@ -103,10 +103,12 @@ class StartBackoff:
             entry = self._jobs.get(job.job_id)
             if entry is None or (not entry.released and self.cycle >= entry.until_cycle):
                 keep.append(job)
+                if entry is not None:  # back in the queue: explain still shows the refusal
+                    self._held.append(_held(job, entry, held=False))
             else:
                 self._held.append(_held(job, entry))
         released = self.released()
-        held_ids = {h.job_id for h in self._held}
+        held_ids = {h.job_id for h in self._held if h.held}
         for job_id in sorted(released - held_ids):  # left to Slurm under a reason of its own
             rec = obs.jobs.get(job_id)
             if rec is not None and rec.tag is not None:
@@ -121,17 +123,19 @@ class StartBackoff:
                        leased=tuple(j for j in obs.leased if j not in released))
 
     def held(self) -> list[HeldBack]:
-        """The jobs held out of the core's queue in the current cycle, and why."""
+        """The waiting jobs with refusals on record in the current cycle, held out of the
+        core's queue or back in it, and why."""
         return list(self._held)
 
     def snapshot(self) -> Mapping[str, Refusals]:
         return dict(self._jobs)
 
 
-def _held(job: Job, entry: Refusals) -> HeldBack:
+def _held(job: Job, entry: Refusals, held: bool = True) -> HeldBack:
     return HeldBack(job_id=job.job_id, account=job.account, priority_class=int(job.priority_class),
                     gpus=job.gpus, needed=job.min_gpus, refusals=entry.count, reason=entry.reason,
-                    sits_out=0 if entry.released else entry.sits_out, left_to_slurm=entry.released)
+                    sits_out=0 if entry.released else entry.sits_out, left_to_slurm=entry.released,
+                    held=held)
 
 
 __all__ = ["BACKOFF_MAX_CYCLES", "Refusals", "StartBackoff", "counts", "sit_out"]

@@ -112,7 +112,8 @@ def test_a_refused_job_leaves_the_queue_so_the_gang_behind_it_starts(tmp_path: P
     gang = next(a for a in second.actions if isinstance(a, Start))
     assert gang.job_id == "67" and sum(len(g) for g in gang.assignment.values()) == 104
     held = be.held_back()
-    assert [(h.job_id, h.refusals, h.sits_out, h.left_to_slurm) for h in held] == [("66", 1, 1, False)]
+    assert [(h.job_id, h.refusals, h.sits_out, h.left_to_slurm, h.held) for h in held] == [
+        ("66", 1, 1, False, True)]
     assert held[0].reason == f"{GRES_REFUSAL} (job 66)"
     assert "66" in be.last.leased  # type: ignore[union-attr]  # its lease is kept meanwhile
 
@@ -121,7 +122,11 @@ def test_a_job_slurm_keeps_refusing_is_tried_1_2_4_8_cycles_apart_then_left_to_s
         tmp_path: Path) -> None:
     fake = FakeSlurm([BAD], bad={"66"})
     be = backend(fake, tmp_path)
-    out = cycles(be, 40)
+    out = cycles(be, 2)
+    assert [h.held for h in be.held_back()] == [True]  # cycle 2: sits out
+    out += cycles(be, 1)
+    assert [(h.held, h.refusals) for h in be.held_back()] == [(False, 1)]  # back in the queue
+    out += cycles(be, 37)
     tried = [i + 1 for i, o in enumerate(out) if "66" in starts(o)]
     assert tried == [1, 3, 6, 11, 20]  # sits out 1, 2, 4, 8 cycles; the 5th refusal is the last
     assert sum(not r.ok for o in out for r in o.results) == 5
