@@ -57,6 +57,7 @@ local NEEDS_HELP = "type=A100/H100, gpumem>=40G, nvlink, net=ib/roce, cc>=8.0 (c
 -- that do run are anchored and use no `.-`.
 local MAX_HINTS_LEN = 512    -- a whole "rg:..." comment
 local MAX_HINT_LEN = 256     -- one hint value (--rg-parallel, --rg-elastic, --rg-class, --rg-needs)
+local MAX_TRES_LEN = 1024    -- one GPU request (--gpus, --gres, --gpus-per-*) of a hinted job
 local MAX_FILE_BYTES = 1048576  -- the daemon's grants and fleet files; more is not a real file
 local MAX_GANG = 65536       -- tp, pp, dp and elastic bounds: the daemon's tag reader's range
 local MAX_BEGIN_AHEAD_S = 366 * 86400  -- a --begin further out than a year is taken as a year
@@ -365,6 +366,31 @@ local function check_needs_fleet(n, text, gpus)
     return nil, #exclude > 0 and table.concat(exclude, ",") or nil
 end
 
+-- the job's GPU requests: --gpus, --gres/--gpus-per-node, --gpus-per-task, --gpus-per-socket
+local TRES_FIELDS = { "tres_per_job", "tres_per_node", "tres_per_task", "tres_per_socket" }
+
+-- a refusal when a GPU request is too long to read (checked before any pattern looks at it,
+-- as the Comment is), else nil
+local function tres_too_long(job_desc)
+    for _, key in ipairs(TRES_FIELDS) do
+        local v = job_desc[key]
+        if type(v) == "string" and #v > MAX_TRES_LEN then
+            return string.format("a railgang job's GPU request (%s) is at most %d characters, "
+                .. "this one has %d", key, MAX_TRES_LEN, #v)
+        end
+    end
+    return nil
+end
+
+-- true when any GPU request names a GPU (a plain find: no pattern)
+local function asks_gpus(job_desc)
+    for _, key in ipairs(TRES_FIELDS) do
+        local v = job_desc[key]
+        if type(v) == "string" and string.find(v, "gpu", 1, true) then return true end
+    end
+    return false
+end
+
 -- total GPUs the job asks for, from --gpus (tres_per_job) or --gres/--gpus-per-node x nodes
 local function requested_gpus(job_desc)
     local function count(tres)
@@ -531,11 +557,21 @@ function slurm_job_submit(job_desc, part_list, submit_uid)
         end
     end
 
+    local too_long = tres_too_long(job_desc)
+    if too_long then return reject(too_long) end
+
     local tag = {}
     if hints.parallel then
         local shape, perr = parse_parallel(hints.parallel)
         if perr then return reject(perr) end
         local want = shape.tp * shape.pp * shape.dp
+        if not asks_gpus(job_desc) then
+            -- the daemon would count tp x pp x dp GPUs that Slurm never gives the job (and
+            -- skips such a job: slurm/cli/snapshot.py), so it is refused here with the fix
+            return reject(string.format("--rg-parallel tp%d,pp%d,dp%d needs %d GPUs but the job "
+                .. "asks for none; add --gpus=%d (or --gres=gpu:N per node)",
+                shape.tp, shape.pp, shape.dp, want, want))
+        end
         local gpus = requested_gpus(job_desc)
         if gpus ~= nil and gpus ~= want then
             return reject(string.format(
@@ -553,6 +589,10 @@ function slurm_job_submit(job_desc, part_list, submit_uid)
     if hints.elastic then
         local lo, hi, eerr = parse_elastic(hints.elastic)
         if eerr then return reject(eerr) end
+        if not asks_gpus(job_desc) then
+            return reject("--rg-elastic counts GPU replicas but the job asks for no GPUs; add "
+                .. "--gpus=N (or --gres=gpu:N per node)")
+        end
         table.insert(tag, string.format("elastic=%d:%d", lo, hi))
     end
     local class = 3

@@ -30,14 +30,15 @@ local function clean(s) return (string.gsub(s, "[\t\n\r]", " ")) end
 local function unhex(h) if h == "-" then return nil end return (string.gsub(h, "..", function(x) return string.char(tonumber(x, 16)) end)) end
 for line in io.lines() do
     last = nil
-    local kind, uid, account, qos, comment, begin, priority, rec_comment, rec_account =
-        string.match(line, "^(%a+) (%d+) (%S*) (%S*) (%S*) (%d+) (%d+) (%S*) (%S*)$")
+    local kind, uid, account, qos, comment, begin, priority, rec_comment, rec_account, tres_key, tres =
+        string.match(line, "^(%a+) (%d+) (%S*) (%S*) (%S*) (%d+) (%d+) (%S*) (%S*) ?(%S*) ?(%S*)$")
     local t0 = os.clock()
     local rc, job
     if kind == "submit" then
         job = {account = account ~= "-" and account or nil, user_name = "alice",
                qos = qos ~= "-" and qos or nil, comment = unhex(comment),
                begin_time = tonumber(begin), time_limit = slurm.NO_VAL, min_nodes = 1}
+        if tres_key ~= nil and tres_key ~= "" then job[tres_key] = unhex(tres) end
         rc = slurm_job_submit(job, nil, tonumber(uid))
     else
         job = {account = account ~= "-" and account or nil, qos = qos ~= "-" and qos or nil,
@@ -83,9 +84,11 @@ def run_lua(tmp_path: Path, requests: list[str], *, heartbeat: bool = True,
 
 
 def submit(comment: bytes | str, *, uid: int = 1000, account: str = "team-a", qos: str = "-",
-           begin: int = 0) -> str:
+           begin: int = 0, tres: tuple[str, str] | None = None) -> str:
+    """``tres``: one GPU request of the job, e.g. ``("tres_per_node", "gres:gpu:8")``."""
     raw = comment.encode() if isinstance(comment, str) else comment
-    return f"submit {uid} {account} {qos} {raw.hex() or '-'} {begin} 0 - -"
+    gpus = f" {tres[0]} {tres[1].encode().hex()}" if tres else ""
+    return f"submit {uid} {account} {qos} {raw.hex() or '-'} {begin} 0 - -{gpus}"
 
 
 def modify(rec_comment: str, *, uid: int = 1000, account: str = "-", qos: str = "-", begin: int = 0,
@@ -127,12 +130,13 @@ def test_each_hint_value_is_bounded(tmp_path: Path, hint: str) -> None:
     ("elastic=1:65536", "OK"),
     ("parallel=tp99999999999999999999", "ERR"),
     ("parallel=tp65537", "ERR"),
-    ("parallel=tp8,dp65536", "OK"),
+    ("parallel=tp8,dp65536", "OK"),  # with a GPU request of 524,288 (below)
     ("class=nan", "ERR"), ("class=inf", "ERR"), ("class=0x3", "ERR"), ("class=3.0", "ERR"),
     ("class=1e0", "ERR"), ("class=-0", "ERR"), ("class= 3 ", "OK"),
 ])
 def test_numbers_outside_the_daemons_ranges_are_refused(tmp_path: Path, hint: str, want: str) -> None:
-    [(verdict, text, _, _)] = run_lua(tmp_path, [submit("rg:" + hint)])
+    [(verdict, text, _, _)] = run_lua(tmp_path, [submit("rg:" + hint,
+                                                        tres=("tres_per_job", "gres:gpu:524288"))])
     assert verdict == want, text
     if verdict == "OK":
         assert "-" not in text.split("class=")[0]  # no negative number rendered into the tag
@@ -156,16 +160,19 @@ def test_any_comment_gets_an_answer_and_a_tag_the_daemon_reads(tmp_path_factory:
             assert parse_tag(text) is not None  # never a tag the daemon would skip
 
 
+GPUS2 = ("tres_per_node", "gres:gpu:2")
+
+
 # -- row 8: the user's --begin -------------------------------------------------------------------
 
 def test_a_later_begin_is_kept_in_the_tag_and_in_slurms_begin_time(tmp_path: Path) -> None:
     later = int(time.time()) + 86400
-    [(verdict, tag, begin, _)] = run_lua(tmp_path, [submit("rg:parallel=tp2", begin=later)])
+    [(verdict, tag, begin, _)] = run_lua(tmp_path, [submit("rg:parallel=tp2", begin=later, tres=GPUS2)])
     assert verdict == "OK" and f"begin={later}" in tag and int(begin) == later
 
 
 def test_no_begin_gets_the_lease_and_no_begin_in_the_tag(tmp_path: Path) -> None:
-    [(verdict, tag, begin, _)] = run_lua(tmp_path, [submit("rg:parallel=tp2")])
+    [(verdict, tag, begin, _)] = run_lua(tmp_path, [submit("rg:parallel=tp2", tres=GPUS2)])
     assert verdict == "OK" and "begin=" not in tag
     assert abs(int(begin) - (time.time() + 120)) < 5
 
@@ -220,3 +227,37 @@ def test_moving_a_class0_job_to_an_ungranted_account_or_qos_is_refused(tmp_path:
         modify(TAG, account="team-b"),                              # class 3 moves freely
     ])
     assert [r[0] for r in rows] == ["ERR", "OK", "OK", "ERR", "OK", "OK"]
+
+
+# -- issue 38 row 8: a shape needs a GPU request behind it; GPU requests are length-bounded ------
+
+@pytest.mark.parametrize("hint", ["parallel=tp65536,pp65536,dp65536", "parallel=tp2",
+                                  "elastic=1:4", "class=1;parallel=tp8,dp2;elastic=1:2"])
+def test_a_shape_without_a_gpu_request_is_refused(tmp_path: Path, hint: str) -> None:
+    [(verdict, message, _, _)] = run_lua(tmp_path, [submit("rg:" + hint)])
+    assert verdict == "ERR" and "asks for" in message and "--gpus=" in message, message
+
+
+@pytest.mark.parametrize("tres", [("tres_per_node", "gres:gpu:2"), ("tres_per_job", "gres/gpu:2"),
+                                  ("tres_per_task", "gres:gpu:1"),
+                                  ("tres_per_socket", "gres:gpu:1")])
+def test_any_gpu_request_lets_a_shape_through(tmp_path: Path, tres: tuple[str, str]) -> None:
+    [(verdict, tag, _, _)] = run_lua(tmp_path, [submit("rg:parallel=tp2;class=3", tres=tres)])
+    assert (verdict, tag) == ("OK", "railgang:tp=2,pp=1,dp=1;class=3")
+
+
+def test_a_class_hint_alone_needs_no_gpu_request(tmp_path: Path) -> None:
+    [(verdict, tag, _, _)] = run_lua(tmp_path, [submit("rg:class=3")])
+    assert (verdict, tag) == ("OK", "railgang:class=3")  # the daemon's business, as before
+
+
+@pytest.mark.parametrize("key", ["tres_per_job", "tres_per_node", "tres_per_task",
+                                 "tres_per_socket"])
+@pytest.mark.parametrize("value", ["gpu:" + "1" * 65536 + "x", "gpu:a" + "gpu:" * 16384,
+                                   "gres:gpu:" + "a" * 65536 + ":8"])
+def test_a_64k_gpu_request_is_refused_before_any_pattern_runs(tmp_path: Path, key: str,
+                                                              value: str) -> None:
+    [(verdict, message, _, ms)] = run_lua(tmp_path, [submit("rg:parallel=tp8;needs=nvlink",
+                                                            tres=(key, value))])
+    assert verdict == "ERR" and "at most 1024 characters" in message and key in message, message
+    assert ms < 50, f"{ms:.1f} ms of lua for one refusal"

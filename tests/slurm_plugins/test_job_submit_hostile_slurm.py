@@ -100,3 +100,18 @@ def test_a_users_begin_is_kept_under_the_lease(slurm_cluster: DevCluster, jobs: 
     begin = int(tag.split("begin=")[1].split(";")[0])
     assert abs(begin - (time.time() + 3600)) < 120
     assert fields["Reason"] == "BeginTime"
+
+
+def test_a_shape_without_a_gpu_request_is_refused(slurm_cluster: DevCluster, jobs: list[str]) -> None:
+    # issue 38 row 8: tagged before, with tp x pp x dp = 2^48 GPUs that Slurm never gives the job
+    res = sl(slurm_cluster, "sbatch", "--account=team-a", "--output=/dev/null",
+             "--comment=rg:parallel=tp65536,pp65536,dp65536", "--wrap=true", check=False, user=USER)
+    assert res.returncode != 0, res.stdout
+    assert "needs 281474976710656 GPUs but the job asks for none" in res.stderr, res.stderr
+    # the same shape's GPU request through --gpus-per-task is a request: tagged as before
+    res = sl(slurm_cluster, "sbatch", "--parsable", "--hold", "--account=team-a",
+             "--output=/dev/null", "--ntasks=2", "--gpus-per-task=1",
+             "--comment=rg:parallel=tp2;class=3", "--wrap=true", user=USER)
+    job = res.stdout.strip().split(";")[0]
+    jobs.append(job)
+    assert job_fields(slurm_cluster, job)["AdminComment"] == "railgang:tp=2,pp=1,dp=1;class=3"

@@ -14,7 +14,7 @@ from tests.slurm_plugins.lua_harness import run_harness
 # one --comment per stdin line -> "OK\t<admin_comment>" or "ERR\t<message>"; class 0 is open
 BODY = """
     local job = {account = "team-a", user_name = "root", comment = line,
-                 time_limit = slurm.NO_VAL, min_nodes = 1}
+                 time_limit = slurm.NO_VAL, min_nodes = 1, tres_per_node = "gres:gpu:8"}
     if slurm_job_submit(job, nil, 0) == slurm.SUCCESS then
         print("OK\\t" .. (job.admin_comment or ""))
     else

@@ -76,6 +76,8 @@ class SqueueJob:
     requeue: bool = True  # Slurm may requeue it (False: submitted with --no-requeue)
     node_list: tuple[str, ...] = ()  # squeue's "nodes": kept after the job ended (the GPU
     # allocation is not), the nodes a NODE_FAIL job ran on
+    asks_gpus: bool = True  # some tres_per_{job,node,task,socket} names a GPU (job_submit.lua's
+    # asks_gpus): a railgang shape with none behind it is skipped (slurm/cli/snapshot.py)
 
     @property
     def pending(self) -> bool:
@@ -294,6 +296,8 @@ def _squeue_job(raw: Mapping[str, Any], job_id: str) -> SqueueJob:
         progress_problem=progress_problem,
         exit_signal=exit_signal(raw),
         requeue=raw.get("requeue") is not False,
+        asks_gpus=any("gpu" in str(raw.get(f"tres_per_{k}") or "")
+                      for k in ("job", "node", "task", "socket")),
         node_list=expand_hosts(str(raw.get("nodes") or "")),
     )
 

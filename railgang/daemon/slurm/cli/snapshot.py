@@ -197,6 +197,12 @@ def build_observation(now: float, jobs: Iterable[SqueueJob], nodes: Iterable[Sin
             continue  # held, dependent, invalid, or just started: not the core's to place now
         if (not rec.pending and not rec.active) or rec.alloc_problem:
             continue
+        if rec.pending and (tag.dp is not None or tag.elastic) and not rec.asks_gpus:
+            # job_submit.lua refuses such a job; one tagged before it did (or by hand) would be
+            # counted tp x pp x dp GPUs Slurm never gives it: not the core's, and not leased
+            notes.append(f"job {rec.job_id}: tagged with a parallel shape but asks Slurm for no "
+                         "GPUs; skipped by railgang (resubmit with --gpus)")
+            continue
         try:
             fault = rec.pending and rec.job_id in after_fault
             job = (memo.job(rec, tag, fault) if memo is not None and rec.pending
