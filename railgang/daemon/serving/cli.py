@@ -235,7 +235,10 @@ def status_cmd(ctx: typer.Context, as_json: JsonOpt = False) -> None:
     def when(t: Any) -> str:
         if not isinstance(t, (int, float)):
             return "not foreseen"
-        return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%d %H:%M UTC")
+        try:
+            return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%d %H:%M UTC")
+        except (OverflowError, ValueError, OSError):  # a time no calendar holds (1e300)
+            return f"{t:g} (epoch seconds)"
 
     lines = []
     for d in body["deployments"]:

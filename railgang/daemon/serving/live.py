@@ -17,6 +17,14 @@ Times in the files are seconds from ``origin`` (epoch seconds) scaled by ``time_
 seconds per wall second; 240 runs a day in six minutes, as the end-to-end test does). A file
 that changed is read again; one that became unreadable keeps the last good reading and is
 logged once per change (a cycle never fails on it).
+
+The files are read off the cycle's thread (issue 38 row 4: a 100 MB file read in the cycle left
+the heartbeat 175 s old, and leases lapsed): each cycle hands the look at the file (``stat``, and
+a read when it changed) to a daemon thread and waits at most ``READ_WAIT_S`` for it; the cycle
+goes on with the last good reading otherwise, and takes the new one at a later cycle. A read is
+bounded by ``model.py``'s ``DAEMON_*`` (the configured deployments only, rows and bytes) and by
+``READ_TIMEOUT_S``, past which the parse gives up; a read stuck in the kernel (a stalled file
+system) cannot be stopped, so the cycle stops waiting for it with one warning naming the file.
 """
 
 from __future__ import annotations
@@ -25,7 +33,11 @@ import dataclasses
 import json
 import logging
 import os
-from collections.abc import Mapping, Sequence
+import threading
+import time
+from collections.abc import Collection, Mapping, Sequence
+from concurrent.futures import Future
+from concurrent.futures import wait as wait_for
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -41,13 +53,20 @@ from railgang.daemon.serving.controller import (
     StepConfig,
     serving_step,
 )
-from railgang.daemon.serving.model import ServingSet, read_demand
+from railgang.daemon.serving.model import (
+    DAEMON_DEMAND_MAX_BYTES,
+    DAEMON_MAX_ROWS,
+    ServingSet,
+    read_demand,
+)
 from railgang.db.repositories.explanations import ExplanationRow
 from railgang.errors import ConfigError, InputError
 
 log = logging.getLogger(__name__)
 MAX_HORIZON_STEPS = 2000
 NOT_NEEDED = "serving_not_needed"  # explain's reason code of a replica the forecast holds back
+READ_WAIT_S = 0.5  # the most a cycle waits for a demand file's new reading (module docstring)
+READ_TIMEOUT_S = 20.0  # a read not done after this long is given up (a third of the heartbeat's 60 s)
 
 
 def _hosts(expr: str, what: str) -> tuple[str, ...]:
@@ -61,24 +80,75 @@ def _hosts(expr: str, what: str) -> tuple[str, ...]:
 
 
 class _File:
-    """A demand file, read again when it changes; the last good reading survives a bad one."""
+    """A demand file of the deployments ``only``, read again when it changes, off the caller's
+    thread (module docstring); the last good reading survives a bad, slow or stuck one."""
 
-    def __init__(self, path: Path) -> None:
-        self.path, self.stamp, self.value = path, (0, 0), read_demand(path)
+    def __init__(self, path: Path, only: Collection[str]) -> None:
+        self.path, self.only = path, frozenset(only)
         self.stamp = self._stamp()
+        self.value = self._read(require=False)  # at start, in the caller's thread: bounded alike
+        self._task: Future[ServingSet | None] | None = None
+        self._since = 0.0  # when the task in flight began (monotonic)
+        self._warned = False  # the task in flight was reported stuck
 
     def _stamp(self) -> tuple[int, int]:
         st = self.path.stat()
         return st.st_mtime_ns, st.st_size
 
+    def _read(self, *, require: bool = True) -> ServingSet:
+        got = read_demand(self.path, only=self.only, max_bytes=DAEMON_DEMAND_MAX_BYTES,
+                          max_rows=DAEMON_MAX_ROWS, timeout_s=READ_TIMEOUT_S, whole=True)
+        missing = sorted(self.only - set(got.demand)) if require else []
+        if missing:  # a deployment gone from the file: the last reading is the safer one
+            raise InputError(f"no rows of {', '.join(missing)}", path=str(self.path))
+        return got
+
+    def _look(self) -> ServingSet | None:
+        """The new reading, or None when the file did not change (in the worker thread: one at a
+        time, so the stamp is the worker's alone)."""
+        stamp = self._stamp()
+        if stamp == self.stamp:
+            return None
+        self.stamp = stamp  # a bad file is reported once, not every cycle
+        return self._read()
+
+    def _start(self) -> Future[ServingSet | None]:
+        """``_look`` in a daemon thread: a stopping daemon never waits for a stuck read."""
+        fut: Future[ServingSet | None] = Future()
+
+        def run() -> None:
+            if fut.set_running_or_notify_cancel():
+                try:
+                    fut.set_result(self._look())
+                except BaseException as exc:  # handed to get(), which logs it
+                    fut.set_exception(exc)
+
+        threading.Thread(target=run, name="serving-read", daemon=True).start()
+        return fut
+
     def get(self) -> ServingSet:
+        """The last good reading, after at most ``READ_WAIT_S`` for a new one."""
+        if self._task is None:
+            self._task, self._since, self._warned = self._start(), time.monotonic(), False
+        task = self._task
+        wait_for([task], timeout=READ_WAIT_S)
+        if not task.done():
+            late = time.monotonic() - self._since
+            if late > READ_TIMEOUT_S and not self._warned:
+                self._warned = True
+                log.warning("serving: %s: not read after %g s, keeping its last reading (a "
+                            "stalled file system?)", self.path, READ_TIMEOUT_S)
+            return self.value
+        self._task = None
         try:
-            stamp = self._stamp()
-            if stamp != self.stamp:
-                self.stamp = stamp
-                self.value = read_demand(self.path)
-        except (OSError, InputError) as exc:
-            log.warning("serving: %s unreadable, keeping its last reading: %s", self.path, exc)
+            got = task.result()
+        except Exception as exc:  # whatever it was, one line and the last reading
+            log.warning("serving: %s unreadable, keeping its last reading: %s", self.path,
+                        exc if isinstance(exc, (OSError, InputError))
+                        else f"{type(exc).__name__}: {exc}")
+            return self.value
+        if got is not None:
+            self.value = got
         return self.value
 
 
@@ -90,13 +160,15 @@ class LiveServing:
         if settings.demand_file is None:
             raise ConfigError("serving.demand_file: required when serving.enabled")
         self.s = settings
-        self.demand = _File(settings.demand_file)
-        self.forecast = _File(settings.forecast_file) if settings.forecast_file else self.demand
-        deps = {d.name: d for d in self.demand.get().deployments}
+        self.demand = _File(settings.demand_file, settings.pools)
+        self.forecast = (_File(settings.forecast_file, settings.pools) if settings.forecast_file
+                         else self.demand)
+        deps = {d.name: d for d in self.demand.value.deployments}
         unknown = sorted(set(settings.pools) - set(deps))
         if unknown:
+            has = sorted({*deps, *self.demand.value.others})
             raise ConfigError(f"serving.pools: {', '.join(unknown)} not in {settings.demand_file}"
-                              f" (it has {', '.join(sorted(deps)) or 'none'})")
+                              f" (it has {', '.join(has) or 'none'})")
         scale = settings.time_scale
         self.declared = tuple(
             Declared(dataclasses.replace(deps[name], switch_in_s=deps[name].switch_in_s / scale),
@@ -131,7 +203,8 @@ class LiveServing:
         s = self.s
         t = (now - s.origin) * s.time_scale  # file seconds
         steps = min(MAX_HORIZON_STEPS, int(s.horizon_s / s.step_s) + 1)
-        demand, forecast = self.demand.get().demand, self.forecast.get().demand
+        demand = self.demand.get().demand
+        forecast = demand if self.forecast is self.demand else self.forecast.get().demand
         out = {}
         for d in self.declared:
             name = d.deployment.name

@@ -20,20 +20,29 @@ columns in any order::
 Lines starting with ``#`` are comments. A malformed row is skipped with a warning naming its line
 (``strict`` makes it an error); a file with no usable row, no header or a missing column is an
 error. Rows need not be sorted.
+
+The daemon reads its files with tighter bounds than the commands (``DAEMON_*``, docs/serving.md):
+only the deployments it has pools for (``only``: the rows of the others are skipped before a
+value is built for them), at most ``DAEMON_MAX_ROWS`` rows each, ``DAEMON_DEMAND_MAX_BYTES`` in
+all, within ``timeout_s``.
 """
 
 from __future__ import annotations
 
 import csv
+import io
 import math
+import os
+import stat
+import time
 from bisect import bisect_right
-from collections.abc import Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from railgang.daemon.sim.traces.model import Problem
 from railgang.errors import InputError
-from railgang.topology.files import InputProblem, iter_lines
+from railgang.topology.files import InputProblem, iter_lines, read_text, too_big
 
 REQUIRED = ("time_s", "deployment", "replicas", "tp")
 OPTIONAL = ("min_replicas", "max_replicas", "switch_in_s")
@@ -42,7 +51,14 @@ MAX_SECONDS = 366 * 86400.0 * 5  # five years of demand is more than any forecas
 MAX_REPLICAS = 100_000
 MAX_TP = 64  # a TP group spans at most a few nodes' NVLink domains
 MAX_SWITCH_IN_S = 6 * 3600.0
-DEMAND_MAX_BYTES = 256 * 2**20
+DEMAND_MAX_BYTES = 256 * 2**20  # the commands' bound (years of synthetic demand for `sim`)
+# The daemon's: what `serving fetch` writes for its 32 series of 11,000 points (~12 MB when every
+# point is a change; a row per change is usually far fewer), with room; and per deployment 34
+# days of one-minute rows, or 520 days of 15-minute ones (its own fit reads 28 days)
+DAEMON_DEMAND_MAX_BYTES = 16 * 2**20
+DAEMON_MAX_ROWS = 50_000
+MAX_OTHERS = 32  # names of skipped deployments kept for an error message
+_CLOCK_EVERY = 1024  # lines between two looks at the clock
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,6 +114,7 @@ class ServingSet:
     deployments: tuple[Deployment, ...]
     demand: dict[str, Demand]
     problems: tuple[Problem, ...] = ()
+    others: tuple[str, ...] = ()  # with ``only``: deployments skipped (at most MAX_OTHERS)
 
     @property
     def pool_gpus(self) -> int:
@@ -151,14 +168,20 @@ def _row(cells: dict[str, str], line: int) -> _Row:
     return _Row(t, name, replicas, tp, extra, line)
 
 
-def _rows(lines: Iterable[str], path: str, notes: list[str]) -> Iterator[_Row | Problem]:
+def _rows(lines: Iterable[str], path: str, notes: list[str], only: Collection[str] | None,
+          others: set[str], timeout_s: float | None) -> Iterator[_Row | Problem]:
     numbered = ((n, line) for n, line in enumerate(lines, start=1)
                 if not line.lstrip().startswith("#"))
     line_of = [0]
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
 
     def feed() -> Iterator[str]:
         for n, line in numbered:
             line_of[0] = n
+            if deadline is not None and n % _CLOCK_EVERY == 0 and time.monotonic() > deadline:
+                raise InputError(f"not read within {timeout_s:g} s; refusing it (a file this "
+                                 "slow to read is too large or on a stalled file system)",
+                                 path=path, line=n)
             yield line
 
     reader = csv.reader(feed())
@@ -174,6 +197,7 @@ def _rows(lines: Iterable[str], path: str, notes: list[str]) -> Iterator[_Row | 
                          f"{', '.join(REQUIRED)})", path=path, line=line_of[0])
     notes.extend(f"ignored unknown column {c[:40]!r}" for c in header
                  if c not in REQUIRED + OPTIONAL)
+    at = header.index("deployment")
     while True:
         try:
             cells = next(reader)
@@ -184,6 +208,12 @@ def _rows(lines: Iterable[str], path: str, notes: list[str]) -> Iterator[_Row | 
             continue
         if not cells or all(not c.strip() for c in cells):
             continue
+        if only is not None:  # another deployment's row: no value is built for it
+            name = cells[at].strip() if at < len(cells) else ""
+            if name not in only:
+                if len(others) < MAX_OTHERS and name:
+                    others.add(name[:40])
+                continue
         if len(cells) > len(header):
             yield Problem(path, line_of[0], None, f"expected {len(header)} cells, got {len(cells)}")
             continue
@@ -195,14 +225,21 @@ def _rows(lines: Iterable[str], path: str, notes: list[str]) -> Iterator[_Row | 
 
 
 def parse_demand(lines: Iterable[str], *, path: str = "<csv>", strict: bool = False,
-                 notes: list[str] | None = None) -> ServingSet:
-    """Deployments and demand from CSV lines (module docstring); see :func:`read_demand`."""
+                 notes: list[str] | None = None, only: Collection[str] | None = None,
+                 max_rows: int | None = None, timeout_s: float | None = None) -> ServingSet:
+    """Deployments and demand from CSV lines (module docstring); see :func:`read_demand`.
+
+    ``only``: the deployments wanted, the others' rows skipped (a file with rows of none of them
+    is an error only when it names no other either); ``max_rows``: at most this many rows of one
+    deployment; ``timeout_s``: the parse gives up, with an error, after this long."""
     notes = notes if notes is not None else []
     problems: list[Problem] = []
     tp_of: dict[str, int] = {}
     extra_of: dict[str, dict[str, float]] = {}
     points: dict[str, dict[float, int]] = {}
-    for item in _rows(lines, path, notes):
+    rows: dict[str, int] = {}
+    others: set[str] = set()
+    for item in _rows(lines, path, notes, only, others, timeout_s):
         if isinstance(item, _Row) and tp_of.setdefault(item.name, item.tp) != item.tp:
             item = Problem(path, item.line, "tp", f"deployment {item.name!r} has tp {tp_of[item.name]} "
                            f"on an earlier row, {item.tp} here")
@@ -211,10 +248,17 @@ def parse_demand(lines: Iterable[str], *, path: str = "<csv>", strict: bool = Fa
                 raise InputError(item.message, path=path, line=item.line, field=item.field)
             problems.append(item)
             continue
+        if max_rows is not None:
+            rows[item.name] = rows.get(item.name, 0) + 1
+            if rows[item.name] > max_rows:
+                raise InputError(f"deployment {item.name!r} has more than {max_rows:,} rows; "
+                                 "refusing the file (a longer step, or fewer days)", path=path,
+                                 line=item.line)
         points.setdefault(item.name, {})[item.time_s] = item.replicas  # a later row wins
         extra_of.setdefault(item.name, {}).update(item.extra)
-    if not points:
-        raise InputError("no valid demand rows", path=path)
+    if not points and not others:
+        raise InputError("no valid demand rows" + (f" of {', '.join(sorted(only))}" if only else ""),
+                         path=path)
     deployments, demand = [], {}
     for name in sorted(points):
         series = tuple(sorted(points[name].items()))
@@ -228,19 +272,35 @@ def parse_demand(lines: Iterable[str], *, path: str = "<csv>", strict: bool = Fa
                              f"max_replicas {dep.max_replicas}", path=path, field="min_replicas")
         deployments.append(dep)
         demand[name] = Demand(name, series)
-    return ServingSet(tuple(deployments), demand, tuple(problems))
+    return ServingSet(tuple(deployments), demand, tuple(problems), tuple(sorted(others)))
 
 
-def read_demand(path: Path, *, strict: bool = False,
-                notes: list[str] | None = None) -> ServingSet:
-    """Read a demand file, streamed and bounded (binary, /dev/zero, huge lines: one error)."""
-    lines = (line + "\n" for _, line in iter_lines(path, "serving demand",
-                                                   max_bytes=DEMAND_MAX_BYTES))
+def read_demand(path: Path, *, strict: bool = False, notes: list[str] | None = None,
+                only: Collection[str] | None = None, max_bytes: int = DEMAND_MAX_BYTES,
+                max_rows: int | None = None, timeout_s: float | None = None,
+                whole: bool = False) -> ServingSet:
+    """Read a demand file, streamed and bounded (binary, /dev/zero, huge lines: one error); the
+    keywords after ``notes`` are :func:`parse_demand`'s and the bound in bytes.
+
+    ``whole``: in one read of at most ``max_bytes``, not line by line, for a reader in a thread
+    beside the daemon's cycle: a thread that reads line by line lets go of the GIL at every
+    buffer it refills and takes it straight back, and the cycle's thread, waiting for it, starved
+    (0.4-1.6 s stalls measured on a 15 MB file; the GIL's convoy effect)."""
+    try:  # a regular file over the bound is refused before a line of it is read
+        st: os.stat_result | None = os.stat(path)
+    except OSError:
+        st = None  # the reader below says what is wrong with it
+    if st is not None and stat.S_ISREG(st.st_mode) and st.st_size > max_bytes:
+        raise InputError(too_big("serving demand", max_bytes), path=str(path))
     try:
-        return parse_demand(lines, path=str(path), strict=strict, notes=notes)
+        lines: Iterable[str] = (
+            io.StringIO(read_text(path, "serving demand", max_bytes)) if whole else
+            (line + "\n" for _, line in iter_lines(path, "serving demand", max_bytes=max_bytes)))
+        return parse_demand(lines, path=str(path), strict=strict, notes=notes, only=only,
+                            max_rows=max_rows, timeout_s=timeout_s)
     except InputProblem as exc:
         raise InputError(exc.message, path=exc.path, line=exc.line, field=exc.field) from exc
 
 
-__all__ = ["DEFAULT_SWITCH_IN_S", "Demand", "Deployment", "ServingSet", "parse_demand",
-           "read_demand"]
+__all__ = ["DAEMON_DEMAND_MAX_BYTES", "DAEMON_MAX_ROWS", "DEFAULT_SWITCH_IN_S", "Demand",
+           "Deployment", "ServingSet", "parse_demand", "read_demand"]

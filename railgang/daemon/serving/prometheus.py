@@ -3,14 +3,17 @@
 ``railgang serving fetch URL --query Q`` asks Prometheus' HTTP API for a range query
 (``/api/v1/query_range``) and writes the demand file the other commands read: one deployment per
 series, named by a label (``--label``, default ``deployment``), the value rounded to replicas.
-The answer is hostile input like any other: read bounded, parsed once; an answer that is not a
-successful matrix is one error; a sample that is not a finite number >= 0 is skipped and counted.
+The answer is hostile input like any other: read bounded in bytes and in time (``timeout_s`` for the
+whole answer, not per packet: a server that drips a byte at a time is given up), parsed once; an
+answer that is not a successful matrix, or with more than ``MAX_SERIES`` series or ``MAX_POINTS``
+points in one, is one error; a sample that is not a finite number >= 0 is skipped and counted.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -20,8 +23,13 @@ from typing import Any
 
 from railgang.errors import InputError
 
-MAX_ANSWER_BYTES = 64 * 2**20
 MAX_POINTS = 11_000  # Prometheus' own limit per series of a range query
+# a demand file is read by the daemon for a few pools; 32 series of 11,000 points written one row
+# per point stay under its 16 MiB (model.DAEMON_DEMAND_MAX_BYTES)
+MAX_SERIES = 32
+# 32 full series at ~30 bytes a point ("[1800000000.000,\"12\"],") is ~11 MB, labels aside
+MAX_ANSWER_BYTES = 24 * 2**20
+_CHUNK = 2**16
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,13 +49,24 @@ def query_range(url: str, query: str, start: float, end: float, step_s: float, *
     params = urllib.parse.urlencode({"query": query, "start": f"{start:.3f}",
                                      "end": f"{end:.3f}", "step": f"{step_s:g}"})
     target = url.rstrip("/") + "/api/v1/query_range?" + params
+    deadline = time.monotonic() + timeout_s
+    chunks: list[bytes] = []
+    size = 0
     try:
         with urllib.request.urlopen(target, timeout=timeout_s) as answer:  # http(s) only: above
-            body = answer.read(MAX_ANSWER_BYTES + 1)
+            # read1: at most one receive per call, so the clock is looked at between packets
+            while chunk := answer.read1(_CHUNK):
+                chunks.append(chunk)
+                size += len(chunk)
+                if size > MAX_ANSWER_BYTES:
+                    raise InputError(f"Prometheus answered more than "
+                                     f"{MAX_ANSWER_BYTES // 2**20} MiB")
+                if time.monotonic() > deadline:
+                    raise InputError(f"Prometheus at {url[:80]}: no whole answer within "
+                                     f"{timeout_s:g} s")
     except (urllib.error.URLError, OSError, ValueError) as exc:
         raise InputError(f"Prometheus at {url[:80]}: {exc}") from exc
-    if len(body) > MAX_ANSWER_BYTES:
-        raise InputError(f"Prometheus answered more than {MAX_ANSWER_BYTES // 2**20} MiB")
+    body = b"".join(chunks)
     try:
         return json.loads(body)
     except (ValueError, RecursionError) as exc:
@@ -63,6 +82,9 @@ def parse_matrix(answer: Any, start: float, label: str) -> Fetched:
     if not isinstance(data, Mapping) or data.get("resultType") != "matrix" \
             or not isinstance(data.get("result"), list):
         raise InputError("Prometheus answer is not a matrix (use a range query)")
+    if len(data["result"]) > MAX_SERIES:
+        raise InputError(f"Prometheus answered {len(data['result']):,} series, more than "
+                         f"{MAX_SERIES}: a query of the configured deployments only")
     series: dict[str, list[tuple[float, int]]] = {}
     skipped = 0
     for item in data["result"]:
@@ -72,6 +94,9 @@ def parse_matrix(answer: Any, start: float, label: str) -> Fetched:
         if not isinstance(name, str) or not name or not isinstance(values, list):
             skipped += len(values) if isinstance(values, list) else 1
             continue
+        if len(values) > MAX_POINTS + 1:  # the query asked for at most MAX_POINTS steps
+            raise InputError(f"Prometheus answered {len(values):,} points for {name[:40]!r}, "
+                             f"more than {MAX_POINTS:,}")
         points = series.setdefault(name, [])
         for pair in values:
             try:
@@ -99,4 +124,4 @@ def demand_csv(fetched: Fetched, tp: Mapping[str, int], default_tp: int) -> str:
     return "\n".join(lines) + "\n"
 
 
-__all__ = ["Fetched", "demand_csv", "parse_matrix", "query_range"]
+__all__ = ["MAX_POINTS", "MAX_SERIES", "Fetched", "demand_csv", "parse_matrix", "query_range"]

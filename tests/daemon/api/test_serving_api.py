@@ -53,3 +53,16 @@ def test_serving_off_is_a_404_and_a_foreign_file_too(api: Api, tmp_path: Path) -
     status.write_bytes(b"\x00\xff" * 10)
     got = api.client.get("/v1/serving", headers=api.admin)
     assert got.status_code == 404 and "unreadable" in got.text
+
+
+def test_a_deep_or_nan_status_file_is_a_clean_404_not_a_500(api: Api, tmp_path: Path) -> None:
+    """Issue 38 row 8: 100,000 nested ``[`` was a RecursionError and a 500."""
+    status = tmp_path / "serving.json"
+    api.client.app.state.settings = load_settings(  # type: ignore[attr-defined]
+        db={"url": "sqlite://"}, serving={"status_file": str(status)})
+    for body, why in ((b"[" * 100_000 + b"]" * 100_000, "nested too deep"),
+                      (b'{"deployments": [], "as_of": NaN}', "NaN is not a number")):
+        status.write_bytes(body)
+        got = api.client.get("/v1/serving", headers=api.admin)
+        assert got.status_code == 404 and why in got.text, got.text
+        assert str(status) in got.text
