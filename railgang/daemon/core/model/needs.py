@@ -73,6 +73,12 @@ class Needs:
     nvlink: bool = False
     interconnects: frozenset[str] = frozenset()  # empty = any
     min_compute_capability: tuple[int, int] | None = None
+    # Slurm's own rules (docs/slurm-backend.md, "Slurm's own rules"): the only nodes the job may
+    # run on (its partitions, less its --exclude list, with its --constraint features); None:
+    # any node. Not part of the tag's grammar (render leaves it out): the backend reads it from
+    # the job's Slurm record every cycle
+    nodes: frozenset[str] | None = None
+    where: str = ""  # those nodes as reasons name them: "of partition gpu outside its --exclude list"
 
     @property
     def empty(self) -> bool:
@@ -92,6 +98,13 @@ class Needs:
         if self.min_compute_capability is not None:
             parts.append("cc>={}.{}".format(*self.min_compute_capability))
         return ",".join(parts)
+
+    def on(self) -> str:
+        """The nodes these needs leave, as a reason names them: ``the nodes that meet
+        gpumem>=40G``, ``the nodes of partition gpu outside its --exclude list``, or both."""
+        where = (self.where or "Slurm lets it use") if self.nodes is not None else ""
+        text = self.render()
+        return " ".join(p for p in ("the nodes", where, f"that meet {text}" if text else "") if p)
 
     def unmet(self, facts: GpuFacts) -> tuple[str, ...]:
         """The needs (rendered one by one) that ``facts`` fail; empty when all are met."""
@@ -180,10 +193,13 @@ def describe(facts: GpuFacts) -> str:
 
 
 def eligible_nodes(needs: Needs, facts: Mapping[str, GpuFacts]) -> frozenset[str]:
-    """The nodes whose facts meet ``needs`` (every node for no needs)."""
+    """The nodes whose facts meet ``needs`` and that Slurm lets the job use (every node for no
+    needs)."""
     if needs.empty:
         return frozenset(facts)
-    return frozenset(n for n, f in facts.items() if needs.met_by(f))
+    allowed = needs.nodes
+    return frozenset(n for n, f in facts.items()
+                     if (allowed is None or n in allowed) and needs.met_by(f))
 
 
 def fleet_summary(nodes: Iterable[tuple[int, GpuFacts]]) -> str:

@@ -75,6 +75,8 @@ def _needs_unmet(d: Draft, job: Job) -> str:
         return (f"{have} GPUs of serving deployment {job.request.serving}'s pool are held for "
                 f"replicas now (the rest is lent), {job.min_gpus} needed")
     fleet = fleet_summary((n.gpus, n.facts) for n in d.snap.nodes.values() if n.state.usable)
+    if job.needs.nodes is not None:  # Slurm's own rules narrow where it may run
+        return f"{have} GPUs on {job.needs.on()}; the cluster has {fleet}"
     return f"{have} GPUs meet {job.needs.render() or 'its class on serving pools'}; the cluster has {fleet}"
 
 
@@ -403,7 +405,7 @@ class PlacePhase:
             why = Reason.PRIORITY  # would delay the reserved head job
         detail = ("topology has no valid gang slot" if why is Reason.FRAGMENTED else
                   "the free GPUs that fit are on quarantined nodes" if why is Reason.QUARANTINED
-                  else f"too few free GPUs on the nodes that meet {job.needs.render()}"
+                  else f"too few free GPUs on {job.needs.on()}"
                   if why is Reason.NO_ELIGIBLE_CAPACITY else "")
         d.wait(job, why, detail, need)
 

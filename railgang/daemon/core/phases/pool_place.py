@@ -80,8 +80,8 @@ def place(d: Draft, job: Job, want: Want, replicas: int,
             have = sum(len(g) for n, g in d.free.items() if n in eligible)
             if have < gpus <= d.free_count:
                 return Unplaceable(PlacementFailure.INELIGIBLE_NODES,
-                                   f"{d.free_count} GPUs free, {have} of them on nodes that meet "
-                                   f"{job.needs.render()}, {gpus} needed")
+                                   f"{d.free_count} GPUs free, {have} of them on "
+                                   f"{job.needs.on().removeprefix('the ')}, {gpus} needed")
         return Unplaceable(PlacementFailure.INSUFFICIENT_GPUS,
                            f"no pool has {gpus} free GPUs the job may use")
     return failure
