@@ -67,6 +67,7 @@ MAX_HORIZON_STEPS = 2000
 NOT_NEEDED = "serving_not_needed"  # explain's reason code of a replica the forecast holds back
 READ_WAIT_S = 0.5  # the most a cycle waits for a demand file's new reading (module docstring)
 READ_TIMEOUT_S = 20.0  # a read not done after this long is given up (a third of the heartbeat's 60 s)
+_GONE = (-1, -1)  # the stamp of a file that cannot be stat'ed
 
 
 def _hosts(expr: str, what: str) -> tuple[str, ...]:
@@ -85,7 +86,10 @@ class _File:
 
     def __init__(self, path: Path, only: Collection[str]) -> None:
         self.path, self.only = path, frozenset(only)
-        self.stamp = self._stamp()
+        try:  # before the read: a change during it is seen at the next look
+            self.stamp = self._stamp()
+        except OSError:
+            self.stamp = _GONE  # the read says what is wrong, naming the file
         self.value = self._read(require=False)  # at start, in the caller's thread: bounded alike
         self._task: Future[ServingSet | None] | None = None
         self._since = 0.0  # when the task in flight began (monotonic)
@@ -106,7 +110,12 @@ class _File:
     def _look(self) -> ServingSet | None:
         """The new reading, or None when the file did not change (in the worker thread: one at a
         time, so the stamp is the worker's alone)."""
-        stamp = self._stamp()
+        try:
+            stamp = self._stamp()
+        except OSError:
+            if self.stamp == _GONE:  # already reported
+                return None
+            stamp = _GONE
         if stamp == self.stamp:
             return None
         self.stamp = stamp  # a bad file is reported once, not every cycle

@@ -287,6 +287,19 @@ def test_a_file_without_a_configured_deployment_keeps_the_last_reading(
     assert len(warned) == 1 and "no rows of chat" in warned[0], warned
 
 
+def test_a_removed_file_is_one_warning_and_a_missing_one_one_error(
+        demand: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    live = _live(demand)
+    demand.unlink()
+    with caplog.at_level(logging.WARNING, "railgang.daemon.serving.live"):
+        _cycles(live, 4, 2.0)
+    assert live.outlooks(60.0)["chat"].demand_now == 1
+    warned = [r.getMessage() for r in caplog.records if str(demand) in r.getMessage()]
+    assert len(warned) == 1 and "file not found" in warned[0], warned
+    with pytest.raises(InputError, match="file not found"):
+        _live(tmp_path / "nowhere.csv")
+
+
 # -- Prometheus ---------------------------------------------------------------------------------
 
 def _matrix(series: int, points: int) -> dict[str, Any]:
