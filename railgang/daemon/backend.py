@@ -58,6 +58,9 @@ class HeldBack:
     sits_out: int  # cycles it sits out after the latest refusal (0 once left to Slurm)
     left_to_slurm: bool  # its lease was released: Slurm's own checks decide
     held: bool = True  # out of the core's queue this cycle
+    # why: "refused" (Slurm refused its Starts), "rules" (a rule of Slurm's railgang does not
+    # model, ``reason`` names it: left to Slurm), "dependency" (``reason``: its unmet dependency)
+    kind: str = "refused"
 
 
 @runtime_checkable

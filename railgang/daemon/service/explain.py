@@ -119,6 +119,8 @@ def build_rows(outcome: CycleOutcome, plan: Plan | None, policy: str,
 
 START_REFUSED = "start_refused"  # sits out cycles after Slurm refused its Start (backoff.py)
 LEFT_TO_SLURM = "left_to_slurm"  # refused too often: lease released, Slurm's checks decide
+# (or a rule of Slurm's railgang does not model: --nodelist, --reservation, ...; slurm/cli/rules.py)
+WAITING_ON_DEPENDENCY = "waiting_on_dependency"  # --dependency not met: no GPUs held, lease kept
 
 
 def held_back_rows(held: Iterable[HeldBack], policy: str) -> list[ExplanationRow]:
@@ -129,18 +131,27 @@ def held_back_rows(held: Iterable[HeldBack], policy: str) -> list[ExplanationRow
     for h in held:
         if not h.held:
             continue
-        if h.left_to_slurm:
+        if h.kind == "dependency":
+            detail = f"{h.reason}; it holds no GPUs and is scheduled once Slurm says it is met"
+        elif h.kind == "rules":
+            detail = (f"{h.reason}: railgang does not model that, so its lease was released: "
+                      "Slurm schedules it (see squeue's reason)")
+        elif h.left_to_slurm:
             detail = (f"Slurm refused its start {h.refusals} times in a row; its lease was "
                       "released: Slurm's own checks decide (see squeue's reason)")
         else:
             detail = (f"Slurm refused its start {h.refusals} time(s) in a row; it sits out "
                       f"{h.sits_out} cycle(s) before it is tried again")
-        data = {"needed": h.needed, "ahead": 0, "blocked_by": [], "policy": policy,
-                "start_refused": h.reason, "refusals": h.refusals}
+        data: dict[str, Any] = {"needed": h.needed, "ahead": 0, "blocked_by": [], "policy": policy}
+        if h.kind == "refused":
+            data.update(start_refused=h.reason, refusals=h.refusals)
+        else:
+            data["slurm_rule"] = h.reason
         rows.append(ExplanationRow(
             job_id=h.job_id, state="waiting", account=h.account,
             priority_class=h.priority_class, gpus=h.gpus,
-            reason=LEFT_TO_SLURM if h.left_to_slurm else START_REFUSED, detail=detail,
+            reason=(WAITING_ON_DEPENDENCY if h.kind == "dependency" else LEFT_TO_SLURM
+                    if h.left_to_slurm else START_REFUSED), detail=detail,
             data=_json(data)))
     return rows
 

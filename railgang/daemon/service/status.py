@@ -42,8 +42,11 @@ _REASON_TEXT = {  # one line per reason code for people (codes the core may not 
     "cascade_damped": "it was preempted recently and may not preempt others yet",
     "start_refused": ("Slurm refused its start; it sits out a few cycles (1, 2, 4, ...) out of "
                       "the queue, holding no GPUs from others (docs/slurm-backend.md)"),
-    "left_to_slurm": ("Slurm refused its start slurm.start_refusals_max times in a row: its "
-                      "lease was released and Slurm's own checks decide (squeue's reason)"),
+    "left_to_slurm": ("Slurm refused its start slurm.start_refusals_max times in a row, or it "
+                      "asks for what railgang does not model (--nodelist, --reservation, ...): "
+                      "its lease was released and Slurm's own checks decide (squeue's reason)"),
+    "waiting_on_dependency": ("its --dependency is not met yet: it holds no GPUs, its lease is "
+                              "kept, and it is scheduled once Slurm says it is met"),
     "waiting_for_leaf": ("GPUs are free only across network leaves; it waits a bounded time "
                          "(daemon.leaf_wait_s after submit) for one leaf, which is held for it"),
 }
@@ -102,7 +105,8 @@ REFUSED_REASONS = ("start_refused", "left_to_slurm")  # service/explain.py's hel
 def _refused(row: JobExplanation) -> dict[str, Any]:
     data = json.loads(row.data or "{}")
     return {"job_id": row.job_id, "left_to_slurm": row.reason == "left_to_slurm",
-            "refusals": data.get("refusals"), "slurm": data.get("start_refused", "")}
+            "refusals": data.get("refusals"),
+            "slurm": data.get("start_refused") or data.get("slurm_rule", "")}
 
 
 def render_refused(refused: dict[str, Any]) -> list[str]:
@@ -112,7 +116,8 @@ def render_refused(refused: dict[str, Any]) -> list[str]:
     lines = [f"refused starts: {refused['jobs']} job(s) held back (railgang explain JOB)"]
     for r in refused["latest"][:5]:
         what = "left to Slurm" if r["left_to_slurm"] else "sitting out"
-        lines.append(f"  job {r['job_id']}: {r['refusals']} refusal(s), {what}: {r['slurm']}")
+        count = f"{r['refusals']} refusal(s), " if r["refusals"] else ""
+        lines.append(f"  job {r['job_id']}: {count}{what}: {r['slurm']}")
     return lines
 
 

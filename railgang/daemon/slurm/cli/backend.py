@@ -59,10 +59,12 @@ from railgang.daemon.slurm.cli.narrow import (
     NarrowProblem,
     NarrowRow,
     comments_argv,
+    excluded_argv,
     narrow_argv,
     new_mark,
     parse_comments,
     parse_narrow,
+    with_excluded,
     with_progress,
 )
 from railgang.daemon.slurm.cli.parse import ParseProblem
@@ -129,6 +131,7 @@ class CliBackend:
         self.changed_reads = 0  # 1 when it read the JSON of only the changed jobs instead
         self._memo = JobMemo()  # waiting jobs' core Jobs while their records stay the same
         self.backoff = StartBackoff(self.settings.start_refusals_max)  # refused Starts per job
+        self._pinned: set[str] = set()  # jobs this process started: their ReqNodeList is ours
         # node failures: requeue, first in class, drain flaky nodes, burn-ins (failures.py)
         self.failures = (FailureResponder(self.runner, failures)
                          if failures is not None and failures.enabled else None)
@@ -160,7 +163,10 @@ class CliBackend:
                                                          st.spot_notice_s),
                                 lease_s=float(st.lease_s),
                                 grants=read_grants(self.grants_file) if self.grants_file else None,
-                                after_fault=after_fault, memo=self._memo)
+                                after_fault=after_fault, memo=self._memo,
+                                pinned=frozenset(self._pinned))
+        self._pinned &= obs.jobs.keys()
+        self._leave_to_slurm(obs, now)
         obs = self.backoff.hold_back(obs, [j.job_id for j in jobs if j.pending])
         for note in obs.skipped:
             log.warning("slurm: %s", note)
@@ -213,6 +219,13 @@ class CliBackend:
                 try:
                     jobs, notes = cache.read(rows)
                     notes = [*said, *(n for n in notes if n not in said)]
+                    unseen = [j.job_id for j in jobs
+                              if j.pending and j.tag is not None and j.job_id not in cache.full]
+                    if unseen:  # their --exclude lists (not in the narrow form: narrow.py)
+                        mark = new_mark()
+                        text = self.runner.run(excluded_argv(unseen, mark)).stdout
+                        jobs = with_excluded(jobs, parse_comments(text, unseen, mark,
+                                                                  "squeue -o %x"))
                     ours = [j.job_id for j in jobs if j.active and j.tag is not None]
                     if ours:  # their progress, fresh (elastic sizing reads it)
                         mark = new_mark()
@@ -356,6 +369,7 @@ class CliBackend:
             return [ActionResult(a, False, str(exc)) for a in actions]
         self._started = {j: t for j, t in self._started.items() if now - t < STARTING_GRACE_S}
         self._started.update({r.action.job_id: now for r in results if r.ok and isinstance(r.action, Start)})
+        self._pinned.update(r.action.job_id for r in results if r.ok and isinstance(r.action, Start))
         self._back_off(results, now)
         return results
 
@@ -379,6 +393,19 @@ class CliBackend:
                 else:
                     log.info("slurm: job %s: start refused (%s); it sits out %d cycle(s)",
                              job_id, r.detail, entry.sits_out)
+        self._release(release, now)
+
+    def _leave_to_slurm(self, obs: Observation, now: float) -> None:
+        """Release the lease of each waiting job a rule railgang does not model applies to
+        (``rules.py``), once: it is held out of the queue from now on, as a job refused too
+        often is (``backoff.py``), and Slurm schedules it."""
+        left = [j for j, why in obs.left.items() if self.backoff.leave(j, why)]
+        for job_id in left:
+            log.warning("slurm: job %s: %s; railgang does not model that: its lease is released "
+                        "and it is left to Slurm", job_id, obs.left[job_id])
+        self._release(left, now)
+
+    def _release(self, release: Sequence[str], now: float) -> None:
         for argv in cmd.lease_argvs([j for j in release if cmd.valid_job_id(j)], now):
             try:  # a release Slurm refuses still ends: the lease is no longer renewed
                 res = self.runner.attempt(argv)
@@ -390,7 +417,14 @@ class CliBackend:
     def held_back(self) -> list[HeldBack]:
         """The waiting jobs whose Start Slurm refused lately, as of the last observation: kept
         out of the core's queue (sitting out, or left to Slurm) or back in it; Slurm's reason."""
-        return self.backoff.held()
+        obs = self.last
+        waits = [] if obs is None else [
+            HeldBack(job_id=j, account=rec.account, priority_class=int(rec.tag.priority_class),
+                     gpus=rec.gpus_requested, needed=rec.gpus_requested, refusals=0, reason=why,
+                     sits_out=0, left_to_slurm=False, kind="dependency")
+            for j, why in obs.waits.items()
+            if (rec := obs.jobs.get(j)) is not None and rec.tag is not None]
+        return [*self.backoff.held(), *waits]
 
     def leases_due(self, job_ids: Sequence[str], now: float) -> list[str]:
         """The leases to renew now among ``job_ids`` (plus the jobs waiting for a later

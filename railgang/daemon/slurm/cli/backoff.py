@@ -79,6 +79,16 @@ class StartBackoff:
         self._jobs[job_id] = entry
         return entry
 
+    def leave(self, job_id: str, reason: str) -> bool:
+        """Leave ``job_id`` to Slurm for a rule railgang does not model (``rules.py``): held
+        out of the queue like a job refused too often, with ``reason``, and no refusal
+        counted. False when it was left to Slurm already (its lease is released once)."""
+        entry = self._jobs.get(job_id)
+        if entry is not None and entry.released:
+            return False
+        self._jobs[job_id] = Refusals(0, reason, 0, self.cycle, released=True)
+        return True
+
     def started(self, job_id: str) -> None:
         self._jobs.pop(job_id, None)
 
@@ -116,7 +126,8 @@ class StartBackoff:
                 self._held.append(HeldBack(
                     job_id=job_id, account=rec.account, priority_class=int(rec.tag.priority_class),
                     gpus=rec.gpus_requested, needed=rec.gpus_requested, refusals=entry.count,
-                    reason=entry.reason, sits_out=0, left_to_slurm=True))
+                    reason=entry.reason, sits_out=0, left_to_slurm=True,
+                    kind="refused" if entry.count else "rules"))
         if len(keep) == len(obs.snapshot.pending) and not (released & set(obs.leased)):
             return obs
         return replace(obs, snapshot=obs.snapshot.replace(pending=tuple(keep)),
@@ -135,7 +146,7 @@ def _held(job: Job, entry: Refusals, held: bool = True) -> HeldBack:
     return HeldBack(job_id=job.job_id, account=job.account, priority_class=int(job.priority_class),
                     gpus=job.gpus, needed=job.min_gpus, refusals=entry.count, reason=entry.reason,
                     sits_out=0 if entry.released else entry.sits_out, left_to_slurm=entry.released,
-                    held=held)
+                    held=held, kind="refused" if entry.count else "rules")
 
 
 __all__ = ["BACKOFF_MAX_CYCLES", "Refusals", "StartBackoff", "counts", "sit_out"]

@@ -50,7 +50,7 @@ from datetime import datetime
 from typing import Any
 
 from railgang.daemon.slurm.cli.commands import SQUEUE
-from railgang.daemon.slurm.cli.parse import ParseProblem
+from railgang.daemon.slurm.cli.parse import ParseProblem, expand_hosts
 from railgang.daemon.slurm.cli.records import (
     ACTIVE_STATES,
     BURN_IN_NAME,
@@ -67,17 +67,21 @@ from railgang.training import read_progress
 # The last ones are text a user or an administrator chose (GRES types: "gpu:x|n02\n99|...:8"
 # is a valid --gres; the node names a user asked for; the AdminComment): each ends with the
 # read's own mark (new_mark), which no job can hold, so no value can shift a column or forge
-# a line, whatever bytes it holds
+# a line, whatever bytes it holds. So do the job's --constraint, --dependency and --reservation
+# (Slurm's own rules, rules.py). 22.05's -O has no field for the --exclude list: it is carried
+# from the full read, and read with -o %x for waiting jobs no full read saw (excluded_argv)
 FIELDS = (("JobID", "job_id"), ("State", "job_state"), ("Reason", "state_reason"),
           ("Account", "account"), ("UserName", "user_name"), ("QOS", "qos"),
           ("SubmitTime", "submit_time"), ("EligibleTime", "eligible_time"),
           ("StartTime", "start_time"), ("TimeLimit", "time_limit"),
           ("PriorityLong", "priority"), ("RestartCnt", "restart_cnt"), ("NumNodes", "node_count"),
           ("BatchHost", "batch_host"), ("NodeList", "nodes"), ("Requeue", "requeue"),
-          ("exit_code", "exit_code"), ("ReqNodes", "required_nodes"),
+          ("exit_code", "exit_code"), ("Partition", "partition"), ("HetJobID", "het_job_id"),
+          ("ReqNodes", "required_nodes"), ("Feature", "features"),
+          ("Dependency", "dependency"), ("Reservation", "resv_name"),
           ("admin_comment", "admin_comment"), ("tres-per-job", "tres_per_job"),
           ("tres-per-node", "tres_per_node"))
-FREE = 4  # the last FREE fields end with the mark; the others with SEP
+FREE = 7  # the last FREE fields end with the mark; the others with SEP
 SEP = "|"
 _AT = {key: i for i, (_, key) in enumerate(FIELDS)}
 # what changes when a job starts, is resized or requeued (the JSON is read again then)
@@ -87,7 +91,8 @@ _TIMES = frozenset({"submit_time", "eligible_time", "start_time"})
 _NONE = frozenset({"", "N/A", "n/a", "(null)", "None", "Unknown", "NONE"})
 # what a job's record takes from the last full read: user text, GPU indices, and when it was
 # last resized (22.05's squeue prints ResizeTime of a resized job as "INVALID")
-CARRIED = ("name", "progress", "progress_problem", "allocation", "alloc_problem", "resize_time")
+CARRIED = ("name", "progress", "progress_problem", "allocation", "alloc_problem", "resize_time",
+           "excluded_nodes")
 
 
 class NarrowProblem(ParseProblem):
@@ -220,7 +225,7 @@ def raw_record(row: NarrowRow) -> dict[str, Any]:
             raw[key] = _minutes(text)
         elif key == "exit_code":
             raw[key] = _wait_status(text)
-        elif key in ("priority", "restart_cnt", "node_count"):
+        elif key in ("priority", "restart_cnt", "node_count", "het_job_id"):
             raw[key] = int(text) if text.isdigit() else 0
         elif key == "requeue":
             raw[key] = text != "0"
@@ -278,18 +283,40 @@ def comments_argv(job_ids: list[str], mark: str) -> list[str]:
     return [SQUEUE, "-h", "-j", ",".join(job_ids), "-O", f"JobID:0{mark},Comment:0{mark}"]
 
 
-def parse_comments(text: str, job_ids: list[str], mark: str) -> dict[str, str]:
-    """``{job id: Comment}`` of :func:`comments_argv`'s output with ``mark``. A Comment is the
-    user's text, newlines and ``|`` included; only the mark ends it, which no Comment holds. A
-    line of a job not asked for, or twice, is a :class:`NarrowProblem`."""
+def parse_comments(text: str, job_ids: list[str], mark: str, what: str = "squeue -O Comment",
+                   ) -> dict[str, str]:
+    """``{job id: Comment}`` of :func:`comments_argv`'s output with ``mark`` (or of
+    :func:`excluded_argv`'s, ``what`` naming it). A Comment is the user's text, newlines and
+    ``|`` included; only the mark ends it, which no Comment holds. A line of a job not asked
+    for, or twice, is a :class:`NarrowProblem`."""
     asked = set(job_ids)
     out: dict[str, str] = {}
-    for number, (job_id, comment) in enumerate(_lines(text, mark, 2, "squeue -O Comment"),
-                                                start=1):
+    for number, (job_id, comment) in enumerate(_lines(text, mark, 2, what), start=1):
         if job_id not in asked or job_id in out:
-            raise NarrowProblem(f"squeue -O Comment line {number} is not one asked-for job's "
+            raise NarrowProblem(f"{what} line {number} is not one asked-for job's "
                                 f"({job_id[:60]!r})")
         out[job_id] = comment
+    return out
+
+
+def excluded_argv(job_ids: list[str], mark: str) -> list[str]:
+    """The ``--exclude`` lists of waiting jobs no full read saw (22.05's ``-O`` has no field
+    for them; ``-o %x`` has): ``squeue -h -j A,B -o %iMARK%xMARK``."""
+    return [SQUEUE, "-h", "-j", ",".join(job_ids), "-o", f"%i{mark}%x{mark}"]
+
+
+def with_excluded(jobs: list[SqueueJob], lists: Mapping[str, str]) -> list[SqueueJob]:
+    """``jobs`` with the ``--exclude`` list of each job in ``lists`` (:func:`excluded_argv`'s
+    output); a list that is not node names is a :class:`NarrowProblem` (the JSON is read)."""
+    out = []
+    for job in jobs:
+        text = lists.get(job.job_id)
+        if text is not None:
+            try:
+                job = replace(job, excluded_nodes=expand_hosts("" if text in _NONE else text))
+            except ParseProblem as exc:
+                raise NarrowProblem(f"job {job.job_id}: --exclude {text[:40]!r}: {exc}") from exc
+        out.append(job)
     return out
 
 
@@ -382,5 +409,5 @@ class NarrowCache:
 
 
 __all__ = ["CARRIED", "FIELDS", "NarrowCache", "NarrowProblem", "NarrowRow", "comments_argv",
-           "merge", "narrow_argv", "new_mark", "parse_comments", "parse_narrow", "raw_record",
-           "with_progress"]
+           "excluded_argv", "merge", "narrow_argv", "new_mark", "parse_comments", "parse_narrow",
+           "raw_record", "with_excluded", "with_progress"]

@@ -78,6 +78,13 @@ class SqueueJob:
     # allocation is not), the nodes a NODE_FAIL job ran on
     asks_gpus: bool = True  # some tres_per_{job,node,task,socket} names a GPU (job_submit.lua's
     # asks_gpus): a railgang shape with none behind it is skipped (slurm/cli/snapshot.py)
+    # Slurm's own rules on where it may run (docs/slurm-backend.md, "Slurm's own rules"):
+    partition: str = ""  # its partition(s), comma-separated ("" = unknown: any)
+    excluded_nodes: tuple[str, ...] = ()  # --exclude
+    constraint: str = ""  # --constraint, as the user wrote it (features)
+    dependency: str = ""  # --dependency still unmet (Slurm drops each one once it is met)
+    reservation: str = ""  # --reservation
+    het_job_id: int = 0  # the leader's id in a heterogeneous job (0: not one)
 
     @property
     def pending(self) -> bool:
@@ -98,6 +105,7 @@ class SinfoNode:
     reason: str
     features: frozenset[str]
     gres: str = ""  # as sinfo prints it (gpu:a100:8(S:0-1)): the typed GRES names the GPU type
+    partitions: frozenset[str] = frozenset()  # the partitions it is in (empty: unknown)
 
 
 @dataclass(frozen=True, slots=True)
@@ -299,7 +307,19 @@ def _squeue_job(raw: Mapping[str, Any], job_id: str) -> SqueueJob:
         asks_gpus=any("gpu" in str(raw.get(f"tres_per_{k}") or "")
                       for k in ("job", "node", "task", "socket")),
         node_list=expand_hosts(str(raw.get("nodes") or "")),
+        partition=str(raw.get("partition") or ""),
+        excluded_nodes=expand_hosts(str(raw.get("excluded_nodes") or "")),
+        constraint=str(raw.get("features") or ""),
+        dependency=_unset(raw.get("dependency")),
+        reservation=_unset(raw.get("resv_name")),
+        het_job_id=int(_num(raw, "het_job_id")),
     )
+
+
+def _unset(value: Any) -> str:
+    """A text field; Slurm's words for none (``(null)``) are ""."""
+    text = str(value or "")
+    return "" if text in ("(null)", "None", "N/A") else text
 
 
 def unreadable_job(raw: Mapping[str, Any], problem: str) -> SqueueJob | None:
@@ -446,6 +466,7 @@ def _sinfo_node(raw: Any, i: int) -> SinfoNode:
         reason=str(raw.get("reason") or ""),
         features=frozenset(f for f in feats.split(",") if f),
         gres=str(raw.get("gres") or ""),
+        partitions=frozenset(str(p) for p in raw.get("partitions") or () if p),
     )
 
 

@@ -155,6 +155,7 @@ class DataParserReader:
         groups = doc.get("sinfo")
         if not isinstance(groups, list):
             raise ParseProblem("sinfo --json: 'sinfo' is not a list")
+        parts = _partitions(groups)
         for i, group in enumerate(groups):
             names = group.get("nodes", {}).get("nodes") if isinstance(group, dict) else None
             if not isinstance(group, dict) or not isinstance(group.get("nodes"), dict) or (
@@ -167,7 +168,7 @@ class DataParserReader:
                     continue
                 if isinstance(name, str):
                     seen.add(name)
-                yield f"sinfo[{i}]", {**node, "name": name}
+                yield f"sinfo[{i}]", {**node, "name": name, "partitions": parts.get(name, [])}
 
     @staticmethod
     def _group(group: Mapping[str, Any]) -> dict[str, Any]:
@@ -187,6 +188,22 @@ class DataParserReader:
         if not isinstance(raw, dict) or not isinstance(raw.get("state"), dict):
             return raw
         return {**raw, "state": {**raw["state"], "current": state_word(raw["state"].get("current"))}}
+
+
+def _partitions(groups: list[Any]) -> dict[Any, list[str]]:
+    """Every partition each node is in: a node of two partitions is in two groups (the node
+    record takes the first group's other fields, and both partitions)."""
+    out: dict[Any, list[str]] = {}
+    for group in groups:
+        part = group.get("partition") if isinstance(group, dict) else None
+        name = part.get("name") if isinstance(part, dict) else part
+        names = group.get("nodes", {}).get("nodes") if isinstance(group, dict) and isinstance(
+            group.get("nodes"), dict) else None
+        if isinstance(name, str) and name and isinstance(names, list):
+            for node in names:
+                if isinstance(node, str) and name not in out.setdefault(node, []):
+                    out[node].append(name)
+    return out
 
 
 def reader_for(schema: Schema) -> DataParserReader | None:

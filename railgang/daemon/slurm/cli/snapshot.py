@@ -22,6 +22,7 @@ from railgang.daemon.slurm.cli.class_grants import ClassGrants
 from railgang.daemon.slurm.cli.facts import facts_from_slurm, tier_from_features
 from railgang.daemon.slurm.cli.parse import RailgangTag
 from railgang.daemon.slurm.cli.records import ShareRow, SinfoNode, SqueueJob
+from railgang.daemon.slurm.cli.rules import ANYWHERE, Places, Where, left_to_slurm, waits_on
 
 # pending reasons under which a railgang job is the daemon's to place: waiting on its lease, or
 # already eligible under plain Slurm (a lapsed lease the daemon takes back by renewing it). Held,
@@ -42,11 +43,17 @@ class Observation:
     nodes_raw: Mapping[str, SinfoNode] = field(default_factory=dict)  # sinfo's view, by name
     skipped: tuple[str, ...] = ()  # one line per record left out, and why
     leased: tuple[str, ...] = field(default=())  # pending railgang jobs in the queue
+    # Slurm's own rules (rules.py): waiting jobs left to Slurm, and those waiting on their
+    # dependency (leased, out of the queue), each with why
+    left: Mapping[str, str] = field(default_factory=dict)
+    waits: Mapping[str, str] = field(default_factory=dict)
 
 
-def core_job(rec: SqueueJob, tag: RailgangTag, now: float, after_fault: bool = False) -> Job:
+def core_job(rec: SqueueJob, tag: RailgangTag, now: float, after_fault: bool = False,
+             where: Where = ANYWHERE) -> Job:
     """The core's :class:`Job` for a railgang job (raises ValueError if the sizes disagree);
-    ``after_fault``: a node failure requeued it (``failures.py``)."""
+    ``after_fault``: a node failure requeued it (``failures.py``); ``where``: the nodes Slurm's
+    own rules let it use (``rules.py``), which narrow its needs."""
     per_replica = tag.tp * tag.pp
     gpus = per_replica * tag.dp if tag.dp is not None else rec.gpus_requested
     request = JobRequest(
@@ -59,7 +66,8 @@ def core_job(rec: SqueueJob, tag: RailgangTag, now: float, after_fault: bool = F
         elastic_min=tag.elastic[0] if tag.elastic else None,
         elastic_max=tag.elastic[1] if tag.elastic else None,
         priority_class=tag.priority_class,
-        needs=tag.needs,
+        needs=tag.needs if where[0] is None else dataclasses.replace(
+            tag.needs, nodes=where[0], where=where[1]),
         serving=tag.serving if tag.priority_class == 0 else "",  # a replica is class 0
         time_limit_s=rec.time_limit_s,
         model=rec.name,
@@ -161,20 +169,25 @@ def build_observation(now: float, jobs: Iterable[SqueueJob], nodes: Iterable[Sin
                       pricing: Callable[[Iterable[tuple[str, str]]], Mapping[str, Any]] | None = None,
                       *, lease_s: float = 0.0, grants: ClassGrants | None = None,
                       after_fault: frozenset[str] = frozenset(),
-                      memo: JobMemo | None = None) -> Observation:
+                      memo: JobMemo | None = None, pinned: frozenset[str] | None = None) -> Observation:
     """Everything the core sees, from one read of squeue, sinfo and sshare; ``pricing``: the
     tiers' terms for the cluster's (GPU type, tier) pools (``facts.tier_terms``); ``lease_s``:
     the lease the backend renews (a job with a later ``--begin`` joins the renewals one lease
     before it); ``grants``: the class grants now (a class 0-2 job no longer granted to its
     account, user or QOS is scheduled as class 3; None: not checked); ``after_fault``: waiting
     jobs a node failure requeued, ordered first in their class by the core; ``memo``: the
-    backend's :class:`JobMemo` (a waiting job whose record is unchanged keeps its core Job)."""
+    backend's :class:`JobMemo` (a waiting job whose record is unchanged keeps its core Job);
+    ``pinned``: jobs the backend started (their ``ReqNodeList`` is railgang's, any other is a
+    user's ``--nodelist``: ``rules.py``); None: every ``ReqNodeList`` is taken as railgang's."""
     job_list = list(jobs)
     node_list = list(nodes)
     notes = list(skipped)
     pending: list[Job] = []
     running: list[RunningJob] = []
     begins: list[str] = []  # waiting for the user's --begin, inside one lease of it
+    left: dict[str, str] = {}
+    waits: dict[str, str] = {}
+    places = Places(node_list)
     lease_s = max(0.0, lease_s)
     for rec in job_list:
         tag = rec.tag
@@ -192,6 +205,10 @@ def build_observation(now: float, jobs: Iterable[SqueueJob], nodes: Iterable[Sin
                          f"{rec.account!r}, user {rec.user!r} or QOS {rec.qos!r} (revoked, or the "
                          "job was moved); scheduled as class 3 (batch)")
             tag = dataclasses.replace(tag, priority_class=PriorityClass.BATCH)
+        if rec.pending and _kept_out(rec, now, pinned, left, waits):
+            if rec.job_id in waits:
+                begins.append(rec.job_id)  # its lease is kept until Slurm says it is met
+            continue
         if rec.pending and (rec.reason.split(",")[0] not in QUEUE_REASONS or rec.priority == 0
                             or starting(rec, now)):
             continue  # held, dependent, invalid, or just started: not the core's to place now
@@ -205,8 +222,9 @@ def build_observation(now: float, jobs: Iterable[SqueueJob], nodes: Iterable[Sin
             continue
         try:
             fault = rec.pending and rec.job_id in after_fault
-            job = (memo.job(rec, tag, fault) if memo is not None and rec.pending
-                   else core_job(rec, tag, now, fault))
+            where = places.of(rec) if rec.pending else ANYWHERE
+            job = (memo.job(rec, tag, fault, where) if memo is not None and rec.pending
+                   else core_job(rec, tag, now, fault, where))
             if rec.pending:
                 pending.append(job)
             elif rec.state == "RUNNING":
@@ -230,7 +248,24 @@ def build_observation(now: float, jobs: Iterable[SqueueJob], nodes: Iterable[Sin
             snapshot = snapshot.replace(tiers=tiers)
     return Observation(snapshot=snapshot, jobs={j.job_id: j for j in job_list},
                        nodes_raw={n.name: n for n in node_list}, skipped=tuple(notes),
-                       leased=(*(j.job_id for j in pending), *begins))
+                       leased=(*(j.job_id for j in pending), *begins), left=left, waits=waits)
+
+
+def _kept_out(rec: SqueueJob, now: float, pinned: frozenset[str] | None,
+              left: dict[str, str], waits: dict[str, str]) -> bool:
+    """Whether Slurm's own rules keep waiting ``rec`` out of the core's queue (``rules.py``):
+    a rule railgang does not model (into ``left``: the backend releases its lease), or an unmet
+    dependency (into ``waits``: it holds no GPUs in the plan, its lease is kept)."""
+    if rec.reason == "DependencyNeverSatisfied" or starting(rec, now):
+        return False
+    why = left_to_slurm(rec, pinned) if rec.reason in QUEUE_REASONS else ""
+    if why:
+        left[rec.job_id] = why
+        return True
+    why = waits_on(rec) if rec.reason in QUEUE_REASONS or rec.reason == "Dependency" else ""
+    if why:
+        waits[rec.job_id] = why
+    return bool(why)
 
 
 class JobMemo:
@@ -241,14 +276,14 @@ class JobMemo:
     ``test_a_memo_gives_what_a_plain_rebuild_gives`` compares it with building every Job."""
 
     def __init__(self) -> None:
-        self._jobs: dict[str, tuple[SqueueJob, RailgangTag, bool, Job]] = {}
+        self._jobs: dict[str, tuple[SqueueJob, RailgangTag, bool, Job, Where]] = {}
 
-    def job(self, rec: SqueueJob, tag: RailgangTag, fault: bool) -> Job:
+    def job(self, rec: SqueueJob, tag: RailgangTag, fault: bool, where: Where = ANYWHERE) -> Job:
         hit = self._jobs.get(rec.job_id)
-        if hit is not None and hit[0] is rec and hit[1] == tag and hit[2] == fault:
+        if hit is not None and hit[0] is rec and hit[1] == tag and hit[2] == fault and hit[4] == where:
             return hit[3]
-        job = core_job(rec, tag, 0.0, fault)  # a waiting job's Job does not read the time
-        self._jobs[rec.job_id] = (rec, tag, fault, job)
+        job = core_job(rec, tag, 0.0, fault, where)  # a waiting job's Job does not read the time
+        self._jobs[rec.job_id] = (rec, tag, fault, job, where)
         return job
 
     def keep(self, job_ids: set[str]) -> None:

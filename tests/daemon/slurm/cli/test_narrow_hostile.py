@@ -89,6 +89,11 @@ def _printed(version: str, raw: Mapping[str, Any], values: Mapping[str, str | by
             "BatchHost": text["batch_host"], "NodeList": text["nodes"],
             "Requeue": "0" if raw.get("requeue") is False else "1",
             "exit_code": str(signal) if version == "22.05" else f"0:{signal}",
+            "Partition": str(raw.get("partition") or ""),
+            "HetJobID": str(int(raw.get("het_job_id") or 0) or "N/A"),
+            "Feature": str(raw.get("features") or "(null)"),
+            "Dependency": str(raw.get("dependency") or "(null)"),
+            "Reservation": str(raw.get("resv_name") or "(null)"),
             "ReqNodes": text["required_nodes"], "admin_comment": text["admin_comment"],
             "tres-per-job": values.get("tres_per_job", raw.get("tres_per_job") or "N/A"),
             "tres-per-node": values.get("tres_per_node", raw.get("tres_per_node") or "N/A")}

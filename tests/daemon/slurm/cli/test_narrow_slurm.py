@@ -49,6 +49,9 @@ def jobs(slurm_cluster: DevCluster, tmp_path: Path) -> Iterator[dict[str, str]]:
                "--job-name=a|name\nwith a newline")
         sbatch("held", "-N1", "--gres=gpu:1", "--hold", "--comment=rg:parallel=tp1")
         sbatch("array", "-N1", "--gres=gpu:8", "--array=0-3", "--begin=now+1hour")
+        # Slurm's own rules (rules.py): an --exclude list and a dependency in both reads
+        sbatch("ruled", "-N1", "--gres=gpu:1", "--exclude=n[01-03]", "--comment=rg:parallel=tp1",
+               f"--dependency=afterok:{made['running']}")
         deadline = time.monotonic() + 30
         while "RUNNING" not in sl(slurm_cluster, "squeue", "-h", "-j", made["running"], "-o",
                                   "%T").stdout:
@@ -88,6 +91,9 @@ def test_every_narrow_record_equals_the_json_record(slurm_cluster: DevCluster,
     assert running.allocation[0][0] == "n16" and len(running.allocation[0][1]) == 3
     assert running.time_limit_s == (26 * 60 + 3) * 60
     assert by_id[jobs["leased"]].name == "a|name\nwith a newline"  # carried from the JSON
+    ruled = by_id[jobs["ruled"]]
+    assert ruled.excluded_nodes == ("n01", "n02", "n03") and ruled.partition == "gpu"
+    assert ruled.dependency == f"afterok:{jobs['running']}(unfulfilled)"
 
 
 def _narrow(cluster: DevCluster) -> list[NarrowRow]:

@@ -1,0 +1,193 @@
+"""Slurm's own rules in the CLI backend (issue 35; slurm/cli/rules.py, docs/slurm-backend.md
+"Slurm's own rules"): partitions, --exclude and plain --constraint features narrow where the
+core may place a job; --nodelist, --reservation, a constraint railgang does not model and a
+heterogeneous job are left to Slurm (lease released once); an unmet --dependency keeps a job out
+of the queue, leased. Whole cycles run against the captured 22.05 JSON (tests/daemon/slurm/cli/
+test_start_backoff.py's scripted Slurm); the real cluster's run is tests/e2e/test_slurm_rules_e2e.py.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from railgang.daemon.core.model.actions import Start
+from railgang.daemon.service.explain import held_back_rows
+from railgang.daemon.slurm.cli.narrow import (
+    CARRIED,
+    NarrowProblem,
+    excluded_argv,
+    new_mark,
+    parse_comments,
+    with_excluded,
+)
+from railgang.daemon.slurm.cli.records import SinfoNode, parse_sinfo, parse_squeue, squeue_job
+from railgang.daemon.slurm.cli.rules import Places, left_to_slurm, plain_features, waits_on
+from tests.daemon.slurm.cli.capture import DATA
+from tests.daemon.slurm.cli.test_start_backoff import PENDING, FakeSlurm, backend, cycles, starts
+
+NODES = {n.name: n for n in parse_sinfo((DATA / "sinfo_mixed.json").read_text())[0]}
+
+
+def job(job_id: int, **fields: Any) -> dict[str, Any]:
+    """A leased one-node, one-GPU railgang job of the capture, with ``fields``."""
+    return {**PENDING, "job_id": job_id, "admin_comment": "railgang:tp=1,pp=1,dp=1;class=3",
+            "node_count": 1, "tres_per_node": "gres:gpu:1", **fields}
+
+
+def rec(**fields: Any):  # type: ignore[no-untyped-def]
+    return squeue_job(job(70, **fields))
+
+
+@pytest.mark.parametrize(("constraint", "features"), [
+    ("ib", {"ib"}), ("ib&nvlink", {"ib", "nvlink"}), ("ib,nvlink", {"ib", "nvlink"}),
+    ("a|b", None), ("[a|b]", None), ("a*2", None), ("(a&b)|c", None), ("a&&b", None), ("", None),
+])
+def test_plain_features_are_names_joined_by_and(constraint: str, features: set[str] | None) -> None:
+    assert plain_features(constraint) == (frozenset(features) if features is not None else None)
+
+
+def test_where_a_job_may_run_by_partition_exclude_and_features() -> None:
+    nodes = [SinfoNode("a1", 8, NODES["n01"].state, "", frozenset({"ib"}), partitions=frozenset({"gpu"})),
+             SinfoNode("a2", 8, NODES["n01"].state, "", frozenset({"ib", "nvlink"}),
+                       partitions=frozenset({"gpu", "big"})),
+             SinfoNode("a3", 8, NODES["n01"].state, "", frozenset(), partitions=frozenset({"big"}))]
+    places = Places(nodes)
+    assert places.of(rec(partition="gpu,big")) == (None, "")  # anywhere: no restriction
+    assert places.of(rec(partition="gpu")) == (frozenset({"a1", "a2"}), "of partition gpu")
+    assert places.of(rec(partition="big", excluded_nodes="a[2-3]")) == (
+        frozenset(), "of partition big outside its --exclude list")
+    assert places.of(rec(partition="gpu,big", features="nvlink&ib")) == (
+        frozenset({"a2"}), "with features ib&nvlink")
+    # a constraint railgang does not model narrows nothing here: the job is left to Slurm
+    assert places.of(rec(partition="gpu,big", features="ib|nvlink")) == (None, "")
+
+
+@pytest.mark.parametrize(("fields", "says"), [
+    ({"required_nodes": "n05"}, "it asks for nodes n05 (--nodelist)"),
+    ({"resv_name": "maint"}, "it asks for reservation maint (--reservation)"),
+    ({"features": "ib|roce"}, "its --constraint 'ib|roce' uses more than plain features"),
+    ({"het_job_id": 70}, "a heterogeneous job"),
+    ({}, ""), ({"features": "ib&nvlink"}, ""), ({"excluded_nodes": "n01"}, ""),
+])
+def test_what_railgang_does_not_model_is_left_to_slurm(fields: dict[str, Any], says: str) -> None:
+    why = left_to_slurm(rec(**fields))
+    assert why.startswith(says) and bool(why) == bool(says)
+
+
+def test_a_pin_railgang_set_is_not_a_users_nodelist() -> None:
+    assert left_to_slurm(rec(required_nodes="n05"), frozenset({"70"})) == ""
+    assert left_to_slurm(rec(required_nodes="n05", restart_cnt=1)) == ""  # requeued: ours
+    assert left_to_slurm(rec(required_nodes="n05"), None) == ""  # not known: taken as ours
+
+
+def test_an_unmet_dependency_waits() -> None:
+    assert waits_on(rec(dependency="afterok:1(unfulfilled)")) == (
+        "it waits on its dependency afterok:1(unfulfilled) (--dependency)")
+    assert waits_on(rec()) == "" and waits_on(rec(dependency="(null)")) == ""
+
+
+def test_a_node_in_two_partitions_is_in_both_on_24_11() -> None:
+    doc = json.loads((DATA / "sinfo_24.11.json").read_text())
+    first = doc["sinfo"][0]
+    other = json.loads(json.dumps(first))
+    other["partition"]["name"] = "big"
+    doc["sinfo"].append(other)
+    nodes, _ = parse_sinfo(json.dumps(doc))
+    assert {n.name: n.partitions for n in nodes}[first["nodes"]["nodes"][0]] == {"gpu", "big"}
+    assert len(nodes) == len({n.name for n in nodes})
+
+
+def test_the_records_read_every_rule_from_the_json() -> None:
+    r = rec(partition="gpu,big", excluded_nodes="n[01-03]", features="ib&nvlink",
+            dependency="afterok:1(unfulfilled)", resv_name="maint", het_job_id=70)
+    assert (r.partition, r.excluded_nodes, r.constraint, r.dependency, r.reservation, r.het_job_id) == (
+        "gpu,big", ("n01", "n02", "n03"), "ib&nvlink", "afterok:1(unfulfilled)", "maint", 70)
+    plain = parse_squeue((DATA / "squeue_22.05.json").read_text())[0][0]
+    assert (plain.partition, plain.excluded_nodes, plain.dependency, plain.reservation) == ("gpu", (), "", "")
+
+
+def test_an_excluded_job_is_started_only_where_it_may_run(tmp_path: Path) -> None:
+    """The headline bug: a hinted one-node job with --exclude=n01,n02,n03 was started on n01,
+    and Slurm kept it pending forever. Every node but n15 is excluded here."""
+    fake = FakeSlurm([job(70, excluded_nodes="n[01-14,16]")], bad=set())
+    (out,) = cycles(backend(fake, tmp_path), 1)
+    (start,) = [a for a in out.actions if isinstance(a, Start)]
+    assert set(start.assignment) == {"n15"}
+
+
+def test_a_job_that_fits_nowhere_it_may_run_waits_with_a_reason_and_blocks_nobody(tmp_path: Path) -> None:
+    x = job(70, excluded_nodes="n[01-16]")
+    y = job(71, submit_time=PENDING["submit_time"] + 1)
+    (out,) = cycles(backend(FakeSlurm([x, y], bad=set()), tmp_path), 1)
+    assert starts(out) == ["71"]
+    reason = next(r for r in out.reasons if r.job_id == "70")
+    assert reason.code.value == "needs_unmet"
+    assert reason.detail.startswith("0 GPUs on the nodes outside its --exclude list; the cluster has")
+
+
+def test_a_users_nodelist_is_left_to_slurm_once_and_explain_says_why(tmp_path: Path) -> None:
+    fake = FakeSlurm([job(70, required_nodes="n05"), job(71, resv_name="maint")], bad=set())
+    be = backend(fake, tmp_path)
+    out = cycles(be, 3)
+    assert all(not starts(o) for o in out) and not out[-1].snapshot.pending  # type: ignore[union-attr]
+    releases = fake.releases()
+    assert len(releases) == 1 and releases[0][2] == "jobid=70,71"  # released once, both
+    held = {h.job_id: h for h in be.held_back()}
+    assert held["70"].kind == "rules" and held["70"].left_to_slurm and held["70"].held
+    assert held["70"].reason == "it asks for nodes n05 (--nodelist)"
+    assert be.last is not None and not set(be.last.leased) & {"70", "71"}
+    (row, _) = held_back_rows([held["70"], held["71"]], "fifo")
+    assert row.reason == "left_to_slurm" and row.detail.startswith(
+        "it asks for nodes n05 (--nodelist): railgang does not model that")
+
+
+def test_a_job_railgang_pinned_is_planned_again_not_left_to_slurm(tmp_path: Path) -> None:
+    fake = FakeSlurm([job(70)], bad=set())
+    be = backend(fake, tmp_path)
+    (out,) = cycles(be, 1)
+    (start,) = [a for a in out.actions if isinstance(a, Start)]
+    # Slurm did not run it on its pin (long past the starting grace): it waits again, ours
+    fake.jobs = [job(70, required_nodes=",".join(start.assignment), eligible_time=PENDING["submit_time"])]
+    be.observe(PENDING["submit_time"] + 3600)
+    assert be.last is not None and [j.job_id for j in be.last.snapshot.pending] == ["70"]
+    assert not be.last.left and not fake.releases()
+
+
+def test_an_unmet_dependency_holds_no_gpus_and_keeps_its_lease(tmp_path: Path) -> None:
+    """A gang needing every GPU starts beside a job waiting on its dependency; once Slurm drops
+    the dependency the job is scheduled as usual."""
+    dep = job(70, dependency="afterok:1(unfulfilled)", submit_time=PENDING["submit_time"] - 60)
+    gang = job(71, admin_comment="railgang:tp=8,pp=1,dp=13;class=3", node_count=13,
+               tres_per_node="gres:gpu:8")
+    fake = FakeSlurm([dep, gang], bad=set())
+    be = backend(fake, tmp_path)
+    (out,) = cycles(be, 1)
+    assert starts(out) == ["71"]
+    assert be.last is not None and "70" in be.last.leased and "70" not in {
+        j.job_id for j in be.last.snapshot.pending}
+    (h,) = be.held_back()
+    assert (h.job_id, h.kind, h.left_to_slurm) == ("70", "dependency", False)
+    (row,) = held_back_rows([h], "fifo")
+    assert row.reason == "waiting_on_dependency" and "afterok:1(unfulfilled)" in row.detail
+    fake.jobs = [{**dep, "dependency": ""}]
+    (out,) = cycles(be, 1)
+    assert starts(out) == ["70"]
+
+
+def test_the_narrow_read_carries_the_exclude_list_and_reads_it_for_jobs_no_full_read_saw() -> None:
+    """22.05's squeue -O has no field for --exclude (it answers "Invalid job format
+    specification: ExcNodes"): the list comes from the full read, and ``-o %x`` for new jobs."""
+    assert "excluded_nodes" in CARRIED
+    mark = new_mark()
+    argv = excluded_argv(["70", "71"], mark)
+    assert argv[-2:] == ["-o", f"%i{mark}%x{mark}"] and "70,71" in argv
+    text = f"70{mark}n[01-03]{mark}\n71{mark}(null){mark}\n"
+    lists = parse_comments(text, ["70", "71"], mark, "squeue -o %x")
+    got = with_excluded([rec(), squeue_job(job(71))], {"70": lists["70"], "71": lists["71"]})
+    assert [j.excluded_nodes for j in got] == [("n01", "n02", "n03"), ()]
+    with pytest.raises(NarrowProblem):
+        with_excluded([rec()], {"70": "n[01-"})
