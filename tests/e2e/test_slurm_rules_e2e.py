@@ -1,0 +1,53 @@
+"""Issue 35 (Slurm's own rules) on the real 16-node × 8-GPU Slurm 22.05 cluster, one partition
+``gpu``, with the real ``railgang daemon run`` process; docs/slurm-backend.md, "Slurm's own
+rules". Features and partitions beyond ``gpu`` are covered by unit tests only
+(tests/daemon/slurm/cli/test_slurm_rules.py): the session cluster has neither."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.e2e.conftest import SCHEDULING_PASS_S, Cluster, wait_for
+from tests.e2e.test_daemon_e2e import Start, gang, running_on
+
+pytestmark = [pytest.mark.slurm, pytest.mark.slow]
+
+
+def test_an_excluded_job_is_started_where_it_may_run_and_runs(slurm: Cluster, daemon: Start) -> None:
+    """Before: a hinted one-node job with --exclude was pinned to an excluded node (the first
+    free one); Slurm accepted the update and kept it PENDING forever, its GPUs counted taken."""
+    daemon(daemon__policy="fifo")
+    job = slurm.sbatch("-N1", "--gres=gpu:8", "--exclude=n[01-15]", "--comment=rg:parallel=tp8",
+                       args=("60",))
+    wait_for(lambda: running_on(slurm, job) == ["n16"], 30, "the excluded job to run on n16")
+
+
+def test_a_users_nodelist_is_left_to_slurm_and_runs(slurm: Cluster, daemon: Start) -> None:
+    d = daemon(daemon__policy="fifo")
+    job = slurm.sbatch("-N1", "--gres=gpu:1", "--nodelist=n05", "--comment=rg:parallel=tp1",
+                       args=("60",))
+    wait_for(lambda: d.explain(job).get("reason") == "left_to_slurm" or running_on(slurm, job),
+             30, "the --nodelist job to be left to Slurm")
+    # its lease was released: Slurm's own scheduler runs it where the user asked
+    wait_for(lambda: running_on(slurm, job) == ["n05"], SCHEDULING_PASS_S,
+             "Slurm to run the --nodelist job on n05")
+    assert not [j for j, state, _ in d.journal("start") if j == job], "railgang never planned it"
+
+
+def test_a_job_waiting_on_its_dependency_holds_no_gpus(slurm: Cluster, daemon: Start) -> None:
+    """A hinted job with --dependency=afterok:<a running job> is out of the queue the core sees
+    (explain says it waits on its dependency): a gang needing every other GPU starts beside it;
+    once the dependency is met (the running job ends) it is scheduled as usual."""
+    d = daemon(daemon__policy="fifo")
+    first = slurm.sbatch(*gang(1, 3), args=("20",))
+    wait_for(lambda: running_on(slurm, first), 30, "the first job to start")
+    dep = slurm.sbatch("-N1", "--gres=gpu:8", "--comment=rg:parallel=tp8;class=1",
+                       f"--dependency=afterok:{first}", args=("5",))
+    wait_for(lambda: d.explain(dep).get("reason") == "waiting_on_dependency", 30,
+             "explain to say the job waits on its dependency")
+    full = slurm.sbatch(*gang(15, 3), args=("30",))  # every GPU the first job does not hold
+    wait_for(lambda: running_on(slurm, full), 30, "the 15-node gang to start beside the dependent job")
+    e = d.explain(dep)
+    assert f"afterok:{first}" in str(e.get("detail")), e
+    slurm.sl("scancel", full)
+    wait_for(lambda: running_on(slurm, dep), 60, "the dependent job to run once its dependency is met")
