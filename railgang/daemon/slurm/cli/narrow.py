@@ -54,6 +54,7 @@ from railgang.daemon.slurm.cli.parse import ParseProblem, expand_hosts
 from railgang.daemon.slurm.cli.records import (
     ACTIVE_STATES,
     BURN_IN_NAME,
+    NONE_WORDS,
     PENDING_STATES,
     SqueueJob,
     squeue_job,
@@ -88,7 +89,7 @@ _AT = {key: i for i, (_, key) in enumerate(FIELDS)}
 _FINGERPRINT = tuple(_AT[k] for k in ("start_time", "restart_cnt", "nodes", "node_count",
                                      "tres_per_job", "tres_per_node"))
 _TIMES = frozenset({"submit_time", "eligible_time", "start_time"})
-_NONE = frozenset({"", "N/A", "n/a", "(null)", "None", "Unknown", "NONE"})
+_NONE = NONE_WORDS
 # what a job's record takes from the last full read: user text, GPU indices, and when it was
 # last resized (22.05's squeue prints ResizeTime of a resized job as "INVALID")
 CARRIED = ("name", "progress", "progress_problem", "allocation", "alloc_problem", "resize_time",

@@ -309,17 +309,20 @@ def _squeue_job(raw: Mapping[str, Any], job_id: str) -> SqueueJob:
         node_list=expand_hosts(str(raw.get("nodes") or "")),
         partition=str(raw.get("partition") or ""),
         excluded_nodes=expand_hosts(str(raw.get("excluded_nodes") or "")),
-        constraint=str(raw.get("features") or ""),
+        constraint=_unset(raw.get("features")),
         dependency=_unset(raw.get("dependency")),
         reservation=_unset(raw.get("resv_name")),
         het_job_id=int(_num(raw, "het_job_id")),
     )
 
 
+NONE_WORDS = frozenset({"", "N/A", "n/a", "(null)", "None", "Unknown", "NONE"})  # squeue -O's "none"
+
+
 def _unset(value: Any) -> str:
-    """A text field; Slurm's words for none (``(null)``) are ""."""
+    """A text field; Slurm's words for none (``(null)``) are "", as the narrow read has them."""
     text = str(value or "")
-    return "" if text in ("(null)", "None", "N/A") else text
+    return "" if text in NONE_WORDS else text
 
 
 def unreadable_job(raw: Mapping[str, Any], problem: str) -> SqueueJob | None:
@@ -509,6 +512,7 @@ def topology_from_show(text: str) -> str:
 
 __all__ = [
     "ACTIVE_STATES",
+    "NONE_WORDS",
     "PENDING_STATES",
     "RECORD_ERRORS",
     "ShareRow",

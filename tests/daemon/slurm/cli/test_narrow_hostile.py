@@ -91,9 +91,9 @@ def _printed(version: str, raw: Mapping[str, Any], values: Mapping[str, str | by
             "exit_code": str(signal) if version == "22.05" else f"0:{signal}",
             "Partition": str(raw.get("partition") or ""),
             "HetJobID": str(int(raw.get("het_job_id") or 0) or "N/A"),
-            "Feature": str(raw.get("features") or "(null)"),
-            "Dependency": str(raw.get("dependency") or "(null)"),
-            "Reservation": str(raw.get("resv_name") or "(null)"),
+            "Feature": values.get("features", raw.get("features") or "(null)"),
+            "Dependency": values.get("dependency", raw.get("dependency") or "(null)"),
+            "Reservation": values.get("resv_name", raw.get("resv_name") or "(null)"),
             "ReqNodes": text["required_nodes"], "admin_comment": text["admin_comment"],
             "tres-per-job": values.get("tres_per_job", raw.get("tres_per_job") or "N/A"),
             "tres-per-node": values.get("tres_per_node", raw.get("tres_per_node") or "N/A")}
@@ -109,7 +109,8 @@ def _narrow_output(version: str, argv: list[str], hostile: Sequence[Mapping[str,
 def _hostile_jobs(n: int) -> st.SearchStrategy[list[dict[str, str | bytes]]]:
     job: st.SearchStrategy[dict[str, str | bytes]] = st.fixed_dictionaries(
         {}, optional={"tres_per_node": HOSTILE, "tres_per_job": HOSTILE, "name": HOSTILE,
-                      "comment": HOSTILE})
+                      "comment": HOSTILE, "features": HOSTILE, "dependency": HOSTILE,
+                      "resv_name": HOSTILE})
     return st.lists(job, min_size=n, max_size=n)
 
 
