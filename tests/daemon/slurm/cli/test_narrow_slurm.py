@@ -127,6 +127,18 @@ def test_the_backend_reads_the_json_only_when_it_must(slurm_cluster: DevCluster,
     assert backend.full_reads == 0 and mine.jobs == theirs.jobs
     assert (mine.snapshot.pending, mine.snapshot.running, mine.snapshot.free) == (
         theirs.snapshot.pending, theirs.snapshot.running, theirs.snapshot.free)
+    # a job submitted between full reads: 22.05's -O has no --exclude field, -o %x reads it
+    late = sl(slurm_cluster, "sbatch", "--parsable", "--output=/dev/null", "--account=team-a",
+              "-N1", "--gres=gpu:1", "--exclude=n[02-04]", "--comment=rg:parallel=tp1",
+              "--wrap=sleep 300").stdout.strip().split(";")[0]
+    jobs["late"] = late  # cancelled with the others
+    now = time.time()
+    mine, theirs = backend.observe(now), plain.observe(now)
+    assert backend.full_reads == 0
+    assert mine.jobs[late].excluded_nodes == theirs.jobs[late].excluded_nodes == ("n02", "n03", "n04")
+    # (its name, read only by the JSON, differs until the next full read)
+    assert {j.job_id: j.needs for j in mine.snapshot.pending} == {
+        j.job_id: j.needs for j in theirs.snapshot.pending}
     # a job starts: the next observe reads the JSON for its GPU indices
     sl(slurm_cluster, "scontrol", "release", jobs["held"])
     sl(slurm_cluster, "scontrol", "update", f"jobid={jobs['held']}", "StartTime=now")  # its lease
