@@ -29,7 +29,14 @@ from types import MappingProxyType
 
 from railgang.daemon.failures.flaky import REASON_PREFIX, NodeStatus, Step, StepKind
 from railgang.daemon.failures.flaky import adopt as adopt_node
-from railgang.daemon.failures.respond import BurnIn, JobView, Memory, NodeView, drained_by_other
+from railgang.daemon.failures.respond import (
+    BurnIn,
+    JobView,
+    Memory,
+    NodeView,
+    Setters,
+    drained_by_other,
+)
 
 __all__ = ["adopt"]
 
@@ -39,7 +46,8 @@ _ON = frozenset({"PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "REQUEUED", 
 
 
 def adopt(memory: Memory, jobs: Iterable[JobView], nodes: Mapping[str, NodeView],
-          reserved: Iterable[str], now: float) -> tuple[Memory, list[Step]]:
+          reserved: Iterable[str], now: float,
+          setters: Setters = Setters()) -> tuple[Memory, list[Step]]:
     """``reserved``: the nodes with a burn-in reservation railgang made (the adapter tells them
     from others' of the same name, ``slurm/cli/failures.burn_in_reservations``). Returns the memory with
     the adopted nodes and the steps that settle the rest (RELEASE a passed node's reservation,
@@ -77,7 +85,7 @@ def adopt(memory: Memory, jobs: Iterable[JobView], nodes: Mapping[str, NodeView]
         reason = f"{REASON_PREFIX}: burn-in unfinished at a daemon restart ({how})"[:200]
         flaky = adopt_node(flaky, node, NodeStatus.DRAINED, reason, now)
         v = nodes.get(node)
-        if v is not None and drained_by_other(v):
+        if v is not None and drained_by_other(v, setters):
             steps.append(Step(StepKind.RELEASE, node, f"burn-in unfinished at a daemon restart "
                               f"({how}); drained by someone else ({v.reason[:80]}): left to them"))
         else:

@@ -7,8 +7,8 @@ snapshot carries the marks. No I/O, no clock: the same inputs give the same answ
 
 1. **A job killed by a node failure.** Either Slurm requeued it (it ran last cycle, now waits
    with a higher restart count that no railgang preemption or grow explains, and one of the
-   nodes it ran on is down), or it ended ``NODE_FAIL`` and Slurm did not requeue it
-   (``JobRequeue=0``): railgang requeues it, unless the user said ``--no-requeue``.
+   nodes it ran on failed: down, or drained by Slurm itself, rule 5), or it ended ``NODE_FAIL``
+   and Slurm did not requeue it (``JobRequeue=0``): railgang requeues it, unless the user said ``--no-requeue``.
    Either way the job is marked ``after_fault`` until it runs again: the core orders it first in
    its priority class (``JobState.after_fault``), so it restarts at once, from its last
    checkpoint (the training helper resumes from it; docs/training.md).
@@ -27,14 +27,20 @@ snapshot carries the marks. No I/O, no clock: the same inputs give the same answ
    restarts from its last checkpoint first in its class. A hang names no node, so it counts
    against none. A job that sends no reports, or reports without a step time, is never called
    hung (no evidence); a report from before a restart is not this run's.
-5. **Someone else's drain** (an admin's ``maint: ...``, a health check's, Slurm's own ``Kill
-   task failed``: a drain reason not starting with ``railgang:``) is theirs (issue 38 row 1).
-   It is no failure: a job requeued while its node is only drained was requeued by its owner or
-   an admin, not killed by the node (not counted, not ``after_fault``); a kill Slurm reports
-   there (``NODE_FAIL``) is requeued as usual but not counted against the node. railgang never
-   drains such a node over their reason, never burns it in (that resumes it), and a burn-in of
-   its own that fails meanwhile only gives back its reservation (``RELEASE``): a node railgang
-   holds as flaky waits until they resume it, then its burn-in runs.
+5. **Someone else's drain** is theirs (issue 38 row 1). Who set a node's reason tells whose it
+   is (sinfo's ``reason_set_by_user``, :func:`whose`): ``railgang:`` by the daemon's own user is
+   railgang's; one Slurm set itself (by slurm.conf's ``SlurmUser``: ``Kill task failed``,
+   ``Not responding``, ``Prolog error``...) is Slurm saying the node failed, a node failure like
+   DOWN; anything else (an admin's ``maint: ...``, root's, a health check's) is theirs, also when
+   the node then goes DOWN (Slurm keeps their reason). It is no failure: a job requeued while
+   its node is theirs was requeued by its owner or an admin, not killed by the node (not
+   counted, not ``after_fault``); a kill Slurm reports there (``NODE_FAIL``) is requeued as
+   usual but not counted against the node. railgang never drains such a node over their
+   reason, never burns it in (that resumes it), never resumes it, and a burn-in of its own that
+   fails meanwhile only gives back its reservation (``RELEASE``): a node railgang holds as flaky
+   waits until they resume it, then its burn-in runs. Where ``SlurmUser`` is root, root's
+   reasons are Slurm's only in the words Slurm writes (:data:`SLURM_REASONS`): an admin's are
+   root's too and cannot be told apart otherwise.
 """
 
 from __future__ import annotations
@@ -44,7 +50,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-from railgang.daemon.failures.detect import RAILGANG_REASON, Fault, FaultKind, hung, node_fault
+from railgang.daemon.failures.detect import RAILGANG_REASON, Fault, FaultKind, hung
 from railgang.daemon.failures.flaky import (
     FlakyRules,
     FlakyState,
@@ -56,8 +62,8 @@ from railgang.daemon.failures.flaky import (
     observe,
 )
 
-__all__ = ["BurnIn", "HangRules", "JobView", "Memory", "NodeView", "Response", "burn_in_refused",
-           "burn_in_submitted", "drained_by_other", "respond"]
+__all__ = ["SLURM_REASONS", "BurnIn", "HangRules", "JobView", "Memory", "NodeView", "Response",
+           "Setters", "burn_in_refused", "burn_in_submitted", "drained_by_other", "respond", "whose"]
 
 # Slurm job states that end a burn-in without passing it
 BURN_IN_FAILED = frozenset({"FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY",
@@ -98,12 +104,55 @@ class NodeView:
     state: str  # records.node_state's vocabulary: idle | mixed | alloc | drain | down
     reason: str = ""
     busy: bool = False  # a job still runs on it
+    reason_by: str = ""  # who set ``reason`` (sinfo's reason_set_by_user; "": not shown)
 
 
-def drained_by_other(node: NodeView) -> bool:
-    """Drained by someone other than railgang (module rule 5). An empty reason is no drain: a
-    node inside a MAINT reservation reads ``drain`` too."""
-    return node.state == "drain" and bool(node.reason) and not node.reason.startswith(RAILGANG_REASON)
+# how the reasons slurmctld sets itself begin (Slurm 22.05-26.05: ping, job kill, prolog/epilog,
+# node registration): with SlurmUser root they are the only sign a root reason is Slurm's
+SLURM_REASONS = ("Not responding", "Kill task failed", "Prolog error", "Epilog error",
+                 "batch job complete failure", "Node unexpectedly rebooted", "Node silently failed",
+                 "Low RealMemory", "Low TmpDisk", "Low CPUs", "Low socket*core*thread count",
+                 "gres/", "Duplicate jobid", "NO NETWORK ADDRESS FOUND", "reboot timed out")
+
+
+@dataclass(frozen=True, slots=True)
+class Setters:
+    """Who sets node reasons (module rule 5): slurm.conf's ``SlurmUser`` (Slurm itself) and the
+    daemon's own user ("": not known, then any ``railgang:`` reason is railgang's)."""
+
+    slurm_user: str = "slurm"
+    daemon_user: str = ""
+
+
+SLURM, RAILGANG, OTHER = "slurm", "railgang", "other"
+
+
+def whose(node: NodeView, setters: Setters = Setters()) -> str:
+    """Whose ``node``'s reason is: ``"slurm"`` (a node failure), ``"railgang"``, ``"other"``
+    (theirs: module rule 5), ``""`` without a reason. A read that does not say who set it
+    (``reason_by`` empty) goes by the words alone."""
+    if not node.reason:
+        return ""
+    by = node.reason_by
+    if node.reason.startswith(RAILGANG_REASON) and (
+            not by or not setters.daemon_user or by == setters.daemon_user):
+        return RAILGANG
+    slurms_words = node.reason.startswith(SLURM_REASONS)
+    if by and by == setters.slurm_user and (by != "root" or slurms_words):
+        return SLURM
+    return SLURM if not by and slurms_words else OTHER
+
+
+def drained_by_other(node: NodeView, setters: Setters = Setters()) -> bool:
+    """Drained or down with someone else's reason (module rule 5). An empty reason is no drain:
+    a node inside a MAINT reservation reads ``drain`` too."""
+    return node.state in ("drain", "down") and whose(node, setters) == OTHER
+
+
+def _failed(node: NodeView, setters: Setters) -> bool:
+    """Slurm says ``node`` failed: down with no one else's reason, or drained by Slurm."""
+    owner = whose(node, setters)
+    return (node.state == "down" and owner != OTHER) or (node.state == "drain" and owner == SLURM)
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,16 +187,17 @@ class Response:
 
 def respond(memory: Memory, jobs: Iterable[JobView], nodes: Mapping[str, NodeView],
             burn_in_states: Mapping[str, str], now: float,
-            rules: FlakyRules, hangs: HangRules | None = None) -> tuple[Memory, Response]:
+            rules: FlakyRules, hangs: HangRules | None = None,
+            setters: Setters = Setters()) -> tuple[Memory, Response]:
     """One cycle's answer to failures (the module docstring has the rules).
 
     ``burn_in_states``: Slurm's state of each burn-in job railgang submitted (absent: Slurm
-    no longer shows it)."""
+    no longer shows it); ``setters``: who sets node reasons (rule 5)."""
     if not math.isfinite(now):
         raise ValueError(f"now {now!r}: expected a finite time")
     seen = list(jobs)
-    failed_nodes = {n for n, v in nodes.items() if node_fault(n, v.state, v.reason) is not None}
-    theirs = {n for n, v in nodes.items() if drained_by_other(v)}
+    failed_nodes = {n for n, v in nodes.items() if _failed(v, setters)}
+    theirs = {n for n, v in nodes.items() if drained_by_other(v, setters)}
     faults: list[Fault] = []
     requeue: list[str] = []
     after = set(memory.after_fault)
@@ -251,7 +301,8 @@ def _cleared(seen: Iterable[JobView]) -> dict[str, float]:
 
 def _kill(job: JobView, ran_on: Iterable[str], failed: set[str], what: str,
           cleared: Mapping[str, float]) -> list[Fault]:
-    """One fault per node to blame: the nodes it ran on that are down; every node it ran on when none is (Slurm does not say which one failed). A node whose
+    """One fault per node to blame: the nodes it ran on that failed (``_failed``); every node it
+    ran on when none did (Slurm does not say which one failed). A node whose
     burn-in passed after this run started is not blamed again."""
     nodes = sorted(set(ran_on))
     blame = [n for n in nodes if n in failed] or nodes

@@ -19,7 +19,7 @@ UP = {n: NodeView(n, "idle") for n in ("a", "b", "c")}
 
 
 def nodes(**states: str) -> dict[str, NodeView]:
-    return {**UP, **{n: NodeView(n, s, "not responding" if s == "down" else "") for n, s in states.items()}}
+    return {**UP, **{n: NodeView(n, s, "Not responding" if s == "down" else "") for n, s in states.items()}}
 
 
 def run(job: str, restarts: int = 0, on: tuple[str, ...] = ("a", "b"), ours: bool = True) -> JobView:

@@ -37,6 +37,7 @@ from railgang.daemon.failures.respond import (
     Memory,
     NodeView,
     Response,
+    Setters,
     burn_in_refused,
     burn_in_submitted,
     drained_by_other,
@@ -52,6 +53,7 @@ log = logging.getLogger(__name__)
 SBATCH = "sbatch"
 RESERVATION_PREFIX = "railgang_burnin_"
 _JOB_ID = re.compile(r"^(\d+)")
+_SLURM_USER = re.compile(r"^SlurmUser\s*=\s*([^\s(]+)", re.MULTILINE)
 # what Slurm shows of a reservation reservation_argv made (SPEC_NODES: Slurm adds it to any
 # reservation of named nodes)
 _OUR_FLAGS = frozenset({"MAINT", "IGNORE_JOBS"})
@@ -82,7 +84,7 @@ def _burn_in_of(rec: SqueueJob, user: str) -> str:
 
 
 def node_view(rec: SinfoNode, busy: set[str]) -> NodeView:
-    return NodeView(rec.name, rec.state, rec.reason, rec.name in busy)
+    return NodeView(rec.name, rec.state, rec.reason, rec.name in busy, rec.reason_by)
 
 
 def _me() -> str:
@@ -125,10 +127,13 @@ def burn_in_reservations(listing: str, user: str) -> tuple[list[str], list[str]]
 class FailureResponder:
     """Keeps :class:`Memory` between cycles and runs the Slurm commands of each response."""
 
-    def __init__(self, runner: SlurmRunner, settings: FailureSettings, user: str | None = None) -> None:
+    def __init__(self, runner: SlurmRunner, settings: FailureSettings, user: str | None = None,
+                 slurm_user: str | None = None) -> None:
         self.runner, self.settings = runner, settings
         self.rules, self.hangs = settings.rules(), settings.hangs()
         self.user = user or _me()
+        # slurm.conf's SlurmUser (who sets Slurm's own node reasons), asked once it matters
+        self._slurm_user = slurm_user
         self.memory = Memory()
         self.last = Response()
         self._account: str | None = None  # the daemon user's default account, once asked
@@ -141,25 +146,27 @@ class FailureResponder:
         busy = {n for j in seen if j.active for n, _ in j.allocation}
         views = [job_view(j, self.user) for j in seen]
         node_views = {n.name: node_view(n, busy) for n in nodes}
+        setters = self._setters(nodes)
         done: list[FollowUp] = []
         if not self._adopted:
             reserved = self._burn_in_reservations()
             if reserved is not None:
                 self._adopted = True
-                self.memory, settle = adopt(self.memory, views, node_views, reserved, now)
+                self.memory, settle = adopt(self.memory, views, node_views, reserved, now,
+                                            setters)
                 done += [self._do(s, now) for s in settle]
         states = {j.job_id: j.state for j in seen}
         burn_in_states = {b.job_id: states[b.job_id] for b in self.memory.burn_ins.values()
                           if b.job_id in states}
         self.memory, resp = respond(self.memory, views, node_views, burn_in_states, now,
-                                    self.rules, self.hangs)
+                                    self.rules, self.hangs, setters)
         for f in resp.faults:
             log.warning("failure: %s", f.render())
         if resp.requeue:
             done += self._requeue(resp.requeue)
         for s in resp.steps:
             done.append(self._do(s, now))
-        done += self._resume_stuck(nodes, resp)
+        done += self._resume_stuck(nodes, resp, setters)
         self.last = resp
         return resp, done
 
@@ -184,7 +191,25 @@ class FailureResponder:
         self._theirs = frozenset(theirs)
         return ours
 
-    def _resume_stuck(self, nodes: Sequence[SinfoNode], resp: Response) -> list[FollowUp]:
+    def _setters(self, nodes: Sequence[SinfoNode]) -> Setters:
+        """Who sets node reasons: SlurmUser from ``scontrol show config``, asked once a node
+        shows who set its reason ("slurm", Slurm's default, when it cannot be read; asked again
+        next cycle when Slurm did not answer)."""
+        if self._slurm_user is None and any(n.reason_by for n in nodes):
+            try:
+                res = self.runner.attempt([cmd.SCONTROL, "show", "config"])
+            except SlurmCommandError as exc:
+                log.warning("failures: could not read SlurmUser (taken as slurm): %s", exc)
+                return Setters("slurm", self.user)
+            found = _SLURM_USER.search(res.stdout) if res.ok else None
+            if found is None:
+                log.warning("failures: scontrol show config names no SlurmUser (taken as slurm)%s",
+                            f": {res.message[:160]}" if res.message else "")
+            self._slurm_user = found.group(1) if found else "slurm"
+        return Setters(self._slurm_user or "slurm", self.user)
+
+    def _resume_stuck(self, nodes: Sequence[SinfoNode], resp: Response,
+                      setters: Setters) -> list[FollowUp]:
         """Burn-ins waiting on a node that is still drained or down: the resume that should have
         let them run was refused (a node still completing its killed job refuses it), so it is
         tried again every cycle until Slurm takes it."""
@@ -193,7 +218,8 @@ class FailureResponder:
         out = []
         for n in nodes:
             # someone else's drain since: theirs to resume (failures/respond.py rule 5)
-            if n.name in waiting and not n.state.usable and not drained_by_other(node_view(n, set())):
+            if n.name in waiting and not n.state.usable and not drained_by_other(
+                    node_view(n, set()), setters):
                 res = self.runner.attempt(cmd.resume_argv(n.name))
                 if res.ok:
                     out.append(FollowUp(n.name, "resume", True,

@@ -106,6 +106,9 @@ class SinfoNode:
     features: frozenset[str]
     gres: str = ""  # as sinfo prints it (gpu:a100:8(S:0-1)): the typed GRES names the GPU type
     partitions: frozenset[str] = frozenset()  # the partitions it is in (empty: unknown)
+    # who set ``reason`` (sinfo's reason_set_by_user, 24.11+ reason.user; "" when not shown):
+    # Slurm's own reasons carry slurm.conf's SlurmUser (failures/respond.py rule 5)
+    reason_by: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -467,6 +470,7 @@ def _sinfo_node(raw: Any, i: int) -> SinfoNode:
         gpus=gres_gpus(str(raw.get("gres") or "")),
         state=node_state(str(raw.get("state") or ""), [str(f) for f in flags] if isinstance(flags, list) else []),
         reason=str(raw.get("reason") or ""),
+        reason_by=str(raw.get("reason_set_by_user") or "") if raw.get("reason") else "",
         features=frozenset(f for f in feats.split(",") if f),
         gres=str(raw.get("gres") or ""),
         partitions=frozenset(str(p) for p in raw.get("partitions") or () if p),

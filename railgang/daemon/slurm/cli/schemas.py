@@ -28,7 +28,7 @@ readers still skip one bad record with a warning naming the job and never raise 
   refuses the record);
 - ``job_resources.nodes.allocation[].name`` is ``job_resources.allocated_nodes[].nodename``;
 - ``sinfo[]`` entries group nodes (``nodes.nodes[]``) of one partition with the same state,
-  GRES (``gres.total``), reason (``reason.description``) and features (``features.active``): one
+  GRES (``gres.total``), reason (``reason.description``, set by ``reason.user``) and features (``features.active``): one
   node record per name, first partition wins.
 """
 
@@ -180,7 +180,7 @@ class DataParserReader:
         base, flags = ("", []) if not isinstance(states, list) or not states else (
             states[0], states[1:])
         return {"gres": part("gres", "total"), "state": base, "state_flags": flags,
-                "reason": part("reason", "description"),
+                "reason": part("reason", "description"), "reason_set_by_user": part("reason", "user"),
                 "active_features": part("features", "active"), "features": part("features", "total")}
 
     def accounting(self, raw: Any) -> Any:

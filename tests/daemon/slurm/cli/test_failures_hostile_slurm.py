@@ -1,6 +1,7 @@
 """The failure responder against hostile input on the real Slurm 22.05 cluster (issue 38 rows 1
-and 5; docs/security.md, docs/failures.md): a user's requeue does not undo an admin's drain, and
-an operator's reservation named like a burn-in one survives a daemon restart.
+and 5; docs/security.md, docs/failures.md): a user's requeue does not undo an admin's drain, an
+admin's drain survives its node going DOWN, and an operator's reservation named like a burn-in
+one survives a daemon restart.
 
 The responder runs in the CLI backend as a daemon would (``CliBackend(failures=...)``, one
 ``snapshot`` per cycle); the jobs are a plain user's (``tenant``), the drain and the reservation
@@ -9,17 +10,24 @@ root's. Each test puts its node back as it found it.
 
 from __future__ import annotations
 
+import contextlib
+import json
 import logging
+import os
+import signal
 import time
 from collections.abc import Callable, Iterator
 
 import pytest
 
 from railgang.daemon.config import SlurmSettings
+from railgang.daemon.core.model.snapshot import NodeState
 from railgang.daemon.failures.config import FailureSettings
 from railgang.daemon.failures.detect import Fault
 from railgang.daemon.slurm.cli import CliBackend
+from railgang.daemon.slurm.cli.records import node_state
 from railgang.devcluster.cluster import DevCluster
+from railgang.devcluster.processes import is_running
 from tests.support.slurm import job_fields, sl, tenant
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
@@ -27,12 +35,12 @@ pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 MAINT = "maint: replace PSU"
 
 
-def responder(cluster: DevCluster) -> CliBackend:
+def responder(cluster: DevCluster, flaky_count: int = 3) -> CliBackend:
     """A daemon's backend with the failure responder on (no heartbeat: nothing is leased, the
-    user's jobs start on their own), three kills on a node make it flaky."""
+    user's jobs start on their own), ``flaky_count`` kills on a node make it flaky."""
     cluster.spec.heartbeat_file.unlink(missing_ok=True)
     return CliBackend(SlurmSettings(conf=cluster.spec.slurm_conf, lease_s=600, resize_grace_s=2),
-                      failures=FailureSettings(flaky_count=3, burn_in_command="sleep 1"))
+                      failures=FailureSettings(flaky_count=flaky_count, burn_in_command="sleep 1"))
 
 
 def node_line(cluster: DevCluster, node: str) -> tuple[str, str]:
@@ -123,4 +131,72 @@ def test_an_operators_reservation_named_like_a_burn_in_is_not_adopted(
     finally:
         sl(slurm_cluster, "scontrol", "delete", f"ReservationName={name}", check=False)
         sl(slurm_cluster, "scancel", "-n", f"railgang-burnin-{node}", check=False)
+        sl(slurm_cluster, "scontrol", "update", f"nodename={node}", "State=RESUME", check=False)
+
+
+def restart_slurmd(cluster: DevCluster, node: str, pid: int) -> bool:
+    """Start ``node``'s killed slurmd (``pid``) again; False: it is no longer killed."""
+    with contextlib.suppress(ChildProcessError):
+        os.waitpid(pid, os.WNOHANG)
+    cluster.start_slurmd(node)
+    return False
+
+
+def test_an_admins_drain_survives_its_node_going_down(slurm_cluster: DevCluster) -> None:
+    """Row 1, second half: root drains n15, then its slurmd dies. Slurm keeps root's reason on
+    the DOWN node and requeues the user's job; with one kill enough to make a node flaky, the
+    responder still counts nothing there, never drains over the reason, and once the slurmd is
+    back (the node is DRAINED again) never resumes it. On the dev cluster SlurmUser is root, so
+    only the reason's words tell it from Slurm's own."""
+    node, user = "n15", tenant(slurm_cluster)
+    backend = responder(slurm_cluster, flaky_count=1)
+    failures = backend.failures
+    assert failures is not None
+    rec = slurm_cluster.procs.get(f"slurmd-{node}")
+    assert rec is not None and is_running(rec), f"slurmd of {node} is not running"
+    job = sl(slurm_cluster, "sbatch", "--parsable", f"--nodelist={node}", "--account=team-a",
+             "--gres=gpu:2", "--output=/dev/null", "--wrap=sleep 600",
+             user=user).stdout.strip().split(";")[0]
+    killed = False
+    try:
+        wait(lambda: job_fields(slurm_cluster, job)["JobState"] == "RUNNING", f"job {job} to run")
+        backend.snapshot(time.time())  # the responder sees it run on the node
+        sl(slurm_cluster, "scontrol", "update", f"nodename={node}", "State=DRAIN", f"Reason={MAINT}")
+        os.kill(rec.pid, signal.SIGKILL)
+        killed = True
+        faults: list[Fault] = []
+
+        def cycle() -> bool:
+            backend.snapshot(time.time())
+            faults.extend(failures.last.faults)
+            time.sleep(1.0)
+            return job_fields(slurm_cluster, job)["Restarts"] == "1"
+
+        wait(cycle, f"Slurm to requeue job {job} off the dead {node}", timeout_s=100)
+        shown = next(n for n in json.loads(sl(slurm_cluster, "sinfo", "--json").stdout)["nodes"]
+                     if n["name"] == node)  # 22.05's --json reads every node whatever -n says
+        print(f"{node} down: state={shown['state']} flags={shown.get('state_flags')} "
+              f"reason={shown['reason']!r} set_by={shown['reason_set_by_user']!r}")
+        assert node_state(shown["state"], shown.get("state_flags", [])) is NodeState.DOWN, shown
+        for _ in range(3):
+            cycle()
+        assert node_line(slurm_cluster, node)[1] == MAINT
+        killed = restart_slurmd(slurm_cluster, node, rec.pid)
+        wait(lambda: node_line(slurm_cluster, node)[0] == "drained", f"{node} back, drained",
+             timeout_s=60)
+        for _ in range(4):
+            cycle()
+        state, reason = node_line(slurm_cluster, node)
+        assert (state, reason) == ("drained", MAINT)
+        assert [f for f in faults if f.node == node] == [], faults
+        assert failures.held_out() == frozenset()
+        assert sl(slurm_cluster, "squeue", "-h", "-t", "all", "-n", f"railgang-burnin-{node}").stdout == ""
+    finally:
+        sl(slurm_cluster, "scancel", job, check=False)
+        if killed:
+            restart_slurmd(slurm_cluster, node, rec.pid)
+        sl(slurm_cluster, "scontrol", "delete", f"ReservationName=railgang_burnin_{node}", check=False)
+        sl(slurm_cluster, "scancel", "-n", f"railgang-burnin-{node}", check=False)
+        wait(lambda: node_line(slurm_cluster, node)[0] in ("drained", "idle", "draining"),
+             f"{node}'s slurmd back", timeout_s=60)
         sl(slurm_cluster, "scontrol", "update", f"nodename={node}", "State=RESUME", check=False)
