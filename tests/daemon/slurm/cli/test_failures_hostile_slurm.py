@@ -179,14 +179,15 @@ def test_an_admins_drain_survives_its_node_going_down(slurm_cluster: DevCluster)
         assert shown.state is NodeState.DOWN, shown
         for _ in range(3):
             cycle()
-        assert node_line(slurm_cluster, node)[1] == MAINT
+        # 24.11 appends " : Not responding" to the admin's reason itself; railgang writes none
+        assert node_line(slurm_cluster, node)[1].startswith(MAINT)
         killed = restart_slurmd(slurm_cluster, node, rec.pid)
         wait(lambda: node_line(slurm_cluster, node)[0] == "drained", f"{node} back, drained",
              timeout_s=60)
         for _ in range(4):
             cycle()
         state, reason = node_line(slurm_cluster, node)
-        assert (state, reason) == ("drained", MAINT)
+        assert state == "drained" and reason.startswith(MAINT) and "railgang" not in reason, reason
         assert [f for f in faults if f.node == node] == [], faults
         assert failures.held_out() == frozenset()
         assert sl(slurm_cluster, "squeue", "-h", "-t", "all", "-n", f"railgang-burnin-{node}").stdout == ""
