@@ -8,6 +8,10 @@ which modules each ``--help`` imports.
 
 Global flags (``--config``) may also follow the sub-command: ``railgang db current --config X``
 is ``railgang --config X db current``.
+
+A usage error anywhere below the root (unknown option or command, missing argument, bad value) is
+one line on stderr, as Slurm's commands write theirs, and exit 2:
+``railgang: error: No such option: --foo (see railgang explain --help)``.
 """
 
 from __future__ import annotations
@@ -16,10 +20,10 @@ import importlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from difflib import get_close_matches
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NoReturn
 
 import typer
-from typer._click.exceptions import UsageError  # typer 0.29 vendors click
+from typer._click.exceptions import ClickException, UsageError  # typer 0.29 vendors click
 from typer.core import TyperCommand, TyperGroup
 
 
@@ -104,6 +108,21 @@ class LazyGroup(TyperGroup):
         finally:
             self._listing = False
 
+    # The root makes its context and invokes everything below it, so catching here covers
+    # every sub-command; typer would print its boxed five-line form instead.
+    def make_context(self, info_name: str | None, args: list[str], parent: Any = None,
+                     **extra: Any) -> Any:
+        try:
+            return super().make_context(info_name, args, parent, **extra)
+        except ClickException as exc:
+            usage_exit(exc)
+
+    def invoke(self, ctx: Any) -> Any:
+        try:
+            return super().invoke(ctx)
+        except ClickException as exc:
+            usage_exit(exc)
+
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
         if ctx.parent is None and not ctx.resilient_parsing:
             args = hoist_global_flags(args, self.list_commands(ctx))
@@ -120,6 +139,23 @@ class LazyGroup(TyperGroup):
             raise
 
 
+def usage_line(exc: ClickException) -> str:
+    """``railgang: error: <message> (see <command> --help)``: what the user typed is quoted in
+    the message, so it is made terminal-safe (never a control sequence)."""
+    from railgang.daemon.safe_output import term_safe
+
+    line = "railgang: error: " + term_safe(exc.format_message())
+    ctx = getattr(exc, "ctx", None)
+    if isinstance(exc, UsageError) and ctx is not None:
+        line += f" (see {ctx.command_path} --help)"
+    return line
+
+
+def usage_exit(exc: ClickException) -> NoReturn:
+    typer.echo(usage_line(exc), err=True)
+    raise typer.Exit(exc.exit_code)
+
+
 def load_component(name: str, comp: Component) -> Any:
     """Import the component and turn it into its click command."""
     obj = getattr(importlib.import_module(comp.module), comp.attr)
@@ -132,4 +168,5 @@ def load_component(name: str, comp: Component) -> Any:
     return typer.main.get_command(one)
 
 
-__all__ = ["GLOBAL_VALUE_FLAGS", "Component", "LazyGroup", "hoist_global_flags", "load_component"]
+__all__ = ["GLOBAL_VALUE_FLAGS", "Component", "LazyGroup", "hoist_global_flags", "load_component",
+           "usage_exit", "usage_line"]
