@@ -30,7 +30,7 @@ from railgang.daemon.core.model.gang import Placer, topology_placer
 from railgang.daemon.core.model.plan import Policy
 from railgang.daemon.core.model.quota import QuotaTree
 from railgang.daemon.core.model.reasons import PendingReason
-from railgang.daemon.core.model.snapshot import Snapshot
+from railgang.daemon.core.model.snapshot import PreemptEvent, Snapshot
 
 
 class CycleJournal(Protocol):
@@ -67,7 +67,7 @@ class CycleOutcome:
 def run_cycle(backend: Backend, policy: Policy, clock: Clock, rng: random.Random, *,
               config: CycleConfig | None = None, placer: Placer = topology_placer,
               journal: CycleJournal | None = None, quotas: QuotaTree | None = None,
-              health: Any = None,
+              health: Any = None, preemptions: Sequence[PreemptEvent] | None = None,
               serving: Callable[[Snapshot], tuple[Snapshot, Sequence[Action]]] | None = None,
               ) -> CycleOutcome:
     """1. read the clock, 2. observe (and reconcile), 3. decide (pure), 4. journal, apply,
@@ -76,7 +76,9 @@ def run_cycle(backend: Backend, policy: Policy, clock: Clock, rng: random.Random
     ``config`` and ``placer`` are the core's own knobs, passed through unchanged (the default
     placer is the topology engine; tests may inject a first-fit one). ``quotas``: the quota tree
     the daemon read from its database, put into the backend's snapshot (None: the snapshot's own);
-    ``health`` likewise: the ``LinkHealth`` of the daemon's live link collector. ``serving``:
+    ``health`` likewise: the ``LinkHealth`` of the daemon's live link collector; ``preemptions``
+    the recent preemptions from the daemon's journal (Slurm shows none), added to the snapshot's
+    own (the simulator's: a job it already shows is not counted twice). ``serving``:
     the serving step (``serving/controller.py``), after the reconcile: the snapshot the core
     decides on (serving pools, replicas not yet wanted left out) and its drains, sent first.
     """
@@ -95,6 +97,12 @@ def run_cycle(backend: Backend, policy: Policy, clock: Clock, rng: random.Random
         snapshot = snapshot.replace(quotas=quotas)
     if health is not None:  # live link health from the daemon's collector (service/links.py)
         snapshot = snapshot.replace(health=health)
+    if preemptions:  # the churn budget's history (service/journal.py)
+        shown = {e.job_id for e in snapshot.preemptions}
+        extra = tuple(e for e in preemptions if e.job_id not in shown)
+        if extra:
+            snapshot = snapshot.replace(preemptions=tuple(
+                sorted((*snapshot.preemptions, *extra), key=lambda e: (e.time, e.job_id))))
     lap("snapshot")
     if journal is not None:
         journal.observed(snapshot, now)

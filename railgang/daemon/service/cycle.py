@@ -60,7 +60,7 @@ from railgang.daemon.service import explain
 from railgang.daemon.service.estimate import StartEstimator
 from railgang.daemon.service.estimate_history import save_scores
 from railgang.daemon.service.grants import GrantsFile
-from railgang.daemon.service.journal import SessionJournal, utc
+from railgang.daemon.service.journal import SessionJournal, preemption_history, utc
 from railgang.daemon.service.links import LinkCollector
 from railgang.daemon.service.metrics import DaemonMetrics
 from railgang.daemon.service.node_inventory import NodeInventory
@@ -194,6 +194,7 @@ class DaemonService:
                                     config=self.config, placer=self.placer, journal=hooks,
                                     quotas=tree,
                                     health=self.links.health() if self.links else None,
+                                    preemptions=preemption_history(s, self.clock.now()),
                                     serving=self.serving)
                 if self.serving is not None and self.metrics is not None:
                     self.metrics.observe_serving(before, self.serving.status)

@@ -17,8 +17,8 @@ from datetime import UTC, datetime
 from sqlalchemy.orm import Session
 
 from railgang.daemon.backend import ActionResult, Backend, FollowUp
-from railgang.daemon.core.model.actions import Action
-from railgang.daemon.core.model.snapshot import Snapshot
+from railgang.daemon.core.model.actions import Action, Migrate, Preempt
+from railgang.daemon.core.model.snapshot import PreemptEvent, Snapshot
 from railgang.daemon.service import codec
 from railgang.daemon.service.reconcile import OpenEntry, Verdict, reconcile
 from railgang.db.models import JournalEntry
@@ -37,6 +37,28 @@ def open_entries(entries: Sequence[JournalEntry]) -> list[OpenEntry]:
         except codec.PayloadError as exc:
             out.append(OpenEntry(e.id, None, str(exc)))
     return out
+
+
+HISTORY_S = 3600.0  # preemption history a snapshot carries (the simulator's preempt_window_s)
+
+
+def preemption_history(session: Session, now: float, window_s: float = HISTORY_S,
+                       ) -> tuple[PreemptEvent, ...]:
+    """The preemptions and migrations the cluster accepted in the last ``window_s``, as the
+    core's churn budget counts them (``Snapshot.preemptions``): Slurm shows none, so without
+    these the churn cap and its burst would bound one cycle only, and a restarted daemon would
+    start with a fresh budget. Time: when the action was planned (its signal went out then);
+    GPUs: what the victim held. A row whose payload no longer decodes is left out."""
+    since = utc(now - window_s)
+    out = []
+    for row in repo.applied_since(session, ("preempt", "migrate"), since):
+        try:
+            action = codec.decode(row.kind, row.payload)
+        except codec.PayloadError:
+            continue
+        if isinstance(action, Preempt | Migrate) and action.gpus > 0:
+            out.append(PreemptEvent(row.planned_at.timestamp(), action.job_id, action.gpus))
+    return tuple(out)
 
 
 class SessionJournal:
@@ -108,4 +130,4 @@ class SessionJournal:
         self.session.commit()
 
 
-__all__ = ["SessionJournal", "open_entries", "utc"]
+__all__ = ["HISTORY_S", "SessionJournal", "open_entries", "preemption_history", "utc"]

@@ -94,6 +94,15 @@ def open_entries(s: Session) -> list[JournalEntry]:
     return list(s.scalars(q))
 
 
+def applied_since(s: Session, kinds: Sequence[str], since: datetime) -> list[JournalEntry]:
+    """Entries of ``kinds`` that the cluster accepted (``applied``), planned at or after ``since``,
+    oldest first."""
+    q = (select(JournalEntry).where(JournalEntry.state == "applied", JournalEntry.kind.in_(kinds),
+                                    JournalEntry.planned_at >= since)
+         .order_by(JournalEntry.planned_at, JournalEntry.id))
+    return list(s.scalars(q))
+
+
 def entries_of_cycle(s: Session, cycle_id: int) -> list[JournalEntry]:
     q = select(JournalEntry).where(JournalEntry.cycle_id == cycle_id).order_by(JournalEntry.seq)
     return list(s.scalars(q))
@@ -138,6 +147,7 @@ __all__ = [
     "SETTLED",
     "PlannedRow",
     "add_planned",
+    "applied_since",
     "begin_cycle",
     "counts_by_state",
     "entries_of_cycle",

@@ -18,7 +18,8 @@ PUBLIC = {
     "railgang.daemon.service.cycle": {"CycleReport", "DaemonService", "RecordingPolicy"},
     "railgang.daemon.service.explain": {"LEFT_TO_SLURM", "START_REFUSED", "Tracker", "build_rows",
                                         "held_back_rows", "placement"},
-    "railgang.daemon.service.journal": {"SessionJournal", "open_entries", "utc"},
+    "railgang.daemon.service.journal": {"HISTORY_S", "SessionJournal", "open_entries",
+                                        "preemption_history", "utc"},
     "railgang.daemon.service.leader": {"PG_KEY", "AdvisoryLock", "FileLock", "LeaderLock",
                                        "lock_for", "probe"},
     "railgang.daemon.service.logs": {"JsonFormatter", "LogFormat", "TextFormatter",
@@ -31,7 +32,7 @@ PUBLIC = {
     "railgang.daemon.service.runner": {"cycle_config", "leader_name", "run_daemon"},
     "railgang.daemon.service.status": {"daemon_status", "explanation", "render", "render_refused"},
     "railgang.db.repositories.journal": {
-        "SETTLED", "PlannedRow", "add_planned", "begin_cycle", "counts_by_state",
+        "SETTLED", "PlannedRow", "add_planned", "applied_since", "begin_cycle", "counts_by_state",
         "entries_of_cycle", "finish_cycle", "get_leader", "idempotency_key", "last_cycle",
         "open_entries", "prune", "set_leader", "settle"},
     "railgang.db.repositories.explanations": {"ExplanationRow", "drop_gone", "get", "live",
