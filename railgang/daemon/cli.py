@@ -78,6 +78,10 @@ def config_check(ctx: typer.Context, as_json: JsonOpt = False) -> None:
     from railgang.daemon.core.policies import registry
     from railgang.errors import ConfigError
 
+    from railgang.daemon.config import DAEMON_BACKENDS, unsupported_backend
+
+    if settings.slurm.backend not in DAEMON_BACKENDS:  # `daemon run` would refuse it
+        raise unsupported_backend(settings.slurm.backend)
     if settings.daemon.policy not in registry.names():
         raise ConfigError(f"daemon.policy: unknown policy {settings.daemon.policy!r}; known: "
                           f"{', '.join(registry.names())}")

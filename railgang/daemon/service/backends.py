@@ -11,9 +11,8 @@
 from __future__ import annotations
 
 from railgang.daemon.backend import Backend
-from railgang.daemon.config import Settings
+from railgang.daemon.config import Settings, unsupported_backend
 from railgang.daemon.sim.live import LiveSim, demo_jobs
-from railgang.errors import ConfigError
 
 
 def make_backend(settings: Settings, now: float) -> Backend:
@@ -31,8 +30,7 @@ def make_backend(settings: Settings, now: float) -> Backend:
 
         return CliBackend(settings.slurm, grants_file=settings.ledger.grants_file,
                           failures=settings.failures)
-    raise ConfigError(f"slurm.backend = {kind!r}: not supported by the daemon (pyslurm needs "
-                      "Slurm 25.11; see docs/daemon.md); use 'cli' or 'sim'")
+    raise unsupported_backend(kind)
 
 
 __all__ = ["make_backend"]
