@@ -300,16 +300,6 @@ class LedgerSettings(BaseModel):
     step_timing_every_s: int = Field(default=300, ge=10, le=86400)
     # the class grants file job_submit.lua reads (written by `railgang quota grants-file`)
     grants_file: Path = DEFAULT_STATE_DIR / "class_grants.txt"
-    # the daemon (cli backend) ingests sacct from the watermark every this many seconds, as
-    # `railgang ledger ingest` does; 0 = only by hand (issue 36 item 1)
-    ingest_every_s: int = Field(default=300, ge=0, le=86400)
-    # GPU telemetry: the base URL of a Prometheus that scrapes the DCGM exporter ("" = none;
-    # `railgang ledger telemetry FILE` stays the import path), read every telemetry_every_s
-    telemetry_prometheus_url: str = Field(default="", pattern=r"^(https?://\S+)?$")
-    telemetry_every_s: int = Field(default=300, ge=10, le=86400)
-    telemetry_step_s: int = Field(default=30, ge=1, le=3600)  # one sample per GPU per step
-    # label matchers added to every DCGM query, e.g. 'job="dcgm"' (a site with two exporters)
-    telemetry_selector: str = ""
 
 
 MAX_FLOAT_SETTING = 1e9
