@@ -103,17 +103,32 @@ BlocksOpt = Annotated[bool, typer.Option(
 
 
 @app.command("check")
-def check(file: Annotated[Path, typer.Argument(help="topology.conf to validate.")],
-          as_json: JsonOpt = False) -> None:
+def check(ctx: typer.Context, file: Annotated[Path, typer.Argument(help="topology.conf to validate.")],
+          as_json: JsonOpt = False,
+          slurm_conf: Annotated[list[Path] | None, typer.Option("--slurm-conf", help=(
+              "The cluster's slurm.conf (repeat for files it includes): switches and blocks naming "
+              "other nodes are errors, as slurmctld refuses them."))] = None,
+          nodes: Annotated[str | None, typer.Option("--nodes", help=(
+              "The cluster's nodes: a host list, or @FILE of `scontrol show nodes -o`/`--json`."))] = None,
+          from_slurm: Annotated[bool, typer.Option("--from-slurm", help=(
+              "Read the node list with `scontrol show nodes -o` (slurm.conf of the settings)."))] = False,
+          ) -> None:
     """Validate a topology.conf: exit 0 if valid, 1 with its problems on stderr (the first 20)."""
+    from railgang.daemon.topology_nodes import known_nodes
+    from railgang.topology.cluster_nodes import unknown_nodes
     from railgang.topology.inputs import InputProblem, cap_list, read_text
 
+    known, said = known_nodes(ctx, slurm_conf, nodes, from_slurm)
+    for line in said:
+        typer.echo(f"warning: {line}", err=True)
     try:
         text = read_text(file, "topology file")
     except InputProblem as exc:
         typer.echo(str(exc), err=True)
         exit_with(ExitCode.ERROR)
     found = check_topology(text, str(file), warnings=True)
+    if known is not None and not any(p.severity == "error" for p in found):
+        found = (*found, *unknown_nodes(parse_topology(text, str(file)), known))
     problems = tuple(p for p in found if p.severity == "error")
     # what slurmctld accepts but only logs (docs/topology.md "Conformance"): shown, not fatal
     warnings = [{"line": p.line, "field": p.field, "switch": p.switch, "message": p.message}
