@@ -74,9 +74,10 @@ class JobView:
 class Frame:
     leaves: dict[str, list[NodeView]]
     jobs: list[JobView]
-    gpus_total: int = 0
-    gpus_used: int = 0
+    gpus_total: int = 0  # 0: unknown (the daemon's database keeps no fleet size)
+    gpus_used: int = 0  # the whole fleet's, as the grid shows it
     problems: list[str] = field(default_factory=list)
+    gpus_shown: int | None = None  # the listed jobs' GPUs when -u/-A/--me filter them
 
 
 def _shape(tp: int, pp: int, dp: int) -> str:
@@ -136,10 +137,15 @@ def build_frame(jobs: Iterable[SqueueJob], nodes: Iterable[SinfoNode],
 
 def select(frame: Frame, users: Iterable[str] = (), accounts: Iterable[str] = ()) -> Frame:
     """The frame with only the jobs of these users and accounts (empty: any), as squeue -u/-A."""
+    from railgang.daemon.slurm.cli.records import ACTIVE_STATES
+
     users, accounts = set(users), set(accounts)
+    if not users and not accounts:
+        return frame
     jobs = [v for v in frame.jobs
             if (not users or v.user in users) and (not accounts or v.account in accounts)]
-    return Frame(frame.leaves, jobs, frame.gpus_total, frame.gpus_used, frame.problems)
+    shown = sum(v.gpus for v in jobs if v.state in ACTIVE_STATES)
+    return Frame(frame.leaves, jobs, frame.gpus_total, frame.gpus_used, frame.problems, shown)
 
 
 def _cell(v: JobView, column: str) -> str:
@@ -175,7 +181,10 @@ def render(frame: Frame, columns: Iterable[str] = COLUMNS) -> Group:
     for v in frame.jobs:
         # a job's name and account are its owner's text: shown, never obeyed (safe_output)
         jobs.add_row(letter.get(v.job_id, ""), *(term_text(_cell(v, c)) for c in columns))
-    head = Text(f"GPUs in use {frame.gpus_used}/{frame.gpus_total}   jobs running "
+    in_use = f"{frame.gpus_used}/{frame.gpus_total}" if frame.gpus_total else str(frame.gpus_used)
+    if frame.gpus_shown is not None:
+        in_use += f", {frame.gpus_shown} by the jobs shown"
+    head = Text(f"GPUs in use {in_use}   jobs running "
                 f"{sum(v.state in ACTIVE_STATES for v in frame.jobs)}   waiting "
                 f"{sum(v.state in PENDING_STATES for v in frame.jobs)}", style="bold")
     parts: list[Any] = [head, grid, jobs]
@@ -228,8 +237,7 @@ def from_daemon(db_url: str) -> Frame:
                 nodes=tuple(hostlist.expand_hostlist(r.nodes)) if r.nodes else (), leaves=0,
                 shape="", priority_class=r.priority_class, elastic="") for r in rows]
     except (SQLAlchemyError, RailgangError) as exc:
-        raise InputError(f"the daemon's database ({type(exc).__name__}): {exc}; is the daemon "
-                         "running with this db.url?") from exc
+        raise InputError(f"the daemon's database: {_db_problem(db_url, exc)}") from exc
     finally:
         if engine is not None:
             engine.dispose()
@@ -238,6 +246,23 @@ def from_daemon(db_url: str) -> Frame:
     used = sum(v.gpus for v in views if v.state in ACTIVE_STATES)
     return Frame({}, views, 0, used, ["the daemon's view from its database: no node grid, no "
                                       "users (read Slurm for those)"])
+
+
+def _db_problem(db_url: str, exc: Exception) -> str:
+    """One line for a database that cannot be read: not migrated (the words every command uses),
+    else the driver's own first line (SQLAlchemy's text adds the SQL and a link)."""
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from railgang.db.migrate import require_head
+
+    try:
+        require_head(db_url)
+    except RailgangError as not_head:
+        return str(not_head).splitlines()[0]
+    except SQLAlchemyError:  # unreadable even for that: the query's own error says it
+        pass
+    first = str(getattr(exc, "orig", None) or exc).splitlines()
+    return f"{first[0] if first else type(exc).__name__}; is the daemon running with this db.url?"
 
 
 def observe(runner: SlurmRunner, db_url: str | None = None) -> Frame:

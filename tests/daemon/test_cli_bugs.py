@@ -34,3 +34,53 @@ def test_config_check_prints_brackets_literally(tmp_path: Path) -> None:
     assert res.returncode == ExitCode.ERROR
     assert "set RAILGANG_API__SECRET_KEY or [api] secret_key" in res.stderr, res.stderr
     assert len(res.stderr.splitlines()) == 1
+
+
+def test_top_filtered_counts_the_jobs_shown_not_the_fleet() -> None:
+    """`top -A team-b` said "GPUs in use 24/32": the whole fleet's count under a filter."""
+    from rich.console import Console
+
+    from railgang.daemon.top import render, select
+    from tests.daemon.test_top import frame
+
+    whole = frame()
+    b = select(whole, accounts=["team-b"])
+    assert b.gpus_shown == 4  # team-b's running job 10; the grid and fleet count stay whole
+    assert b.gpus_used == whole.gpus_used and whole.gpus_shown is None
+    console = Console(width=160, record=True)
+    console.print(render(b, ["job"]))
+    assert f"GPUs in use {whole.gpus_used}/{whole.gpus_total}, 4 by the jobs shown" in (
+        console.export_text())
+
+
+def test_top_from_the_daemons_database_has_no_fleet_total(tmp_path: Path) -> None:
+    """"GPUs in use 128/0": the database keeps no fleet size, so no "/0"."""
+    from rich.console import Console
+
+    from railgang.daemon.top import from_daemon, render
+    from tests.daemon.test_top import _daemon_db
+
+    console = Console(width=160, record=True)
+    console.print(render(from_daemon(_daemon_db(tmp_path)), ["job"]))
+    text = console.export_text()
+    assert "GPUs in use 16 " in text and "/0" not in text
+
+
+def test_top_on_an_unmigrated_database_is_one_line(tmp_path: Path) -> None:
+    """It printed a six-line SQL error; now the one line every command gives."""
+    env = {**os.environ, "RAILGANG_DB__URL": f"sqlite:///{tmp_path / 'empty.sqlite'}",
+           "RAILGANG_SLURM__BACKEND": "sim"}
+    env.pop("SLURM_CONF", None)
+    env.pop("RAILGANG_CONFIG", None)
+    res = subprocess.run([sys.executable, "-c", MAIN, "top", "--once"], capture_output=True,
+                         text=True, env=env, timeout=60, check=False)
+    assert res.returncode == ExitCode.ERROR, res.stderr
+    assert res.stderr.splitlines() == [
+        "error: the daemon's database: database is at revision (empty), railgang needs "
+        f"{_head()}: run `railgang db upgrade`"], res.stderr
+
+
+def _head() -> str | None:
+    from railgang.db.migrate import head
+
+    return head()
