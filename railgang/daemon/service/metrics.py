@@ -23,6 +23,7 @@ railgang_heartbeat_timestamp_seconds   gauge      when the heartbeat file was la
 railgang_lease_seconds                 gauge      the lease a heartbeat grants (slurm.lease_s)
 railgang_lease_renewals_total          counter    ``result``: renewed | refused
 railgang_nodes                         gauge      ``state``: idle | mixed | alloc | drain | down
+                                                  (a usable node's by its GPUs allocated)
                                                   (as observed at the cycle's start)
 railgang_account_gpus                  gauge      ``account``: GPUs its running jobs hold
 railgang_account_pending_jobs          gauge      ``account``: jobs waiting
@@ -55,7 +56,7 @@ from prometheus_client import Counter as PromCounter
 
 from railgang.daemon.build_info import register_build_info
 from railgang.daemon.core.model.reasons import Reason
-from railgang.daemon.core.model.snapshot import Snapshot
+from railgang.daemon.core.model.snapshot import NodeState, Snapshot
 
 if TYPE_CHECKING:
     from railgang.daemon.service.links import LinkRound
@@ -192,7 +193,8 @@ class DaemonMetrics:
 
     def _observe_accounts(self, snapshot: Snapshot) -> None:
         """Nodes by state, and per account: GPUs held, jobs waiting, longest wait, quota."""
-        states = Counter(str(n.state.value) for n in snapshot.nodes.values())
+        states = Counter(gpu_state(n.state, n.gpus, len(snapshot.free.get(name, ())))
+                         for name, n in snapshot.nodes.items())
         self.nodes.clear()
         for state, n in states.items():
             self.nodes.labels(state).set(n)
@@ -248,6 +250,15 @@ def observe_links(metrics: DaemonMetrics, result: LinkRound) -> None:
     metrics.link_errors.inc(len(result.errors))
 
 
+def gpu_state(state: NodeState, gpus: int, free: int) -> str:
+    """A usable node's state by its GPUs (idle: none allocated, alloc: all, else mixed): Slurm
+    calls a node whose GPUs are all taken idle or mixed by its CPUs, and the simulator keeps the
+    state it started with; drain and down stay as observed."""
+    if not state.usable or gpus <= 0:
+        return str(state.value)
+    return "idle" if free >= gpus else "alloc" if free <= 0 else "mixed"
+
+
 def leaf_gpus(snapshot: Snapshot) -> dict[tuple[str, str], int]:
     """``(leaf, allocated|free) -> GPUs`` as observed (drained and down nodes count as neither)."""
     leaf_of = getattr(snapshot.fabric, "leaf_of", None)
@@ -262,4 +273,4 @@ def leaf_gpus(snapshot: Snapshot) -> dict[tuple[str, str], int]:
     return out
 
 
-__all__ = ["BUCKETS", "DaemonMetrics", "leaf_gpus", "newest_report", "observe_links"]
+__all__ = ["BUCKETS", "DaemonMetrics", "gpu_state", "leaf_gpus", "newest_report", "observe_links"]

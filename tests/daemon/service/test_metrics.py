@@ -41,7 +41,16 @@ def test_accounts_gpus_pending_and_oldest_wait() -> None:
     assert value(m, "railgang_account_pending_jobs", account="nlp") == 2
     assert value(m, "railgang_account_oldest_wait_seconds", account="nlp") == 600.0
     assert value(m, "railgang_account_oldest_wait_seconds", account="vision") == 0.0
-    assert value(m, "railgang_nodes", state="idle") == 2  # as the backend observed them
+
+
+
+def test_nodes_by_state_count_allocated_gpus() -> None:
+    """It read idle=2 with r1 holding one node's 8 GPUs and r2 two of the other's (issue 36):
+    Slurm (and the simulator) call a node idle or mixed by its CPUs; the metric goes by GPUs."""
+    m = observed()
+    assert value(m, "railgang_nodes", state="alloc") == 1
+    assert value(m, "railgang_nodes", state="mixed") == 1
+    assert value(m, "railgang_nodes", state="idle") is None
 
 
 def test_total_is_its_own_metric_not_a_phase() -> None:
