@@ -50,6 +50,7 @@ from railgang.daemon.core.model.snapshot import Snapshot
 from railgang.daemon.failures.config import FailureSettings
 from railgang.daemon.slurm.cli import commands as cmd
 from railgang.daemon.slurm.cli.apply import ApplyConfig, apply_actions, finish_due
+from railgang.daemon.slurm.cli.attained import AttainedService
 from railgang.daemon.slurm.cli.backoff import StartBackoff, counts
 from railgang.daemon.slurm.cli.class_grants import read_grants
 from railgang.daemon.slurm.cli.facts import render_fleet_file, tier_terms
@@ -132,6 +133,8 @@ class CliBackend:
         self._memo = JobMemo()  # waiting jobs' core Jobs while their records stay the same
         self.backoff = StartBackoff(self.settings.start_refusals_max)  # refused Starts per job
         self._pinned: set[str] = set()  # jobs this process started: their ReqNodeList is ours
+        # GPU-seconds of every run per job: squeue's current run, sacct -D's earlier ones (cached)
+        self.attained = AttainedService(lambda argv: self.runner.run(argv).stdout)
         # node failures: requeue, first in class, drain flaky nodes, burn-ins (failures.py)
         self.failures = (FailureResponder(self.runner, failures)
                          if failures is not None and failures.enabled else None)
@@ -156,15 +159,16 @@ class CliBackend:
         ended = [j for j in seen if not (j.pending or j.active)]
         shares, share_notes = self._shares()
         nodes, after_fault, failed_over = self._failures(seen, nodes, now)
+        attained, attained_notes = self.attained.attained(jobs, now, json_flag(self.json_version))
         st = self.settings
         obs = build_observation(now, jobs, nodes, self._fabric_for(nodes), shares,
-                                [*job_notes, *node_notes, *share_notes],
+                                [*job_notes, *node_notes, *share_notes, *attained_notes],
                                 lambda pools: tier_terms(pools, st.prices, st.spot_interruptions_per_node_day,
                                                          st.spot_notice_s),
                                 lease_s=float(st.lease_s),
                                 grants=read_grants(self.grants_file) if self.grants_file else None,
                                 after_fault=after_fault, memo=self._memo,
-                                pinned=frozenset(self._pinned))
+                                pinned=frozenset(self._pinned), attained=attained)
         self._pinned &= obs.jobs.keys()
         self._leave_to_slurm(obs, now)
         obs = self.backoff.hold_back(obs, [j.job_id for j in jobs if j.pending])

@@ -50,10 +50,11 @@ class Observation:
 
 
 def core_job(rec: SqueueJob, tag: RailgangTag, now: float, after_fault: bool = False,
-             where: Where = ANYWHERE) -> Job:
+             where: Where = ANYWHERE, attained_gpu_s: float = 0.0) -> Job:
     """The core's :class:`Job` for a railgang job (raises ValueError if the sizes disagree);
     ``after_fault``: a node failure requeued it (``failures.py``); ``where``: the nodes Slurm's
-    own rules let it use (``rules.py``), which narrow its needs."""
+    own rules let it use (``rules.py``), which narrow its needs; ``attained_gpu_s``: its GPU-seconds
+    over every run, from Slurm (``attained.py``)."""
     per_replica = tag.tp * tag.pp
     gpus = per_replica * tag.dp if tag.dp is not None else rec.gpus_requested
     request = JobRequest(
@@ -75,7 +76,7 @@ def core_job(rec: SqueueJob, tag: RailgangTag, now: float, after_fault: bool = F
     # every requeue (a railgang preemption or grow, a node failure) bumps Slurm's restart count
     return Job(request, JobState(preemptions=rec.restarts,
                                  work_remaining_s=_work_left(rec, request, now),
-                                 after_fault=after_fault))
+                                 after_fault=after_fault, attained_gpu_s=attained_gpu_s))
 
 
 def _work_left(rec: SqueueJob, request: JobRequest, now: float) -> float | None:
@@ -169,18 +170,18 @@ def build_observation(now: float, jobs: Iterable[SqueueJob], nodes: Iterable[Sin
                       pricing: Callable[[Iterable[tuple[str, str]]], Mapping[str, Any]] | None = None,
                       *, lease_s: float = 0.0, grants: ClassGrants | None = None,
                       after_fault: frozenset[str] = frozenset(),
-                      memo: JobMemo | None = None, pinned: frozenset[str] | None = None) -> Observation:
-    """Everything the core sees, from one read of squeue, sinfo and sshare; ``pricing``: the
-    tiers' terms for the cluster's (GPU type, tier) pools (``facts.tier_terms``); ``lease_s``:
-    the lease the backend renews (a job with a later ``--begin`` joins the renewals one lease
-    before it); ``grants``: the class grants now (a class 0-2 job no longer granted to its
-    account, user or QOS is scheduled as class 3; None: not checked); ``after_fault``: waiting
-    jobs a node failure requeued, ordered first in their class by the core; ``memo``: the
-    backend's :class:`JobMemo` (a waiting job whose record is unchanged keeps its core Job);
-    ``pinned``: jobs the backend started (their ``ReqNodeList`` is railgang's, any other is a
-    user's ``--nodelist``: ``rules.py``); None: every ``ReqNodeList`` is taken as railgang's."""
-    job_list = list(jobs)
-    node_list = list(nodes)
+                      memo: JobMemo | None = None, pinned: frozenset[str] | None = None,
+                      attained: Mapping[str, float] | None = None) -> Observation:
+    """Everything the core sees, from one read of squeue, sinfo and sshare. ``pricing``: the
+    tiers' terms of the cluster's (GPU type, tier) pools (``facts.tier_terms``); ``lease_s``: the
+    lease the backend renews (a job with a later ``--begin`` joins the renewals one lease before
+    it); ``grants``: the class grants now (a class 0-2 job no longer granted to its account, user
+    or QOS is scheduled as class 3; None: not checked); ``after_fault``: waiting jobs a node
+    failure requeued (first in their class); ``memo``: the backend's :class:`JobMemo` (a waiting
+    job whose record is unchanged keeps its core Job); ``pinned``: jobs the backend started (any
+    other ``ReqNodeList`` is a user's ``--nodelist``: ``rules.py``; None: all are railgang's);
+    ``attained``: GPU-seconds per job id over every run (``attained.py``; absent: 0)."""
+    job_list, node_list = list(jobs), list(nodes)
     notes = list(skipped)
     pending: list[Job] = []
     running: list[RunningJob] = []
@@ -223,8 +224,9 @@ def build_observation(now: float, jobs: Iterable[SqueueJob], nodes: Iterable[Sin
         try:
             fault = rec.pending and rec.job_id in after_fault
             where = places.of(rec) if rec.pending else ANYWHERE
-            job = (memo.job(rec, tag, fault, where) if memo is not None and rec.pending
-                   else core_job(rec, tag, now, fault, where))
+            served = attained.get(rec.job_id, 0.0) if attained is not None else 0.0
+            job = (memo.job(rec, tag, fault, where, served) if memo is not None and rec.pending
+                   else core_job(rec, tag, now, fault, where, served))
             if rec.pending:
                 pending.append(job)
             elif rec.state == "RUNNING":
@@ -276,14 +278,16 @@ class JobMemo:
     ``test_a_memo_gives_what_a_plain_rebuild_gives`` compares it with building every Job."""
 
     def __init__(self) -> None:
-        self._jobs: dict[str, tuple[SqueueJob, RailgangTag, bool, Job, Where]] = {}
+        self._jobs: dict[str, tuple[SqueueJob, RailgangTag, bool, Job, Where, float]] = {}
 
-    def job(self, rec: SqueueJob, tag: RailgangTag, fault: bool, where: Where = ANYWHERE) -> Job:
+    def job(self, rec: SqueueJob, tag: RailgangTag, fault: bool, where: Where = ANYWHERE,
+            attained: float = 0.0) -> Job:
         hit = self._jobs.get(rec.job_id)
-        if hit is not None and hit[0] is rec and hit[1] == tag and hit[2] == fault and hit[4] == where:
+        if (hit is not None and hit[0] is rec and hit[1] == tag and hit[2] == fault
+                and hit[4] == where and hit[5] == attained):
             return hit[3]
-        job = core_job(rec, tag, 0.0, fault, where)  # a waiting job's Job does not read the time
-        self._jobs[rec.job_id] = (rec, tag, fault, job, where)
+        job = core_job(rec, tag, 0.0, fault, where, attained)  # a waiting job's Job reads no time
+        self._jobs[rec.job_id] = (rec, tag, fault, job, where, attained)
         return job
 
     def keep(self, job_ids: set[str]) -> None:
