@@ -31,6 +31,7 @@ from railgang.daemon.slurm.cli.schemas import (
     reader_for,
     schema_of,
 )
+from railgang.daemon.slurm.cli.sharing import sharing_request
 from railgang.training import Progress, read_progress
 
 # squeue job states that hold or will hold resources; everything else (COMPLETED, CANCELLED...)
@@ -78,6 +79,7 @@ class SqueueJob:
     # allocation is not), the nodes a NODE_FAIL job ran on
     asks_gpus: bool = True  # some tres_per_{job,node,task,socket} names a GPU (job_submit.lua's
     # asks_gpus): a railgang shape with none behind it is skipped (slurm/cli/snapshot.py)
+    shares_gpus: str = ""  # the GPU-sharing GRES it asks for (shard:2, mps:50; sharing.py)
     # Slurm's own rules on where it may run (docs/slurm-backend.md, "Slurm's own rules"):
     partition: str = ""  # its partition(s), comma-separated ("" = unknown: any)
     excluded_nodes: tuple[str, ...] = ()  # --exclude
@@ -265,12 +267,14 @@ def _squeue_job(raw: Mapping[str, Any], job_id: str) -> SqueueJob:
     per_node = gres_gpus(str(raw.get("tres_per_node") or ""))
     limit = raw.get("time_limit")
     comment = str(raw.get("admin_comment") or "")
+    shares = sharing_request(raw)
     try:
         allocation, alloc_problem = _allocation(raw, job_id), ""
     except RECORD_ERRORS as exc:  # keep the job: its nodes must not look free
         nodes = expand_hosts(str(raw.get("nodes") or ""))
         allocation = tuple((n, ()) for n in nodes)
-        alloc_problem = f"job {job_id}: {exc}; its nodes count as fully used"
+        # a shard's detail names no whole GPU: sharing.py counts what it holds
+        alloc_problem = "" if shares else f"job {job_id}: {exc}; its nodes count as fully used"
     try:
         tag, tag_problem = parse_tag(comment), ""
     except ParseProblem as exc:  # the job still holds its GPUs: keep it, just not as ours
@@ -309,6 +313,7 @@ def _squeue_job(raw: Mapping[str, Any], job_id: str) -> SqueueJob:
         requeue=raw.get("requeue") is not False,
         asks_gpus=any("gpu" in str(raw.get(f"tres_per_{k}") or "")
                       for k in ("job", "node", "task", "socket")),
+        shares_gpus=shares,
         node_list=expand_hosts(str(raw.get("nodes") or "")),
         partition=str(raw.get("partition") or ""),
         excluded_nodes=expand_hosts(str(raw.get("excluded_nodes") or "")),

@@ -23,6 +23,7 @@ from railgang.daemon.slurm.cli.facts import facts_from_slurm, tier_from_features
 from railgang.daemon.slurm.cli.parse import RailgangTag
 from railgang.daemon.slurm.cli.records import ShareRow, SinfoNode, SqueueJob
 from railgang.daemon.slurm.cli.rules import ANYWHERE, Places, Where, left_to_slurm, waits_on
+from railgang.daemon.slurm.cli.sharing import hold_shared_gpus, shared_gpus_rule
 
 # pending reasons under which a railgang job is the daemon's to place: waiting on its lease, or
 # already eligible under plain Slurm (a lapsed lease the daemon takes back by renewing it). Held,
@@ -151,7 +152,9 @@ def free_gpus(nodes: Iterable[SinfoNode], jobs: Iterable[SqueueJob], now: float)
     gpus = {n.name: n.gpus for n in nodes}
     used: dict[str, set[int]] = {}
     for job in jobs:
-        if job.active:
+        if job.active and job.shares_gpus:  # one GPU a node unless Slurm names them (sharing.py)
+            hold_shared_gpus(job.allocation, gpus, used)
+        elif job.active:
             for node, idx in job.allocation:
                 used.setdefault(node, set()).update(range(gpus.get(node, 0)) if job.alloc_problem else idx)
     for job in jobs:
@@ -213,8 +216,8 @@ def build_observation(now: float, jobs: Iterable[SqueueJob], nodes: Iterable[Sin
         if rec.pending and (rec.reason.split(",")[0] not in QUEUE_REASONS or rec.priority == 0
                             or starting(rec, now)):
             continue  # held, dependent, invalid, or just started: not the core's to place now
-        if (not rec.pending and not rec.active) or rec.alloc_problem:
-            continue
+        if (not rec.pending and not rec.active) or rec.alloc_problem or (rec.active and rec.shares_gpus):
+            continue  # a running job sharing GPUs is Slurm's (sharing.py); free_gpus holds its GPUs
         if rec.pending and (tag.dp is not None or tag.elastic) and not rec.asks_gpus:
             # job_submit.lua refuses such a job; one tagged before it did (or by hand) would be
             # counted tp x pp x dp GPUs Slurm never gives it: not the core's, and not leased
@@ -260,6 +263,9 @@ def _kept_out(rec: SqueueJob, now: float, pinned: frozenset[str] | None,
     dependency (into ``waits``: it holds no GPUs in the plan, its lease is kept)."""
     if rec.reason == "DependencyNeverSatisfied" or starting(rec, now):
         return False
+    if rec.shares_gpus and rec.reason in QUEUE_REASONS:  # GPU shards are Slurm's (sharing.py)
+        left[rec.job_id] = shared_gpus_rule(rec.shares_gpus)
+        return True
     why = left_to_slurm(rec, pinned) if rec.reason in QUEUE_REASONS else ""
     if why:
         left[rec.job_id] = why
