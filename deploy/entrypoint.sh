@@ -30,6 +30,7 @@ SPANK_SO=/opt/railgang/lib/railgang_spank.so
 GPU_DEVICE_MAJOR=195  # NVIDIA's character-device major; gres/gpu rejects plain files
 DAEMON_USER=railgang  # created in deploy/Dockerfile
 SHARED=/var/lib/railgang/shared  # the railgang-shared volume: heartbeat and class grants
+REPORTS=/var/lib/railgang/reports  # the railgang-reports volume: report.dir (deploy/railgang.toml)
 
 die() { echo "railgang-entrypoint: $*" >&2; exit 1; }
 
@@ -117,8 +118,8 @@ case "$role" in
     start_munge
     # root only for munged and this chown (a fresh volume is root's); the daemon itself is the
     # unprivileged Slurm Administrator, never root (docs/deploy.md)
-    mkdir -p "$SHARED"
-    chown "$DAEMON_USER:" "$SHARED"
+    mkdir -p "$SHARED" "$REPORTS"
+    chown "$DAEMON_USER:" "$SHARED" "$REPORTS"
     exec setpriv --reuid="$DAEMON_USER" --regid="$DAEMON_USER" --init-groups --no-new-privs -- \
       railgang daemon run --log-format json "$@"
     ;;

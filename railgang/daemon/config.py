@@ -199,6 +199,8 @@ class DaemonSettings(BaseModel):
     policy: str = "default"
     cycle_interval_s: float = Field(default=10.0, gt=0)
     heartbeat_file: Path = DEFAULT_STATE_DIR / "heartbeat"
+    # measured speed per job and model (slurm/cli/speed.py), kept across restarts; None: in memory
+    speed_file: Path | None = DEFAULT_STATE_DIR / "speed.json"
     # the core's cycle knobs (daemon/core/cycle.py CycleConfig)
     preempt: bool = True  # allow the preempt phase
     resize: bool = True  # allow shrinking and growing elastic jobs
@@ -236,6 +238,12 @@ class DaemonSettings(BaseModel):
     # cap, e.g. one whole leaf (64 on 8 x 8-GPU leaves); the window stretches to keep the cap's
     # long-run rate. 0 = the cap (docs/topology.md "Whole leaves on a tree")
     churn_burst_gpus: int = Field(default=0, ge=0, le=1_000_000)
+    # fair share with a half-life (docs/policies.md "Fair share with a half-life"): inside a
+    # Tiresias queue, default orders the account that used fewer GPU-hours lately first (its
+    # ledger runs and running jobs, decayed); off by default (the pinned schedules)
+    fair_share: bool = False
+    # None: Slurm's PriorityDecayHalfLife (scontrol show config), else 7 days; 0: no decay
+    fair_share_half_life_s: float | None = Field(default=None, ge=0)
     # quota guarantees × this where the measured busy share supports it (x × busy <= 91 %);
     # 1.0 = off (docs/policies.md "Quotas")
     quota_oversubscription: float = Field(default=1.0, ge=1.0, le=2.0)
@@ -255,6 +263,16 @@ class DaemonSettings(BaseModel):
     estimate_horizon_h: float = Field(default=168.0, gt=0, le=8760)
     estimate_samples: int = Field(default=8, ge=0, le=100)
     links: LinkSettings = LinkSettings()  # live link health (off by default)
+    # policy tiresias: its queues' bounds in attained GPU-hours (Tiresias.thresholds_gpu_h)
+    tiresias_thresholds_gpu_h: tuple[float, ...] = Field(default=(1.0, 10.0, 100.0), min_length=1,
+                                                         max_length=16)
+
+    @field_validator("tiresias_thresholds_gpu_h")
+    @classmethod
+    def _rising(cls, v: tuple[float, ...]) -> tuple[float, ...]:
+        if any(not 0 < a < b < math.inf for a, b in zip(v, (*v[1:], math.inf), strict=True)):
+            raise ValueError("must be positive, finite and rising, e.g. [1, 10, 100]")
+        return v
 
 
 class ApiSettings(BaseModel):
@@ -300,6 +318,16 @@ class LedgerSettings(BaseModel):
     step_timing_every_s: int = Field(default=300, ge=10, le=86400)
     # the class grants file job_submit.lua reads (written by `railgang quota grants-file`)
     grants_file: Path = DEFAULT_STATE_DIR / "class_grants.txt"
+    # the daemon (cli backend) ingests sacct from the watermark every this many seconds, as
+    # `railgang ledger ingest` does; 0 = only by hand (issue 36 item 1)
+    ingest_every_s: int = Field(default=300, ge=0, le=86400)
+    # GPU telemetry: the base URL of a Prometheus that scrapes the DCGM exporter ("" = none;
+    # `railgang ledger telemetry FILE` stays the import path), read every telemetry_every_s
+    telemetry_prometheus_url: str = Field(default="", pattern=r"^(https?://\S+)?$")
+    telemetry_every_s: int = Field(default=300, ge=10, le=86400)
+    telemetry_step_s: int = Field(default=30, ge=1, le=3600)  # one sample per GPU per step
+    # label matchers added to every DCGM query, e.g. 'job="dcgm"' (a site with two exporters)
+    telemetry_selector: str = ""
 
 
 MAX_FLOAT_SETTING = 1e9

@@ -46,18 +46,30 @@ def run_nightly(engine: Engine, settings: Settings, now: datetime | None = None)
     return out
 
 
-def schedule_nightly(scheduler: object, engine: Engine, settings: Settings) -> bool:
-    """Add the job to an apscheduler ``BackgroundScheduler`` (when ``report.dir`` is set)."""
-    if settings.report.dir is None:
+def schedule_nightly(scheduler: object, engine: Engine, settings: Settings,
+                     now: datetime | None = None) -> bool:
+    """Add the job to an apscheduler ``BackgroundScheduler`` (when ``report.dir`` is set); its
+    first run is at once when yesterday's report is missing."""
+    root = settings.report.dir
+    if root is None:
         return False
     from apscheduler.executors.pool import ThreadPoolExecutor
 
     scheduler.add_executor(ThreadPoolExecutor(1), "report")  # type: ignore[attr-defined]
+    catch_up = {} if _written(root, now) else {"next_run_time": now or
+                                                               datetime.now(UTC)}
     scheduler.add_job(run_nightly, "cron", args=[engine, settings],  # type: ignore[attr-defined]
                       hour=settings.report.nightly_hour_utc, minute=5, timezone=UTC,
                       id="nightly-report", executor="report", coalesce=True,
-                      misfire_grace_time=6 * 3600)
+                      misfire_grace_time=6 * 3600, **catch_up)
     return True
+
+
+def _written(root: Path, now: datetime | None) -> bool:
+    """Whether yesterday's report is in ``root``: a daemon that was down (or installed) at the
+    nightly hour builds the missing one at start, not a day late (issue 36 item 1)."""
+    day = parse_day(yesterday(now or datetime.now(UTC)))
+    return (report_dir(root, day) / "report.json").exists()
 
 
 __all__ = ["run_nightly", "schedule_nightly"]

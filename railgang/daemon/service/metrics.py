@@ -32,6 +32,12 @@ railgang_account_quota_gpus            gauge      ``account``, ``kind``: guarant
                                                   quota tree; only accounts that have one)
 railgang_report_last_timestamp_seconds gauge      newest report written under report.dir
                                                   (epoch of its files; 0 when none)
+railgang_ledger_watermark_timestamp_seconds
+                                       gauge      ``source``: sacct | telemetry: how far the
+                                                  ledger has read it (epoch; 0 before the first
+                                                  read)
+railgang_ledger_reads_total            counter    ``source``, ``result``: ok | error: the
+                                                  daemon's scheduled ledger reads
 railgang_link_ports                    gauge      ``status``: healthy | congested | lame |
                                                   unknown (last interval's verdict)
 railgang_link_quarantined_ports        gauge      ports held in quarantine (hysteresis applied)
@@ -48,6 +54,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -102,6 +109,16 @@ class DaemonMetrics:
                                    ["account", "kind"], registry=r)
         self.report_last = Gauge("railgang_report_last_timestamp_seconds",
                                  "Newest report written under report.dir (epoch)", registry=r)
+        self.ledger_mark = Gauge("railgang_ledger_watermark_timestamp_seconds",
+                                 "How far the ledger has read a source (epoch; 0 before the "
+                                 "first read)", ["source"], registry=r)
+        self.ledger_reads = PromCounter("railgang_ledger_reads",
+                                        "Scheduled ledger reads by source and result",
+                                        ["source", "result"], registry=r)
+        for source in ("sacct", "telemetry"):  # series from the first scrape on, for alerts
+            self.ledger_mark.labels(source).set(0)
+            for result in ("ok", "error"):
+                self.ledger_reads.labels(source, result).inc(0)
         self.link_ports = Gauge("railgang_link_ports", "IB ports by last verdict", ["status"],
                                 registry=r)
         self.link_q_ports = Gauge("railgang_link_quarantined_ports", "IB ports in quarantine",
@@ -150,6 +167,12 @@ class DaemonMetrics:
     def watch_reports(self, root: Path | None) -> None:
         """Read the newest report's time from ``root`` at every scrape (0 without reports)."""
         self.report_last.set_function(lambda: newest_report(root))
+
+    def ledger_read(self, source: str, ok: bool, watermark: datetime | None) -> None:
+        """A scheduled ledger read (``ledger/feed.py``) ended; ``watermark``: where it stands."""
+        self.ledger_reads.labels(source, "ok" if ok else "error").inc()
+        if watermark is not None:
+            self.ledger_mark.labels(source).set(watermark.timestamp())
 
     def beat(self, now: float, lease_s: int, renewed: int, refused: int) -> None:
         """The heartbeat file was written at ``now``; this cycle renewed/refused leases."""

@@ -3,7 +3,9 @@
 1. migrate the database to head (idempotent), 2. take the leader lock — or wait as standby
 (``--no-wait``: exit 4), 3. record the leader, serve ``/metrics``, build the backend,
 4. run cycles on an apscheduler interval job (one at a time; a late cycle is coalesced, never
-stacked), 5. on SIGTERM/SIGINT let the running cycle finish, release the lock, exit 0.
+stacked), and beside them, each on an executor of its own, the nightly report, the link
+collection and the ledger's feeds (sacct ingest, GPU telemetry from Prometheus), 5. on
+SIGTERM/SIGINT let the running cycle finish, release the lock, exit 0.
 """
 
 from __future__ import annotations
@@ -12,11 +14,14 @@ import logging
 import os
 import signal
 import threading
+from collections.abc import Callable
+from dataclasses import fields
 from datetime import UTC, datetime
 from types import FrameType
 
 from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.schedulers.background import BackgroundScheduler
+from sqlalchemy import Engine
 
 from railgang.daemon.clock import WallClock
 from railgang.daemon.config import Settings
@@ -26,12 +31,15 @@ from railgang.daemon.core.model.elastic import ElasticRules
 from railgang.daemon.core.model.plan import Policy
 from railgang.daemon.core.model.preemption import PreemptionBudget
 from railgang.daemon.core.policies import registry
+from railgang.daemon.ledger.feed import schedule_feeds
+from railgang.daemon.ledger.ingest import Fetch, sacct_fetcher
 from railgang.daemon.ledger.progress import StepTimingRecorder
 from railgang.daemon.report.nightly import schedule_nightly
 from railgang.daemon.service.backends import make_backend
 from railgang.daemon.service.cycle import DaemonService
 from railgang.daemon.service.estimate import start_estimator
 from railgang.daemon.service.estimate_history import with_ledger_history
+from railgang.daemon.service.fairshare import half_life
 from railgang.daemon.service.leader import LeaderLock, lock_for
 from railgang.daemon.service.links import LinkCollector
 from railgang.daemon.service.metrics import DaemonMetrics, observe_links
@@ -41,7 +49,7 @@ from railgang.daemon.serving.live import LiveServing
 from railgang.db import migrate
 from railgang.db.repositories import journal as repo
 from railgang.db.session import make_engine, session_scope
-from railgang.errors import ConfigError, DaemonError, ExitCode, NotLeaderError
+from railgang.errors import ConfigError, DaemonError, ExitCode, NotLeaderError, SlurmCommandError
 
 log = logging.getLogger("railgang.daemon")
 
@@ -66,7 +74,10 @@ def cycle_config(settings: Settings) -> CycleConfig:
 
 def _policy(settings: Settings) -> Policy:
     try:
-        return registry.get(settings.daemon.policy)
+        policy = registry.get(settings.daemon.policy)
+        if settings.daemon.fair_share and "fair_share" in {f.name for f in fields(policy)}:  # type: ignore[arg-type]
+            policy = registry.get(settings.daemon.policy, fair_share=True)
+        return policy
     except KeyError as exc:
         raise ConfigError(f"daemon.policy: unknown policy {settings.daemon.policy!r}; known: "
                           f"{', '.join(registry.names())}") from exc
@@ -162,23 +173,12 @@ def run_daemon(settings: Settings, *, once: bool = False, wait: bool = True,
                    if settings.slurm.backend == "cli" else None),
             inventory=(NodeInventory(settings.ledger.cluster)
                        if settings.slurm.backend == "cli" else None),
-            serving=serving)
+            serving=serving, fair_share_half_life_s=_half_life(settings))
         log.info("leader: %s, %s backend, policy %s, every %g s", lock.describe(),
                  settings.slurm.backend, policy.name, d.cycle_interval_s)
         if once:
             return ExitCode.OK if _cycle(service) else ExitCode.ERROR
-        scheduler = BackgroundScheduler(
-            executors={"default": ThreadPoolExecutor(1), "links": ThreadPoolExecutor(1)},
-            job_defaults={"coalesce": True, "max_instances": 1,
-                          "misfire_grace_time": max(1, int(d.cycle_interval_s))})
-        scheduler.add_job(_cycle, "interval", args=[service], seconds=d.cycle_interval_s,
-                          next_run_time=datetime.now(UTC), id="cycle")
-        if schedule_nightly(scheduler, engine, settings):  # docs/report.md
-            log.info("nightly report into %s at %02d:05 UTC", settings.report.dir,
-                     settings.report.nightly_hour_utc)
-        if links is not None:  # its own thread: a slow scrape never delays a cycle
-            scheduler.add_job(_collect_links, "interval", args=[links, metrics],
-                              seconds=d.links.interval_s, id="links", executor="links")
+        scheduler = _scheduler(service, engine, settings, metrics, links)
         scheduler.start()
         try:
             stop.wait()
@@ -194,6 +194,57 @@ def run_daemon(settings: Settings, *, once: bool = False, wait: bool = True,
                 part.close()
         lock.release()
         engine.dispose()
+
+
+def _half_life(settings: Settings) -> float | None:
+    """The fair-share half-life (service/fairshare.py), None when fair share is off."""
+    d = settings.daemon
+    if not d.fair_share:
+        return None
+    read: Callable[[], str | None] | None = None
+    if settings.slurm.backend == "cli":
+        from railgang.daemon.slurm.cli.runner import SlurmRunner
+
+        def read() -> str | None:
+            try:
+                res = SlurmRunner.from_settings(settings.slurm).attempt(["scontrol", "show", "config"])
+            except SlurmCommandError as exc:
+                log.warning("fair share: scontrol show config: %s", exc)
+                return None
+            return res.stdout if res.ok else None
+    return half_life(d.fair_share_half_life_s, read)
+
+
+def _scheduler(service: DaemonService, engine: Engine, settings: Settings,
+               metrics: DaemonMetrics, links: LinkCollector | None) -> BackgroundScheduler:
+    """Cycles, and each on an executor of its own: the nightly report, the ledger's feeds and
+    the link collection (a slow report, sacct or scrape never delays a cycle)."""
+    d = settings.daemon
+    scheduler = BackgroundScheduler(
+        executors={"default": ThreadPoolExecutor(1), "links": ThreadPoolExecutor(1)},
+        job_defaults={"coalesce": True, "max_instances": 1,
+                      "misfire_grace_time": max(1, int(d.cycle_interval_s))})
+    scheduler.add_job(_cycle, "interval", args=[service], seconds=d.cycle_interval_s,
+                      next_run_time=datetime.now(UTC), id="cycle")
+    if schedule_nightly(scheduler, engine, settings):  # docs/report.md
+        log.info("nightly report into %s at %02d:05 UTC", settings.report.dir,
+                 settings.report.nightly_hour_utc)
+    feeds = schedule_feeds(scheduler, engine, settings, metrics, _sacct(settings))
+    if feeds:  # the ledger fills itself (docs/deploy.md, step 3)
+        log.info("ledger feeds: %s", ", ".join(feeds))
+    if links is not None:
+        scheduler.add_job(_collect_links, "interval", args=[links, metrics],
+                          seconds=d.links.interval_s, id="links", executor="links")
+    return scheduler
+
+
+def _sacct(settings: Settings) -> Fetch | None:
+    """sacct for the scheduled ingest; None where the backend has no Slurm behind it."""
+    if settings.slurm.backend != "cli":
+        return None
+    from railgang.daemon.slurm.cli.runner import SlurmRunner
+
+    return sacct_fetcher(SlurmRunner.from_settings(settings.slurm))
 
 
 def _collect_links(links: LinkCollector, metrics: DaemonMetrics) -> None:
