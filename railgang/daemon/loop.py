@@ -26,6 +26,7 @@ from railgang.daemon.backend import ActionResult, Backend
 from railgang.daemon.clock import Clock
 from railgang.daemon.core.cycle import CycleConfig, decide
 from railgang.daemon.core.model.actions import Action
+from railgang.daemon.core.model.fairshare import RecentUse, with_recent_use
 from railgang.daemon.core.model.gang import Placer, topology_placer
 from railgang.daemon.core.model.plan import Policy
 from railgang.daemon.core.model.quota import QuotaTree
@@ -68,6 +69,7 @@ def run_cycle(backend: Backend, policy: Policy, clock: Clock, rng: random.Random
               config: CycleConfig | None = None, placer: Placer = topology_placer,
               journal: CycleJournal | None = None, quotas: QuotaTree | None = None,
               health: Any = None, preemptions: Sequence[PreemptEvent] | None = None,
+              recent_use: RecentUse | None = None,
               serving: Callable[[Snapshot], tuple[Snapshot, Sequence[Action]]] | None = None,
               ) -> CycleOutcome:
     """1. read the clock, 2. observe (and reconcile), 3. decide (pure), 4. journal, apply,
@@ -78,7 +80,9 @@ def run_cycle(backend: Backend, policy: Policy, clock: Clock, rng: random.Random
     the daemon read from its database, put into the backend's snapshot (None: the snapshot's own);
     ``health`` likewise: the ``LinkHealth`` of the daemon's live link collector; ``preemptions``
     the recent preemptions from the daemon's journal (Slurm shows none), added to the snapshot's
-    own (the simulator's: a job it already shows is not counted twice). ``serving``:
+    own (the simulator's: a job it already shows is not counted twice); ``recent_use``: each
+    account's decayed use of finished runs from the ledger, made the accounts' fair-share input
+    with the running jobs (``core/model/fairshare.py``). ``serving``:
     the serving step (``serving/controller.py``), after the reconcile: the snapshot the core
     decides on (serving pools, replicas not yet wanted left out) and its drains, sent first.
     """
@@ -103,6 +107,8 @@ def run_cycle(backend: Backend, policy: Policy, clock: Clock, rng: random.Random
         if extra:
             snapshot = snapshot.replace(preemptions=tuple(
                 sorted((*snapshot.preemptions, *extra), key=lambda e: (e.time, e.job_id))))
+    if recent_use is not None:
+        snapshot = with_recent_use(snapshot, recent_use.done, recent_use.half_life_s)
     lap("snapshot")
     if journal is not None:
         journal.observed(snapshot, now)

@@ -51,6 +51,7 @@ from railgang.daemon.backend import (
 from railgang.daemon.clock import Clock
 from railgang.daemon.core.cycle import CycleConfig
 from railgang.daemon.core.model.actions import Action
+from railgang.daemon.core.model.fairshare import RecentUse
 from railgang.daemon.core.model.gang import Placer, topology_placer
 from railgang.daemon.core.model.plan import Plan, Policy
 from railgang.daemon.core.model.snapshot import Snapshot
@@ -59,6 +60,7 @@ from railgang.daemon.loop import CycleOutcome, run_cycle
 from railgang.daemon.service import explain
 from railgang.daemon.service.estimate import StartEstimator
 from railgang.daemon.service.estimate_history import save_scores
+from railgang.daemon.service.fairshare import recent_use
 from railgang.daemon.service.grants import GrantsFile
 from railgang.daemon.service.journal import SessionJournal, preemption_history, utc
 from railgang.daemon.service.links import LinkCollector
@@ -159,7 +161,8 @@ class DaemonService:
                  links: LinkCollector | None = None,
                  steps: StepTimingRecorder | None = None,
                  inventory: NodeInventory | None = None,
-                 serving: LiveServing | None = None) -> None:
+                 serving: LiveServing | None = None,
+                 fair_share_half_life_s: float | None = None) -> None:
         self.engine, self.backend, self.clock = engine, backend, clock
         self.policy = RecordingPolicy(policy)
         self.leader, self.config, self.placer = leader, config or CycleConfig(), placer
@@ -176,7 +179,13 @@ class DaemonService:
         self.steps = steps  # running jobs' step timings for the report (accounting/progress.py)
         self.inventory = inventory  # the fleet's nodes for the report (service/node_inventory.py)
         self.serving = serving  # the serving step before the core (serving/live.py, issue 19)
+        # fair share (service/fairshare.py): the ledger's decayed use into the snapshot; None: off
+        self.fair_share_half_life_s = fair_share_half_life_s
         self.cycles = 0
+
+    def _recent_use(self, s: Session) -> RecentUse | None:
+        h = self.fair_share_half_life_s
+        return None if h is None else recent_use(s, self.clock.now(), h)
 
     def run_once(self) -> CycleReport:
         t0 = time.perf_counter()
@@ -195,6 +204,7 @@ class DaemonService:
                                     quotas=tree,
                                     health=self.links.health() if self.links else None,
                                     preemptions=preemption_history(s, self.clock.now()),
+                                    recent_use=self._recent_use(s),
                                     serving=self.serving)
                 if self.serving is not None and self.metrics is not None:
                     self.metrics.observe_serving(before, self.serving.status)

@@ -33,6 +33,7 @@ from railgang.daemon.core.model.actions import (
     Start,
     TagNode,
 )
+from railgang.daemon.core.model.fairshare import DecayedUse
 from railgang.daemon.core.model.job import Assignment, Job, RunningJob
 from railgang.daemon.core.model.needs import GpuFacts
 from railgang.daemon.core.model.plan import Want
@@ -121,6 +122,7 @@ class SimBackend:
         self.priorities: dict[str, int] = {}
         self._seq = 0
         self._usage_done: dict[str, float] = {}  # GPU-seconds of finished runs, per account
+        self._recent = DecayedUse(self.config.fair_share_half_life_s)  # the same, decayed: fair share
         # link degradation (``degrade``): the switch factors now, the snapshot's LinkHealth, and
         # migrations in flight (target assignment, replicas) and done (time, job)
         self._switch_factor: dict[str, float] = {}
@@ -289,9 +291,9 @@ class SimBackend:
         base = self._account_base
         quotas: Mapping[str, int] | None = None  # (None: the snapshot finds them)
         if base:  # a loaded snapshot's shares and quotas (an estimate): summed now
-            accounts: Mapping[str, Account] = views.eager_accounts(self._usage_done, self.running, base, now)
+            accounts: Mapping[str, Account] = views.eager_accounts(self._usage_done, self.running, base, now, self._recent, shown.values())
         else:  # no account of a replay has a flat quota (its quota tree is ``config.quotas``)
-            accounts, quotas = views.lazy_accounts(self._usage_done, running, self._held, now), _NO_QUOTAS
+            accounts, quotas = views.lazy_accounts(self._usage_done, running, self._held, now, self._recent), _NO_QUOTAS
         if self.quota_use is not None:
             self.quota_use.observe(now, self._account_gpus())
         snap = Snapshot(now=now, fabric=self.fabric, nodes=self._nodes_view, free=free,
@@ -455,8 +457,8 @@ class SimBackend:
         old = sj.assignment
         assert old is not None
         self._give({n: tuple(g for g in gs if g not in assignment.get(n, ())) for n, gs in old.items()})
-        acc = sj.tj.account
-        self._usage_done[acc] = self._usage_done.get(acc, 0.0) + sj.attained - sj.attained_at_start
+        self._usage_done[sj.tj.account] = self._usage_done.get(sj.tj.account, 0.0) + sj.attained - sj.attained_at_start
+        self._recent.add_run(sj.tj.account, sj.attained - sj.attained_at_start, sj.start_time, sj.as_of)
         sj.requeued(now, self.config.oracle)  # the core's view: one more preemption, just now
         self._allocate(sj, assignment, replicas)
         sj.begin_run(now)
@@ -489,9 +491,9 @@ class SimBackend:
         assert sj.assignment is not None
         self._give(sj.assignment)
         self._drop_migration(sj)  # finished inside a migration's grace: its target is free again
-        acc = sj.tj.account
-        self._usage_done[acc] = self._usage_done.get(acc, 0.0) + sj.attained - sj.attained_at_start
-        self._hold(acc, -sj.gpus)
+        self._usage_done[sj.tj.account] = self._usage_done.get(sj.tj.account, 0.0) + sj.attained - sj.attained_at_start
+        self._recent.add_run(sj.tj.account, sj.attained - sj.attained_at_start, sj.start_time, sj.as_of)
+        self._hold(sj.tj.account, -sj.gpus)
         sj.released()
         del self.running[sj.tj.job_id]
         self._shown.left(sj.tj.job_id)

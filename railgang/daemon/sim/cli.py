@@ -90,6 +90,14 @@ def sim(
         "--backfill-held-leaf",
         help="With --leaf-wait-s: a job that would wait starts on a held leaf's GPUs when it ends "
              "before that leaf's holder expects room there (daemon.backfill_held_leaf).")] = False,
+    fair_share: Annotated[bool, typer.Option(
+        "--fair-share",
+        help="default: inside a Tiresias queue, the account that used fewer GPU-hours lately goes "
+             "first (daemon.fair_share; docs/policies.md).")] = False,
+    fair_share_half_life_s: Annotated[float, typer.Option(
+        "--fair-share-half-life-s", min=0,
+        help="With --fair-share: the half-life of past use (Slurm's PriorityDecayHalfLife; "
+             "default 7 days; 0: no decay).")] = 7 * 86400.0,
     max_pending: Annotated[int | None, typer.Option(
         "--max-pending", min=1,
         help="Show the core at most N pending jobs per cycle, oldest first (like Slurm's "

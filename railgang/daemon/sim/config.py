@@ -19,6 +19,9 @@ class SimConfig:
     transition_cost_s: float = 30.0  # no progress for this long after a resize
     panic_checkpoint: bool = False  # a signalled job saves if grace >= checkpoint cost
     preempt_window_s: float = 3600.0  # how much preemption history snapshots carry
+    # the fair-share input's half-life (core/model/fairshare.py): Slurm's PriorityDecayHalfLife
+    # default, as the daemon's when slurm.conf says nothing; 0 = no decay
+    fair_share_half_life_s: float = 7 * 86400.0
     oracle: bool = True  # tell the core the exact work left (a real cluster only estimates it)
     quotas: QuotaTree | None = None  # the hierarchical quota tree (``--quotas``); None = none
     enforce_quotas: bool = True  # False: only measure attainment against the tree (a baseline)

@@ -79,10 +79,11 @@ def build_fabric(topology: Path | None, nodes: int, gpus_per_node: int, leaf: in
     return fabric_from_shape(nodes, gpus_per_node, leaf)
 
 
-def policy_for(name: str, type_blind: bool, rules: SpotRules) -> Policy:
-    """The policy ``name``, type-blind or not, with the spot rules, where it takes them."""
+def policy_for(name: str, type_blind: bool, rules: SpotRules, fair_share: bool = False) -> Policy:
+    """The policy ``name``, type-blind or not, with the spot rules and fair share (``--fair-share``),
+    where it takes them."""
     fields = {f.name for f in dataclasses.fields(registry.get(name))}  # type: ignore[arg-type]
-    params: dict[str, Any] = {}
+    params: dict[str, Any] = {"fair_share": True} if fair_share and "fair_share" in fields else {}
     if "hetero" in fields:
         params["hetero"] = not type_blind
     elif type_blind:
@@ -202,7 +203,8 @@ def _engine_config(a: SimpleNamespace, jobs: list[TraceJob], fabric: Any,
                                         quotas=tree, enforce_quotas=not a.measure_only,
                                         node_tier=mixed.node_tier if mixed else {},
                                         tiers=mixed.tiers if mixed else {},
-                                        spot_down_s=a.spot_down_s, spot_seed=a.seed),
+                                        spot_down_s=a.spot_down_s, spot_seed=a.seed,
+                                        fair_share_half_life_s=a.fair_share_half_life_s),
                           cycle_s=a.cycle_s, tick_s=a.tick_s, seed=a.seed, max_pending=a.max_pending,
                           failures=fail, cycle=_cycle(a))
     if a.degrade:
@@ -237,7 +239,7 @@ def _serving(a: SimpleNamespace, jobs: list[TraceJob], names: list[str],
                           "leave out --topology, --gpu-pools, --compare and --ledger")
     knobs = serving_sim.knobs_from(a.serving_history_days, a.serving_buffer_gpus,
                                    a.serving_quantile, a.serving_notice_s)
-    serving_sim.run(a.serving, jobs, policy_for(names[0], a.type_blind, rules), nodes=a.nodes,
+    serving_sim.run(a.serving, jobs, policy_for(names[0], a.type_blind, rules, a.fair_share), nodes=a.nodes,
                     gpus_per_node=a.gpus_per_node, leaf=a.leaf, modes=a.serving_modes, knobs=knobs,
                     config=config, as_json=a.as_json,
                     meta={"trace": str(a.trace), "policy": names[0], "seed": a.seed})
@@ -254,7 +256,7 @@ def _replays(a: SimpleNamespace, jobs: list[TraceJob], names: list[str], fabric:
             def advance(done: int, _total: int, task: TaskID = task) -> None:
                 bar.update(task, completed=done)
 
-            runs.append(simulate(jobs, policy_for(name, a.type_blind, rules), fabric, config=config,
+            runs.append(simulate(jobs, policy_for(name, a.type_blind, rules, a.fair_share), fabric, config=config,
                                  comm=TopologyComm(fabric), on_progress=advance))
             bar.update(task, completed=len(jobs))
     return runs

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
+from railgang.daemon.core.model.fairshare import running_use
 from railgang.daemon.core.model.job import Job
 from railgang.daemon.core.model.snapshot import Snapshot
 from railgang.daemon.sim.accounting import SimJob
@@ -37,6 +38,10 @@ def load(backend: SimBackend, snapshot: Snapshot, run_s: Mapping[str, float]) ->
     backend._nodes_changed()
     backend._account_base = dict(snapshot.accounts)
     backend._usage_done = {a.name: a.usage_gpu_s for a in snapshot.accounts.values()}
+    # the fair-share input of what ended; the running jobs' runs restart here (their own part)
+    ran = running_use(snapshot.running.values(), now, backend._recent.half_life_s)
+    for a in snapshot.accounts.values():
+        backend._recent.seed(a.name, a.recent_gpu_s - ran.get(a.name, 0.0), now)
     backend.preempt_log = list(snapshot.preemptions)
     records: dict[str, JobRecord] = {}
     for job_id, run in snapshot.running.items():

@@ -20,11 +20,12 @@ and the schedules are the same (the identical ``--json`` check in BENCHMARKS).
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from operator import attrgetter
 from types import MappingProxyType
 from typing import Any
 
+from railgang.daemon.core.model.fairshare import DecayedUse, running_use
 from railgang.daemon.core.model.job import Job, JobRequest, JobState, RunningJob
 from railgang.daemon.core.model.plan import Want
 from railgang.daemon.core.model.snapshot import Account, Node, QueueSummary
@@ -177,11 +178,22 @@ class _Usage:
     runs used, plus each running job's service in this run (in the backend's order of its
     running jobs, as the eager sum went)."""
 
-    __slots__ = ("_done", "_now", "_table", "_views")
+    __slots__ = ("_done", "_now", "_recent", "_recent_table", "_table", "_views")
 
-    def __init__(self, done: dict[str, float], views: list[RunningJob], now: float) -> None:
+    def __init__(self, done: dict[str, float], views: list[RunningJob], now: float,
+                 recent: DecayedUse | None = None) -> None:
         self._done, self._views, self._now = done, views, now
         self._table: dict[str, float] | None = None
+        self._recent = recent  # the fair-share input, summed on first read
+        self._recent_table: dict[str, float] | None = None
+
+    def recent(self, account: str) -> float:
+        """Decayed use of the account's finished runs and current runs (``core.model.fairshare``:
+        the arithmetic the daemon uses on the ledger and squeue)."""
+        table = self._recent_table
+        if table is None:
+            table = self._recent_table = recent_use(self._recent, self._views, self._now)
+        return table.get(account, 0.0)
 
     def of(self, account: str) -> float:
         table = self._table
@@ -196,13 +208,29 @@ class _Usage:
 
 
 class _LazyAccount(Account):
-    """An account whose ``usage_gpu_s`` is summed on first read, from the :class:`_Usage` of the
-    one snapshot it was built for."""
+    """An account whose ``usage_gpu_s`` and ``recent_gpu_s`` are summed on first read, from the
+    :class:`_Usage` of the one snapshot it was built for."""
 
     @property  # the field, summed on first read
     def usage_gpu_s(self) -> float:
         usage: _Usage = self.__dict__["_usage"]
         return usage.of(self.name)
+
+    @property  # the field, summed on first read
+    def recent_gpu_s(self) -> float:
+        usage: _Usage = self.__dict__["_usage"]
+        return usage.recent(self.name)
+
+
+def recent_use(recent: DecayedUse | None, running: list[RunningJob], now: float) -> dict[str, float]:
+    """Each account's fair-share input at ``now``: its finished runs (``recent``, kept as runs
+    end) and its running jobs, both decayed (None: not kept, no input)."""
+    if recent is None:
+        return {}
+    table = recent.all_at(now)
+    for acc, v in running_use(running, now, recent.half_life_s).items():
+        table[acc] = table.get(acc, 0.0) + v
+    return table
 
 
 class _LazyAccounts(Mapping[str, Account]):
@@ -239,25 +267,30 @@ class _LazyAccounts(Mapping[str, Account]):
 
 
 def lazy_accounts(done: Mapping[str, float], running: Mapping[str, Any], held: Mapping[str, int],
-                  now: float) -> Mapping[str, Account]:
+                  now: float, recent: DecayedUse | None = None) -> Mapping[str, Account]:
     """Every account that used GPUs (``done``) or holds some now (``held``), by name, read only,
     each with the usage the eager snapshot summed as of ``now`` (``running``: the backend's jobs,
     fresh views), summed only if a policy reads it (fair-share policies do), and each built only
     when read."""
     return MappingProxyType(_LazyAccounts(frozenset(done.keys() | held.keys()),
-                                          _Usage(dict(done), list(map(_VIEW, running.values())), now)))
+                                          _Usage(dict(done), list(map(_VIEW, running.values())), now,
+                                                 recent)))
 
 
 def eager_accounts(done: Mapping[str, float], running: Mapping[str, Any],
-                   base: Mapping[str, Account], now: float) -> dict[str, Account]:
+                   base: Mapping[str, Account], now: float,
+                   recent: DecayedUse | None = None, shown: Iterable[RunningJob] = ()) -> dict[str, Account]:
     """Accounts with their usage as of ``now`` summed at once, over ``base``'s shares and quotas
-    (a loaded snapshot's, for an estimate; ``running``: the backend's jobs)."""
+    (a loaded snapshot's, for an estimate; ``running``: the backend's jobs; ``shown``: their
+    views, for the fair-share input)."""
     usage = dict(done)
     for sj in running.values():
         acc = sj.tj.account
         usage[acc] = usage.get(acc, 0.0) + sj.attained_at(now) - sj.attained_at_start
-    return {a: Account(a, base[a].share, u, base[a].quota_gpus) if a in base
-            else Account(a, usage_gpu_s=u) for a, u in sorted(usage.items())}
+    fair = recent_use(recent, list(shown), now)
+    return {a: Account(a, base[a].share, u, base[a].quota_gpus, fair.get(a, 0.0)) if a in base
+            else Account(a, usage_gpu_s=u, recent_gpu_s=fair.get(a, 0.0))
+            for a, u in sorted(usage.items())}
 
 
 def frozen_free(free: Mapping[str, set[int]], nodes: Mapping[str, Node],

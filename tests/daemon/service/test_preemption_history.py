@@ -63,8 +63,8 @@ def test_history_is_the_applied_preemptions_and_migrations_of_the_window(engine:
         cycle = repo.begin_cycle(s, started_at=at(0), leader="t", policy="default")
         rows = [repo.PlannedRow(codec.kind_of(a), codec.encode(a), a.job_id, None) for a in (
             Preempt("old", 60.0, gpus=8), Preempt("p", 60.0, gpus=4),
-            Migrate("m", 60.0, {"n1": frozenset({0, 1})}, 1, gpus=2),
-            Preempt("refused", 60.0, gpus=16), Start("s", {"n1": frozenset({0})}, 1))]
+            Migrate("m", 60.0, {"n1": (0, 1)}, 1, gpus=2),
+            Preempt("refused", 60.0, gpus=16), Start("s", {"n1": (0,)}, 1))]
         (old,) = repo.add_planned(s, cycle.id, rows[:1], at(100))
         new = repo.add_planned(s, cycle.id, rows[1:], at(3000), first_seq=1)
         repo.settle(s, [old, *new], [("applied", ""), ("applied", ""), ("applied", ""),

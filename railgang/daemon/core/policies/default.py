@@ -27,7 +27,20 @@ How the pieces combine, and why:
    type only when starting there ends sooner than waiting, spot only while it is cheaper in
    effective cost (``spot.SpotRules``). ``hetero=False`` is the type-blind baseline.
 
-Ordering key: 1. Tiresias queue after promotion, 2. ρ (higher first), 3. job id.
+7. **Fair share with a half-life** (``fair_share``, off by default; issue 33): inside a Tiresias
+   queue, the job of the account that used fewer GPU-hours lately (``Account.recent_gpu_s``,
+   decayed with Slurm's ``PriorityDecayHalfLife``, per unit of share, in whole GPU-hours:
+   ``fairshare.usage_rank``) goes first, before ρ: a team that used little lately goes first, as
+   under Slurm's fair-share factor, KAI Scheduler and Kueue. After the queue, not before it: the
+   queue is where ``default``'s mean-JCT gain over FIFO comes from, and nearly every waiting job
+   is in queue 0 (it has not run yet), so the term orders most of the queue. Neutral without
+   use (every rank 0). The cycle still puts classes first, quota guarantees and quotas still
+   bound who may start. Off by default: it changes every pinned simulator schedule with more
+   than one account; the daemon turns it on with ``daemon.fair_share``, the simulator with
+   ``railgang sim --fair-share`` (both feed the same input, ``core/model/fairshare.py``).
+
+Ordering key: 1. Tiresias queue after promotion, 2. the account's decayed use per share (less
+first; with ``fair_share``), 3. ρ (higher first), 4. job id.
 """
 
 from __future__ import annotations
@@ -43,6 +56,7 @@ from railgang.daemon.core.model.elastic import (
     short_classes,
     wait_for,
 )
+from railgang.daemon.core.model.fairshare import usage_rank
 from railgang.daemon.core.model.plan import Plan, regrow_targets, want
 from railgang.daemon.core.model.snapshot import Snapshot
 from railgang.daemon.core.model.tiers import SpotRules
@@ -96,6 +110,7 @@ class Default:
     # ρ at the earliest start a reservation could give it reaches this may hold the reservation;
     # inf = off (the default: measured, 1.5 meets the full-Philly ρ goals but on an overloaded
     # VC, 6214e9 on 64 GPUs, it raised the share of ρ > 2 from 2.5 % to 45 %; BENCHMARKS.md)
+    fair_share: bool = False  # point 7: order by the account's decayed recent use inside a queue
 
     def plan(self, snapshot: Snapshot, now: float) -> Plan:
         total = snapshot.total_gpus
@@ -112,8 +127,14 @@ class Default:
                 or ((wait := drain.wait_s(j.gpus)) > 0
                     and rho(j, now + wait, j.replicas, n[j.priority_class], total)
                     >= self.promote_rho)))
+        use: dict[str, int] = {}  # the account's rank, once per account
+        if self.fair_share:
+            for j in snapshot.pending:
+                acc = j.request.account
+                if acc not in use:
+                    use[acc] = usage_rank(snapshot.account(acc))
         keyed = sorted(
-            (self.tiresias.queue(j, now), -rhos[j.job_id], j.job_id, j)
+            (self.tiresias.queue(j, now), use.get(j.request.account, 0), -rhos[j.job_id], j.job_id, j)
             for j in snapshot.pending
         )
         order = []
@@ -121,7 +142,7 @@ class Default:
         short = short_classes(snapshot.elastic_running)
         node = node_gpus(snapshot) if self.pollux.whole_multinode and any(
             j.elastic for j in snapshot.pending) else 0
-        for q, _, _, j in keyed:
+        for q, _, _, _, j in keyed:
             s = sized.get(j.job_id)
             replicas = s.replicas if s is not None and j.elastic else j.replicas
             # never below the size where the curve turns super-linear (a shrunk start wastes GPUs),
