@@ -5,6 +5,9 @@ take them: ``now``, ``today``, ``yesterday``, ``tomorrow``, each optionally foll
 (``min``, ``mins``, ``minute``, ``minutes``, ``hour``, ``days``, ``week`` …).
 
 Pure: ``now`` is given. The command line's parser (``cli_common.when_option``) reads the clock.
+
+Printed back, a time is relative, one way everywhere (``explain``, ``daemon status``, ``top``):
+:func:`from_now` ("in 3 min"), :func:`ago` ("5 min ago"), :func:`span` ("45 s", "3.0 h").
 """
 
 from __future__ import annotations
@@ -62,4 +65,26 @@ def relative_day(text: str | None, now: datetime, *, field: str | None = None) -
     return parse_day(text, now, field=field).isoformat()
 
 
-__all__ = ["HELP", "UNITS", "parse_day", "parse_when", "relative_day"]
+def span(seconds: float) -> str:
+    """A duration as people read it: ``45 s``, ``5 min``, ``3.0 h``, ``3.0 d`` (never negative)."""
+    seconds = max(0.0, seconds)
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f} min"
+    if seconds < 2 * 86400:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds / 86400:.1f} d"
+
+
+def ago(seconds: float) -> str:
+    """``5 min ago`` (a clock a little ahead of ours reads ``0 s ago``)."""
+    return f"{span(seconds)} ago"
+
+
+def from_now(seconds: float) -> str:
+    """``in 3 min``; under a second: ``now``."""
+    return f"in {span(seconds)}" if seconds >= 1 else "now"
+
+
+__all__ = ["HELP", "UNITS", "ago", "from_now", "parse_day", "parse_when", "relative_day", "span"]

@@ -24,10 +24,12 @@ from pathlib import Path
 from railgang.training import TrainingContext
 
 
-def train_step(replicas: int, step_s: float) -> float:
-    """One optimiser step: fixed work shared by the replicas (stands in for forward/backward)."""
-    time.sleep(step_s / max(1, replicas))
-    return 32.0 * replicas / (step_s / max(1, replicas))  # samples/s at 32 samples per replica
+def train_step(replicas: int, step_s: float, serial: float = 0.0) -> float:
+    """One optimiser step: fixed work shared by the replicas (stands in for forward/backward),
+    of which the ``serial`` share does not get faster with more replicas (Amdahl; 0 = linear)."""
+    took = step_s * (serial + (1.0 - serial) / max(1, replicas))
+    time.sleep(took)
+    return 32.0 / took  # samples/s: a step is one global batch of 32 samples
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -36,6 +38,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--step-s", type=float, default=1.0, help="seconds per step on one replica")
     ap.add_argument("--compute-share", type=float, default=0.8,
                     help="share of a step the kernels compute (a real job reads its profiler)")
+    ap.add_argument("--serial-share", type=float, default=0.0,
+                    help="share of a one-replica step more replicas do not speed up (Amdahl)")
+    ap.add_argument("--report-every-s", type=float, default=10.0,
+                    help="at most one progress report this often")
     ap.add_argument("--checkpoint-every", type=int, default=10)
     ap.add_argument("--checkpoint-dir", type=Path,
                     default=Path(os.environ.get("RAILGANG_CHECKPOINT_DIR", "/tmp/railgang-ckpt")))
@@ -45,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
                          "as a job stuck in a collective does (the daemon's hang detection)")
     args = ap.parse_args(argv)
 
-    ctx = TrainingContext(report_every_s=10.0)
+    ctx = TrainingContext(report_every_s=args.report_every_s)
     ctx.install_signal_handlers()
     args.checkpoint_dir.mkdir(parents=True, exist_ok=True)
     ckpt = args.checkpoint_dir / f"job-{ctx.job_id or 'local'}.json"
@@ -81,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
             while True:  # deaf to signals as a stuck NCCL call: Slurm's SIGKILL ends it
                 time.sleep(1.0)
         began = time.monotonic()
-        sps = train_step(replicas, args.step_s)
+        sps = train_step(replicas, args.step_s, min(1.0, max(0.0, args.serial_share)))
         took = time.monotonic() - began
         step += 1
         if ctx.job_id:  # total: the daemon knows the work left; step/compute: comm-bound check

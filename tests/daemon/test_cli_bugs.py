@@ -84,3 +84,60 @@ def _head() -> str | None:
     from railgang.db.migrate import head
 
     return head()
+
+
+def test_relative_times_read_one_way() -> None:
+    """"in 3 min", "5 min ago": explain, daemon status and top say times the same way."""
+    from railgang.daemon.when import ago, from_now, span
+
+    assert (span(45), span(300), span(3 * 3600), span(3 * 86400)) == ("45 s", "5 min", "3.0 h",
+                                                                       "3.0 d")
+    assert ago(300) == "5 min ago" and ago(-2) == "0 s ago"
+    assert from_now(180) == "in 3 min" and from_now(0.4) == "now"
+
+
+def test_an_estimate_with_equal_bounds_says_one_time_from_now() -> None:
+    """"expected start: in 3 min (p10-p90 4 min - 4 min": the bounds were counted from when the
+    estimate was made, the start from now, and equal bounds were printed twice."""
+    from railgang.daemon.service.estimate import render_estimate
+
+    est = {"status": "estimated", "start_s": 240.0, "p10_s": 240.0, "p90_s": 250.0,
+           "age_s": 60.0, "simulations": 5, "policy": "default"}
+    line = render_estimate(est)
+    assert line.startswith("  expected start: in 3 min (p10-p90 in 3 min from the estimate;"), line
+    wide = render_estimate({**est, "p90_s": 900.0})
+    assert "in 3 min (p10-p90 in 3 min - 14 min from" in wide, wide
+
+
+def test_daemon_status_says_how_long_ago_not_an_iso_timestamp() -> None:
+    from railgang.daemon.service.status import render_status
+
+    st = {"running": True, "journal": {"applied": 3},
+          "leader": {"host": "h1", "pid": 42, "since": "2026-12-03T20:00:00+00:00",
+                     "age_s": 7200.0, "backend": "cli", "policy": "default"},
+          "last_cycle": {"id": 9, "finished_at": "2026-12-03T21:59:55+00:00", "age_s": 5.0,
+                         "duration_ms": 230.0, "pending": 2, "running": 1, "actions": 0,
+                         "failed": 0, "error": None},
+          "heartbeat": {"file": "/run/rg/heartbeat", "age_s": 3.0}}
+    text = "\n".join(render_status(st))
+    assert "2026-12-03" not in text, text
+    assert "leader: pid 42 on h1, leading for 2.0 h (cli backend, default policy)" in text
+    assert "last cycle: #9, 5 s ago (230 ms): 2 pending" in text
+    assert "heartbeat: /run/rg/heartbeat: written 3 s ago" in text
+
+
+def test_explain_says_how_long_ago_as_everywhere() -> None:
+    from railgang.daemon.service.status import render
+
+    e = {"job_id": "7", "account": "a", "priority_class": 3, "gpus": 8, "cycle": 4,
+         "age_s": 300.0, "state": "waiting", "reason": "quota"}
+    assert "as of cycle 4, 5 min ago" in render(e)
+
+
+def test_explain_node_says_how_long_ago_too() -> None:
+    from railgang.daemon.service.explain_node import render_node
+
+    e = {"node": "n01", "gpus": 8, "gpu_type": "h100", "state": "drain", "since": 0.0,
+         "age_s": 3 * 3600.0, "flaky": False, "reason": "bad"}
+    assert render_node(e).startswith("node n01 (8 x h100): drain since 1970-01-01 00:00 UTC, "
+                                     "3.0 h ago\n")

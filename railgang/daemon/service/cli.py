@@ -38,34 +38,10 @@ def run(
 @daemon_app.command("status")
 def status(ctx: typer.Context, as_json: JsonOpt = False) -> None:
     """Leader, last cycle and its age, heartbeat age, journal counts. Exit 4: no daemon runs."""
-    from railgang.daemon.service.status import daemon_status, render_refused
+    from railgang.daemon.service.status import daemon_status, render_status
 
     st = daemon_status(settings_from(ctx))
-    if as_json:
-        typer.echo(json.dumps(st, indent=2))
-    else:
-        from railgang.daemon.safe_output import term_safe_data
-
-        # a cycle's error quotes Slurm and users' text: shown as escapes, never obeyed
-        shown = term_safe_data(st)
-        leader, last, beat = shown["leader"], shown["last_cycle"], shown["heartbeat"]
-        typer.echo("daemon: " + ("running" if st["running"] else "not running"))
-        if leader:
-            typer.echo(f"leader: pid {leader['pid']} on {leader['host']} since "
-                       f"{leader['since']} ({leader['backend']} backend, {leader['policy']} policy)"
-                       + ("" if st["running"] else " — last known"))
-        if last:
-            typer.echo(f"last cycle: #{last['id']} at {last['finished_at']} ({last['age_s']:.0f} s "
-                       f"ago, {last['duration_ms'] or 0:.0f} ms): {last['pending']} pending, "
-                       f"{last['running']} running, {last['actions']} actions, {last['failed']} "
-                       "failed" + (f"; error: {last['error']}" if last["error"] else ""))
-        age = beat["age_s"]
-        typer.echo(f"heartbeat: {beat['file']}: "
-                   + ("missing" if age is None else f"{age:.0f} s old"))
-        if shown["journal"]:
-            typer.echo("journal: " + ", ".join(f"{k} {v}" for k, v in shown["journal"].items()))
-        for line in render_refused(shown.get("refused_starts") or {}):
-            typer.echo(line)
+    typer.echo(json.dumps(st, indent=2) if as_json else "\n".join(render_status(st)))
     if not st["running"]:
         exit_with(ExitCode.NOT_RUNNING)
 

@@ -58,6 +58,7 @@ from railgang.daemon.sim import seed as seeding
 from railgang.daemon.sim.backend import SimBackend, SimConfig
 from railgang.daemon.sim.engine import Bounds, EngineConfig, replay_from
 from railgang.daemon.sim.metrics import JobRecord
+from railgang.daemon.when import ago, from_now, span
 
 SOURCES = ("progress", "history", "time_limit", "unknown")
 MIN_RUN_S = 1.0  # a job that outlived its estimate is taken to end within the second
@@ -450,17 +451,6 @@ class StartEstimator:
                 "interval": self.calibration.describe(group)}
 
 
-def _span(seconds: float) -> str:
-    seconds = max(0.0, seconds)
-    if seconds < 90:
-        return f"{seconds:.0f} s"
-    if seconds < 5400:
-        return f"{seconds / 60:.0f} min"
-    if seconds < 2 * 86400:
-        return f"{seconds / 3600:.1f} h"
-    return f"{seconds / 86400:.1f} d"
-
-
 def render_estimate(est: Mapping[str, Any]) -> str:
     """One line for ``railgang explain``: when, how sure, from what, and how old the answer is."""
     def counts(key: str) -> str:
@@ -472,13 +462,17 @@ def render_estimate(est: Mapping[str, Any]) -> str:
     if counts("run_time_from"):
         basis += f"; queued jobs' run time from {counts('run_time_from')}"
     age = est.get("age_s")
-    since = f", {_span(age)} ago" if age is not None else ""
+    since = f", {ago(age)}" if age is not None else ""
     status = est.get("status")
     if status == "estimated":
+        # the estimate counts from when it was made: start and bounds alike are shown from now
+        made = age or 0.0
         p90 = est.get("p90_s")
-        hi = _span(p90) if p90 is not None else "beyond the horizon"
-        left = est["start_s"] - (age or 0.0)  # the estimate counts from when it was made
-        when = f"in {_span(left)}" if left >= 1 else "now (at the next cycles)"
+        lo = from_now(est["p10_s"] - made)
+        hi = span(p90 - made) if p90 is not None else "beyond the horizon"
+        bounds = lo if p90 is not None and from_now(p90 - made) == lo else f"{lo} - {hi}"
+        left = est["start_s"] - made
+        when = from_now(left) if left >= 1 else "now (at the next cycles)"
         interval = est.get("interval") or {}
         how = "from the estimate"
         if est.get("note"):  # placed on the GPU-count profile past the simulation's budget
@@ -488,12 +482,12 @@ def render_estimate(est: Mapping[str, Any]) -> str:
                     "starts")
             if interval.get("group") not in (None, "all"):
                 how += f" of {interval['group']} estimates"
-        return (f"  expected start: {when} (p10-p90 {_span(est['p10_s'])} - {hi} {how}; "
+        return (f"  expected start: {when} (p10-p90 {bounds} {how}; "
                 f"{basis}{since})")
     if status == "never":
         return f"  expected start: never: {est.get('note', '')} ({basis}{since})"
     lower = est.get("not_before_s")
-    bound = f"not before {_span(lower)}" if lower is not None else "unknown"
+    bound = f"not before {span(lower)}" if lower is not None else "unknown"
     return f"  expected start: {bound}: {est.get('note', '')} ({basis}{since})"
 
 

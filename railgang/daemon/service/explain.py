@@ -21,6 +21,7 @@ from railgang.daemon.backend import HeldBack
 from railgang.daemon.core.model.actions import Preempt, Resize, Start
 from railgang.daemon.core.model.plan import Plan
 from railgang.daemon.core.model.reasons import Reason
+from railgang.daemon.core.model.speed_fit import describe as describe_speed
 from railgang.daemon.failures.rates import LLAMA3
 from railgang.daemon.failures.young_daly import advise
 from railgang.daemon.loop import CycleOutcome
@@ -42,7 +43,7 @@ def placement(fabric: Any, assignment: Mapping[str, Sequence[int]]) -> dict[str,
 
 
 def build_rows(outcome: CycleOutcome, plan: Plan | None, policy: str,
-               keep: Callable[[str, tuple[str, ...]], bool] | None = None,
+               keep: Callable[..., bool] | None = None,
                estimates: Mapping[str, Mapping[str, Any]] | None = None,
                refused: Mapping[str, HeldBack] | None = None) -> list[ExplanationRow]:
     """Rows for every job of the cycle's snapshot (waiting and running). A running job this
@@ -96,6 +97,8 @@ def build_rows(outcome: CycleOutcome, plan: Plan | None, policy: str,
             data["after_fault"] = True
         if estimates is not None and job_id in estimates:
             data["estimate"] = dict(estimates[job_id])
+        if (speed := describe_speed(job)) is not None:  # measured speed (slurm/cli/speed.py)
+            data["speed"] = speed
         rows.append(ExplanationRow(
             job_id=job_id, state="waiting", account=job.account,
             priority_class=job.priority_class, gpus=job.gpus,
@@ -109,7 +112,8 @@ def build_rows(outcome: CycleOutcome, plan: Plan | None, policy: str,
                                      snap.fabric, policy, None, rz.replicas, "resized", run.job,
                                      lent=_lent(snap, rz.assignment)))
         elif (lent := _lent(snap, run.assignment)) or keep is None or not keep(
-                job_id, tuple(run.assignment)):  # a borrower's take-back time may move
+                job_id, tuple(run.assignment), _speed_key(describe_speed(run.job))):
+            # a borrower's take-back time may move; a new measurement changes the speed shown
 
             rows.append(_running_row(job_id, run.job.account, run.priority_class,
                                      run.assignment, snap.fabric, policy, None, run.replicas,
@@ -156,6 +160,15 @@ def held_back_rows(held: Iterable[HeldBack], policy: str) -> list[ExplanationRow
     return rows
 
 
+def _speed_key(speed: Mapping[str, Any] | None) -> str:
+    """What of a running job's measured speed rewrites its row: its source, the sizes measured,
+    the curve's shape and the costs to a second (not every report's new median)."""
+    if not speed:
+        return ""
+    return _json({"source": speed["source"], "sizes": [k for k, _, _ in speed["rates"]],
+                  "serial": round(speed["serial"], 2), "costs": [round(speed["resize_s"][0]), round(speed["restore_s"][0])]})
+
+
 def _lent(snap: Any, assignment: Mapping[str, Sequence[int]]) -> dict[str, float | None]:
     """The lent serving nodes a job runs on, and when each is expected back (issue 19)."""
     serving = getattr(snap, "serving", None)
@@ -189,6 +202,8 @@ def _running_row(job_id: str, account: str, priority_class: int, assignment: Map
         data["serving_lent"] = dict(lent)
     if job is not None:
         data["checkpoint"] = checkpoint_advice(job, assignment, fabric, data["leaves"])
+        if (speed := describe_speed(job)) is not None:
+            data["speed"] = speed
     return ExplanationRow(
         job_id=job_id, state="running", account=account, priority_class=priority_class,
         gpus=sum(len(g) for g in assignment.values()),
@@ -207,13 +222,14 @@ class Tracker:
     def __init__(self, stored: Mapping[str, tuple[str, str]] | None = None) -> None:
         self.last: dict[str, tuple[Any, ...]] = {}
         self.nodes: dict[str, tuple[str, ...]] = {}  # running jobs: the nodes of the stored row
+        self.speed: dict[str, str] = {}  # running jobs: the stored row's measured speed
         for job_id, (state, nodes) in (stored or {}).items():
             self.last[job_id] = (state,)
             if state == "running":
                 self.nodes[job_id] = tuple(sorted(hostlist.expand_hostlist(nodes)))
 
-    def keep(self, job_id: str, nodes: tuple[str, ...]) -> bool:
-        return self.nodes.get(job_id) == nodes
+    def keep(self, job_id: str, nodes: tuple[str, ...], speed: str = "") -> bool:
+        return self.nodes.get(job_id) == nodes and self.speed.get(job_id, "") == speed
 
     def changes(self, rows: Iterable[ExplanationRow], present: Iterable[str],
                 ) -> tuple[list[ExplanationRow], list[str]]:
@@ -224,9 +240,12 @@ class Tracker:
             key = (r.state, r.nodes, r.reason, r.detail, r.position, r.queue_length, r.data)
             seen[r.job_id] = key
             if r.state == "running":
-                self.nodes[r.job_id] = tuple(sorted(json.loads(r.data).get("nodes", ())))
+                data = json.loads(r.data)
+                self.nodes[r.job_id] = tuple(sorted(data.get("nodes", ())))
+                self.speed[r.job_id] = _speed_key(data.get("speed"))
             else:
                 self.nodes.pop(r.job_id, None)
+                self.speed.pop(r.job_id, None)
             if self.last.get(r.job_id) != key:
                 write.append(r)
         for job_id in present:
@@ -235,6 +254,7 @@ class Tracker:
         gone = [j for j in self.last if j not in seen]
         for j in gone:
             self.nodes.pop(j, None)
+            self.speed.pop(j, None)
         self.last = seen
         return write, gone
 

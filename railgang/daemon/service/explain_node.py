@@ -13,6 +13,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
+from railgang.daemon.when import ago
 from railgang.db.repositories.nodes import last_state
 
 FLAKY = "railgang: flaky"
@@ -29,8 +30,10 @@ def node_explanation(s: Session, node: str, now: float) -> dict[str, Any] | None
 
 
 def render_node(e: dict[str, Any]) -> str:
-    since = datetime.fromtimestamp(e["since"], UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
-    head = f"node {e['node']} ({e['gpus']} x {e['gpu_type'] or 'GPU'}): {e['state']} since {since}"
+    # how long ago, as everywhere (when.ago); the minute it began, for matching with logs
+    since = datetime.fromtimestamp(e["since"], UTC).strftime("%Y-%m-%d %H:%M UTC")
+    head = (f"node {e['node']} ({e['gpus']} x {e['gpu_type'] or 'GPU'}): {e['state']} since "
+            f"{since}, {ago(e['age_s'])}")
     lines = [head]
     if e["flaky"]:
         lines.append(f"  held out by railgang as flaky: {e['reason'].removeprefix(FLAKY + ': ')}")

@@ -16,6 +16,7 @@ from railgang.daemon.config import Settings
 from railgang.daemon.failures.young_daly import render_advice
 from railgang.daemon.safe_output import term_safe_data
 from railgang.daemon.service.leader import lock_for, probe
+from railgang.daemon.when import ago, span
 from railgang.db.models import JobExplanation
 from railgang.db.repositories import explanations as explain_repo
 from railgang.db.repositories import journal as repo
@@ -84,6 +85,7 @@ def daemon_status(settings: Settings) -> dict[str, Any]:
         if leader is not None:
             out["leader"] = {"host": leader.host, "pid": leader.pid,
                              "since": leader.acquired_at.isoformat(),
+                             "age_s": round(now - leader.acquired_at.timestamp(), 1),
                              "backend": leader.backend, "policy": leader.policy}
         if last is not None and last.finished_at is not None:
             out["last_cycle"] = {
@@ -121,6 +123,32 @@ def render_refused(refused: dict[str, Any]) -> list[str]:
     return lines
 
 
+def render_status(st: dict[str, Any]) -> list[str]:
+    """``railgang daemon status`` as lines: times relative to now ("5 s ago"), as ``explain``
+    and ``top`` say them; the ISO times stay in ``--json``. Fields are made safe first (a
+    cycle's error quotes Slurm and users' text: shown as escapes, never obeyed)."""
+    shown = term_safe_data(st)
+    leader, last, beat = shown["leader"], shown["last_cycle"], shown["heartbeat"]
+    lines = ["daemon: " + ("running" if st["running"] else "not running")]
+    if leader:
+        held = (f", leading for {span(leader['age_s'])}" if st["running"]
+                else f", leader since {ago(leader['age_s'])}") if "age_s" in leader else ""
+        lines.append(f"leader: pid {leader['pid']} on {leader['host']}{held} ({leader['backend']} "
+                     f"backend, {leader['policy']} policy)" + ("" if st["running"]
+                                                                else " — last known"))
+    if last:
+        lines.append(f"last cycle: #{last['id']}, {ago(last['age_s'])} ({last['duration_ms'] or 0:.0f}"
+                     f" ms): {last['pending']} pending, {last['running']} running, "
+                     f"{last['actions']} actions, {last['failed']} failed"
+                     + (f"; error: {last['error']}" if last["error"] else ""))
+    age = beat["age_s"]
+    lines.append(f"heartbeat: {beat['file']}: " + ("missing" if age is None else f"written {ago(age)}"))
+    if shown["journal"]:
+        lines.append("journal: " + ", ".join(f"{k} {v}" for k, v in shown["journal"].items()))
+    lines += render_refused(shown.get("refused_starts") or {})
+    return lines
+
+
 def explanation(settings: Settings, job_id: str) -> dict[str, Any]:
     """A job's explanation; for a name that is no job railgang knows, the node of that name
     (``service/explain_node.py``: why it is out of service, e.g. held out as flaky)."""
@@ -145,7 +173,13 @@ def explanation(settings: Settings, job_id: str) -> dict[str, Any]:
         raise UnknownJobError(f"job {job_id}: railgang has no record of it (the daemon has not "
                               "seen it, or it left the queue over a day ago); check the id with "
                               f"`squeue -j {job_id}`")
-    return as_dict(row, time.time())
+    e = as_dict(row, time.time())
+    if e.get("policy") == "tiresias" and "attained_gpu_h" in e:  # its queue, by attained service
+        from railgang.daemon.core.policies.tiresias import GPU_HOUR, bucket
+
+        e["tiresias_level"] = bucket(e["attained_gpu_h"] * GPU_HOUR,
+                                     settings.daemon.tiresias_thresholds_gpu_h)
+    return e
 
 
 def as_dict(row: JobExplanation, now: float) -> dict[str, Any]:
@@ -162,6 +196,10 @@ def as_dict(row: JobExplanation, now: float) -> dict[str, Any]:
             out["estimate"]["age_s"] = round(now - out["estimate"]["as_of"], 1)
     elif row.state == "running":
         out.update({**data, "nodes": row.nodes})
+    served = data.get("attained")  # GPU-seconds from Slurm as of the row, + gpus x its age
+    if isinstance(served, dict) and isinstance(served.get("gpu_s"), int | float):
+        grown = served.get("gpus", 0) * max(0.0, now - served.get("as_of", now))
+        out["attained_gpu_h"] = round((served["gpu_s"] + grown) / 3600.0, 3)
     return out
 
 
@@ -199,6 +237,28 @@ def render_lent(lent: dict[str, Any]) -> str:
             "checkpointed and requeued)")
 
 
+def render_speed(speed: dict[str, Any] | None) -> list[str]:
+    """Measured speed (slurm/cli/speed.py): samples/s per size, the curve and its source, the
+    costs the core prices a resize and a restart with."""
+    if not speed:
+        return []
+    rates = ", ".join(f"{k} replica(s) {r:g} samples/s ({n} reports)" for k, r, n in speed["rates"])
+    curve = ", ".join(f"{k}: {x:g}" for k, x in speed["speedup"])
+    costs = ", ".join(f"{name} {speed[key][0]:g} s ({speed[key][1]})" for name, key in
+                      (("resize", "resize_s"), ("restore", "restore_s"), ("checkpoint", "checkpoint_s")))
+    return [f"  measured speed: {rates or 'none yet'}",
+            f"  scaling curve ({speed['source']}, serial share {speed['serial']:g}): speedup {curve}",
+            f"  costs: {costs}"]
+
+
+def render_attained(e: dict[str, Any]) -> list[str]:
+    """Attained service (slurm/cli/attained.py), and the Tiresias queue it puts the job in."""
+    if not isinstance(e.get("attained_gpu_h"), int | float):
+        return []
+    level = f" (Tiresias level {e['tiresias_level']})" if "tiresias_level" in e else ""
+    return [f"  attained service: {e['attained_gpu_h']:.3f} GPU-h over all its runs{level}"]
+
+
 def render(e: dict[str, Any]) -> str:
     """The explanation as lines for a terminal; every field is made safe first (a name, a
     detail or a Slurm message is a user's text: shown as escapes, never obeyed; safe_output)."""
@@ -208,7 +268,7 @@ def render(e: dict[str, Any]) -> str:
 
         return render_node(e)
     head = f"job {e['job_id']} ({e['account']}, class {e['priority_class']}, {e['gpus']} GPUs)"
-    when = f"  as of cycle {e['cycle']}, {e['age_s']:.0f} s ago"
+    when = f"  as of cycle {e['cycle']}, {ago(e['age_s'])}"
     if e["state"] == "waiting":
         lines = [f"{head}: waiting — {e['reason'] or 'not yet considered'}"]
         if e.get("reason_text"):
@@ -221,6 +281,7 @@ def render(e: dict[str, Any]) -> str:
         if e.get("start_refused"):
             lines.append(f"  Slurm refused its start: {e['start_refused']}"
                          + (f" ({e['refusals']} time(s) in a row)" if e.get("refusals") else ""))
+        lines += render_attained(e)
         if e.get("after_fault"):
             lines.append("  requeued after a node failure: first in its class, restarts from its "
                          "last checkpoint")
@@ -228,6 +289,7 @@ def render(e: dict[str, Any]) -> str:
             from railgang.daemon.service.estimate import render_estimate
 
             lines.append(render_estimate(e["estimate"]))
+        lines += render_speed(e.get("speed"))
         return "\n".join([*lines, when])
     if e["state"] == "running":
         how = {"started": "placed by railgang", "resized": "resized by railgang"}.get(
@@ -238,12 +300,14 @@ def render(e: dict[str, Any]) -> str:
         lines = [f"{head}: running on {e['nodes']}" + _gpus(e.get("gpus_per_node") or {}),
                  f"  {how} ({e.get('policy')} policy){cost}; leaves {leaves}; {rail}; "
                  f"{e.get('replicas')} replica(s)"]
+        lines += render_attained(e)
         lent = e.get("serving_lent")
         if lent:
             lines.append(f"  {render_lent(lent)}")
         advice = render_advice(e.get("checkpoint"))  # failures/young_daly.py, issue 20
         if advice:
             lines.append(f"  {advice}")
+        lines += render_speed(e.get("speed"))
         return "\n".join([*lines, when])
     return f"{head}: no longer queued or running (last seen in cycle {e['cycle']})"
 

@@ -43,7 +43,7 @@ def test_the_daemon_writes_estimates_that_explain_shows(engine: Engine) -> None:
     assert e["remaining_from"] == {} and e["run_time_from"] == {"progress": 5}
     assert e["policy"] == "fifo"
     text = render(wait)
-    assert "expected start: in 60 min (p10-p90 60 min - 60 min from the estimate" in text, text
+    assert "expected start: in 60 min (p10-p90 in 60 min from the estimate" in text, text
     assert "9 simulations of the fifo policy; queued jobs' run time from progress 5" in text
     assert "estimate" not in explanation(settings, "a")  # running jobs get no estimate
     clock.advance(30.0)  # not due: the same estimate, no rewrite of the row

@@ -35,6 +35,7 @@ cluster.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import os
@@ -79,6 +80,7 @@ from railgang.daemon.slurm.cli.records import (
 )
 from railgang.daemon.slurm.cli.runner import SlurmRunner
 from railgang.daemon.slurm.cli.schemas import PINNED, SchemaProblem, json_flag
+from railgang.daemon.slurm.cli.speed import SpeedBook
 from railgang.daemon.slurm.cli.snapshot import (
     STARTING_GRACE_S,
     JobMemo,
@@ -109,7 +111,7 @@ class CliBackend:
 
     def __init__(self, settings: SlurmSettings | None = None, runner: SlurmRunner | None = None, *,
                  read_shares: bool = True, grants_file: Path | None = None,
-                 failures: FailureSettings | None = None) -> None:
+                 failures: FailureSettings | None = None, speed_file: Path | None = None) -> None:
         self.settings = settings or SlurmSettings()
         self.runner = runner or SlurmRunner.from_settings(self.settings)
         self.config = ApplyConfig(lease_s=float(self.settings.lease_s),
@@ -138,6 +140,8 @@ class CliBackend:
         # node failures: requeue, first in class, drain flaky nodes, burn-ins (failures.py)
         self.failures = (FailureResponder(self.runner, failures)
                          if failures is not None and failures.enabled else None)
+        # measured speed per job and model (speed.py; kept in ``speed_file`` across restarts)
+        self.speed = SpeedBook(speed_file)
 
     # -- observe -------------------------------------------------------------------------------
     def observe(self, now: float) -> Observation:
@@ -170,6 +174,7 @@ class CliBackend:
                                 after_fault=after_fault, memo=self._memo,
                                 pinned=frozenset(self._pinned), attained=attained)
         self._pinned &= obs.jobs.keys()
+        obs = self._measured(obs, jobs, now)
         self._leave_to_slurm(obs, now)
         obs = self.backoff.hold_back(obs, [j.job_id for j in jobs if j.pending])
         for note in obs.skipped:
@@ -192,6 +197,18 @@ class CliBackend:
             log.error("failures: responder failed this cycle: %s: %s", type(exc).__name__, exc)
             return nodes, frozenset(), []
         return hide(nodes, frozenset(resp.held_out), self.failures.why), resp.after_fault, done
+
+    def _measured(self, obs: Observation, jobs: list[SqueueJob], now: float) -> Observation:
+        """The jobs' measured curves and costs (speed.py) in the snapshot; its own trouble is
+        logged, never the cycle's: the jobs then keep their constants."""
+        try:
+            notes = self.speed.observe(jobs, now)
+            snap = self.speed.apply(obs.snapshot)
+            self.speed.save()
+        except Exception as exc:  # a bug here must not stop scheduling
+            log.error("speed: measuring failed this cycle: %s: %s", type(exc).__name__, exc)
+            return obs
+        return dataclasses.replace(obs, snapshot=snap, skipped=(*obs.skipped, *notes))
 
     def snapshot(self, now: float) -> Snapshot:
         return self.observe(now).snapshot
