@@ -77,7 +77,8 @@ def build_rows(outcome: CycleOutcome, plan: Plan | None, policy: str,
         start = started.get(job_id)
         if start is not None and id(start) in ok:
             rows.append(_running_row(job_id, job.account, job.priority_class, start.assignment,
-                                     snap.fabric, policy, start.cost, start.replicas, "started", job))
+                                     snap.fabric, policy, start.cost, start.replicas, "started", job,
+                                     now=snap.now))
             continue
         r = reasons.get(job_id)
         blocked_by = victims.get(job_id, [])
@@ -97,6 +98,7 @@ def build_rows(outcome: CycleOutcome, plan: Plan | None, policy: str,
             data["after_fault"] = True
         if estimates is not None and job_id in estimates:
             data["estimate"] = dict(estimates[job_id])
+        data["attained"] = {"gpu_s": round(job.attained_gpu_s, 1)}  # from Slurm (attained.py)
         if (speed := describe_speed(job)) is not None:  # measured speed (slurm/cli/speed.py)
             data["speed"] = speed
         rows.append(ExplanationRow(
@@ -110,14 +112,14 @@ def build_rows(outcome: CycleOutcome, plan: Plan | None, policy: str,
         if rz is not None and id(rz) in ok:
             rows.append(_running_row(job_id, run.job.account, run.priority_class, rz.assignment,
                                      snap.fabric, policy, None, rz.replicas, "resized", run.job,
-                                     lent=_lent(snap, rz.assignment)))
+                                     lent=_lent(snap, rz.assignment), now=snap.now))
         elif (lent := _lent(snap, run.assignment)) or keep is None or not keep(
                 job_id, tuple(run.assignment), _speed_key(describe_speed(run.job))):
             # a borrower's take-back time may move; a new measurement changes the speed shown
 
             rows.append(_running_row(job_id, run.job.account, run.priority_class,
                                      run.assignment, snap.fabric, policy, None, run.replicas,
-                                     "observed", run.job, lent=lent))
+                                     "observed", run.job, lent=lent, now=snap.now))
     return rows
 
 
@@ -195,13 +197,17 @@ def checkpoint_advice(job: Any, assignment: Mapping[str, Sequence[int]], fabric:
 def _running_row(job_id: str, account: str, priority_class: int, assignment: Mapping[str, Sequence[int]],
                  fabric: Any, policy: str, cost: float | None, replicas: int,
                  how: str, job: Any = None,
-                 lent: Mapping[str, float | None] | None = None) -> ExplanationRow:
+                 lent: Mapping[str, float | None] | None = None,
+                 now: float | None = None) -> ExplanationRow:
     data = placement(fabric, assignment)
     data.update({"cost": cost, "replicas": replicas, "how": how, "policy": policy})
     if lent:  # on serving capacity lent to it: node -> expected take-back (None: not foreseen)
         data["serving_lent"] = dict(lent)
     if job is not None:
         data["checkpoint"] = checkpoint_advice(job, assignment, fabric, data["leaves"])
+        if now is not None:  # it grows as the job runs: status.as_dict adds gpus x the row's age
+            data["attained"] = {"gpu_s": round(job.attained_gpu_s, 1), "as_of": now,
+                                "gpus": sum(len(g) for g in assignment.values())}
         if (speed := describe_speed(job)) is not None:
             data["speed"] = speed
     return ExplanationRow(

@@ -290,6 +290,9 @@ def render(e: dict[str, Any]) -> str:
 
             lines.append(render_estimate(e["estimate"]))
         lines += render_speed(e.get("speed"))
+        if isinstance(fair := e.get("fair_share"), dict) and isinstance(fair.get("gpu_h"), int | float):
+            lines.append(f"  fair share: account {e['account']} used {fair['gpu_h']:,.0f} GPU-h lately "
+                         f"(decayed by its half-life; rank {fair.get('rank')} per share, lower first)")
         return "\n".join([*lines, when])
     if e["state"] == "running":
         how = {"started": "placed by railgang", "resized": "resized by railgang"}.get(

@@ -12,6 +12,7 @@ from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
 from railgang.daemon.clock import SimClock
+from railgang.daemon.config import load_settings
 from railgang.daemon.core import decide
 from railgang.daemon.core.model.actions import Start
 from railgang.daemon.core.model.fairshare import decayed_run
@@ -19,6 +20,7 @@ from railgang.daemon.core.model.snapshot import Snapshot
 from railgang.daemon.core.policies.default import Default
 from railgang.daemon.service.cycle import DaemonService
 from railgang.daemon.service.fairshare import finished_use, half_life, parse_half_life
+from railgang.daemon.service.status import explanation, render
 from railgang.daemon.sim.config import SimConfig
 from railgang.daemon.sim.live import LiveSim
 from railgang.daemon.sim.traces.model import TraceJob
@@ -61,6 +63,17 @@ def _started(engine: Engine, fair: bool) -> list[str]:
         clock.advance_to(t)
         service.run_once()
     return [a.job_id for a in sim.accepted if isinstance(a, Start)]
+
+
+def test_explain_shows_the_accounts_decayed_use(engine: Engine) -> None:
+    _ledger(engine)
+    _started(engine, fair=True)
+    settings = load_settings(db={"url": engine.url.render_as_string(hide_password=False)})
+    wait = explanation(settings, "heavy1")
+    use = decayed_run(64, NOW - 3 * DAY, NOW - 2 * DAY, NOW + 100, 7 * DAY) / 3600
+    assert wait["state"] == "waiting" and wait["fair_share"]["gpu_h"] == pytest.approx(use, abs=0.01)
+    assert wait["fair_share"]["rank"] == int(use)
+    assert f"fair share: account heavy used {use:,.0f} GPU-h lately" in render(wait)
 
 
 def test_the_ledger_gives_each_account_its_decayed_use(engine: Engine) -> None:
