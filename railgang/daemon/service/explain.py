@@ -19,6 +19,7 @@ import hostlist
 
 from railgang.daemon.backend import HeldBack
 from railgang.daemon.core.model.actions import Preempt, Resize, Start
+from railgang.daemon.core.model.fairshare import usage_rank
 from railgang.daemon.core.model.plan import Plan
 from railgang.daemon.core.model.reasons import Reason
 from railgang.daemon.core.model.speed_fit import describe as describe_speed
@@ -101,6 +102,9 @@ def build_rows(outcome: CycleOutcome, plan: Plan | None, policy: str,
         data["attained"] = {"gpu_s": round(job.attained_gpu_s, 1)}  # from Slurm (attained.py)
         if (speed := describe_speed(job)) is not None:  # measured speed (slurm/cli/speed.py)
             data["speed"] = speed
+        if (account := snap.account(job.account)).recent_gpu_s > 0:  # core/model/fairshare.py
+            data["fair_share"] = {"gpu_h": round(account.recent_gpu_s / 3600, 2),
+                                  "rank": usage_rank(account)}
         rows.append(ExplanationRow(
             job_id=job_id, state="waiting", account=job.account,
             priority_class=job.priority_class, gpus=job.gpus,
