@@ -15,7 +15,7 @@ import os
 import signal
 import threading
 from collections.abc import Callable
-from dataclasses import fields
+from dataclasses import fields, replace
 from datetime import UTC, datetime
 from types import FrameType
 
@@ -31,6 +31,7 @@ from railgang.daemon.core.model.elastic import ElasticRules
 from railgang.daemon.core.model.plan import Policy
 from railgang.daemon.core.model.preemption import PreemptionBudget
 from railgang.daemon.core.policies import registry
+from railgang.daemon.core.policies.tiresias import Tiresias
 from railgang.daemon.ledger.feed import schedule_feeds
 from railgang.daemon.ledger.ingest import Fetch, sacct_fetcher
 from railgang.daemon.ledger.progress import StepTimingRecorder
@@ -77,6 +78,8 @@ def _policy(settings: Settings) -> Policy:
         policy = registry.get(settings.daemon.policy)
         if settings.daemon.fair_share and "fair_share" in {f.name for f in fields(policy)}:  # type: ignore[arg-type]
             policy = registry.get(settings.daemon.policy, fair_share=True)
+        if isinstance(policy, Tiresias):  # its queue bounds: daemon.tiresias_thresholds_gpu_h
+            policy = replace(policy, thresholds_gpu_h=settings.daemon.tiresias_thresholds_gpu_h)
         return policy
     except KeyError as exc:
         raise ConfigError(f"daemon.policy: unknown policy {settings.daemon.policy!r}; known: "

@@ -134,20 +134,24 @@ def parse_intervals(text: str, now: float) -> tuple[dict[str, list[Interval]], l
 
 def earlier_gpu_s(intervals: Iterable[Interval], submit: float, active: bool) -> tuple[float, bool]:
     """GPU-seconds of a job's ended intervals that belong to it, and whether the history is
-    complete. ``submit``: its (last) submit time from squeue (a requeue resets it). Walking back
-    from the newest, an interval belongs to the job while it ended no earlier than
-    :data:`CHAIN_SLACK_S` before the next one was submitted (an id Slurm reused is another
-    job's). Incomplete: an interval is still open that is not the current run (sacct has not
-    yet heard of the requeue); the caller then asks again."""
+    complete. ``submit``: its (last) submit time from squeue, which a requeue resets to the
+    moment the run before ended. Walking back from the newest, an interval belongs to the job
+    while it ended no earlier than :data:`CHAIN_SLACK_S` before the next one was submitted (an
+    id Slurm reused is another job's). Incomplete: an interval is still open that is not the
+    current run (the latest one of a running job): sacct has not yet heard of the requeue. It
+    counts as ended at ``submit`` meanwhile, and the caller asks again."""
     ivs = list(intervals)
-    open_runs = sum(1 for i in ivs if not i.end)
+    opened = sorted((i for i in ivs if not i.end), key=lambda i: i.start)
+    lagging = opened[:-1] if active else opened
+    ended = [i for i in ivs if i.end] + [
+        Interval(i.job_id, i.submit, i.start, submit, i.gpus) for i in lagging if i.start < submit]
     total, anchor = 0.0, submit
-    for iv in sorted((i for i in ivs if i.end), key=lambda i: i.end, reverse=True):
+    for iv in sorted(ended, key=lambda i: i.end, reverse=True):
         if iv.end < anchor - CHAIN_SLACK_S:
             break
         total += iv.gpus * (iv.end - iv.start)
         anchor = min(anchor, iv.submit or iv.start)
-    return total, open_runs <= (1 if active else 0)
+    return total, not lagging
 
 
 def current_gpu_s(rec: SqueueJob, now: float) -> tuple[float, str]:
@@ -214,9 +218,10 @@ class AttainedService:
             notes += skipped
             for j in batch:
                 gpu_s, complete = earlier_gpu_s(found.get(j.job_id, ()), j.submit_time, j.active)
-                if complete:
-                    self._earlier[j.job_id] = (_key(j), gpu_s)
-                else:
+                # incomplete: its last run counts as ended at the requeue, under a key that
+                # matches no job, so that it is read again next cycle
+                self._earlier[j.job_id] = (_key(j) if complete else (-1, -1.0), gpu_s)
+                if not complete:
                     notes.append(f"job {j.job_id}: sacct does not show its requeue yet; its "
                                  "earlier runs are read again next cycle")
         return notes

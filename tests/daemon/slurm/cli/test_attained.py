@@ -100,14 +100,15 @@ def test_history_is_cached_per_restart_count_and_read_again_after_a_requeue() ->
     assert attained == {"9": 8 * 100 + 16 * 150}  # both ended runs, nothing current
 
 
-def test_an_unfinished_earlier_run_is_asked_again() -> None:
-    """sacct may lag a requeue: the earlier run still shows open; not cached, asked next cycle."""
+def test_an_unfinished_earlier_run_ends_at_the_requeue_and_is_asked_again() -> None:
+    """sacct may lag a requeue: the earlier run still shows open. It counts as ended when squeue
+    says the job was submitted again (a requeue resets the submit time), and is asked again."""
     answers = [sacct({**REQUEUED, "time": {**REQUEUED["time"], "end": 0}}, CURRENT),
                sacct(REQUEUED, CURRENT)]
     svc = AttainedService(lambda argv: answers.pop(0))
     job = squeue_job(restart_cnt=1, start_time=NOW - 200, submit_time=NOW - 300)
     first, notes = svc.attained([job], NOW)
-    assert first == {"9": 16 * 200} and any("job 9" in n for n in notes)
+    assert first == {"9": 8 * 100 + 16 * 200} and any("job 9" in n for n in notes)
     second, _ = svc.attained([job], NOW)
     assert second == {"9": 8 * 100 + 16 * 200} and svc.calls == 2
 
