@@ -248,9 +248,30 @@ def token_list(ctx: typer.Context, as_json: JsonOpt = False) -> None:
         data: list[dict[str, Any]] = [{"name": t.name, "role": t.role, "teams": tokens.team_names(s, t),
                  "prefix": t.prefix, "expires_at": t.expires_at,
                  "revoked": t.revoked_at is not None} for t in tokens.list_tokens(s)]
-    emit(data, as_json, [f"{d['name']}\t{d['role']}\t{','.join(d['teams']) or '*'}\t"
-                          f"{d['prefix']}…\t{'revoked' if d['revoked'] else 'active'}"
-                          for d in data] or ["(no tokens)"])
+    emit(data, as_json, token_table(data, datetime.now(UTC)) if data else ["(no tokens)"])
+
+
+def token_table(data: list[dict[str, Any]], now: datetime) -> list[str]:
+    """``token list`` as aligned columns under a header, as squeue prints; the expiry as a date
+    and how far off (``in 7.0 d``, ``2.0 h ago``); STATE: active, expired or revoked."""
+    from railgang.daemon.safe_output import term_safe
+    from railgang.daemon.when import ago, from_now
+
+    rows = [["NAME", "ROLE", "TEAMS", "PREFIX", "EXPIRES", "STATE"]]
+    for d in data:
+        exp = d["expires_at"]
+        if exp is not None and exp.tzinfo is None:
+            exp = exp.replace(tzinfo=UTC)  # stored as UTC; SQLite may hand it back naive
+        left = None if exp is None else (exp - now).total_seconds()
+        when = "never" if exp is None else (f"{exp:%Y-%m-%d %H:%M} UTC ("
+                                             f"{from_now(left) if left > 0 else ago(-left)})")
+        state = ("revoked" if d["revoked"] else "expired" if left is not None and left <= 0
+                 else "active")
+        rows.append([term_safe(d["name"]), d["role"], term_safe(",".join(d["teams"]) or "*"),
+                     f"{d['prefix']}…", when, state])
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
+    return ["  ".join([*(c.ljust(w) for c, w in zip(r, widths, strict=False)), r[-1]])
+            for r in rows]
 
 
 @token_app.command("revoke")
@@ -263,4 +284,4 @@ def token_revoke(ctx: typer.Context, name: str, as_json: JsonOpt = False) -> Non
     emit({"name": name, "revoked": True}, as_json, f"token {name} revoked")
 
 
-__all__ = ["quota_app", "token_app"]
+__all__ = ["quota_app", "token_app", "token_table"]

@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from railgang.daemon.cli import app
@@ -141,3 +142,29 @@ def test_explain_node_says_how_long_ago_too() -> None:
          "age_s": 3 * 3600.0, "flaky": False, "reason": "bad"}
     assert render_node(e).startswith("node n01 (8 x h100): drain since 1970-01-01 00:00 UTC, "
                                      "3.0 h ago\n")
+
+
+def test_token_list_has_a_header_and_the_expiry(tmp_path: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """It printed tab-joined rows with no header and no expiry."""
+    from railgang.db import migrate
+
+    url = f"sqlite:///{tmp_path / 'rg.sqlite'}"
+    migrate.upgrade(url)
+    monkeypatch.setenv("RAILGANG_DB__URL", url)
+    for acct in (["ml", "--level", "org"], ["r", "--level", "dept", "--parent", "ml"],
+                 ["team-a", "--level", "team", "--parent", "r"]):
+        assert runner.invoke(app, ["quota", "add", *acct]).exit_code == 0
+    for args in (["ci", "--role", "team-reader", "--team", "team-a", "--expires-days", "7"],
+                 ["ops", "--role", "admin"]):
+        assert runner.invoke(app, ["token", "create", *args]).exit_code == 0
+    assert runner.invoke(app, ["token", "revoke", "ops"]).exit_code == 0
+    res = runner.invoke(app, ["token", "list"])
+    assert res.exit_code == 0, res.output
+    head, ci, ops = res.stdout.splitlines()
+    assert head.split() == ["NAME", "ROLE", "TEAMS", "PREFIX", "EXPIRES", "STATE"]
+    assert ci.split()[:3] == ["ci", "team-reader", "team-a"]
+    assert "(in 7.0 d)" in ci and ci.split()[-1] == "active"
+    assert ops.split()[:3] == ["ops", "admin", "*"] and " never " in ops
+    assert ops.split()[-1] == "revoked"
+    assert "\t" not in res.stdout
