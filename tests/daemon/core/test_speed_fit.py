@@ -21,7 +21,7 @@ from railgang.daemon.core.model.speed_fit import (
     fit_serial,
     fitted,
 )
-from railgang.daemon.core.policies.pollux import Pollux
+from railgang.daemon.core.policies.registry import get
 from tests.daemon.core.core_builders import cluster, job
 
 N = MIN_REPORTS
@@ -96,7 +96,8 @@ def test_no_sequence_of_claims_gives_a_better_than_linear_curve(
         assert 1.0 - 1e-9 <= c(k) <= k + 1e-9
 
 
-def test_pollux_sizes_a_measured_sublinear_job_differently_from_a_linear_one() -> None:
+@pytest.mark.parametrize("policy", ["pollux", "default"])
+def test_pollux_sizes_a_measured_sublinear_job_differently_from_a_linear_one(policy: str) -> None:
     """Two elastic jobs, 4 replicas of free GPUs: on straight lines they share the spare
     replicas; measured nearly flat, the first keeps one and the other gets both."""
     measured = fitted(0.9, MEASURED, ((1, 100.0, N), (2, 105.0, N)))
@@ -105,7 +106,7 @@ def test_pollux_sizes_a_measured_sublinear_job_differently_from_a_linear_one() -
         snap = cluster(4).pending(
             job("a").gpus(8).tp(8).elastic(1, 3).at(0).speedup(first_curve),
             job("b").gpus(8).tp(8).elastic(1, 3).at(1)).build()
-        return {w.job_id: w.replicas for w in Pollux().plan(snap, 0).order}
+        return {w.job_id: w.replicas for w in get(policy).plan(snap, 0).order}
 
     assert sizes(fitted()) == {"a": 2, "b": 2}
     assert sizes(measured) == {"a": 1, "b": 3}
