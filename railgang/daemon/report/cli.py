@@ -48,6 +48,10 @@ def report(
     out: Annotated[Path | None, typer.Option(
         "--out", help="Write report.html, report.json, report.csv and per-table CSVs here.")]
     = None,
+    account: Annotated[str | None, typer.Option(
+        "--account", "-A", "--team", help="Only these accounts (comma list), as sreport's "
+        "Accounts=: their teams' rows, users, jobs and anomalies; a department or organisation "
+        "stands for the teams under it.")] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Build the daily utilisation report: teams, pools, queue, cost of chaos, anomalies."""
@@ -56,6 +60,7 @@ def report(
         make_report,
         parse_day,
         parse_range,
+        teams_under,
         write_day,
         yesterday,
     )
@@ -78,10 +83,14 @@ def report(
     fabric = load_fabric_for(settings)
     try:
         with session_scope(engine) as s:
+            wanted = [a.strip() for a in (account or "").split(",") if a.strip()]
+            teams = teams_under(s, wanted) if wanted else None
             if out is not None:
-                rep, files = write_day(s, day, settings.report, out, now=now, fabric=fabric)
+                rep, files = write_day(s, day, settings.report, out, now=now, fabric=fabric,
+                                       teams=teams)
             else:
-                rep, files = make_report(s, day, settings.report, now=now, fabric=fabric), []
+                rep, files = make_report(s, day, settings.report, now=now, fabric=fabric,
+                                         teams=teams), []
     finally:
         engine.dispose()
     if as_json:

@@ -97,14 +97,37 @@ def make_report(s: Session, day: Day, settings: ReportSettings, *, now: datetime
                         fabric=fabric)
 
 
+def teams_under(s: Session, names: list[str]) -> frozenset[str]:
+    """The accounts a report for ``names`` covers: each name, and every account under it in the
+    quota tree (a department stands for its teams). A name the tree does not know is kept as
+    it is: the ledger holds Slurm's accounts, the tree only those given a quota."""
+    from sqlalchemy import select
+
+    from railgang.db.models import Account
+
+    rows = s.execute(select(Account.id, Account.name, Account.parent_id)).all()
+    children: dict[int | None, list[tuple[int, str]]] = {}
+    for id_, name, parent in rows:
+        children.setdefault(parent, []).append((id_, name))
+    ids = {name: id_ for id_, name, _ in rows}
+    out, todo = set(names), [ids[n] for n in names if n in ids]
+    while todo:
+        for id_, name in children.get(todo.pop(), []):
+            if name not in out:
+                out.add(name)
+                todo.append(id_)
+    return frozenset(out)
+
+
 def report_dir(root: Path, day: Day) -> Path:
     return root / day.text
 
 
 def write_day(s: Session, day: Day, settings: ReportSettings, out: Path, *, now: datetime,
-              fabric: Fabric | None = None) -> tuple[Report, list[Path]]:
+              fabric: Fabric | None = None, teams: frozenset[str] | None = None
+              ) -> tuple[Report, list[Path]]:
     _check_writable(out)
-    report = make_report(s, day, settings, now=now, fabric=fabric)
+    report = make_report(s, day, settings, now=now, fabric=fabric, teams=teams)
     return report, write_report(report, out)
 
 
@@ -123,4 +146,4 @@ def _check_writable(out: Path) -> None:
 
 
 __all__ = ["MAX_RANGE_DAYS", "Day", "NoReportData", "make_report", "parse_day", "parse_range",
-           "report_dir", "write_day", "yesterday"]
+           "report_dir", "teams_under", "write_day", "yesterday"]

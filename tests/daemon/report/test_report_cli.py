@@ -154,3 +154,41 @@ def test_bad_range_is_one_line_exit_1(env: Path, args: tuple[str, ...], message:
     code, _, exc = run("report", *args)
     assert code == ExitCode.ERROR and isinstance(exc, InputError)
     assert message in str(exc) and "\n" not in str(exc)
+
+
+def test_report_for_some_accounts_only(env: Path) -> None:
+    """`report --account A` (or --team, -A; a comma list), as sreport's Accounts=: only those
+    teams' rows, jobs and anomalies (issue 36 item 5)."""
+    code, text, exc = run("report", "--date", "2026-11-24", "--json")
+    assert code == ExitCode.OK, (text, exc)
+    whole = json.loads(text)
+    names = sorted(t["team"] for t in whole["teams"])
+    assert len(names) >= 2, names
+    code, text, exc = run("report", "--date", "2026-11-24", "--json", "--account", names[0])
+    assert code == ExitCode.OK, (text, exc)
+    one = json.loads(text)
+    assert [t["team"] for t in one["teams"]] == [names[0]]
+    assert {j["team"] for j in one["top_jobs"]} <= {names[0]}
+    assert {j["team"] for j in whole["top_jobs"]} - {names[0]}  # the filter took some out
+    code, text, _ = run("report", "--date", "2026-11-24", "--json", "--team", ",".join(names[:2]))
+    assert sorted(t["team"] for t in json.loads(text)["teams"]) == names[:2]
+
+
+def test_a_department_stands_for_its_teams(tmp_path: Path,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    from railgang.daemon.report.service import teams_under
+    from railgang.db import migrate
+    from railgang.db.session import make_engine, session_scope
+
+    url = f"sqlite:///{tmp_path / 'q.sqlite'}"
+    migrate.upgrade(url)
+    monkeypatch.setenv("RAILGANG_DB__URL", url)
+    for args in (["ml", "--level", "org"], ["vision", "--level", "dept", "--parent", "ml"],
+                 ["team-a", "--level", "team", "--parent", "vision"],
+                 ["team-b", "--level", "team", "--parent", "vision"]):
+        assert run("quota", "add", *args)[0] == 0
+    engine = make_engine(url)
+    with session_scope(engine) as s:
+        assert teams_under(s, ["vision"]) == {"vision", "team-a", "team-b"}
+        assert teams_under(s, ["team-a", "slurm-only"]) == {"team-a", "slurm-only"}
+    engine.dispose()
