@@ -17,12 +17,18 @@ PROM = DEPLOY / "prometheus"
 RULES = PROM / "alerts.yml"
 UNIT_TESTS = PROM / "alerts_test.yml"
 # what the issue asks alerts for, and the alert that covers it
-REQUIRED = {"daemon down": "RailgangDaemonDown", "heartbeat stale": "RailgangHeartbeatStale",
+REQUIRED = {"daemon down": "RailgangDaemonDown", "no successful cycle": "RailgangNoSuccessfulCycle",
             "cycle slow": "RailgangCycleSlow", "journal failures": "RailgangJournalFailures",
-            "leases about to lapse": "RailgangLeasesAboutToLapse",
+            "heartbeat too old for job_submit.lua": "RailgangHeartbeatFileOld",
+            "leases about to lapse": "RailgangLeasesLapsing",
             "quarantined links": "RailgangLinksQuarantined",
             "nodes drained by railgang": "RailgangNodesDrained",
-            "report not produced": "RailgangReportMissing", "API 5xx": "RailgangApiErrors"}
+            "report not produced": "RailgangReportMissing", "API 5xx": "RailgangApiErrors",
+            # issue 36 item 4
+            "free GPUs while a job that fits waits": "RailgangGpusIdleWhileJobsFit",
+            "ledger lag": "RailgangLedgerBehind", "ledger reads failing": "RailgangLedgerReadsFailing",
+            "nodes down/drained by someone else": "RailgangNodesDownOrDrained"}
+LUA = DEPLOY.parent / "slurm_plugins" / "job_submit.lua"
 
 
 def promtool(*args: str | Path, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
@@ -55,6 +61,36 @@ def test_every_alert_has_a_test_where_it_fires() -> None:
     names = {r["alert"] for r in rules()}
     assert names - fired == set(), f"alerts without a firing unit test: {names - fired}"
     assert set(REQUIRED.values()) <= names
+
+
+def test_every_alert_has_a_test_where_it_stays_silent() -> None:
+    doc = yaml.safe_load(UNIT_TESTS.read_text())
+    silent = {c["alertname"] for t in doc["tests"] for c in t["alert_rule_test"]
+              if not c["exp_alerts"]}
+    names = {r["alert"] for r in rules()}
+    assert names - silent == set(), f"alerts without a silent unit test: {names - silent}"
+
+
+def test_heartbeat_alert_fires_before_job_submit_lua_stops_leasing() -> None:
+    """job_submit.lua leases new jobs only while the heartbeat is younger than
+    RAILGANG_HEARTBEAT_MAX_AGE (its default read from the script): the alert on the heartbeat
+    file's age must fire below that, with no `for:` that would delay it past it."""
+    import re
+
+    default = re.search(r'RAILGANG_HEARTBEAT_MAX_AGE"\) or "(\d+)"', LUA.read_text())
+    assert default is not None
+    max_age = int(default.group(1))
+    rule = next(r for r in rules() if r["alert"] == "RailgangHeartbeatFileOld")
+    threshold = re.search(r"railgang_heartbeat_timestamp_seconds\{[^}]*\} > (\d+)\)", rule["expr"])
+    assert threshold is not None and int(threshold.group(1)) < max_age and "for" not in rule
+    assert f"{max_age} s" in rule["annotations"]["summary"]
+    assert "RAILGANG_HEARTBEAT_MAX_AGE" in rule["annotations"]["description"]
+    # the alerts on the heartbeat file watch it, the one on cycles watches cycles
+    for name in ("RailgangHeartbeatFileOld", "RailgangLeasesLapsing"):
+        assert "railgang_heartbeat_timestamp_seconds" in next(
+            r for r in rules() if r["alert"] == name)["expr"]
+    cycles = next(r for r in rules() if r["alert"] == "RailgangNoSuccessfulCycle")["expr"]
+    assert "railgang_last_cycle_timestamp_seconds" in cycles and "heartbeat" not in cycles
 
 
 @pytest.mark.parametrize("rule", rules(), ids=lambda r: r["alert"])

@@ -38,6 +38,14 @@ railgang_ledger_watermark_timestamp_seconds
                                                   read)
 railgang_ledger_reads_total            counter    ``source``, ``result``: ok | error: the
                                                   daemon's scheduled ledger reads
+railgang_nodes_out                     gauge      ``state``: drain | down, ``owner``: whose
+                                                  reason (railgang | slurm | other | none, by
+                                                  its words: failures/respond.py ``whose``);
+                                                  CLI backend, from each cycle's sinfo read
+railgang_waiting_jobs_fitting_free_gpus
+                                       gauge      pending jobs that would fit on GPUs free now
+                                                  (``jobs_fitting_free``) and that no quota
+                                                  holds back
 railgang_link_ports                    gauge      ``status``: healthy | congested | lame |
                                                   unknown (last interval's verdict)
 railgang_link_quarantined_ports        gauge      ports held in quarantine (hysteresis applied)
@@ -53,7 +61,7 @@ railgang_link_scrape_errors_total      counter    hosts that could not be read, 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -119,6 +127,10 @@ class DaemonMetrics:
             self.ledger_mark.labels(source).set(0)
             for result in ("ok", "error"):
                 self.ledger_reads.labels(source, result).inc(0)
+        self.nodes_out = Gauge("railgang_nodes_out", "Drained and down nodes by whose reason",
+                               ["state", "owner"], registry=r)
+        self.fitting = Gauge("railgang_waiting_jobs_fitting_free_gpus",
+                             "Pending jobs that would fit on the GPUs free now", registry=r)
         self.link_ports = Gauge("railgang_link_ports", "IB ports by last verdict", ["status"],
                                 registry=r)
         self.link_q_ports = Gauge("railgang_link_quarantined_ports", "IB ports in quarantine",
@@ -174,6 +186,21 @@ class DaemonMetrics:
         if watermark is not None:
             self.ledger_mark.labels(source).set(watermark.timestamp())
 
+    def observe_nodes_out(self, nodes: Iterable[Any]) -> None:
+        """Drained and down nodes of one sinfo read (``SinfoNode``) by whose reason they carry."""
+        from railgang.daemon.failures.respond import NodeView, whose
+
+        out: Counter[tuple[str, str]] = Counter()
+        for n in nodes:
+            state = str(n.state.value)
+            if state in ("drain", "down"):
+                # by its words alone: sinfo's setter needs SlurmUser to read (failures/respond.py)
+                out[(state, whose(NodeView(n.name, state, n.reason)) or "none")] += 1
+        self.nodes_out.clear()
+        for state in ("drain", "down"):  # both series from the first read on, for alerts
+            for owner in ("railgang", "slurm", "other", "none"):
+                self.nodes_out.labels(state, owner).set(out.get((state, owner), 0))
+
     def beat(self, now: float, lease_s: int, renewed: int, refused: int) -> None:
         """The heartbeat file was written at ``now``; this cycle renewed/refused leases."""
         self.heartbeat.set(now)
@@ -221,6 +248,7 @@ class DaemonMetrics:
         self.nodes.clear()
         for state, n in states.items():
             self.nodes.labels(state).set(n)
+        self.fitting.set(jobs_fitting_free(snapshot))
         held: Counter[str] = Counter()
         for rj in snapshot.running.values():
             held[rj.job.account] += rj.gpus
@@ -242,6 +270,39 @@ class DaemonMetrics:
                 self.account_quota.labels(name, "guaranteed").set(q.guaranteed)
                 if q.limit is not None:
                     self.account_quota.labels(name, "limit").set(q.limit)
+
+
+def jobs_fitting_free(snapshot: Snapshot) -> int:
+    """Pending jobs whose smallest size fits on the GPUs free now: on one node's free GPUs, or
+    on wholly free nodes for a job larger than a node; not one that its account's quota (flat,
+    or the quota tree's limit) holds back. GPU type and other needs are not weighed: the alert
+    on it waits long enough for a job that the placement rightly keeps waiting to be looked at.
+    """
+    most_on_one, whole = 0, 0
+    for name, node in snapshot.nodes.items():
+        if not node.state.usable:
+            continue
+        free = len(snapshot.free.get(name, ()))
+        most_on_one = max(most_on_one, free)
+        whole += node.gpus if free >= node.gpus > 0 else 0
+    if most_on_one == 0:
+        return 0
+    held: Counter[str] = Counter()
+    for rj in snapshot.running.values():
+        held[rj.job.account] += rj.gpus
+    n = 0
+    for job in snapshot.pending:
+        size = job.min_gpus
+        if size <= 0 or not (size <= most_on_one or size <= whole):
+            continue
+        acct = snapshot.accounts.get(job.account)
+        flat = acct.quota_gpus if acct is not None else None
+        tree = snapshot.quotas.nodes.get(job.account) if snapshot.quotas is not None else None
+        limit = tree.limit if tree is not None else None
+        if any(q is not None and held[job.account] + size > q for q in (flat, limit)):
+            continue
+        n += 1
+    return n
 
 
 def newest_report(root: Path | None) -> float:
@@ -296,4 +357,5 @@ def leaf_gpus(snapshot: Snapshot) -> dict[tuple[str, str], int]:
     return out
 
 
-__all__ = ["BUCKETS", "DaemonMetrics", "gpu_state", "leaf_gpus", "newest_report", "observe_links"]
+__all__ = ["BUCKETS", "DaemonMetrics", "gpu_state", "jobs_fitting_free", "leaf_gpus", "newest_report",
+           "observe_links"]

@@ -9,7 +9,7 @@ what it wrote last, so an unchanged fleet costs no query at all.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from sqlalchemy.orm import Session
@@ -20,13 +20,18 @@ from railgang.db.repositories.nodes import NodeSeen, record_node_states
 class NodeInventory:
     """One cycle's step: the nodes of the backend's last observation into ``node_states``."""
 
-    def __init__(self, cluster: str) -> None:
+    def __init__(self, cluster: str,
+                 on_read: Callable[[Sequence[Any]], None] | None = None) -> None:
         self.cluster = cluster
+        self.on_read = on_read  # every read, changed or not (the daemon's railgang_nodes_out)
         self._last: frozenset[NodeSeen] | None = None
 
     def record(self, s: Session, nodes: Iterable[Any], gpu_types: dict[str, str], now: float) -> int:
         """``nodes``: sinfo's nodes (name, state, gpus, reason); ``gpu_types``: node -> GPU type
         from the snapshot's facts. Returns the rows written (the caller commits)."""
+        nodes = list(nodes)
+        if self.on_read is not None:
+            self.on_read(nodes)
         seen = frozenset(NodeSeen(n.name, n.state, gpu_types.get(n.name, ""), n.gpus, n.reason)
                          for n in nodes)
         if seen == self._last:

@@ -174,7 +174,7 @@ def run_daemon(settings: Settings, *, once: bool = False, wait: bool = True,
             steps=(StepTimingRecorder(settings.ledger.cluster,
                                       every_s=settings.ledger.step_timing_every_s)
                    if settings.slurm.backend == "cli" else None),
-            inventory=(NodeInventory(settings.ledger.cluster)
+            inventory=(NodeInventory(settings.ledger.cluster, metrics.observe_nodes_out)
                        if settings.slurm.backend == "cli" else None),
             serving=serving, fair_share_half_life_s=_half_life(settings))
         log.info("leader: %s, %s backend, policy %s, every %g s", lock.describe(),
