@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import threading
@@ -44,6 +45,7 @@ _BOUNDS: dict[str, tuple[float, float]] = {
     "step_s": (1e-6, 86400.0), "compute_s": (0, 86400.0)}
 _REQUIRED = ("step", "sps", "t")
 DEFAULT_STOP_SIGNALS = (signal.SIGUSR1, signal.SIGTERM)
+_CKPT = re.compile(r"[:;]ckpt=(\d{1,10})(?:;|$)")  # the daemon's advice in the railgang tag
 
 Runner = Callable[[Sequence[str]], str]
 """Runs a Slurm command (argument list) and returns its stdout; raises on failure."""
@@ -211,6 +213,23 @@ class TrainingContext:
         """Nodes and GPUs now (after a shrink in place they differ from ``SLURM_JOB_NODELIST``)."""
         out = self._runner(["squeue", "--json", "-j", self.job_id])
         return world_from_squeue(json.loads(out), self.job_id)
+
+    def advised_checkpoint_interval_s(self) -> float | None:
+        """Seconds between checkpoints the daemon advised when it started this run (Young–Daly
+        for the nodes it runs on: the ``ckpt=`` of the railgang tag in the job's AdminComment,
+        which only the daemon writes); None when it gave none or Slurm did not answer."""
+        if not self.job_id:
+            return None
+        try:
+            jobs = json.loads(self._runner(["squeue", "--json", "-j", self.job_id])).get("jobs")
+        except (RuntimeError, OSError, ValueError, AttributeError, subprocess.TimeoutExpired):
+            return None
+        for job in jobs if isinstance(jobs, list) else ():
+            if isinstance(job, dict) and str(job.get("job_id")) == self.job_id:
+                tag = str(job.get("admin_comment") or "")
+                found = _CKPT.search(tag) if tag.startswith("railgang:") else None
+                return float(found.group(1)) if found else None
+        return None
 
     # -- progress --------------------------------------------------------------------------
     def report(self, step: int, samples_per_s: float, *, total: int | None = None,

@@ -33,6 +33,7 @@ from railgang.daemon.core.model.actions import (
     Start,
     TagNode,
 )
+from railgang.daemon.failures.advice import advised_interval_s
 from railgang.daemon.slurm.cli import commands as cmd
 from railgang.daemon.slurm.cli.parse import Pending, RailgangTag
 from railgang.daemon.slurm.cli.records import SqueueJob
@@ -121,6 +122,20 @@ def apply_actions(runner: SlurmRunner, obs: Observation, actions: Sequence[Actio
     return [b.results.get(i) or ActionResult(a, True, b.notes.get(i, "")) for i, a in enumerate(actions)]
 
 
+def _advice(obs: Observation, rec: SqueueJob | None, action: Start) -> list[str]:
+    """The Young–Daly interval for the nodes it starts on, into the job's tag (failures/advice.py;
+    the training helper reads it back); nothing for a job without a tag."""
+    if rec is None or rec.tag is None:
+        return []
+    job = next((j for j in obs.snapshot.pending if j.job_id == action.job_id), None)
+    if job is None:
+        return []
+    ckpt = advised_interval_s(job.checkpoint_cost_s, action.assignment, obs.snapshot.fabric)
+    if ckpt is None or ckpt == rec.tag.ckpt:
+        return []
+    return [f"AdminComment={dataclasses.replace(rec.tag, ckpt=ckpt).render()}"]
+
+
 def _plan(b: _Batch, i: int, action: Action, obs: Observation, now: float, config: ApplyConfig) -> str | None:
     job_id = getattr(action, "job_id", None)
     if job_id is not None and not cmd.valid_job_id(job_id):
@@ -134,7 +149,7 @@ def _plan(b: _Batch, i: int, action: Action, obs: Observation, now: float, confi
         rec = obs.jobs.get(action.job_id)
         if rec is not None and not rec.pending:
             return f"job {action.job_id} is {rec.state}, not pending"
-        b.script.add(action.job_id, cmd.start_fields(action.assignment), i)
+        b.script.add(action.job_id, [*cmd.start_fields(action.assignment), *_advice(obs, rec, action)], i)
         if len({len(g) for g in action.assignment.values()}) > 1:
             b.notes[i] = "unequal GPUs per node: asked Slurm for the total, Slurm picks the split"
     elif isinstance(action, Resize):

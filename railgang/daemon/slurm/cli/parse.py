@@ -8,13 +8,15 @@ naming the job or node and the field, so a caller can skip that one record and l
 
 The railgang tag lives in a job's AdminComment, written by ``job_submit.lua``::
 
-    railgang:tp=8,pp=4,dp=8;elastic=4:16;class=1[;serving=NAME][;needs=gpumem>=40G,nvlink][;begin=EPOCH][;preempt=DEADLINE@RESTARTS][;grow=DEADLINE@RESTARTS@n[01-04]x8]
+    railgang:tp=8,pp=4,dp=8;elastic=4:16;class=1[;serving=NAME][;needs=gpumem>=40G,nvlink][;begin=EPOCH][;preempt=DEADLINE@RESTARTS][;grow=DEADLINE@RESTARTS@n[01-04]x8][;ckpt=SECONDS]
 
 ``begin`` is the user's own ``--begin``, kept by ``job_submit.lua`` because the lease overwrites
 Slurm's begin time: the daemon starts the job no earlier, and renews its lease no earlier either.
 
 ``preempt``/``grow`` are added by this backend while a checkpoint signal is in flight; they are
 bound to the job's restart count, so they lapse by themselves once the job was requeued.
+``ckpt`` is the Young–Daly checkpoint interval the daemon advised when it started the job
+(``failures/advice.py``); the training helper reads it back.
 """
 
 from __future__ import annotations
@@ -62,6 +64,7 @@ class RailgangTag:
     begin: float | None = None  # the user's --begin (epoch s): not started before it
     preempt: Pending | None = None
     grow: Pending | None = None
+    ckpt: int | None = None  # advised checkpoint interval, seconds (failures/advice.py)
 
     def render(self) -> str:
         """The AdminComment for this tag (the inverse of :func:`parse_tag`)."""
@@ -81,6 +84,8 @@ class RailgangTag:
             parts.append(f"preempt={self.preempt.deadline:.0f}@{self.preempt.restarts}")
         if self.grow is not None:
             parts.append(f"grow={self.grow.deadline:.0f}@{self.grow.restarts}@{render_target(self.grow.target)}")
+        if self.ckpt is not None:
+            parts.append(f"ckpt={self.ckpt}")
         return TAG_PREFIX + ";".join(parts)
 
 
@@ -161,6 +166,8 @@ def parse_tag(comment: str) -> RailgangTag | None:
             fields["preempt"] = _pending(value, "preempt", with_target=False)
         elif key == "grow":
             fields["grow"] = _pending(value, "grow", with_target=True)
+        elif key == "ckpt":
+            fields["ckpt"] = _int(value, "ckpt", 1, 2**31 - 1)
         else:
             raise ParseProblem(f"AdminComment has unknown key '{key}'")
     return RailgangTag(**fields)

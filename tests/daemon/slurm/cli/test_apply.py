@@ -48,8 +48,8 @@ def test_one_scontrol_for_all_job_updates_and_one_scancel() -> None:
     assert [r.ok for r in results] == [True] * 4 and results[3].detail == "no change"
     assert [c[0][0] for c in rec.calls] == ["scontrol", "scancel"]
     script = (rec.calls[0][1] or "").splitlines()
-    assert script[0] == ("update jobid=11 NumNodes=4-4 ReqNodeList=n[09-12] TresPerJob= Gres=gpu:8 "
-                         "StartTime=now")
+    assert script[0].startswith("update jobid=11 NumNodes=4-4 ReqNodeList=n[09-12] TresPerJob= "
+                                "Gres=gpu:8 StartTime=now AdminComment=")  # + ckpt= (advice)
     assert script[1] == "update jobid=12 Priority=500"
     mark = parse_tag(script[2].split("AdminComment=", 1)[1])
     assert mark is not None and mark.preempt is not None and mark.preempt.deadline == NOW + 30

@@ -24,8 +24,10 @@ from railgang.daemon.core.model.actions import (
     TagNode,
 )
 from railgang.daemon.core.model.snapshot import Snapshot
+from railgang.daemon.failures.advice import advised_interval_s
 from railgang.daemon.slurm.cli import CliBackend, write_heartbeat
 from railgang.devcluster.cluster import DevCluster
+from railgang.training import TrainingContext
 from tests.support.slurm import job_fields, sl
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
@@ -96,7 +98,8 @@ def test_hinted_job_is_queued_with_its_hints(backend: CliBackend, submit: Callab
     assert backend.last is not None and backend.last.jobs[job].reason == "BeginTime"
 
 
-def test_start_on_exact_nodes_then_shrink(backend: CliBackend, submit: Callable[..., str]) -> None:
+def test_start_on_exact_nodes_then_shrink(backend: CliBackend, submit: Callable[..., str],
+                                          slurm_cluster: DevCluster) -> None:
     job = submit("-N2", "--gres=gpu:8", comment="rg:parallel=tp8,dp2;elastic=1:2;class=2")
     wait_for(backend, lambda s: any(j.job_id == job for j in s.pending))
     full = {"n09": tuple(range(8)), "n10": tuple(range(8))}
@@ -104,6 +107,12 @@ def test_start_on_exact_nodes_then_shrink(backend: CliBackend, submit: Callable[
     assert res.ok, res.detail
     snap = wait_for(backend, lambda s: job in s.running)
     assert snap.running[job].assignment == full and snap.running[job].replicas == 2
+    # the start wrote the Young-Daly interval for these nodes into the tag, and the training
+    # helper reads it back from squeue as the job's user would (issue 33 item 3)
+    advised = advised_interval_s(snap.running[job].job.checkpoint_cost_s, full, snap.fabric)
+    ctx = TrainingContext({"SLURM_JOB_ID": job},
+                          runner=lambda argv: sl(slurm_cluster, *argv).stdout)
+    assert advised is not None and ctx.advised_checkpoint_interval_s() == advised
     assert all(snap.free["n09"] == frozenset() for _ in (0,))
     calls = backend.runner.calls
     [res] = backend.apply([Resize(job, 1, {"n09": tuple(range(8))}, 2)], time.time())
