@@ -163,7 +163,7 @@ def load_component(name: str, comp: Component) -> Any:
         group = typer.main.get_group(obj)
         group.name = name
         return group
-    one = typer.Typer()
+    one = typer.Typer(add_completion=False)  # completion is `railgang completion`'s, not each command's
     one.command(name)(obj)
     return typer.main.get_command(one)
 

@@ -3,6 +3,8 @@ look, exit 2, for every command (issue 36 item 5) -- never typer's five-line box
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from typer.testing import CliRunner
 
@@ -45,3 +47,19 @@ def test_a_missing_argument_and_a_bad_value_are_one_line() -> None:
 def test_the_message_is_not_markup_nor_a_control_sequence() -> None:
     line = _one_line(["explain", "--[bold]x\x1b[31m"])
     assert "--[bold]x" in line and "\x1b" not in line
+
+
+@pytest.mark.parametrize("name", sorted(COMMANDS))
+def test_help_shows_every_option_name_whole_in_80_columns(name: str) -> None:
+    """`sim --help` cut names at 80 columns ("--fair-share-half-l…"); and seven sub-commands
+    offered --install-completion, which belongs to `railgang completion` (issue 36 item 5)."""
+    res = runner.invoke(app, [*name.split(), "--help"], env={"COLUMNS": "80"})
+    assert res.exit_code == 0, res.output
+    words = set(re.findall(r"--?[\w][\w-]*", res.stdout))
+    for param in COMMANDS[name].params:
+        if getattr(param, "hidden", False):
+            continue
+        for opt in (*param.opts, *param.secondary_opts):
+            if opt.startswith("-"):
+                assert opt in words, f"`railgang {name} --help` does not show {opt} whole"
+    assert "--install-completion" not in res.stdout and "--show-completion" not in res.stdout

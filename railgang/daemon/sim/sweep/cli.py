@@ -52,7 +52,9 @@ class SimGroup(TyperGroup):
 
 def with_sweep(sim: Callable[..., None]) -> typer.Typer:
     """The ``sim`` component: the replay command ``sim`` plus ``sim sweep``."""
-    one = typer.Typer()
+    # click's plain help (rich_markup_mode=None): sim has some sixty options, and rich's table
+    # cut their names at 80 columns ("--fair-share-half-l…"); the plain list never cuts a name
+    one = typer.Typer(add_completion=False, rich_markup_mode=None)
     one.command("sim", epilog="Grids of replays: railgang sim sweep GRID.toml "
                               "(docs/simulator.md, \"Sweeps\").")(sim)
     plain = typer.main.get_command(one)
