@@ -1,0 +1,104 @@
+"""Attained service on the real cluster (issue 33 item 1): the GPU-seconds a job received over all
+its runs come from Slurm (squeue for the current run, ``sacct --duplicates`` for the earlier
+ones), survive requeues and daemon restarts, and drive ``tiresias`` live."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from railgang.daemon.config import SlurmSettings
+from railgang.daemon.slurm.cli import CliBackend
+from tests.e2e.conftest import Cluster, Daemon, wait_for
+from tests.e2e.test_daemon_e2e import Start, running_on
+
+pytestmark = [pytest.mark.slurm, pytest.mark.slow]
+ONE_NODE = ("-N1", "--gres=gpu:8", "--comment=rg:parallel=tp8;class=3")
+
+
+def requeue_and_restart(slurm: Cluster, job: str, restarts: int) -> float:
+    """Requeue ``job`` as a preemption does (Slurm ends the run, the job waits again with a new
+    submit time) and wait until the daemon has started it again; when the requeue was sent."""
+    sent = time.time()
+    slurm.sl("scontrol", "requeue", job)
+    wait_for(lambda: slurm.show(job).get("Restarts") == str(restarts) and running_on(slurm, job),
+             30, f"the daemon to start job {job} again (restart {restarts})")
+    return sent
+
+
+def ended_gpu_s(slurm: Cluster, job: str, runs: int) -> float:
+    """GPU-seconds of the job's ended runs, as sacct shows them (once it has all ``runs``)."""
+    def ended() -> list[float]:
+        return [r.gpus * (r.end - r.start) for r in slurm.runs([job])
+                if r.state == "REQUEUED" and r.start is not None and r.end is not None]
+
+    wait_for(lambda: len(ended()) == runs, 20, f"sacct to record {runs} ended run(s)")
+    return sum(ended())
+
+
+def attained_gpu_s(d: Daemon, job: str) -> float:
+    got = d.explain(job).get("attained_gpu_h")
+    return float(got) * 3600.0 if isinstance(got, int | float) else -1.0
+
+
+def test_a_requeued_job_keeps_its_attained_service_across_a_daemon_restart(
+        slurm: Cluster, daemon: Start) -> None:
+    d = daemon(daemon__policy="fifo", daemon__preempt="false")
+    job = slurm.sbatch(*ONE_NODE, args=("300",))
+    wait_for(lambda: running_on(slurm, job), 30, "the job to start")
+    time.sleep(3)
+    requeue_and_restart(slurm, job, 1)
+    first = ended_gpu_s(slurm, job, 1)
+    assert first >= 8 * 2
+    # the row the daemon wrote when it started the job again: its first run, from sacct
+    wait_for(lambda: attained_gpu_s(d, job) >= first - 2, 20, "explain to count the first run")
+    time.sleep(3)
+
+    d.stop()  # a restarted daemon knows nothing but what Slurm shows
+    d = daemon(daemon__policy="fifo", daemon__preempt="false")
+    sent = requeue_and_restart(slurm, job, 2)
+    both = ended_gpu_s(slurm, job, 2)
+    assert both > first + 8 * 2
+    wait_for(lambda: attained_gpu_s(d, job) >= both - 2, 20, "explain to count both runs")
+    assert attained_gpu_s(d, job) <= both + 8 * (time.time() - sent) + 2
+    # the backend as a fresh daemon builds it: sacct's two runs plus squeue's current one
+    now = time.time()
+    run = CliBackend(SlurmSettings(conf=slurm.cluster.spec.slurm_conf)).snapshot(now).running[job]
+    assert both <= run.attained_at(now) <= both + 8 * (now - run.start_time) + 8
+
+
+def test_tiresias_demotes_a_long_job_live_and_a_newcomer_starts_first(slurm: Cluster,
+                                                                      daemon: Start) -> None:
+    """Tiresias' first queue ends at 0.02 GPU-h (72 GPU-s: 9 s on 8 GPUs). A job that ran
+    past it and waits again is in queue 1: a newcomer submitted after it starts first on the
+    one node that frees (FIFO would start the older one)."""
+    d = daemon(daemon__policy="tiresias", daemon__preempt="false",
+               daemon__tiresias_thresholds_gpu_h="[0.02]")
+    long = slurm.sbatch(*ONE_NODE, args=("300",))
+    wait_for(lambda: running_on(slurm, long), 30, "the long job to start")
+    wait_for(lambda: d.explain(long).get("state") == "running", 10, "explain to see it run")
+    assert d.explain(long).get("tiresias_level") == 0
+    [node] = running_on(slurm, long)
+    filler = slurm.sbatch("-N15", f"--exclude={node}", "--gres=gpu:8", args=("300",))  # plain
+    wait_for(lambda: running_on(slurm, filler), 30, "the filler to run")
+    wait_for(lambda: d.explain(long).get("tiresias_level") == 1, 30,
+             "the long job to pass 0.02 GPU-h while it runs (demoted live)")
+
+    # it waits again (requeued, held a moment so that a plain job takes its node for a while)
+    slurm.sl("scontrol", "requeuehold", long)
+    blocker = slurm.sbatch("-N1", f"--nodelist={node}", "--gres=gpu:8", args=("8",))  # plain
+    wait_for(lambda: running_on(slurm, blocker), 30, "the blocker to run")
+    slurm.sl("scontrol", "release", long)
+    time.sleep(1.1)  # the newcomer is submitted after the long job entered the queue again
+    newcomer = slurm.sbatch(*ONE_NODE, args=("300",))
+    wait_for(lambda: d.explain(long).get("state") == "waiting"
+             and d.explain(newcomer).get("state") == "waiting", 20, "both to wait")
+    assert d.explain(long).get("tiresias_level") == 1
+    assert d.explain(newcomer).get("tiresias_level") == 0
+    assert slurm.show(long)["SubmitTime"] < slurm.show(newcomer)["SubmitTime"]
+
+    wait_for(lambda: running_on(slurm, newcomer), 30, "the newcomer to start when the node frees")
+    assert running_on(slurm, newcomer) == [node]
+    assert slurm.show(long)["JobState"] == "PENDING"
+    slurm.sl("scancel", filler, long, newcomer)
