@@ -28,7 +28,6 @@ its job; output past :data:`MAX_SACCT_BYTES` or not JSON is one warning and noth
 
 from __future__ import annotations
 
-import logging
 import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -38,8 +37,6 @@ from railgang.daemon.slurm.cli.parse import ParseProblem
 from railgang.daemon.slurm.cli.records import RECORD_ERRORS, SqueueJob, load_json, record_name
 from railgang.daemon.slurm.cli.schemas import reader_for, schema_of
 from railgang.errors import SlurmError
-
-log = logging.getLogger(__name__)
 
 BATCH = 200  # job ids per sacct call (one argument list)
 MAX_IDS_PER_CYCLE = 400  # at most this many jobs' history read in one cycle; the rest next cycle

@@ -100,6 +100,21 @@ def test_history_is_cached_per_restart_count_and_read_again_after_a_requeue() ->
     assert attained == {"9": 8 * 100 + 16 * 150}  # both ended runs, nothing current
 
 
+def test_a_cached_service_gives_what_a_fresh_one_gives() -> None:
+    """STYLE 20: the per-job memory is only speed; a service that read sacct cycles ago and a
+    fresh one (a restarted daemon) give the same attained service."""
+    answer = sacct(REQUEUED, CURRENT, rec(7, "REQUEUED", NOW - 900, NOW - 850, NOW - 901, gpus=2),
+                   rec(7, "RUNNING", NOW - 840, 0, NOW - 850, gpus=2))
+    jobs = [squeue_job(restart_cnt=1, start_time=NOW - 200, submit_time=NOW - 300),
+            squeue_job(job_id=7, restart_cnt=1, start_time=NOW - 840, submit_time=NOW - 850)]
+    cached = AttainedService(lambda argv: answer)
+    for t in (NOW - 100, NOW - 50, NOW):
+        kept, _ = cached.attained(jobs, t)
+    fresh, _ = AttainedService(lambda argv: answer).attained(jobs, NOW)
+    assert kept == fresh == {"9": 800 + 16 * 200, "7": 2 * 50 + 16 * 840}
+    assert cached.calls == 1
+
+
 def test_an_unfinished_earlier_run_ends_at_the_requeue_and_is_asked_again() -> None:
     """sacct may lag a requeue: the earlier run still shows open. It counts as ended when squeue
     says the job was submitted again (a requeue resets the submit time), and is asked again."""
