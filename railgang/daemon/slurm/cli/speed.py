@@ -99,20 +99,24 @@ class SpeedBook:
         kind), each naming the job. Forgets jobs no longer queued or running."""
         notes: list[str] = []
         present = set()
+        jobs, models = self.jobs, self.models
         for rec in recs:
             if rec.tag is None:
                 continue
+            js = jobs.get(rec.job_id)
+            if js is not None and ((js.user, js.model) != (rec.user, rec.name)
+                                   or rec.restarts < js.restarts):
+                js = None  # Slurm reused the id (not told by submit time: a requeue resets it)
+            if js is None:
+                if rec.state != "RUNNING" and (not models or _key(rec.user, rec.name) not in models):
+                    continue  # waiting, of a model never measured: nothing to know (yet)
+                js = jobs[rec.job_id] = JobSpeed(rec.user, rec.name, rec.submit_time)
             present.add(rec.job_id)
-            js = self.jobs.get(rec.job_id)
-            if js is None or js.submit != rec.submit_time:  # new, or Slurm reused the id
-                js = self.jobs[rec.job_id] = JobSpeed(rec.user, rec.name, rec.submit_time)
-                self._dirty = True
             if rec.state == "RUNNING":
                 self._running(js, rec, now, notes)
         gone = [j for j in self.jobs if j not in present]
         for j in gone:
-            del self.jobs[j]
-        self._dirty |= bool(gone)
+            self._dirty |= self.jobs.pop(j).replicas > 0  # only those that ran are in the file
         self._warned = {w for w in self._warned if w[0] in present}
         return notes
 
@@ -191,6 +195,8 @@ class SpeedBook:
         if js is None:
             return None
         m = self.models.get(_key(js.user, js.model), {}) if js.model else {}
+        if not (js.rates or js.resize_s or js.restore_s or m):
+            return None  # a waiting job of a model never measured: most of a long queue
         resize = js.resize_s or m.get("resize_s") or []
         restore = js.restore_s or m.get("restore_s") or []
         return (fit_curve(js.medians(), self._prior(js)),
@@ -215,9 +221,13 @@ class SpeedBook:
 
     def apply(self, snapshot: Snapshot) -> Snapshot:
         """The snapshot with every known job's measured curve and costs."""
-        pending = tuple(self.with_speed(j) for j in snapshot.pending)
+        known = self.jobs
+        pending = tuple(self.with_speed(j) if j.job_id in known else j for j in snapshot.pending)
         running = {i: (r if (j := self.with_speed(r.job)) is r.job else r.with_job(j))
                    for i, r in snapshot.running.items()}
+        if all(a is b for a, b in zip(pending, snapshot.pending, strict=True)) and all(
+                running[i] is r for i, r in snapshot.running.items()):
+            return snapshot  # nothing measured of any job in it: the same snapshot
         return snapshot.replace(pending=pending, running=running)
 
     # -- state file ------------------------------------------------------------------------
@@ -227,7 +237,7 @@ class SpeedBook:
             return
         body = {"version": 1, "models": self.models,
                 "jobs": {j: {**dataclasses.asdict(v), "rates": {str(k): r for k, r in v.rates.items()}}
-                         for j, v in self.jobs.items()}}
+                         for j, v in self.jobs.items() if v.replicas > 0}}
         tmp = self.path.with_name(self.path.name + ".tmp")
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
