@@ -61,6 +61,19 @@ def slurm_cluster() -> Iterator[object]:
 
 
 @pytest.fixture(scope="session")
+def site_cluster() -> Iterator[object]:
+    """The site-like 6-node cluster (railgang/devcluster/site.py: three partitions, three GPU
+    types, CPUs and memory that run out first, a QOS, a reservation, a license), on its own ports
+    (BASE+900 on); a second cluster, so its tests are few (tests/e2e/test_site_e2e.py)."""
+    from railgang.devcluster.layout import ClusterSpec, site_spec
+
+    yield from real_cluster(site_spec(ClusterSpec(
+        dir=TEST_ROOT / "devcluster-site", cluster_name="rgsite", slurmctld_port=PORT_BASE + 900,
+        slurmdbd_port=PORT_BASE + 902, mariadb_port=PORT_BASE - 300,
+        slurmd_base_port=PORT_BASE + 910, nodes_per_leaf=2)))
+
+
+@pytest.fixture(scope="session")
 def postgres_url() -> Iterator[str]:
     """A PostgreSQL URL: RAILGANG_TEST_PG_URL, or a private server started for this session."""
     given = os.environ.get("RAILGANG_TEST_PG_URL")

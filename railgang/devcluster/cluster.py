@@ -33,6 +33,7 @@ from railgang.devcluster.processes import (
     wait_for_path,
     wait_for_port,
 )
+from railgang.devcluster.site import site_commands
 from railgang.errors import DevClusterError
 from railgang.slurm_plugins.paths import PLUGINS
 
@@ -231,6 +232,8 @@ class DevCluster:
             self._delete_reservations()
             self._start_slurmds()
             self._wait_nodes_idle(timeout_s)
+            if self.spec.site:
+                self._site_rules()
             self.write_fleet_file()
         except BaseException:
             self.down()  # never leave a half-started cluster behind
@@ -349,6 +352,15 @@ class DevCluster:
             self._say(f"deleting the leftover reservation {name}")
             _run(["/usr/bin/scontrol", "delete", f"ReservationName={name}"], env=env,
                  what=f"deleting reservation {name}", timeout=30)
+
+    def _site_rules(self) -> None:
+        """The site-like cluster's QOS and reservation (site.py): they need slurmdbd and
+        slurmctld up, and the reservation comes after the leftover ones are deleted."""
+        self._say("adding the site's QOS and reservation")
+        for argv in site_commands():
+            # sacctmgr says "nothing new" (rc 1) on a second bring-up over the same database
+            _run(argv, env=slurm_env(self.spec), what=" ".join(argv[1:4]), timeout=30,
+                 check=not argv[0].endswith("sacctmgr"))
 
     def _start_slurmds(self) -> None:
         self._say(f"starting {self.spec.nodes} slurmd")

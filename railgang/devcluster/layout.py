@@ -12,6 +12,7 @@ from pathlib import Path
 
 import hostlist
 
+from railgang.devcluster import site
 from railgang.topology.gpus import GPU_TYPES
 from railgang.topology.tiers import Tier
 
@@ -117,6 +118,9 @@ class ClusterSpec:
     # the fleet file job_submit.lua reads (slurm.fleet_file); None = a file inside the cluster.
     # `up` writes it from sinfo; a daemon with the same setting keeps it current
     fleet_file: Path | None = None
+    # the site-like configuration (site.py: partitions, CPUs and memory per node, a QOS, a
+    # reservation, a license); build the spec with site_spec(), which sets its pools too
+    site: bool = False
 
     def __post_init__(self) -> None:
         if self.pools and sum(p.nodes for p in self.pools) != self.nodes:
@@ -222,6 +226,12 @@ TEST_GRANTS = ("# railgang devcluster: its test accounts' class grants\nlimit 2 
                + "".join(f"{c} account {a}\n" for c in (0, 1, 2) for a in ("team-a", "team-b")))
 
 
+def site_spec(spec: ClusterSpec) -> ClusterSpec:
+    """``spec`` as the site-like cluster (site.py): its pools, six nodes, accounting on (the QOS
+    lives in slurmdbd)."""
+    return replace(spec, site=True, accounting=True).with_pools(parse_pools(site.SITE_POOLS))
+
+
 def node_range(names: list[str]) -> str:
     return str(hostlist.collect_hostlist(names))
 
@@ -277,13 +287,16 @@ def render_slurm_conf(spec: ClusterSpec) -> str:
             # for slurmdbd connections this names the munge socket (AuthInfo is not used there)
             f"AccountingStoragePass={spec.munge_socket}",
             "AccountingStorageTRES=gres/gpu",
-            "AccountingStorageEnforce=associations",
+            # the site's QOS limits are enforced only with limits,qos
+            f"AccountingStorageEnforce=associations{',limits,qos' if spec.site else ''}",
             "AccountingStoreFlags=job_comment",
         ]
     else:
         lines.append("AccountingStorageType=accounting_storage/none")
     if spec.max_job_count:
         lines.append(f"MaxJobCount={spec.max_job_count}")
+    if spec.site:
+        lines += site.site_conf_lines()
     lines.append(
         f"NodeName=DEFAULT CPUs={spec.cpus_per_node} RealMemory={spec.memory_mb_per_node} "
         f"Gres={gres_gpu} State=UNKNOWN"
@@ -295,10 +308,13 @@ def render_slurm_conf(spec: ClusterSpec) -> str:
         pool = pool_of.get(name)
         typed = (f" Gres=gpu:{pool.gpu_type}:{spec.gpus_per_node} Feature={','.join(pool.features)}"
                  if pool else "")
-        lines.append(f"NodeName={name} NodeAddr={addr} NodeHostname={name} Port={spec.slurmd_port(i)}{typed}")
+        extra = site.site_node(name) if spec.site else ""
+        lines.append(f"NodeName={name} NodeAddr={addr} NodeHostname={name} Port={spec.slurmd_port(i)}"
+                     f"{typed}{extra}")
     # GPU billing weights need gres/gpu as an accounted TRES, i.e. slurmdbd
     billing = ' TRESBillingWeights="CPU=1.0,GRES/gpu=2.0"' if spec.accounting else ""
-    lines.append(f"PartitionName=gpu Nodes=ALL Default=YES MaxTime=INFINITE State=UP{billing}")
+    lines += site.site_partitions(billing) if spec.site else [
+        f"PartitionName=gpu Nodes=ALL Default=YES MaxTime=INFINITE State=UP{billing}"]
     return "\n".join(lines) + "\n"
 
 
@@ -368,4 +384,5 @@ __all__ = [
     "render_slurm_conf",
     "render_slurmdbd_conf",
     "render_topology_conf",
+    "site_spec",
 ]
