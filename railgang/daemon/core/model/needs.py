@@ -25,6 +25,8 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from railgang.daemon.core.model.room import NO_ASK, Ask
+
 __all__ = [
     "NETWORKS",
     "NO_NEEDS",
@@ -79,6 +81,9 @@ class Needs:
     # the job's Slurm record every cycle
     nodes: frozenset[str] | None = None
     where: str = ""  # those nodes as reasons name them: "of partition gpu outside its --exclude list"
+    # CPUs and memory it asks of each node (model/room.py): bounds the GPUs a node's free room
+    # lets it take; like ``nodes``, read from the job's Slurm record, not part of the tag
+    ask: Ask = NO_ASK
 
     @property
     def empty(self) -> bool:

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 from railgang.daemon.core.model.job import Job, RunningJob
 from railgang.daemon.core.model.needs import UNKNOWN_FACTS, GpuFacts
 from railgang.daemon.core.model.quota import QuotaTree
+from railgang.daemon.core.model.room import Room
 from railgang.daemon.core.model.serving import ServingPool
 
 if TYPE_CHECKING:  # plan.py imports this module
@@ -97,6 +98,7 @@ class Node:
     tags: frozenset[str] = frozenset()
     tier: str = ""  # capacity tier: "reserved", "on-demand", "spot" ("" = owned, no price)
     facts: GpuFacts = UNKNOWN_FACTS  # GPU type, memory, NVLink, interconnect (jobs' needs)
+    room: Room | None = None  # free CPUs and memory (model/room.py); None: unknown, not checked
 
     def __post_init__(self) -> None:
         if not isinstance(self.state, NodeState):  # a Slurm string from an adapter: parse it once

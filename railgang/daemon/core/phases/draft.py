@@ -23,6 +23,7 @@ from railgang.daemon.core.model.plan import Want
 from railgang.daemon.core.model.pools import PoolKey, Pools, pools_of, running_ends
 from railgang.daemon.core.model.quota import pending_demand
 from railgang.daemon.core.model.reasons import PendingReason, Reason
+from railgang.daemon.core.model.room import Ask, Room
 from railgang.daemon.core.model.snapshot import Snapshot
 from railgang.daemon.core.model.spares import SpareRules, may_use_spares
 from railgang.daemon.core.phases.waiting import Behind, BulkWaits, CycleReasons
@@ -66,6 +67,11 @@ class Draft:
         self._without_spares: dict[frozenset[str] | None, frozenset[str]] = {}
         self._pools: Pools | None = None  # GPU pools (type, tier) of the snapshot, built lazily
         self._pool_ends: dict[PoolKey, list[tuple[float, int]]] | None = None  # likewise
+        # free CPUs and memory per node (model/room.py), less what this cycle's starts take;
+        # nodes whose room is unknown are absent (not checked)
+        self._room: dict[str, Room] = {n: node.room for n, node in snap.nodes.items()
+                                       if node.room is not None}
+        self._roomy: dict[tuple[Ask, int, frozenset[str] | None], frozenset[str]] = {}
 
     # -- read-only views ------------------------------------------------------------------------
     @property
@@ -159,17 +165,35 @@ class Draft:
         """Hold ``spares`` this cycle for the jobs ``rules`` let use them (``model/spares.py``)."""
         self._spares, self._spare_rules = spares, rules
 
-    def eligible(self, job: Job) -> frozenset[str] | None:
+    def eligible(self, job: Job, room: bool = True) -> frozenset[str] | None:
         """Usable nodes meeting ``job``'s needs, and on a cluster with serving pools the ones
         its class may use there (``model/serving.py``), less the hot spares it may not use
-        (``model/spares.py``); None: the job may use any node."""
+        (``model/spares.py``), and (``room``) less those whose free CPUs or memory cannot hold
+        the job beside its GPUs there (``model/room.py``); None: the job may use any node."""
         nodes = self._eligible_before_spares(job)
-        if not self._spares or self._spare_rules is None or may_use_spares(job, self._spare_rules):
-            return nodes
-        got = self._without_spares.get(nodes)
+        if self._spares and self._spare_rules is not None and not may_use_spares(job, self._spare_rules):
+            got = self._without_spares.get(nodes)
+            if got is None:
+                usable = frozenset(n for n, node in self.snap.nodes.items() if node.state.usable)
+                got = self._without_spares[nodes] = (usable if nodes is None else nodes) - self._spares
+            nodes = got
+        if room and self._room and not job.needs.ask.empty:
+            return self._with_room(job.needs.ask, job.request.max_gpus, nodes)
+        return nodes
+
+    def _with_room(self, ask: Ask, gpus: int, nodes: frozenset[str] | None) -> frozenset[str]:
+        """``nodes`` (None: every usable one) whose room lets ``ask`` take as many GPUs as the
+        placer may put there (all its free ones, up to the job's size): never more memory or
+        CPUs than a node has free, whichever way the job is spread."""
+        key = (ask, gpus, nodes)
+        got = self._roomy.get(key)
         if got is None:
-            usable = frozenset(n for n, node in self.snap.nodes.items() if node.state.usable)
-            got = self._without_spares[nodes] = (usable if nodes is None else nodes) - self._spares
+            names = (frozenset(n for n, node in self.snap.nodes.items() if node.state.usable)
+                     if nodes is None else nodes)
+            room, free = self._room, self._free
+            got = self._roomy[key] = frozenset(
+                n for n in names if n not in room
+                or ask.gpus_on(room[n], min(gpus, len(free.get(n, ())))) >= min(gpus, len(free.get(n, ()))))
         return got
 
     def _eligible_before_spares(self, job: Job) -> frozenset[str] | None:
@@ -223,6 +247,10 @@ class Draft:
     def start(self, job: Job, placed: Placed, replicas: int) -> Start:
         """Start ``job`` on ``placed`` (it no longer waits)."""
         self._take(placed.assignment)
+        ask = job.needs.ask
+        for n, gs in placed.assignment.items():
+            if n in self._room:
+                self._room[n] = ask.after(self._room[n], len(gs))
         start = Start(job.job_id, placed.assignment, replicas, placed.cost)
         self._starts.append(start)
         self._log.append(start)
@@ -349,11 +377,13 @@ class Draft:
             else:
                 self._free.pop(n, None)
             self._free_count -= len(gs)
+        self._roomy.clear()
 
     def _give(self, assignment: Assignment) -> None:
         for n, gs in assignment.items():
             self._free[n] = self._free.get(n, frozenset()) | frozenset(gs)
             self._free_count += len(gs)
+        self._roomy.clear()
         self._failed.clear()  # more free GPUs: earlier failures may now succeed
 
 

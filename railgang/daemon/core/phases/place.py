@@ -65,7 +65,7 @@ def _sizes(job: Job, want: Want, free_count: int) -> list[int]:
 def _needs_unmet(d: Draft, job: Job) -> str:
     """Why the job's needs rule it out on this cluster (fewer GPUs meet them than its minimum
     size), listing what exists; "" when they do not."""
-    nodes = d.eligible(job)
+    nodes = d.eligible(job, room=False)  # CPUs and memory taken now are a wait, not a need unmet
     if nodes is None:
         return ""
     have = sum(d.snap.nodes[n].gpus for n in nodes)
