@@ -16,7 +16,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from railgang.daemon.core.model.room import NO_ASK, Ask, Room
 from railgang.daemon.core.model.snapshot import NodeState
+from railgang.daemon.slurm.cli.asks import gpu_type, job_ask, node_room
 from railgang.daemon.slurm.cli.parse import (
     ParseProblem,
     RailgangTag,
@@ -87,6 +89,10 @@ class SqueueJob:
     dependency: str = ""  # --dependency still unmet (Slurm drops each one once it is met)
     reservation: str = ""  # --reservation
     het_job_id: int = 0  # the leader's id in a heterogeneous job (0: not one)
+    ask: Ask = NO_ASK  # CPUs and memory per node beside its GPUs (asks.py)
+    licenses: str = ""  # --licenses
+    array_tasks: str = ""  # a job array's tasks not yet split off ("1-3"; "" for one job)
+    gpu_type: str = ""  # the typed GRES it asks for (gpu:h100:8 -> h100; "" for any)
 
     @property
     def pending(self) -> bool:
@@ -111,6 +117,8 @@ class SinfoNode:
     # who set ``reason`` (sinfo's reason_set_by_user, 24.11+ reason.user; "" when not shown):
     # Slurm's own reasons carry slurm.conf's SlurmUser (failures/respond.py rule 5)
     reason_by: str = ""
+    room: Room | None = None  # free CPUs and memory (asks.py); None: unknown
+    reserved: bool = False  # in an active reservation (only its jobs may use it)
 
 
 @dataclass(frozen=True, slots=True)
@@ -321,6 +329,11 @@ def _squeue_job(raw: Mapping[str, Any], job_id: str) -> SqueueJob:
         dependency=_unset(raw.get("dependency")),
         reservation=_unset(raw.get("resv_name")),
         het_job_id=int(_num(raw, "het_job_id")),
+        # a waiting job's (a running one holds what it holds; 22.05 keeps a shrunk one's first ask)
+        ask=job_ask(raw, nodes_requested) if str(raw.get("job_state", "")) in PENDING_STATES else NO_ASK,
+        licenses=_unset(raw.get("licenses")),
+        array_tasks=_array_tasks(raw.get("array_task_string")),
+        gpu_type=gpu_type(raw),
     )
 
 
@@ -331,6 +344,13 @@ def _unset(value: Any) -> str:
     """A text field; Slurm's words for none (``(null)``) are "", as the narrow read has them."""
     text = str(value or "")
     return "" if text in NONE_WORDS else text
+
+
+def _array_tasks(value: Any) -> str:
+    """An array's tasks not yet split off (``1-3``, ``1,4``, ``1-9%2``); "" for one job (a task
+    split off prints its own number in ``-O ArrayTaskID``, nothing in the JSON)."""
+    text = _unset(value)
+    return text if any(c in text for c in "-,%") else ""
 
 
 def unreadable_job(raw: Mapping[str, Any], problem: str) -> SqueueJob | None:
@@ -479,6 +499,8 @@ def _sinfo_node(raw: Any, i: int) -> SinfoNode:
         features=frozenset(f for f in feats.split(",") if f),
         gres=str(raw.get("gres") or ""),
         partitions=frozenset(str(p) for p in raw.get("partitions") or () if p),
+        room=node_room(raw),
+        reserved="RESERVED" in flags if isinstance(flags, list) else False,
     )
 
 
