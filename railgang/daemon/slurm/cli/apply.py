@@ -149,7 +149,8 @@ def _plan(b: _Batch, i: int, action: Action, obs: Observation, now: float, confi
         rec = obs.jobs.get(action.job_id)
         if rec is not None and not rec.pending:
             return f"job {action.job_id} is {rec.state}, not pending"
-        b.script.add(action.job_id, [*cmd.start_fields(action.assignment), *_advice(obs, rec, action)], i)
+        b.script.add(action.job_id, [*cmd.start_fields(action.assignment, rec.gpu_type if rec else ""),
+                                        *_advice(obs, rec, action)], i)
         if len({len(g) for g in action.assignment.values()}) > 1:
             b.notes[i] = "unequal GPUs per node: asked Slurm for the total, Slurm picks the split"
     elif isinstance(action, Resize):
@@ -313,7 +314,7 @@ def finish_due(runner: SlurmRunner, obs: Observation, now: float, config: ApplyC
         if rec.job_id in failed or rec.tag is None or rec.tag.grow is None:
             continue
         target: Mapping[str, Sequence[int]] = {n: range(g) for n, g in rec.tag.grow.target}
-        script.add(rec.job_id, cmd.start_fields(target), 0)
+        script.add(rec.job_id, cmd.start_fields(target, rec.gpu_type), 0)
     if script:
         started = runner.attempt([cmd.SCONTROL], stdin=script.text)
         bad = cmd.failures_by_job(started.stderr)

@@ -30,6 +30,7 @@ CHECKPOINT_SIGNAL = "USR1"
 
 _JOB_ID = re.compile(r"^\d+(_\d+)?$")
 _NODE = re.compile(r"^[A-Za-z0-9._-]+$")
+_TYPE = re.compile(r"^[A-Za-z][\w.\-]{0,39}$")  # a typed GRES name (gpu:h100:8)
 _TAG = re.compile(r"^[A-Za-z0-9_-]{1,40}$")  # "-": the core tags lame links "lame-link"
 # "<why> for job N" (update, requeue) and "... for job N: <why>" (scontrol loading the job first)
 _FOR_JOB = re.compile(r"for job (\d+(?:_\d+)?)(?::\s*(.*))?$")
@@ -56,23 +57,27 @@ def hosts(nodes: Iterable[str]) -> str:
     return str(hostlist.collect_hostlist(list(nodes)))
 
 
-def gpu_request(assignment: Mapping[str, Sequence[int]]) -> list[str]:
+def gpu_request(assignment: Mapping[str, Sequence[int]], gpu_type: str = "") -> list[str]:
     """GPU fields of a Start/grow: per node when every node gets the same count, else per job.
 
     Slurm 22.05 requests GPUs per node (``Gres=gpu:K``) or per job (``TresPerJob=gres:gpu:T``,
-    Slurm then picks the split itself); an unequal split cannot be asked for exactly.
+    Slurm then picks the split itself); an unequal split cannot be asked for exactly. A job that
+    asked for a GPU type (``gpu:h100:8``) keeps it (``gpu:h100:K``): Slurm refuses an untyped
+    count beside a typed one ("Invalid GRES specification (with and without type
+    identification)"). ``gpu_type`` is a GRES name (``records`` reads only those).
     """
+    gpu = f"gpu:{gpu_type}" if gpu_type and _TYPE.match(gpu_type) else "gpu"
     counts = {len(g) for g in assignment.values()}
     if len(counts) == 1:
-        return ["TresPerJob=", f"Gres=gpu:{counts.pop()}"]
-    return ["TresPerNode=", f"TresPerJob=gres:gpu:{sum(len(g) for g in assignment.values())}"]
+        return ["TresPerJob=", f"Gres={gpu}:{counts.pop()}"]
+    return ["TresPerNode=", f"TresPerJob=gres:{gpu}:{sum(len(g) for g in assignment.values())}"]
 
 
-def start_fields(assignment: Mapping[str, Sequence[int]]) -> list[str]:
+def start_fields(assignment: Mapping[str, Sequence[int]], gpu_type: str = "") -> list[str]:
     """``update`` fields that pin a job to exactly ``assignment``'s nodes and end its lease."""
     n = len(assignment)
-    return [f"NumNodes={n}-{n}", f"ReqNodeList={hosts(assignment)}", *gpu_request(assignment),
-            "StartTime=now"]
+    return [f"NumNodes={n}-{n}", f"ReqNodeList={hosts(assignment)}",
+            *gpu_request(assignment, gpu_type), "StartTime=now"]
 
 
 def update_line(job_id: str, fields: Sequence[str]) -> str:

@@ -69,7 +69,8 @@ from railgang.training import read_progress
 # is a valid --gres; the node names a user asked for; the AdminComment): each ends with the
 # read's own mark (new_mark), which no job can hold, so no value can shift a column or forge
 # a line, whatever bytes it holds. So do the job's --constraint, --dependency and --reservation
-# (Slurm's own rules, rules.py). 22.05's -O has no field for the --exclude list: it is carried
+# (Slurm's own rules, rules.py), and what it asks besides GPUs (typed GRES in its TRES, licenses:
+# asks.py). 22.05's -O has no field for the --exclude list: it is carried
 # from the full read, and read with -o %x for waiting jobs no full read saw (excluded_argv)
 FIELDS = (("JobID", "job_id"), ("State", "job_state"), ("Reason", "state_reason"),
           ("Account", "account"), ("UserName", "user_name"), ("QOS", "qos"),
@@ -78,11 +79,14 @@ FIELDS = (("JobID", "job_id"), ("State", "job_state"), ("Reason", "state_reason"
           ("PriorityLong", "priority"), ("RestartCnt", "restart_cnt"), ("NumNodes", "node_count"),
           ("BatchHost", "batch_host"), ("NodeList", "nodes"), ("Requeue", "requeue"),
           ("exit_code", "exit_code"), ("Partition", "partition"), ("HetJobID", "het_job_id"),
+          ("OverSubscribe", "shared"), ("ArrayTaskID", "array_task_string"),
           ("ReqNodes", "required_nodes"), ("Feature", "features"),
+          ("Tres", "tres_req_str"), ("mem-per-tres", "memory_per_tres"),
+          ("cpus-per-tres", "cpus_per_tres"), ("Licenses", "licenses"),
           ("Dependency", "dependency"), ("Reservation", "resv_name"),
           ("admin_comment", "admin_comment"), ("tres-per-job", "tres_per_job"),
           ("tres-per-node", "tres_per_node"))
-FREE = 7  # the last FREE fields end with the mark; the others with SEP
+FREE = 11  # the last FREE fields end with the mark; the others with SEP
 SEP = "|"
 _AT = {key: i for i, (_, key) in enumerate(FIELDS)}
 # what changes when a job starts, is resized or requeued (the JSON is read again then)
@@ -90,10 +94,11 @@ _FINGERPRINT = tuple(_AT[k] for k in ("start_time", "restart_cnt", "nodes", "nod
                                      "tres_per_job", "tres_per_node"))
 _TIMES = frozenset({"submit_time", "eligible_time", "start_time"})
 _NONE = NONE_WORDS
-# what a job's record takes from the last full read: user text, GPU indices, and when it was
-# last resized (22.05's squeue prints ResizeTime of a resized job as "INVALID")
+# what a job's record takes from the last full read: user text, GPU indices, when it was last
+# resized (22.05's squeue prints ResizeTime of a resized job as "INVALID"), and its ask (only the
+# JSON says whether memory is per CPU or per node: asks.py)
 CARRIED = ("name", "progress", "progress_problem", "allocation", "alloc_problem", "resize_time",
-           "excluded_nodes")
+           "excluded_nodes", "ask")
 
 
 class NarrowProblem(ParseProblem):

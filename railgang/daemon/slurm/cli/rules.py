@@ -21,6 +21,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 
+from railgang.daemon.core.model.room import Room
 from railgang.daemon.slurm.cli.commands import hosts
 from railgang.daemon.slurm.cli.records import SinfoNode, SqueueJob
 
@@ -38,6 +39,14 @@ def plain_features(constraint: str) -> frozenset[str] | None:
     return frozenset(names)
 
 
+_GRES_TYPE = re.compile(r"(?:^|,)(?:gres[:/])?gpu:([A-Za-z][\w.\-]*):\d+")
+
+
+def _typed(gres: str) -> str:
+    m = _GRES_TYPE.search(gres)
+    return m.group(1).lower() if m else ""
+
+
 def left_to_slurm(rec: SqueueJob, pinned: frozenset[str] | None = frozenset()) -> str:
     """Why railgang leaves this waiting job to Slurm ("" when it does not): a rule it does not
     model. ``pinned``: jobs this process started (their ``ReqNodeList`` is railgang's, not the
@@ -48,6 +57,12 @@ def left_to_slurm(rec: SqueueJob, pinned: frozenset[str] | None = frozenset()) -
         return "a heterogeneous job (Slurm starts its components together)"
     if rec.reservation:
         return f"it asks for reservation {rec.reservation} (--reservation)"
+    if rec.licenses:
+        return f"it asks for licenses {rec.licenses[:80]} (--licenses: Slurm counts them)"
+    if rec.array_tasks:
+        return f"a job array (tasks {rec.array_tasks[:40]}: Slurm splits off each task)"
+    if limit_reason(rec.reason):
+        return f"Slurm holds it on a limit ({rec.reason}: QOS or association)"
     if rec.required_nodes and rec.restarts == 0 and pinned is not None and rec.job_id not in pinned:
         return f"it asks for nodes {hosts(rec.required_nodes)} (--nodelist)"
     if rec.constraint and plain_features(rec.constraint) is None:
@@ -55,11 +70,31 @@ def left_to_slurm(rec: SqueueJob, pinned: frozenset[str] | None = frozenset()) -
     return ""
 
 
+def limit_reason(reason: str) -> bool:
+    """A pending reason that is a QOS or association limit (``QOSMaxGRESPerUser``,
+    ``AssocGrpGRES``, ...): railgang does not count those limits, Slurm starts the job when
+    they allow it."""
+    return reason.startswith(("QOS", "Assoc")) and ("Limit" in reason or "Max" in reason
+                                                   or "Grp" in reason or "Min" in reason)
+
+
 def waits_on(rec: SqueueJob) -> str:
     """Why a waiting job is not placed yet ("" when it may be): its dependency is not met."""
     if rec.dependency:
         return f"it waits on its dependency {rec.dependency[:80]} (--dependency)"
     return ""
+
+
+def rooms(nodes: Iterable[SinfoNode], starting: Iterable[SqueueJob]) -> dict[str, Room]:
+    """Free CPUs and memory per node (nodes whose room is unknown are absent), less what jobs
+    railgang just started ask there: Slurm counts them only once they run."""
+    out = {n.name: n.room for n in nodes if n.room is not None}
+    for job in starting:
+        per_node = -(-job.gpus_requested // max(1, len(job.required_nodes)))
+        for name in job.required_nodes:
+            if name in out:
+                out[name] = job.ask.after(out[name], per_node)
+    return out
 
 
 class Places:
@@ -71,17 +106,19 @@ class Places:
         self.all = frozenset(self.nodes)
         # partitions unknown for every node (a reader that gives none): no partition rule
         self.partitioned = any(n.partitions for n in self.nodes.values())
-        self._memo: dict[tuple[str, tuple[str, ...], str], Where] = {}
+        # nodes in an active reservation: only its jobs may use them, and those are Slurm's
+        self.reserved = frozenset(n.name for n in self.nodes.values() if n.reserved)
+        self._memo: dict[tuple[str, tuple[str, ...], str, str], Where] = {}
 
     def of(self, rec: SqueueJob) -> Where:
         """Where ``rec`` may run: ``(None, "")`` when anywhere on the cluster."""
-        key = (rec.partition, rec.excluded_nodes, rec.constraint)
+        key = (rec.partition, rec.excluded_nodes, rec.constraint, rec.gpu_type)
         got = self._memo.get(key)
         if got is None:
             got = self._memo[key] = self._where(*key)
         return got
 
-    def _where(self, partition: str, excluded: tuple[str, ...], constraint: str) -> Where:
+    def _where(self, partition: str, excluded: tuple[str, ...], constraint: str, gpu: str) -> Where:
         nodes, words = self.all, []
         parts = frozenset(p for p in partition.split(",") if p)
         if parts and self.partitioned:
@@ -95,9 +132,16 @@ class Places:
         if features:
             nodes = frozenset(n for n in nodes if features <= self.nodes[n].features)
             words.append(f"with features {'&'.join(sorted(features))}")
+        if gpu:  # gpu:h100:8 runs only where the typed GRES is h100
+            nodes = frozenset(n for n in nodes if _typed(self.nodes[n].gres) == gpu)
+            words.append(f"with {gpu} GPUs")
+        if self.reserved:
+            nodes = nodes - self.reserved
+            words.append("outside reservations")
         if nodes == self.all:
             return ANYWHERE
         return nodes, " ".join(words)
 
 
-__all__ = ["ANYWHERE", "Places", "Where", "left_to_slurm", "plain_features", "waits_on"]
+__all__ = ["ANYWHERE", "Places", "Where", "left_to_slurm", "limit_reason", "plain_features", "rooms",
+           "waits_on"]

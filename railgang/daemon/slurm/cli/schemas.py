@@ -29,7 +29,8 @@ readers still skip one bad record with a warning naming the job and never raise 
 - ``job_resources.nodes.allocation[].name`` is ``job_resources.allocated_nodes[].nodename``;
 - ``sinfo[]`` entries group nodes (``nodes.nodes[]``) of one partition with the same state,
   GRES (``gres.total``), reason (``reason.description``, set by ``reason.user``) and features (``features.active``): one
-  node record per name, first partition wins.
+  node record per name, first partition wins; a group of one node gives its CPUs and memory
+  (``cpus.total``/``allocated``, ``memory.maximum``/``allocated``).
 """
 
 from __future__ import annotations
@@ -179,9 +180,13 @@ class DataParserReader:
         states = part("node", "state")
         base, flags = ("", []) if not isinstance(states, list) or not states else (
             states[0], states[1:])
-        return {"gres": part("gres", "total"), "state": base, "state_flags": flags,
-                "reason": part("reason", "description"), "reason_set_by_user": part("reason", "user"),
-                "active_features": part("features", "active"), "features": part("features", "total")}
+        out = {"gres": part("gres", "total"), "state": base, "state_flags": flags,
+               "reason": part("reason", "description"), "reason_set_by_user": part("reason", "user"),
+               "active_features": part("features", "active"), "features": part("features", "total")}
+        if part("nodes", "total") == 1:  # CPUs and memory of one node (asks.py); a group's are sums
+            out |= {"cpus": part("cpus", "total"), "alloc_cpus": part("cpus", "allocated"),
+                    "real_memory": part("memory", "maximum"), "alloc_memory": part("memory", "allocated")}
+        return out
 
     def accounting(self, raw: Any) -> Any:
         """One ``sacct --json`` ``jobs[]`` record: ``state.current`` as one word."""

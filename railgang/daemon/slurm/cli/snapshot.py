@@ -17,12 +17,22 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from railgang.daemon.core.model.job import Job, JobRequest, JobState, PriorityClass, RunningJob
+from railgang.daemon.core.model.needs import Needs
+from railgang.daemon.core.model.room import Room
 from railgang.daemon.core.model.snapshot import Account, Node, NodeState, Snapshot, make_snapshot
 from railgang.daemon.slurm.cli.class_grants import ClassGrants
 from railgang.daemon.slurm.cli.facts import facts_from_slurm, tier_from_features
 from railgang.daemon.slurm.cli.parse import RailgangTag
 from railgang.daemon.slurm.cli.records import ShareRow, SinfoNode, SqueueJob
-from railgang.daemon.slurm.cli.rules import ANYWHERE, Places, Where, left_to_slurm, waits_on
+from railgang.daemon.slurm.cli.rules import (
+    ANYWHERE,
+    Places,
+    Where,
+    left_to_slurm,
+    limit_reason,
+    rooms,
+    waits_on,
+)
 from railgang.daemon.slurm.cli.sharing import hold_shared_gpus, shared_gpus_rule
 
 # pending reasons under which a railgang job is the daemon's to place: waiting on its lease, or
@@ -68,8 +78,7 @@ def core_job(rec: SqueueJob, tag: RailgangTag, now: float, after_fault: bool = F
         elastic_min=tag.elastic[0] if tag.elastic else None,
         elastic_max=tag.elastic[1] if tag.elastic else None,
         priority_class=tag.priority_class,
-        needs=tag.needs if where[0] is None else dataclasses.replace(
-            tag.needs, nodes=where[0], where=where[1]),
+        needs=_needs(tag, rec, where),
         serving=tag.serving if tag.priority_class == 0 else "",  # a replica is class 0
         time_limit_s=rec.time_limit_s,
         model=rec.name,
@@ -78,6 +87,15 @@ def core_job(rec: SqueueJob, tag: RailgangTag, now: float, after_fault: bool = F
     return Job(request, JobState(preemptions=rec.restarts,
                                  work_remaining_s=_work_left(rec, request, now),
                                  after_fault=after_fault, attained_gpu_s=attained_gpu_s))
+
+
+def _needs(tag: RailgangTag, rec: SqueueJob, where: Where) -> Needs:
+    """The tag's needs, narrowed by Slurm's own rules (where it may run, what it asks of a node)."""
+    if where[0] is None and rec.ask.empty:
+        return tag.needs
+    if where[0] is None:
+        return dataclasses.replace(tag.needs, ask=rec.ask)
+    return dataclasses.replace(tag.needs, nodes=where[0], where=where[1], ask=rec.ask)
 
 
 def _work_left(rec: SqueueJob, request: JobRequest, now: float) -> float | None:
@@ -113,12 +131,13 @@ def core_running(rec: SqueueJob, tag: RailgangTag, job: Job) -> RunningJob:
     )
 
 
-def core_node(rec: SinfoNode) -> Node:
+def core_node(rec: SinfoNode, room: Room | None = None) -> Node:
     """The core's :class:`Node`; railgang tags are the node's ``rg_*`` features, its GPU facts
     come from the typed GRES and the other features (``facts.py``)."""
     tags = frozenset(f[len(TAG_FEATURE_PREFIX):] for f in rec.features if f.startswith(TAG_FEATURE_PREFIX))
     return Node(name=rec.name, gpus=rec.gpus, state=NodeState.parse(rec.state), tags=tags,
-                facts=facts_from_slurm(rec.gres, rec.features), tier=tier_from_features(rec.features))
+                facts=facts_from_slurm(rec.gres, rec.features), tier=tier_from_features(rec.features),
+                room=room)
 
 
 def core_account(row: ShareRow) -> Account:
@@ -240,10 +259,11 @@ def build_observation(now: float, jobs: Iterable[SqueueJob], nodes: Iterable[Sin
         except ValueError as exc:
             notes.append(f"job {rec.job_id}: {exc}; skipped by railgang")
     pending.sort(key=lambda j: (j.submit_time, _id_key(j.job_id)))
+    room = rooms(node_list, (j for j in job_list if starting(j, now)))
     if memo is not None:
         memo.keep({j.job_id for j in pending})
     snapshot = make_snapshot(
-        now=now, fabric=fabric, nodes=[core_node(n) for n in node_list],
+        now=now, fabric=fabric, nodes=[core_node(n, room.get(n.name)) for n in node_list],
         free=free_gpus(node_list, job_list, now), running=running, pending=pending,
         accounts=[core_account(r) for r in shares],
     )
@@ -266,7 +286,7 @@ def _kept_out(rec: SqueueJob, now: float, pinned: frozenset[str] | None,
     if rec.shares_gpus and rec.reason in QUEUE_REASONS:  # GPU shards are Slurm's (sharing.py)
         left[rec.job_id] = shared_gpus_rule(rec.shares_gpus)
         return True
-    why = left_to_slurm(rec, pinned) if rec.reason in QUEUE_REASONS else ""
+    why = left_to_slurm(rec, pinned) if rec.reason in QUEUE_REASONS or limit_reason(rec.reason) else ""
     if why:
         left[rec.job_id] = why
         return True

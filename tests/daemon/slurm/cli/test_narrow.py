@@ -42,6 +42,8 @@ def fields(job_id: str = "7003", state: str = "PENDING", start: str = "N/A", nod
            "BatchHost": nodes or "n/a", "ReqNodes": "", "NodeList": nodes, "Requeue": "1",
            "exit_code": exit_code, "admin_comment": comment, "Partition": "gpu", "HetJobID": "N/A",
            "Feature": "(null)", "Dependency": "(null)", "Reservation": "(null)",
+           "OverSubscribe": "OK", "ArrayTaskID": "N/A", "Tres": "cpu=1,mem=1G,node=1,billing=1",
+           "mem-per-tres": "N/A", "cpus-per-tres": "N/A", "Licenses": "(null)",
            **more}
     assert set(row) == {name for name, _ in FIELDS}
     return row
@@ -61,11 +63,12 @@ def test_the_argv_asks_for_every_field_whole_what_users_write_last_ended_by_the_
     assert argv[:4] == ["squeue", "-h", "-t", "all"] and argv[4] == "-O"
     spec = argv[5].split(",")
     assert [s.split(":")[0] for s in spec] == [name for name, _ in FIELDS]
-    assert [s.split(":")[0] for s in spec[-7:]] == ["ReqNodes", "Feature", "Dependency", "Reservation",
-                                                   "admin_comment", "tres-per-job",
-                                                   "tres-per-node"]
-    assert all(s.endswith(":0|") for s in spec[:-8]) and all(s.endswith(f":0{MARK}")
-                                                             for s in spec[-8:])
+    assert [s.split(":")[0] for s in spec[-11:]] == ["ReqNodes", "Feature", "Tres", "mem-per-tres",
+                                                    "cpus-per-tres", "Licenses", "Dependency",
+                                                    "Reservation", "admin_comment", "tres-per-job",
+                                                    "tres-per-node"]
+    assert all(s.endswith(":0|") for s in spec[:-12]) and all(s.endswith(f":0{MARK}")
+                                                             for s in spec[-12:])
     assert new_mark() != new_mark() and len(new_mark()) == 18
 
 

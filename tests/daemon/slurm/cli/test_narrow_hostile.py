@@ -96,7 +96,12 @@ def _printed(version: str, raw: Mapping[str, Any], values: Mapping[str, str | by
             "Reservation": values.get("resv_name", raw.get("resv_name") or "(null)"),
             "ReqNodes": text["required_nodes"], "admin_comment": text["admin_comment"],
             "tres-per-job": values.get("tres_per_job", raw.get("tres_per_job") or "N/A"),
-            "tres-per-node": values.get("tres_per_node", raw.get("tres_per_node") or "N/A")}
+            "tres-per-node": values.get("tres_per_node", raw.get("tres_per_node") or "N/A"),
+            "OverSubscribe": "OK", "ArrayTaskID": "N/A",
+            "Tres": str(raw.get("tres_req_str") or "N/A"),
+            "mem-per-tres": str(raw.get("memory_per_tres") or "N/A"),
+            "cpus-per-tres": str(raw.get("cpus_per_tres") or "N/A"),
+            "Licenses": values.get("licenses", raw.get("licenses") or "(null)")}
 
 
 def _narrow_output(version: str, argv: list[str], hostile: Sequence[Mapping[str, str | bytes]]) -> str:
@@ -110,7 +115,7 @@ def _hostile_jobs(n: int) -> st.SearchStrategy[list[dict[str, str | bytes]]]:
     job: st.SearchStrategy[dict[str, str | bytes]] = st.fixed_dictionaries(
         {}, optional={"tres_per_node": HOSTILE, "tres_per_job": HOSTILE, "name": HOSTILE,
                       "comment": HOSTILE, "features": HOSTILE, "dependency": HOSTILE,
-                      "resv_name": HOSTILE})
+                      "resv_name": HOSTILE, "licenses": HOSTILE})
     return st.lists(job, min_size=n, max_size=n)
 
 
