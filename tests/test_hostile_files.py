@@ -96,6 +96,7 @@ READERS: dict[str, Reader] = {
                                 max_lines=3),
     "topology check file": Reader(("topology", "check", "{}"), max_lines=3),
     "topology show file": Reader(("topology", "show", "{}")),
+    "topology check --slurm-conf": Reader(("topology", "check", "{conf}", "--slurm-conf", "{}")),
     "topology show --facts": Reader(("topology", "show", "{conf}", "--facts", "{}"),
                                     nan=FACTS_NAN),
     # a snapshot is a directory: an empty one is an empty snapshot (0 ports), not an error
