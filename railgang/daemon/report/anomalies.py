@@ -4,7 +4,7 @@ the GPU-level ones over each job's own GPUs, cut to the segments the job held th
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import replace
 
 import numpy as np
@@ -13,7 +13,7 @@ from railgang.daemon.report import detectors as det
 from railgang.daemon.report.capacity import seg_gpus
 from railgang.daemon.report.config import ReportSettings
 from railgang.daemon.report.data import ReportInputs
-from railgang.daemon.report.model import TeamRow
+from railgang.daemon.report.model import AnomalyGroup, TeamRow
 from railgang.daemon.report.series import GpuSeries
 
 
@@ -51,12 +51,14 @@ def fleet_anomalies(inputs: ReportInputs, series: Mapping[str, list[float]],
             out += det.fleet_drops(series["t"], series["power_w"], th, what="power",
                                    unit="W/GPU")
     guaranteed = {team: g for team, (g, _lim, _dept) in inputs.accounts.items()}
-    out += det.idle_reservations(guaranteed, inputs.used_recent, inputs.recent_span_s, th)
+    out += det.idle_reservations(guaranteed, inputs.used_recent, inputs.recent_span_s, th,
+                                 until=inputs.until)
     return out
 
 
 def job_anomalies(inputs: ReportInputs, sizes: dict[str, int],
-                  settings: ReportSettings) -> list[det.Anomaly]:
+                  settings: ReportSettings, fleet: Collection[str] = ()) -> list[det.Anomaly]:
+    """``fleet``: the GPU types the fleet has (the report's pools); suggestions stay among them."""
     th = settings.thresholds
     catalogue = {k.lower(): v for k, v in settings.gpu_memory_gib.items()}
     per_job = job_series(inputs, sizes)
@@ -76,7 +78,8 @@ def job_anomalies(inputs: ReportInputs, sizes: dict[str, int],
             at = float(min(s.t[0] for s in series))
             totals = [s.mem_total_mib for s in series if s.mem_total_mib]
             found = det.detect_overspec(job, team, at, gpu_type, max(mems), catalogue, th,
-                                        total_mib=totals[0] if totals else None)
+                                        total_mib=totals[0] if totals else None,
+                                        fleet=fleet)
             if found is not None:
                 out.append(found)
     for pk, (ts, step, compute) in sorted(inputs.steps.items()):
@@ -137,4 +140,28 @@ def ordered(anomalies: list[det.Anomaly]) -> list[det.Anomaly]:
                                             rank.get(a.kind, 99), a.subject, a.at or 0))
 
 
-__all__ = ["UNITS", "fleet_anomalies", "job_anomalies", "job_series", "ordered", "priced"]
+def grouped(anomalies: Sequence[det.Anomaly]) -> list[AnomalyGroup]:
+    """One row per kind and team (fleet findings: per kind), with how many findings it holds,
+    ranked by what is at stake in all of them, then by count: a month of findings reads as a
+    page, not hundreds of rows (the rows stay in ``anomalies``). Each group shows its costliest
+    finding (the first of ``anomalies`` as :func:`ordered` sorts them)."""
+    rank = {k: i for i, k in enumerate(det.KINDS)}
+    groups: dict[tuple[str, str | None], list[det.Anomaly]] = {}
+    for a in ordered(list(anomalies)):
+        groups.setdefault((a.kind, a.team), []).append(a)
+    out = []
+    for (kind, team), items in groups.items():
+        costs = [a.cost for a in items if a.cost is not None]
+        ats = [a.at for a in items if a.at is not None]
+        top = items[0]
+        out.append(AnomalyGroup(
+            kind=kind, team=team, count=len(items),
+            cost=round(sum(costs), 2) if costs else None, unit=top.unit, detail=top.detail,
+            suggestion=top.suggestion, subjects=[a.subject for a in items],
+            first_at=min(ats) if ats else None, last_at=max(ats) if ats else None))
+    return sorted(out, key=lambda g: (g.cost is None, -(g.cost or 0.0), -g.count,
+                                      rank.get(g.kind, 99), g.team or ""))
+
+
+__all__ = ["UNITS", "fleet_anomalies", "grouped", "job_anomalies", "job_series", "ordered",
+           "priced"]

@@ -99,8 +99,11 @@ def report(
     t = rep.totals
     lines = [f"report {rep.date}: {t['allocated_gpu_h'] or 0:,.0f} of "
              f"{t['capacity_gpu_h'] or 0:,.0f} GPU-h allocated, {len(rep.teams)} teams, "
-             f"{len(rep.anomalies)} anomalies"]
-    lines += [f"  {a.kind}: {a.subject}: {a.detail}" for a in rep.anomalies[:10]]
+             f"{len(rep.anomalies)} anomalies in {len(rep.anomaly_groups)} groups"]
+    # grouped and ranked (report/anomalies.grouped): the costliest groups, each with its count
+    lines += [f"  {g.kind}: {g.team or 'fleet'}: {g.count} x"
+              + (f", {g.cost:,.2f} {rep.currency} at stake" if g.cost is not None else "")
+              + f"; costliest {g.subjects[0]}: {g.detail}" for g in rep.anomaly_groups[:10]]
     lines += [f"wrote {p}" for p in files[:1]] + ([f"  and {len(files) - 1} more files"]
                                                    if len(files) > 1 else [])
     emit(None, False, lines)

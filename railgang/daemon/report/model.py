@@ -75,9 +75,10 @@ class Chaos:
     preemptions: int
     resizes: int
     spot_interruptions: int
-    lost_gpu_h: float  # preemptions x GPUs x report.preemption_tax_s
+    lost_gpu_h: float  # (preemptions + fault restarts) x GPUs x report.preemption_tax_s
     lost_cost: float
     by_team: dict[str, dict[str, float]] = field(default_factory=dict)
+    fault_restarts: int = 0  # runs ended by a node going down, then run again (no preemption)
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,6 +138,23 @@ class Trend:
     teams: dict[str, list[float]]
 
 
+@dataclass(frozen=True, slots=True)
+class AnomalyGroup:
+    """Findings of one kind for one team (``team`` None: the fleet's), ranked by ``cost``, the
+    sum of what is at stake in them; ``detail``/``suggestion`` are the costliest finding's."""
+
+    kind: str
+    team: str | None
+    count: int
+    cost: float | None
+    unit: str
+    detail: str
+    suggestion: str
+    subjects: list[str]  # every finding's subject (job ids, the team, "fleet"), costliest first
+    first_at: float | None
+    last_at: float | None
+
+
 @dataclass
 class Report:
     date: str
@@ -160,6 +178,7 @@ class Report:
     nodes_down: list[NodeRow] = field(default_factory=list)
     team_waits: list[TeamWaitRow] = field(default_factory=list)
     trend: Trend | None = None
+    anomaly_groups: list[AnomalyGroup] = field(default_factory=list)  # anomalies.grouped
 
     def as_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -167,5 +186,5 @@ class Report:
         return d
 
 
-__all__ = ["CLASS_NAMES", "Chaos", "ClassRow", "EndedRow", "JobRow", "NodeRow", "PoolRow",
+__all__ = ["CLASS_NAMES", "AnomalyGroup", "Chaos", "ClassRow", "EndedRow", "JobRow", "NodeRow", "PoolRow",
            "Report", "TeamRow", "TeamWaitRow", "Trend", "UserRow"]

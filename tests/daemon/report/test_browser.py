@@ -67,7 +67,7 @@ def test_week_report_renders_in_chromium(sim_week: SimWeek, chromium: str) -> No
     assert rows["table-waits"] == 1 + len(rep.team_waits) > 1
     assert rows["table-trend"] == 3 + len(rep.teams)
     assert rows["table-pools"] == 2 and rows["table-queue"] == 5 and rows["table-chaos"] == 2
-    assert rows["table-anomalies"] == 1 + len(rep.anomalies) > 1
+    assert rows["table-anomalies"] == 1 + len(rep.anomaly_groups) > 1  # grouped (issue 36)
     assert shot.stat().st_size > 50_000 and shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 

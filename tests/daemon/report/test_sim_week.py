@@ -117,5 +117,7 @@ def test_report_sections_are_filled(thursday) -> None:  # type: ignore[no-untype
     assert 0 <= rep.pools[0].fragmentation_index <= 1  # type: ignore[operator]
     assert [q.priority_class for q in rep.queue] == [0, 1, 2, 3]
     assert len(rep.top_jobs) == 20 and rep.top_jobs[0].gpu_h >= rep.top_jobs[-1].gpu_h
-    assert {a.kind for a in rep.anomalies} >= {"data_starvation", "over_specified"}
+    assert "data_starvation" in {a.kind for a in rep.anomalies}
+    # an all-H100 fleet has nothing smaller to move a job to: no "request t4" (issue 36 item 6)
+    assert "over_specified" not in {a.kind for a in rep.anomalies}
     assert len(rep.series["t"]) == 288
