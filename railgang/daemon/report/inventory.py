@@ -72,7 +72,7 @@ def unavailable_nodes(records: Sequence[NodeRecord], since: int, until: int) -> 
     rows = []
     for node, recs in by_node.items():
         for i, r in enumerate(recs):
-            base = r.state.lower().rstrip("*~#!%$@^-+").split("+")[0]
+            base = base_state(r.state)
             if base not in UNAVAILABLE:
                 continue
             end = recs[i + 1].at if i + 1 < len(recs) else None
@@ -84,4 +84,32 @@ def unavailable_nodes(records: Sequence[NodeRecord], since: int, until: int) -> 
     return sorted(rows, key=lambda x: (-x.lost_gpu_h, x.node, x.since))
 
 
-__all__ = ["UNAVAILABLE", "Inventory", "inventory", "unavailable_nodes"]
+# a run that ended this close to one of its nodes going down was ended by the fault: Slurm kills
+# a failed node's jobs when it marks the node down, railgang's hang detection a little later
+FAULT_BEFORE_S, FAULT_AFTER_S = 60, 900
+
+
+def base_state(state: str) -> str:
+    return state.lower().rstrip("*~#!%$@^-+").split("+")[0]
+
+
+def down_starts(records: Sequence[NodeRecord]) -> dict[str, list[int]]:
+    """node -> the times it went down (rows in (node, time) order; drained is no fault)."""
+    out: dict[str, list[int]] = defaultdict(list)
+    was: dict[str, bool] = {}
+    for r in records:
+        down = base_state(r.state) in ("down", "fail", "failing", "not_responding")
+        if down and not was.get(r.node, False):
+            out[r.node].append(r.at)
+        was[r.node] = down
+    return dict(out)
+
+
+def ended_by_fault(nodes: Sequence[str], end: int, starts: Mapping[str, Sequence[int]]) -> bool:
+    """Whether a run on ``nodes`` that ended at ``end`` ended because one of them went down."""
+    return any(d - FAULT_BEFORE_S <= end <= d + FAULT_AFTER_S
+               for n in nodes for d in starts.get(n, ()))
+
+
+__all__ = ["UNAVAILABLE", "Inventory", "base_state", "down_starts", "ended_by_fault", "inventory",
+           "unavailable_nodes"]

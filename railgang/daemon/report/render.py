@@ -74,7 +74,8 @@ def to_csv(report: Report, table: str = "all") -> str:
                 for col in _COLUMNS[name]:
                     w.writerow([name, i, col, _cell(row[col])])
         chaos = asdict(report.chaos)
-        for col in ("preemptions", "resizes", "spot_interruptions", "lost_gpu_h", "lost_cost"):
+        for col in ("preemptions", "resizes", "spot_interruptions", "fault_restarts",
+                    "lost_gpu_h", "lost_cost"):
             w.writerow(["chaos", 0, col, chaos[col]])
         return buf.getvalue()
     if table not in _COLUMNS:

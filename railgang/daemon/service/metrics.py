@@ -117,20 +117,7 @@ class DaemonMetrics:
                                    ["account", "kind"], registry=r)
         self.report_last = Gauge("railgang_report_last_timestamp_seconds",
                                  "Newest report written under report.dir (epoch)", registry=r)
-        self.ledger_mark = Gauge("railgang_ledger_watermark_timestamp_seconds",
-                                 "How far the ledger has read a source (epoch; 0 before the "
-                                 "first read)", ["source"], registry=r)
-        self.ledger_reads = PromCounter("railgang_ledger_reads",
-                                        "Scheduled ledger reads by source and result",
-                                        ["source", "result"], registry=r)
-        for source in ("sacct", "telemetry"):  # series from the first scrape on, for alerts
-            self.ledger_mark.labels(source).set(0)
-            for result in ("ok", "error"):
-                self.ledger_reads.labels(source, result).inc(0)
-        self.nodes_out = Gauge("railgang_nodes_out", "Drained and down nodes by whose reason",
-                               ["state", "owner"], registry=r)
-        self.fitting = Gauge("railgang_waiting_jobs_fitting_free_gpus",
-                             "Pending jobs that would fit on the GPUs free now", registry=r)
+        self._alert_inputs(r)
         self.link_ports = Gauge("railgang_link_ports", "IB ports by last verdict", ["status"],
                                 registry=r)
         self.link_q_ports = Gauge("railgang_link_quarantined_ports", "IB ports in quarantine",
@@ -165,6 +152,23 @@ class DaemonMetrics:
         for reason in Reason:  # every reason is a series from the first scrape on
             self.pending.labels(reason.value).set(0)
         self._server: Any = None
+
+    def _alert_inputs(self, r: CollectorRegistry) -> None:
+        """The series issue 36 item 4's alerts read (deploy/prometheus/alerts.yml)."""
+        self.ledger_mark = Gauge("railgang_ledger_watermark_timestamp_seconds",
+                                 "How far the ledger has read a source (epoch; 0 before the "
+                                 "first read)", ["source"], registry=r)
+        self.ledger_reads = PromCounter("railgang_ledger_reads",
+                                        "Scheduled ledger reads by source and result",
+                                        ["source", "result"], registry=r)
+        for source in ("sacct", "telemetry"):  # series from the first scrape on, for alerts
+            self.ledger_mark.labels(source).set(0)
+            for result in ("ok", "error"):
+                self.ledger_reads.labels(source, result).inc(0)
+        self.nodes_out = Gauge("railgang_nodes_out", "Drained and down nodes by whose reason",
+                               ["state", "owner"], registry=r)
+        self.fitting = Gauge("railgang_waiting_jobs_fitting_free_gpus",
+                             "Pending jobs that would fit on the GPUs free now", registry=r)
 
     def observe_serving(self, before: Any, status: Any) -> None:
         """A serving step's statuses (``serving/controller.py``); ``before``: the previous ones."""

@@ -137,7 +137,8 @@ class _Replay:
                  on_progress: Callable[[int, int], None] | None, *, start: float | None = None,
                  bounds: Bounds | None = None,
                  observer: Callable[[float, SimBackend], None] | None = None,
-                 capacity: CapacitySchedule | None = None) -> None:
+                 capacity: CapacitySchedule | None = None,
+                 backend_class: type[SimBackend] = SimBackend) -> None:
         self.policy, self.config, self.placer, self.on_progress = policy, config, placer, on_progress
         self.bounds, self.observer, self.capacity = bounds, observer, capacity
         self.stopped: str | None = None
@@ -145,8 +146,9 @@ class _Replay:
         self.heap = _Heap()
         self.clock = SimClock(start if start is not None else jobs[0].submit_time if jobs else 0.0)
         self.origin = start or 0.0  # cycle quanta count from here (a replay from a snapshot)
-        self.backend = SimBackend(fabric, config=config.sim, comm=comm, events=self.heap,
-                                  max_pending=config.max_pending)
+        # sim --ledger's logging backend comes in here, before the failure process binds to it
+        self.backend = backend_class(fabric, config=config.sim, comm=comm, events=self.heap,
+                                     max_pending=config.max_pending)
         self.rng = random.Random(config.seed)
         self.by_id = {tj.job_id: tj for tj in jobs}
         for tj in jobs:

@@ -105,6 +105,7 @@ class Failures:
         self.expedited: set[str] = set()
         self.since: dict[str, float] = {}  # node -> when it went out
         self.node_s_out = 0.0  # node-seconds out of service, summed as nodes come back
+        self.repairs: list[tuple[float, tuple[str, ...]]] = []  # (when, nodes back): sim --ledger
 
     def start(self, now: float) -> None:
         """Schedule every domain's first failure (call once, at the replay's start)."""
@@ -241,6 +242,8 @@ class Failures:
             self.node_s_out += now - self.since.pop(node, now)
             returned.append(node)
         self.backend.back(returned)
+        if returned:
+            self.repairs.append((now, tuple(returned)))
         return bool(returned)
 
 

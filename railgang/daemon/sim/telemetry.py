@@ -123,11 +123,10 @@ def simulate_with_ledger(jobs: Sequence[TraceJob], policy: Policy, fabric: Any, 
     import time
 
     started = time.perf_counter()
-    replay = _Replay(jobs, policy, fabric, config, comm, _placer(), on_progress)
-    old = replay.backend
-    replay.backend = _LoggingBackend(fabric, config=config.sim, comm=comm, events=replay.heap,
-                                     max_pending=config.max_pending)
-    del old
+    # the logging backend from the start: --failures' process binds to the replay's backend
+    # when the replay is made, and a backend swapped in after it met no fault (issue 36 item 3)
+    replay = _Replay(jobs, policy, fabric, config, comm, _placer(), on_progress,
+                     backend_class=_LoggingBackend)
     replay.run()
     backend = replay.backend
     assert isinstance(backend, _LoggingBackend)
@@ -242,11 +241,13 @@ def write_ledger(engine: Engine, jobs: Sequence[TraceJob], result: RunResult,
         _ensure_org(s, sorted({j.account for j in jobs}), sum(fabric.facts(n).gpus
                                                                for n in fabric.nodes))
         _ensure_rates(s, sorted(set(gpu_type.values())), cfg)
-        # the fleet as sinfo would show it: every node from the first sample on (idle or not)
+        # the fleet as sinfo would show it: every node from the first sample on (idle or not),
+        # down from a fault of --failures until its repair
         s.execute(insert(_table(NodeState)), [
-            {"cluster": cfg.cluster, "node": n, "at_epoch": epoch(t0), "state": "idle",
-             "gpu_type": gpu_type[n], "gpus": fabric.facts(n).gpus, "reason": ""}
-            for n in sorted(fabric.nodes)])
+            {"cluster": cfg.cluster, "node": n, "at_epoch": at, "state": state,
+             "gpu_type": gpu_type[n], "gpus": fabric.facts(n).gpus, "reason": reason}
+            for (n, at), (state, reason) in sorted(node_history(result, epoch(t0), epoch,
+                                                                fabric.nodes).items())])
         rows = [_job_row(j, records.get(j.job_id), cfg, epoch(j.submit_time)) for j in jobs]
         _insert(s, Job, rows)
         pk = {j: i for j, i in s.execute(select(Job.slurm_job_id, Job.id)
@@ -297,6 +298,25 @@ def write_ledger(engine: Engine, jobs: Sequence[TraceJob], result: RunResult,
                               on_progress)
     return LedgerStats(len(rows), len(seg_rows), samples, len(step_rows), epoch(t0),
                        epoch(end_t))
+
+
+# what Slurm writes on a node whose slurmd stopped answering (a failed node, to the report)
+FAULT_REASON = "Not responding"
+
+
+def node_history(result: RunResult, first: int, epoch: Callable[[float], int],
+                 nodes: Any) -> dict[tuple[str, int], tuple[str, str]]:
+    """``(node, epoch) -> (state, reason)``: idle from ``first``, down at each fault of the
+    replay's failure process and idle again at its repair (the later row of one second wins)."""
+    out = {(n, first): ("idle", "") for n in nodes}
+    fails = result.failures
+    if fails is None:
+        return out
+    events = [(f.at, 1, f.nodes) for f in fails.log] + [(t, 0, ns) for t, ns in fails.repairs]
+    for t, down, names in sorted(events, key=lambda e: (e[0], e[1])):
+        for n in names:
+            out[(n, max(first, epoch(t)))] = ("down", FAULT_REASON) if down else ("idle", "")
+    return out
 
 
 def _table(model: Any) -> Table:
