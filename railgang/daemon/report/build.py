@@ -3,7 +3,7 @@
 Recipe: 1. per team: the three utilisation tiers (R-Q5) against the guarantee, showback and
 chargeback; 2. top jobs; 3. per pool: utilisation, fragmentation index and stranded capacity;
 4. queue depth and wait per priority class; 5. cost of chaos (preemptions, resizes, spot
-interruptions, from the ledger's segment chains); 6. fleet series for the charts; 7. anomalies.
+interruptions, restarts after a fault, from the ledger's segment chains and node states); 6. fleet series for the charts; 7. anomalies.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 from itertools import pairwise
 
 import numpy as np
+from hostlist import expand_hostlist
 
 from railgang.daemon.report.anomalies import (
     fleet_anomalies,
@@ -31,7 +32,13 @@ from railgang.daemon.report.capacity import (
 from railgang.daemon.report.config import ReportSettings
 from railgang.daemon.report.data import ReportInputs, Seg
 from railgang.daemon.report.detectors import bin_series
-from railgang.daemon.report.inventory import Inventory, inventory, unavailable_nodes
+from railgang.daemon.report.inventory import (
+    Inventory,
+    down_starts,
+    ended_by_fault,
+    inventory,
+    unavailable_nodes,
+)
 from railgang.daemon.report.model import (
     CLASS_NAMES,
     Chaos,
@@ -173,9 +180,13 @@ def queue_rows(inputs: ReportInputs, t: np.ndarray) -> tuple[list[ClassRow],
 
 
 def chaos(inputs: ReportInputs, tax_s: float) -> Chaos:
-    pre = res = spot = 0
+    """A break in a job's chain of segments is a resize (at once, another size), a restart after
+    a fault (one of its nodes went down as it ended: ``inventory.ended_by_fault``) or else a
+    preemption; the lost work of the last two is estimated at ``tax_s`` per event."""
+    pre = res = spot = faults = 0
     lost_h = lost_cost = 0.0
     by_team: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+    downs = down_starts(inputs.nodes)
     for chain in inputs.chains.values():
         for a, b in pairwise(chain):
             if a.end is None or not inputs.since <= a.end < inputs.until:
@@ -185,8 +196,12 @@ def chaos(inputs: ReportInputs, tax_s: float) -> Chaos:
                 res += 1
                 t["resizes"] += 1
                 continue
-            pre += 1
-            t["preemptions"] += 1
+            if downs and ended_by_fault(expand_hostlist(a.nodes), a.end, downs):
+                faults += 1
+                t["fault_restarts"] += 1
+            else:
+                pre += 1
+                t["preemptions"] += 1
             if a.capacity == Capacity.SPOT:
                 spot += 1
                 t["spot_interruptions"] += 1
@@ -195,7 +210,7 @@ def chaos(inputs: ReportInputs, tax_s: float) -> Chaos:
             t["lost_gpu_h"] += h
             lost_cost += h * inputs.rates.get((a.gpu_type, a.capacity), 0.0)
     return Chaos(pre, res, spot, round(lost_h, 3), round(lost_cost, 2),
-                 {k: dict(v) for k, v in sorted(by_team.items())})
+                 {k: dict(v) for k, v in sorted(by_team.items())}, faults)
 
 
 def fleet_series(inputs: ReportInputs, bin_s: int, capacity: int) -> dict[str, list[float]]:

@@ -75,9 +75,10 @@ class Chaos:
     preemptions: int
     resizes: int
     spot_interruptions: int
-    lost_gpu_h: float  # preemptions x GPUs x report.preemption_tax_s
+    lost_gpu_h: float  # (preemptions + fault restarts) x GPUs x report.preemption_tax_s
     lost_cost: float
     by_team: dict[str, dict[str, float]] = field(default_factory=dict)
+    fault_restarts: int = 0  # runs ended by a node going down, then run again (no preemption)
 
 
 @dataclass(frozen=True, slots=True)
