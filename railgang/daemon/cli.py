@@ -75,10 +75,9 @@ def config_check(ctx: typer.Context, as_json: JsonOpt = False) -> None:
     state = state_from(ctx)
     settings = state.settings()  # the loader's own checks; a problem is a ConfigError: one line
     # names the loader cannot know: the policies are discovered from the core (imported here only)
+    from railgang.daemon.config import DAEMON_BACKENDS, unsupported_backend
     from railgang.daemon.core.policies import registry
     from railgang.errors import ConfigError
-
-    from railgang.daemon.config import DAEMON_BACKENDS, unsupported_backend
 
     if settings.slurm.backend not in DAEMON_BACKENDS:  # `daemon run` would refuse it
         raise unsupported_backend(settings.slurm.backend)
@@ -124,6 +123,8 @@ LazyGroup.components = {
                       "hinted training jobs to the cluster in SLURM_CONF."),
     "top": Component("railgang.daemon.top", "top", "Live view of leaves, nodes (one cell per GPU, "
                      "one letter per job) and jobs."),
+    "queue": Component("railgang.daemon.queue_cli", "queue", "Waiting jobs in railgang's order, "
+                       "with reason, class, place and expected start."),
     "report": Component("railgang.daemon.report.cli", "report", "Build the daily utilisation "
                         "report: teams, pools, queue, cost of chaos, anomalies."),
     "paths": Component("railgang.daemon.paths_cli", "paths", "Print where the installed "

@@ -282,7 +282,8 @@ def observe(runner: SlurmRunner, db_url: str | None = None) -> Frame:
     return build_frame(jobs, nodes, leaves, [*p1, *p2], reasons)
 
 
-def _slurm_conf(s: Settings) -> Path | None:
+def slurm_conf(s: Settings) -> Path | None:
+    """The slurm.conf to read: $SLURM_CONF, slurm.conf, else the dev cluster's; None: no Slurm."""
     if os.environ.get("SLURM_CONF"):
         return Path(os.environ["SLURM_CONF"])
     if s.slurm.conf is not None:
@@ -320,7 +321,7 @@ def top(
     settings = settings_from(ctx)
     users = _comma(user) + ([getpass.getuser()] if me else [])
     accounts = _comma(account)
-    conf = _slurm_conf(settings)
+    conf = slurm_conf(settings)
     if source == "auto":
         source = "daemon" if settings.slurm.backend == "sim" or conf is None else "slurm"
     if source == "slurm":
@@ -356,4 +357,4 @@ def top(
 
 
 __all__ = ["COLUMNS", "Frame", "JobView", "NodeView", "build_frame", "from_daemon", "leaves_of",
-           "observe", "render", "select", "top"]
+           "observe", "render", "select", "slurm_conf", "top"]
