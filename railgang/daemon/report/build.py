@@ -50,6 +50,7 @@ from railgang.daemon.report.model import (
     Trend,
 )
 from railgang.daemon.report.people import ended_rows, team_waits, trend, user_rows
+from railgang.daemon.report.sreport import capacity_split
 from railgang.topology.fabric import Fabric
 from railgang.topology.tiers import Capacity
 
@@ -314,6 +315,10 @@ def build_report(inputs: ReportInputs, settings: ReportSettings, *, date: str,
         "chargeback": round(sum(r.chargeback for r in teams_rows), 2),
         "jobs": float(len({g.job_pk for g in inputs.segments})),
     }
+    split = capacity_split(inputs.nodes, inputs.segments, inputs.since, inputs.until)
+    if split is not None:  # as sreport counts it: nodes for the hours they existed (sreport.py)
+        totals.update(split.as_totals())
+        totals["allocated_pct"] = _pct(alloc, split.capacity * 3600)
     return Report(date=date, since=inputs.since, until=inputs.until,
                   generated_at=generated_at.astimezone(UTC).isoformat(timespec="seconds"),
                   teams_scope=None if teams is None else sorted(teams), totals=totals,

@@ -48,6 +48,10 @@ def inventory(records: Sequence[NodeRecord], telemetry_sizes: Mapping[str, int],
     gpus_of: dict[str, int] = {}
     source: dict[str, str] = {}
     for r in records:  # in (node, time) order: the last row wins
+        if r.state == "gone":  # left sinfo (db/repositories/nodes.py GONE): not in the fleet
+            pool_of.pop(r.node, None)
+            gpus_of.pop(r.node, None)
+            continue
         pool_of[r.node], gpus_of[r.node] = r.gpu_type, r.gpus
         source[r.gpu_type] = "inventory"
     ran_on = {n: pool for pool, nodes in busy_pools.items() for n in nodes}

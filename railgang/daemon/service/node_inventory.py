@@ -32,11 +32,13 @@ class NodeInventory:
         nodes = list(nodes)
         if self.on_read is not None:
             self.on_read(nodes)
-        seen = frozenset(NodeSeen(n.name, n.state, gpu_types.get(n.name, ""), n.gpus, n.reason)
+        # "+reserved": in an active reservation, for the report's sreport-like capacity split
+        seen = frozenset(NodeSeen(n.name, str(n.state) + ("+reserved" if getattr(
+            n, "reserved", False) else ""), gpu_types.get(n.name, ""), n.gpus, n.reason)
                          for n in nodes)
         if seen == self._last:
             return 0
-        written = record_node_states(s, self.cluster, seen, int(now))
+        written = record_node_states(s, self.cluster, seen, int(now), whole_fleet=True)
         self._last = seen
         return written
 

@@ -58,3 +58,9 @@ def test_failures_reach_the_ledger_and_the_report(tmp_path: Path,
     # the replay has no preemptions (no class-0 work): every break is a fault's restart
     assert data["chaos"]["fault_restarts"] == killed and data["chaos"]["preemptions"] == 0
     assert data["nodes_down"] and {r["state"] for r in data["nodes_down"]} == {"down"}
+    # capacity as sreport splits it (issue 36 item 2): the down hours are taken out of idle
+    t = data["totals"]
+    assert t["down_gpu_h"] > 0 and t["drained_gpu_h"] == 0 == t["reserved_gpu_h"]
+    assert t["capacity_gpu_h"] == pytest.approx(8 * 24)  # 2 nodes x 4 GPUs, all day
+    assert t["allocated_gpu_h"] + t["down_gpu_h"] + t["idle_gpu_h"] == pytest.approx(
+        t["capacity_gpu_h"], abs=0.01)
