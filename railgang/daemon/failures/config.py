@@ -5,6 +5,8 @@ A group of its own, like ``[report]``, so the settings of one feature live besid
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from pydantic import BaseModel, Field, field_validator
 
 from railgang.daemon.core.model.spares import SpareRules
@@ -24,6 +26,9 @@ class FailureSettings(BaseModel):
     flaky_window_s: float = Field(default=86400.0, gt=0)
     # a failed burn-in is tried again after this long (the node stays drained meanwhile)
     burn_in_retry_s: float = Field(default=3600.0, gt=0)
+    # the failure counts per node and the kills already counted, kept across daemon restarts
+    # (failures/persist.py); empty: failures.json next to daemon.heartbeat_file
+    memory_file: Path | None = None
     # the burn-in: empty = the shipped check (railgang/slurm_plugins/burnin.sh: nvidia-smi where
     # it exists, a CPU and node-local filesystem check otherwise); else one shell command line
     # run by `sbatch --wrap` on the node; exit 0 = passed

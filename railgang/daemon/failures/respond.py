@@ -163,7 +163,8 @@ class BurnIn:
 
 @dataclass(frozen=True)
 class Memory:
-    """What the daemon keeps between cycles (in memory: a restart forgets it, docs/failures.md)."""
+    """What the daemon keeps between cycles (in memory; ``running``, ``counted`` and the flaky
+    counts also in ``failures.memory_file``, failures/persist.py; docs/failures.md)."""
 
     running: Mapping[str, tuple[int, tuple[str, ...]]] = field(
         default_factory=lambda: MappingProxyType({}))  # job -> (restarts, nodes), last cycle

@@ -111,7 +111,8 @@ class CliBackend:
 
     def __init__(self, settings: SlurmSettings | None = None, runner: SlurmRunner | None = None, *,
                  read_shares: bool = True, grants_file: Path | None = None,
-                 failures: FailureSettings | None = None, speed_file: Path | None = None) -> None:
+                 failures: FailureSettings | None = None, speed_file: Path | None = None,
+                 failures_file: Path | None = None) -> None:
         self.settings = settings or SlurmSettings()
         self.runner = runner or SlurmRunner.from_settings(self.settings)
         self.config = ApplyConfig(lease_s=float(self.settings.lease_s),
@@ -138,7 +139,7 @@ class CliBackend:
         # GPU-seconds of every run per job: squeue's current run, sacct -D's earlier ones (cached)
         self.attained = AttainedService(lambda argv: self.runner.run(argv).stdout)
         # node failures: requeue, first in class, drain flaky nodes, burn-ins (failures.py)
-        self.failures = (FailureResponder(self.runner, failures)
+        self.failures = (FailureResponder(self.runner, failures, memory_file=failures_file)
                          if failures is not None and failures.enabled else None)
         # measured speed per job and model (speed.py; kept in ``speed_file`` across restarts)
         self.speed = SpeedBook(speed_file)

@@ -26,9 +26,11 @@ import os
 import pwd
 import re
 from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
 
 from railgang.daemon.backend import FollowUp
 from railgang.daemon.core.model.snapshot import NodeState
+from railgang.daemon.failures import persist
 from railgang.daemon.failures.adopt import adopt
 from railgang.daemon.failures.config import FailureSettings
 from railgang.daemon.failures.flaky import Step, StepKind
@@ -128,7 +130,7 @@ class FailureResponder:
     """Keeps :class:`Memory` between cycles and runs the Slurm commands of each response."""
 
     def __init__(self, runner: SlurmRunner, settings: FailureSettings, user: str | None = None,
-                 slurm_user: str | None = None) -> None:
+                 slurm_user: str | None = None, memory_file: Path | None = None) -> None:
         self.runner, self.settings = runner, settings
         self.rules, self.hangs = settings.rules(), settings.hangs()
         self.user = user or _me()
@@ -140,6 +142,9 @@ class FailureResponder:
         self._adopted = False  # what a previous daemon left in Slurm is taken over once (adopt.py)
         # reservations named like a burn-in one that railgang did not make: never deleted
         self._theirs: frozenset[str] = frozenset()
+        # counts per node and kills already counted, kept across restarts (failures/persist.py)
+        self.memory_file, self._saved = memory_file, ""
+        self._loaded = memory_file is None
 
     def step(self, seen: Sequence[SqueueJob], nodes: Sequence[SinfoNode],
              now: float) -> tuple[Response, list[FollowUp]]:
@@ -148,6 +153,8 @@ class FailureResponder:
         node_views = {n.name: node_view(n, busy) for n in nodes}
         setters = self._setters(nodes)
         done: list[FollowUp] = []
+        if not self._loaded:
+            self._load(now)
         if not self._adopted:
             reserved = self._burn_in_reservations()
             if reserved is not None:
@@ -168,7 +175,33 @@ class FailureResponder:
             done.append(self._do(s, now))
         done += self._resume_stuck(nodes, resp, setters)
         self.last = resp
+        self._save(now)
         return resp, done
+
+    def _load(self, now: float) -> None:
+        self._loaded = True
+        path = self.memory_file
+        if path is None or not path.exists():
+            return
+        try:
+            kept, bad = persist.load(path.read_text(), now, self.rules)
+        except (OSError, UnicodeDecodeError, ValueError) as exc:
+            log.warning("failures: failure memory %s unreadable, starting from none: %s", path, exc)
+            return
+        if bad:
+            log.warning("failures: failure memory %s: %d malformed entries left out", path, bad)
+        self.memory = persist.merged(self.memory, kept)
+
+    def _save(self, now: float) -> None:
+        if self.memory_file is None:
+            return
+        text = persist.dump(self.memory, now, self.rules)
+        if text != self._saved:
+            try:
+                persist.write(self.memory_file, text)
+                self._saved = text
+            except OSError as exc:  # counting goes on in memory; tried again next cycle
+                log.warning("failures: failure memory %s not written: %s", self.memory_file, exc)
 
     def _burn_in_reservations(self) -> list[str] | None:
         """The nodes of this daemon's burn-in reservations (``scontrol show reservation``, one
