@@ -114,3 +114,16 @@ def test_a_mixed_stream_gets_no_start_slurm_refuses_or_leaves_pending(slurm: Clu
              90, "Slurm to run the reservation, license and plain jobs")
     print(f"site stream: {len(jobs)} hinted jobs running {took:.1f}s after submission, "
           f"0 refused or unhonoured Starts")
+
+
+def test_a_job_over_its_qos_limit_is_left_to_slurm_with_the_limit(slurm: Cluster, daemon: Start) -> None:
+    """QOS capped allows 8 GPUs per user: the second 8-GPU job's Start is accepted and Slurm
+    holds it (QOSMaxGRESPerUser). Before: for STARTING_GRACE_S (120 s) explain said 'gone' and
+    its GPUs stayed taken in the plan; now the next cycle leaves it to Slurm and says why."""
+    d = daemon(daemon__policy="fifo")
+    first = slurm.sbatch(*hinted(8, "--qos=capped", "--gres=gpu:h100:8"), args=("120",))
+    wait_for(lambda: running_on(slurm, first), 30, "the first capped job to run")
+    second = slurm.sbatch(*hinted(8, "--qos=capped", "--gres=gpu:h100:8"), args=("120",))
+    wait_for(lambda: d.explain(second).get("reason") == "left_to_slurm", 20,
+             "the second capped job to be left to Slurm")
+    assert "QOSMaxGRESPerUser" in str(d.explain(second).get("detail"))

@@ -156,9 +156,12 @@ def regrowing(rec: SqueueJob, now: float) -> bool:
 
 
 def starting(rec: SqueueJob, now: float) -> bool:
-    """Started by railgang a moment ago: lease ended, pinned to nodes, not yet running."""
+    """Started by railgang a moment ago: lease ended, pinned to nodes, not yet running. Not
+    one Slurm holds on a QOS or association limit: Slurm says it will not run it now (it is
+    left to Slurm at once, ``_kept_out``)."""
     pinned = (rec.pending and rec.tag is not None and bool(rec.required_nodes)
-              and rec.eligible_time <= now < rec.eligible_time + STARTING_GRACE_S)
+              and rec.eligible_time <= now < rec.eligible_time + STARTING_GRACE_S
+              and not limit_reason(rec.reason))
     return pinned or regrowing(rec, now)
 
 

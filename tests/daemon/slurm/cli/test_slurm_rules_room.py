@@ -131,3 +131,14 @@ def test_a_typed_job_is_started_with_its_type() -> None:
     assert start_fields({"n03": (0, 1, 2, 3)}, "a100")[2:4] == ["TresPerJob=", "Gres=gpu:a100:4"]
     assert start_fields({"n1": (0, 1), "n2": (0,)}, "h100")[3] == "TresPerJob=gres:gpu:h100:3"
     assert start_fields({"n03": (0,)}, "x y")[3] == "Gres=gpu:1"  # never a field of its own
+
+
+def test_a_start_slurm_holds_on_a_qos_limit_is_left_to_slurm_at_once() -> None:
+    """Measured on the site-like cluster: the second 8-GPU job of a user under MaxTRESPerUser
+    gres/gpu=8 was started, Slurm kept it PENDING (QOSMaxGRESPerUser), and for the 120 s of
+    STARTING_GRACE_S explain called it 'gone' and its GPUs stayed taken in the plan."""
+    held = rec(admin_comment="railgang:tp=1,pp=1,dp=1;class=3", required_nodes="n01",
+               state_reason="QOSMaxGRESPerUser", eligible_time=0)  # started at 0, seen at 0
+    names, obs = _observe([held], [_node("n1", "gpu:8", room=Room(32, 32 * GB))])
+    assert "Slurm holds it on a limit (QOSMaxGRESPerUser" in obs.left.get(held.job_id, "")
+    assert len(obs.snapshot.free[names[0]]) == 8
