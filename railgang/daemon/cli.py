@@ -11,7 +11,7 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 import typer
 from rich.console import Console
@@ -27,6 +27,7 @@ app = typer.Typer(
     cls=LazyGroup,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
+    add_completion=False,  # `railgang completion SHELL` prints the script (complete.py)
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 config_app = typer.Typer(help="Show and check the configuration.", no_args_is_help=True)
@@ -87,6 +88,17 @@ def config_check(ctx: typer.Context, as_json: JsonOpt = False) -> None:
     source = state.config_path or os.environ.get("RAILGANG_CONFIG")
     emit({"ok": True, "config": str(source) if source else None}, as_json,
          f"ok: {source or 'defaults and RAILGANG_* variables (no config file)'}")
+
+
+@app.command("completion")
+def completion(shell: Annotated[Literal["bash", "zsh", "fish"], typer.Argument(
+        help="The shell to print the completion script of.")]) -> None:
+    """Print the shell's TAB completion script.
+
+    Install: railgang completion bash > /etc/bash_completion.d/railgang (docs/cli.md)."""
+    from railgang.daemon.complete import SCRIPTS
+
+    typer.echo(SCRIPTS[shell], nl=False)
 
 
 # Every other component, imported only when its command runs (cli_lazy.py): `railgang --help`

@@ -23,7 +23,11 @@ from difflib import get_close_matches
 from typing import Any, ClassVar, NoReturn
 
 import typer
-from typer._click.exceptions import ClickException, UsageError  # typer 0.29 vendors click
+from typer._click.exceptions import (  # typer 0.29 vendors click
+    ClickException,
+    NoArgsIsHelpError,
+    UsageError,
+)
 from typer.core import TyperCommand, TyperGroup
 
 
@@ -152,7 +156,11 @@ def usage_line(exc: ClickException) -> str:
 
 
 def usage_exit(exc: ClickException) -> NoReturn:
-    typer.echo(usage_line(exc), err=True)
+    if isinstance(exc, NoArgsIsHelpError):  # a group given no command: its help, as before
+        if exc.format_message().strip():  # (rich has printed it already; plain help has not)
+            exc.show()
+    else:
+        typer.echo(usage_line(exc), err=True)
     raise typer.Exit(exc.exit_code)
 
 

@@ -262,9 +262,11 @@ def token_table(data: list[dict[str, Any]], now: datetime) -> list[str]:
         exp = d["expires_at"]
         if exp is not None and exp.tzinfo is None:
             exp = exp.replace(tzinfo=UTC)  # stored as UTC; SQLite may hand it back naive
-        left = None if exp is None else (exp - now).total_seconds()
-        when = "never" if exp is None else (f"{exp:%Y-%m-%d %H:%M} UTC ("
-                                             f"{from_now(left) if left > 0 else ago(-left)})")
+        left: float | None = None
+        when = "never"
+        if exp is not None:
+            left = (exp - now).total_seconds()
+            when = f"{exp:%Y-%m-%d %H:%M} UTC ({from_now(left) if left > 0 else ago(-left)})"
         state = ("revoked" if d["revoked"] else "expired" if left is not None and left <= 0
                  else "active")
         rows.append([term_safe(d["name"]), d["role"], term_safe(",".join(d["teams"]) or "*"),

@@ -103,8 +103,10 @@ def test_config_after_the_subcommand(tmp_path: object) -> None:
 
 
 def test_completion_is_installable() -> None:
+    """`railgang completion SHELL` prints the script (daemon/complete.py); typer's own
+    --install-completion is gone from every help (issue 36 item 5)."""
     res = runner.invoke(app, ["--help"])
-    assert "--install-completion" in res.output and "--show-completion" in res.output
+    assert "completion" in res.output and "--install-completion" not in res.output
 
 
 def test_quota_cli_any_gpu_is_the_cores() -> None:
@@ -128,5 +130,5 @@ def test_tab_completion_lists_commands_and_options() -> None:
 
     assert {"token", "topology", "top"} <= set(complete("railgang to"))
     assert {"--user", "--account", "--format", "--me"} <= set(complete("railgang top --"))
-    res = runner.invoke(app, ["--show-completion", "bash"])
-    assert "_railgang_completion" in res.output
+    res = runner.invoke(app, ["completion", "bash"])
+    assert "_railgang_complete" in res.output

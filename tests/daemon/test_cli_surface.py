@@ -28,6 +28,7 @@ NO_JSON = {
     "daemon run": "a service: it writes logs, machine-readable with --log-format json",
     "api": "a service: uvicorn serves the API until stopped",
     "topology generate": "its output is a topology.conf, itself the machine-readable format",
+    "completion": "its output is a shell script",
 }
 
 

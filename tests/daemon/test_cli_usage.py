@@ -63,3 +63,10 @@ def test_help_shows_every_option_name_whole_in_80_columns(name: str) -> None:
             if opt.startswith("-"):
                 assert opt in words, f"`railgang {name} --help` does not show {opt} whole"
     assert "--install-completion" not in res.stdout and "--show-completion" not in res.stdout
+
+
+@pytest.mark.parametrize("args", [[], ["daemon"], ["quota"]])
+def test_a_group_without_a_command_shows_its_help_not_an_empty_error(args: list[str]) -> None:
+    res = runner.invoke(app, args)
+    assert res.exit_code == 2 and "Usage: railgang" in res.output
+    assert "railgang: error" not in res.output, res.output
