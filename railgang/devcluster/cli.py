@@ -14,7 +14,7 @@ from rich.table import Table
 
 from railgang.daemon.cli_common import JsonOpt, emit, exit_with, settings_from
 from railgang.devcluster.cluster import DevCluster, register_accounts, write_configs
-from railgang.devcluster.layout import ClusterSpec, parse_pools
+from railgang.devcluster.layout import ClusterSpec, parse_pools, site_spec
 from railgang.errors import DevClusterError, ExitCode
 
 if TYPE_CHECKING:  # pydantic-settings is imported when settings are read, not by --help
@@ -26,22 +26,26 @@ console = Console()
 
 
 def spec_from_settings(settings: Settings, directory: Path | None = None,
-                       nodes: int | None = None, pools: str | None = None) -> ClusterSpec:
+                       nodes: int | None = None, pools: str | None = None,
+                       site: bool = False) -> ClusterSpec:
     dc = settings.devcluster
+    if site and (nodes is not None or pools is not None):
+        raise DevClusterError("--site has its own six nodes and pools; give neither --nodes nor --pools")
     try:
         parsed = parse_pools(dc.pools if pools is None else pools)
     except ValueError as exc:
         raise DevClusterError(str(exc)) from exc
     if parsed and nodes is not None:
         raise DevClusterError("--nodes and --pools both size the cluster; give one")
-    return ClusterSpec(
+    spec = ClusterSpec(
         dir=directory or dc.dir, cluster_name=dc.cluster_name, nodes=nodes or dc.nodes,
         gpus_per_node=dc.gpus_per_node, nodes_per_leaf=dc.nodes_per_leaf,
         slurmctld_port=dc.slurmctld_port, slurmdbd_port=dc.slurmdbd_port,
         mariadb_port=dc.mariadb_port, slurmd_base_port=dc.slurmd_base_port,
         accounting=dc.accounting, daemon_heartbeat=settings.daemon.heartbeat_file,
         grants_file=settings.ledger.grants_file, fleet_file=settings.slurm.fleet_file,
-    ).with_pools(parsed)
+    )
+    return site_spec(spec) if site else spec.with_pools(parsed)
 
 
 DirOpt = Annotated[Path | None, typer.Option("--dir", help="Cluster directory (default: devcluster.dir).")]
@@ -57,10 +61,13 @@ def up(
     directory: DirOpt = None,
     nodes: Annotated[int | None, typer.Option(help="Number of nodes (default: devcluster.nodes).")] = None,
     pools: PoolsOpt = None,
+    site: Annotated[bool, typer.Option(
+        "--site", help="The site-like cluster: 6 nodes of h100/a100/v100, partitions gpu/short/big, "
+        "CPUs and memory that run out first, a QOS, a reservation, a license (docs/devcluster.md).")] = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Start munge, MariaDB + slurmdbd, slurmctld and one slurmd per node; wait until all are idle."""
-    spec = spec_from_settings(settings_from(ctx), directory, nodes, pools)
+    spec = spec_from_settings(settings_from(ctx), directory, nodes, pools, site)
     # with --json the progress lines go to stderr, so stdout is one JSON document
     progress = Console(stderr=True) if as_json else console
     cluster = DevCluster(spec, progress=lambda m: progress.print(f"[dim]·[/] {m}", highlight=False))

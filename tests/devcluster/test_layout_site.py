@@ -30,3 +30,14 @@ def test_the_plain_spec_is_unchanged() -> None:
     conf = render_slurm_conf(ClusterSpec(dir=Path("/c")))
     assert "Licenses" not in conf and "AccountingStorageEnforce=associations\n" in conf
     assert "PartitionName=gpu Nodes=ALL Default=YES MaxTime=INFINITE State=UP" in conf
+
+
+def test_up_site_takes_no_size_of_its_own(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from railgang.daemon.cli import app
+    from railgang.errors import DevClusterError
+
+    res = CliRunner().invoke(app, ["devcluster", "up", "--site", "--dir", str(tmp_path), "--pools", "a100=2"],
+                             env={"RAILGANG_CONFIG": ""})
+    assert isinstance(res.exception, DevClusterError) and "--site has its own" in str(res.exception)
