@@ -94,6 +94,18 @@ class ExpiringLeaseBackend(LeaseBackend, Protocol):
 
 
 @runtime_checkable
+class BackgroundLeaseBackend(ExpiringLeaseBackend, Protocol):
+    """A lease backend that can renew on a thread of its own, so a cycle does not wait on the
+    renewals (the CLI backend: one slurmctld RPC per lease)."""
+
+    def renew_leases_later(self, job_ids: Sequence[str], now: float) -> tuple[int, dict[str, str]]:
+        """Queue ``job_ids`` for renewal and return at once: (leases renewed, ``{job_id: why
+        not}``) since the last call. A later Start of a job waits until no renewal of it is
+        in flight."""
+        ...
+
+
+@runtime_checkable
 class FollowUpBackend(Backend, Protocol):
     """A backend that carries out due second phases while it observes (the CLI backend)."""
 
@@ -113,5 +125,5 @@ class HoldingBackend(Backend, Protocol):
         ...
 
 
-__all__ = ["ActionResult", "Backend", "ExpiringLeaseBackend", "FollowUp", "FollowUpBackend",
+__all__ = ["ActionResult", "Backend", "BackgroundLeaseBackend", "ExpiringLeaseBackend", "FollowUp", "FollowUpBackend",
            "HeldBack", "HoldingBackend", "LeaseBackend"]

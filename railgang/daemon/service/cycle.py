@@ -43,6 +43,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from railgang.daemon.backend import (
     ActionResult,
     Backend,
+    BackgroundLeaseBackend,
     ExpiringLeaseBackend,
     FollowUpBackend,
     HoldingBackend,
@@ -95,10 +96,13 @@ class RecordingPolicy:
 class _Hooks:
     """The journal, plus the lease renewal that must sit between observing and applying."""
 
-    def __init__(self, journal: SessionJournal, backend: Backend) -> None:
+    def __init__(self, journal: SessionJournal, backend: Backend, background: bool = False) -> None:
         self.journal = journal
         self.backend = backend
         self.renew = backend.renew_leases if isinstance(backend, LeaseBackend) else None
+        # renewals on the backend's thread: the report counts what it renewed since last cycle
+        self.later = (backend.renew_leases_later
+                      if background and isinstance(backend, BackgroundLeaseBackend) else None)
         self.renewed = 0
         self.refused: dict[str, str] = {}
         self.lease_ms = 0.0  # run_cycle times this hook as "reconcile"; the lease part is split off
@@ -112,8 +116,11 @@ class _Hooks:
             held = [j.job_id for j in snapshot.pending]
             if isinstance(self.backend, ExpiringLeaseBackend):  # what ends soon, not the queue
                 held = self.backend.leases_due(held, now)
-            self.refused = dict(self.renew(held, now) or {})
-            self.renewed = len(held) - len(self.refused)
+            if self.later is not None:
+                self.renewed, self.refused = self.later(held, now)
+            else:
+                self.refused = dict(self.renew(held, now) or {})
+                self.renewed = len(held) - len(self.refused)
             self.lease_ms = (time.perf_counter() - t) * 1e3
 
     def planned(self, actions: Sequence[Action], now: float) -> None:
@@ -162,7 +169,8 @@ class DaemonService:
                  steps: StepTimingRecorder | None = None,
                  inventory: NodeInventory | None = None,
                  serving: LiveServing | None = None,
-                 fair_share_half_life_s: float | None = None) -> None:
+                 fair_share_half_life_s: float | None = None,
+                 renew_in_background: bool = False) -> None:
         self.engine, self.backend, self.clock = engine, backend, clock
         self.policy = RecordingPolicy(policy)
         self.leader, self.config, self.placer = leader, config or CycleConfig(), placer
@@ -181,6 +189,9 @@ class DaemonService:
         self.serving = serving  # the serving step before the core (serving/live.py, issue 19)
         # fair share (service/fairshare.py): the ledger's decayed use into the snapshot; None: off
         self.fair_share_half_life_s = fair_share_half_life_s
+        # leases renewed on the backend's thread, off the cycle's path (slurm/cli/renewer.py);
+        # off for a one-shot cycle, whose report must count its own renewals
+        self.renew_in_background = renew_in_background
         self.cycles = 0
 
     def _recent_use(self, s: Session) -> RecentUse | None:
@@ -195,7 +206,7 @@ class DaemonService:
             s.commit()
             report = CycleReport(cycle.id, 0.0, {})
             journal = SessionJournal(s, cycle.id, self.backend)
-            hooks = _Hooks(journal, self.backend)
+            hooks = _Hooks(journal, self.backend, self.renew_in_background)
             try:
                 tree = self.quotas.tree(s, self.clock.now())  # read-only
                 before = self.serving.status if self.serving is not None else ()

@@ -176,7 +176,8 @@ def run_daemon(settings: Settings, *, once: bool = False, wait: bool = True,
                    if settings.slurm.backend == "cli" else None),
             inventory=(NodeInventory(settings.ledger.cluster, metrics.observe_nodes_out)
                        if settings.slurm.backend == "cli" else None),
-            serving=serving, fair_share_half_life_s=_half_life(settings))
+            serving=serving, fair_share_half_life_s=_half_life(settings),
+            renew_in_background=not once)
         log.info("leader: %s, %s backend, policy %s, every %g s", lock.describe(),
                  settings.slurm.backend, policy.name, d.cycle_interval_s)
         if once:

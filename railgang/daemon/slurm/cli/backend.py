@@ -17,9 +17,12 @@ Per cycle it forks a small constant number of processes, independent of the numb
   ids. scontrol sends one RPC per job id (22.05-26.05), so a renewal costs slurmctld one RPC per
   job: renewing only what is due keeps that near ``cycle_interval_s / (lease_s -
   lease_renew_before_s)`` of the queue per cycle instead of all of it.
+- ``renew_leases_later(job_ids, now)``: the same on a thread of its own (``renewer.py``), so a
+  cycle does not wait on those RPCs; ``apply`` (Starts) and releases first drop their jobs from
+  its queue and wait while a renewal of one of them is in flight.
 
-Call ``renew_leases(leases_due(queue))`` right after ``snapshot`` and before ``apply``: a Start
-ends a job's lease, and a renewal after it would set the lease again.
+Call ``renew_leases(leases_due(queue))`` (or ``renew_leases_later``) right after ``snapshot`` and
+before ``apply``: a Start ends a job's lease, and a renewal after it would set the lease again.
 
 A Start Slurm refuses is not sent again blindly (``backoff.py``): the job sits out 1, 2, 4, ...
 cycles, out of the core's queue, and after ``start_refusals_max`` refusals in a row its lease is
@@ -78,15 +81,16 @@ from railgang.daemon.slurm.cli.records import (
     parse_sshare,
     topology_from_show,
 )
+from railgang.daemon.slurm.cli.renewer import LeaseRenewer
 from railgang.daemon.slurm.cli.runner import SlurmRunner
 from railgang.daemon.slurm.cli.schemas import PINNED, SchemaProblem, json_flag
-from railgang.daemon.slurm.cli.speed import SpeedBook
 from railgang.daemon.slurm.cli.snapshot import (
     STARTING_GRACE_S,
     JobMemo,
     Observation,
     build_observation,
 )
+from railgang.daemon.slurm.cli.speed import SpeedBook
 from railgang.errors import SlurmCommandError, SlurmError, SlurmSchemaError
 from railgang.topology.files import InputProblem, read_text
 from railgang.topology.inputs import write_if_changed
@@ -126,6 +130,7 @@ class CliBackend:
         self._fabric: Any = None
         self._topology_text: str | None = None
         self._started: dict[str, float] = {}  # job id -> when this backend's Start ended its lease
+        self.renewer = LeaseRenewer(self.renew_leases)  # renew_leases_later's thread (renewer.py)
         self._fleet_text: str | None = None  # the fleet file as last written (or tried)
         self.json_version: str | None = None  # --json=VERSION once the CLI is seen to take one
         self._due_at: float | None = None  # when leases_due last ran (the renewal rate's clock)
@@ -385,6 +390,8 @@ class CliBackend:
         if not actions:
             return []
         obs = self.last if self.last is not None else self.observe(now)
+        # no renewal of a job may reach slurmctld after its Start (it would lease it again)
+        self.renewer.withhold([a.job_id for a in actions if isinstance(a, Start)])
         try:
             results = apply_actions(self.runner, obs, actions, now, self.config)
         except SlurmCommandError as exc:  # slurmctld unreachable after retries: every action failed
@@ -428,6 +435,7 @@ class CliBackend:
         self._release(left, now)
 
     def _release(self, release: Sequence[str], now: float) -> None:
+        self.renewer.withhold(release)
         for argv in cmd.lease_argvs([j for j in release if cmd.valid_job_id(j)], now):
             try:  # a release Slurm refuses still ends: the lease is no longer renewed
                 res = self.runner.attempt(argv)
@@ -494,6 +502,16 @@ class CliBackend:
                 per_job = cmd.failures_by_job(res.stderr)
                 failed.update(per_job or {j: res.message for j in argv[2].removeprefix("jobid=").split(",")})
         return failed
+
+    def renew_leases_later(self, job_ids: Sequence[str], now: float) -> tuple[int, dict[str, str]]:
+        """Hand ``job_ids`` to the renewal thread (renewer.py) and return at once: the leases
+        it renewed since the last call and ``{job id: why not}`` for those Slurm refused."""
+        self.renewer.submit([j for j in dict.fromkeys(job_ids) if j not in self._started], now)
+        return self.renewer.take()
+
+    def close(self) -> None:
+        """Stop the renewal thread; leases still queued end on their own within lease_s."""
+        self.renewer.close()
 
 
 __all__ = ["SSHARE_ARGV", "CliBackend"]

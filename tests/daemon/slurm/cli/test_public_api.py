@@ -11,7 +11,8 @@ import pytest
 PUBLIC = {
     "railgang.daemon.slurm.cli": {"CliBackend", "CommandResult", "SlurmRunner", "read_heartbeat",
                                   "write_heartbeat"},
-    "railgang.daemon.backend": {"ActionResult", "Backend", "ExpiringLeaseBackend", "FollowUp",
+    "railgang.daemon.backend": {"ActionResult", "Backend", "BackgroundLeaseBackend",
+                                "ExpiringLeaseBackend", "FollowUp",
                                 "FollowUpBackend", "HeldBack", "HoldingBackend", "LeaseBackend"},
     "railgang.daemon.slurm.cli.backend": {"SSHARE_ARGV", "CliBackend"},
     "railgang.daemon.slurm.cli.lease": {"heartbeat_line", "read_heartbeat", "write_heartbeat"},
@@ -27,14 +28,16 @@ def test_exported_members(module: str) -> None:
 
 
 def test_backend_signatures() -> None:
-    from railgang.daemon.backend import ExpiringLeaseBackend, LeaseBackend
+    from railgang.daemon.backend import BackgroundLeaseBackend, ExpiringLeaseBackend, LeaseBackend
     from railgang.daemon.slurm.cli import CliBackend
 
     assert list(inspect.signature(CliBackend).parameters) == ["settings", "runner", "read_shares",
-                                                                "grants_file", "failures"]
-    for method in ("snapshot", "observe", "apply", "renew_leases"):
+                                                                "grants_file", "failures",
+                                                                "speed_file", "failures_file"]
+    for method in ("snapshot", "observe", "apply", "renew_leases", "renew_leases_later", "close"):
         assert callable(getattr(CliBackend, method))
     assert issubclass(CliBackend, LeaseBackend) and issubclass(CliBackend, ExpiringLeaseBackend)
+    assert issubclass(CliBackend, BackgroundLeaseBackend)  # renewals off the cycle's path
     from railgang.daemon.backend import HoldingBackend
 
     assert issubclass(CliBackend, HoldingBackend)  # refused Starts sit out (backoff.py)
