@@ -16,7 +16,9 @@ cycles, 120 s lease, renewing what ends within 40 s; on 22.05 the narrow squeue 
 full JSON reads, slurm/cli/narrow.py), ``json`` (the same reading squeue --json every cycle, as
 before the narrow read) and ``all`` (``json`` with lease_renew_before_s = lease_s: every lease
 every cycle, as before issue 17); ``due600`` is ``due`` with a 600 s lease (a dead daemon's
-jobs wait up to 10 min; a cycle renews 1/56 of the queue instead of 1/8). In each window
+jobs wait up to 10 min; a cycle renews 1/56 of the queue instead of 1/8); ``inline`` is ``due``
+with the leases renewed on the cycle's own path (``lease_renew_thread = false``, as before issue
+37 item 3; in every other mode the renewals run on the backend's thread). In each window
 hinted probe jobs are submitted at --probe-rate per second and timed (then cancelled), sdiag is
 reset at its start and read at its end. The daemon runs from this checkout (PYTHONPATH).
 Mode ``parts`` times the CLI backend's own steps at this queue in CPU seconds as well as wall
@@ -165,7 +167,7 @@ def cpu_s(pid: int, children: bool = True) -> float:
 
 
 def start_daemon(b: Bench, renew_before: int, log: Path, full_read_s: float = 60.0,
-                 lease_s: int = LEASE_S) -> subprocess.Popen[bytes]:
+                 lease_s: int = LEASE_S, thread: bool = True) -> subprocess.Popen[bytes]:
     home = b.spec.dir / "daemon"
     home.mkdir(exist_ok=True)
     env = {**b.env, "PYTHONPATH": str(ROOT), "RAILGANG_CONFIG": "", "RAILGANG_HOME": str(home),
@@ -174,6 +176,7 @@ def start_daemon(b: Bench, renew_before: int, log: Path, full_read_s: float = 60
            "RAILGANG_SLURM__BACKEND": "cli", "RAILGANG_SLURM__CONF": str(b.spec.slurm_conf),
            "RAILGANG_SLURM__LEASE_S": str(lease_s),
            "RAILGANG_SLURM__LEASE_RENEW_BEFORE_S": str(renew_before),
+           "RAILGANG_SLURM__LEASE_RENEW_THREAD": "true" if thread else "false",
            "RAILGANG_SLURM__NARROW_FULL_READ_S": str(full_read_s),
            "RAILGANG_DAEMON__HEARTBEAT_FILE": str(b.spec.heartbeat_file),
            "RAILGANG_DAEMON__METRICS_PORT": "0", "RAILGANG_DAEMON__CYCLE_INTERVAL_S": str(CYCLE_S)}
@@ -246,7 +249,7 @@ def window(b: Bench, mode: str, args: argparse.Namespace) -> dict[str, Any]:
     if mode != "none":
         proc = start_daemon(b, LEASE_S if mode == "all" else RENEW_BEFORE_S, log,
                             0.0 if mode in ("all", "json") else 60.0,
-                            600 if mode == "due600" else LEASE_S)
+                            600 if mode == "due600" else LEASE_S, thread=mode != "inline")
         deadline = time.monotonic() + 600
         while len(cycles(log)) < args.warmup_cycles:  # the first renews every lapsed lease
             if proc.poll() is not None or time.monotonic() > deadline:

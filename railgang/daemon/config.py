@@ -83,6 +83,10 @@ class SlurmSettings(BaseModel):
     # it is capped at lease_s) renews every lease every cycle. A dead daemon's jobs still run
     # natively within lease_s
     lease_renew_before_s: int = Field(default=40, ge=1, le=86400)
+    # renew those leases on a thread of the backend's own, so a cycle does not wait on one
+    # slurmctld RPC per lease (~1,250 a cycle at 10,000 waiting); a Start waits only while a
+    # renewal of its own job is in flight. false: renew inline between observing and applying
+    lease_renew_thread: bool = True
     # a Start Slurm refuses is not sent again at once: the job sits out 1, 2, 4, ... cycles (at
     # most 32), out of the queue the core plans, so it holds no GPUs from others; after this many
     # refusals in a row its lease is released and it is left to Slurm's own checks (a bad GRES:

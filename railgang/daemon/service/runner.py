@@ -177,7 +177,7 @@ def run_daemon(settings: Settings, *, once: bool = False, wait: bool = True,
             inventory=(NodeInventory(settings.ledger.cluster, metrics.observe_nodes_out)
                        if settings.slurm.backend == "cli" else None),
             serving=serving, fair_share_half_life_s=_half_life(settings),
-            renew_in_background=not once)
+            renew_in_background=settings.slurm.lease_renew_thread and not once)
         log.info("leader: %s, %s backend, policy %s, every %g s", lock.describe(),
                  settings.slurm.backend, policy.name, d.cycle_interval_s)
         if once:
