@@ -506,6 +506,9 @@ class CliBackend:
     def renew_leases_later(self, job_ids: Sequence[str], now: float) -> tuple[int, dict[str, str]]:
         """Hand ``job_ids`` to the renewal thread (renewer.py) and return at once: the leases
         it renewed since the last call and ``{job id: why not}`` for those Slurm refused."""
+        behind = self.renewer.pending()
+        if behind:  # leases come due faster than slurmctld renews them: some may lapse
+            log.warning("slurm: %d lease renewals still queued from the last cycle", behind)
         self.renewer.submit([j for j in dict.fromkeys(job_ids) if j not in self._started], now)
         return self.renewer.take()
 

@@ -280,3 +280,31 @@ def test_set_priority_and_renewal_are_batched(backend: CliBackend, submit: Calla
     eligible = backend.snapshot(time.time()) and backend.last
     assert eligible is not None
     assert all(eligible.jobs[j].eligible_time >= time.time() + 500 for j in jobs)
+
+
+def test_leases_renewed_on_their_thread_in_bulk_and_a_start_keeps_none(
+        backend: CliBackend, submit: Callable[..., str], slurm_cluster: DevCluster) -> None:
+    """Issue 37 item 3: the renewal thread renews many leases with one scontrol; a job Slurm no
+    longer holds is refused on its own; a job started right after its renewal was handed over
+    runs (no renewal reaches slurmctld after its Start) and the others keep their lease."""
+    jobs = [submit("-N1", "--gres=gpu:1", comment="rg:class=3") for _ in range(6)]
+    gone = jobs.pop()
+    sl(slurm_cluster, "scancel", gone)
+    backend.snapshot(time.time())
+    calls = backend.runner.calls
+    try:
+        assert backend.renew_leases_later([*jobs, gone], time.time()) == (0, {})
+        assert backend.renewer.flush(30)
+        assert backend.runner.calls == calls + 1  # one scontrol for the six
+        renewed, refused = backend.renew_leases_later([], time.time())
+        assert renewed == 5 and list(refused) == [gone]
+        backend.renew_leases_later(jobs, time.time())  # as a cycle does, then its Start
+        [res] = backend.apply([Start(jobs[0], {"n11": (0,)}, 1)], time.time())
+        assert res.ok, res.detail
+        assert backend.renewer.flush(30)
+    finally:
+        backend.close()
+    snap = wait_for(backend, lambda s: jobs[0] in s.running)
+    assert jobs[0] in snap.running
+    assert backend.last is not None
+    assert all(backend.last.jobs[j].eligible_time >= time.time() + 500 for j in jobs[1:])

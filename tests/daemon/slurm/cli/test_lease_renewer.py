@@ -5,6 +5,7 @@ cycle's clock at hand-over plus the time since."""
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Sequence
@@ -144,7 +145,8 @@ class BlockingRunner:
         return CommandResult(argv=tuple(argv), rc=0, stdout="", stderr="", attempts=1, seconds=0.0)
 
 
-def test_a_start_never_races_a_renewal_of_its_job(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_start_never_races_a_renewal_of_its_job(monkeypatch: pytest.MonkeyPatch,
+                                                  caplog: pytest.LogCaptureFixture) -> None:
     runner = BlockingRunner()
     be = CliBackend(SlurmSettings(lease_s=120), runner=runner,  # type: ignore[arg-type]
                     read_shares=False)
@@ -158,6 +160,9 @@ def test_a_start_never_races_a_renewal_of_its_job(monkeypatch: pytest.MonkeyPatc
     monkeypatch.setattr(backend_mod, "apply_actions", started)
     assert be.renew_leases_later(["1", "2"], 1000.0) == (0, {})
     assert runner.entered.wait(5)  # "1,2" in flight
+    with caplog.at_level(logging.WARNING, "railgang.daemon.slurm"):
+        be.renew_leases_later([], 1000.0)  # the next cycle: the last one's are still going out
+    assert "2 lease renewals still queued from the last cycle" in caplog.text
     applied = threading.Thread(target=be.apply, args=([Start("2", {"n1": (0, 1)}, 1)], 1000.0))
     applied.start()
     time.sleep(0.3)
