@@ -69,7 +69,7 @@ def test_a_mixed_stream_gets_no_start_slurm_refuses_or_leaves_pending(slurm: Clu
     free CPUs and memory); then hinted jobs that fit only where Slurm's rules and the room left
     let them: a memory-bound a100 job (n03 has 8 GPUs free, 4 GB of memory), a CPU-bound
     ``short`` job (n05 has 2 CPUs, n06 is reserved), an h100 job, an excluded and a constrained
-    one, an --exclusive one; a --reservation job and a --licenses job are Slurm's. Before: the
+    one, an --exclusive one; a --reservation job, a --licenses job and an array are Slurm's. Before: the
     memory-bound job was started on n03 (its free GPUs) and Slurm kept it pending there."""
     mem_hog = slurm.sbatch("--nodelist=n03", "--gres=gpu:1", "--mem=28G", args=("120",))
     cpu_hog = slurm.sbatch("--nodelist=n05", "--gres=gpu:1", "-c", "6", "--mem=1G", args=("120",))
@@ -89,6 +89,7 @@ def test_a_mixed_stream_gets_no_start_slurm_refuses_or_leaves_pending(slurm: Clu
     resv = slurm.sbatch(*hinted(1, "--account=team-b", "--reservation=team_b", "--gres=gpu:1"),
                         args=("60",))
     lic = slurm.sbatch(*hinted(1, "-L", "fluent:1", "--gres=gpu:1"), args=("60",))
+    array = slurm.sbatch(*hinted(1, "--array=1-2", "--mem=1G", "--gres=gpu:1"), args=("60",))
     try:
         wait_for(lambda: all(running_on(slurm, j) for j in jobs.values()), 60, "every hinted job to run")
     except AssertionError as exc:
@@ -107,11 +108,13 @@ def test_a_mixed_stream_gets_no_start_slurm_refuses_or_leaves_pending(slurm: Clu
     def left(job: str) -> bool:
         return d.explain(job).get("reason") == "left_to_slurm" or bool(running_on(slurm, job))
 
-    for job in (resv, lic):  # Slurm's: left to it with the reason explain shows
+    for job in (resv, lic, array):  # Slurm's: left to it with the reason explain shows
         wait_for(lambda: left(job), 30, f"job {job} to be left to Slurm")  # noqa: B023
         assert not [j for j, _, _ in d.journal("start") if j == job], "railgang never starts it"
-    wait_for(lambda: running_on(slurm, resv) == ["n06"] and running_on(slurm, lic) and running_on(slurm, plain),
-             90, "Slurm to run the reservation, license and plain jobs")
+    tasks = [f"{array}_1", f"{array}_2"]  # each task a job of its own once Slurm splits it off
+    wait_for(lambda: running_on(slurm, resv) == ["n06"] and running_on(slurm, lic) and running_on(slurm, plain)
+             and all(running_on(slurm, t) for t in tasks),
+             90, "Slurm to run the reservation, license, array and plain jobs")
     print(f"site stream: {len(jobs)} hinted jobs running {took:.1f}s after submission, "
           f"0 refused or unhonoured Starts")
 
