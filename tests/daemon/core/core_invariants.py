@@ -98,6 +98,11 @@ def check_decision(snap: Snapshot, d: Decision, budget: PreemptionBudget = Preem
             if a.replicas < run.replicas:
                 assert new <= held[a.job_id]
                 free |= held[a.job_id] - new
+                # a reclaim's shrink gives its account's GPUs back at once (Draft.shrink
+                # release_quota), and shrinks come first in a decision: that team may then be
+                # inside its guarantee and reclaim for itself (a plain eviction's shrink does not
+                # release, so counting every shrink is the lenient side of the core's rule)
+                own[run.job.account] -= len(held[a.job_id] - new)
             else:
                 assert held[a.job_id] <= new
                 extra = new - held[a.job_id]

@@ -145,6 +145,24 @@ def test_reclaim_respects_the_churn_budget() -> None:
     assert [a.job_id for a in run(small, config=budget).of(Preempt)] == ["v5"]
 
 
+def test_a_team_shrunk_back_inside_its_guarantee_reclaims_in_the_same_cycle() -> None:
+    """nlp's reclaim shrinks vision's borrowed elastic job (24 -> 8 GPUs); vision is then inside
+    its 16 and its own 8-GPU job reclaims ops's borrowed work in the same decision. The contract
+    must count the shrink (hypothesis found it: contract seed 79005, fifo-greedy)."""
+    c = cluster(8).at(NOW).running(job("el").gpus(24).tp(8).elastic(1, 3).account("vision"), start=5)
+    c = c.running(job("o1").gpus(16).account("ops"), start=0)
+    for i in range(2, 5):
+        c = c.running(job(f"o{i}").gpus(8).account("ops"), start=float(i))
+    snap = with_tree(c.pending(job("n").gpus(16).account("nlp").at(0),
+                               job("w").gpus(8).account("vision").at(1)))
+    d = run(snap)
+    assert [(type(a).__name__, a.job_id) for a in d.actions] == [
+        ("Resize", "el"), ("Preempt", "o4"), ("Start", "n")]
+    kill = d.actions[1]
+    assert isinstance(kill, Preempt) and kill.reason is Reason.RECLAIMING and kill.for_job == "w"
+    check_decision(snap, d, ROOMY.budget)
+
+
 def test_oversubscription_only_where_measured_use_supports_it() -> None:
     base = tree()
     busy = QuotaTree(base.nodes, oversubscription=1.3, utilisation={"vision": 0.8})
