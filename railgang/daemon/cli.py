@@ -77,14 +77,11 @@ def config_check(ctx: typer.Context, as_json: JsonOpt = False) -> None:
     settings = state.settings()  # the loader's own checks; a problem is a ConfigError: one line
     # names the loader cannot know: the policies are discovered from the core (imported here only)
     from railgang.daemon.config import DAEMON_BACKENDS, unsupported_backend
-    from railgang.daemon.core.policies import registry
-    from railgang.errors import ConfigError
+    from railgang.daemon.cycle_settings import cycle_from
 
     if settings.slurm.backend not in DAEMON_BACKENDS:  # `daemon run` would refuse it
         raise unsupported_backend(settings.slurm.backend)
-    if settings.daemon.policy not in registry.names():
-        raise ConfigError(f"daemon.policy: unknown policy {settings.daemon.policy!r}; known: "
-                          f"{', '.join(registry.names())}")
+    cycle_from(settings)  # the policy and [daemon.cycle], as `daemon run` and `sim` build them
     source = state.config_path or os.environ.get("RAILGANG_CONFIG")
     emit({"ok": True, "config": str(source) if source else None}, as_json,
          f"ok: {source or 'defaults and RAILGANG_* variables (no config file)'}")

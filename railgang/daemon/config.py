@@ -270,6 +270,10 @@ class DaemonSettings(BaseModel):
     # policy tiresias: its queues' bounds in attained GPU-hours (Tiresias.thresholds_gpu_h)
     tiresias_thresholds_gpu_h: tuple[float, ...] = Field(default=(1.0, 10.0, 100.0), min_length=1,
                                                          max_length=16)
+    # every other CycleConfig field by its name, nested rules as tables ([daemon.cycle.migration]
+    # min_loss = 0.2); checked by cycle_settings.cycle_from, which refuses a field that has a key
+    # of its own above (docs/configuration.md "Every cycle knob")
+    cycle: dict[str, Any] = {}
 
     @field_validator("tiresias_thresholds_gpu_h")
     @classmethod

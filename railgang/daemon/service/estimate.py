@@ -43,7 +43,7 @@ import time
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from railgang.daemon.config import DaemonSettings
 from railgang.daemon.core.cycle import CycleConfig
@@ -59,6 +59,9 @@ from railgang.daemon.sim.backend import SimBackend, SimConfig
 from railgang.daemon.sim.engine import Bounds, EngineConfig, replay_from
 from railgang.daemon.sim.metrics import JobRecord
 from railgang.daemon.when import ago, from_now, span
+
+if TYPE_CHECKING:
+    from railgang.daemon.cycle_settings import CycleSetup
 
 SOURCES = ("progress", "history", "time_limit", "unknown")
 MIN_RUN_S = 1.0  # a job that outlived its estimate is taken to end within the second
@@ -411,8 +414,11 @@ class StartEstimator:
     def __init__(self, policy_name: str, *, cycle: CycleConfig | None = None,
                  config: EstimateConfig = EstimateConfig(), interval_s: float = 60.0,
                  placer: Placer = topology_placer, history: RatioHistory | None = None,
-                 calibration: IntervalCalibration | None = None) -> None:
+                 calibration: IntervalCalibration | None = None,
+                 make_policy: Callable[[], Policy] | None = None) -> None:
         self.policy_name, self.cycle, self.config = policy_name, cycle, config
+        # a fresh policy per estimate, with the daemon's parameters (CycleSetup.policy)
+        self.make_policy = make_policy or (lambda: registry.get(policy_name))
         self.interval_s, self.placer = interval_s, placer
         self.history = history or RatioHistory()
         self.calibration = calibration or IntervalCalibration(quantum_s=config.cycle_s)
@@ -427,7 +433,7 @@ class StartEstimator:
         self.history.observe(snapshot)
         self.calibration.observe(snapshot)
         if self.last is None or snapshot.now - self.last.now >= self.interval_s:
-            self.last = estimate_starts(snapshot, registry.get(self.policy_name),
+            self.last = estimate_starts(snapshot, self.make_policy(),
                                         history=self.history, config=self.config,
                                         cycle=self.cycle, placer=self.placer)
             self.rows = {}
@@ -491,14 +497,16 @@ def render_estimate(est: Mapping[str, Any]) -> str:
     return f"  expected start: {bound}: {est.get('note', '')} ({basis}{since})"
 
 
-def start_estimator(daemon: DaemonSettings, cycle: CycleConfig) -> StartEstimator | None:
-    """The daemon's estimator from its settings (``daemon.estimate_*``); None when turned off."""
+def start_estimator(daemon: DaemonSettings, setup: CycleSetup) -> StartEstimator | None:
+    """The daemon's estimator from its settings (``daemon.estimate_*``); None when turned off.
+    It simulates the cycle the daemon runs: ``setup`` is the daemon's own ``cycle_from``, so
+    the policy's parameters (fair share, Tiresias' thresholds) are the daemon's too."""
     if daemon.estimate_interval_s <= 0:
         return None
     config = EstimateConfig(samples=daemon.estimate_samples, wall_s=daemon.estimate_wall_s,
                             horizon_s=daemon.estimate_horizon_h * 3600.0, seed=daemon.seed)
-    return StartEstimator(daemon.policy, cycle=cycle, config=config,
-                          interval_s=daemon.estimate_interval_s)
+    return StartEstimator(setup.policy_name, cycle=setup.config, config=config,
+                          interval_s=daemon.estimate_interval_s, make_policy=setup.policy)
 
 
 __all__ = ["SOURCES", "EstimateConfig", "Estimates", "RatioHistory", "StartEstimate",

@@ -15,7 +15,6 @@ import os
 import signal
 import threading
 from collections.abc import Callable
-from dataclasses import fields, replace
 from datetime import UTC, datetime
 from types import FrameType
 
@@ -25,13 +24,8 @@ from sqlalchemy import Engine
 
 from railgang.daemon.clock import WallClock
 from railgang.daemon.config import Settings
-from railgang.daemon.core import DefragRules
 from railgang.daemon.core.cycle import CycleConfig
-from railgang.daemon.core.model.elastic import ElasticRules
-from railgang.daemon.core.model.plan import Policy
-from railgang.daemon.core.model.preemption import PreemptionBudget
-from railgang.daemon.core.policies import registry
-from railgang.daemon.core.policies.tiresias import Tiresias
+from railgang.daemon.cycle_settings import cycle_from
 from railgang.daemon.ledger.feed import schedule_feeds
 from railgang.daemon.ledger.ingest import Fetch, sacct_fetcher
 from railgang.daemon.ledger.progress import StepTimingRecorder
@@ -50,7 +44,7 @@ from railgang.daemon.serving.live import LiveServing
 from railgang.db import migrate
 from railgang.db.repositories import journal as repo
 from railgang.db.session import make_engine, session_scope
-from railgang.errors import ConfigError, DaemonError, ExitCode, NotLeaderError, SlurmCommandError
+from railgang.errors import DaemonError, ExitCode, NotLeaderError, SlurmCommandError
 
 log = logging.getLogger("railgang.daemon")
 
@@ -60,30 +54,8 @@ def leader_name() -> str:
 
 
 def cycle_config(settings: Settings) -> CycleConfig:
-    d = settings.daemon
-    return CycleConfig(preempt=d.preempt, resize=d.resize, emit_priorities=d.emit_priorities,
-                       budget=PreemptionBudget(grace_s=d.preempt_grace_s, churn_cap=d.preempt_churn_cap,
-                                               domain_patience_s=d.domain_patience_s,
-                                               churn_burst_gpus=d.churn_burst_gpus),
-                       elastic=ElasticRules(min_interval_s=d.resize_min_interval_s),
-                       leaf_wait_s=d.leaf_wait_s, leaf_holds=d.leaf_holds,
-                       leaf_wait_max_s=d.leaf_wait_max_s, whole_leaf_first=d.whole_leaf_first,
-                       backfill_held_leaf=d.backfill_held_leaf,
-                       whole_domain_evict=d.whole_domain_evict,
-                       defrag=DefragRules(enabled=d.defrag), spares=settings.failures.spares())
-
-
-def _policy(settings: Settings) -> Policy:
-    try:
-        policy = registry.get(settings.daemon.policy)
-        if settings.daemon.fair_share and "fair_share" in {f.name for f in fields(policy)}:  # type: ignore[arg-type]
-            policy = registry.get(settings.daemon.policy, fair_share=True)
-        if isinstance(policy, Tiresias):  # its queue bounds: daemon.tiresias_thresholds_gpu_h
-            policy = replace(policy, thresholds_gpu_h=settings.daemon.tiresias_thresholds_gpu_h)
-        return policy
-    except KeyError as exc:
-        raise ConfigError(f"daemon.policy: unknown policy {settings.daemon.policy!r}; known: "
-                          f"{', '.join(registry.names())}") from exc
+    """The core's knobs from the settings (cycle_settings.cycle_from, which sim --config uses too)."""
+    return cycle_from(settings).config
 
 
 def _install_signals(stop: threading.Event) -> None:
@@ -131,7 +103,8 @@ def run_daemon(settings: Settings, *, once: bool = False, wait: bool = True,
     """Run the daemon until stopped (or one cycle with ``once``); returns the exit code."""
     stop = stop or threading.Event()
     _install_signals(stop)
-    policy = _policy(settings)
+    setup = cycle_from(settings)  # the one place the cycle is built from the file (issue 34)
+    policy = setup.policy()
     revision = migrate.upgrade(settings.db.url)
     log.info("database at revision %s", revision)
     engine = make_engine(settings.db.url)
@@ -163,12 +136,12 @@ def run_daemon(settings: Settings, *, once: bool = False, wait: bool = True,
                    if settings.serving.enabled else None)
         service = DaemonService(
             engine=engine, backend=make_backend(settings, clock.now()), policy=policy,
-            clock=clock, leader=leader_name(), config=cycle_config(settings), seed=d.seed,
+            clock=clock, leader=leader_name(), config=setup.config, seed=d.seed,
             heartbeat_file=d.heartbeat_file, lease_s=settings.slurm.lease_s, metrics=metrics,
             journal_retention_s=d.journal_retention_days * 86400,
             explain_retention_s=d.explain_retention_s, keep_cycles=d.keep_cycles,
             grants_file=settings.ledger.grants_file,
-            estimator=with_ledger_history(start_estimator(d, cycle_config(settings)), engine,
+            estimator=with_ledger_history(start_estimator(d, setup), engine,
                                           cluster=settings.ledger.cluster),
             quotas=QuotaStep(oversubscription=d.quota_oversubscription), links=links,
             steps=(StepTimingRecorder(settings.ledger.cluster,

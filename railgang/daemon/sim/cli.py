@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 from types import SimpleNamespace
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -42,6 +42,7 @@ policies_choice = registry_choice(registry.names, comma_list=True)
 
 
 def sim(
+    ctx: typer.Context,
     trace: Annotated[Path, typer.Option("--trace", help="Trace file or Philly trace directory.")],
     fmt: Annotated[str | None, typer.Option(
         "--format", callback=format_choice, metavar=choices_metavar(traces.names()),
@@ -196,5 +197,20 @@ def sim(
     """Replay a job trace through the decision core on a simulated cluster."""
     from railgang.daemon.sim.replay import replay
 
-    # every option, by its parameter name: the replay reads them as attributes
-    replay(SimpleNamespace(**locals()))
+    # every option, by its parameter name: the replay reads them as attributes; ``given``: the
+    # options on the command line, which override the settings file (``--config``)
+    given = {name for name in ctx.params if _source(ctx, name) not in ("DEFAULT", "DEFAULT_MAP")}
+    # the daemon's settings file: `railgang sim --config FILE` is `railgang --config FILE sim`
+    # (cli_lazy hoists it); taken when on the command line, never from $RAILGANG_CONFIG, so a
+    # replay stays what its own command line says (docs/simulator.md "One set of settings")
+    root = ctx.find_root()
+    settings_file = (root.params.get("config") if root is not ctx
+                     and _source(root, "config") == "COMMANDLINE" else None)
+    replay(SimpleNamespace(**{**locals(), "given": given}))
+
+
+def _source(ctx: Any, name: str) -> str | None:
+    """Where option ``name``'s value came from, by name: typer may carry its own copy of click,
+    whose ``ParameterSource`` is another enum than ``click.core``'s."""
+    source = ctx.get_parameter_source(name)
+    return None if source is None else source.name

@@ -35,6 +35,7 @@ from railgang.daemon.core.model.plan import Policy
 from railgang.daemon.core.model.tiers import SpotRules
 from railgang.daemon.core.phases.migrate import MigrationRules
 from railgang.daemon.core.policies import registry
+from railgang.daemon.cycle_settings import CycleSetup
 from railgang.daemon.pricing import parse_prices
 from railgang.daemon.safe_output import term_safe
 from railgang.daemon.sim.capacity import Capacity, pool_report
@@ -55,6 +56,7 @@ from railgang.daemon.sim.report import (
     to_json,
     write_jobs_csv,
 )
+from railgang.daemon.sim.settings import settings_setup
 from railgang.daemon.sim.traces import TraceJob, read_trace
 from railgang.errors import ConfigError, InputError
 
@@ -79,9 +81,10 @@ def build_fabric(topology: Path | None, nodes: int, gpus_per_node: int, leaf: in
     return fabric_from_shape(nodes, gpus_per_node, leaf)
 
 
-def policy_for(name: str, type_blind: bool, rules: SpotRules, fair_share: bool = False) -> Policy:
+def policy_for(name: str, type_blind: bool, rules: SpotRules, fair_share: bool = False,
+               setup: CycleSetup | None = None) -> Policy:
     """The policy ``name``, type-blind or not, with the spot rules and fair share (``--fair-share``),
-    where it takes them."""
+    where it takes them; with ``setup`` (``--config``) also the settings' parameters."""
     fields = {f.name for f in dataclasses.fields(registry.get(name))}  # type: ignore[arg-type]
     params: dict[str, Any] = {"fair_share": True} if fair_share and "fair_share" in fields else {}
     if "hetero" in fields:
@@ -91,6 +94,9 @@ def policy_for(name: str, type_blind: bool, rules: SpotRules, fair_share: bool =
                           "Slurm does; the others place by GPU type)")
     if "spot" in fields:
         params["spot"] = rules
+    if setup is not None:  # the daemon's own construction (cycle_settings.CycleSetup.policy)
+        params.pop("fair_share", None)
+        return dataclasses.replace(setup, fair_share=fair_share).policy(name, **params)
     return registry.get(name, **params)
 
 
@@ -131,6 +137,7 @@ def replay(a: SimpleNamespace) -> None:
     out = Console()
     if not out.is_terminal:
         out = Console(width=160)
+    a.setup = settings_setup(a)  # --config: the daemon's cycle from its settings file
     names = policy_names(a.policy, a.compare)
     jobs, skipped = _jobs(a, err)
     mixed, fabric = _cluster(a)
@@ -206,13 +213,14 @@ def _engine_config(a: SimpleNamespace, jobs: list[TraceJob], fabric: Any,
                                         spot_down_s=a.spot_down_s, spot_seed=a.seed,
                                         fair_share_half_life_s=a.fair_share_half_life_s),
                           cycle_s=a.cycle_s, tick_s=a.tick_s, seed=a.seed, max_pending=a.max_pending,
-                          failures=fail, cycle=_cycle(a))
+                          failures=fail, cycle=_cycle(a) if a.setup is None else a.setup.config)
     if a.degrade:
         try:
             events = parse_degrade(a.degrade, fabric.switches, min(j.submit_time for j in jobs))
         except ValueError as exc:
             raise ConfigError(str(exc)) from exc
-        moving = MigrationRules(enabled=not a.no_migrate, checkpoint_on_signal=a.panic_checkpoint)
+        moving = (MigrationRules(enabled=not a.no_migrate, checkpoint_on_signal=a.panic_checkpoint)
+                  if a.setup is None else a.setup.config.migration)  # --config: the file's
         return dataclasses.replace(config, sim=dataclasses.replace(config.sim, degrade=events),
                                    cycle=dataclasses.replace(config.cycle or CycleConfig(),
                                                              migration=moving))
@@ -239,7 +247,7 @@ def _serving(a: SimpleNamespace, jobs: list[TraceJob], names: list[str],
                           "leave out --topology, --gpu-pools, --compare and --ledger")
     knobs = serving_sim.knobs_from(a.serving_history_days, a.serving_buffer_gpus,
                                    a.serving_quantile, a.serving_notice_s)
-    serving_sim.run(a.serving, jobs, policy_for(names[0], a.type_blind, rules, a.fair_share), nodes=a.nodes,
+    serving_sim.run(a.serving, jobs, policy_for(names[0], a.type_blind, rules, a.fair_share, a.setup), nodes=a.nodes,
                     gpus_per_node=a.gpus_per_node, leaf=a.leaf, modes=a.serving_modes, knobs=knobs,
                     config=config, as_json=a.as_json,
                     meta={"trace": str(a.trace), "policy": names[0], "seed": a.seed})
@@ -256,7 +264,7 @@ def _replays(a: SimpleNamespace, jobs: list[TraceJob], names: list[str], fabric:
             def advance(done: int, _total: int, task: TaskID = task) -> None:
                 bar.update(task, completed=done)
 
-            runs.append(simulate(jobs, policy_for(name, a.type_blind, rules, a.fair_share), fabric, config=config,
+            runs.append(simulate(jobs, policy_for(name, a.type_blind, rules, a.fair_share, a.setup), fabric, config=config,
                                  comm=TopologyComm(fabric), on_progress=advance))
             bar.update(task, completed=len(jobs))
     return runs
