@@ -52,8 +52,8 @@ def test_tiresias_thresholds_must_be_positive_and_rising(bad: tuple[float, ...])
 
 def test_the_daemon_builds_tiresias_with_the_thresholds_of_its_settings() -> None:
     from railgang.daemon.config import Settings
-    from railgang.daemon.service.runner import _policy
+    from railgang.daemon.cycle_settings import cycle_from  # what daemon run builds its policy with
 
-    policy = _policy(Settings(daemon=DaemonSettings(policy="tiresias",
-                                                    tiresias_thresholds_gpu_h=(0.002, 0.5))))
+    policy = cycle_from(Settings(daemon=DaemonSettings(
+        policy="tiresias", tiresias_thresholds_gpu_h=(0.002, 0.5)))).policy()
     assert policy.thresholds_gpu_h == (0.002, 0.5)  # type: ignore[attr-defined]
