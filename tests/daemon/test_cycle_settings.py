@@ -255,3 +255,35 @@ def test_config_check_refuses_a_bad_cycle_table(tmp_path: Path) -> None:
     path.write_text("[daemon.cycle.defrag]\nmax_movers = 1.5\n")
     result = CliRunner().invoke(app, ["--config", str(path), "config", "check"])
     assert result.exit_code == 1 and "daemon.cycle.defrag.max_movers" in str(result.exception)
+
+
+def test_the_estimators_profile_orders_the_queue_with_the_daemons_policy() -> None:
+    # past a spent budget the profile takes the queue in the policy's order: that policy is the
+    # daemon's too (fair share on here), not a bare one from the registry
+    from railgang.daemon.core.model.job import Job, JobRequest, JobState, RunningJob
+    from railgang.daemon.core.model.snapshot import Node, make_snapshot
+    from railgang.daemon.service.estimate import EstimateConfig, StartEstimator
+    from railgang.topology.fabric import fabric_from_shape
+
+    fabric = fabric_from_shape(2, 8, 2)
+
+    def job(job_id: str, gpus: int) -> Job:
+        return Job(JobRequest(job_id, gpus, account="team-a", submit_time=-100.0, tp=min(gpus, 8),
+                              time_limit_s=3600.0), JobState())
+
+    running = RunningJob(job("a", 16), {"n01": tuple(range(8)), "n02": tuple(range(8))},
+                         start_time=0.0, replicas=2)
+    snapshot = make_snapshot(now=0.0, fabric=fabric, nodes=[Node(n, 8) for n in fabric.nodes],
+                             running=[running], pending=[job("b", 8), job("c", 16), job("d", 8)])
+    setup = cycle_from(load_settings(daemon={"fair_share": True}))
+    made: list[Any] = []
+
+    def make() -> Any:
+        made.append(setup.policy())
+        return made[-1]
+
+    estimator = StartEstimator("default", make_policy=make,
+                               config=EstimateConfig(cycle_s=0.0, max_events=1, samples=2))
+    rows = estimator.refresh(snapshot)
+    assert "GPU-count profile" in rows["c"].get("note", "")
+    assert len(made) == 2 and all(p.fair_share for p in made)  # the simulations', the profile's

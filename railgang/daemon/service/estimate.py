@@ -246,11 +246,12 @@ def _until_deadline(run: RunningJob, now: float, left: float) -> float:
 def estimate_starts(snapshot: Snapshot, policy: Policy, *, history: RatioHistory | None = None,
                     config: EstimateConfig = EstimateConfig(), cycle: CycleConfig | None = None,
                     placer: Placer = topology_placer, targets: Iterable[str] | None = None,
-                    ) -> Estimates:
+                    fresh: Callable[[], Policy] | None = None) -> Estimates:
     """Estimate when each target (default: every pending job) starts; see the module docstring.
 
     ``policy`` must be an instance the caller does not otherwise use (policies may keep state
-    between cycles); ``cycle`` is the daemon's cycle configuration.
+    between cycles); ``cycle`` is the daemon's cycle configuration; ``fresh`` makes another
+    instance like ``policy`` for the profile's order (default: the registry's, without parameters).
     """
     began = time.perf_counter()
     deadline = began + config.wall_s
@@ -269,7 +270,7 @@ def estimate_starts(snapshot: Snapshot, policy: Policy, *, history: RatioHistory
     rng = random.Random(config.seed)
     runs = 1 + max(0, config.samples)
     done_runs = cycles = 0
-    rank = functools.cache(lambda: _policy_rank(snapshot, policy, config.profile_order))
+    rank = functools.cache(lambda: _policy_rank(snapshot, policy, config.profile_order, fresh))
     engine = EngineConfig(sim=SimConfig(oracle=False, quotas=snapshot.quotas),
                           cycle_s=config.cycle_s, cycle_growth=config.cycle_growth, cycle=cycle,
                           seed=config.seed)
@@ -332,8 +333,8 @@ def estimate_starts(snapshot: Snapshot, policy: Policy, *, history: RatioHistory
 PROFILE = "profile"  # a start from estimate_profile.py, past where the simulation stopped
 
 
-def _policy_rank(snapshot: Snapshot, policy: Policy,
-                 order: str = "policy") -> dict[str, tuple[int, int]]:
+def _policy_rank(snapshot: Snapshot, policy: Policy, order: str = "policy",
+                 make: Callable[[], Policy] | None = None) -> dict[str, tuple[int, int]]:
     """Each waiting job's place in the order the cycle would try the queue in now: priority
     class first, the policy's own order inside it (one ``plan`` of a fresh instance: a policy
     may keep state). Empty (the snapshot's order) for ``order`` "queue" or a policy not in the
@@ -341,7 +342,7 @@ def _policy_rank(snapshot: Snapshot, policy: Policy,
     if order != "policy":
         return {}
     try:
-        fresh = registry.get(getattr(policy, "name", ""))
+        fresh = make() if make is not None else registry.get(getattr(policy, "name", ""))
     except KeyError:
         return {}
     at = {w.job_id: i for i, w in enumerate(fresh.plan(snapshot, snapshot.now).order)}
@@ -435,7 +436,8 @@ class StartEstimator:
         if self.last is None or snapshot.now - self.last.now >= self.interval_s:
             self.last = estimate_starts(snapshot, self.make_policy(),
                                         history=self.history, config=self.config,
-                                        cycle=self.cycle, placer=self.placer)
+                                        cycle=self.cycle, placer=self.placer,
+                                        fresh=self.make_policy)
             self.rows = {}
             for job_id, est in self.last.jobs.items():
                 row = self.last.for_job(job_id)
