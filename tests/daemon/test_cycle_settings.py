@@ -287,3 +287,19 @@ def test_the_estimators_profile_orders_the_queue_with_the_daemons_policy() -> No
     rows = estimator.refresh(snapshot)
     assert "GPU-count profile" in rows["c"].get("note", "")
     assert len(made) == 2 and all(p.fair_share for p in made)  # the simulations', the profile's
+
+
+def test_sim_ledger_stores_the_replay_of_the_files_policy(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # `sim --ledger` replays once more to log it: with the policy the replay ran, the file's
+    # parameters included, not a bare one from the registry
+    from railgang.daemon.sim import ledger_cli
+
+    seen: list[Any] = []
+    monkeypatch.setattr(ledger_cli, "write_sim_ledger",
+                        lambda err, url, jobs, policy, *a, **kw: seen.append(policy))
+    result = CliRunner().invoke(app, ["--config", str(_file(tmp_path)), "sim", "--trace",
+                                      str(_trace(tmp_path)), "--nodes", "4", "--leaf", "2", "-q",
+                                      "--json", "--ledger", f"sqlite:///{tmp_path / 'l.sqlite'}"])
+    assert result.exit_code == 0, result.output
+    assert [p.fair_share for p in seen] == [True]

@@ -148,7 +148,8 @@ def replay(a: SimpleNamespace) -> None:
         return
     runs = _replays(a, jobs, names, fabric, config, rules, err)
     if a.ledger is not None:  # one more replay, logging segments (daemon/sim/telemetry.py)
-        _ledger(a, jobs, names, fabric, config, err)
+        _ledger(a, jobs, policy_for(names[0], a.type_blind, rules, a.fair_share, a.setup), names,
+                fabric, config, err)
     total_gpus = sum(fabric.facts(n).gpus for n in fabric.nodes)
     if a.jobs_csv is not None:
         write_jobs_csv(a.jobs_csv, runs, total_gpus)
@@ -270,7 +271,7 @@ def _replays(a: SimpleNamespace, jobs: list[TraceJob], names: list[str], fabric:
     return runs
 
 
-def _ledger(a: SimpleNamespace, jobs: list[TraceJob], names: list[str], fabric: Any,
+def _ledger(a: SimpleNamespace, jobs: list[TraceJob], policy: Policy, names: list[str], fabric: Any,
             config: EngineConfig, err: Console) -> None:
     if len(names) > 1:
         raise ConfigError("--ledger stores one replay: give --policy, not --compare")
@@ -278,7 +279,8 @@ def _ledger(a: SimpleNamespace, jobs: list[TraceJob], names: list[str], fabric: 
     from railgang.daemon.when import relative_day
 
     start = relative_day(a.ledger_start, datetime.now(UTC), field="--ledger-start")
-    stats = write_sim_ledger(err, a.ledger, jobs, registry.get(names[0]), fabric, config,
+    # the policy the replay ran (its fair share, spot rules, --config parameters), not a bare one
+    stats = write_sim_ledger(err, a.ledger, jobs, policy, fabric, config,
                              start=start, interval_s=a.telemetry_interval_s, seed=a.seed,
                              yes=a.yes, quiet=a.quiet)
     if stats is not None:
