@@ -46,12 +46,13 @@ from slurm_placement_stream import StreamJob, accounting, make_stream, run_strea
 
 from railgang.daemon.config import DaemonSettings
 
-# the daemon settings `railgang sim` has a flag for; the others (preempt_grace_s,
-# preempt_churn_cap, resize_min_interval_s, estimate_*, emit_priorities) it cannot take
-SIM_FLAGS = {"leaf_wait_s": "--leaf-wait-s", "leaf_holds": "--leaf-holds",
-             "leaf_wait_max_s": "--leaf-wait-max-s", "seed": "--seed"}
-SIM_SWITCHES = {"whole_leaf_first": "--whole-leaf-first",
-                "backfill_held_leaf": "--backfill-held-leaf", "fair_share": "--fair-share"}
+# the daemon's settings `railgang --config FILE sim` builds its cycle from (daemon/cycle_settings.py
+# cycle_from, as `daemon run` does); the others (preemption grace and churn, resize interval,
+# estimates, emitted priorities) are the live backend's, not the cycle's
+SIM_KEYS = ("policy", "cycle_interval_s", "seed", "preempt", "resize", "preempt_grace_s", "preempt_churn_cap",
+            "resize_min_interval_s", "leaf_wait_s", "leaf_holds", "leaf_wait_max_s",
+            "whole_leaf_first", "backfill_held_leaf", "whole_domain_evict", "defrag",
+            "domain_patience_s", "churn_burst_gpus", "fair_share", "fair_share_half_life_s")
 
 
 @dataclass(frozen=True)
@@ -208,20 +209,32 @@ def trace_rows(stream: list[StreamJob], live: dict[str, Run] | None,
     return rows
 
 
+def settings_toml(settings: DaemonSettings) -> str:
+    """The daemon's cycle settings as a `--config` file's [daemon] table."""
+    lines = ["[daemon]"]
+    for key in SIM_KEYS:
+        value = getattr(settings, key)
+        if value is None:
+            continue
+        lines.append(f"{key} = " + (json.dumps(value) if isinstance(value, str)
+                                    else str(value).lower() if isinstance(value, bool)
+                                    else repr(value)))
+    return "\n".join(lines) + "\n"
+
+
 def simulate(trace: Path, policy: str, settings: DaemonSettings, nodes: int, gpus_per_node: int,
              leaf: int, out: Path) -> dict[str, Run]:
-    """``railgang sim`` on the trace with the daemon's cycle settings: the cycle quantum and a
-    tick of the daemon's period (the daemon decides every cycle_interval_s whether or not
-    anything changed), the leaf wait, and comm share 0 (every job is a sleep: a spread gang does
-    not run slower live)."""
-    argv = [str(Path(sys.executable).with_name("railgang")), "sim", "--trace", str(trace),
-            "--nodes", str(nodes), "--gpus-per-node", str(gpus_per_node), "--leaf", str(leaf),
-            "--policy", policy, "--cycle-s", str(settings.cycle_interval_s),
+    """``railgang --config FILE sim`` on the trace, FILE the daemon's own settings (policy, leaf
+    wait, preemption rules), plus what only the simulator has: the daemon's cycle as quantum and
+    as tick (the daemon decides every cycle_interval_s whether or not anything changed), and comm
+    share 0 (every job is a sleep: a spread gang does not run slower live)."""
+    config = out.with_suffix(".toml")
+    config.write_text(settings_toml(settings.model_copy(update={"policy": policy})))
+    argv = [str(Path(sys.executable).with_name("railgang")), "--config", str(config), "sim",
+            "--trace", str(trace), "--nodes", str(nodes), "--gpus-per-node", str(gpus_per_node),
+            "--leaf", str(leaf), "--cycle-s", str(settings.cycle_interval_s),
             "--tick-s", str(settings.cycle_interval_s), "--comm-share", "0", "-q",
             "--jobs-csv", str(out), "--json"]
-    for key, flag in SIM_FLAGS.items():
-        argv += [flag, str(getattr(settings, key))]
-    argv += [flag for key, flag in SIM_SWITCHES.items() if getattr(settings, key)]
     subprocess.run(argv, check=True, capture_output=True, timeout=600)
     runs = {}
     with out.open() as f:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib
 import sys
+import tomllib
 from pathlib import Path
 from types import ModuleType
 
@@ -67,8 +68,9 @@ def test_start_latency_from_jobs_without_a_queue(bench: ModuleType) -> None:
 
 def test_replay_takes_the_daemon_cycle_settings(bench: ModuleType, tmp_path: Path,
                                                 monkeypatch: pytest.MonkeyPatch) -> None:
-    """`railgang sim` gets the daemon's cycle as quantum and tick, its leaf wait (120 s by
-    default; the simulator alone defaults to 0) and comm share 0 (every job is a sleep)."""
+    """`railgang sim` gets the daemon's settings as its --config (leaf wait 120 s by default; the
+    simulator alone defaults to 0), its cycle as quantum and tick, and comm share 0 (every job is
+    a sleep)."""
     trace = tmp_path / "t.csv"
     bench.write_trace(trace, [("s001", 0.5, 16, 10.0, 8), ("s000", 0.0, 1, 100.0, 1)])
     assert trace.read_text().splitlines()[1].startswith("s000,0.000,1,100.000,team-a,1,1,1")
@@ -87,5 +89,8 @@ def test_replay_takes_the_daemon_cycle_settings(bench: ModuleType, tmp_path: Pat
     bench.simulate(trace, "default", settings, 4, 8, 2, tmp_path / "jobs.csv")
     flags = dict(zip(seen[0], seen[0][1:], strict=False))
     assert flags["--cycle-s"] == flags["--tick-s"] == "2.0" and flags["--comm-share"] == "0"
-    assert flags["--leaf-wait-s"] == "120.0" and flags["--leaf-wait-max-s"] == "600.0"
-    assert flags["--leaf-holds"] == "2" and flags["--policy"] == "default"
+    config = tomllib.loads(Path(flags["--config"]).read_text())["daemon"]
+    assert config["policy"] == "default" and config["leaf_wait_s"] == 120.0
+    assert config["leaf_wait_max_s"] == 600.0 and config["leaf_holds"] == 2
+    assert bench.DaemonSettings(**config).model_dump() == settings.model_copy(
+        update={"policy": "default"}).model_dump()  # every cycle setting the daemon ran with
