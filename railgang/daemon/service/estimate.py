@@ -243,6 +243,14 @@ def _until_deadline(run: RunningJob, now: float, left: float) -> float:
     return min(left, max(MIN_RUN_S, run.preempt_deadline - now))
 
 
+def _point(rec: JobRecord, now: float, placed: float | None, reached: float,
+           why: str) -> tuple[float | None, float, str]:
+    """The median draw's answer for one job: its start (simulated, else from the profile), how
+    far that run reached, and why it stopped (``PROFILE`` when only the profile placed it)."""
+    at = rec.start - now if rec.start is not None else placed
+    return at, reached, PROFILE if rec.start is None and at is not None else why
+
+
 def estimate_starts(snapshot: Snapshot, policy: Policy, *, history: RatioHistory | None = None,
                     config: EstimateConfig = EstimateConfig(), cycle: CycleConfig | None = None,
                     placer: Placer = topology_placer, targets: Iterable[str] | None = None,
@@ -314,9 +322,7 @@ def estimate_starts(snapshot: Snapshot, policy: Policy, *, history: RatioHistory
             else:
                 censored[job_id].append((reached, why))
             if i == 0:
-                at = (rec.start - now if rec.start is not None else profiled.get(job_id))
-                point[job_id] = (at, reached, PROFILE if rec.start is None and at is not None
-                                 else why)
+                point[job_id] = _point(rec, now, profiled.get(job_id), reached, why)
         done_runs += 1
     jobs = {j: _summarise(j, point[j], sorted(starts[j]), len(censored[j]), rejected.get(j),
                           config.horizon_s) for j in wanted}
