@@ -278,7 +278,7 @@ class DaemonSettings(BaseModel):
     @field_validator("tiresias_thresholds_gpu_h")
     @classmethod
     def _rising(cls, v: tuple[float, ...]) -> tuple[float, ...]:
-        if any(not 0 < a < b < math.inf for a, b in zip(v, (*v[1:], math.inf), strict=True)):
+        if not (v[0] > 0 and all(map(math.isfinite, v)) and list(v) == sorted(set(v))):
             raise ValueError("must be positive, finite and rising, e.g. [1, 10, 100]")
         return v
 

@@ -119,11 +119,11 @@ class Account:
     share: float = 1.0  # normalised shares (Slurm fairshare numerator)
     usage_gpu_s: float = 0.0  # decayed historical usage, GPU-seconds
     quota_gpus: int | None = None  # max GPUs running at once; None = unlimited
-
-
     # GPU-seconds used lately, each decayed by 2^(-age / half-life) (model/fairshare.py): the
     # fair-share input ``default`` orders by; 0 = none known
     recent_gpu_s: float = 0.0
+
+
 @dataclass(frozen=True)
 class PreemptEvent:
     """A preemption the cluster already paid for (time, job, GPUs freed)."""
