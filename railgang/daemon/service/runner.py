@@ -30,6 +30,7 @@ from railgang.daemon.ledger.feed import schedule_feeds
 from railgang.daemon.ledger.ingest import Fetch, sacct_fetcher
 from railgang.daemon.ledger.progress import StepTimingRecorder
 from railgang.daemon.report.nightly import schedule_nightly
+from railgang.daemon.service import stop_signal
 from railgang.daemon.service.backends import make_backend
 from railgang.daemon.service.cycle import DaemonService
 from railgang.daemon.service.estimate import start_estimator
@@ -69,6 +70,9 @@ def _install_signals(stop: threading.Event) -> None:
 
     signal.signal(signal.SIGTERM, handler)
     signal.signal(signal.SIGINT, handler)
+    if stop_signal.REQUESTED.is_set():  # asked while the process was still importing
+        log.info("stopped during start-up: not leading, no cycle")
+        stop.set()
 
 
 def _who_leads(settings: Settings) -> str:
