@@ -31,7 +31,7 @@ from railgang.daemon.ledger.ingest import Fetch, default_since, ingest_window, s
 from railgang.daemon.ledger.telemetry import Sample, attribute, store_samples
 from railgang.db.repositories import ledger as repo
 from railgang.db.session import session_scope
-from railgang.errors import InputError, RailgangError
+from railgang.errors import RailgangError
 
 log = logging.getLogger("railgang.ledger")
 
@@ -112,20 +112,13 @@ def samples_from_matrix(answer: Any) -> tuple[list[Sample], int]:
     """GPU samples of a ``query_range`` answer over the DCGM series, and how many values were
     skipped (no Hostname/gpu label, not a finite number). InputError for an answer that is not
     a successful matrix: garbage is one error, never an empty success."""
-    if not isinstance(answer, Mapping) or answer.get("status") != "success":
-        why = answer.get("error") if isinstance(answer, Mapping) else None
-        raise InputError(f"Prometheus query failed: {str(why or 'not a success answer')[:120]}")
-    data = answer.get("data")
-    if not isinstance(data, Mapping) or data.get("resultType") != "matrix" \
-            or not isinstance(data.get("result"), list):
-        raise InputError("Prometheus answer is not a matrix")
-    if len(data["result"]) > MAX_TELEMETRY_SERIES:
-        raise InputError(f"Prometheus answered {len(data['result']):,} series, more than "
-                         f"{MAX_TELEMETRY_SERIES:,}")
+    from railgang.daemon.serving.prometheus import matrix_result
+
+    result = matrix_result(answer, MAX_TELEMETRY_SERIES)
     util: dict[tuple[str, int, int], tuple[int, float]] = {}  # key -> (rank, %)
     extra: dict[tuple[str, int, int], dict[str, float]] = {}
     skipped = 0
-    for item in data["result"]:
+    for item in result:
         metric = item.get("metric") if isinstance(item, Mapping) else None
         values = item.get("values") if isinstance(item, Mapping) else None
         if not isinstance(metric, Mapping) or not isinstance(values, list):

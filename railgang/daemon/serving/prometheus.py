@@ -73,21 +73,32 @@ def query_range(url: str, query: str, start: float, end: float, step_s: float, *
         raise InputError(f"Prometheus answered no JSON: {str(exc)[:80]}") from exc
 
 
-def parse_matrix(answer: Any, start: float, label: str) -> Fetched:
-    """Deployments from a ``query_range`` answer; times relative to ``start``."""
+def matrix_result(answer: Any, max_series: int, *, not_matrix: str = "",
+                  too_many: str = "") -> list[Any]:
+    """The series of a successful ``query_range`` answer (the serving and the ledger readers):
+    InputError for anything else, so garbage is one error, never an empty success; ``not_matrix``
+    and ``too_many`` end those errors with the reader's own advice."""
     if not isinstance(answer, Mapping) or answer.get("status") != "success":
         why = answer.get("error") if isinstance(answer, Mapping) else None
         raise InputError(f"Prometheus query failed: {str(why or 'not a success answer')[:120]}")
     data = answer.get("data")
+    result = data.get("result") if isinstance(data, Mapping) else None
     if not isinstance(data, Mapping) or data.get("resultType") != "matrix" \
-            or not isinstance(data.get("result"), list):
-        raise InputError("Prometheus answer is not a matrix (use a range query)")
-    if len(data["result"]) > MAX_SERIES:
-        raise InputError(f"Prometheus answered {len(data['result']):,} series, more than "
-                         f"{MAX_SERIES}: a query of the configured deployments only")
+            or not isinstance(result, list):
+        raise InputError(f"Prometheus answer is not a matrix{not_matrix}")
+    if len(result) > max_series:
+        raise InputError(f"Prometheus answered {len(result):,} series, more than "
+                         f"{max_series:,}{too_many}")
+    return result
+
+
+def parse_matrix(answer: Any, start: float, label: str) -> Fetched:
+    """Deployments from a ``query_range`` answer; times relative to ``start``."""
+    result = matrix_result(answer, MAX_SERIES, not_matrix=" (use a range query)",
+                           too_many=": a query of the configured deployments only")
     series: dict[str, list[tuple[float, int]]] = {}
     skipped = 0
-    for item in data["result"]:
+    for item in result:
         metric = item.get("metric") if isinstance(item, Mapping) else None
         values = item.get("values") if isinstance(item, Mapping) else None
         name = metric.get(label) if isinstance(metric, Mapping) else None
@@ -124,4 +135,5 @@ def demand_csv(fetched: Fetched, tp: Mapping[str, int], default_tp: int) -> str:
     return "\n".join(lines) + "\n"
 
 
-__all__ = ["MAX_POINTS", "MAX_SERIES", "Fetched", "demand_csv", "parse_matrix", "query_range"]
+__all__ = ["MAX_POINTS", "MAX_SERIES", "Fetched", "demand_csv", "matrix_result", "parse_matrix",
+           "query_range"]
