@@ -104,6 +104,15 @@ def _states(cluster: DevCluster, jobs: list[str]) -> dict[str, str]:
 KILLS = 20
 
 
+def _beat(path: Path) -> tuple[int, int] | None:
+    """Which heartbeat file is there (each cycle replaces it: a new inode and time)."""
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return st.st_ino, st.st_mtime_ns
+
+
 def test_kill_9_mid_cycle_neither_repeats_nor_loses_an_action(slurm_cluster: DevCluster,
                                                                tmp_path: Path) -> None:
     """Twenty `kill -9`s, at random moments, of a daemon cycling every 0.3 s while 10 hinted jobs
@@ -132,23 +141,31 @@ def test_kill_9_mid_cycle_neither_repeats_nor_loses_an_action(slurm_cluster: Dev
     daemon: subprocess.Popen[str] | None = None
     try:
         kills = 0
-        deadline = time.monotonic() + 300
+        deadline = time.monotonic() + 420
         while time.monotonic() < deadline:
+            beat = _beat(spec.heartbeat_file)
             daemon = subprocess.Popen([RAILGANG, "daemon", "run", "--log-format", "json"],
                                       env=env, stdout=subprocess.DEVNULL,
                                       stderr=subprocess.DEVNULL, text=True)
-            time.sleep(rng.uniform(1.5, 4.0))  # start-up takes about a second, then cycles
-            if kills < KILLS:
-                daemon.kill()  # SIGKILL: no cleanup, the journal is whatever was committed
-                daemon.wait(10)
-                kills += 1
-                continue
+            # start-up (imports, migrations) takes 1-7 s by the machine's load and a kill there
+            # tests nothing: wait for the first cycle's heartbeat, then kill at a random moment
+            # of the next cycles (0.3 s each). A fixed 1.5-4 s after spawn killed CI's daemons
+            # before any had migrated its database (a loaded machine: the jobs never ran).
+            while _beat(spec.heartbeat_file) == beat and daemon.poll() is None \
+                    and time.monotonic() < deadline:
+                time.sleep(0.05)
+            if kills == KILLS:
+                break  # this one runs the jobs to the end
+            time.sleep(rng.uniform(0.0, 1.0))
+            daemon.kill()  # SIGKILL: no cleanup, the journal is whatever was committed
+            daemon.wait(10)
+            kills += 1
+        assert kills == KILLS
+        while time.monotonic() < deadline:
             states = _states(slurm_cluster, jobs)
             if all(states.get(j) == "COMPLETED" for j in jobs):
                 break
-            daemon.kill()
-            daemon.wait(10)
-        assert kills == KILLS
+            time.sleep(1)
         assert all(s == "COMPLETED" for s in _states(slurm_cluster, jobs).values()), \
             _states(slurm_cluster, jobs)
         if daemon is not None and daemon.poll() is None:
