@@ -23,7 +23,13 @@ def requeue_and_restart(slurm: Cluster, d: Daemon, job: str, restarts: int) -> f
     """Requeue ``job`` as a preemption does (Slurm ends the run, the job waits again with a new
     submit time) and wait until it runs again; when the requeue was sent."""
     sent = time.time()
-    slurm.sl("scontrol", "requeue", job)
+    [node] = running_on(slurm, job)
+    # held until its old run has left the node: on a loaded 24.11 (CI's suites run) a plain
+    # requeue was relaunched on the same node at once and that run failed at launch (exit 1)
+    slurm.sl("scontrol", "requeuehold", job)
+    wait_for(lambda: slurm.sl("sinfo", "-h", "-n", node, "-o", "%t").stdout.strip() == "idle",
+             30, f"{node} to be free of job {job}'s old run")
+    slurm.sl("scontrol", "release", job)
     try:  # whoever starts it (the daemon, or Slurm): what counts is what it attained
         wait_for(lambda: slurm.show(job).get("Restarts") == str(restarts) and running_on(slurm, job),
                  45, f"job {job} to run again (restart {restarts})")
