@@ -90,15 +90,18 @@ def test_a_mixed_stream_gets_no_start_slurm_refuses_or_leaves_pending(slurm: Clu
                         args=("60",))
     lic = slurm.sbatch(*hinted(1, "-L", "fluent:1", "--gres=gpu:1"), args=("60",))
     array = slurm.sbatch(*hinted(1, "--array=1-2", "--mem=1G", "--gres=gpu:1"), args=("60",))
+    def shown(exc: AssertionError) -> AssertionError:  # what a failure under CI's load needs
+        queue = slurm.sl("squeue", "-h", "-o", "%i %T %r %N %P").stdout
+        why = {k: d.explain(j) for k, j in jobs.items() if not running_on(slurm, j)}
+        return AssertionError(f"{exc}; {jobs}; squeue:\n{queue}; explain: {why}; "
+                              f"starts: {d.journal('start')}")
+
     try:
         wait_for(lambda: all(running_on(slurm, j) for j in jobs.values()), 60, "every hinted job to run")
     except AssertionError as exc:
-        queue = slurm.sl("squeue", "-h", "-o", "%i %T %r %N %P").stdout
-        why = {k: d.explain(j) for k, j in jobs.items() if not running_on(slurm, j)}
-        raise AssertionError(f"{exc}; {jobs}; squeue:\n{queue}; explain: {why}; "
-                             f"starts: {d.journal('start')}") from exc
+        raise shown(exc) from exc
     took = time.monotonic() - t0
-    assert unhonoured(slurm, d, list(jobs.values())) == []
+    assert unhonoured(slurm, d, list(jobs.values())) == [], shown(AssertionError("unhonoured"))
     on = {k: running_on(slurm, j) for k, j in jobs.items()}
     assert on["mem"] == ["n04"], on  # n03's memory is the plain job's
     assert on["cpu"] in (["n03"], ["n04"]), on  # n05's CPUs are taken, n06 is team_b's
@@ -108,13 +111,16 @@ def test_a_mixed_stream_gets_no_start_slurm_refuses_or_leaves_pending(slurm: Clu
     def left(job: str) -> bool:
         return d.explain(job).get("reason") == "left_to_slurm" or bool(running_on(slurm, job))
 
-    for job in (resv, lic, array):  # Slurm's: left to it with the reason explain shows
-        wait_for(lambda: left(job), 30, f"job {job} to be left to Slurm")  # noqa: B023
-        assert not [j for j, _, _ in d.journal("start") if j == job], "railgang never starts it"
-    tasks = [f"{array}_1", f"{array}_2"]  # each task a job of its own once Slurm splits it off
-    wait_for(lambda: running_on(slurm, resv) == ["n06"] and running_on(slurm, lic) and running_on(slurm, plain)
-             and all(running_on(slurm, t) for t in tasks),
-             90, "Slurm to run the reservation, license, array and plain jobs")
+    try:
+        for job in (resv, lic, array):  # Slurm's: left to it with the reason explain shows
+            wait_for(lambda: left(job), 30, f"job {job} to be left to Slurm")  # noqa: B023
+            assert not [j for j, _, _ in d.journal("start") if j == job], "railgang never starts it"
+        tasks = [f"{array}_1", f"{array}_2"]  # each task a job of its own once Slurm splits it off
+        wait_for(lambda: running_on(slurm, resv) == ["n06"] and running_on(slurm, lic)
+                 and running_on(slurm, plain) and all(running_on(slurm, t) for t in tasks),
+                 90, "Slurm to run the reservation, license, array and plain jobs")
+    except AssertionError as exc:
+        raise shown(exc) from exc
     print(f"site stream: {len(jobs)} hinted jobs running {took:.1f}s after submission, "
           f"0 refused or unhonoured Starts")
 

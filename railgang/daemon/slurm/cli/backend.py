@@ -141,6 +141,7 @@ class CliBackend:
         self._memo = JobMemo()  # waiting jobs' core Jobs while their records stay the same
         self.backoff = StartBackoff(self.settings.start_refusals_max)  # refused Starts per job
         self._pinned: set[str] = set()  # jobs this process started: their ReqNodeList is ours
+        self._leaving: list[str] = []  # left to Slurm this cycle: released after its Starts
         # GPU-seconds of every run per job: squeue's current run, sacct -D's earlier ones (cached)
         self.attained = AttainedService(lambda argv: self.runner.run(argv).stdout)
         # node failures: requeue, first in class, drain flaky nodes, burn-ins (failures.py)
@@ -153,6 +154,7 @@ class CliBackend:
     def observe(self, now: float) -> Observation:
         """One read of the cluster (and the requeues that fell due); kept as ``self.last``.
         Jobs whose Start Slurm refused lately are left out of its queue (``backoff.py``)."""
+        self._release_left(now)  # the last cycle had no apply
         self.backoff.tick()
         try:
             seen, job_notes = self._read_jobs(now)
@@ -388,6 +390,7 @@ class CliBackend:
     # -- act -----------------------------------------------------------------------------------
     def apply(self, actions: Sequence[Action], now: float) -> list[ActionResult]:
         if not actions:
+            self._release_left(now)
             return []
         obs = self.last if self.last is not None else self.observe(now)
         # no renewal of a job may reach slurmctld after its Start (it would lease it again)
@@ -396,6 +399,8 @@ class CliBackend:
             results = apply_actions(self.runner, obs, actions, now, self.config)
         except SlurmCommandError as exc:  # slurmctld unreachable after retries: every action failed
             return [ActionResult(a, False, str(exc)) for a in actions]
+        finally:
+            self._release_left(now)
         self._started = {j: t for j, t in self._started.items() if now - t < STARTING_GRACE_S}
         self._started.update({r.action.job_id: now for r in results if r.ok and isinstance(r.action, Start)})
         self._pinned.update(r.action.job_id for r in results if r.ok and isinstance(r.action, Start))
@@ -425,13 +430,22 @@ class CliBackend:
         self._release(release, now)
 
     def _leave_to_slurm(self, obs: Observation, now: float) -> None:
-        """Release the lease of each waiting job a rule railgang does not model applies to
-        (``rules.py``), once: it is held out of the queue from now on, as a job refused too
-        often is (``backoff.py``), and Slurm schedules it."""
+        """Mark for release the lease of each waiting job a rule railgang does not model applies
+        to (``rules.py``), once: it is held out of the queue from now on, as a job refused too
+        often is (``backoff.py``), and Slurm schedules it. The release waits for this cycle's
+        Starts (:meth:`_release_left`): released first, Slurm could place it on the nodes the
+        cycle is about to pin a gang to (this snapshot does not show where it went), and the
+        gang's Start would be accepted and then wait behind it."""
         left = [j for j, why in obs.left.items() if self.backoff.leave(j, why)]
         for job_id in left:
             log.warning("slurm: job %s: %s; railgang does not model that: its lease is released "
                         "and it is left to Slurm", job_id, obs.left[job_id])
+        self._leaving.extend(left)
+
+    def _release_left(self, now: float) -> None:
+        """Release the leases :meth:`_leave_to_slurm` marked: after the cycle's Starts, or at the
+        next observation when the cycle had no action."""
+        left, self._leaving = self._leaving, []
         self._release(left, now)
 
     def _release(self, release: Sequence[str], now: float) -> None:

@@ -145,6 +145,28 @@ def test_a_users_nodelist_is_left_to_slurm_once_and_explain_says_why(tmp_path: P
         "it asks for nodes n05 (--nodelist): railgang does not model that")
 
 
+def test_a_job_left_to_slurm_is_released_after_the_cycles_starts(tmp_path: Path) -> None:
+    """Released first, Slurm could place it on the nodes the cycle pins a gang to (the 24.11
+    suites in CI: a --licenses job landed on the h100 node the h100 gang's Start named)."""
+    fake = FakeSlurm([job(70, licenses="fluent:1"), job(71, submit_time=PENDING["submit_time"] + 1)],
+                     bad=set())
+    (out,) = cycles(backend(fake, tmp_path), 1)
+    assert starts(out) == ["71"]
+    order = [("start" if stdin is not None else "release" if argv[1:2] == ("update",) else "")
+             for argv, stdin in fake.calls if argv[0] == "scontrol"]
+    order = [o for o in order if o]
+    assert order == ["start", "release"], order
+    assert fake.releases()[0][2] == "jobid=70"
+
+
+def test_a_job_left_to_slurm_in_a_cycle_without_actions_is_released_by_the_next(tmp_path: Path) -> None:
+    fake = FakeSlurm([job(70, licenses="fluent:1")], bad=set())
+    be = backend(fake, tmp_path)
+    cycles(be, 1)
+    be.observe(PENDING["submit_time"] + 60)
+    assert [r[2] for r in fake.releases()] == ["jobid=70"]  # once
+
+
 def test_a_job_railgang_pinned_is_planned_again_not_left_to_slurm(tmp_path: Path) -> None:
     fake = FakeSlurm([job(70)], bad=set())
     be = backend(fake, tmp_path)
