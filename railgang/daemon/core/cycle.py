@@ -148,7 +148,8 @@ def decide(
 
     quarantined, released = _quarantined(snapshot, config.lame_link_tag)
     snapshot = _with_quarantine(snapshot, quarantined)  # a what-if the placer sees (STYLE 2)
-    d = Draft(snapshot, now, placer, rng.randrange(2**31))  # 1. observe
+    d = Draft(snapshot, now, placer, rng.randrange(2**31),  # 1. observe
+              shrink_grace_s=config.elastic.shrink_grace_s)
     if config.spares.on:  # hot spares: held from everything but restarts and short work
         d.keep_spares(spare_nodes(snapshot, config.spares), config.spares)
     lap("observe")

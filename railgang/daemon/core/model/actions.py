@@ -3,7 +3,9 @@
 - :class:`Start`: run a pending job on exactly ``assignment`` (node -> GPU indices) with
   ``replicas`` DP replicas (may be below the requested size when an elastic job starts small).
 - :class:`Resize`: change a running elastic job to ``replicas``; ``assignment`` is the complete new
-  assignment (a superset of the old one when growing, a subset when shrinking).
+  assignment (a superset of the old one when growing, a subset when shrinking). A shrink with
+  ``grace_s > 0`` is a notice: the job is signalled now and shrunk after ``grace_s`` (or once it
+  says it is ready); its GPUs stay its own until then (docs/training.md "Shrink notice").
 - :class:`Preempt`: signal the job now (panic checkpoint), kill after ``grace_s``; the job goes
   back to the queue. ``for_job`` names the job the GPUs are freed for.
 - :class:`Migrate`: checkpoint a running job and restart it on a new assignment (R-T8: its links
@@ -41,6 +43,7 @@ class Resize:
     replicas: int
     assignment: Assignment  # the full new assignment
     old_replicas: int = 0
+    grace_s: float = 0.0  # a shrink's notice: signal now, shrink after this (0: at once)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "assignment", freeze_assignment(self.assignment))

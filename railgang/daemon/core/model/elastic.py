@@ -45,6 +45,11 @@ class ElasticRules:
     amortise: float = 3.0  # time saved must exceed amortise × transition cost
     superlinear_tol: float = 0.05  # a smaller size "wastes GPUs" when its per-GPU throughput is
     # more than this share below the asked size's
+    # a shrink's notice (Resize.grace_s): the job is signalled and keeps every GPU this long, so
+    # the GPUs it gives up serve no start before the backend has really shrunk it. 0 = at once
+    # (the core's default: simulated schedules stay as pinned; the daemon sets its
+    # daemon.shrink_grace_s, by default the preemption's grace)
+    shrink_grace_s: float = 0.0
 
 
 SUPERLINEAR_TOL = ElasticRules.superlinear_tol

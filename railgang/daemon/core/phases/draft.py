@@ -35,8 +35,10 @@ _JOB_ID, _WANT_ID = attrgetter("request.job_id"), attrgetter("job_id")  # read i
 class Draft:
     """The plan of one ``decide`` call being drafted (never escapes it)."""
 
-    def __init__(self, snap: Snapshot, now: float, placer: Placer, seed: int) -> None:
+    def __init__(self, snap: Snapshot, now: float, placer: Placer, seed: int, *,
+                 shrink_grace_s: float = 0.0) -> None:
         self.snap, self.now, self.placer, self.seed = snap, now, placer, seed
+        self.shrink_grace_s = shrink_grace_s  # ElasticRules.shrink_grace_s: a shrink's notice
         self.total = snap.total_gpus
         self._free: dict[str, frozenset[int]] = {n: g for n, g in snap.free.items() if g}
         self._free_count = sum(len(g) for g in self._free.values())
@@ -267,16 +269,19 @@ class Draft:
 
     def shrink(self, run: RunningJob, replicas: int, kept: Assignment, gone: Assignment, *,
                release_quota: bool = False) -> Resize:
-        """Shrink ``run`` to ``replicas`` keeping ``kept``; ``gone`` is free for this cycle.
-        ``release_quota``: the account's count drops too (a reclaim frees quota for the job it
-        serves; a plain eviction keeps counting the GPUs until the job has really shrunk)."""
-        resize = Resize(run.job_id, replicas, kept, run.replicas)
+        """Shrink ``run`` to ``replicas`` keeping ``kept``; ``gone`` is free for this cycle, unless
+        the shrink comes with a notice (``shrink_grace_s``): then the job keeps them until the
+        backend has really shrunk it, and they serve a later cycle. ``release_quota``: the
+        account's count drops too (a reclaim frees quota for the job it serves; a plain eviction
+        keeps counting the GPUs until the job has really shrunk)."""
+        resize = Resize(run.job_id, replicas, kept, run.replicas, self.shrink_grace_s)
         self._shrinks.append(resize)
         self._log.append(resize)
         self._touched.add(run.job_id)
         if release_quota:
             self._account_gpus[run.job.account] -= gpu_count(gone)
-        self._give(gone)
+        if self.shrink_grace_s <= 0:
+            self._give(gone)
         return resize
 
     def grow(self, run: RunningJob, replicas: int, placed: Placed) -> Resize:

@@ -203,7 +203,8 @@ class EvictPhase:
     def _carry_out(self, job: Job, x: Want, need: int, placed: Placed,
                    shrinks: tuple[_Shrink, ...], kills: tuple[RunningJob, ...]) -> None:
         """Shrink and preempt the victims found for ``job``; start it at once when shrinks alone
-        made room (on exactly the GPUs they released), else it waits for the signalled jobs."""
+        made room (on exactly the GPUs they released) without a notice, else it waits for the
+        signalled jobs."""
         d = self.d
         self.served += 1
         for v, kept, gone in shrinks:
@@ -214,6 +215,9 @@ class EvictPhase:
             self.churn += self.gpus_of[v.job_id]
         if kills:
             d.wait(job, Reason.PREEMPTING, f"signalled {', '.join(k.job_id for k in kills)}", need)
+        elif d.shrink_grace_s > 0:  # noticed shrinks: their GPUs come after the notice
+            d.wait(job, Reason.PREEMPTING, f"shrinking {', '.join(v.job_id for v, _, _ in shrinks)} "
+                   f"after a {d.shrink_grace_s:g} s notice", need)
         else:
             d.start(job, placed, x.min_replicas)
 
