@@ -210,6 +210,9 @@ class DaemonSettings(BaseModel):
     resize: bool = True  # allow shrinking and growing elastic jobs
     emit_priorities: bool = False  # also hand the policy's order to Slurm as job priorities
     preempt_grace_s: float = Field(default=120.0, ge=0)  # PreemptionBudget.grace_s: signal to requeue
+    # ElasticRules.shrink_grace_s: a shrink's notice, signal to shrink (docs/training.md); unset:
+    # preempt_grace_s. 0: shrink at once, without a signal (the ranks on the nodes dropped die)
+    shrink_grace_s: float | None = Field(default=None, ge=0)
     # PreemptionBudget.churn_cap: share of the GPUs that may be preempted per 10-min window (a small
     # cluster needs more than 5 % to free one whole NVLink block at all)
     preempt_churn_cap: float = Field(default=0.05, ge=0, le=1)

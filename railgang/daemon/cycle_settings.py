@@ -33,6 +33,7 @@ NAMED: Mapping[str, str] = {
     "budget.domain_patience_s": "daemon.domain_patience_s",
     "budget.churn_burst_gpus": "daemon.churn_burst_gpus",
     "elastic.min_interval_s": "daemon.resize_min_interval_s",
+    "elastic.shrink_grace_s": "daemon.shrink_grace_s",  # unset: daemon.preempt_grace_s
     "leaf_wait_s": "daemon.leaf_wait_s", "leaf_holds": "daemon.leaf_holds",
     "leaf_wait_max_s": "daemon.leaf_wait_max_s", "whole_leaf_first": "daemon.whole_leaf_first",
     "backfill_held_leaf": "daemon.backfill_held_leaf",
@@ -81,6 +82,8 @@ def cycle_from(settings: Settings) -> CycleSetup:
     for path, key in NAMED.items():
         group, name = key.split(".")
         config = _set(config, path.split("."), getattr(getattr(settings, group), name))
+    shrink = d.shrink_grace_s if d.shrink_grace_s is not None else d.preempt_grace_s
+    config = dataclasses.replace(config, elastic=dataclasses.replace(config.elastic, shrink_grace_s=shrink))
     config = _table(config, d.cycle, "daemon.cycle", "")
     setup = CycleSetup(config=config, policy_name=d.policy, fair_share=d.fair_share,
                        tiresias_thresholds_gpu_h=tuple(d.tiresias_thresholds_gpu_h),

@@ -229,9 +229,18 @@ def test_every_cycle_config_field_is_reachable_from_the_settings_file(
         table[key] = value
     setup = cycle_from(load_settings(**data))
     assert _get(setup.config, path) == value
-    # and nothing else moved
-    others = {p: v for p, v in _leaves(setup.config) if p != path}
-    assert others == {p: v for p, v in _leaves(cycle_from(load_settings()).config) if p != path}
+    # and nothing else moved (but the shrink notice, which follows the preemption's grace)
+    follows = {path} | ({"elastic.shrink_grace_s"} if path == "budget.grace_s" else set())
+    others = {p: v for p, v in _leaves(setup.config) if p not in follows}
+    assert others == {p: v for p, v in _leaves(cycle_from(load_settings()).config) if p not in follows}
+
+
+def test_the_shrink_notice_is_the_preemptions_grace_unless_set() -> None:
+    assert cycle_from(load_settings()).config.elastic.shrink_grace_s == 120.0
+    grace = cycle_from(load_settings(daemon={"preempt_grace_s": 30})).config.elastic
+    assert grace.shrink_grace_s == 30.0
+    zero = cycle_from(load_settings(daemon={"preempt_grace_s": 30, "shrink_grace_s": 0}))
+    assert zero.config.elastic.shrink_grace_s == 0.0
 
 
 def test_named_keys_exist_in_the_settings() -> None:
