@@ -33,7 +33,7 @@ class FollowUp:
     restarted at its new size). The journal records each, like the actions it follows."""
 
     job_id: str
-    step: str  # "requeue" | "restart"
+    step: str  # "requeue" | "restart" | "shrink" (after its notice)
     ok: bool
     detail: str  # one line, as logged
 

@@ -42,7 +42,7 @@ MAX_COMMENT = 256  # a progress comment is a handful of short numbers
 # bounds of each field (the Comment is written by the user: never trust it)
 _BOUNDS: dict[str, tuple[float, float]] = {
     "step": (0, 1e12), "sps": (0, 1e9), "t": (0, 1e11), "total": (1, 1e12),
-    "step_s": (1e-6, 86400.0), "compute_s": (0, 86400.0)}
+    "step_s": (1e-6, 86400.0), "compute_s": (0, 86400.0), "ready": (1, 2**40)}
 _REQUIRED = ("step", "sps", "t")
 DEFAULT_STOP_SIGNALS = (signal.SIGUSR1, signal.SIGTERM)
 _CKPT = re.compile(r"[:;]ckpt=(\d{1,10})(?:;|$)")  # the daemon's advice in the railgang tag
@@ -270,6 +270,7 @@ class Progress:
     total: float | None = None  # the step the job ends at
     step_s: float | None = None  # wall seconds of one step at the job's current size
     compute_s: float | None = None  # of which the kernels computed
+    ready: float | None = None  # ready for the shrink notice with this deadline (epoch s)
 
     @property
     def remaining_s(self) -> float | None:
@@ -287,6 +288,8 @@ def format_progress(p: Progress) -> str:
         out += f",step_s={p.step_s:.4g}"
     if p.compute_s is not None:
         out += f",compute_s={p.compute_s:.4g}"
+    if p.ready is not None:
+        out += f",ready={int(p.ready)}"
     return out
 
 
@@ -320,7 +323,7 @@ def read_progress(comment: str) -> Progress | None:
         raise ValueError(f"progress compute_s {got['compute_s']:g} exceeds step_s "
                          f"{got['step_s']:g}")
     return Progress(step=got["step"], sps=got["sps"], t=int(got["t"]), total=got.get("total"),
-                    step_s=got.get("step_s"), compute_s=got.get("compute_s"))
+                    step_s=got.get("step_s"), compute_s=got.get("compute_s"), ready=got.get("ready"))
 
 
 def parse_progress(comment: str) -> dict[str, float] | None:

@@ -11,6 +11,12 @@ and writes ``preempt=DEADLINE@RESTARTS`` (or ``grow=...@TARGET``) into the job's
 whichever backend instance observes the job after DEADLINE requeues it (and for a grow starts it
 again at the new size). The mark is bound to the job's restart count, so it lapses once the job
 was requeued, and nothing but Slurm has to remember it.
+
+A shrink with a notice (``Resize.grace_s > 0``) is two-phase the same way: the checkpoint signal
+and ``shrink=DEADLINE@RESTARTS@TARGET`` (the nodes it keeps: the new size, and when it applies,
+which the training helper reads), then, after DEADLINE or as soon as the job's progress report
+says it is ready for this notice, ``NodeList=`` the kept nodes (:func:`shrinks_due`). Until then
+the snapshot shows the job in flight with every GPU it holds (``snapshot.core_running``).
 """
 
 from __future__ import annotations
@@ -154,34 +160,7 @@ def _plan(b: _Batch, i: int, action: Action, obs: Observation, now: float, confi
         if len({len(g) for g in action.assignment.values()}) > 1:
             b.notes[i] = "unequal GPUs per node: asked Slurm for the total, Slurm picks the split"
     elif isinstance(action, Resize):
-        found = _running_tagged(obs, action.job_id)
-        if isinstance(found, str):
-            return found
-        rec, tag = found
-        if sum(len(g) for _, g in rec.allocation) < action.gpus:  # grow: checkpoint + requeue
-            if tag.grow is not None and tag.grow.restarts == rec.restarts:
-                # this run is already growing (the core asks again each cycle until the requeue):
-                # marking it again would push the deadline out every cycle, and it would never come
-                b.notes[i] = f"already growing: requeue due at {tag.grow.deadline:.0f}"
-                return None
-            problem = _node_problem(obs, list(action.assignment))
-            if problem:
-                return problem
-            target = tuple((n, len(g)) for n, g in action.assignment.items())
-            mark = Pending(now + config.resize_grace_s, rec.restarts, target)
-            b.script.add(rec.job_id, [f"AdminComment={dataclasses.replace(tag, grow=mark).render()}"], i)
-            b.signals.append((rec.job_id, i))
-            b.notes[i] = f"grow by requeue: checkpoint signal now, restart on {action.gpus} GPUs after {config.resize_grace_s:g}s"
-        else:
-            keep = _shrink_nodes(rec, action)
-            if isinstance(keep, str):
-                return keep
-            if set(keep) == {n for n, _ in rec.allocation}:
-                b.notes[i] = "no change"
-            else:
-                b.script.add(rec.job_id, [f"NodeList={cmd.hosts(keep)}"], i)
-                if set(keep) != set(action.assignment):
-                    b.notes[i] = f"kept batch host {rec.batch_host}: now on {cmd.hosts(keep)}"
+        return _plan_resize(b, i, action, obs, now, config)
     elif isinstance(action, Preempt | Migrate):  # a migration is checkpoint + requeue here: the
         found = _running_tagged(obs, action.job_id)  # core places the requeued job again itself
         if isinstance(found, str):
@@ -216,6 +195,51 @@ def _plan(b: _Batch, i: int, action: Action, obs: Observation, now: float, confi
             b.node_ops.append((cmd.features_argv(action.node, raw.features | {feature}), i))
     else:  # pragma: no cover - the Action union is closed
         return f"unknown action {type(action).__name__}"
+    return None
+
+
+def _plan_resize(b: _Batch, i: int, action: Resize, obs: Observation, now: float,
+                 config: ApplyConfig) -> str | None:
+    """A grow (checkpoint + requeue), a shrink in place, or a shrink's notice."""
+    found = _running_tagged(obs, action.job_id)
+    if isinstance(found, str):
+        return found
+    rec, tag = found
+    if tag.shrink is not None and tag.shrink.restarts == rec.restarts:  # in its notice
+        b.notes[i] = f"already shrinking: due at {tag.shrink.deadline:.0f}"
+        return None if action.gpus <= sum(n for _, n in tag.shrink.target) else \
+            f"job {rec.job_id} is in a shrink notice until {tag.shrink.deadline:.0f}"
+    if sum(len(g) for _, g in rec.allocation) < action.gpus:  # grow: checkpoint + requeue
+        if tag.grow is not None and tag.grow.restarts == rec.restarts:
+            # this run is already growing (the core asks again each cycle until the requeue):
+            # marking it again would push the deadline out every cycle, and it would never come
+            b.notes[i] = f"already growing: requeue due at {tag.grow.deadline:.0f}"
+            return None
+        problem = _node_problem(obs, list(action.assignment))
+        if problem:
+            return problem
+        target = tuple((n, len(g)) for n, g in action.assignment.items())
+        mark = Pending(now + config.resize_grace_s, rec.restarts, target)
+        b.script.add(rec.job_id, [f"AdminComment={dataclasses.replace(tag, grow=mark).render()}"], i)
+        b.signals.append((rec.job_id, i))
+        b.notes[i] = f"grow by requeue: checkpoint signal now, restart on {action.gpus} GPUs after {config.resize_grace_s:g}s"
+    else:
+        keep = _shrink_nodes(rec, action)
+        if isinstance(keep, str):
+            return keep
+        if set(keep) == {n for n, _ in rec.allocation}:
+            b.notes[i] = "no change"
+        elif action.grace_s > 0:  # the notice first; the shrink itself is finish_due's
+            target = tuple((n, len(g)) for n, g in rec.allocation if n in keep)
+            mark = Pending(now + action.grace_s, rec.restarts, target)
+            b.script.add(rec.job_id, [f"AdminComment={dataclasses.replace(tag, shrink=mark).render()}"], i)
+            b.signals.append((rec.job_id, i))
+            b.notes[i] = (f"shrink notice: checkpoint signal now, shrink to {cmd.hosts(keep)} "
+                          f"after {action.grace_s:g}s")
+        else:
+            b.script.add(rec.job_id, [f"NodeList={cmd.hosts(keep)}"], i)
+            if set(keep) != set(action.assignment):
+                b.notes[i] = f"kept batch host {rec.batch_host}: now on {cmd.hosts(keep)}"
     return None
 
 
@@ -277,7 +301,7 @@ def died_of_the_signal(ended: Iterable[SqueueJob]) -> list[SqueueJob]:
     number = getattr(signal, f"SIG{cmd.CHECKPOINT_SIGNAL}")
     return [r for r in ended if r.tag is not None and r.exit_signal == number
             and any(m is not None and m.restarts == r.restarts
-                    for m in (r.tag.preempt, r.tag.grow))]
+                    for m in (r.tag.preempt, r.tag.grow, r.tag.shrink))]
 
 
 def finish_due(runner: SlurmRunner, obs: Observation, now: float, config: ApplyConfig,
@@ -295,7 +319,7 @@ def finish_due(runner: SlurmRunner, obs: Observation, now: float, config: ApplyC
     done: list[FollowUp] = []
     for rec in died_of_the_signal(ended):
         assert rec.tag is not None
-        (preempts if rec.tag.preempt is not None else grows).append(rec)
+        (preempts if rec.tag.preempt is not None or rec.tag.grow is None else grows).append(rec)
         log.warning("slurm: job %s: its batch script died of the checkpoint signal (SIG%s); "
                     "requeued now. Make the script exec its trainer or trap the signal "
                     "(docs/training.md)", rec.job_id, cmd.CHECKPOINT_SIGNAL)
@@ -322,10 +346,46 @@ def finish_due(runner: SlurmRunner, obs: Observation, now: float, config: ApplyC
                  if job_id in bad else
                  FollowUp(job_id, "restart", True, "growing by requeue, pinned to its new size")
                  for job_id, _ in script.owners]
+    done += _shrink(runner, [r for r in shrinks_due(obs, now) if r.job_id not in failed])
     for f in done:
         log.info("slurm: %s", f.line)
     return done
 
 
+def shrinks_due(obs: Observation, now: float) -> list[SqueueJob]:
+    """Running jobs whose shrink notice is over: its deadline passed, or the job's progress
+    report says it is ready (``ready=`` this notice's deadline: an echo of an older notice does
+    not count). The report is the user's (docs/security.md): it can only bring its own job's
+    shrink forward, never another job's, and never delay one."""
+    out = []
+    for rec in obs.jobs.values():
+        mark = rec.tag.shrink if rec.tag is not None else None
+        if rec.state != "RUNNING" or mark is None or mark.restarts != rec.restarts:
+            continue
+        if mark.deadline <= now or (rec.progress is not None and rec.progress.ready == mark.deadline):
+            out.append(rec)
+    return out
+
+
+def _shrink(runner: SlurmRunner, recs: Sequence[SqueueJob]) -> list[FollowUp]:
+    """The second phase of noticed shrinks: the mark is cleared first (a refused shrink is not
+    tried again every cycle: the core sees the job at its old size and decides anew), then
+    Slurm drops the nodes it does not keep."""
+    script = cmd.ScontrolScript()
+    for rec in recs:
+        assert rec.tag is not None and rec.tag.shrink is not None
+        script.add(rec.job_id, [f"AdminComment={dataclasses.replace(rec.tag, shrink=None).render()}"], 0)
+        script.add(rec.job_id, [f"NodeList={cmd.hosts(n for n, _ in rec.tag.shrink.target)}"], 1)
+    if not script:
+        return []
+    res = runner.attempt([cmd.SCONTROL], stdin=script.text)
+    bad = cmd.failures_by_job(res.stderr)
+    if not res.ok and not bad:
+        bad = {r.job_id: res.message for r in recs}
+    return [FollowUp(r.job_id, "shrink", False, f"shrink refused: {bad[r.job_id]}") if r.job_id in bad
+            else FollowUp(r.job_id, "shrink", True, f"shrunk after its notice to {len(r.tag.shrink.target)} node(s)")
+            for r in recs if r.tag is not None and r.tag.shrink is not None]
+
+
 __all__ = ["DRAIN_PREFIX", "ApplyConfig", "apply_actions", "died_of_the_signal", "due",
-           "finish_due"]
+           "finish_due", "shrinks_due"]

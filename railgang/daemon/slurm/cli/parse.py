@@ -47,12 +47,13 @@ class Pending:
 
     deadline: float
     restarts: int  # the job's restart_cnt when the signal was sent
-    target: tuple[tuple[str, int], ...] = ()  # grow: (node, gpus) of the new size
+    target: tuple[tuple[str, int], ...] = ()  # grow, shrink: (node, gpus) of the new size
 
 
 @dataclass(frozen=True, slots=True)
 class RailgangTag:
-    """A job's railgang hints (and any in-flight preemption or grow) from its AdminComment."""
+    """A job's railgang hints (and any in-flight preemption, grow or shrink notice) from its
+    AdminComment."""
 
     tp: int = 1
     pp: int = 1
@@ -64,6 +65,7 @@ class RailgangTag:
     begin: float | None = None  # the user's --begin (epoch s): not started before it
     preempt: Pending | None = None
     grow: Pending | None = None
+    shrink: Pending | None = None  # a shrink's notice: the new size and when it applies
     ckpt: int | None = None  # advised checkpoint interval, seconds (failures/advice.py)
 
     def render(self) -> str:
@@ -84,6 +86,8 @@ class RailgangTag:
             parts.append(f"preempt={self.preempt.deadline:.0f}@{self.preempt.restarts}")
         if self.grow is not None:
             parts.append(f"grow={self.grow.deadline:.0f}@{self.grow.restarts}@{render_target(self.grow.target)}")
+        if self.shrink is not None:
+            parts.append(f"shrink={self.shrink.deadline:.0f}@{self.shrink.restarts}@{render_target(self.shrink.target)}")
         if self.ckpt is not None:
             parts.append(f"ckpt={self.ckpt}")
         return TAG_PREFIX + ";".join(parts)
@@ -102,7 +106,7 @@ def parse_target(text: str) -> tuple[tuple[str, int], ...]:
     for group in text.split("+"):
         nodes, sep, gpus = group.rpartition("x")
         if not sep or not gpus.isdigit() or not nodes:
-            raise ParseProblem(f"grow target '{group}' is not NODESxGPUS")
+            raise ParseProblem(f"target '{group}' is not NODESxGPUS")
         out.extend((n, int(gpus)) for n in expand_hosts(nodes))
     return tuple(out)
 
@@ -166,6 +170,8 @@ def parse_tag(comment: str) -> RailgangTag | None:
             fields["preempt"] = _pending(value, "preempt", with_target=False)
         elif key == "grow":
             fields["grow"] = _pending(value, "grow", with_target=True)
+        elif key == "shrink":
+            fields["shrink"] = _pending(value, "shrink", with_target=True)
         elif key == "ckpt":
             fields["ckpt"] = _int(value, "ckpt", 1, 2**31 - 1)
         else:

@@ -121,6 +121,9 @@ def core_running(rec: SqueueJob, tag: RailgangTag, job: Job) -> RunningJob:
     assignment = {node: idx for node, idx in rec.allocation if idx}
     held = sum(len(idx) for idx in assignment.values())
     preempt = tag.preempt if tag.preempt and tag.preempt.restarts == rec.restarts else None
+    # a shrink in its notice is in flight as a preemption is: the core neither resizes nor evicts
+    # it again, and the GPUs it will give up stay its own until Slurm has dropped them
+    preempt = preempt or (tag.shrink if tag.shrink and tag.shrink.restarts == rec.restarts else None)
     return RunningJob(
         job=job,
         assignment=assignment,
