@@ -281,7 +281,7 @@ def _scoped(t: Trend, teams: frozenset[str] | None) -> Trend:
 
 def build_report(inputs: ReportInputs, settings: ReportSettings, *, date: str,
                  generated_at: datetime, teams: frozenset[str] | None = None,
-                 fabric: Fabric | None = None) -> Report:
+                 fabric: Fabric | None = None, partial: bool = False) -> Report:
     sizes = node_sizes(inputs.segments, list(inputs.gpus))
     teams_rows = team_rows(inputs)
     pools, notes = pool_rows(inputs, settings, sizes, fabric)
@@ -331,7 +331,7 @@ def build_report(inputs: ReportInputs, settings: ReportSettings, *, date: str,
                   nodes_down=unavailable_nodes(inputs.nodes, inputs.since, inputs.until),
                   team_waits=[w for w in team_waits(inputs)
                               if teams is None or w.team in teams],
-                  trend=_scoped(trend(inputs, capacity), teams))
+                  trend=_scoped(trend(inputs, capacity), teams), partial=partial)
 
 
 __all__ = ["build_report", "chaos", "fleet_inventory", "fleet_series", "pool_rows", "queue_rows",

@@ -97,7 +97,9 @@ def report(
         typer.echo(to_json(rep))
         return
     t = rep.totals
-    lines = [f"report {rep.date}: {t['allocated_gpu_h'] or 0:,.0f} of "
+    so_far = f" so far (until {datetime.fromtimestamp(rep.until, UTC):%H:%M} UTC)" \
+        if rep.partial else ""
+    lines = [f"report {rep.date}{so_far}: {t['allocated_gpu_h'] or 0:,.0f} of "
              f"{t['capacity_gpu_h'] or 0:,.0f} GPU-h allocated, {len(rep.teams)} teams, "
              f"{len(rep.anomalies)} anomalies in {len(rep.anomaly_groups)} groups"]
     # grouped and ranked (report/anomalies.grouped): the costliest groups, each with its count

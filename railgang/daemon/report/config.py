@@ -67,9 +67,12 @@ class ReportSettings(BaseModel):
     """``railgang report`` and the daemon's nightly job (docs/report.md)."""
 
     model_config = {"extra": "forbid"}
-    # the daemon writes <dir>/<date>/report.{html,csv,json} each night; empty = no nightly job
+    # the daemon writes <dir>/<date>/report.{html,csv,json} each night; empty = no report jobs
     dir: Path | None = None
     nightly_hour_utc: int = Field(default=1, ge=0, le=23)  # builds the day before, at HH:05
+    # and today's so far into <dir>/<today>/ every this many seconds (and at start), marked
+    # partial until the nightly run replaces it; 0 = only the nightly one (issue 36 item 1)
+    today_every_s: int = Field(default=3600, ge=0, le=86400)
     top_jobs: int = Field(default=20, ge=1, le=1000)
     # GPUs per pool (GPU type) when telemetry cannot tell (idle GPUs send no samples)
     pool_gpus: dict[str, int] = {}

@@ -173,7 +173,7 @@ def load_inputs(s: Session, *, since: int, until: int, now: int, history_days: i
         _usage(s, since, until, now, ("gpu_type",), teams), segments, dict(chains), queue,
         accounts, rates, dict(history), used, span)
     inputs.usage_user = _usage(s, since, until, now, ("user", "team"), teams)
-    inputs.daily = load_daily(s, until, now, teams)
+    inputs.daily = load_daily(s, -(-until // DAY_S) * DAY_S, now, teams)  # whole UTC days
     inputs.nodes = load_nodes(s, until)
     inputs.ended = load_ended(s, since, until, segments, teams)
     currencies = sorted({r.currency for r in s.scalars(select(Rate))})
@@ -189,7 +189,8 @@ TREND_DAYS = 7
 
 def load_daily(s: Session, until: int, now: int, teams: frozenset[str] | None,
                days: int = TREND_DAYS) -> dict[str, list[float]]:
-    """team -> allocated GPU-hours per UTC day, the ``days`` days ending at ``until``."""
+    """team -> allocated GPU-hours per UTC day, the ``days`` days ending at ``until`` (a
+    midnight; today's counts up to ``now``)."""
     out: dict[str, list[float]] = defaultdict(lambda: [0.0] * days)
     for k in range(days):
         lo = until - (days - k) * DAY_S

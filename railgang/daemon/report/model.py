@@ -179,6 +179,9 @@ class Report:
     team_waits: list[TeamWaitRow] = field(default_factory=list)
     trend: Trend | None = None
     anomaly_groups: list[AnomalyGroup] = field(default_factory=list)  # anomalies.grouped
+    # the day is not over: the window ends at ``until`` (when it was built), not at midnight;
+    # the daemon rebuilds today's so far and the nightly run overwrites it with the whole day
+    partial: bool = False
 
     def as_dict(self) -> dict[str, Any]:
         d = asdict(self)

@@ -52,15 +52,15 @@ def team_waits(inputs: ReportInputs) -> list[TeamWaitRow]:
 def trend(inputs: ReportInputs, capacity_gpus: int) -> Trend:
     """Allocated GPU-hours per UTC day for the days ending with the window's last day (read
     per day from the ledger: ``data.load_daily``), per team and for the fleet, and the fleet's
-    share of the window's capacity per day."""
+    share of the window's capacity per day (of the hours so far, on a day not over yet)."""
     days = max((len(v) for v in inputs.daily.values()), default=TREND_DAYS)
-    last = inputs.until - DAY_S
+    last = (inputs.until - 1) // DAY_S * DAY_S  # the midnight the window's last day began
     dates = [datetime.fromtimestamp(last - k * DAY_S, UTC).date().isoformat()
              for k in range(days - 1, -1, -1)]
     teams = {t: [round(x, 3) for x in v] for t, v in sorted(inputs.daily.items())}
     fleet = [round(sum(v[i] for v in inputs.daily.values()), 3) for i in range(days)]
-    cap = capacity_gpus * 24
-    pct = [round(100 * f / cap, 2) if cap else None for f in fleet]
+    caps = [capacity_gpus * 24.0] * (days - 1) + [capacity_gpus * (inputs.until - last) / 3600]
+    pct = [round(100 * f / cap, 2) if cap else None for f, cap in zip(fleet, caps, strict=True)]
     return Trend(dates, fleet, pct, teams)
 
 

@@ -4,7 +4,7 @@ ledger, build, and (optionally) write. Every failure is one ``RailgangError`` li
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
@@ -83,18 +83,26 @@ def yesterday(now: datetime) -> str:
     return (now.astimezone(UTC).date() - timedelta(days=1)).isoformat()
 
 
+def so_far(day: Day, now: datetime) -> Day:
+    """The part of ``day`` before ``now``: a day not over yet (today) is reported up to now,
+    its capacity, quotas, charts and open segments included, not up to midnight."""
+    end = max(day.since, min(day.until, int(now.timestamp())))
+    return day if end == day.until else replace(day, until=end)
+
+
 def make_report(s: Session, day: Day, settings: ReportSettings, *, now: datetime,
                 teams: frozenset[str] | None = None, fabric: Fabric | None = None) -> Report:
-    if not has_data(s, day.since, day.until):
-        raise NoReportData(f"no ledger segments or telemetry for {day.text} (UTC); ingest it "
+    window = so_far(day, now)
+    if not has_data(s, window.since, window.until):
+        raise NoReportData(f"no ledger segments or telemetry for {day.text} (UTC)"
+                           f"{' so far' if window.until < day.until else ''}; ingest it "
                            "first (`railgang ledger ingest`) or pick another --date or range")
     th = settings.thresholds
-    inputs = load_inputs(s, since=day.since, until=day.until,
-                         now=min(int(now.timestamp()), day.until),
+    inputs = load_inputs(s, since=window.since, until=window.until, now=window.until,
                          history_days=th.surge_history_days, recent_s=th.idle_reservation_s,
                          teams=teams)
     return build_report(inputs, settings, date=day.text, generated_at=now, teams=teams,
-                        fabric=fabric)
+                        fabric=fabric, partial=window.until < day.until)
 
 
 def teams_under(s: Session, names: list[str]) -> frozenset[str]:
@@ -146,4 +154,4 @@ def _check_writable(out: Path) -> None:
 
 
 __all__ = ["MAX_RANGE_DAYS", "Day", "NoReportData", "make_report", "parse_day", "parse_range",
-           "report_dir", "teams_under", "write_day", "yesterday"]
+           "report_dir", "so_far", "teams_under", "write_day", "yesterday"]

@@ -30,8 +30,9 @@ railgang_account_pending_jobs          gauge      ``account``: jobs waiting
 railgang_account_oldest_wait_seconds   gauge      ``account``: the longest wait of a pending job
 railgang_account_quota_gpus            gauge      ``account``, ``kind``: guaranteed | limit (the
                                                   quota tree; only accounts that have one)
-railgang_report_last_timestamp_seconds gauge      newest report written under report.dir
-                                                  (epoch of its files; 0 when none)
+railgang_report_last_timestamp_seconds gauge      newest whole-day report under report.dir
+                                                  (epoch of its files; 0 when none; today's
+                                                  so far is left out)
 railgang_ledger_watermark_timestamp_seconds
                                        gauge      ``source``: sacct | telemetry: how far the
                                                   ledger has read it (epoch; 0 before the first
@@ -310,11 +311,15 @@ def jobs_fitting_free(snapshot: Snapshot) -> int:
 
 
 def newest_report(root: Path | None) -> float:
-    """Modification time of the newest ``<root>/<day>/`` report folder (0: none)."""
+    """Modification time of the newest ``<root>/<day>/`` report folder (0: none), today's so
+    far left out: rebuilt hourly, it would hide a nightly report that failed."""
     if root is None or not root.is_dir():
         return 0.0
+    from railgang.daemon.report.nightly import whole_day
+
     try:
-        return max((p.stat().st_mtime for p in root.iterdir() if p.is_dir()), default=0.0)
+        return max((p.stat().st_mtime for p in root.iterdir() if p.is_dir() and whole_day(p)),
+                   default=0.0)
     except OSError:
         return 0.0
 
