@@ -58,6 +58,8 @@ class CapacitySplit:
 def kind_of(state: str) -> str:
     """down | drained | reserved | up, from a recorded state (``idle+reserved``, ``down*``...)."""
     words = [base_state(w) for w in state.lower().split("+")]
+    if "maint" in words:  # slurmdbd counts a node event inside a MAINT reservation as PLND Down
+        return "reserved"
     if any(w in _DOWN for w in words) or state.strip().endswith("*"):
         return "down"
     if any(w in _DRAIN for w in words):

@@ -32,15 +32,24 @@ class NodeInventory:
         nodes = list(nodes)
         if self.on_read is not None:
             self.on_read(nodes)
-        # "+reserved": in an active reservation, for the report's sreport-like capacity split
-        seen = frozenset(NodeSeen(n.name, str(n.state) + ("+reserved" if getattr(
-            n, "reserved", False) else ""), gpu_types.get(n.name, ""), n.gpus, n.reason)
+        seen = frozenset(NodeSeen(n.name, _state(n), gpu_types.get(n.name, ""), n.gpus, n.reason)
                          for n in nodes)
         if seen == self._last:
             return 0
         written = record_node_states(s, self.cluster, seen, int(now), whole_fleet=True)
         self._last = seen
         return written
+
+
+def _state(n: Any) -> str:
+    """The recorded state, for the report's sreport-like capacity split (report/sreport.py):
+    "+reserved" while in an active reservation; "maint" for a node the core reads as drain
+    only because a MAINT reservation holds it (slurmdbd records no node event for that, and
+    sreport counts its time as PLND Down, not Down)."""
+    state = str(n.state)
+    if getattr(n, "maint", False):
+        state = "maint" if state == "drain" else f"{state}+maint"
+    return state + ("+reserved" if getattr(n, "reserved", False) else "")
 
 
 __all__ = ["NodeInventory"]

@@ -111,3 +111,31 @@ def test_the_inventory_records_a_reserved_node(engine: Engine) -> None:
         states = dict(s.execute(select(NodeState.node, NodeState.state)).all())
     assert states == {"n1": "idle+reserved", "n2": "idle"}
     assert kind_of(states["n1"]) == "reserved"
+
+
+def test_a_node_in_a_maint_reservation_is_reserved_not_drained(engine: Engine) -> None:
+    """sinfo (22.05) shows a node in a MAINT reservation as idle with flags MAINTENANCE and
+    RESERVED; the core reads MAINTENANCE as drain (no new work), but slurmdbd records no node
+    event for it: sreport counts the time as PLND Down (``--tres=cpu``), never as Down. Seen
+    on the local cluster (tests/e2e/test_sreport_capacity_e2e.py); recorded as drained before."""
+    import json
+
+    from railgang.daemon.service.node_inventory import NodeInventory
+    from railgang.daemon.slurm.cli.records import parse_sinfo
+
+    def node(name: str, flags: list[str], reason: str = "") -> dict[str, object]:
+        return {"name": name, "state": "idle", "state_flags": flags, "reason": reason,
+                "gres": "gpu:8"}
+
+    text = json.dumps({"meta": {"plugin": {"type": "openapi/v0.0.38"}}, "nodes": [
+        node("n1", ["MAINTENANCE", "RESERVED"]), node("n2", ["RESERVED"]),
+        node("n3", ["DRAIN"], "disk"), node("n4", ["DRAIN", "RESERVED"], "disk")]})
+    nodes, problems = parse_sinfo(text)
+    assert problems == []
+    with session_scope(engine) as s:
+        NodeInventory("c").record(s, nodes, {}, 0)
+        states = dict(s.execute(select(NodeState.node, NodeState.state)).all())
+    assert {n: kind_of(st) for n, st in states.items()} == {
+        "n1": "reserved", "n2": "reserved", "n3": "drained", "n4": "drained"}, states
+    # down or drained inside a MAINT reservation: slurmdbd counts the node event as PLND Down
+    assert kind_of("down+maint+reserved") == "reserved"

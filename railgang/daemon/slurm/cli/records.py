@@ -119,6 +119,7 @@ class SinfoNode:
     reason_by: str = ""
     room: Room | None = None  # free CPUs and memory (asks.py); None: unknown
     reserved: bool = False  # in an active reservation (only its jobs may use it)
+    maint: bool = False  # in a MAINT one (sinfo "maint"; the state reads drain: no new work)
 
 
 @dataclass(frozen=True, slots=True)
@@ -501,6 +502,7 @@ def _sinfo_node(raw: Any, i: int) -> SinfoNode:
         partitions=frozenset(str(p) for p in raw.get("partitions") or () if p),
         room=node_room(raw),
         reserved="RESERVED" in flags if isinstance(flags, list) else False,
+        maint="MAINTENANCE" in flags if isinstance(flags, list) else False,
     )
 
 
