@@ -208,8 +208,9 @@ def _scheduler(service: DaemonService, engine: Engine, settings: Settings,
     scheduler.add_job(_cycle, "interval", args=[service], seconds=d.cycle_interval_s,
                       next_run_time=datetime.now(UTC), id="cycle")
     if schedule_nightly(scheduler, engine, settings):  # docs/report.md
-        log.info("nightly report into %s at %02d:05 UTC", settings.report.dir,
-                 settings.report.nightly_hour_utc)
+        log.info("nightly report into %s at %02d:05 UTC, today's so far every %d s (0: off)",
+                 settings.report.dir, settings.report.nightly_hour_utc,
+                 settings.report.today_every_s)
     feeds = schedule_feeds(scheduler, engine, settings, metrics, _sacct(settings))
     if feeds:  # the ledger fills itself (docs/deploy.md, step 3)
         log.info("ledger feeds: %s", ", ".join(feeds))
