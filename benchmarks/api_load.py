@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import random
@@ -92,12 +93,50 @@ class Pool:
         return status
 
 
+class CpuMeter:
+    """CPU seconds (user + system) of the server's process tree, of PostgreSQL's and of this
+    client, from /proc: per request, they say where the machine's cores went during a step."""
+
+    def __init__(self, server_pid: int | None, pg_pid: int | None) -> None:
+        self.roots = {"api": server_pid, "pg": pg_pid}
+        self.tick = os.sysconf("SC_CLK_TCK")
+
+    @staticmethod
+    def _tree(pid: int) -> list[int]:
+        out, todo = [], [pid]
+        while todo:
+            p = todo.pop()
+            out.append(p)
+            with contextlib.suppress(OSError):  # gone meanwhile
+                todo += [int(c) for task in Path(f"/proc/{p}/task").glob("*/children")
+                         for c in task.read_text().split()]
+        return out
+
+    def _seconds(self, pid: int | None) -> float:
+        total = 0
+        for p in self._tree(pid) if pid is not None else []:
+            try:
+                fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:  # gone: its time is lost unless its parent reaped it
+                continue
+            # utime, stime, and those of its children that ended (PostgreSQL's autovacuum)
+            total += sum(int(f) for f in fields[11:15])
+        return total / self.tick
+
+    def read(self) -> dict[str, float]:
+        t = os.times()
+        return {**{k: self._seconds(v) for k, v in self.roots.items()},
+                "client": t.user + t.system}
+
+
 def _raw(path: str, token: str, port: int) -> bytes:
     return (f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
             f"Authorization: Bearer {token}\r\nAccept: */*\r\n\r\n").encode()
 
 
-async def step(pool: Pool, plan: list[bytes], rate: float) -> dict[str, Any]:
+async def step(pool: Pool, plan: list[bytes], rate: float,
+               meter: CpuMeter | None = None) -> dict[str, Any]:
+    cpu0 = meter.read() if meter is not None else {}
     lat: list[float] = []
     errors = 0
     kinds: dict[str, int] = {}
@@ -127,6 +166,8 @@ async def step(pool: Pool, plan: list[bytes], rate: float) -> dict[str, Any]:
     await asyncio.gather(*tasks)
     wall = time.perf_counter() - t0
     lat.sort()
+    cpu = {k: round((v - cpu0[k]) * 1000 / len(plan), 2)  # ms of CPU per request
+           for k, v in (meter.read() if meter is not None else {}).items()}
 
     def pct(q: float) -> float:
         return lat[min(len(lat) - 1, int(q * len(lat)))] * 1000
@@ -135,22 +176,29 @@ async def step(pool: Pool, plan: list[bytes], rate: float) -> dict[str, Any]:
             "p50_ms": round(pct(0.5), 1), "p90_ms": round(pct(0.9), 1),
             "p99_ms": round(pct(0.99), 1), "max_ms": round(lat[-1] * 1000, 1),
             "errors": errors, "error_kinds": kinds, "sender_lag_ms": round(lag * 1000, 1),
-            "load1": round(os.getloadavg()[0], 2)}
+            "load1": round(os.getloadavg()[0], 2), "cpu_ms_per_request": cpu,
+            "cores_busy": round(sum(cpu.values()) * len(plan) / 1000 / wall, 2)}
 
 
 async def run(port: int, token: str, rates: list[float], seconds: float,
-              mix: list[tuple[str, str]]) -> list[dict[str, Any]]:
+              mix: list[tuple[str, str]], meter: CpuMeter | None = None
+              ) -> list[dict[str, Any]]:
     pool = Pool("127.0.0.1", port)
     rng = random.Random(7)
     raws = [_raw(p, token, port) for p in sorted(set(dict(mix).values()))]  # uniform
     await step(pool, [rng.choice(raws) for _ in range(200)], 50)  # warm-up: pools, caches
     out = []
     for rate in rates:
-        res = await step(pool, [rng.choice(raws) for _ in range(int(rate * seconds))], rate)
+        res = await step(pool, [rng.choice(raws) for _ in range(int(rate * seconds))], rate,
+                         meter)
         print(f"  {rate:6.0f} req/s  sent {res['sent']:5}  achieved {res['achieved']:6.1f}  "
               f"p50 {res['p50_ms']:7.1f}  p90 {res['p90_ms']:7.1f}  p99 {res['p99_ms']:7.1f}  "
               f"max {res['max_ms']:7.1f} ms  errors {res['errors']} {res['error_kinds'] or ''}  "
               f"sender lag {res['sender_lag_ms']} ms  load {res['load1']}", flush=True)
+        if res["cpu_ms_per_request"]:
+            print("         CPU ms per request: " + ", ".join(
+                f"{k} {v}" for k, v in res["cpu_ms_per_request"].items())
+                  + f"; cores busy {res['cores_busy']}", flush=True)
         out.append(res)
         if float(res["p99_ms"]) > 5000:  # saturated: a higher rate only adds minutes of timeouts
             print("  (stopping: p99 over 5 s)")
@@ -210,8 +258,9 @@ def main() -> None:
               f"{args.workers} worker(s), mix {args.mix}, {args.seconds:g} s per rate, "
               f"load before {os.getloadavg()[0]:.2f}", flush=True)
         rates = [float(r) for r in args.rates.split(",")]
+        pg_pid = pg._running_pid() if pg is not None else None
         results = asyncio.run(run(args.port, admin, rates, args.seconds,
-                                  read_mix(200, args.mix)))
+                                  read_mix(200, args.mix), CpuMeter(server.pid, pg_pid)))
     finally:
         if server is not None:
             os.killpg(server.pid, signal.SIGTERM)
