@@ -47,6 +47,7 @@ class SimJob:
         "job",
         "kill_at",
         "last_resize_time",
+        "notice_until",
         "pool",
         "price_s",
         "qkey",
@@ -96,6 +97,7 @@ class SimJob:
         self.ckpt_allocated = 0.0
         self.kill_at: float | None = None
         self.last_resize_time: float | None = None
+        self.notice_until: float | None = None  # a shrink's notice ends (notice.py)
         self.restore_needed = False
         self.version = 0  # bumped whenever scheduled events for this job go stale
         self.submit_integral = integral  # jobs-in-system integral when it arrived (for ρ)
@@ -267,7 +269,8 @@ class SimJob:
                 self.rate, self.attained_at_start)
         base = RunningJob(job=self.job, assignment=self.assignment, start_time=self.start_time,
                           replicas=self.replicas, last_resize_time=self.last_resize_time,
-                          preempt_deadline=self.kill_at, last_checkpoint_time=self.ckpt_time)
+                          preempt_deadline=self.kill_at if self.kill_at is not None else self.notice_until,
+                          last_checkpoint_time=self.ckpt_time)
         view = self.view = LiveRunning.of(base, line)
         return view
 

@@ -35,7 +35,6 @@ from railgang.daemon.core.model.actions import (
 )
 from railgang.daemon.core.model.fairshare import DecayedUse
 from railgang.daemon.core.model.job import Assignment, Job, RunningJob
-from railgang.daemon.core.model.needs import GpuFacts
 from railgang.daemon.core.model.plan import Want
 from railgang.daemon.core.model.pools import Pools, pools_of_nodes
 from railgang.daemon.core.model.reasons import Reason
@@ -53,6 +52,7 @@ from railgang.daemon.sim.accounting import SimJob
 from railgang.daemon.sim.capacity import SPOT_RECLAIM, SPOT_RETURN, Capacity
 from railgang.daemon.sim.config import SimConfig
 from railgang.daemon.sim.metrics import JobRecord
+from railgang.daemon.sim.notice import SHRINK, ShrinkNotices
 from railgang.daemon.sim.progress import CommModel, NoComm, job_request
 from railgang.daemon.sim.quotas import QuotaUse
 from railgang.daemon.sim.recorder import Recorder
@@ -89,7 +89,7 @@ class SimBackend:
         self.max_pending = max_pending  # cap on queue length shown to the core (None = all)
         self.recorder = Recorder()
         names = tuple(fabric.nodes)
-        self.nodes: dict[str, Node] = {n: _node(fabric.facts(n), config.node_tier.get(n, ""))
+        self.nodes: dict[str, Node] = {n: views.fabric_node(fabric.facts(n), config.node_tier.get(n, ""))
                                        for n in names}
         self.capacity = Capacity(fabric, config.node_tier, config.tiers, seed=config.spot_seed,
                                  down_s=config.spot_down_s)
@@ -128,6 +128,7 @@ class SimBackend:
         self._switch_factor: dict[str, float] = {}
         self.health: LinkHealth | None = None
         self.migrations: dict[str, tuple[Assignment, int]] = {}
+        self.notices = ShrinkNotices()  # shrinks waiting for their notice to end (notice.py)
         self.migrated: list[tuple[float, str]] = []
         for i, ev in enumerate(config.degrade):
             self.events.at(ev.at, LINK, ev.switch, i)
@@ -306,7 +307,6 @@ class SimBackend:
                                             by_submit, quotas, facts))
         return snap
 
-
     def _account_gpus(self) -> dict[str, int]:
         out: dict[str, int] = {}
         for sj in self.running.values():
@@ -375,17 +375,20 @@ class SimBackend:
         sj = self.running.get(job_id)  # the job a resize or migration acts on, or why none
         if sj is None or sj.assignment is None:
             return None, f"{job_id} is not running"
-        if sj.kill_at is not None:
-            return None, f"{job_id} is being preempted"
+        if sj.kill_at is not None or sj.notice_until is not None:
+            return None, f"{job_id} is being preempted or shrunk"
         return sj, None
 
-    def _resize(self, action: Resize, now: float) -> str | None:
+    def _resize(self, action: Resize, now: float, noticed: bool = False) -> str | None:
         sj, why = self._running_unsignalled(action.job_id)
         if sj is None or sj.assignment is None:
             return why
         problem = sj.size_problem(action.replicas, action.gpus)
         if problem:
             return problem
+        if action.grace_s > 0 and action.gpus < sj.gpus and not noticed:  # as the Slurm backend
+            self.notices.give(sj, action, now, self.events)  # the notice first
+            return None
         old = sj.assignment
         added = {n: tuple(set(g) - set(old.get(n, ()))) for n, g in action.assignment.items()}
         removed = {n: tuple(set(g) - set(action.assignment.get(n, ()))) for n, g in old.items()}
@@ -474,6 +477,9 @@ class SimBackend:
             return self._reclaim(job_id, now)
         if kind == SPOT_RETURN:
             return self._returned(job_id, now)
+        if kind == SHRINK:  # a notice ended: the shrink the core asked for takes effect now
+            resize = self.notices.due(job_id, version, self.running)
+            return resize is not None and self._resize(resize, now, noticed=True) is None
         sj = self.running.get(job_id)
         if sj is None or sj.version != version:
             return False
@@ -491,6 +497,7 @@ class SimBackend:
         assert sj.assignment is not None
         self._give(sj.assignment)
         self._drop_migration(sj)  # finished inside a migration's grace: its target is free again
+        self.notices.drop(sj)  # or inside a shrink's notice
         self._usage_done[sj.tj.account] = self._usage_done.get(sj.tj.account, 0.0) + sj.attained - sj.attained_at_start
         self._recent.add_run(sj.tj.account, sj.attained - sj.attained_at_start, sj.start_time, sj.as_of)
         self._hold(sj.tj.account, -sj.gpus)
@@ -588,13 +595,6 @@ class SimBackend:
         else:
             cap.paused.add(node)
         return True
-
-
-def _node(facts: Any, tier: str) -> Node:
-    """The core's node for a fabric node: its GPU facts and capacity tier."""
-    return Node(facts.name, facts.gpus, tier=tier,
-                facts=GpuFacts(gpu_type=facts.gpu_type, gpu_mem_gb=facts.gpu_mem_gb,
-                               nvlink=facts.nvlink))
 
 
 __all__ = ["COMPLETE", "KILL", "LINK", "EventSink", "SimBackend", "SimConfig"]

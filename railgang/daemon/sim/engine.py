@@ -40,13 +40,14 @@ from railgang.daemon.sim.backend import COMPLETE, KILL, LINK, SimBackend, SimCon
 from railgang.daemon.sim.capacity import SPOT_RECLAIM, SPOT_RETURN
 from railgang.daemon.sim.failures import FAIL, REPAIR, FailureConfig, Failures
 from railgang.daemon.sim.metrics import JobRecord, Metrics, compute
+from railgang.daemon.sim.notice import SHRINK
 from railgang.daemon.sim.progress import CommModel
 from railgang.daemon.sim.quotas import QuotaUse
 from railgang.daemon.sim.traces.model import TraceJob
 
 CAPACITY = "capacity"  # a scheduled change of what the cluster lends (``CapacitySchedule``)
 # event kinds in the order they are handled within one instant
-_ORDER = {COMPLETE: 0, KILL: 1, SPOT_RETURN: 1, SPOT_RECLAIM: 1, "arrival": 2, "cycle": 3, "tick": 4,
+_ORDER = {COMPLETE: 0, KILL: 1, SHRINK: 1, SPOT_RETURN: 1, SPOT_RECLAIM: 1, "arrival": 2, "cycle": 3, "tick": 4,
           LINK: 1, CAPACITY: 1, FAIL: 1, REPAIR: 1}
 
 

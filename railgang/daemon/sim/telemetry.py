@@ -99,9 +99,9 @@ class _LoggingBackend(SimBackend):
             self._opened(action.job_id, now)
         return problem
 
-    def _resize(self, action: Any, now: float) -> str | None:
+    def _resize(self, action: Any, now: float, noticed: bool = False) -> str | None:
         before = self._open.get(action.job_id)
-        problem = super()._resize(action, now)
+        problem = super()._resize(action, now, noticed)
         if problem is None and before is not None:
             self._closed(action.job_id, now)
             self._opened(action.job_id, now)

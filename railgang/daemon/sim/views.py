@@ -27,6 +27,7 @@ from typing import Any
 
 from railgang.daemon.core.model.fairshare import DecayedUse, running_use
 from railgang.daemon.core.model.job import Job, JobRequest, JobState, RunningJob
+from railgang.daemon.core.model.needs import GpuFacts
 from railgang.daemon.core.model.plan import Want
 from railgang.daemon.core.model.snapshot import Account, Node, QueueSummary
 
@@ -368,5 +369,12 @@ class SubmitOrder:
         return self._view
 
 
-__all__ = ["Line", "LiveRunning", "QueueFacts", "RunningShown", "SubmitOrder", "all_fresh", "attained", "eager_accounts",
+def fabric_node(facts: Any, tier: str) -> Node:
+    """The core's node for a fabric node: its GPU facts and capacity tier."""
+    return Node(facts.name, facts.gpus, tier=tier,
+                facts=GpuFacts(gpu_type=facts.gpu_type, gpu_mem_gb=facts.gpu_mem_gb,
+                               nvlink=facts.nvlink))
+
+
+__all__ = ["Line", "LiveRunning", "QueueFacts", "RunningShown", "SubmitOrder", "all_fresh", "attained", "eager_accounts", "fabric_node",
            "frozen_free", "lazy_accounts", "patched_views", "sorted_views", "work_left"]
