@@ -10,6 +10,11 @@ A training script (PyTorch, JAX, anything: this module needs only the standard l
 * hear the **preemption signal** (``SIGUSR1`` by default, sent by the daemon before a requeue or a
   grow-by-requeue) and checkpoint within the grace time (:attr:`TrainingContext.stop_requested`,
   :meth:`TrainingContext.wait_for_requeue`);
+* hear a **shrink notice** (the same signal, before Slurm drops some of its nodes): the new size
+  and when it applies (:meth:`TrainingContext.pending_resize`), and say it is ready
+  (:meth:`TrainingContext.ready_for_resize`); rendezvous at a place that stays put across
+  resizes (:meth:`TrainingContext.rendezvous`) and scale the batch or the learning rate with the
+  size (:meth:`TrainingContext.scale_batch`) — ``elastic.py``;
 * know whether it is a **restart** (``SLURM_RESTART_COUNT``) so it resumes from its checkpoint;
 * **report progress** (step, samples/s, and when known the total steps, the wall time of a step
   and the part of it the kernels computed) back to the daemon through the job's own Slurm
@@ -36,6 +41,16 @@ from dataclasses import dataclass
 from types import FrameType
 
 import hostlist
+
+from railgang.training.elastic import (
+    Rendezvous,
+    Scaled,
+    SizeNotice,
+    rendezvous,
+    scale_batch,
+    shrink_notice,
+    valid_host,
+)
 
 PROGRESS_PREFIX = "rg-progress:"
 MAX_COMMENT = 256  # a progress comment is a handful of short numbers
@@ -214,10 +229,8 @@ class TrainingContext:
         out = self._runner(["squeue", "--json", "-j", self.job_id])
         return world_from_squeue(json.loads(out), self.job_id)
 
-    def advised_checkpoint_interval_s(self) -> float | None:
-        """Seconds between checkpoints the daemon advised when it started this run (Young–Daly
-        for the nodes it runs on: the ``ckpt=`` of the railgang tag in the job's AdminComment,
-        which only the daemon writes); None when it gave none or Slurm did not answer."""
+    def _job(self) -> dict[str, object] | None:
+        """This job's squeue record, or None when Slurm did not answer (never raises)."""
         if not self.job_id:
             return None
         try:
@@ -226,15 +239,71 @@ class TrainingContext:
             return None
         for job in jobs if isinstance(jobs, list) else ():
             if isinstance(job, dict) and str(job.get("job_id")) == self.job_id:
-                tag = str(job.get("admin_comment") or "")
-                found = _CKPT.search(tag) if tag.startswith("railgang:") else None
-                return float(found.group(1)) if found else None
+                return job
         return None
+
+    def advised_checkpoint_interval_s(self) -> float | None:
+        """Seconds between checkpoints the daemon advised when it started this run (Young–Daly
+        for the nodes it runs on: the ``ckpt=`` of the railgang tag in the job's AdminComment,
+        which only the daemon writes); None when it gave none or Slurm did not answer."""
+        job = self._job()
+        tag = str(job.get("admin_comment") or "") if job is not None else ""
+        found = _CKPT.search(tag) if tag.startswith("railgang:") else None
+        return float(found.group(1)) if found else None
+
+    # -- elastic: the shrink notice, the rendezvous, the batch rule (elastic.py) ------------
+    def current_replicas(self) -> int:
+        """The data-parallel degree now, as Slurm says (raises RuntimeError if it cannot)."""
+        return self.world().replicas(self.shape)
+
+    def pending_resize(self) -> SizeNotice | None:
+        """The shrink the daemon announced (its checkpoint signal came with it): the nodes and
+        GPUs the job keeps and when the shrink applies at the latest; None when none is in
+        flight or Slurm did not answer. After a ``SIGUSR1``, a notice here means "shrink": go
+        on at the new size (:meth:`ready_for_resize`); none means a preemption or a grow by
+        requeue: checkpoint and :meth:`wait_for_requeue`."""
+        job = self._job()
+        if job is None:
+            return None
+        return shrink_notice(str(job.get("admin_comment") or ""), self.restart_count)
+
+    def pending_replicas(self) -> tuple[int, float] | None:
+        """:meth:`pending_resize` as (new data-parallel degree, when it applies)."""
+        notice = self.pending_resize()
+        return None if notice is None else (notice.replicas(self.shape.replica_gpus), notice.applies_at)
+
+    def ready_for_resize(self, step: int, samples_per_s: float = 0.0) -> bool:
+        """Say the job has checkpointed for the shrink in flight: the daemon shrinks it at its
+        next cycle instead of at the deadline. Clears :attr:`stop_requested` (the run goes on);
+        returns whether the report reached Slurm (else the shrink comes at the deadline)."""
+        notice = self.pending_resize()
+        self._stop.clear()
+        self._received.clear()
+        self._stop_signal = self._stop_at = None
+        if notice is None:
+            return False
+        return self.report(step, samples_per_s, force=True, ready=notice.applies_at)
+
+    def rendezvous(self) -> Rendezvous:
+        """``torchrun --rdzv-backend=c10d`` endpoint and id, the same across resizes and
+        requeues (the batch host, the job id; :class:`~railgang.training.elastic.Rendezvous`)."""
+        job = self._job()
+        host = str(job.get("batch_host") or "") if job is not None else ""
+        return rendezvous(self.job_id, self.env, host if valid_host(host) else None)
+
+    def scale_batch(self, base_global_batch: int, base_lr: float, *, rule: str = "keep_global",
+                    replicas: int | None = None) -> Scaled:
+        """Batch size and learning rate at ``replicas`` (default: the size now) for a job tuned
+        at its requested size (``--rg-parallel`` dp); see :func:`~railgang.training.elastic.scale_batch`."""
+        base = self.shape.dp if self.shape.dp > 0 else 1
+        return scale_batch(replicas if replicas is not None else self.current_replicas(),
+                           base_replicas=base, base_global_batch=base_global_batch, base_lr=base_lr,
+                           rule=rule)
 
     # -- progress --------------------------------------------------------------------------
     def report(self, step: int, samples_per_s: float, *, total: int | None = None,
                step_s: float | None = None, compute_s: float | None = None,
-               force: bool = False) -> bool:
+               force: bool = False, ready: float | None = None) -> bool:
         """Publish progress in the job's Comment, at most every ``report_every_s``.
 
         ``total``: the step the job ends at (the daemon then knows the work left); ``step_s``:
@@ -252,7 +321,8 @@ class TrainingContext:
             step_s = (now - self._last_report) / (step - self._last_step[0])
         self._last_report, self._last_step = now, (step, now)
         comment = format_progress(Progress(step=step, sps=samples_per_s, t=int(time.time()),
-                                           total=total, step_s=step_s, compute_s=compute_s))
+                                           total=total, step_s=step_s, compute_s=compute_s,
+                                           ready=ready))
         try:
             self._runner(["scontrol", "update", f"JobId={self.job_id}", f"Comment={comment}"])
         except (RuntimeError, OSError, subprocess.TimeoutExpired):
