@@ -6,8 +6,9 @@ it), `compose build` (host network; one database image serves both), `compose up
 health check green), the daemon running as the non-root Slurm Administrator `railgang`, two
 hinted 2-node gangs submitted in the slurmctld container (`--rg-parallel`, `--comment=rg:`), placed
 by the daemon (its Starts in its log, each gang on the two nodes of one leaf, within the lease),
-billed by the API (`ledger ingest`, then GET /v1/chargeback), and `compose down -v`. Any failure
-prints every service's log.
+billed by the API (GET /v1/chargeback, once the daemon has ingested sacct), today's report so far
+with the job in it written by the daemon into the railgang-reports volume (no command typed), and
+`compose down -v`. Any failure prints every service's log.
 
 Run: ``.venv/bin/pytest tests/deploy/test_compose_stack.py -m compose`` as root with a Docker
 engine (dockerd --iptables=false --bridge=none; scripts/install.sh starts one when
@@ -24,6 +25,7 @@ import subprocess
 import time
 import urllib.request
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -113,7 +115,7 @@ def test_stack_places_and_bills_a_hinted_gang(stack: ComposeStack) -> None:
     except (StackError, AssertionError, KeyError, ValueError) as exc:
         pytest.fail(f"{exc}\n{stack.logs()}", pytrace=False)
     stack.timings["total"] = round(time.monotonic() - t0 + stack.timings["base image"], 1)
-    assert seen["cost"] > 0
+    assert seen["cost"] > 0 and seen["report"]["totals"]["allocated_gpu_h"] > 0
 
 
 def _drive(stack: ComposeStack) -> dict[str, Any]:
@@ -147,7 +149,11 @@ def _drive(stack: ComposeStack) -> dict[str, Any]:
         wait_for(f"job {job} completed",
                  lambda job=job: (_started(stack, job) or {}).get("JobState") == "COMPLETED" or None,
                  timeout=60)
-    return {"nodes": placed, "cost": _bill(stack, jobs[0])}
+    cost = _bill(stack, jobs[0])
+    t_rep = time.monotonic()
+    report = _todays_report(stack, jobs[0])
+    stack.timings["today's report"] = round(time.monotonic() - t_rep, 1)
+    return {"nodes": placed, "cost": cost, "report": report}
 
 
 def _sbatch(stack: ComposeStack, hint: str) -> str:
@@ -167,7 +173,7 @@ def _started(stack: ComposeStack, job: str) -> dict[str, str] | None:
 def _bill(stack: ComposeStack, job: str) -> float:
     """A GPU-hour rate, then the API's chargeback for team-a (polled: slurmdbd records the end
     a moment late, and the daemon ingests sacct on its own schedule, issue 36 item 1); its
-    cost. The nightly report's directory is the daemon's to write."""
+    cost. The report directory is the daemon's to write."""
     rg = ("railgang-daemon", "railgang")
     stack.exec(*rg, "quota", "rate", "gpu", "reserved", "2.50", user="railgang")
     stack.exec("railgang-daemon", "test", "-w", "/var/lib/railgang/reports", user="railgang")
@@ -188,3 +194,28 @@ def _bill(stack: ComposeStack, job: str) -> float:
         return wait_for(f"job {job} billed to team-a", billed, timeout=90, every=3)
     except StackError as exc:
         raise StackError(f"{exc}; last chargeback answer: {last}") from None
+
+
+def _todays_report(stack: ComposeStack, job: str) -> dict[str, Any]:
+    """Today's report so far in the railgang-reports volume, with the billed job's GPU-hours:
+    the daemon rebuilds it every report.today_every_s (20 s in deploy/railgang.toml) from the
+    ledger it fills itself; nobody types `railgang report` or `ledger ingest` (issue 36 item 1).
+    """
+    folder = f"/var/lib/railgang/reports/{datetime.now(UTC).date().isoformat()}"
+    last: list[Any] = []
+
+    def written() -> dict[str, Any] | None:
+        rep = json.loads(stack.exec("railgang-daemon", "cat", f"{folder}/report.json",
+                                    timeout=30))  # written whole (tmp, then rename)
+        last[:] = [{k: rep.get(k) for k in ("date", "partial", "until", "top_jobs")}]
+        row = next((r for r in rep["top_jobs"] if r["job"] == job), None)
+        return rep if row and row["gpu_h"] > 0 else None
+
+    try:
+        rep = wait_for(f"today's report with job {job}", written, timeout=60, every=3)
+    except StackError as exc:
+        raise StackError(f"{exc}; last report.json: {last}") from None
+    assert rep["partial"] is True, "today's report is not marked partial"
+    html = stack.exec("railgang-daemon", "cat", f"{folder}/report.html")
+    assert "so far, until" in html and f">{job}<" in html, "report.html lacks today's job"
+    return rep

@@ -1,9 +1,10 @@
 """The daily utilisation report over HTTP: ``GET /v1/reports/{date}`` as HTML (default),
 ``?format=json`` or ``?format=csv`` (``&table=teams|jobs|pools|queue|anomalies``; ``all`` is the
-long form). An admin gets the fleet's report: the one the daemon wrote that night
-(``report.dir``) when present, else built now. A team-scoped token gets a report built for its
-teams only: other teams' rows, top jobs and anomalies are left out (fleet and pool totals stay,
-they name no team). A malformed date is 422, a day without data 404.
+long form). An admin gets the fleet's report: the one the daemon wrote (``report.dir``: that
+night's, or today's so far, marked partial) when present, else built now (a day not over yet
+up to now). A team-scoped token gets a report built for its teams only: other teams' rows, top
+jobs and anomalies are left out (fleet and pool totals stay, they name no team). A malformed
+date is 422, a day without data 404.
 """
 
 from __future__ import annotations
