@@ -184,3 +184,12 @@ def test_axes_start_at_zero_and_empty_charts_say_so(fleet: Ledger, engine: Engin
     for fig in figs:
         [ax] = fig.axes  # type: ignore[attr-defined]
         assert ax.get_ylim() == (0, 1) and ax.texts, ax.get_title()
+
+
+def test_the_header_says_when_it_was_generated_in_words_a_reader_scans(fleet: Ledger, engine: Engine) -> None:
+    """Read in Chromium: 'generated 2026-12-04T03:19:41+00:00.Whole fleet.' (an ISO stamp, and no
+    space before the scope)."""
+    from railgang.daemon.report.render import to_html
+
+    html = to_html(build(engine))
+    assert "generated 2026-12-01 00:00 UTC. Whole fleet." in " ".join(html.split())
