@@ -28,7 +28,7 @@ def api(
     """Serve the admin API (quotas, ledger, chargeback, explanations); OpenAPI docs at /docs."""
     import uvicorn
 
-    from railgang.daemon.api.app import create_app
+    from railgang.daemon.api.app import create_app, freeze_startup_heap
     from railgang.db import migrate
 
     state = state_from(ctx)
@@ -37,7 +37,9 @@ def api(
     bind = {"host": host or cfg.api.host, "port": port or cfg.api.port, "log_level": log_level,
             "access_log": False, "log_config": logging_config(log_format, log_level)}
     if workers == 1:
-        uvicorn.run(create_app(cfg), **bind)  # type: ignore[arg-type]
+        app = create_app(cfg)
+        freeze_startup_heap()
+        uvicorn.run(app, **bind)  # type: ignore[arg-type]
         return
     if state.config_path is not None:  # the workers load the same file
         os.environ["RAILGANG_CONFIG"] = str(state.config_path)
