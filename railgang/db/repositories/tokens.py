@@ -110,12 +110,19 @@ def authenticate(s: Session, secret: str, *, now: datetime | None = None) -> Pri
     """The principal of a bearer secret; unknown, expired and revoked tokens are refused the
     same way (401) so a caller learns nothing about which tokens exist."""
     now = now or datetime.now(UTC)
-    tok = s.scalars(select(ApiToken).where(ApiToken.token_hash == hash_secret(secret))
-                    ).one_or_none()
-    if tok is None or tok.revoked_at is not None or (
-            tok.expires_at is not None and tok.expires_at <= now):
+    # one query, columns only (the ORM object and its selectin teams were 2-3 queries and a
+    # sixth of a request's CPU: every request authenticates)
+    rows = s.execute(select(ApiToken.name, ApiToken.role, ApiToken.revoked_at,
+                            ApiToken.expires_at, Account.name)
+                     .outerjoin(ApiTokenTeam, ApiTokenTeam.token_id == ApiToken.id)
+                     .outerjoin(Account, Account.id == ApiTokenTeam.account_id)
+                     .where(ApiToken.token_hash == hash_secret(secret))).all()
+    if not rows:
         raise AuthenticationError("invalid, expired or revoked token")
-    return Principal(tok.name, tok.role, frozenset(team_names(s, tok)))
+    name, role, revoked_at, expires_at, _ = rows[0]
+    if revoked_at is not None or (expires_at is not None and expires_at <= now):
+        raise AuthenticationError("invalid, expired or revoked token")
+    return Principal(name, role, frozenset(r[4] for r in rows if r[4] is not None))
 
 
 __all__ = ["PREFIX", "Principal", "authenticate", "create", "hash_secret", "list_tokens",

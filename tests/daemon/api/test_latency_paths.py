@@ -14,9 +14,13 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from sqlalchemy import event
 
 from railgang.daemon.api.app import app_from_env
 from railgang.daemon.api.cache import TtlCache
+from railgang.db.repositories import tokens
+from railgang.db.session import session_scope
+from tests.daemon.api.conftest import Api
 
 
 def test_worker_app_freezes_its_startup_heap(tmp_path: Path,
@@ -109,5 +113,24 @@ def test_a_failed_compute_leaves_the_waiters_to_compute_their_own() -> None:
         t.join(10)
     assert len(errors) == 1
     assert out == [7, 7, 7]
+
+
+def test_a_bearer_token_is_one_query(api: Api) -> None:
+    statements: list[str] = []
+
+    def count(_conn: object, _cur: object, sql: str, *_: object) -> None:
+        statements.append(sql)
+
+    event.listen(api.engine, "before_cursor_execute", count)
+    try:
+        for headers, role, teams in ((api.admin, "admin", frozenset()),
+                                     (api.team_a, "team-reader", frozenset({"team-a"}))):
+            statements.clear()
+            with session_scope(api.engine) as s:
+                p = tokens.authenticate(s, headers["Authorization"].split()[1])
+                assert len(statements) == 1, statements
+            assert (p.role, p.teams) == (role, teams)
+    finally:
+        event.remove(api.engine, "before_cursor_execute", count)
 
 
