@@ -33,12 +33,22 @@ async def get_session(request: Request) -> AsyncIterator[Session]:
         session = request.app.state.sessions()
         try:
             yield session
-            await run_in_threadpool(session.commit)
         except Exception:
-            await run_in_threadpool(session.rollback)
+            await run_in_threadpool(_end, session, False)
             raise
-        finally:
-            await run_in_threadpool(session.close)
+        await run_in_threadpool(_end, session, True)
+
+
+def _end(session: Session, commit: bool) -> None:
+    """Commit (or roll back) and close in one hop through the thread pool: each hop is a
+    thread wake-up and a loop wake-up, and two of them were a tenth of a request's CPU."""
+    try:
+        if commit:
+            session.commit()
+        else:
+            session.rollback()
+    finally:
+        session.close()
 
 
 SessionDep = Annotated[Session, Depends(get_session)]

@@ -12,8 +12,10 @@ import gc
 import threading
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
+from fastapi.concurrency import run_in_threadpool
 from sqlalchemy import event
 
 from railgang.daemon.api.app import app_from_env
@@ -134,3 +136,14 @@ def test_a_bearer_token_is_one_query(api: Api) -> None:
         event.remove(api.engine, "before_cursor_execute", count)
 
 
+def test_a_request_ends_its_session_in_one_thread_hop(api: Api,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    hops: list[str] = []
+
+    async def counted(fn: Callable[..., Any], *args: Any) -> Any:
+        hops.append(getattr(fn, "__name__", "?"))
+        return await run_in_threadpool(fn, *args)
+
+    monkeypatch.setattr("railgang.daemon.api.deps.run_in_threadpool", counted)
+    assert api.client.get("/v1/accounts", headers=api.admin).status_code == 200
+    assert len(hops) == 1, hops
