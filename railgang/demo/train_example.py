@@ -5,7 +5,8 @@ It "trains" for ``--steps`` steps whose duration shrinks with the data-parallel 
 checkpoints every ``--checkpoint-every`` steps into ``--checkpoint-dir``, resumes from the last
 checkpoint after a requeue, checks its size with Slurm every few steps (railgang may shrink it in
 place), reports progress through its Slurm Comment, and on the preemption signal writes a last
-checkpoint and waits to be requeued. Replace the body of ``train_step`` with real work and the
+checkpoint and waits to be requeued. The same signal before a shrink comes with a notice (the new
+size, when it applies): it checkpoints, says it is ready and goes on (docs/training.md). Replace the body of ``train_step`` with real work and the
 rest stays the same.
 
     sbatch --account=team-a -N2 --gres=gpu:8 --rg-parallel=tp8,dp2 --rg-elastic=1:2 \\
@@ -68,6 +69,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"checkpoint at step {step} ({reason})", flush=True)
 
     while step < args.steps:
+        if ctx.stop_requested and (notice := ctx.pending_resize()) is not None:
+            save("shrink notice")  # what a rank on a node being dropped would lose otherwise
+            print(f"shrink notice: {replicas} -> {notice.replicas(ctx.shape.replica_gpus)} replicas "
+                  f"by {notice.applies_at:.0f}", flush=True)
+            ctx.ready_for_resize(step)  # shrink now, not at the deadline; the run goes on
+            continue
         if ctx.stop_requested:
             save("preempted")
             print("waiting for the requeue", flush=True)
