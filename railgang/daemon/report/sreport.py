@@ -12,8 +12,9 @@ Each node's existing GPU-seconds split, per stretch of one recorded state, into:
 * **down**: the rest while the node was down (``down``, ``fail``, not responding);
 * **drained**: the rest while drained or draining (sreport's *Down* is down + drained: slurmdbd
   records a drain as a node event);
-* **reserved**: the rest while the node was in a reservation (``+reserved``, ``maint``; sreport's
-  *Reserved* and *PLND Down*);
+* **reserved**: the rest while the node was in a reservation (``+reserved``, ``maint``; by CPUs
+  sreport counts a plain reservation's time as *Allocated* and a MAINT one's as *PLND Down*; by
+  GPUs as *Idle*, a node reservation carrying no GPUs in slurmdbd: docs/report.md);
 * **idle**: the rest.
 
 The five add up to the capacity. Without any ``node_states`` row there is nothing to split:
