@@ -5,6 +5,7 @@ drained nodes, wait by team, trend, ranges, anomalies by cost)."""
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime
 
 import pytest
@@ -12,6 +13,7 @@ from sqlalchemy import Engine
 
 from railgang.daemon.report.config import ReportSettings
 from railgang.daemon.report.model import Report
+from railgang.daemon.report.render import to_html
 from railgang.daemon.report.service import make_report, parse_day, parse_range
 from railgang.db.session import session_scope
 from railgang.errors import InputError
@@ -109,6 +111,12 @@ def test_anomalies_ranked_by_cost_with_units(engine: Engine) -> None:
     costs = [a.cost for a in rep.anomalies if a.cost is not None]
     assert costs == sorted(costs, reverse=True)
     assert all(a.unit for a in rep.anomalies)
+    # read in Chromium: a group of one finding read 'from 03:19 to 03:19'; its time shows once
+    html = to_html(rep)
+    assert "<th>first found (UTC)</th><th>last found (UTC)</th>" in html
+    row = next(r for r in re.findall(r"<tr>(.*?)</tr>", html, re.S) if ">idle reservation<" in r)
+    cells = re.findall(r"<td[^>]*>(.*?)</td>", row, re.S)
+    assert cells[3] == "1" and cells[4] and cells[5] == "", cells
 
 
 def _independent(url: str, since: int, until: int) -> dict[str, object]:
@@ -189,7 +197,5 @@ def test_axes_start_at_zero_and_empty_charts_say_so(fleet: Ledger, engine: Engin
 def test_the_header_says_when_it_was_generated_in_words_a_reader_scans(fleet: Ledger, engine: Engine) -> None:
     """Read in Chromium: 'generated 2026-12-04T03:19:41+00:00.Whole fleet.' (an ISO stamp, and no
     space before the scope)."""
-    from railgang.daemon.report.render import to_html
-
     html = to_html(build(engine))
     assert "generated 2026-12-01 00:00 UTC. Whole fleet." in " ".join(html.split())
