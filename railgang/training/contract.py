@@ -199,6 +199,13 @@ class TrainingContext:
             self._stop_signal, self._stop_at = signum, self._clock()
         self._stop.set()
 
+    def resume(self) -> None:
+        """The signal was a shrink notice and it is handled: the run goes on (clears
+        :attr:`stop_requested`; ranks other than the one calling :meth:`ready_for_resize`)."""
+        self._stop.clear()
+        self._received.clear()
+        self._stop_signal = self._stop_at = None
+
     @property
     def stop_requested(self) -> bool:
         """True once the daemon signalled: checkpoint now, then :meth:`wait_for_requeue`."""
@@ -277,9 +284,7 @@ class TrainingContext:
         next cycle instead of at the deadline. Clears :attr:`stop_requested` (the run goes on);
         returns whether the report reached Slurm (else the shrink comes at the deadline)."""
         notice = self.pending_resize()
-        self._stop.clear()
-        self._received.clear()
-        self._stop_signal = self._stop_at = None
+        self.resume()
         if notice is None:
             return False
         return self.report(step, samples_per_s, force=True, ready=notice.applies_at)

@@ -93,7 +93,7 @@ def rendezvous(job_id: str, env: Mapping[str, str], batch_host: str | None = Non
     """The job's rendezvous: ``batch_host`` (squeue's), else the first node of the allocation
     (Slurm runs the batch script there); port ``RAILGANG_RDZV_PORT`` or 29400 + job id % 1000,
     so two jobs sharing a node do not share a store."""
-    host = batch_host or ""
+    host = batch_host if batch_host and valid_host(batch_host) else ""
     if not host:
         nodelist = env.get("SLURM_JOB_NODELIST") or env.get("SLURM_NODELIST") or ""
         try:

@@ -79,6 +79,13 @@ def test_ready_echoes_this_notices_deadline_in_the_report_and_clears_the_stop() 
     assert progress is not None and progress.ready == 1800000030.0 and progress.step == 120
 
 
+def test_resume_clears_the_stop_for_the_ranks_that_do_not_report() -> None:
+    ctx = TrainingContext(ENV, runner=Slurm(squeue(TAG)))
+    ctx.request_stop()
+    ctx.resume()
+    assert not ctx.stop_requested and ctx.grace_left_s == float("inf")
+
+
 def test_ready_without_a_notice_sends_nothing() -> None:
     slurm = Slurm(squeue("railgang:class=3"))
     assert not TrainingContext(ENV, runner=slurm).ready_for_resize(1)
@@ -107,7 +114,8 @@ def test_the_rendezvous_is_the_batch_host_and_the_job_id_and_does_not_move_with_
 @pytest.mark.parametrize(("host", "env", "want"), [
     ("n07", {}, "n07"),
     (None, {"SLURM_JOB_NODELIST": "n[03-04]"}, "n03"),  # Slurm's batch host: the first node
-    ("evil host;rm", {"SLURM_JOB_NODELIST": "n[03-04]", "SLURMD_NODENAME": "n04"}, "n04"),
+    ("evil host;rm", {"SLURM_JOB_NODELIST": "n[03-04]", "SLURMD_NODENAME": "n04"}, "n03"),
+    ("evil host;rm", {"SLURM_JOB_NODELIST": "bad[", "SLURMD_NODENAME": "n04"}, "n04"),
     (None, {}, "localhost"),
 ])
 def test_the_rendezvous_host_falls_back_safely(host: str | None, env: dict[str, str], want: str) -> None:
