@@ -128,6 +128,13 @@ class CpuMeter:
         return {**{k: self._seconds(v) for k, v in self.roots.items()},
                 "client": t.user + t.system}
 
+    def machine(self) -> float:
+        """CPU seconds the whole machine has been busy (all processes: the share others
+        took of the cores during a step is this minus ours)."""
+        cpu = Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]
+        user, nice, system, _idle, _iowait, irq, softirq, steal = (int(x) for x in cpu[:8])
+        return (user + nice + system + irq + softirq + steal) / self.tick
+
 
 def _raw(path: str, token: str, port: int) -> bytes:
     return (f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
@@ -137,6 +144,7 @@ def _raw(path: str, token: str, port: int) -> bytes:
 async def step(pool: Pool, plan: list[bytes], rate: float,
                meter: CpuMeter | None = None) -> dict[str, Any]:
     cpu0 = meter.read() if meter is not None else {}
+    busy0 = meter.machine() if meter is not None else 0.0
     lat: list[float] = []
     errors = 0
     kinds: dict[str, int] = {}
@@ -168,6 +176,7 @@ async def step(pool: Pool, plan: list[bytes], rate: float,
     lat.sort()
     cpu = {k: round((v - cpu0[k]) * 1000 / len(plan), 2)  # ms of CPU per request
            for k, v in (meter.read() if meter is not None else {}).items()}
+    busy = (meter.machine() - busy0) / wall if meter is not None else 0.0
 
     def pct(q: float) -> float:
         return lat[min(len(lat) - 1, int(q * len(lat)))] * 1000
@@ -177,7 +186,8 @@ async def step(pool: Pool, plan: list[bytes], rate: float,
             "p99_ms": round(pct(0.99), 1), "max_ms": round(lat[-1] * 1000, 1),
             "errors": errors, "error_kinds": kinds, "sender_lag_ms": round(lag * 1000, 1),
             "load1": round(os.getloadavg()[0], 2), "cpu_ms_per_request": cpu,
-            "cores_busy": round(sum(cpu.values()) * len(plan) / 1000 / wall, 2)}
+            "cores_busy": round(sum(cpu.values()) * len(plan) / 1000 / wall, 2),
+            "cores_busy_others": round(busy - sum(cpu.values()) * len(plan) / 1000 / wall, 2)}
 
 
 async def run(port: int, token: str, rates: list[float], seconds: float,
@@ -198,7 +208,8 @@ async def run(port: int, token: str, rates: list[float], seconds: float,
         if res["cpu_ms_per_request"]:
             print("         CPU ms per request: " + ", ".join(
                 f"{k} {v}" for k, v in res["cpu_ms_per_request"].items())
-                  + f"; cores busy {res['cores_busy']}", flush=True)
+                  + f"; cores busy {res['cores_busy']}, others' {res['cores_busy_others']}",
+                  flush=True)
         out.append(res)
         if float(res["p99_ms"]) > 5000:  # saturated: a higher rate only adds minutes of timeouts
             print("  (stopping: p99 over 5 s)")
