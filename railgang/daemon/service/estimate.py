@@ -237,8 +237,9 @@ def _run_times(snapshot: Snapshot, history: RatioHistory, draw: Draw, unknown_s:
 
 
 def _until_deadline(run: RunningJob, now: float, left: float) -> float:
-    """A signalled job gives its GPUs back at its preemption deadline at the latest."""
-    if run.preempt_deadline is None:
+    """A signalled job gives its GPUs back at its preemption deadline at the latest (a shrink's
+    notice does not end the job: it runs on, smaller)."""
+    if run.preempt_deadline is None or run.shrink_to is not None:
         return left
     return min(left, max(MIN_RUN_S, run.preempt_deadline - now))
 

@@ -58,6 +58,7 @@ class SimJob:
         "restore_needed",
         "run_origin",
         "share",
+        "shrink_to",
         "stale",
         "start_time",
         "stopped",
@@ -97,7 +98,8 @@ class SimJob:
         self.ckpt_allocated = 0.0
         self.kill_at: float | None = None
         self.last_resize_time: float | None = None
-        self.notice_until: float | None = None  # a shrink's notice ends (notice.py)
+        self.notice_until: float | None = None  # a shrink's notice ends (notice.py) ...
+        self.shrink_to: int | None = None  # ... and the replicas it leaves
         self.restore_needed = False
         self.version = 0  # bumped whenever scheduled events for this job go stale
         self.submit_integral = integral  # jobs-in-system integral when it arrived (for ρ)
@@ -270,7 +272,8 @@ class SimJob:
         base = RunningJob(job=self.job, assignment=self.assignment, start_time=self.start_time,
                           replicas=self.replicas, last_resize_time=self.last_resize_time,
                           preempt_deadline=self.kill_at if self.kill_at is not None else self.notice_until,
-                          last_checkpoint_time=self.ckpt_time)
+                          last_checkpoint_time=self.ckpt_time,
+                          shrink_to=self.shrink_to if self.kill_at is None else None)
         view = self.view = LiveRunning.of(base, line)
         return view
 

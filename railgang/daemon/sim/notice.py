@@ -28,7 +28,7 @@ class ShrinkNotices:
         """Signal ``sj`` for ``action``: its shrink is due at the end of the grace (an event)."""
         self._seq += 1
         self.waiting[sj.tj.job_id] = (self._seq, action)
-        sj.notice_until = now + action.grace_s
+        sj.notice_until, sj.shrink_to = now + action.grace_s, action.replicas
         sj.changed()
         events.at(sj.notice_until, SHRINK, sj.tj.job_id, self._seq)
 
@@ -39,14 +39,14 @@ class ShrinkNotices:
         if got is None or got[0] != version or sj is None:
             return None
         del self.waiting[job_id]
-        sj.notice_until = None
+        sj.notice_until = sj.shrink_to = None
         sj.changed()
         return got[1] if sj.kill_at is None else None
 
     def drop(self, sj: SimJob) -> None:
         """The job finished or was killed inside its notice: its shrink will not come."""
         self.waiting.pop(sj.tj.job_id, None)
-        sj.notice_until = None
+        sj.notice_until = sj.shrink_to = None
 
 
 __all__ = ["SHRINK", "ShrinkNotices"]

@@ -91,7 +91,7 @@ class LiveRunning(RunningJob):
         r = 1.0 if replicas == request.replicas else request.rate(replicas)
         end = now + (work / r if r > 0 else float("inf"))
         deadline = self.preempt_deadline
-        return end if deadline is None else min(end, max(now, deadline))
+        return end if deadline is None or self.shrink_to is not None else min(end, max(now, deadline))
 
 
 def sorted_views(running: Mapping[str, Any], ids: list[str]) -> Mapping[str, RunningJob]:

@@ -43,12 +43,29 @@ def test_without_a_notice_the_shrink_frees_its_gpus_at_once_as_before() -> None:
     assert d.of(Resize)[0].grace_s == 0.0  # type: ignore[union-attr]
 
 
+def test_a_noticed_shrink_does_not_end_the_job_in_the_estimates() -> None:
+    el = _snap().running["el"]
+    preempted = dataclasses.replace(el, preempt_deadline=NOW + 30)
+    noticed = dataclasses.replace(el, preempt_deadline=NOW + 30, shrink_to=1)
+    assert preempted.expected_end(NOW) == NOW + 30  # a preemption gives every GPU back then
+    assert noticed.expected_end(NOW) == el.expected_end(NOW)  # a shrink runs on, smaller
+
+
 def test_a_job_in_its_notice_is_neither_shrunk_again_nor_evicted_and_its_gpus_stay_held() -> None:
     snap = _snap()
     el = snap.running["el"]
-    noticed = dataclasses.replace(el, preempt_deadline=NOW + 30)  # as the backends show it
+    noticed = dataclasses.replace(el, preempt_deadline=NOW + 30, shrink_to=1)  # as backends show it
     snap = dataclasses.replace(snap, running={**snap.running, "el": noticed})
     d = run(snap, 45.0)
     assert not d.of(Resize) and not d.of(Preempt) and not d.of(Start)
     reason = d.reason("prod")  # it waits for the GPUs the notice will free
     assert reason is not None and reason.code in (Reason.WAITING_FOR_GPUS, Reason.PREEMPTING)
+
+
+def test_the_start_time_estimator_keeps_a_noticed_job_running() -> None:
+    from railgang.daemon.service.estimate import _until_deadline
+
+    el = _snap().running["el"]
+    assert _until_deadline(dataclasses.replace(el, preempt_deadline=NOW + 30), NOW, 500.0) == 30.0
+    noticed = dataclasses.replace(el, preempt_deadline=NOW + 30, shrink_to=1)
+    assert _until_deadline(noticed, NOW, 500.0) == 500.0

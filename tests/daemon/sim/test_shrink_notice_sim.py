@@ -30,7 +30,7 @@ def test_the_notice_holds_every_gpu_and_shows_the_job_in_flight() -> None:
     backend, sink = _noticed()
     snap = backend.snapshot(120.0)  # type: ignore[attr-defined]
     assert snap.free_gpus == 0 and snap.running["j"].gpus == 16
-    assert snap.running["j"].preempt_deadline == 145.0
+    assert snap.running["j"].preempt_deadline == 145.0 and snap.running["j"].shrink_to == 8
     assert sink.last(SHRINK)[:3] == (145.0, SHRINK, "j")  # type: ignore[attr-defined]
     # asked again (or grown, or shrunk further) inside its notice: refused, nothing moves
     again = backend.apply([Resize("j", 8, NODE1, old_replicas=16, grace_s=45.0)], 130.0)  # type: ignore[attr-defined]
@@ -43,7 +43,7 @@ def test_the_shrink_takes_effect_when_the_notice_ends() -> None:
     assert backend.on_event(kind, job_id, version, t)  # type: ignore[attr-defined]
     snap = backend.snapshot(t)  # type: ignore[attr-defined]
     assert snap.free_gpus == 8 and snap.running["j"].gpus == 8
-    assert snap.running["j"].preempt_deadline is None
+    assert snap.running["j"].preempt_deadline is None and snap.running["j"].shrink_to is None
     assert backend.records[0].resizes == 1  # type: ignore[attr-defined]
 
 

@@ -275,8 +275,10 @@ class RunningJob:
     start_time: float
     replicas: int  # current DP degree
     last_resize_time: float | None = None
-    preempt_deadline: float | None = None  # set while a Preempt is in flight (signal sent)
+    preempt_deadline: float | None = None  # set while a Preempt is in flight (signal sent), or a
+    # shrink's notice (then shrink_to is set): the job is not resized, moved or evicted meanwhile
     last_checkpoint_time: float | None = None
+    shrink_to: int | None = None  # replicas after the shrink whose notice is in flight
 
     gpus: int = field(init=False, repr=False, compare=False)  # GPUs held (derived)
     job_id: str = field(init=False, repr=False, compare=False)  # = job.job_id
@@ -331,7 +333,9 @@ class RunningJob:
             end = max(now, self.start_time + self.job.time_limit_s)
         else:
             end = float("inf")
-        return end if self.preempt_deadline is None else min(end, max(now, self.preempt_deadline))
+        if self.preempt_deadline is None or self.shrink_to is not None:  # a shrink keeps it running
+            return end
+        return min(end, max(now, self.preempt_deadline))
 
     def work_since_checkpoint_s(self, now: float) -> float:
         """Wall-clock seconds of progress a preemption now would lose."""

@@ -123,14 +123,15 @@ def core_running(rec: SqueueJob, tag: RailgangTag, job: Job) -> RunningJob:
     preempt = tag.preempt if tag.preempt and tag.preempt.restarts == rec.restarts else None
     # a shrink in its notice is in flight as a preemption is: the core neither resizes nor evicts
     # it again, and the GPUs it will give up stay its own until Slurm has dropped them
-    preempt = preempt or (tag.shrink if tag.shrink and tag.shrink.restarts == rec.restarts else None)
+    shrink = tag.shrink if tag.shrink and tag.shrink.restarts == rec.restarts and not preempt else None
     return RunningJob(
         job=job,
         assignment=assignment,
         start_time=rec.start_time,
         replicas=held // job.replica_gpus,
         last_resize_time=rec.resize_time or None,
-        preempt_deadline=preempt.deadline if preempt else None,
+        preempt_deadline=preempt.deadline if preempt else shrink.deadline if shrink else None,
+        shrink_to=sum(g for _, g in shrink.target) // job.replica_gpus if shrink else None,
     )
 
 

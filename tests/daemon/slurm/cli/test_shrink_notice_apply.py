@@ -54,7 +54,7 @@ def test_a_job_in_its_notice_is_in_flight_with_every_gpu_it_holds() -> None:
     rec = obs.jobs["9"]
     assert rec.tag is not None
     run = core_running(rec, rec.tag, core_job(rec, rec.tag, NOW))
-    assert run.preempt_deadline == NOW + 30 and run.gpus == 16
+    assert run.preempt_deadline == NOW + 30 and run.gpus == 16 and run.shrink_to == 1
 
 
 def test_it_is_not_shrunk_again_nor_grown_while_noticed() -> None:
