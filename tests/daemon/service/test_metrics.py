@@ -73,8 +73,11 @@ def test_beat_and_build_info() -> None:
 
 def test_newest_report(tmp_path: Path) -> None:
     assert newest_report(None) == 0.0 and newest_report(tmp_path / "nothing") == 0.0
-    (tmp_path / "2026-11-29").mkdir()
-    (tmp_path / "2026-11-30").mkdir()
+    for day in ("2026-11-29", "2026-11-30", "2026-12-31"):  # each written after its day ended
+        (tmp_path / day).mkdir()
+        (tmp_path / day / "report.json").write_text("{}")
+    os.utime(tmp_path / "2026-12-31", (6000.0, 6000.0))
+    os.utime(tmp_path / "2026-12-31" / "report.json", (6000.0, 6000.0))  # before its day ended: so far
     os.utime(tmp_path / "2026-11-30", (5000.0, 5000.0))
     os.utime(tmp_path / "2026-11-29", (4000.0, 4000.0))
     assert newest_report(tmp_path) == 5000.0
