@@ -216,13 +216,13 @@ def daemon_reasons(db_url: str) -> dict[str, str]:
 def from_daemon(db_url: str) -> Frame:
     """The daemon's view from its database (any backend, the simulator's too): its latest word
     on each live job; no node grid (the database keeps no GPU map)."""
-    import hostlist
     from sqlalchemy import select as sql_select
     from sqlalchemy.exc import SQLAlchemyError
 
     from railgang.daemon.slurm.cli.records import ACTIVE_STATES
     from railgang.db.models import JobExplanation
     from railgang.db.session import make_engine, session_scope
+    from railgang.topology import hostnames
 
     engine = None
     try:
@@ -234,7 +234,7 @@ def from_daemon(db_url: str) -> Frame:
                 job_id=r.job_id, name="", account=r.account,
                 state="RUNNING" if r.state == "running" else "PENDING",
                 reason=r.reason or "" if r.state == "waiting" else "", gpus=r.gpus,
-                nodes=tuple(hostlist.expand_hostlist(r.nodes)) if r.nodes else (), leaves=0,
+                nodes=hostnames.expand(r.nodes), leaves=0,
                 shape="", priority_class=r.priority_class, elastic="") for r in rows]
     except (SQLAlchemyError, RailgangError) as exc:
         raise InputError(f"the daemon's database: {_db_problem(db_url, exc)}") from exc

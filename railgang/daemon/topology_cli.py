@@ -13,11 +13,11 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-import hostlist
 import typer
 
 from railgang.daemon.cli_common import JsonOpt, emit, exit_with
 from railgang.errors import ExitCode, InputError
+from railgang.topology import hostnames
 from railgang.topology.conf import (
     MAX_RANGE,
     Problem,
@@ -158,8 +158,8 @@ def _compact(names: Iterable[str]) -> str:
     """``gpu[001-004]``; names python-hostlist cannot compress (slurmctld accepts ``n]``) as a list."""
     listed = list(names)
     try:
-        return str(hostlist.collect_hostlist(listed))
-    except hostlist.BadHostlist:
+        return str(hostnames.collect(listed))
+    except hostnames.HostListError:
         return ",".join(listed)
 
 

@@ -10,9 +10,8 @@ import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-import hostlist
-
 from railgang.devcluster import site
+from railgang.topology import hostnames
 from railgang.topology.gpus import GPU_TYPES
 from railgang.topology.tiers import Tier
 
@@ -233,7 +232,7 @@ def site_spec(spec: ClusterSpec) -> ClusterSpec:
 
 
 def node_range(names: list[str]) -> str:
-    return str(hostlist.collect_hostlist(names))
+    return str(hostnames.collect(names))
 
 
 def render_slurm_conf(spec: ClusterSpec) -> str:

@@ -16,8 +16,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 
-import hostlist
-
+from railgang.topology import hostnames
 from railgang.topology.conf import MAX_RANGE, Problem, TopologyConf
 from railgang.topology.files import InputProblem
 from railgang.topology.slurm_syntax import host_list, logical_lines, next_pair
@@ -112,8 +111,8 @@ def _json_nodes(text: str, path: str) -> tuple[str, ...]:
 def _compact(names: Iterable[str]) -> str:
     listed = list(names)
     try:
-        text = str(hostlist.collect_hostlist(listed))
-    except hostlist.BadHostlist:
+        text = str(hostnames.collect(listed))
+    except hostnames.HostListError:
         text = ",".join(listed)
     return _short(text)
 

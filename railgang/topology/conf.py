@@ -19,8 +19,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-import hostlist
-
+from railgang.topology import hostnames
 from railgang.topology.slurm_syntax import host_list, logical_lines, next_pair, parse_uint32
 
 __all__ = [
@@ -43,7 +42,6 @@ MAX_RANGE = 100_000
 _MAX_PASSES = 21
 _TREE_KEYS = {"nodes", "switches", "linkspeed"}
 _NAME = re.compile(r"^[A-Za-z0-9_.\-]+$")
-_BRACKET = re.compile(r"\[([^\]]*)\]")
 
 
 @dataclass(frozen=True)
@@ -128,31 +126,13 @@ def expand_hosts(expr: str) -> tuple[str, ...]:
     expr = expr.strip()
     if not expr:
         raise ValueError("empty host list")
-    if _range_size(expr) > MAX_RANGE:
-        raise ValueError(f"host list {expr!r} expands to more than {MAX_RANGE} names")
     try:
-        names = hostlist.expand_hostlist(expr)
-    except (hostlist.BadHostlist, ValueError, IndexError, OverflowError) as exc:
-        raise ValueError(f"malformed host list {expr!r}: {exc}") from exc
+        names = hostnames.expand(expr, MAX_RANGE)
+    except hostnames.HostListError as exc:
+        raise ValueError(str(exc)) from None
     if not names or any(not n or not _NAME.match(n) for n in names):
         raise ValueError(f"malformed host list {expr!r}")
     return tuple(names)
-
-
-def _range_size(expr: str) -> int:
-    """Upper bound of how many names ``expr`` expands to, computed without expanding it."""
-    total = 0
-    for part in re.split(r",(?![^\[]*\])", expr):
-        size = 1
-        for inner in _BRACKET.findall(part):
-            count = 0
-            for piece in inner.split(","):
-                lo, _, hi = piece.partition("-")
-                ok = lo.strip().isdigit() and hi.strip().isdigit()
-                count += max(0, int(hi) - int(lo) + 1) if ok else 1
-            size *= max(count, 1)
-        total += size
-    return total
 
 
 def _slurm_hosts(expr: str) -> tuple[str, ...]:

@@ -17,9 +17,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from types import MappingProxyType
 
-import hostlist
 import networkx as nx
 
+from railgang.topology import hostnames
 from railgang.topology.conf import Problem, TopologyConf, TopologyError, parse_topology
 
 __all__ = ["Fabric", "NodeFacts", "fabric_from_conf", "fabric_from_shape", "load_fabric", "render_topology"]
@@ -420,10 +420,10 @@ def render_topology(fabric: Fabric) -> str:
         parts = [f"SwitchName={switch}"]
         direct = fabric.direct_nodes(switch)
         if direct:
-            parts.append(f"Nodes={hostlist.collect_hostlist(list(direct))}")
+            parts.append(f"Nodes={hostnames.collect(list(direct))}")
         kids = fabric.children(switch)
         if kids:
-            parts.append(f"Switches={hostlist.collect_hostlist(list(kids))}")
+            parts.append(f"Switches={hostnames.collect(list(kids))}")
         speed = fabric.link_speed.get(switch)
         if speed:
             parts.append(f"LinkSpeed={int(speed)}")

@@ -40,8 +40,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import FrameType
 
-import hostlist
-
+from railgang.topology import hostnames
 from railgang.training.elastic import (
     Rendezvous,
     Scaled,
@@ -142,7 +141,7 @@ def world_from_squeue(doc: Mapping[str, object], job_id: str) -> World:
             raise ValueError("squeue --json: a 'jobs' entry is not an object")
         if str(job.get("job_id")) != str(job_id):
             continue
-        nodes = tuple(hostlist.expand_hostlist(job.get("nodes") or "")) if job.get("nodes") else ()
+        nodes = hostnames.expand(str(job.get("nodes") or ""))
         gpus = 0
         for item in job.get("gres_detail") or []:  # e.g. "gpu:8(IDX:0-7)", one per node
             name, _, rest = str(item).partition(":")

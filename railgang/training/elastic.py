@@ -12,7 +12,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-import hostlist
+from railgang.topology import hostnames
 
 # the daemon's shrink mark in the railgang tag (AdminComment, written only by the daemon):
 # shrink=DEADLINE@RESTARTS@NODESxGPUS[+NODESxGPUS...] (slurm/cli/parse.py renders it)
@@ -59,8 +59,8 @@ def shrink_notice(admin_comment: str, restarts: int) -> SizeNotice | None:
         if not sep or not count.isdigit() or not names:
             return None
         try:
-            expanded = hostlist.expand_hostlist(names)
-        except hostlist.BadHostlist:
+            expanded = hostnames.expand(names)
+        except hostnames.HostListError:
             return None
         nodes.extend(expanded)
         gpus += int(count) * len(expanded)
@@ -97,8 +97,8 @@ def rendezvous(job_id: str, env: Mapping[str, str], batch_host: str | None = Non
     if not host:
         nodelist = env.get("SLURM_JOB_NODELIST") or env.get("SLURM_NODELIST") or ""
         try:
-            host = (hostlist.expand_hostlist(nodelist) or [""])[0] if nodelist else ""
-        except hostlist.BadHostlist:
+            host = (hostnames.expand(nodelist) or ("",))[0]
+        except hostnames.HostListError:
             host = ""
     host = host if valid_host(host) else env.get("SLURMD_NODENAME") or "localhost"
     port_text = env.get("RAILGANG_RDZV_PORT", "")

@@ -28,7 +28,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime, tzinfo
 
-import hostlist
 from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -38,6 +37,7 @@ from railgang.db.models import Job, UsageRecord
 from railgang.db.repositories.ledger import dialect_insert
 from railgang.db.steps import StepTiming
 from railgang.errors import InputError
+from railgang.topology import hostnames
 from railgang.training import Progress, parse_progress
 
 _CHUNK = 500
@@ -178,7 +178,7 @@ def store_step_timing(s: Session, job_pk: int, p: Progress, *,
 
 def _gpus_of(seg: UsageRecord) -> dict[str, set[int] | None]:
     """node -> GPU indices of the segment (None: the ledger does not know which)."""
-    out: dict[str, set[int] | None] = {n: None for n in hostlist.expand_hostlist(seg.nodes)}
+    out: dict[str, set[int] | None] = {n: None for n in hostnames.expand(seg.nodes)}
     for part in filter(None, seg.gpu_ids.split(",")):
         node, _, idx = part.partition(":")
         if node in out and idx:

@@ -95,9 +95,9 @@ def job_anomalies(inputs: ReportInputs, sizes: dict[str, int],
 
 
 def _nodes(expr: str) -> list[str]:
-    import hostlist
+    from railgang.topology import hostnames
 
-    return list(hostlist.expand_hostlist(expr)) if expr else []
+    return list(hostnames.expand(expr))
 
 
 # what value and threshold are measured in, per kind (shown beside the numbers)

@@ -14,7 +14,6 @@ from datetime import UTC, datetime
 from itertools import pairwise
 
 import numpy as np
-from hostlist import expand_hostlist
 
 from railgang.daemon.report.anomalies import (
     fleet_anomalies,
@@ -51,6 +50,7 @@ from railgang.daemon.report.model import (
 )
 from railgang.daemon.report.people import ended_rows, team_waits, trend, user_rows
 from railgang.daemon.report.sreport import capacity_split
+from railgang.topology import hostnames
 from railgang.topology.fabric import Fabric
 from railgang.topology.tiers import Capacity
 
@@ -197,7 +197,7 @@ def chaos(inputs: ReportInputs, tax_s: float) -> Chaos:
                 res += 1
                 t["resizes"] += 1
                 continue
-            if downs and ended_by_fault(expand_hostlist(a.nodes), a.end, downs):
+            if downs and ended_by_fault(hostnames.expand(a.nodes), a.end, downs):
                 faults += 1
                 t["fault_restarts"] += 1
             else:

@@ -15,9 +15,8 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Sequence
 
-import hostlist
-
 from railgang.daemon.report.data import QueuedJob, Seg
+from railgang.topology import hostnames
 from railgang.topology.fabric import Fabric, NodeFacts
 from railgang.topology.fragmentation import fragmentation_index
 from railgang.topology.placement.types import GangRequest
@@ -26,7 +25,7 @@ from railgang.topology.placement.types import GangRequest
 def seg_gpus(seg: Seg, gpus_per_node: dict[str, int]) -> dict[str, list[int]] | None:
     """node -> GPU indices the segment held; None when the ledger does not know which (and the
     segment does not take whole nodes)."""
-    nodes = hostlist.expand_hostlist(seg.nodes) if seg.nodes else []
+    nodes = hostnames.expand(seg.nodes)
     if not nodes:
         return None
     if seg.gpu_ids:
@@ -50,7 +49,7 @@ def node_sizes(segments: Sequence[Seg], telemetry_keys: Sequence[str],
         node, _, gpu = key.rpartition(":")
         size[node] = max(size.get(node, 0), int(gpu) + 1)
     for seg in segments:
-        nodes = hostlist.expand_hostlist(seg.nodes) if seg.nodes else []
+        nodes = hostnames.expand(seg.nodes)
         for part in filter(None, seg.gpu_ids.split(",")):
             node, _, idx = part.partition(":")
             size[node] = max(size.get(node, 0), int(idx.rpartition("-")[2] or 0) + 1)
@@ -63,7 +62,7 @@ def pool_nodes(segments: Sequence[Seg]) -> dict[str, list[str]]:
     """pool -> its nodes (a node belongs to the GPU type most of its segments had)."""
     votes: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     for seg in segments:
-        for n in hostlist.expand_hostlist(seg.nodes) if seg.nodes else []:
+        for n in hostnames.expand(seg.nodes):
             votes[n][seg.gpu_type] += 1
     out: dict[str, list[str]] = defaultdict(list)
     for node, v in sorted(votes.items()):
@@ -106,7 +105,7 @@ def fragmentation(pool_segs: Sequence[Seg], nodes: Sequence[str], sizes: dict[st
             if g.start <= t and (g.end is None or t < g.end):
                 held = seg_gpus(g, sizes)
                 if held is None:  # indices unknown: take the lowest free ones, per node
-                    ns = hostlist.expand_hostlist(g.nodes) if g.nodes else []
+                    ns = hostnames.expand(g.nodes)
                     per = g.gpus // max(1, len(ns))
                     held = {n: [i for i in range(sizes.get(n, 0)) if i not in busy[n]][:per]
                             for n in ns}

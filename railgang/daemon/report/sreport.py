@@ -27,11 +27,10 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from hostlist import expand_hostlist
-
 from railgang.daemon.report.data import NodeRecord, Seg
 from railgang.daemon.report.inventory import base_state
 from railgang.db.repositories.nodes import GONE  # a node that left sinfo
+from railgang.topology import hostnames
 
 _DOWN = ("down", "fail", "failing", "not_responding", "power_down", "powered_down", "reboot")
 _DRAIN = ("drain", "drained", "draining")
@@ -73,7 +72,7 @@ def kind_of(state: str) -> str:
 def _held_per_node(segments: Sequence[Seg]) -> dict[str, list[tuple[int, int | None, float]]]:
     out: dict[str, list[tuple[int, int | None, float]]] = defaultdict(list)
     for g in segments:
-        nodes = expand_hostlist(g.nodes) if g.nodes else []
+        nodes = hostnames.expand(g.nodes)
         for n in nodes:
             out[n].append((g.start, g.end, g.gpus / len(nodes)))
     return out

@@ -15,8 +15,6 @@ import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-import hostlist
-
 from railgang.daemon.backend import HeldBack
 from railgang.daemon.core.model.actions import Preempt, Resize, Start
 from railgang.daemon.core.model.fairshare import usage_rank
@@ -27,6 +25,7 @@ from railgang.daemon.failures.rates import LLAMA3
 from railgang.daemon.failures.young_daly import advise
 from railgang.daemon.loop import CycleOutcome
 from railgang.db.repositories.explanations import ExplanationRow
+from railgang.topology import hostnames
 
 
 def _json(data: Mapping[str, Any]) -> str:
@@ -217,7 +216,7 @@ def _running_row(job_id: str, account: str, priority_class: int, assignment: Map
     return ExplanationRow(
         job_id=job_id, state="running", account=account, priority_class=priority_class,
         gpus=sum(len(g) for g in assignment.values()),
-        nodes=hostlist.collect_hostlist(sorted(assignment)), data=_json(data))
+        nodes=hostnames.collect(sorted(assignment)), data=_json(data))
 
 
 class Tracker:
@@ -236,7 +235,7 @@ class Tracker:
         for job_id, (state, nodes) in (stored or {}).items():
             self.last[job_id] = (state,)
             if state == "running":
-                self.nodes[job_id] = tuple(sorted(hostlist.expand_hostlist(nodes)))
+                self.nodes[job_id] = tuple(sorted(hostnames.expand(nodes)))
 
     def keep(self, job_id: str, nodes: tuple[str, ...], speed: str = "") -> bool:
         return self.nodes.get(job_id) == nodes and self.speed.get(job_id, "") == speed

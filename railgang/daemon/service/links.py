@@ -27,9 +27,8 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
 
-import hostlist
-
 from railgang.daemon.config import LinkSettings
+from railgang.topology import hostnames
 from railgang.topology.counters import (
     PortKey,
     PortSample,
@@ -108,7 +107,7 @@ class LinkCollector:
 
     def hosts(self) -> list[str]:
         if self.settings.hosts:
-            return list(hostlist.expand_hostlist(self.settings.hosts))
+            return list(hostnames.expand(self.settings.hosts))
         tracker = self._tracker
         return list(tracker.fabric.nodes) if tracker is not None else []
 

@@ -9,7 +9,6 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-import hostlist
 from sqlalchemy.exc import OperationalError, ProgrammingError
 
 from railgang.daemon.config import Settings
@@ -22,6 +21,7 @@ from railgang.db.repositories import explanations as explain_repo
 from railgang.db.repositories import journal as repo
 from railgang.db.session import check_connection, make_engine, session_scope
 from railgang.errors import UnknownJobError
+from railgang.topology import hostnames
 from railgang.topology.files import InputProblem, read_bytes
 
 _REASON_TEXT = {  # one line per reason code for people (codes the core may not emit are harmless)
@@ -227,7 +227,7 @@ def _ranges(gpus: Sequence[int]) -> str:
 def render_lent(lent: dict[str, Any]) -> str:
     """One line: the job borrows serving nodes, and until when it is expected to keep them."""
     times = [t for t in lent.values() if isinstance(t, (int, float))]
-    nodes = hostlist.collect_hostlist(sorted(lent))
+    nodes = hostnames.collect(sorted(lent))
     if not times:
         return (f"runs on serving capacity lent to batch work ({nodes}); the forecast sees no "
                 "take-back")

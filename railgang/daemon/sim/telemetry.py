@@ -26,7 +26,6 @@ from datetime import UTC, datetime
 from itertools import repeat
 from typing import Any, cast
 
-import hostlist
 import numpy as np
 from sqlalchemy import Engine, Table, insert, select
 
@@ -40,6 +39,7 @@ from railgang.db.models import Account, Job, UsageRecord
 from railgang.db.org import Rate
 from railgang.db.session import session_scope
 from railgang.db.steps import StepTiming
+from railgang.topology import hostnames
 from railgang.topology.tiers import Capacity
 
 PROFILES = ("healthy", "starved", "zombie")
@@ -348,7 +348,7 @@ def _segment_row(seg: SimSegment, job: TraceJob, job_pk: int, k: int, compute: f
         "job_id": job_pk, "segment": k, "account": job.account,
         "user": f"{job.account}-u{zlib.crc32(job.job_id.encode()) % 3}",
         "gpu_type": gpu_type.get(nodes[0], "gpu") if nodes else "gpu",
-        "gpus": seg.gpus, "nodes": hostlist.collect_hostlist(nodes),
+        "gpus": seg.gpus, "nodes": hostnames.collect(nodes),
         "started_at": datetime.fromtimestamp(epoch(seg.start), UTC),
         "ended_at": None if seg.end is None else datetime.fromtimestamp(epoch(seg.end), UTC),
         "start_epoch": epoch(seg.start),

@@ -21,8 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import hostlist
-
+from railgang.topology import hostnames
 from railgang.topology.discover.classify import FabricFacts, natural_key
 
 __all__ = ["FACTS_FORMAT", "SlurmSwitch", "facts_json", "render_conf", "slurm_hostlist", "slurm_tree"]
@@ -75,7 +74,7 @@ def slurm_hostlist(names: list[str]) -> str:
         m = _TAIL.match(name)
         prefix = m.group(1) if m and not name.startswith("ib-") else name
         groups.setdefault(prefix, []).append(name)
-    return ",".join(hostlist.collect_hostlist(g) if len(g) > 1 else g[0] for g in groups.values())
+    return ",".join(hostnames.collect(g) if len(g) > 1 else g[0] for g in groups.values())
 
 
 def _rate(facts: FabricFacts, guids: tuple[str, ...], hosts: tuple[str, ...]) -> float | None:

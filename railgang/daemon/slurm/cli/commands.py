@@ -18,7 +18,7 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-import hostlist
+from railgang.topology import hostnames
 
 SCONTROL = "scontrol"
 SCANCEL = "scancel"
@@ -54,7 +54,7 @@ def slurm_time(epoch: float) -> str:
 
 
 def hosts(nodes: Iterable[str]) -> str:
-    return str(hostlist.collect_hostlist(list(nodes)))
+    return str(hostnames.collect(list(nodes)))
 
 
 def gpu_request(assignment: Mapping[str, Sequence[int]], gpu_type: str = "") -> list[str]:

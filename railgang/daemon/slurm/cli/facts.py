@@ -30,12 +30,11 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-import hostlist
-
 from railgang.daemon.core.model.needs import NETWORKS, GpuFacts
 from railgang.daemon.core.model.tiers import ON_DEMAND, RESERVED, SPOT, TierTerms
 from railgang.daemon.pricing import parse_prices
 from railgang.daemon.pricing import tier_terms as _priced
+from railgang.topology import hostnames
 from railgang.topology.gpus import gpu_type as gpu_type_facts
 
 __all__ = ["TIER_BY_FEATURE", "facts_from_slurm",
@@ -94,7 +93,7 @@ def tier_terms(pools: Iterable[tuple[str, str]], prices: str = "", spot_per_node
 
 def _line(names: list[str], gpus: int, f: GpuFacts) -> str:
     cc = "{}.{}".format(*f.compute_capability) if f.compute_capability else "-"
-    return (f"{hostlist.collect_hostlist(names)} nodes={len(names)} gpus={gpus} type={f.gpu_type or '-'} "
+    return (f"{hostnames.collect(names)} nodes={len(names)} gpus={gpus} type={f.gpu_type or '-'} "
             f"gpumem={f.gpu_mem_gb:g} nvlink={int(f.nvlink)} net={f.interconnect or '-'} cc={cc}")
 
 

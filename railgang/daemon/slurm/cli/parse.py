@@ -26,10 +26,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-import hostlist
-
 from railgang.daemon.core.model.job import PriorityClass
 from railgang.daemon.core.model.needs import NO_NEEDS, Needs, NeedsError, parse_needs
+from railgang.topology import hostnames
 
 TAG_PREFIX = "railgang:"
 _SERVING = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")  # job_submit.lua's rule
@@ -98,7 +97,7 @@ def render_target(target: Iterable[tuple[str, int]]) -> str:
     groups: dict[int, list[str]] = {}
     for node, gpus in target:
         groups.setdefault(gpus, []).append(node)
-    return "+".join(f"{hostlist.collect_hostlist(nodes)}x{gpus}" for gpus, nodes in groups.items())
+    return "+".join(f"{hostnames.collect(nodes)}x{gpus}" for gpus, nodes in groups.items())
 
 
 def parse_target(text: str) -> tuple[tuple[str, int], ...]:
@@ -239,9 +238,9 @@ def gpu_indices(detail: str) -> tuple[int, ...]:
 
 def expand_hosts(expr: str) -> tuple[str, ...]:
     try:
-        return tuple(hostlist.expand_hostlist(expr)) if expr else ()
-    except hostlist.BadHostlist as exc:
-        raise ParseProblem(f"host list '{expr}': {exc}") from exc
+        return hostnames.expand(expr)
+    except hostnames.HostListError as exc:
+        raise ParseProblem(str(exc)) from None
 
 
 __all__ = [
