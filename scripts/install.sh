@@ -9,7 +9,8 @@ APT_PACKAGES=(slurmctld slurmd slurm-client munge slurm-wlm-basic-plugins lua5.1
               slurmdbd slurm-wlm-mysql-plugin mariadb-server postgresql gcc
               docker-compose shellcheck systemd  # these three: tests/deploy (no engine needed)
               prometheus  # promtool: tests/deploy checks and unit-tests the alert rules (not started)
-              chromium)  # headless, for the report's browser test (tests/daemon/report)
+              chromium  # headless, for the report's browser test (tests/daemon/report)
+              python3-torch)  # CPU PyTorch for /usr/bin/python3: tests/e2e/test_torch_elastic_e2e.py
 
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
