@@ -192,6 +192,19 @@ def _address(ctx: TrainingContext, host: str) -> str:
     return fields.get("NodeAddr", host)
 
 
+def _nodes(ctx: TrainingContext) -> list[str]:
+    """The nodes the job holds now, as Slurm says (a slow slurmctld is asked again for a minute:
+    the batch script must not die of one unanswered squeue)."""
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            return list(ctx.world().nodes)
+        except (RuntimeError, OSError, ValueError, subprocess.TimeoutExpired):
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(1.0)
+
+
 def launch(args: argparse.Namespace) -> int:
     ctx = TrainingContext(report_every_s=5.0)
     # the batch step hears the notice too (scancel --full): it must outlive it; the ranks act
@@ -201,7 +214,7 @@ def launch(args: argparse.Namespace) -> int:
     addr = _address(ctx, rdzv.host)
     state = args.dir / "state.json"
     while True:
-        nodes = list(ctx.world().nodes)
+        nodes = _nodes(ctx)
         env = {**os.environ, "MASTER_ADDR": addr, "MASTER_PORT": str(rdzv.port),
                # srun reads the allocation from these: after a shrink in place they are stale
                "SLURM_JOB_NODELIST": ",".join(nodes), "SLURM_NODELIST": ",".join(nodes),
@@ -222,7 +235,7 @@ def launch(args: argparse.Namespace) -> int:
             return 0
         if why == EXIT_SHRINK:  # relaunch once Slurm has dropped the nodes
             deadline = time.time() + 300
-            while time.time() < deadline and len(ctx.world().nodes) >= len(nodes):
+            while time.time() < deadline and len(_nodes(ctx)) >= len(nodes):
                 time.sleep(0.2)
             continue
         if why == EXIT_REQUEUE:
