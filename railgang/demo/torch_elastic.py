@@ -31,6 +31,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -52,8 +53,9 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--step-s", type=float, default=0.0,
                     help="extra seconds per step (stands in for a bigger model's compute)")
     ap.add_argument("--checkpoint-every", type=int, default=20)
-    ap.add_argument("--hold-at", type=int, default=None,
-                    help="wait at this step until the file DIR/go exists (tests pace the run)")
+    ap.add_argument("--hold-at", type=int, action="append", default=[],
+                    help="wait at this step until the file DIR/go-STEP exists (tests pace the "
+                         "run); repeatable")
     ap.add_argument("--world", type=int, default=2, help="reference: local processes")
     ap.add_argument("--port", type=int, default=29500, help="reference: the store's port")
     return ap.parse_args(argv)
@@ -82,6 +84,43 @@ def _model(seed: int) -> Any:
     torch.manual_seed(seed)
     return torch.nn.Sequential(torch.nn.Linear(FEATURES, HIDDEN), torch.nn.Tanh(),
                                torch.nn.Linear(HIDDEN, 1)).double()
+
+
+def _on_notice(args: argparse.Namespace, ctx: TrainingContext, rank: int, step: int,
+               save: Callable[[str], None]) -> str:
+    """Some rank heard the signal: rank 0 tells a shrink (a notice in flight) from a preemption or
+    a grow by requeue, every rank learns which, the checkpoint is written, and for a shrink rank 0
+    says ready. Returns why the ranks leave."""
+    import torch
+    import torch.distributed as dist
+
+    kind = torch.zeros(1)
+    if rank == 0:
+        kind[0] = 1.0 if ctx.pending_resize() is not None else 2.0
+    dist.broadcast(kind, 0)
+    why = EXIT_SHRINK if kind[0] == 1.0 else EXIT_REQUEUE
+    save(why)
+    dist.barrier()  # the checkpoint is on disk before anyone says ready or leaves
+    if why == EXIT_SHRINK and rank == 0:
+        notice = ctx.pending_resize()
+        ctx.ready_for_resize(step)
+        _log(args, f"ready step={step} new_nodes={len(notice.nodes) if notice else '?'}")
+    return why
+
+
+def _hold(args: argparse.Namespace, ctx: TrainingContext, rank: int, step: int) -> bool:
+    """Wait for DIR/go-STEP (rank 0 watches, the others wait in the broadcast); True when a signal
+    came first (the caller handles it at the top of its loop and holds again after)."""
+    import torch
+    import torch.distributed as dist
+
+    held = torch.zeros(1)
+    if rank == 0:
+        while not (args.dir / f"go-{step}").exists() and not ctx.stop_requested:
+            time.sleep(0.1)
+        held[0] = 1.0 if ctx.stop_requested else 0.0
+    dist.broadcast(held, 0)
+    return bool(held[0] > 0)
 
 
 def train(args: argparse.Namespace) -> int:
@@ -123,33 +162,18 @@ def train(args: argparse.Namespace) -> int:
     losses = (args.dir / "loss.txt").open("a", buffering=1) if rank == 0 else None
     why = EXIT_DONE
     flag = torch.zeros(1)
+    holds = set(args.hold_at)
     began = time.monotonic()
     while step < args.steps:
         # every rank hears the signal at its own moment: agree on it at a step boundary
         flag[0] = 1.0 if ctx.stop_requested else 0.0
         dist.all_reduce(flag, op=dist.ReduceOp.MAX)
         if flag[0] > 0:
-            kind = torch.zeros(1)
-            if rank == 0:
-                kind[0] = 1.0 if ctx.pending_resize() is not None else 2.0
-            dist.broadcast(kind, 0)
-            why = EXIT_SHRINK if kind[0] == 1.0 else EXIT_REQUEUE
-            save(why)
-            dist.barrier()  # the checkpoint is on disk before anyone says ready or leaves
-            if why == EXIT_SHRINK and rank == 0:
-                notice = ctx.pending_resize()
-                ctx.ready_for_resize(step)
-                _log(args, f"ready step={step} new_nodes={len(notice.nodes) if notice else '?'}")
+            why = _on_notice(args, ctx, rank, step, save)
             break
-        if args.hold_at is not None and step == args.hold_at:
-            held = torch.zeros(1)
-            if rank == 0:
-                while not (args.dir / "go").exists() and not ctx.stop_requested:
-                    time.sleep(0.1)
-                held[0] = 1.0 if ctx.stop_requested else 0.0
-            dist.broadcast(held, 0)
-            if held[0] == 0:
-                args.hold_at = None
+        if step in holds:
+            if not _hold(args, ctx, rank, step):
+                holds.discard(step)
             continue
         per = scaled.per_replica_batch
         idx = (torch.arange(args.global_batch) + step * args.global_batch) % SAMPLES
@@ -262,6 +286,9 @@ def main(argv: list[str] | None = None) -> int:
     args = _args(argv)
     args.dir.mkdir(parents=True, exist_ok=True)
     return {"launch": launch, "train": train, "reference": reference}[args.mode](args)
+
+
+__all__ = ["launch", "main", "reference", "train"]
 
 
 if __name__ == "__main__":

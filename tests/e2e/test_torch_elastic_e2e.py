@@ -31,14 +31,16 @@ pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
 PYTHON = "/usr/bin/python3"  # Debian's, with python3-torch
 REPO = Path(__file__).resolve().parents[2]
-STEPS, HOLD, EVERY = 160, 80, 20
+# the test paces the run: it holds at step 40 on two nodes (the shrink comes there), at 80 on one
+# (the grow comes there); the signals interrupt a hold, and the job holds again after the resize
+STEPS, HOLDS, EVERY = 160, (40, 80), 20
 # measured run to run on one host (float64; 1, 2 and 4 ranks sum the same global batch in another
 # order): final losses agreed to 4e-18 absolute, 4e-16 relative; the bound leaves room for BLAS
 TOLERANCE = 1e-9
 TRAIN = ("--steps", str(STEPS), "--checkpoint-every", str(EVERY), "--step-s", "0.03")
 SCRIPT = """#!/bin/bash
 export PYTHONPATH={repo}:{dir}/pylib RAILGANG_RDZV_PORT={port}
-exec {python} -m railgang.demo.torch_elastic launch --dir {dir}/run --hold-at {hold} {train}
+exec {python} -m railgang.demo.torch_elastic launch --dir {dir}/run {holds} {train}
 """
 
 
@@ -89,20 +91,22 @@ def test_a_pytorch_job_is_shrunk_and_grown_and_ends_at_the_unresized_loss(
     filler = slurm.sbatch("-N14", "--gres=gpu:8", args=("300",))  # plain Slurm: two nodes free
     wait_for(lambda: running_on(slurm, filler), 30, "the filler to run")
     run = slurm.dir / "run"
-    script = SCRIPT.format(repo=REPO, dir="{dir}", port=free_port(), python=PYTHON, hold=HOLD,
+    holds = " ".join(f"--hold-at {h}" for h in HOLDS)
+    script = SCRIPT.format(repo=REPO, dir="{dir}", port=free_port(), python=PYTHON, holds=holds,
                            train=" ".join(TRAIN))
     job = slurm.sbatch("-N2", "--gres=gpu:8", "--rg-parallel=tp8,dp2", "--rg-elastic=1:2",
                        "--rg-class=3", script=script)
     loss = run / "loss.txt"
-    wait_for(lambda: len(lines(loss)) >= EVERY + 5, 60, "the job to train on two nodes")
+    wait_for(lambda: len(lines(loss)) >= HOLDS[0], 60, "the job to train on two nodes")
     assert {ln[2] for ln in lines(loss)} == {"2"}
     gang_job = slurm.sbatch(*gang(1, 1), args=("6",))  # a higher class wants one of its nodes
     wait_for(lambda: any("training world=1" in e for _, e in events(run)), 60,
              "the job to train again on one node")
+    (run / f"go-{HOLDS[0]}").write_text("")
     wait_for(lambda: slurm.finished([gang_job]), 30, "the class-1 job to end")
     wait_for(lambda: any("training world=2" in e and "restart=1" in e for _, e in events(run)),
              90, "the grow's restart on two nodes")
-    (run / "go").write_text("")
+    (run / f"go-{HOLDS[1]}").write_text("")
     wait_for(lambda: slurm.finished([job]), 60, "the job to finish")
     assert reference.wait(60) == 0
     assert slurm.settled([job])[-1].state == "COMPLETED"
