@@ -113,9 +113,10 @@ class Cluster:
             runs.append(Run(job, state.split()[0], _epoch(start), _epoch(end), expanded, gpus))
         return sorted(runs, key=lambda r: (r.start or float("inf"), r.job_id))
 
-    def settled(self, jobs: list[str], timeout_s: float = 30) -> list[Run]:
+    def settled(self, jobs: list[str], timeout_s: float = 90) -> list[Run]:
         """:meth:`runs` once sacct shows every job's last run ended: slurmctld sends records to
-        slurmdbd asynchronously, so right after a job ends sacct may still show it running."""
+        slurmdbd asynchronously, so right after a job ends sacct may still show it running (in
+        CI's 24.11 container, beside the compose stack's image builds, more than 30 s)."""
         out: list[Run] = []
 
         def done() -> bool:
