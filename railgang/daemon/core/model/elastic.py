@@ -6,7 +6,8 @@ Growth and shrink change the number of DP replicas only; a replica (``tp × pp``
   relative throughput change is at least ``min_gain`` (no resize for one freed node on a saturated
   curve), (2) the last resize (or the start) was at least ``min_interval_s`` ago (no churn), and
   (3) for growth, the time saved over the job's remaining run is at least ``amortise`` × the
-  transition cost (when the remaining work is known).
+  transition cost (when the remaining work is known); a shrink, (4) that the job would still run
+  when the shrink's notice ends (:func:`outlasts_notice`).
 - :func:`start_small_pays` — start an elastic job below its target now, instead of waiting
   ``wait_s`` for the full gang, when the expected wait + run is lower (seed: 32→64→128 beats
   waiting 8 h for 128).
@@ -138,8 +139,18 @@ def shrink_pays(run: RunningJob, new: int, now: float, rules: ElasticRules = Ela
     if not job.min_replicas <= new < run.replicas:
         return False
     last = run.last_resize_time if run.last_resize_time is not None else run.start_time
-    return now - last >= rules.min_interval_s and not wastes_gpus(job, new, run.replicas,
-                                                                   rules.superlinear_tol)
+    return (now - last >= rules.min_interval_s and outlasts_notice(run, now, rules)
+            and not wastes_gpus(job, new, run.replicas, rules.superlinear_tol))
+
+
+def outlasts_notice(run: RunningJob, now: float, rules: ElasticRules) -> bool:
+    """Whether ``run`` would still be running when a shrink's notice ends. A shrink takes effect
+    only then: a job that ends first gives every GPU back sooner by finishing, and the notice
+    would only cost it a checkpoint (unknown work counts as outlasting)."""
+    if rules.shrink_grace_s <= 0:
+        return True
+    left = run.remaining_at(now)
+    return left is None or left > rules.shrink_grace_s
 
 
 def resize_pays(run: RunningJob, new: int, now: float, rules: ElasticRules) -> bool:
@@ -150,8 +161,8 @@ def resize_pays(run: RunningJob, new: int, now: float, rules: ElasticRules) -> b
     last = run.last_resize_time if run.last_resize_time is not None else run.start_time
     if now - last < rules.min_interval_s:
         return False
-    if new < cur:
-        return True  # shrinks are asked for by the policy to free capacity; interval suffices
+    if new < cur:  # asked for by the policy to free capacity: the interval and the notice suffice
+        return outlasts_notice(run, now, rules)
     if marginal_gain(job, cur, new) < rules.min_gain:
         return False
     left = run.remaining_at(now)
@@ -349,6 +360,7 @@ __all__ = [
     "fill_by_marginal_gain",
     "lowest_start",
     "marginal_gain",
+    "outlasts_notice",
     "pays_without_growth",
     "resize_pays",
     "running_ends",
