@@ -181,7 +181,7 @@ def start_daemon(b: Bench, renew_before: int, log: Path, full_read_s: float = 60
            "RAILGANG_DAEMON__HEARTBEAT_FILE": str(b.spec.heartbeat_file),
            "RAILGANG_DAEMON__METRICS_PORT": "0", "RAILGANG_DAEMON__CYCLE_INTERVAL_S": str(CYCLE_S)}
     with log.open("wb") as err:
-        return subprocess.Popen([sys.executable, "-c", "from railgang.daemon.cli import main; main()",
+        return subprocess.Popen([sys.executable, "-c", "from railgang.daemon.cli.main import main; main()",
                                  "daemon", "run", "--log-format", "json"],
                                 env=env, stdout=subprocess.DEVNULL, stderr=err)
 

@@ -40,7 +40,7 @@ from railgang.topology.inputs import iter_lines
 
 _CHILD = ("import resource, sys, time\n"
           "t = time.perf_counter()\n"
-          "from railgang.daemon.cli import main\n"
+          "from railgang.daemon.cli.main import main\n"
           "sys.argv = ['railgang', 'topology', 'discover', sys.argv[1], '-o', sys.argv[2], '--facts-out', sys.argv[3]]\n"
           "try:\n    main()\n"
           "finally:\n"

@@ -12,7 +12,7 @@ python3 -m venv "$work/venv"
 cd "$work"  # away from the source tree, so only the installed wheel can be imported
 "$work/venv/bin/python" - <<'PY'
 import daemon, daemon.daemon  # python-daemon, untouched
-import railgang.daemon.cli, railgang.topology, railgang.db.migrate, railgang.slurm_plugins
+import railgang.daemon.cli.main, railgang.topology, railgang.db.migrate, railgang.slurm_plugins
 from importlib.resources import files
 assert "railgang" not in daemon.__file__, daemon.__file__
 assert files("railgang.db").joinpath("migrations/env.py").is_file()

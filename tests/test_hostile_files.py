@@ -151,7 +151,7 @@ def _path_options() -> set[str]:
     import typer
     from typer._click.core import Context
 
-    from railgang.daemon.cli import app
+    from railgang.daemon.cli.main import app
 
     found: set[str] = set()
 
@@ -306,7 +306,7 @@ def test_hostile_files(reader: str, corpus: dict[str, Path], valid: dict[str, st
 _PEAK = ("import runpy, sys\n"
          "sys.argv = ['railgang', *sys.argv[1:]]\n"
          "try:\n"
-         "    runpy.run_module('railgang.daemon.cli', run_name='__main__')\n"
+         "    runpy.run_module('railgang.daemon.cli.main', run_name='__main__')\n"
          "finally:\n"
          "    hwm = [ln.split()[1] for ln in open('/proc/self/status') if ln.startswith('VmHWM:')]\n"
          "    print('PEAK_KB', hwm[0], file=sys.stderr)\n")
@@ -322,11 +322,11 @@ def test_sim_limit_streams_a_50mb_trace(workdir: Path, env: dict[str, str]) -> N
         while fh.tell() < 50 * 2**20:
             fh.writelines(f"j{i},{i},8,3600\n" for i in range(n, n + 10_000))
             n += 10_000
-    cli = "from railgang.daemon.cli import main; main()"
+    cli = "from railgang.daemon.cli.main import main; main()"
     args = ["sim", "--trace", str(trace), "--limit", "10", "--nodes", "2", "-q", "--json"]
     t0 = time.monotonic()
     proc = subprocess.run([sys.executable, "-c", _PEAK.replace(
-        "runpy.run_module('railgang.daemon.cli', run_name='__main__')", cli), *args],
+        "runpy.run_module('railgang.daemon.cli.main', run_name='__main__')", cli), *args],
         capture_output=True, text=True, timeout=TIMEOUT_S, env=env, check=False)
     wall = time.monotonic() - t0
     assert proc.returncode == 0, proc.stderr[-2000:]

@@ -56,7 +56,7 @@ def known_nodes(ctx: typer.Context, slurm_confs: list[Path] | None, nodes: str |
 
 
 def _scontrol(ctx: typer.Context) -> str:
-    from railgang.daemon.cli_common import settings_from
+    from railgang.daemon.cli.common import settings_from
     from railgang.daemon.slurm.cli.runner import SlurmRunner
 
     runner = SlurmRunner.from_settings(settings_from(ctx).slurm)

@@ -4,7 +4,7 @@ take them: ``now``, ``today``, ``yesterday``, ``tomorrow``, each optionally foll
 (a naive ISO time is read as UTC). Units: s, m (minutes), h, d, w, in any of their spellings
 (``min``, ``mins``, ``minute``, ``minutes``, ``hour``, ``days``, ``week`` …).
 
-Pure: ``now`` is given. The command line's parser (``cli_common.when_option``) reads the clock.
+Pure: ``now`` is given. The command line's parser (``cli.common.when_option``) reads the clock.
 
 Printed back, a time is relative, one way everywhere (``explain``, ``daemon status``, ``top``):
 :func:`from_now` ("in 3 min"), :func:`ago` ("5 min ago"), :func:`span` ("45 s", "3.0 h").

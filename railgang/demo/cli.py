@@ -11,7 +11,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from railgang.daemon.cli_common import JsonOpt, emit, settings_from
+from railgang.daemon.cli.common import JsonOpt, emit, settings_from
 from railgang.demo.workload import make_workload, submit
 from railgang.errors import InputError
 

@@ -12,7 +12,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from railgang.daemon.cli_common import JsonOpt, emit, exit_with, settings_from
+from railgang.daemon.cli.common import JsonOpt, emit, exit_with, settings_from
 from railgang.devcluster.cluster import DevCluster, register_accounts, write_configs
 from railgang.devcluster.layout import ClusterSpec, parse_pools, site_spec
 from railgang.errors import DevClusterError, ExitCode

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typer.testing import CliRunner
 
 from railgang.daemon import __version__
-from railgang.daemon.cli import app
+from railgang.daemon.cli.main import app
 
 
 def test_help_lists_subcommands() -> None:

@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from railgang.daemon.cli import app
+from railgang.daemon.cli.main import app
 from railgang.errors import ExitCode
 
 runner = CliRunner()
-MAIN = "from railgang.daemon.cli import main; main()"
+MAIN = "from railgang.daemon.cli.main import main; main()"
 
 
 def test_config_check_refuses_the_backend_daemon_run_refuses(tmp_path: Path) -> None:
@@ -41,7 +41,7 @@ def test_top_filtered_counts_the_jobs_shown_not_the_fleet() -> None:
     """`top -A team-b` said "GPUs in use 24/32": the whole fleet's count under a filter."""
     from rich.console import Console
 
-    from railgang.daemon.top import render, select
+    from railgang.daemon.cli.top import render, select
     from tests.daemon.test_top import frame
 
     whole = frame()
@@ -58,7 +58,7 @@ def test_top_from_the_daemons_database_has_no_fleet_total(tmp_path: Path) -> Non
     """"GPUs in use 128/0": the database keeps no fleet size, so no "/0"."""
     from rich.console import Console
 
-    from railgang.daemon.top import from_daemon, render
+    from railgang.daemon.cli.top import from_daemon, render
     from tests.daemon.test_top import _daemon_db
 
     console = Console(width=160, record=True)

@@ -1,4 +1,4 @@
-"""What is written from the command tree (``daemon/cli_docs.py``): the completion table TAB
+"""What is written from the command tree (``daemon/cli/docs.py``): the completion table TAB
 answers from and the man page are current and cover every command; TAB imports neither typer
 nor rich (issue 36 item 5: `railgang completion`, a man page)."""
 
@@ -13,12 +13,12 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from railgang.daemon.cli import app
-from railgang.daemon.cli_docs import MAN, SPEC, man_page, spec
-from railgang.daemon.complete import candidates
+from railgang.daemon.cli.complete import candidates
+from railgang.daemon.cli.docs import MAN, SPEC, man_page, spec
+from railgang.daemon.cli.main import app
 from tests.daemon.test_cli_surface import COMMANDS
 
-REGENERATE = "stale: run `python -m railgang.daemon.cli_docs` and commit what it writes"
+REGENERATE = "stale: run `python -m railgang.daemon.cli.docs` and commit what it writes"
 BIN = str(Path(sys.executable).parent)
 
 
@@ -53,7 +53,7 @@ def test_candidates() -> None:
 
 
 def test_a_tab_imports_neither_typer_nor_rich() -> None:
-    probe = ("import json, sys\nfrom railgang.daemon.entry import main\ntry:\n    main()\n"
+    probe = ("import json, sys\nfrom railgang.daemon.cli.entry import main\ntry:\n    main()\n"
              "except SystemExit:\n    pass\n"
              "print(json.dumps(sorted({m.split('.')[0] for m in sys.modules})), file=sys.stderr)")
     env = {**os.environ, "_RAILGANG_COMPLETE": "complete_bash", "COMP_WORDS": "railgang top --",

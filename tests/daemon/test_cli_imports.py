@@ -1,6 +1,6 @@
 """``railgang --help`` starts at once: what each ``--help`` imports, not how long it takes
 (a time would depend on the machine's load). The root lists its components from a table
-(daemon/cli_lazy.py) without importing them; a component's ``--help`` imports its own module only.
+(daemon/cli/lazy.py) without importing them; a component's ``--help`` imports its own module only.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from railgang.daemon.cli import app
-from railgang.daemon.cli_lazy import LazyGroup, hoist_global_flags, load_component
+from railgang.daemon.cli.lazy import LazyGroup, hoist_global_flags, load_component
+from railgang.daemon.cli.main import app
 
 runner = CliRunner()
 
@@ -27,7 +27,7 @@ ROOT_ALSO = {"pydantic", "numpy", "hostlist"}
 
 PROBE = """
 import json, sys
-from railgang.daemon.cli import app
+from railgang.daemon.cli.main import app
 for argv in json.loads(sys.argv[1]):
     try:
         app(argv, prog_name="railgang")
@@ -67,7 +67,7 @@ def test_table_help_is_the_commands_own(name: str) -> None:
     comp = LazyGroup.components[name]
     cmd = load_component(name, comp)
     first = " ".join((cmd.short_help or (cmd.help or "").split("\n\n")[0]).split())
-    assert comp.help == first, f"daemon/cli.py's line for {name} differs from the command's help"
+    assert comp.help == first, f"daemon/cli/main.py's line for {name} differs from the command's help"
 
 
 def test_dash_h_is_help() -> None:
@@ -103,14 +103,14 @@ def test_config_after_the_subcommand(tmp_path: object) -> None:
 
 
 def test_completion_is_installable() -> None:
-    """`railgang completion SHELL` prints the script (daemon/complete.py); typer's own
+    """`railgang completion SHELL` prints the script (daemon/cli/complete.py); typer's own
     --install-completion is gone from every help (issue 36 item 5)."""
     res = runner.invoke(app, ["--help"])
     assert "completion" in res.output and "--install-completion" not in res.output
 
 
 def test_quota_cli_any_gpu_is_the_cores() -> None:
-    from railgang.daemon import quota_cli
+    from railgang.daemon.cli import quota as quota_cli
     from railgang.daemon.core.model.quota import ANY_GPU
 
     assert quota_cli.ANY_GPU == ANY_GPU  # a copy, so that `quota --help` skips the core

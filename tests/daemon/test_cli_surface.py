@@ -16,8 +16,8 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from railgang.daemon.cli import app
-from railgang.daemon.cli_common import JSON_HELP
+from railgang.daemon.cli.common import JSON_HELP
+from railgang.daemon.cli.main import app
 from railgang.errors import ConfigError, ExitCode
 
 REPO = Path(__file__).resolve().parents[2]
@@ -120,7 +120,7 @@ def test_each_invocation_reads_its_own_config(tmp_path: Path,
 
 
 def test_no_settings_global_left() -> None:
-    import railgang.daemon.cli as cli
+    import railgang.daemon.cli.main as cli
 
     assert not hasattr(cli, "_State") and not hasattr(cli, "settings")
 
@@ -205,7 +205,7 @@ def test_empty_config_file_means_defaults(tmp_path: Path) -> None:
 def test_main_prints_the_config_problem_without_traceback(tmp_path: Path, kind: str) -> None:
     path, expected = _bad_config(tmp_path, kind)
     env = {k: v for k, v in os.environ.items() if not k.startswith("RAILGANG_")}
-    res = subprocess.run([sys.executable, "-c", "from railgang.daemon.cli import main; main()",
+    res = subprocess.run([sys.executable, "-c", "from railgang.daemon.cli.main import main; main()",
                           "--config", path, "config", "show"], capture_output=True, text=True,
                          check=False, timeout=60, env=env)
     assert res.returncode == ExitCode.ERROR

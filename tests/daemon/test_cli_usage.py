@@ -8,7 +8,7 @@ import re
 import pytest
 from typer.testing import CliRunner
 
-from railgang.daemon.cli import app
+from railgang.daemon.cli.main import app
 from tests.daemon.test_cli_surface import COMMANDS
 
 runner = CliRunner()

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from railgang.daemon.cli import app
+from railgang.daemon.cli.main import app
 from railgang.daemon.config import load_settings
 from railgang.errors import ConfigError
 
@@ -72,7 +72,7 @@ def test_cli_reports_config_errors_in_one_line(tmp_path: Path) -> None:
     import sys
 
     path = write(tmp_path, "[devcluster]\nnodez = 3\n")
-    res = subprocess.run([sys.executable, "-c", "from railgang.daemon.cli import main; main()",
+    res = subprocess.run([sys.executable, "-c", "from railgang.daemon.cli.main import main; main()",
                           "--config", str(path), "config", "show"],
                          capture_output=True, text=True, check=False)
     assert res.returncode == 1

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from railgang.daemon.cli import app
+from railgang.daemon.cli.main import app
 from railgang.db.urls import mask_url
 
 PG = "postgresql+psycopg://railgang:pg-s3cret-pw@db.example:5432/railgang"

@@ -13,7 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 from railgang.daemon import cycle_settings
-from railgang.daemon.cli import app
+from railgang.daemon.cli.main import app
 from railgang.daemon.config import load_settings
 from railgang.daemon.core.cycle import CycleConfig
 from railgang.daemon.cycle_settings import NAMED, cycle_from
@@ -173,7 +173,7 @@ def test_sim_config_bad_file_on_the_command_line_is_one_line(tmp_path: Path) -> 
     path = tmp_path / "bad.toml"
     path.write_text("[daemon.cycle.migration]\nmin_loss = -1\n")
     for bad in (path, tmp_path / "none.toml"):
-        run = subprocess.run([sys.executable, "-c", "from railgang.daemon.entry import main; main()",
+        run = subprocess.run([sys.executable, "-c", "from railgang.daemon.cli.entry import main; main()",
                               "sim", "--trace", str(_trace(tmp_path)), "--config", str(bad), "-q"],
                              capture_output=True, text=True, timeout=120)
         assert run.returncode == 1 and run.stdout == "", run

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from railgang.daemon.cli import app
-from railgang.daemon.queue_cli import queue_rows, render_queue
+from railgang.daemon.cli.main import app
+from railgang.daemon.cli.queue import queue_rows, render_queue
 
 runner = CliRunner()
 EST = {"status": "estimated", "start_s": 600.0, "p10_s": 500.0, "p90_s": 900.0,

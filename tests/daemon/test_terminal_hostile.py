@@ -17,9 +17,9 @@ import pytest
 from rich.console import Console
 from typer.testing import CliRunner
 
-from railgang.daemon.cli import app
+from railgang.daemon.cli.main import app
+from railgang.daemon.cli.top import build_frame, render
 from railgang.daemon.slurm.cli.records import parse_sinfo, parse_squeue
-from railgang.daemon.top import build_frame, render
 
 DATA = Path(__file__).parent / "slurm" / "cli" / "data"
 EVIL = "\x1b]0;pwned\x07\x1b[2J[red]x[/red]\u202e\x9b1m"
@@ -85,7 +85,7 @@ def test_the_cli_shows_the_databases_hostile_text_literally(
 
 def test_the_error_line_shows_a_hostile_argument_literally(tmp_path: Path) -> None:
     env = {**os.environ, "RAILGANG_DB__URL": _db(tmp_path), "NO_COLOR": "1"}
-    res = subprocess.run([sys.executable, "-c", "from railgang.daemon.cli import main; main()",
+    res = subprocess.run([sys.executable, "-c", "from railgang.daemon.cli.main import main; main()",
                           "explain", "[bold red]boom[/] " + EVIL], capture_output=True, text=True,
                          env=env, timeout=120)
     assert res.returncode == 1, res.stderr

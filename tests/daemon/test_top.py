@@ -9,9 +9,9 @@ import pytest
 from rich.console import Console
 from typer.testing import CliRunner
 
-from railgang.daemon.cli import app
+from railgang.daemon.cli.main import app
+from railgang.daemon.cli.top import Frame, build_frame, from_daemon, leaves_of, render, select
 from railgang.daemon.slurm.cli.records import parse_sinfo, parse_squeue, topology_from_show
-from railgang.daemon.top import Frame, build_frame, from_daemon, leaves_of, render, select
 
 DATA = Path(__file__).parent / "slurm" / "cli" / "data"
 
@@ -76,7 +76,7 @@ def test_the_daemons_reason_replaces_slurms() -> None:
 def test_daemon_reasons_from_its_database(tmp_path: Path) -> None:
     from datetime import UTC, datetime
 
-    from railgang.daemon.top import daemon_reasons
+    from railgang.daemon.cli.top import daemon_reasons
     from railgang.db.migrate import upgrade
     from railgang.db.repositories.explanations import ExplanationRow, upsert
     from railgang.db.session import make_engine, session_scope

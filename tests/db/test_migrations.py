@@ -10,7 +10,7 @@ from sqlalchemy import inspect, select
 from sqlalchemy.exc import IntegrityError
 from typer.testing import CliRunner
 
-from railgang.daemon.cli import app
+from railgang.daemon.cli.main import app
 from railgang.db import migrate
 from railgang.db.base import Base
 from railgang.db.models import Account, Job, UsageRecord

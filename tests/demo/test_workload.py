@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import pytest
 from typer.testing import CliRunner
 
-from railgang.daemon.cli import app
+from railgang.daemon.cli.main import app
 from railgang.demo.workload import make_workload, submit
 
 

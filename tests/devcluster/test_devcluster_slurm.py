@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from railgang.daemon.cli import app
+from railgang.daemon.cli.main import app
 from railgang.devcluster.cluster import DevCluster
 from railgang.devcluster.layout import ClusterSpec
 from railgang.devcluster.processes import is_running

@@ -35,7 +35,7 @@ def test_the_plain_spec_is_unchanged() -> None:
 def test_up_site_takes_no_size_of_its_own(tmp_path: Path) -> None:
     from typer.testing import CliRunner
 
-    from railgang.daemon.cli import app
+    from railgang.daemon.cli.main import app
     from railgang.errors import DevClusterError
 
     res = CliRunner().invoke(app, ["devcluster", "up", "--site", "--dir", str(tmp_path), "--pools", "a100=2"],

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from railgang.daemon.cli import app
+from railgang.daemon.cli.main import app
 from railgang.slurm_plugins.paths import FILES, PLUGINS
 
 REPO = Path(__file__).resolve().parents[2]

@@ -1,6 +1,6 @@
 """The topology package is pure: nothing in it imports the daemon, the DB or Slurm, nor
 subprocess or sockets (STYLE.md: pure core, thin shells). Its commands live with the other
-commands (``railgang/daemon/topology_cli.py``), so the room below the daemon has no shell."""
+commands (``railgang/daemon/cli/topology.py``), so the room below the daemon has no shell."""
 
 from __future__ import annotations
 

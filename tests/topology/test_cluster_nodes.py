@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from railgang.daemon.cli import app
+from railgang.daemon.cli.main import app
 from railgang.errors import InputError
 from railgang.topology.cluster_nodes import (
     nodes_from_scontrol,

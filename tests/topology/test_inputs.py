@@ -10,7 +10,7 @@ import pytest
 from click.testing import Result
 from typer.testing import CliRunner
 
-from railgang.daemon.cli import app
+from railgang.daemon.cli.main import app
 from railgang.errors import InputError
 from railgang.topology.conf import check_topology
 from railgang.topology.fabric import fabric_from_shape

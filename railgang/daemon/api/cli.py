@@ -9,7 +9,7 @@ from typing import Annotated, Literal
 
 import typer
 
-from railgang.daemon.cli_common import state_from
+from railgang.daemon.cli.common import state_from
 from railgang.daemon.service.logs import LogFormat, logging_config
 
 UvicornLevel = Literal["critical", "error", "warning", "info", "debug", "trace"]

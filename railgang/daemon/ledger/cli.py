@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated, Literal
 
 import typer
 
-from railgang.daemon.cli_common import JsonOpt, emit, exit_with, settings_from, when_option
+from railgang.daemon.cli.common import JsonOpt, emit, exit_with, settings_from, when_option
 from railgang.daemon.when import HELP as WHEN_HELP
 from railgang.errors import ExitCode, InputError
 

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from railgang.daemon.cli_common import JsonOpt, emit, settings_from
+from railgang.daemon.cli.common import JsonOpt, emit, settings_from
 from railgang.errors import InputError
 
 if TYPE_CHECKING:  # pydantic-settings is imported when settings are read, not by --help

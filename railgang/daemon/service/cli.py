@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from railgang.daemon.cli_common import JsonOpt, exit_with, settings_from
+from railgang.daemon.cli.common import JsonOpt, exit_with, settings_from
 from railgang.daemon.service.logs import LogFormat, setup_logging
 from railgang.errors import ExitCode
 

@@ -15,7 +15,7 @@ from typing import Annotated, Any
 
 import typer
 
-from railgang.daemon.cli_common import JsonOpt, emit
+from railgang.daemon.cli.common import JsonOpt, emit
 from railgang.daemon.serving.model import ServingSet
 from railgang.daemon.serving.sim_cli import load
 from railgang.errors import ConfigError
@@ -227,7 +227,7 @@ def status_cmd(ctx: typer.Context, as_json: JsonOpt = False) -> None:
     """The deployments as the daemon's last cycle left them: replicas and lent nodes."""
     from datetime import UTC, datetime
 
-    from railgang.daemon.cli_common import settings_from
+    from railgang.daemon.cli.common import settings_from
     from railgang.daemon.serving.status import read_status, status_path
 
     body = read_status(status_path(settings_from(ctx)))

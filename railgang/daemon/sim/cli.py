@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from railgang.daemon.cli_common import JSON_HELP, choices_metavar, registry_choice
+from railgang.daemon.cli.common import JSON_HELP, choices_metavar, registry_choice
 from railgang.daemon.core.policies import registry
 from railgang.daemon.sim import traces
 
@@ -201,7 +201,7 @@ def sim(
     # options on the command line, which override the settings file (``--config``)
     given = {name for name in ctx.params if _source(ctx, name) not in ("DEFAULT", "DEFAULT_MAP")}
     # the daemon's settings file: `railgang sim --config FILE` is `railgang --config FILE sim`
-    # (cli_lazy hoists it); taken when on the command line, never from $RAILGANG_CONFIG, so a
+    # (cli/lazy.py hoists it); taken when on the command line, never from $RAILGANG_CONFIG, so a
     # replay stays what its own command line says (docs/simulator.md "One set of settings")
     root = ctx.find_root()
     settings_file = (root.params.get("config") if root is not ctx

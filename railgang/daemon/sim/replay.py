@@ -29,7 +29,7 @@ from rich.progress import (
 from rich.table import Table
 from rich.text import Text
 
-from railgang.daemon.cli_common import deprecated_alias
+from railgang.daemon.cli.common import deprecated_alias
 from railgang.daemon.core.cycle import CycleConfig
 from railgang.daemon.core.model.plan import Policy
 from railgang.daemon.core.model.tiers import SpotRules

@@ -9,7 +9,7 @@ import pytest
 from sqlalchemy import delete, select
 from typer.testing import CliRunner
 
-from railgang.daemon.cli import app
+from railgang.daemon.cli.main import app
 from railgang.db.models import Job, UsageRecord
 from railgang.db.session import make_engine, session_scope
 from railgang.errors import DatabaseError, ValidationFailed

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from railgang.daemon.cli import app
+from railgang.daemon.cli.main import app
 from railgang.daemon.ledger.ingest import source_name
 from railgang.db.ledger import LedgerWatermark
 from railgang.db.session import make_engine, session_scope

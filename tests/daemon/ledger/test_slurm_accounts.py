@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from railgang.daemon.cli import app
+from railgang.daemon.cli.main import app
 from railgang.daemon.ledger.slurm_accounts import SlurmAccount, parse_assoc, plan
 from railgang.devcluster.cluster import DevCluster, slurm_env
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from railgang.daemon.cli import app
+from railgang.daemon.cli.main import app
 from railgang.daemon.report.service import NoReportData
 from railgang.errors import ExitCode, InputError
 from tests.daemon.report.conftest import week_trace
@@ -117,7 +117,7 @@ def test_exit_codes_through_main(env: Path, date: str, code: int, message: str) 
     import subprocess
     import sys
 
-    res = subprocess.run([sys.executable, "-c", "from railgang.daemon.cli import main; main()",
+    res = subprocess.run([sys.executable, "-c", "from railgang.daemon.cli.main import main; main()",
                           "report", "--date", date], capture_output=True, text=True,
                          env={**os.environ}, check=False)
     assert res.returncode == code

@@ -14,7 +14,7 @@ import pytest
 from sqlalchemy import Engine
 from typer.testing import CliRunner
 
-from railgang.daemon.cli import app
+from railgang.daemon.cli.main import app
 from railgang.daemon.clock import SimClock
 from railgang.daemon.config import LinkSettings, load_settings
 from railgang.daemon.core.model.actions import TagNode

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from railgang.daemon.cli import app
+from railgang.daemon.cli.main import app
 from railgang.errors import DatabaseError
 
 REFUSED = "postgresql+psycopg://railgang:pg-s3cret@127.0.0.1:1/railgang?sslpassword=k-s3cret"

@@ -21,13 +21,13 @@ def test_a_sigterm_during_the_imports_is_remembered_not_fatal() -> None:
     code = (
         "import os, signal, sys\n"
         "sys.argv = ['railgang', '--log-format', 'json', 'daemon', 'run']\n"
-        "import railgang.daemon.cli as cli\n"
+        "import railgang.daemon.cli.main as cli\n"
         "def importing():\n"
         "    os.kill(os.getpid(), signal.SIGTERM)\n"
         "    from railgang.daemon.service.stop_signal import REQUESTED\n"
         "    print('remembered' if REQUESTED.is_set() else 'lost')\n"
         "cli.main = importing\n"
-        "from railgang.daemon.entry import main\n"
+        "from railgang.daemon.cli.entry import main\n"
         "main()\n")
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert res.returncode == 0, res.stderr[-2000:]

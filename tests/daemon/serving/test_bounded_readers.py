@@ -101,7 +101,7 @@ def test_the_status_reader_refuses_hostile_files_at_once(kind: str, hostile: dic
 def test_far_future_times_in_the_status_file_are_shown_not_a_traceback(tmp_path: Path) -> None:
     from typer.testing import CliRunner
 
-    from railgang.daemon.cli import app
+    from railgang.daemon.cli.main import app
 
     status = tmp_path / "serving.json"
     status.write_text('{"as_of": 1e300, "deployments": [{"deployment": "chat", "tp": 8, '

@@ -207,7 +207,7 @@ def test_a_node_in_two_pools_is_a_config_error(tmp_path: Path) -> None:
 def test_serving_status_command_shows_the_last_step(tmp_path: Path) -> None:
     from typer.testing import CliRunner
 
-    from railgang.daemon.cli import app
+    from railgang.daemon.cli.main import app
 
     status = tmp_path / "serving.json"
     live = LiveServing(ServingSettings(enabled=True, demand_file=demand_csv(tmp_path),

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from railgang.daemon.cli import app
+from railgang.daemon.cli.main import app
 
 runner = CliRunner()
 
@@ -114,7 +114,7 @@ def test_policy_choices_come_from_the_registry(tmp_path: Path, args: list[str]) 
 
 def test_main_prints_one_line_and_exits_1(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                           monkeypatch: pytest.MonkeyPatch) -> None:
-    from railgang.daemon import cli
+    from railgang.daemon.cli import main as cli
 
     monkeypatch.setattr("sys.argv", ["railgang", "sim", "--trace", str(tmp_path / "missing.csv")])
     with pytest.raises(SystemExit) as exit_info:

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from railgang.daemon.cli import app
+from railgang.daemon.cli.main import app
 from railgang.daemon.core.cycle import CycleConfig
 from railgang.daemon.core.phases.migrate import MigrationRules
 from railgang.daemon.core.policies import registry

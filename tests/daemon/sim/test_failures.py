@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from railgang.daemon.cli import app
+from railgang.daemon.cli.main import app
 from railgang.daemon.core.policies import registry
 from railgang.daemon.failures.rates import FailureRates
 from railgang.daemon.failures.young_daly import young_daly_s

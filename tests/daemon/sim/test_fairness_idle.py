@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from railgang.daemon.cli import app
+from railgang.daemon.cli.main import app
 from railgang.daemon.core.policies.registry import get
 from railgang.daemon.sim.engine import simulate
 from railgang.daemon.sim.metrics import JobRecord, compute

@@ -14,7 +14,7 @@ import pytest
 from sqlalchemy import create_engine, text
 from typer.testing import CliRunner
 
-from railgang.daemon.cli import app
+from railgang.daemon.cli.main import app
 
 TRACE = "job_id,submit_time,gpus,duration_s,account\n" + "".join(
     f"j{i},{i * 1800},{1 + i % 4},{7200 + 600 * i},{'ab'[i % 2]}\n" for i in range(12))

@@ -11,7 +11,7 @@ import pytest
 from sqlalchemy import create_engine, func, select, text
 from typer.testing import CliRunner
 
-from railgang.daemon.cli import app
+from railgang.daemon.cli.main import app
 from railgang.daemon.sim import ledger_run
 from railgang.db.ledger import GpuSample, NodeState
 from railgang.errors import InputError

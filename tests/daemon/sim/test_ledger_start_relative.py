@@ -8,7 +8,7 @@ from pathlib import Path
 from sqlalchemy import func, select
 from typer.testing import CliRunner
 
-from railgang.daemon.cli import app
+from railgang.daemon.cli.main import app
 from railgang.db.models import UsageRecord
 from railgang.db.session import make_engine, session_scope
 

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from railgang.daemon.cli import app
+from railgang.daemon.cli.main import app
 from railgang.daemon.core.policies.registry import get
 from railgang.daemon.pricing import parse_prices
 from railgang.daemon.sim.backend import SimConfig

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from railgang.daemon.cli import app
+from railgang.daemon.cli.main import app
 from railgang.daemon.core.policies.registry import get
 from railgang.daemon.sim.engine import simulate
 from tests.daemon.sim.conftest import first_fit, tj

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from railgang.daemon.cli import app
+from railgang.daemon.cli.main import app
 from railgang.daemon.core.policies.registry import get
 from railgang.daemon.sim.engine import EngineConfig, simulate
 from railgang.daemon.sim.quotas import QuotaUse, attainment, load_quotas

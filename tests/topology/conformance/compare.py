@@ -19,7 +19,7 @@ from typing import Any
 
 from typer.testing import CliRunner
 
-from railgang.daemon.cli import app
+from railgang.daemon.cli.main import app
 from tests.topology.conformance.slurmctld_oracle import Verdict
 
 __all__ = ["Outcome", "compare", "module_check", "railgang_check"]

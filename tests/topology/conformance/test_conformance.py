@@ -43,7 +43,7 @@ def test_show_and_place_take_every_file_slurmctld_accepts() -> None:
     two parents, a node named like a switch, a 5,000-character name (no traceback, exit 0/1/3)."""
     from typer.testing import CliRunner
 
-    from railgang.daemon.cli import app
+    from railgang.daemon.cli.main import app
     from railgang.errors import InputError
 
     runner = CliRunner()

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from railgang.daemon.cli import app
+from railgang.daemon.cli.main import app
 from railgang.errors import InputError
 from railgang.topology.conf import parse_topology
 from railgang.topology.discover import FACTS_FORMAT, Shape, generate_ibnetdiscover
@@ -119,7 +119,7 @@ def test_dev_zero_is_refused_without_reading_it_all(tmp_path: Path) -> None:
 
 _MAXRSS = ("import atexit, resource, sys\n"
            "atexit.register(lambda: print('MAXRSS', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr))\n"
-           "from railgang.daemon.cli import main\n"
+           "from railgang.daemon.cli.main import main\n"
            "sys.argv = ['railgang', 'topology', 'discover', sys.argv[1]]\n"
            "main()\n")
 

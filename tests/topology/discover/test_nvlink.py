@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from railgang.daemon.cli import app
+from railgang.daemon.cli.main import app
 from railgang.errors import InputError
 from railgang.topology.conf import parse_topology
 from railgang.topology.discover import Shape, generate_ibnetdiscover

@@ -18,7 +18,7 @@ from rich.console import Console
 from rich.table import Table
 from typer.core import TyperGroup
 
-from railgang.daemon.cli_common import JSON_HELP
+from railgang.daemon.cli.common import JSON_HELP
 from railgang.daemon.safe_output import term_text
 from railgang.errors import ConfigError, ExitCode, InputError
 

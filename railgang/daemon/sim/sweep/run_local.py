@@ -41,7 +41,7 @@ def _modules():
     with open(os.environ["RAILGANG_SWEEP_MODULES"], "w") as fh:
         json.dump(names, fh)
 atexit.register(_modules)
-from railgang.daemon.cli import main
+from railgang.daemon.cli.main import main
 main()
 """
 SIM_COMMAND: tuple[str, ...] = (sys.executable, "-c", _MAIN, "sim")

@@ -23,7 +23,7 @@ from railgang.daemon.sim.sweep.store import Store
 
 pytestmark = pytest.mark.slow
 
-RAILGANG = (sys.executable, "-c", "from railgang.daemon.cli import main; main()")
+RAILGANG = (sys.executable, "-c", "from railgang.daemon.cli.main import main; main()")
 
 
 def synthetic_trace(path: Path, jobs: int = 40) -> None:

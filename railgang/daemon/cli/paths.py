@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from railgang.daemon.cli_common import JsonOpt, emit, exit_with
+from railgang.daemon.cli.common import JsonOpt, emit, exit_with
 from railgang.errors import ExitCode
 from railgang.slurm_plugins.paths import installed_paths
 

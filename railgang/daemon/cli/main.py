@@ -2,7 +2,7 @@
 
 Every ``RailgangError`` becomes one line on stderr and its exit code (``errors.ExitCode``, the one
 table; docs/cli.md), never a traceback. Settings reach the sub-commands through the typer context
-(``cli_common.settings_from(ctx)``).
+(``cli.common.settings_from(ctx)``).
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ import typer
 from rich.console import Console
 
 from railgang.daemon import __version__
-from railgang.daemon.cli_common import CliState, JsonOpt, emit, settings_from, state_from
-from railgang.daemon.cli_lazy import Component, LazyGroup
+from railgang.daemon.cli.common import CliState, JsonOpt, emit, settings_from, state_from
+from railgang.daemon.cli.lazy import Component, LazyGroup
 from railgang.errors import RailgangError
 
 app = typer.Typer(
@@ -93,36 +93,36 @@ def completion(shell: Annotated[Literal["bash", "zsh", "fish"], typer.Argument(
     """Print the shell's TAB completion script.
 
     Install: railgang completion bash > /etc/bash_completion.d/railgang (docs/cli.md)."""
-    from railgang.daemon.complete import SCRIPTS
+    from railgang.daemon.cli.complete import SCRIPTS
 
     typer.echo(SCRIPTS[shell], nl=False)
 
 
-# Every other component, imported only when its command runs (cli_lazy.py): `railgang --help`
+# Every other component, imported only when its command runs (cli/lazy.py): `railgang --help`
 # lists them from this table. The help line is the command's own first line (a test checks).
 LazyGroup.components = {
     "daemon": Component("railgang.daemon.service.cli", "daemon_app",
                         "The scheduling daemon: run it, or ask how it is doing."),
     "api": Component("railgang.daemon.api.cli", "api", "Serve the admin API (quotas, ledger, "
                      "chargeback, explanations); OpenAPI docs at /docs."),
-    "quota": Component("railgang.daemon.quota_cli", "quota_app",
+    "quota": Component("railgang.daemon.cli.quota", "quota_app",
                        "Quotas, priority-class grants, rates and quota events."),
-    "token": Component("railgang.daemon.quota_cli", "token_app",
+    "token": Component("railgang.daemon.cli.tokens", "token_app",
                        "API tokens (stored hashed; the secret is shown once)."),
     "ledger": Component("railgang.daemon.ledger.cli", "ledger_app", "The usage ledger: sacct "
                         "ingest (exactly once), reconciliation, telemetry intake."),
     "explain": Component("railgang.daemon.service.cli", "explain", "Why a job waits (reason, "
                          "place in the order, what blocks it) or where it runs and why; for a "
                          "node, why it is out of service."),
-    "db": Component("railgang.daemon.db_cli", "app",
+    "db": Component("railgang.daemon.cli.db", "app",
                     "Database migrations (SQLite by default, PostgreSQL by URL)."),
     "devcluster": Component("railgang.devcluster.cli", "app", "A local GPU Slurm "
                             "test cluster from Debian's packages on this machine (root, loopback "
                             "only): 22.05 on Debian 12, 24.11/26.05 in a container "
                             "(docs/devcluster.md)."),
-    "topology": Component("railgang.daemon.topology_cli", "app",
+    "topology": Component("railgang.daemon.cli.topology", "app",
                           "Check and show Slurm topology.conf files."),
-    "place": Component("railgang.daemon.topology_cli", "place", "Place a gang on a topology: exit 0 "
+    "place": Component("railgang.daemon.cli.topology", "place", "Place a gang on a topology: exit 0 "
                        "placed, 3 cannot be placed now (reason printed)."),
     "sim": Component("railgang.daemon.sim.commands", "sim_app",
                      "Replay a job trace through the decision core on a simulated cluster."),
@@ -130,13 +130,13 @@ LazyGroup.components = {
                          "beside training: demand, forecast, lending."),
     "demo": Component("railgang.demo.cli", "demo", "Submit a reproducible mix of "
                       "hinted training jobs to the cluster in SLURM_CONF."),
-    "top": Component("railgang.daemon.top", "top", "Live view of leaves, nodes (one cell per GPU, "
+    "top": Component("railgang.daemon.cli.top", "top", "Live view of leaves, nodes (one cell per GPU, "
                      "one letter per job) and jobs."),
-    "queue": Component("railgang.daemon.queue_cli", "queue", "Waiting jobs in railgang's order, "
+    "queue": Component("railgang.daemon.cli.queue", "queue", "Waiting jobs in railgang's order, "
                        "with reason, class, place and expected start."),
     "report": Component("railgang.daemon.report.cli", "report", "Build the daily utilisation "
                         "report: teams, pools, queue, cost of chaos, anomalies."),
-    "paths": Component("railgang.daemon.paths_cli", "paths", "Print where the installed "
+    "paths": Component("railgang.daemon.cli.paths", "paths", "Print where the installed "
                        "job_submit.lua and SPANK plugin source are. Exit 1: one is missing."),
 }
 

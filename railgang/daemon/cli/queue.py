@@ -19,7 +19,7 @@ from typing import Annotated, Any
 
 import typer
 
-from railgang.daemon.cli_common import JsonOpt, emit, settings_from
+from railgang.daemon.cli.common import JsonOpt, emit, settings_from
 from railgang.errors import InputError
 
 HEADER = ("JOBID", "PARTITION", "USER", "ACCOUNT", "CLASS", "GPUS", "POS", "START", "REASON")
@@ -121,7 +121,7 @@ def queue(
     as_json: JsonOpt = False,
 ) -> None:
     """Waiting jobs in railgang's order, with reason, class, place and expected start."""
-    from railgang.daemon.top import slurm_conf
+    from railgang.daemon.cli.top import slurm_conf
 
     settings = settings_from(ctx)
     users = _comma(user) | ({getpass.getuser()} if me else set())

@@ -10,14 +10,14 @@ import sys
 
 def main() -> None:
     if os.environ.get("_RAILGANG_COMPLETE"):
-        from railgang.daemon.complete import run
+        from railgang.daemon.cli.complete import run
 
         sys.exit(run(os.environ))
     from railgang.daemon.service import stop_signal
 
     if stop_signal.is_daemon_run(sys.argv[1:]):
         stop_signal.install_early()  # before the seconds of imports below (stop_signal.py)
-    from railgang.daemon.cli import main as cli_main
+    from railgang.daemon.cli.main import main as cli_main
 
     cli_main()
 

@@ -1,5 +1,5 @@
-"""``railgang quota …`` and ``railgang token …``: the common admin actions, on the database
-directly (same repositories and checks as the API, audited as ``cli:<user>``)."""
+"""``railgang quota …``: the common admin actions, on the database directly (same repositories
+and checks as the API, audited as ``cli:<user>``). ``railgang token …`` is ``tokens.py``."""
 
 from __future__ import annotations
 
@@ -7,13 +7,12 @@ import getpass
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import typer
 
-from railgang.daemon.cli_common import (
+from railgang.daemon.cli.common import (
     JsonOpt,
     choices_metavar,
     deprecated_alias,
@@ -21,7 +20,7 @@ from railgang.daemon.cli_common import (
     registry_choice,
     settings_from,
 )
-from railgang.db.choices import CAPACITY_TIERS, GRANT_KINDS, ROLES
+from railgang.db.choices import CAPACITY_TIERS, GRANT_KINDS
 
 if TYPE_CHECKING:  # --help imports neither SQLAlchemy nor the core (tests/daemon/test_cli_imports.py)
     from sqlalchemy.orm import Session
@@ -29,8 +28,6 @@ if TYPE_CHECKING:  # --help imports neither SQLAlchemy nor the core (tests/daemo
 ANY_GPU = "*"  # railgang.daemon.core.model.quota.ANY_GPU (tests/daemon/test_cli_imports.py checks)
 
 quota_app = typer.Typer(help="Quotas, priority-class grants, rates and quota events.",
-                        no_args_is_help=True)
-token_app = typer.Typer(help="API tokens (stored hashed; the secret is shown once).",
                         no_args_is_help=True)
 
 Level = Literal["org", "dept", "team"]  # the CHECK constraint of accounts.level
@@ -219,71 +216,4 @@ def sync_accounts(ctx: typer.Context,
     typer.echo(f"{len(calls)} sacctmgr call(s){' (dry run)' if dry_run else ''}")
 
 
-@token_app.command("create")
-def token_create(ctx: typer.Context, name: str,
-                 role: Annotated[str, typer.Option(
-                     callback=registry_choice(lambda: ROLES), metavar=choices_metavar(ROLES),
-                     help="What the token may do.")],
-                 team: Annotated[list[str] | None, typer.Option(help="Team in scope (repeat).")]
-                 = None,
-                 expires_days: Annotated[float | None, typer.Option(min=0.001)] = None,
-                 as_json: JsonOpt = False) -> None:
-    """Create a token and print its secret (once: only a SHA-256 is stored)."""
-    from railgang.db.repositories import tokens
-
-    expires = datetime.now(UTC) + timedelta(days=expires_days) if expires_days else None
-    with session(ctx) as s:
-        _, secret = tokens.create(s, actor=actor(), name=name, role=role, teams=team or [],
-                                  expires_at=expires)
-    emit({"name": name, "role": role, "teams": team or [], "token": secret}, as_json,
-          [secret])
-
-
-@token_app.command("list")
-def token_list(ctx: typer.Context, as_json: JsonOpt = False) -> None:
-    """Tokens with role, teams, prefix, expiry and whether revoked (never the secret)."""
-    from railgang.db.repositories import tokens
-
-    with session(ctx) as s:
-        data: list[dict[str, Any]] = [{"name": t.name, "role": t.role, "teams": tokens.team_names(s, t),
-                 "prefix": t.prefix, "expires_at": t.expires_at,
-                 "revoked": t.revoked_at is not None} for t in tokens.list_tokens(s)]
-    emit(data, as_json, token_table(data, datetime.now(UTC)) if data else ["(no tokens)"])
-
-
-def token_table(data: list[dict[str, Any]], now: datetime) -> list[str]:
-    """``token list`` as aligned columns under a header, as squeue prints; the expiry as a date
-    and how far off (``in 7.0 d``, ``2.0 h ago``); STATE: active, expired or revoked."""
-    from railgang.daemon.safe_output import term_safe
-    from railgang.daemon.when import ago, from_now
-
-    rows = [["NAME", "ROLE", "TEAMS", "PREFIX", "EXPIRES", "STATE"]]
-    for d in data:
-        exp = d["expires_at"]
-        if exp is not None and exp.tzinfo is None:
-            exp = exp.replace(tzinfo=UTC)  # stored as UTC; SQLite may hand it back naive
-        left: float | None = None
-        when = "never"
-        if exp is not None:
-            left = (exp - now).total_seconds()
-            when = f"{exp:%Y-%m-%d %H:%M} UTC ({from_now(left) if left > 0 else ago(-left)})"
-        state = ("revoked" if d["revoked"] else "expired" if left is not None and left <= 0
-                 else "active")
-        rows.append([term_safe(d["name"]), d["role"], term_safe(",".join(d["teams"]) or "*"),
-                     f"{d['prefix']}…", when, state])
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
-    return ["  ".join([*(c.ljust(w) for c, w in zip(r, widths, strict=False)), r[-1]])
-            for r in rows]
-
-
-@token_app.command("revoke")
-def token_revoke(ctx: typer.Context, name: str, as_json: JsonOpt = False) -> None:
-    """Revoke a token at once (it answers 401 from then on)."""
-    from railgang.db.repositories import tokens
-
-    with session(ctx) as s:
-        tokens.revoke(s, actor=actor(), name=name)
-    emit({"name": name, "revoked": True}, as_json, f"token {name} revoked")
-
-
-__all__ = ["quota_app", "token_app", "token_table"]
+__all__ = ["actor", "quota_app", "session"]

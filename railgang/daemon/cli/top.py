@@ -30,7 +30,7 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from railgang.daemon.cli_common import JsonOpt, choices_metavar, registry_choice, settings_from
+from railgang.daemon.cli.common import JsonOpt, choices_metavar, registry_choice, settings_from
 from railgang.daemon.core.model.snapshot import NodeState
 from railgang.daemon.safe_output import term_safe, term_text
 from railgang.errors import InputError, RailgangError

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import typer
 
-from railgang.daemon.cli_common import JsonOpt, emit, exit_with
+from railgang.daemon.cli.common import JsonOpt, emit, exit_with
 from railgang.errors import ExitCode, InputError
 from railgang.topology import hostnames
 from railgang.topology.conf import (
@@ -239,7 +239,7 @@ def _snapshot(root: Path, t: float) -> tuple[list[PortSample], list[str]]:
 
 def _live_links(ctx: typer.Context, state: Path | None, show_all: bool, as_json: bool) -> None:
     """The daemon collector's last round (``daemon.links.state_file``), with hysteresis applied."""
-    from railgang.daemon.cli_common import settings_from
+    from railgang.daemon.cli.common import settings_from
     from railgang.topology.inputs import InputProblem
 
     path = state if state is not None else settings_from(ctx).daemon.links.state_file

@@ -1,8 +1,8 @@
 """What is written from the command tree rather than by hand: the completion table
-(``daemon/completion.json``, which ``railgang completion``'s scripts answer TAB from without
+(``daemon/cli/completion.json``, which ``railgang completion``'s scripts answer TAB from without
 importing typer or any component) and the man page (``docs/railgang.1``).
 
-Regenerate both after changing a command: ``python -m railgang.daemon.cli_docs``;
+Regenerate both after changing a command: ``python -m railgang.daemon.cli.docs``;
 ``tests/daemon/test_cli_docs.py`` fails while either is stale.
 """
 
@@ -17,10 +17,10 @@ from typing import Any
 
 import typer
 
-from railgang.daemon.cli import app
+from railgang.daemon.cli.main import app
 
 SPEC = Path(__file__).with_name("completion.json")
-MAN = Path(__file__).resolve().parents[2] / "docs" / "railgang.1"
+MAN = Path(__file__).resolve().parents[3] / "docs" / "railgang.1"
 
 
 def walk(cmd: Any = None, path: tuple[str, ...] = ()) -> Iterator[tuple[str, Any, list[Any]]]:

@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from railgang.daemon.cli_common import JsonOpt, emit, settings_from
+from railgang.daemon.cli.common import JsonOpt, emit, settings_from
 
 app = typer.Typer(help="Database migrations (SQLite by default, PostgreSQL by URL).",
                   no_args_is_help=True)

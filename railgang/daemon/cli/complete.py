@@ -5,7 +5,7 @@ TAB costs the interpreter's start and one small JSON read (BENCHMARKS.md, "Shell
 The shell scripts ``railgang completion bash|zsh|fish`` prints call ``railgang`` with
 ``_RAILGANG_COMPLETE=complete_<shell>``, ``COMP_WORDS`` (the command line's words) and
 ``COMP_CWORD`` (the index of the word being completed); the entry point
-(``daemon/entry.py``) sends such a call here. Candidates are printed one per line (fish:
+(``daemon/cli/entry.py``) sends such a call here. Candidates are printed one per line (fish:
 ``value<TAB>help``); none means the shell's own file completion (an option's path value).
 """
 
