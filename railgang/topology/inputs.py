@@ -28,7 +28,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from railgang.topology.conf import expand_hosts
-from railgang.topology.gpus import gpu_type as catalogue_entry
 
 if TYPE_CHECKING:  # fabric (networkx) is imported where facts are built, not by readers of
     # plain lines (trace readers, `railgang sim --help`)
@@ -177,34 +176,6 @@ def parse_facts(text: str, path: str) -> FactsTable:
     return FactsTable(default, out)
 
 
-_GRES = re.compile(r"(?:^|,)gpu(?::([A-Za-z0-9_.\-]+))?:(\d+)")
-
-
-def _node_facts(name: str, gres: str, features: Iterable[str], default_gpus: int) -> NodeFacts:
-    from railgang.topology.fabric import NodeFacts
-
-    m = _GRES.search(gres or "")
-    gpu_type = (m.group(1) or "gpu") if m else "gpu"
-    gpus = int(m.group(2)) if m else default_gpus
-    # the common SKU when Slurm only tells the type (``topology/gpus.py``); a ``gpumem_<GB>``
-    # node feature overrides the memory; an unknown type reads as an 80 GB NVLink part
-    known = catalogue_entry(gpu_type)
-    mem = known.memory_gb if known is not None else 80.0
-    nvlink = known.nvlink if known is not None else True
-    domain = None
-    for feat in features:
-        f = feat.strip().lower()
-        if f.startswith("gpumem_") and f[7:].replace(".", "", 1).isdigit():
-            mem = float(f[7:])
-        elif f in ("pcie", "no_nvlink"):
-            nvlink = False
-        elif f == "nvlink":
-            nvlink = True
-        elif f.startswith("nvl_") and len(f) > 4:
-            domain = feat.strip()[4:]
-    return NodeFacts(name, max(gpus, 1), gpu_type, mem, domain, nvlink, frozenset(features))
-
-
 def _features(value: Any) -> list[str]:
     if isinstance(value, list):
         return [str(v) for v in value]
@@ -217,8 +188,9 @@ def facts_from_slurm_json(text: str, path: str = "<slurm json>", default_gpus: i
     """Node facts from ``scontrol show nodes --json`` or ``sinfo --json`` (Slurm 22.05+ shapes).
 
     GPU count and type come from gres (``gpu:h100:8(S:0-1)``); node features may refine them:
-    ``gpumem_<GB>``, ``nvlink``, ``pcie``/``no_nvlink``, ``nvl_<domain>``.
+    ``gpumem_<GB>``, ``nvlink``, ``pcie``/``no_nvlink``, ``nvl_<domain>`` (``topology/node_facts.py``).
     """
+    from railgang.topology.node_facts import node_facts_from_gres
 
     data = parse_json(text, path, "Slurm JSON")
     out: dict[str, NodeFacts] = {}
@@ -226,8 +198,8 @@ def facts_from_slurm_json(text: str, path: str = "<slurm json>", default_gpus: i
         for node in data["nodes"]:
             if isinstance(node, dict) and isinstance(node.get("name"), str):
                 gres = node.get("gres") or ""
-                out[node["name"]] = _node_facts(node["name"], str(gres), _features(
-                    node.get("active_features") or node.get("features")), default_gpus)
+                out[node["name"]] = node_facts_from_gres(node["name"], str(gres), _features(
+                    node.get("active_features") or node.get("features")), default_gpus=default_gpus)
     elif isinstance(data, dict) and isinstance(data.get("sinfo"), list):
         for row in data["sinfo"]:
             if not isinstance(row, dict):
@@ -238,7 +210,7 @@ def facts_from_slurm_json(text: str, path: str = "<slurm json>", default_gpus: i
             feats = _features(row.get("features"))
             for name in names:
                 if isinstance(name, str):
-                    out[name] = _node_facts(name, str(gres_text), feats, default_gpus)
+                    out[name] = node_facts_from_gres(name, str(gres_text), feats, default_gpus=default_gpus)
     else:
         raise InputProblem("expected 'nodes' (scontrol --json) or 'sinfo' (sinfo --json)", path=path)
     return out

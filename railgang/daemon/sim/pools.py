@@ -19,7 +19,7 @@ from railgang.daemon.core.model.tiers import ON_DEMAND, TIERS, TierTerms
 from railgang.daemon.pricing import tier_terms
 from railgang.errors import ConfigError
 from railgang.topology.fabric import Fabric, NodeFacts
-from railgang.topology.gpus import gpu_type
+from railgang.topology.node_facts import node_facts
 
 MAX_NODES = 100_000  # the largest fabric `railgang topology generate` builds too
 _POOL = re.compile(r"^([a-z0-9][a-z0-9_.\-]*)(?::([a-z\-]+))?=(\d+)$")
@@ -82,10 +82,7 @@ def mixed_cluster(pools: tuple[Pool, ...], gpus_per_node: int, nodes_per_leaf: i
         for i in range(count):
             node = f"{pool.name}-{i + 1:03d}"
             leaf_nodes.setdefault(f"{pool.name}-s{i // nodes_per_leaf + 1}", []).append(node)
-            known = gpu_type(pool.gpu_type)  # the common SKU (an unknown type: an 80 GB NVLink part)
-            facts[node] = NodeFacts(node, gpus_per_node, pool.gpu_type,
-                                    known.memory_gb if known else 80.0,
-                                    nvlink=known.nvlink if known else True)
+            facts[node] = node_facts(node, gpus_per_node, pool.gpu_type)  # as the daemon's
             node_tier[node] = pool.tier
     fabric = Fabric({"core": list(leaf_nodes)}, leaf_nodes, facts,
                     name="mixed-" + ",".join(f"{p.name}={p.gpus}" for p in pools))

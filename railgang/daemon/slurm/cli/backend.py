@@ -357,11 +357,12 @@ class CliBackend:
 
     def _fabric_for(self, nodes: Sequence[SinfoNode]) -> Any:
         from railgang.topology.conf import TopologyError, parse_topology
-        from railgang.topology.fabric import NodeFacts, fabric_from_conf
+        from railgang.topology.fabric import fabric_from_conf
+        from railgang.topology.node_facts import node_facts_from_gres
 
         path = self.topology_path()
         mtime = path.stat().st_mtime if path is not None and path.exists() else None
-        key = (str(path), mtime, tuple((n.name, n.gpus) for n in nodes))
+        key = (str(path), mtime, tuple((n.name, n.gpus, n.gres, n.features) for n in nodes))
         if key == self._fabric_key:
             return self._fabric
         if path is not None:
@@ -378,7 +379,8 @@ class CliBackend:
             conf = parse_topology(text, source)
         except TopologyError as exc:
             raise SlurmError(f"{source}: {exc}") from exc
-        facts = {n.name: NodeFacts(name=n.name, gpus=n.gpus) for n in nodes if n.name in set(conf.nodes)}
+        facts = {n.name: node_facts_from_gres(n.name, n.gres, n.features, n.gpus)  # as the simulator's
+                 for n in nodes if n.name in set(conf.nodes)}
         missing = sorted({n.name for n in nodes} - set(conf.nodes))
         if missing:
             log.warning("slurm: nodes %s are not in %s; railgang cannot place on them", missing, source)
