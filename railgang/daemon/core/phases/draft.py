@@ -43,6 +43,8 @@ class Draft:
         self._free: dict[str, frozenset[int]] = {n: g for n, g in snap.free.items() if g}
         self._free_count = sum(len(g) for g in self._free.values())
         self._failed: dict[GangRequest, Unplaceable] = {}  # gang shapes that failed this cycle
+        self.version = 0  # bumped whenever GPUs are taken or given back: a verdict found on
+        # the free GPUs of one version holds for the same job until the next
         self._account_gpus = snap.account_running_gpus()
         # GPUs waiting jobs claim inside their own guarantee (borrowing may not take them)
         self._waiting = pending_demand(snap.quotas, snap.pending) if snap.quotas is not None else {}
@@ -163,6 +165,11 @@ class Draft:
         return self._pool_ends
 
     # -- placement ------------------------------------------------------------------------------
+    @property
+    def spares(self) -> frozenset[str]:
+        """This cycle's hot spares (model/spares.py); empty when the rule is off."""
+        return self._spares
+
     def keep_spares(self, spares: frozenset[str], rules: SpareRules) -> None:
         """Hold ``spares`` this cycle for the jobs ``rules`` let use them (``model/spares.py``)."""
         self._spares, self._spare_rules = spares, rules
@@ -383,12 +390,14 @@ class Draft:
                 self._free.pop(n, None)
             self._free_count -= len(gs)
         self._roomy.clear()
+        self.version += 1
 
     def _give(self, assignment: Assignment) -> None:
         for n, gs in assignment.items():
             self._free[n] = self._free.get(n, frozenset()) | frozenset(gs)
             self._free_count += len(gs)
         self._roomy.clear()
+        self.version += 1
         self._failed.clear()  # more free GPUs: earlier failures may now succeed
 
 
