@@ -7,16 +7,16 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from operator import attrgetter
 
 from railgang.daemon.core.model import elastic
 from railgang.daemon.core.model import quota as quotas
 from railgang.daemon.core.model.actions import Action, Start
 from railgang.daemon.core.model.gang import Placed, Unplaceable
 from railgang.daemon.core.model.job import Job
-from railgang.daemon.core.model.needs import NO_NEEDS, fleet_summary
+from railgang.daemon.core.model.needs import fleet_summary
 from railgang.daemon.core.model.plan import Plan, Want
 from railgang.daemon.core.model.reasons import Reason, reason_for
+from railgang.daemon.core.model.signature import Signature, signature, time_key
 from railgang.daemon.core.phases.draft import INF, Draft
 from railgang.daemon.core.phases.leaf_wait import LeafWait
 from railgang.daemon.core.phases.pool_place import place
@@ -36,9 +36,6 @@ class Attempt:
         if self.for_leaf:
             return Reason.WAITING_FOR_LEAF
         return Reason.WAITING_FOR_GPUS if self.failure is None else reason_for(self.failure.code)
-
-
-_NO_ROOM = Attempt()  # no size fits the free GPUs by count: nothing tried, the job waits for GPUs
 
 
 def _runtime(job: Job, replicas: int) -> float:
@@ -116,39 +113,17 @@ def _shadow_on(d: Draft, nodes: frozenset[str], need: int) -> tuple[float, int]:
     return (t, avail - need) if avail >= need else (INF, 0)
 
 
-_REQUEST, _WANT_ID = attrgetter("request"), attrgetter("job_id")
-_MIN_GPUS, _NEEDS = attrgetter("min_gpus"), attrgetter("needs")
+@dataclass(frozen=True, slots=True)
+class Held:
+    """An admission check holds the job (larger than the cluster, needs unmet, quota, behind
+    the strict head): it waits for ``code`` with ``detail``, needing ``needed`` GPUs."""
+
+    code: Reason
+    detail: str
+    needed: int
 
 
-class _Lows:
-    """``PlacePhase._lows`` of one walk, computed when first asked. Strict mode asks only once
-    its head is set, and only whether every job left passes admission (its reason does not
-    depend on their sizes): a few passes in C over the rest answer that without the per-job
-    loop, which was a fifth of ``fifo``'s replay on a long queue (issue 24 item 2); when they
-    cannot tell, the loop runs as before."""
-
-    def __init__(self, phase: PlacePhase, order: list[Want], jobs: Mapping[str, Job]) -> None:
-        self.phase, self.order, self.jobs = phase, order, jobs
-        self.lows: list[int] | None = None
-
-    def at(self, i: int) -> int:
-        if self.lows is None:
-            if self.phase.plan.mode == "strict" and self._admitted(i):
-                return 0  # (a size no job has; strict mode reads only that it is not -1)
-            self.lows = self.phase._lows(self.order, self.jobs)
-        return self.lows[i]
-
-    def _admitted(self, i: int) -> bool:
-        """Every job from ``i`` on fits the cluster and has no needs (``_lows``' -1 cases): so
-        when every waiting job does (the backend's ``QueueSummary``, without a walk)."""
-        index = self.phase.d.snap.index
-        facts = index.queue if index is not None else None
-        if facts is not None and facts.with_needs == 0 and facts.largest_min_gpus <= self.phase.d.total:
-            return True
-        reqs = list(map(_REQUEST, map(self.jobs.__getitem__, map(_WANT_ID, self.order[i:]))))
-        if reqs and max(map(_MIN_GPUS, reqs)) > self.phase.d.total:
-            return False
-        return list(map(_NEEDS, reqs)).count(NO_NEEDS) == len(reqs)  # identity first, in C
+Verdict = Held | Attempt  # what one job's turn found: held at admission, or a start attempt
 
 
 @dataclass(frozen=True, slots=True)
@@ -207,88 +182,98 @@ class PlacePhase:
         self.shadow_t, self.extra = INF, 0
         # nodes whose GPUs the reserved head can use (None: any; set when it has needs or pools)
         self.head_nodes: frozenset[str] | None = None
+        self.searched = self.skipped = 0  # turns that searched, turns given a signature's verdict
         self.leaf = (LeafWait(d, leaf_wait_s, leaf_holds, leaf_wait_max_s, whole_leaf_first=whole_leaf_first,
                               evict_after_s=leaf_evict_after_s, lend=backfill_held_leaf)
                      if leaf_wait_s > 0 else None)
 
     def run(self, order: list[Want], jobs: Mapping[str, Job]) -> tuple[Action, ...]:
-        """Start what fits, in ``order``; every job left waits with a reason. Returns the starts."""
-        d, plan = self.d, self.plan
+        """Start what fits, in ``order``; every job left waits with a reason. Returns the starts.
+        A job whose signature (``model/signature.py``) already had its turn while the free GPUs
+        and the head stayed as they were gets that turn's verdict without another search."""
+        d = self.d
         mark = d.mark()
-        # the same checks in the same order, with what a plain cluster makes moot skipped (no
-        # serving pools: needs alone decide eligibility; no quota tree: no gate), since they run
-        # for every waiting job in every cycle (issue 24 item 2)
-        plain, tree = d.snap.serving is None, d.snap.quotas
-        capped = d.snap.account_quotas
         if self.leaf is not None:
             self.leaf.prehold(order, jobs)
-        # once the rest of the order can only wait, and for one reason (behind a strict head, or
-        # every size larger than the free GPUs), it is recorded at once instead of job by job
-        # (issue 24 item 2); only where no admission check below could rule a job out first
-        lows = (_Lows(self, order, jobs)
-                if self.leaf is None and plain and not capped and tree is None else None)
-        for i, x in enumerate(order):
-            if lows is not None and (plan.mode != "strict" or self.head is not None) and (low := lows.at(i)) >= 0:
-                why = self._rest_waits(low)
-                if why is not None:
-                    if plan.mode != "strict":
-                        for c in {jobs[y.job_id].priority_class for y in order[i:]}:
-                            d.block(c)  # as _missed does for each
-                    d.wait_behind(order[i:], jobs, *why)
-                    break
+        seen: dict[Signature, tuple[int, str | None, Verdict]] = {}
+        for x in order:
             job = jobs[x.job_id]
             if self.leaf is not None:
                 self.leaf.release(job.job_id)
             need = x.min_replicas * job.replica_gpus
-            if job.min_gpus > d.total:
-                d.wait(job, Reason.LARGER_THAN_CLUSTER, f"cluster has {d.total} GPUs", job.min_gpus)
-                continue
-            unmet = "" if plain and job.needs.empty else _needs_unmet(d, job)
-            if unmet:
-                d.wait(job, Reason.NEEDS_UNMET, unmet, job.min_gpus)
-                continue
-            quota = capped.get(job.account)
-            if quota is not None and d.account_gpus.get(job.account, 0) + need > quota:
-                d.wait(job, Reason.QUOTA, f"account {job.account} quota {quota} GPUs", need)
-                continue
-            block = None if tree is None else quotas.gate(tree, d.account_gpus, job.account, need,
-                                                          waiting=d.waiting, free=d.free_count)
-            if block is not None:  # a level of the quota tree binds (reclaim may free it)
-                d.wait(job, block.reason, block.detail, need)
-                continue
-            if self.head is not None and plan.mode == "strict":
-                d.wait(job, Reason.PRIORITY, f"FIFO: behind {self.head}", need)
-                continue
-            if (min(x.replicas, x.min_replicas) * job.replica_gpus > d.free_count  # no size fits,
-                    or self._outlasts(job, x, quota is None and tree is None)):  # or would delay
-                if self.head is not None and plan.mode == "backfill" and self.leaf is None:
-                    d.block(job.priority_class)  # what _missed does for it behind a reservation,
-                    d.wait(job, Reason.PRIORITY, "", need)  # without its calls (most of slurm's
-                    continue  # long queue, every cycle: issue 24 item 2)
-                attempt = _NO_ROOM  # every size _try_start could try is larger than what is free,
-                # or its one size would delay the reservation (fits() refuses it)
-            else:  # (on a long queue most jobs: no size to try, no backfill test to build)
-                attempt = _try_start(d, job, x, self._fits(job, quota), self.leaf)
-            st = attempt.started
-            if st is not None:
-                if self.head is not None and d.now + _runtime(job, st.replicas) > self.shadow_t:
-                    hn = self.head_nodes  # backfilled beside the reservation: uses spare GPUs
-                    self.extra -= st.gpus if hn is None else sum(
-                        len(g) for n, g in st.assignment.items() if n in hn)
-                continue
-            if attempt.for_leaf:
-                self._wait_for_leaf(job, x, need)
-                continue
-            if attempt.failure is not None and attempt.failure.code.about_the_request:
-                d.wait(job, attempt.reason, attempt.failure.detail, need)  # no eviction can help
-                continue
-            if self.leaf is not None and self.leaf.lends and self.leaf.held and self._lend(job, x, quota):
-                continue
-            self._missed(job, x, attempt.reason, need)
-            held = self.leaf.hold(job, x.replicas * job.replica_gpus) if self.leaf else None
-            if held is not None:  # waiting for GPUs, and keeping one leaf for them meanwhile
-                d.annotate(job.job_id, f"holding leaf {held}")
+            sig, version, head = self._signature(job, x), d.version, self.head
+            known = seen.get(sig)
+            if known is not None and known[0] == version and known[1] == head:
+                verdict = known[2]  # (never a start: a start takes GPUs, a new version)
+                self.skipped += 1
+            else:
+                verdict = self._verdict(job, x, need)
+                seen[sig] = (version, head, verdict)
+                self.searched += 1
+            if isinstance(verdict, Held):
+                d.wait(job, verdict.code, verdict.detail, verdict.needed)
+            elif verdict.started is not None:
+                self._started(job, verdict.started)
+            else:
+                self._waits(job, x, verdict, need)
         return d.since(mark)
+
+    def _signature(self, job: Job, x: Want) -> Signature:
+        d, mode = self.d, self.plan.mode
+        capped, tree = d.snap.account_quotas, d.snap.quotas
+        own = x.min_replicas < x.replicas or (bool(x.pools) and d.pools.mixed)
+        ends_before = None
+        if not own and self.head is not None and mode == "backfill":
+            ends_before = d.now + _runtime(job, x.replicas) <= self.shadow_t
+        lent = d.snap.serving is not None or bool(d.spares)
+        return signature(job, x, quota=job.account if tree is not None or job.account in capped else None,
+                         time=time_key(job, x, own=own, ends_before=ends_before, lent=lent),
+                         submitted=job.submit_time if self.leaf is not None else None)
+
+    def _verdict(self, job: Job, x: Want, need: int) -> Verdict:
+        """The admission checks, in order, then a start attempt (the one search)."""
+        d, tree = self.d, self.d.snap.quotas
+        if job.min_gpus > d.total:
+            return Held(Reason.LARGER_THAN_CLUSTER, f"cluster has {d.total} GPUs", job.min_gpus)
+        # without serving pools a job with no needs may use any node (the hot spares held from
+        # it are a wait, not a need unmet)
+        unmet = "" if d.snap.serving is None and job.needs.empty else _needs_unmet(d, job)
+        if unmet:
+            return Held(Reason.NEEDS_UNMET, unmet, job.min_gpus)
+        quota = d.snap.account_quotas.get(job.account)
+        if quota is not None and d.account_gpus.get(job.account, 0) + need > quota:
+            return Held(Reason.QUOTA, f"account {job.account} quota {quota} GPUs", need)
+        block = None if tree is None else quotas.gate(tree, d.account_gpus, job.account, need,
+                                                      waiting=d.waiting, free=d.free_count)
+        if block is not None:  # a level of the quota tree binds (reclaim may free it)
+            return Held(block.reason, block.detail, need)
+        if self.head is not None and self.plan.mode == "strict":
+            return Held(Reason.PRIORITY, f"FIFO: behind {self.head}", need)
+        return _try_start(d, job, x, self._fits(job, quota), self.leaf)
+
+    def _started(self, job: Job, st: Start) -> None:
+        if self.head is not None and self.d.now + _runtime(job, st.replicas) > self.shadow_t:
+            hn = self.head_nodes  # backfilled beside the reservation: uses spare GPUs
+            self.extra -= st.gpus if hn is None else sum(
+                len(g) for n, g in st.assignment.items() if n in hn)
+
+    def _waits(self, job: Job, x: Want, attempt: Attempt, need: int) -> None:
+        """The attempt missed: the job waits, for a leaf, for what no eviction cures, or for
+        GPUs (after a start on a held leaf's GPUs, when one is lent)."""
+        d = self.d
+        if attempt.for_leaf:
+            self._wait_for_leaf(job, x, need)
+            return
+        if attempt.failure is not None and attempt.failure.code.about_the_request:
+            d.wait(job, attempt.reason, attempt.failure.detail, need)  # no eviction can help
+            return
+        quota = d.snap.account_quotas.get(job.account)
+        if self.leaf is not None and self.leaf.lends and self.leaf.held and self._lend(job, x, quota):
+            return
+        self._missed(job, x, attempt.reason, need)
+        held = self.leaf.hold(job, x.replicas * job.replica_gpus) if self.leaf else None
+        if held is not None:  # waiting for GPUs, and keeping one leaf for them meanwhile
+            d.annotate(job.job_id, f"holding leaf {held}")
 
     def _lend(self, job: Job, x: Want, quota: int | None) -> bool:
         """Start ``job`` on a held leaf's GPUs when it ends before that leaf's holder expects room
@@ -307,37 +292,6 @@ class PlacePhase:
         self.d.start(job, placed, k)
         return True
 
-    def _lows(self, order: list[Want], jobs: Mapping[str, Job]) -> list[int]:
-        """For each position of ``order``: the GPUs of the smallest size any job from there on
-        could start at, or -1 when one of them is larger than the cluster or has needs (the
-        admission checks a plain cluster leaves: such a job is walked on its own)."""
-        total = self.d.total
-        low = total + 1  # larger than any admissible size; replaced by the first job's
-        lows = [-1] * len(order)
-        for i in range(len(order) - 1, -1, -1):  # the request's plain fields: one pass per
-            x = order[i]  # cycle over the whole queue, kept to attribute reads
-            r = jobs[x.job_id].request
-            if r.min_gpus > total or (r.needs is not NO_NEEDS and not r.needs.empty):
-                break  # this job and every one before it: -1
-            size = (x.replicas if x.replicas < x.min_replicas else x.min_replicas) * r.replica_gpus
-            if size < low:
-                low = size
-            lows[i] = low
-        return lows
-
-    def _rest_waits(self, low: int) -> tuple[Reason, str] | None:
-        """Why every job left waits when they all pass admission and the smallest of their sizes
-        is ``low`` GPUs: behind the strict head; or with none fitting the free GPUs, for GPUs
-        (greedy) or behind the backfill head (``_missed``'s reasons); None: walk them."""
-        mode, head = self.plan.mode, self.head
-        if mode == "strict":
-            return (Reason.PRIORITY, f"FIFO: behind {head}") if head is not None else None
-        if low <= self.d.free_count:
-            return None
-        if mode == "greedy":
-            return Reason.WAITING_FOR_GPUS, ""
-        return (Reason.PRIORITY, "") if head is not None else None
-
     def _wait_for_leaf(self, job: Job, x: Want, need: int) -> None:
         """The job placed only across leaves: it waits for one leaf (no eviction serves it; in
         ``strict`` mode it is the head that blocks the queue) and holds one if a hold is left."""
@@ -351,17 +305,6 @@ class PlacePhase:
         where = f"; holding leaf {held}" if held else ""
         d.wait(job, Reason.WAITING_FOR_LEAF,
                f"free GPUs only across leaves; waits up to {left:.0f}s more for one leaf{where}", need)
-
-    def _outlasts(self, job: Job, x: Want, uncapped: bool) -> bool:
-        """Whether a rigid job (one size: the wanted one) would start past a backfill
-        reservation that any node serves, and into GPUs it does not leave spare: the test
-        ``fits`` makes, without building it (most of a long backfill queue, every cycle)."""
-        if self.head is None or self.plan.mode != "backfill" or self.head_nodes is not None:
-            return False
-        if not uncapped or x.min_replicas < x.replicas:
-            return False
-        k = x.replicas
-        return k * job.replica_gpus > self.extra and self.d.now + _runtime(job, k) > self.shadow_t
 
     def _fits(self, job: Job, quota: int | None) -> Callable[[int], Fit]:
         d, mode, head, shadow_t, extra = self.d, self.plan.mode, self.head, self.shadow_t, self.extra
