@@ -37,7 +37,7 @@ if ! docker image inspect "$base" >/dev/null 2>&1; then
 fi
 
 # stage 1: Debian's packages (the same list as the native cluster, scripts/install.sh; slurmrestd
-# for benchmarks/slurmrestd_reads.py, which compares its read with the CLI's)
+# for benchmarks/slurm/slurmrestd_reads.py, which compares its read with the CLI's)
 ctx="$work/ctx-$suite"
 rm -rf "$ctx" && mkdir -p "$ctx/wheels"
 cat >"$ctx/Dockerfile.apt" <<EOF

@@ -18,9 +18,6 @@ ALLOWED: dict[str, str] = {
     # an alembic revision is frozen history: editing one that shipped would fork the schema
     "db/migrations/versions/0003_quotas_classes_rates_tokens_audit_ledger.py:upgrade":
         "a shipped migration is never edited",
-    # kept in the shape of slurmctld's _eval_nodes_topo (22.05) so the two can be read side by side
-    "topology/placement/slurm_tree.py:slurm_tree_place":
-        "a transcription of slurmctld's own placement, diffed against its C",
 }
 
 

@@ -1,7 +1,7 @@
 """Latency of the API's main reads: 50 concurrent clients on loopback against `railgang api`
 (uvicorn, one process) over a ledger holding a synthetic day of a 10,000-GPU cluster.
 
-    .venv/bin/python benchmarks/api_bench.py [--url URL] [--clients 50] [--requests 3000]
+    .venv/bin/python -m benchmarks.api.api_bench [--url URL] [--clients 50] [--requests 3000]
 
 Default URL: a fresh SQLite file. For PostgreSQL pass an empty database's URL. Each client
 sends its share of a fixed, shuffled request list (bounded count), one request at a time; the
@@ -25,14 +25,12 @@ from pathlib import Path
 
 import httpx
 
+from benchmarks.api.ledger_bench import DAY0, TEAMS, load, synthetic_day
 from railgang.daemon.config import LedgerSettings
 from railgang.daemon.ledger.ingest import ingest_window
 from railgang.db import migrate
 from railgang.db.repositories import explanations, org, tokens
 from railgang.db.session import make_engine, session_scope
-
-sys.path.insert(0, str(Path(__file__).parent))
-from ledger_bench import DAY0, TEAMS, load, synthetic_day
 
 # the synthetic day is written in Slurm 22.05's schema, which sacct --json names in its meta
 META = {"Slurm": {"release": "22.05.8", "version": {"major": 22, "micro": 8, "minor": 5}},

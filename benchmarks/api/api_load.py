@@ -1,6 +1,6 @@
 """Open-loop load on the admin API: a read mix sent at fixed rates, whatever the answers do.
 
-    .venv/bin/python benchmarks/api_load.py [--db sqlite|postgres|URL] [--rates 25,50,100,200,400]
+    .venv/bin/python -m benchmarks.api.api_load [--db sqlite|postgres|URL] [--rates 25,50,100,200,400]
         [--seconds 10] [--workers 2] [--port 19890] [--pg-port 11817] [--json FILE]
 
 Request i of a rate R is due at t0 + i / R (a fixed schedule: a slow answer does not slow the
@@ -35,11 +35,8 @@ from typing import Any
 
 import httpx
 
-sys.path.insert(0, str(Path(__file__).parent))
-sys.path.insert(0, str(Path(__file__).parents[1]))
-from api_bench import requests as read_mix
-from api_bench import seed
-
+from benchmarks.api.api_bench import requests as read_mix
+from benchmarks.api.api_bench import seed
 from railgang.db.session import make_engine
 
 

@@ -2,7 +2,7 @@
 windows (and again, to show re-ingest costs the same and changes nothing), then chargeback over
 1,000,000 ledger rows (one SQL aggregation).
 
-    .venv/bin/python benchmarks/ledger_bench.py [--url URL] [--rows 1000000] [--gpus 10000]
+    .venv/bin/python -m benchmarks.api.ledger_bench [--url URL] [--rows 1000000] [--gpus 10000]
 
 Default URL: a fresh SQLite file under /tmp. For PostgreSQL pass an empty database's URL (the
 benchmark migrates it and fills it). Prints one line per measurement, with `uptime` load.
@@ -131,7 +131,8 @@ def fill(engine: Engine, rows: int) -> None:
     made = 0
     while made < need:
         n_jobs = min(chunk, need - made) // 2 + 1
-        jobs, segs = [], []
+        jobs: list[dict[str, Any]] = []
+        segs: list[dict[str, Any]] = []
         first = base + made
         now = datetime.now(UTC)
         for i in range(n_jobs):

@@ -1,6 +1,6 @@
 """Time to build the utilisation report for a month of a 1,000-GPU cluster.
 
-    .venv/bin/python benchmarks/report_bench.py [--url URL] [--nodes 125] [--days 30]
+    .venv/bin/python -m benchmarks.api.report_bench [--url URL] [--nodes 125] [--days 30]
         [--interval-s 300] [--jobs-per-day 250]
 
 A seeded synthetic trace (a month of jobs, 1-64 GPUs, 10 min to 12 h, four priority classes,
@@ -24,6 +24,7 @@ import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from railgang.daemon.core.model.job import PriorityClass
 from railgang.daemon.core.policies.registry import get
 from railgang.daemon.report.config import ReportSettings
 from railgang.daemon.report.service import make_report, parse_day, write_day
@@ -45,7 +46,7 @@ def trace(days: int, per_day: int, seed: int) -> list[TraceJob]:
         t += rng.expovariate(per_day / 86400)
         gpus = rng.choice([1, 1, 1, 2, 4, 8, 8, 8, 16, 32, 64])
         out.append(TraceJob(f"m{i:06d}", t, gpus, rng.uniform(600, 12 * 3600),
-                            account=rng.choice(TEAMS), priority_class=rng.choice([1, 2, 3, 3, 3])))
+                            account=rng.choice(TEAMS), priority_class=PriorityClass(rng.choice([1, 2, 3, 3, 3]))))
     return out
 
 

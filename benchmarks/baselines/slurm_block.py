@@ -21,7 +21,7 @@ one group and the "required nodes" paths are never taken.
 6. ``--exclusive=topo``: only base blocks without any running job are usable
    (``exclusive_topo_usable``; from the recorded states, not from the source).
 
-Checked against states recorded on the real slurmctld 24.11 (benchmarks/block_states.py,
+Checked against states recorded on the real slurmctld 24.11 (benchmarks/slurm/block_states.py,
 tests/topology/data/slurm_block_states.json, replayed by tests/topology/test_slurm_block.py).
 """
 

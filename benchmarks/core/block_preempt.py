@@ -12,7 +12,7 @@ the same budgets (``--churn-cap`` of the GPUs a 10-min window, a job evicted at 
 hour); only these differ:
 
 - ``slurm 24.11 placement``: Slurm 24.11's own block placement (transcribed,
-  ``placement/slurm_block.py``; whole free nodes, as ``--nodes=N --gres=gpu:4``) as the core's
+  ``benchmarks/baselines/slurm_block.py``; whole free nodes, as ``--nodes=N --gres=gpu:4``) as the core's
   placer, with the core's node-by-node eviction. Slurm's own preemption is *not* transcribed: the
   victims are railgang's.
 - ``railgang, node-by-node eviction``: railgang's placement, today's eviction.
@@ -26,7 +26,7 @@ as Slurm ranks them), 18-node (one-rack) gangs started inside one rack, mean wai
 stranded (free GPUs outside any wholly free rack while a rack-sized gang waits), GPU-hours lost
 to preemption and moves (the simulator's rolled-back work + restores), evictions and moves.
 
-    .venv/bin/python -m benchmarks.block_preempt --jobs 400 --load 0.9 --seed 0
+    .venv/bin/python -m benchmarks.core.block_preempt --jobs 400 --load 0.9 --seed 0
 """
 
 from __future__ import annotations
@@ -39,8 +39,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from benchmarks.block_bench import GPUS, PER_RACK, fleet
-from benchmarks.block_stream import draw_jobs
+from benchmarks.baselines.slurm_block import BlockLayout, slurm_block_nodes
+from benchmarks.topology.block_bench import GPUS, PER_RACK, fleet
+from benchmarks.topology.block_stream import draw_jobs
 from railgang.daemon.core.cycle import CycleConfig
 from railgang.daemon.core.model.gang import Placed, Placer, topology_placer
 from railgang.daemon.core.model.preemption import PreemptionBudget
@@ -51,7 +52,6 @@ from railgang.daemon.sim.backend import SimBackend
 from railgang.daemon.sim.engine import EngineConfig, simulate
 from railgang.daemon.sim.traces.model import TraceJob
 from railgang.topology.fabric import Fabric
-from railgang.topology.placement.slurm_block import BlockLayout, slurm_block_nodes
 from railgang.topology.placement.types import GangRequest, PlacementFailure, Unplaceable
 
 

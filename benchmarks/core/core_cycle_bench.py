@@ -1,6 +1,6 @@
 """One decision cycle: 1,000 pending jobs on a 10,000-GPU cluster (1,250 nodes × 8), per policy.
 
-    .venv/bin/python benchmarks/core_cycle_bench.py [--runs 5] [--pending 1000] [--nodes 1250]
+    .venv/bin/python -m benchmarks.core.core_cycle_bench [--runs 5] [--pending 1000] [--nodes 1250]
 
 The cluster is ~90 % busy (running jobs of Philly-like sizes, first-fit packed, leaving free GPUs
 scattered over many nodes); the queue mixes sizes 1-64 GPUs, TP 1/8, ~20 % elastic, classes 1-3,
@@ -30,6 +30,7 @@ from railgang.daemon.core import (
     make_snapshot,
     topology_placer,
 )
+from railgang.daemon.core.model.job import PriorityClass
 from railgang.daemon.core.model.snapshot import Snapshot
 from railgang.daemon.core.policies.registry import get, names
 
@@ -56,7 +57,7 @@ def build(nodes: int, pending: int, busy: float, seed: int = 1) -> Snapshot:
                            submit_time=now - rng.uniform(1e3, 1e5), tp=tp,
                            elastic_min=1 if elastic else None,
                            elastic_max=g // tp * 2 if elastic else None,
-                           priority_class=rng.choice([1, 2, 3, 3, 3]), speedup_fn=amdahl(0.05)),
+                           priority_class=PriorityClass(rng.choice([1, 2, 3, 3, 3])), speedup_fn=amdahl(0.05)),
                 JobState(work_remaining_s=rng.uniform(600, 2e5), attained_gpu_s=rng.uniform(0, 1e6)))
         # scatter: pick a random node with room for whole TP groups, first-fit from there
         start = rng.randrange(len(order))
@@ -86,7 +87,7 @@ def build(nodes: int, pending: int, busy: float, seed: int = 1) -> Snapshot:
                        submit_time=now - rng.uniform(0, 5e4), tp=tp,
                        elastic_min=1 if elastic else None,
                        elastic_max=g // tp * 2 if elastic else None,
-                       priority_class=rng.choice([1, 2, 3, 3, 3, 3]), speedup_fn=amdahl(0.05)),
+                       priority_class=PriorityClass(rng.choice([1, 2, 3, 3, 3, 3])), speedup_fn=amdahl(0.05)),
             JobState(work_remaining_s=rng.uniform(600, 2e5),
                      attained_gpu_s=rng.choice([0.0, 0.0, 5e3, 5e4, 5e5]))))
     return make_snapshot(now=now, fabric=fabric, nodes=[Node(n, 8) for n in names_],

@@ -1,6 +1,6 @@
 """The daemon's whole cycle against the simulator backend: 10,000 GPUs, 1,000 pending jobs.
 
-    .venv/bin/python benchmarks/daemon_cycle.py [--nodes 1250] [--pending 1000] [--cycles 10]
+    .venv/bin/python -m benchmarks.core.daemon_cycle [--nodes 1250] [--pending 1000] [--cycles 10]
                                                 [--db sqlite|URL] [--policy default]
 
 Everything the daemon does per cycle is timed, through ``DaemonService.run_once`` exactly as
@@ -22,6 +22,7 @@ import time
 from collections import defaultdict
 
 from railgang.daemon.clock import SimClock
+from railgang.daemon.core.model.job import PriorityClass
 from railgang.daemon.core.policies import registry
 from railgang.daemon.service.cycle import CycleReport, DaemonService
 from railgang.daemon.sim.live import LiveSim
@@ -52,7 +53,7 @@ def _job(rng: random.Random, i: int, gpus: int, duration: float) -> TraceJob:
     tp = min(gpus, 8) if rng.random() < 0.5 else 1
     return TraceJob(job_id=str(100000 + i), submit_time=i * 1e-3, gpus=gpus,
                     duration_s=round(duration), account=f"team-{i % 8}", tp=tp,
-                    priority_class=rng.choice((1, 2, 3, 3)))
+                    priority_class=PriorityClass(rng.choice((1, 2, 3, 3))))
 
 
 def main() -> None:

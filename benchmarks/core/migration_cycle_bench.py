@@ -5,7 +5,7 @@ on random node pairs (90 % of the nodes busy), 1,000 pending jobs; one ``decide`
 links and one with the first spine at 30 %: total milliseconds, the migrate phase's share, and
 how many ``Migrate`` actions came out (``MigrationRules``: at most 8 jobs weighed, 4 moved).
 
-    .venv/bin/python benchmarks/migration_cycle_bench.py
+    .venv/bin/python -m benchmarks.core.migration_cycle_bench
 """
 
 from __future__ import annotations

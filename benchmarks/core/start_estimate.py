@@ -1,6 +1,6 @@
 """How good and how fast is `railgang explain`'s start-time estimate (issue 9 part 3).
 
-    .venv/bin/python benchmarks/start_estimate.py [--philly-jobs 1500] [--philly-start 0]
+    .venv/bin/python -m benchmarks.core.start_estimate [--philly-jobs 1500] [--philly-start 0]
         [--synthetic-jobs 600] [--synthetic-seed 1] [--moments 12] [--policy default]
         [--wall-s 1.0] [--samples 8] [--queue 1000] [--deep-jobs 0 --deep-load 1.5
         --min-queue 200]
@@ -31,8 +31,6 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from railgang.daemon.core.model.snapshot import Snapshot
 from railgang.daemon.core.policies import registry
@@ -264,7 +262,7 @@ def main() -> None:
     def emit(lines: list[str]) -> None:
         print("\n".join(lines), flush=True)
 
-    emit([f"`{' '.join(['benchmarks/start_estimate.py', *sys.argv[1:]])}`, policy "
+    emit([f"`{' '.join(['benchmarks/core/start_estimate.py', *sys.argv[1:]])}`, policy "
            f"{args.policy}, {args.samples} sampled draws + the median one, wall budget "
            f"{args.wall_s:g} s per estimate, load average before: "
            f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}", ""])

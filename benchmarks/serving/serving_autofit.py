@@ -1,6 +1,6 @@
 """What the daemon's own forecast fit costs and finds (issue 19 item 2, ``forecast = "fit"``).
 
-    .venv/bin/python benchmarks/serving_autofit.py [FILE] [--days 7,10] [--holdout-days 3]
+    .venv/bin/python -m benchmarks.serving.serving_autofit [FILE] [--days 7,10] [--holdout-days 3]
 
 One ``fit_demand`` per deployment of the demand file (default benchmarks/serving_two_weeks.csv)
 with the history up to each of ``--days``: wall and CPU seconds, the quantile buffer, and the
@@ -12,16 +12,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from railgang.daemon.serving.autofit import fit_demand  # noqa: E402
-from railgang.daemon.serving.forecast import ForecastConfig  # noqa: E402
-from railgang.daemon.serving.model import read_demand  # noqa: E402
+from benchmarks.common import REPO as ROOT
+from railgang.daemon.serving.autofit import fit_demand
+from railgang.daemon.serving.forecast import ForecastConfig
+from railgang.daemon.serving.model import read_demand
 
 
 def main() -> None:

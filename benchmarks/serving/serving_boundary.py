@@ -17,7 +17,7 @@ Three parts, each printed as a Markdown table:
    replicas per deployment (the quantile buffers marked): unmet demand-minutes and GPUs lent;
    a PNG (``--png``).
 
-    .venv/bin/python benchmarks/serving_boundary.py [--training-nodes 24] [--png docs/serving_buffer.png]
+    .venv/bin/python -m benchmarks.serving.serving_boundary [--training-nodes 24] [--png docs/serving_buffer.png]
 """
 
 from __future__ import annotations
@@ -30,15 +30,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-from railgang.daemon.serving.fluid import Backlog, utilisation  # noqa: E402
-from railgang.daemon.serving.forecast import ForecastConfig  # noqa: E402
-from railgang.daemon.serving.model import Demand, Deployment, ServingSet  # noqa: E402
-from railgang.daemon.serving.plan import PlanConfig, Upper, outcome, plan  # noqa: E402
-from railgang.daemon.serving.replay import ServingKnobs, expect, plan_window  # noqa: E402
-from railgang.daemon.serving.synth import DemandShape, Surge, demand_series  # noqa: E402
+from railgang.daemon.serving.fluid import Backlog, utilisation
+from railgang.daemon.serving.forecast import ForecastConfig
+from railgang.daemon.serving.model import Demand, Deployment, ServingSet
+from railgang.daemon.serving.plan import PlanConfig, Upper, outcome, plan
+from railgang.daemon.serving.replay import ServingKnobs, expect, plan_window
+from railgang.daemon.serving.synth import DemandShape, Surge, demand_series
 
 DAY = 86400.0
 HISTORY = 10  # a whole week to fit on, then Mon-Wed held back for the error and the buffer
@@ -151,10 +148,10 @@ def split_unmet(timelines: Any) -> tuple[float, float, float]:
 def buffer_curve(sset: ServingSet, max_buffer: int, q: float) -> list[dict[str, Any]]:
     knobs = ServingKnobs(history_days=HISTORY, forecast=ForecastConfig(buffer_quantile=q, holdout_days=HOLDOUT))
     expected = expect(sset, knobs)
-    rows = []
+    rows: list[dict[str, Any]] = []
     for b in range(max_buffer + 1):
         gpus = {d.name: b * d.tp for d in sset.deployments}
-        tls = []
+        tls: list[Any] = []
         for dep in sset.deployments:  # the same replicas of buffer for each deployment
             one = ServingSet((dep,), {dep.name: sset.demand[dep.name]})
             k = ServingKnobs(history_days=HISTORY, buffer_gpus=float(gpus[dep.name]),

@@ -1,6 +1,6 @@
 """A big serving demand file swapped in under a running daemon (issue 38 row 4).
 
-    .venv/bin/python benchmarks/serving_demand_bench.py [--mb 100] [--cycles 10] [--interval 1]
+    .venv/bin/python -m benchmarks.serving.serving_demand_bench [--mb 100] [--cycles 10] [--interval 1]
 
 The daemon's serving step (``serving/live.py``) starts on a small demand file with a pool for
 ``chat``; then a file of ``--mb`` MB (rows of ``chat`` and of 99 other deployments, ~18 bytes a

@@ -1,8 +1,8 @@
 """One replay's CPU cost and schedule, from any source tree: the before/after tool of issue 24 item 2.
 
-    .venv/bin/python benchmarks/cycle_cost.py --policy fifo --trace philly [--limit N]
+    .venv/bin/python -m benchmarks.sim.cycle_cost --policy fifo --trace philly [--limit N]
         [--tree DIR] [--cpu-limit S]
-    .venv/bin/python benchmarks/cycle_cost.py --policy default --trace gangs --jobs 100000
+    .venv/bin/python -m benchmarks.sim.cycle_cost --policy default --trace gangs --jobs 100000
         [--gpus 1024] [--load 0.8] [--seed 0]
 
 ``--trace philly`` replays the Philly-derived trace (all VCs, ``$RAILGANG_PHILLY_DIR`` or
@@ -28,12 +28,11 @@ import json
 import os
 import pstats
 import signal
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
-HERE = Path(__file__).resolve().parent
+from benchmarks.common import REPO, import_first
 
 
 class _OutOfCpu(Exception):
@@ -52,9 +51,7 @@ def _jobs(args: argparse.Namespace) -> tuple[list[Any], Any]:
 
         jobs = list(read_philly(default_dir()).jobs)
         return jobs[: args.limit] if args.limit else jobs, fabric_from_shape(64, 8, 8)
-    sys.path.insert(0, str(HERE))
-    from synthetic_trace import generate, write_csv
-
+    from benchmarks.sim.synthetic_trace import generate, write_csv
     from railgang.daemon.sim.traces.csv_trace import read_csv
 
     path = Path(f"/tmp/cycle_cost-{os.getpid()}.csv")
@@ -105,19 +102,18 @@ def main() -> None:
     ap.add_argument("--gpus", type=int, default=1024)
     ap.add_argument("--load", type=float, default=0.8)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--tree", type=Path, default=HERE.parent)
+    ap.add_argument("--tree", type=Path, default=REPO)
     ap.add_argument("--cpu-limit", type=float, default=0.0)
     ap.add_argument("--calls", action="store_true", help="count Python function calls (cProfile)")
     args = ap.parse_args()
-    sys.path.insert(0, str(HERE))
-    from synthetic_trace import SHAPES
+    from benchmarks.sim.synthetic_trace import SHAPES
 
     traces = sorted({"philly", "synthetic", *SHAPES})
     if args.trace not in traces:  # one line, not a traceback
         ap.error(f"--trace {args.trace!r}: one of {', '.join(traces)}")
     if args.trace != "philly" and not (args.jobs >= 1 and args.gpus >= 8 and 0 < args.load <= 10):
         ap.error("a synthetic trace needs --jobs >= 1, --gpus >= 8 and 0 < --load <= 10")
-    sys.path.insert(0, str(args.tree.resolve()))
+    import_first(args.tree)
     import railgang.daemon.core.cycle as cycle
     from railgang.daemon.core.policies.registry import get
     from railgang.daemon.sim.engine import EngineConfig, simulate

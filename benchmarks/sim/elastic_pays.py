@@ -1,6 +1,6 @@
 """Rigid vs ``--elastic`` per policy on the same trace, with where the elastic run loses (issue 12.4).
 
-    .venv/bin/python benchmarks/elastic_pays.py [--trace PATH] [--limit N] [--nodes 8
+    .venv/bin/python -m benchmarks.sim.elastic_pays [--trace PATH] [--limit N] [--nodes 8
         --gpus-per-node 8 --leaf 4] [--policies default,pollux] [--synthetic N [--seeds K]]
 
 For each policy: one rigid and one elastic replay (every multi-GPU job elastic in [1, requested]
@@ -21,11 +21,9 @@ import argparse
 import dataclasses
 import math
 import random
-import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from railgang.daemon.core.policies.registry import get
 from railgang.daemon.sim.accounting import SimJob
@@ -64,7 +62,7 @@ def synthetic(n: int, gpus: int, seed: int = 1) -> list[TraceJob]:
     """Seeded jobs of 1-16 GPUs with super-linear, linear and saturating measured curves,
     Poisson arrivals at about 90 % offered load."""
     rng = random.Random(seed)
-    shapes = {  # throughput per GPU count (relative), the three regimes of the Philly table
+    shapes: dict[str, Callable[[int], float]] = {  # throughput per GPU count (relative), the three regimes of the Philly table
         "super": lambda g: g ** 1.15,
         "linear": lambda g: float(g),
         "saturating": lambda g: g / (1.0 + 0.08 * (g - 1)),

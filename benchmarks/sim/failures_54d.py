@@ -1,7 +1,7 @@
 """Issue 20's measurement: one 16,000-GPU training job beside a background of smaller jobs on a
 16,384-GPU fleet (2,048 nodes x 8, leaves of 32), failures at Llama 3's rate, 54 simulated days.
 
-    .venv/bin/python benchmarks/failures_54d.py [--days 54] [--nodes 2048] [--big-gpus 16000]
+    .venv/bin/python -m benchmarks.sim.failures_54d [--days 54] [--nodes 2048] [--big-gpus 16000]
         [--scenarios naive,advised,...] [--seed 0] [--json OUT]
 
 Every scenario replays the same trace through the real decision core (``simulate``) with the

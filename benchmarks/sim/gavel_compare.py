@@ -19,7 +19,7 @@ raises a KeyError on the others); both simulators get exactly the same jobs, con
 10-column trace format in a temporary file (``--gavel-trace-out`` keeps a copy, e.g. to run
 Gavel's own driver on it).
 
-    GAVEL_DIR=/tmp/gavel/scheduler /tmp/gavel-venv/bin/python benchmarks/gavel_compare.py \\
+    GAVEL_DIR=/tmp/gavel/scheduler /tmp/gavel-venv/bin/python -m benchmarks.sim.gavel_compare \\
         --vc ed69ec --gpus v100=12,p100=12,k80=12 --gpus-per-node 4 [--limit N] [--json out.json]
 """
 
@@ -38,14 +38,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
+from benchmarks.common import REPO, import_first, philly_dir
+
 TYPES = ("v100", "p100", "k80")
 GAVEL_POLICIES = ("max_min_fairness_perf", "max_min_fairness", "fifo_perf", "fifo")
 RAILGANG_RUNS = (("default", False), ("default", True), ("fifo", False), ("fifo", True))
-
-
-def philly_dir() -> Path:
-    return Path(os.environ.get("RAILGANG_PHILLY_DIR", REPO.parent / "shared/traces/philly-gavel"))
 
 
 def measured(throughputs: dict[str, Any], job_type: str, gpus: int, types: tuple[str, ...]) -> bool:
@@ -84,9 +81,9 @@ def run_gavel(gavel_dir: Path, trace: Path, policy: str, spec: dict[str, int], p
               seed: int, round_s: int) -> dict[str, Any]:
     """One Gavel simulation in this process (Gavel's own Scheduler.simulate, as its driver
     scripts/drivers/simulate_scheduler_with_trace.py calls it)."""
-    sys.path.insert(0, str(gavel_dir))
-    import scheduler  # type: ignore[import-not-found]  # Gavel's, from GAVEL_DIR
-    import utils  # type: ignore[import-not-found]
+    import_first(gavel_dir)
+    import scheduler  # Gavel's, from GAVEL_DIR
+    import utils
 
     logging.disable(logging.WARNING)  # Gavel logs every micro-task: gigabytes for one VC
     jobs, arrivals = utils.parse_trace(str(trace))

@@ -20,7 +20,7 @@ its measured effect on mean JCT:
 Jobs: the helpers of ``gavel_compare`` (same selection: only (model, size) pairs Gavel measured,
 since Gavel raises a KeyError on the others; same 10-column Gavel trace; Gavel run in process).
 
-    GAVEL_DIR=/tmp/gavel/scheduler /tmp/gavel-venv/bin/python benchmarks/gavel_fidelity.py \\
+    GAVEL_DIR=/tmp/gavel/scheduler /tmp/gavel-venv/bin/python -m benchmarks.sim.gavel_fidelity \\
         [--vc 6214e9] [--v100 64] [--jobs 4] [--only railgang] [--json out.json]
 """
 
@@ -35,8 +35,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from gavel_compare import run_gavel, run_railgang, select  # benchmark sibling
+from benchmarks.sim.gavel_compare import run_gavel, run_railgang, select  # benchmark sibling
 
 # (label, GPUs per node or 0 = all in one node, --cycle-s)
 SETUPS = (("gavel-like", 0, 360.0), ("8-gpu-nodes", 8, 360.0), ("event-driven", 0, 0.0),

@@ -6,9 +6,9 @@ Jobs arrive as a Poisson stream at ``--load``: 1-8 GPU jobs, 2- and 4-node gangs
 gangs (8 nodes, 64 GPUs, TP 8), log-normal run times (median 40 min). The whole-leaf gangs are
 production (class 1) and may evict the batch rest. Every run has the daemon's leaf waits
 (``leaf_wait_s`` 120 s, ``leaf_wait_max_s`` 600 s). There is no Slurm row: ``--switches=1`` is
-measured only on the real slurmctld (``benchmarks/slurm_placement_stream.py``).
+measured only on the real slurmctld (``benchmarks/slurm/slurm_placement_stream.py``).
 
-    .venv/bin/python -m benchmarks.leaf_preempt --jobs 600 --load 1.0 --seed 0
+    .venv/bin/python -m benchmarks.sim.leaf_preempt --jobs 600 --load 1.0 --seed 0
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import math
 import os
 import random
 
-from benchmarks.block_preempt import NAMES, run_one, seconds
+from benchmarks.core.block_preempt import NAMES, run_one, seconds
 from railgang.daemon.sim.traces.model import TraceJob
 from railgang.topology.fabric import fabric_from_shape
 

@@ -5,7 +5,7 @@ of 8 nodes, two leaves per spine), then runs ``railgang sim`` three ways per see
 ``--degrade SPEC --no-migrate`` and ``--degrade SPEC`` (the core may migrate). Prints one line per
 run and the means over the seeds as a Markdown table (BENCHMARKS.md).
 
-    .venv/bin/python benchmarks/migration_bench.py --seeds 1,2,3 --degrade 'spine1@6h:0.3'
+    .venv/bin/python -m benchmarks.sim.migration_bench --seeds 1,2,3 --degrade 'spine1@6h:0.3'
 """
 
 from __future__ import annotations
@@ -21,7 +21,9 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
+from benchmarks.common import REPO
+
+ROOT = REPO
 RAILGANG = str(ROOT / ".venv" / "bin" / "railgang")
 KEYS = ("mean_jct_s", "p95_jct_s", "util_productive", "util_allocated", "preemptions")
 

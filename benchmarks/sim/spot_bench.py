@@ -9,7 +9,7 @@ of the same size, plus an all-on-demand cluster of that size as the reference (`
 some of ``ondemand,aware,blind,allspot``). Prints a Markdown table: mean JCT, makespan, total
 cost and the share paid to spot, spot interruptions, GPU-hours lost.
 
-    .venv/bin/python benchmarks/spot_bench.py --vc 6c71a0 --gpus v100=64,v100:spot=64 \\
+    .venv/bin/python -m benchmarks.sim.spot_bench --vc 6c71a0 --gpus v100=64,v100:spot=64 \\
         --rates 0,1,4,12 [--notice-s 120] [--json out.json]
 """
 
@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -25,11 +24,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
-
-
-def philly_dir() -> Path:
-    return Path(os.environ.get("RAILGANG_PHILLY_DIR", REPO.parent / "shared/traces/philly-gavel"))
+from benchmarks.common import REPO, philly_dir
 
 
 def sim(trace: Path, gpus: str, args: argparse.Namespace, extra: list[str]) -> dict[str, Any]:

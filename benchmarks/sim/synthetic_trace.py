@@ -1,6 +1,6 @@
 """A seeded synthetic trace with Philly-like sizes and durations at a chosen offered load.
 
-    .venv/bin/python benchmarks/synthetic_trace.py --jobs 100000 --out /tmp/syn100k.csv \
+    .venv/bin/python -m benchmarks.sim.synthetic_trace --jobs 100000 --out /tmp/syn100k.csv \
         [--gpus 1024] [--load 0.8] [--seed 0]
 
 Writes the generic CSV trace format (``daemon/sim/traces/csv_trace.py``:

@@ -7,11 +7,11 @@ nodes load each rack to a drawn level (racks differ: that is where block choice 
 nodes are drained, then one gang is submitted as users of NVL72 racks do (``--nodes=N
 --gres=gpu:4``, with ``--segment=S`` or ``--exclusive=topo`` for some) and where slurmctld starts
 it is read back. Every state is written as JSON (tests/topology/data/slurm_block_states.json):
-what the transcription (railgang/topology/placement/slurm_block.py) is checked against, and
+what the transcription (benchmarks/baselines/slurm_block.py) is checked against, and
 what the benchmark replays.
 
-    python -m benchmarks.block_states --states 42 --seed 0 --out tests/topology/data/slurm_block_states.json
-    python -m benchmarks.block_states --profile sparse --states 20 --seed 1 --out tests/topology/data/slurm_block_states_sparse.json
+    python -m benchmarks.slurm.block_states --states 42 --seed 0 --out tests/topology/data/slurm_block_states.json
+    python -m benchmarks.slurm.block_states --profile sparse --states 20 --seed 1 --out tests/topology/data/slurm_block_states_sparse.json
 
 Needs root, a Docker engine and the railgang/slurm:trixie image (scripts/slurm_image.sh trixie).
 Inside the container the same file runs with ``--inside``.
@@ -24,7 +24,6 @@ import json
 import os
 import random
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -202,14 +201,13 @@ def main() -> None:
         recorded = _inside(args.inside, args.states, args.seed, args.port_base, args.profile)
         print(json.dumps(recorded))
         return
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     from tests.slurm_versions.container import SlurmContainer
 
     box = SlurmContainer(f"railgang-block-states-{os.getpid()}", "trixie")
     t0 = time.monotonic()
     box.start()
     try:
-        res = box.exec(["python3", "/src/benchmarks/block_states.py", "--inside", "/var/tmp/block-states",
+        res = box.exec(["python3", "/src/benchmarks/slurm/block_states.py", "--inside", "/var/tmp/block-states",
                         "--states", str(args.states), "--seed", str(args.seed), "--profile", args.profile,
                         "--port-base", str(args.port_base)], timeout=3600)
     finally:

@@ -1,6 +1,6 @@
 """Bring-up and tear-down time and memory footprint of the local 16-node Slurm cluster.
 
-Run as root: .venv/bin/python benchmarks/devcluster_bench.py [--rounds 3] [--no-accounting]
+Run as root: .venv/bin/python -m benchmarks.slurm.devcluster_bench [--rounds 3] [--no-accounting]
 Uses its own directory and ports, so it does not disturb a running `railgang devcluster`.
 """
 

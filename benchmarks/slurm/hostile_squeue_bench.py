@@ -1,6 +1,6 @@
 """A daemon cycle when some of squeue's records are hostile (issue 18 row 3).
 
-    .venv/bin/python benchmarks/hostile_squeue_bench.py [--pending 1000] [--bad 10] [--cycles 9]
+    .venv/bin/python -m benchmarks.slurm.hostile_squeue_bench [--pending 1000] [--bad 10] [--cycles 9]
 
 A recorded 22.05 ``squeue --json``/``sinfo --json`` (tests/daemon/slurm/cli/data) is grown to a
 1,250-node x 8-GPU cluster (leaves of 8) and ``--pending`` leased railgang jobs of 4 or 8 GPUs,
@@ -23,9 +23,9 @@ import math
 import random
 import statistics
 import time
-from pathlib import Path
 from typing import Any
 
+from benchmarks.common import REPO
 from railgang.daemon.core.cycle import decide
 from railgang.daemon.core.model.actions import Start
 from railgang.daemon.core.policies import registry
@@ -35,7 +35,7 @@ from railgang.daemon.slurm.cli.snapshot import build_observation
 from railgang.topology.conf import parse_topology
 from railgang.topology.fabric import fabric_from_conf
 
-DATA = Path(__file__).resolve().parent.parent / "tests" / "daemon" / "slurm" / "cli" / "data"
+DATA = REPO / "tests" / "daemon" / "slurm" / "cli" / "data"
 NOW = 1796057400.0
 
 

@@ -13,7 +13,7 @@ The old script is only given sizes up to --old-max-kib (each of its submissions 
 locks for seconds); the new one gets 64 KiB. Then both scripts alone under lua5.1 (Slurm's table
 stubbed). Prints one JSON object.
 
-    .venv/bin/python benchmarks/hostile_submit_bench.py --dir /tmp/rg-bench-hostile --port 21900 --before 998fe2b
+    .venv/bin/python -m benchmarks.slurm.hostile_submit_bench --dir /tmp/rg-bench-hostile --port 21900 --before 998fe2b
 """
 
 from __future__ import annotations
@@ -27,10 +27,11 @@ import subprocess
 import time
 from pathlib import Path
 
+from benchmarks.common import REPO
 from railgang.devcluster.cluster import DevCluster, slurm_env
 from railgang.devcluster.layout import ClusterSpec
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = REPO
 SUBMIT = re.compile(r"REQUEST_SUBMIT_BATCH_JOB\s+\(\s*\d+\)\s+count:(\d+)\s+ave_time:(\d+)")
 LUA_ONE = """
 slurm = {SUCCESS = 0, ERROR = -1, NO_VAL = 4294967294, INFINITE = 4294967295,

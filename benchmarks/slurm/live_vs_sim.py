@@ -14,9 +14,9 @@ recorded them live, in sacct's whole seconds), and ``latency`` (nominal, with Sl
 from a Start to a running job, measured on this run by ``start_latency``, added to every run time
 and to every simulated start: a started job holds its GPUs while Slurm launches it).
 
-    .venv/bin/python benchmarks/live_vs_sim.py --nodes 32 --jobs 200           # the measurement
-    .venv/bin/python benchmarks/live_vs_sim.py --nodes 16 --jobs 30 --time-scale 0.3   # smoke
-    .venv/bin/python benchmarks/live_vs_sim.py --reuse DIR    # compare again from saved live runs
+    .venv/bin/python -m benchmarks.slurm.live_vs_sim --nodes 32 --jobs 200           # the measurement
+    .venv/bin/python -m benchmarks.slurm.live_vs_sim --nodes 16 --jobs 30 --time-scale 0.3   # smoke
+    .venv/bin/python -m benchmarks.slurm.live_vs_sim --reuse DIR    # compare again from saved live runs
 
 The live rows of each run are saved in ``--dir`` (live-<policy>.json) so the comparison can be
 redone without the cluster. Runs as root (the cluster is real); ports from
@@ -42,8 +42,14 @@ from pathlib import Path
 from typing import Any
 
 import hostlist
-from slurm_placement_stream import StreamJob, accounting, make_stream, run_stream, start_daemon
 
+from benchmarks.slurm.slurm_placement_stream import (
+    StreamJob,
+    accounting,
+    make_stream,
+    run_stream,
+    start_daemon,
+)
 from railgang.daemon.config import DaemonSettings
 
 # the daemon's settings `railgang --config FILE sim` builds its cycle from (daemon/cycle_settings.py

@@ -13,7 +13,7 @@ includes job_submit.lua; sbatch's round trip hides it). Then the script alone un
 (Slurm's table stubbed by plain values): microseconds per call for the same three conditions.
 Prints one JSON object.
 
-    .venv/bin/python benchmarks/needs_submit_bench.py --dir /tmp/rg-bench-needs --port 21800
+    .venv/bin/python -m benchmarks.slurm.needs_submit_bench --dir /tmp/rg-bench-needs --port 21800
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ import statistics
 import subprocess
 from pathlib import Path
 
+from benchmarks.common import REPO
 from railgang.devcluster.cluster import DevCluster, slurm_env
 from railgang.devcluster.layout import ClusterSpec, parse_pools
 
@@ -59,7 +60,7 @@ print(string.format("%.2f", (os.clock() - t) / n * 1e6))
 
 
 def lua_us(workdir: Path, fleet: str | None, comment: str, n: int = 20000) -> float:
-    script = Path(__file__).resolve().parents[1] / "slurm_plugins" / "job_submit.lua"
+    script = REPO / "slurm_plugins" / "job_submit.lua"
     (workdir / "bench.lua").write_text(LUA_BENCH)
     env = {"PATH": "/usr/bin:/bin"}
     if fleet is not None:

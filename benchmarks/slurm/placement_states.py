@@ -20,6 +20,7 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
+from benchmarks.baselines.slurm_tree import ranks_in_order, slurm_tree_place, submission
 from railgang.daemon.slurm.cli.records import squeue_job
 from railgang.devcluster.cluster import DevCluster, slurm_env
 from railgang.topology.comm_model import allreduce_time_s, step_comm_time_s
@@ -27,7 +28,6 @@ from railgang.topology.fabric import Fabric, fabric_from_shape
 from railgang.topology.health import LinkHealth
 from railgang.topology.occupancy import random_occupancy
 from railgang.topology.placement import GangRequest, Placement, place
-from railgang.topology.placement.slurm_tree import ranks_in_order, slurm_tree_place, submission
 
 __all__ = ["GANGS", "run_states"]
 

@@ -4,7 +4,7 @@ without the daemon and with it (every lease renewed every cycle, or only the lea
 
 Run as root on a machine with Debian's Slurm 22.05 (the devcluster's packages):
 
-    .venv/bin/python benchmarks/slurm_10k.py [--nodes 64] [--running 1000] [--waiting 10000]
+    .venv/bin/python -m benchmarks.slurm.slurm_10k [--nodes 64] [--running 1000] [--waiting 10000]
         [--window-s 80] [--probe-rate 4] [--modes none,due,all] [--port-base 24817]
 
 It brings up its own cluster under --dir (MaxJobCount raised), fills it with --running plain
@@ -43,12 +43,10 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from railgang.daemon.slurm.cli.lease import write_heartbeat  # noqa: E402
-from railgang.devcluster.cluster import DevCluster, slurm_env  # noqa: E402
-from railgang.devcluster.layout import ClusterSpec  # noqa: E402
+from benchmarks.common import REPO as ROOT
+from railgang.daemon.slurm.cli.lease import write_heartbeat
+from railgang.devcluster.cluster import DevCluster, slurm_env
+from railgang.devcluster.layout import ClusterSpec
 
 LEASE_S, RENEW_BEFORE_S, CYCLE_S = 120, 40, 10.0
 HINT = "--comment=rg:parallel=tp2;class=3"

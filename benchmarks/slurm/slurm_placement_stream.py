@@ -10,18 +10,18 @@ Modes (the same stream each time, a fresh cluster each time):
   states     no stream: the cluster is loaded to a given occupancy (filler jobs pinned to nodes,
              a few nodes drained as quarantined), then one gang is submitted; where the real
              slurmctld puts it is shown beside the transcribed cons_tres/topology-tree baseline
-             (``railgang.topology.placement.slurm_tree``) and railgang on the same state, each with
+             (``benchmarks.baselines.slurm_tree``) and railgang on the same state, each with
              the physical model's step time (``--states N --occupancy F``).
 
 Reported per mode: share of multi-node jobs inside one leaf, leaves per multi-node job, mean and
 p95 wait (submit -> start), makespan, and the modeled 1 GB ring all-reduce of every multi-node job
 over the GPUs it got (``railgang.topology.comm_model``).
 
-    .venv/bin/python benchmarks/slurm_placement_stream.py --mode plain --jobs 200
-    .venv/bin/python benchmarks/slurm_placement_stream.py --mode switches --jobs 200
-    .venv/bin/python benchmarks/slurm_placement_stream.py --mode railgang --jobs 200
-    .venv/bin/python benchmarks/slurm_placement_stream.py --mode railgang --leaf-wait-s 0  # no leaf wait
-    .venv/bin/python benchmarks/slurm_placement_stream.py --mode states --states 12 --occupancy 0.5
+    .venv/bin/python -m benchmarks.slurm.slurm_placement_stream --mode plain --jobs 200
+    .venv/bin/python -m benchmarks.slurm.slurm_placement_stream --mode switches --jobs 200
+    .venv/bin/python -m benchmarks.slurm.slurm_placement_stream --mode railgang --jobs 200
+    .venv/bin/python -m benchmarks.slurm.slurm_placement_stream --mode railgang --leaf-wait-s 0  # no leaf wait
+    .venv/bin/python -m benchmarks.slurm.slurm_placement_stream --mode states --states 12 --occupancy 0.5
 
 In railgang mode the daemon runs with its defaults unless ``--leaf-wait-s``/``--leaf-holds`` set
 ``daemon.leaf_wait_s``/``daemon.leaf_holds`` (docs/policies.md "Keeping gangs inside one leaf").
@@ -43,10 +43,11 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import hostlist
-from placement_states import run_states  # benchmarks/ is on sys.path when run as a script
 
+from benchmarks.slurm.placement_states import run_states
 from railgang.devcluster.cluster import DevCluster, slurm_env
 from railgang.devcluster.layout import ClusterSpec
 from railgang.topology.comm_model import ring_allreduce_time_s
@@ -114,7 +115,7 @@ def run_stream(cluster: DevCluster, jobs: list[StreamJob], mode: str) -> dict[st
         time.sleep(2)
 
 
-def accounting(cluster: DevCluster, ids: dict[str, str]) -> list[dict[str, object]]:
+def accounting(cluster: DevCluster, ids: dict[str, str]) -> list[dict[str, Any]]:
     env = slurm_env(cluster.spec)
     for _ in range(30):  # slurmdbd catches up a moment after the last job ends
         doc = json.loads(subprocess.run(["sacct", "--json", "-a", "-S", "now-2hours"],
@@ -128,17 +129,19 @@ def accounting(cluster: DevCluster, ids: dict[str, str]) -> list[dict[str, objec
     return rows
 
 
-def measure(rows: list[dict[str, object]], spec: ClusterSpec) -> dict[str, float]:
+def measure(rows: list[dict[str, Any]], spec: ClusterSpec) -> dict[str, float]:
     fabric = fabric_from_shape(spec.nodes, spec.gpus_per_node, spec.nodes_per_leaf)
     leaf_of = {n: leaf for leaf, members in spec.leaves for n in members}
     waits, multi_in_leaf, multi_leaves, allreduce = [], [], [], []
     starts, ends, submits = [], [], []
     for r in rows:
-        t = r["time"]  # type: ignore[index]
-        submit, start, end = t["submission"], t["start"], t["end"]  # type: ignore[index]
+        t = r["time"]
+        submit, start, end = t["submission"], t["start"], t["end"]
         waits.append(start - submit)
-        starts.append(start), ends.append(end), submits.append(submit)
-        nodes = hostlist.expand_hostlist(r["nodes"])  # type: ignore[arg-type]
+        starts.append(start)
+        ends.append(end)
+        submits.append(submit)
+        nodes = hostlist.expand_hostlist(r["nodes"])
         if len(nodes) > 1:
             leaves = {leaf_of[n] for n in nodes}
             multi_in_leaf.append(len(leaves) == 1)
@@ -158,15 +161,15 @@ def measure(rows: list[dict[str, object]], spec: ClusterSpec) -> dict[str, float
     }
 
 
-def by_size(rows: list[dict[str, object]], leaf_of: dict[str, str]) -> dict[str, float]:
+def by_size(rows: list[dict[str, Any]], leaf_of: dict[str, str]) -> dict[str, float]:
     """Per gang size (nodes): the share inside one leaf and the mean wait, so whole-leaf gangs
     (issue 21) are not averaged away among the small jobs."""
     groups: dict[int, list[tuple[bool, float]]] = {}
     for r in rows:
-        t = r["time"]  # type: ignore[index]
-        nodes = hostlist.expand_hostlist(r["nodes"])  # type: ignore[arg-type]
+        t = r["time"]
+        nodes = hostlist.expand_hostlist(r["nodes"])
         one = len({leaf_of[n] for n in nodes}) == 1
-        groups.setdefault(len(nodes), []).append((one, t["start"] - t["submission"]))  # type: ignore[index]
+        groups.setdefault(len(nodes), []).append((one, t["start"] - t["submission"]))
     out: dict[str, float] = {}
     for size, got in sorted(groups.items()):
         out[f"n{size}_jobs"] = len(got)

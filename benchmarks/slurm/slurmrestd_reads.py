@@ -4,10 +4,10 @@ reads (slurm/cli/narrow.py), and slurmrestd's ``GET /slurm/VERSION/jobs`` (what 
 would read): wall time, CPU of the client process or of slurmrestd, slurmctld's CPU, bytes, and
 the records each gives (the REST document must read as the CLI's does).
 
-Run as root against a cluster benchmarks/slurm_10k.py left up (--keep), with Debian's
+Run as root against a cluster benchmarks/slurm/slurm_10k.py left up (--keep), with Debian's
 ``slurmrestd`` installed (apt-get install slurmrestd):
 
-    .venv/bin/python benchmarks/slurmrestd_reads.py --dir /tmp/railgang-slurm-10k [--reps 5]
+    .venv/bin/python -m benchmarks.slurm.slurmrestd_reads --dir /tmp/railgang-slurm-10k [--reps 5]
 
 slurmrestd runs as the daemon's user ``railgang`` (it refuses root) on a unix socket with
 ``rest_auth/local`` (the caller is who the socket says: no token). A deployment would listen on a
@@ -25,19 +25,15 @@ import pwd
 import socket
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from benchmarks.slurm_10k import cpu_s  # noqa: E402
-from railgang.daemon.slurm.cli.narrow import NarrowCache, narrow_argv, new_mark, parse_narrow  # noqa: E402
-from railgang.daemon.slurm.cli.records import parse_squeue  # noqa: E402
-from railgang.devcluster.cluster import DAEMON_USER, slurm_env  # noqa: E402
-from railgang.devcluster.layout import ClusterSpec  # noqa: E402
+from benchmarks.slurm.slurm_10k import cpu_s
+from railgang.daemon.slurm.cli.narrow import NarrowCache, narrow_argv, new_mark, parse_narrow
+from railgang.daemon.slurm.cli.records import parse_squeue
+from railgang.devcluster.cluster import DAEMON_USER, slurm_env
+from railgang.devcluster.layout import ClusterSpec
 
 
 class UnixHTTP(http.client.HTTPConnection):

@@ -11,7 +11,7 @@ railgang's ``place`` on the fabric built with ``blocks_are_nvlink``. Reported: g
 groups inside one NVLink domain, racks used over the fewest possible, whole racks still free
 after the placement (what a queued whole-rack gang needs), and time per placement.
 
-    .venv/bin/python -m benchmarks.block_bench --states 300 --seed 0
+    .venv/bin/python -m benchmarks.topology.block_bench --states 300 --seed 0
 """
 
 from __future__ import annotations
@@ -24,11 +24,11 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from benchmarks.baselines.slurm_block import BlockLayout, segment_size, slurm_block_nodes
+from benchmarks.baselines.slurm_tree import ranks_in_order
 from railgang.topology.conf import parse_topology
 from railgang.topology.fabric import Fabric, fabric_from_conf
 from railgang.topology.placement import GangRequest, Placement, place
-from railgang.topology.placement.slurm_block import BlockLayout, segment_size, slurm_block_nodes
-from railgang.topology.placement.slurm_tree import ranks_in_order
 
 GPUS, PER_RACK = 4, 18
 LOADS = (0.0, 0.0, 0.25, 0.5, 0.75, 0.9, 1.0)

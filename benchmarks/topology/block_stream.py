@@ -10,7 +10,7 @@ Slurm 24.11 on whole free nodes (``--nodes=N --gres=gpu:4``), the same with ``--
 the parallel shape, and railgang's ``place`` on the free GPUs. This measures placement alone:
 railgang's daemon policies (leaf waits, preemption, defragmentation) are not in it.
 
-    .venv/bin/python -m benchmarks.block_stream --jobs 600 --load 0.9 --seed 0
+    .venv/bin/python -m benchmarks.topology.block_stream --jobs 600 --load 0.9 --seed 0
 """
 
 from __future__ import annotations
@@ -25,11 +25,11 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from benchmarks.block_bench import GPUS, MIX, PER_RACK, fleet
+from benchmarks.baselines.slurm_block import BlockLayout, segment_size, slurm_block_nodes
+from benchmarks.baselines.slurm_tree import ranks_in_order
+from benchmarks.topology.block_bench import GPUS, MIX, PER_RACK, fleet
 from railgang.topology.fabric import Fabric
 from railgang.topology.placement import GangRequest, Placement, place
-from railgang.topology.placement.slurm_block import BlockLayout, segment_size, slurm_block_nodes
-from railgang.topology.placement.slurm_tree import ranks_in_order
 
 Placer = Callable[[dict[str, set[int]], "Job"], Placement | None]
 

@@ -7,7 +7,7 @@ tmpfs. The daemon's ``LinkCollector`` scrapes every host (``--workers`` in fligh
 prometheus_client's parser, and runs the hysteresis tracker. Reports wall time and this
 process's CPU time per round (the scrape server's CPU is not counted), per source.
 
-    .venv/bin/python benchmarks/links_bench.py --nodes 1000 --rounds 3
+    .venv/bin/python -m benchmarks.topology.links_bench --nodes 1000 --rounds 3
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ the part of them beyond the fewest the shards in use need (*stranded*), GPUs wit
 left, and nodes with any shard in use (lost to whole-node gangs); means over the samples, ranges
 over ``--seeds`` streams.
 
-    .venv/bin/python benchmarks/shard_packing.py [--nodes 32] [--shards 4] [--load 0.1] [--days 7] [--seeds 5]
+    .venv/bin/python -m benchmarks.topology.shard_packing [--nodes 32] [--shards 4] [--load 0.1] [--days 7] [--seeds 5]
 """
 
 from __future__ import annotations
@@ -23,14 +23,9 @@ import argparse
 import heapq
 import os
 import random
-import sys
 import time
-from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-from railgang.topology.shards import STRATEGIES, Strategy, footprint, place_shards  # noqa: E402
+from railgang.topology.shards import STRATEGIES, Strategy, footprint, place_shards
 
 SIZES = ((1, 0.5), (2, 0.3), (4, 0.2))  # shards asked, share of jobs
 MEAN_RUN_S = 3600.0
@@ -43,7 +38,8 @@ def stream(seed: int, nodes: int, shards: int, load: float, days: float
     rng = random.Random(seed)
     mean_need = sum(min(s, shards) * p for s, p in SIZES)
     rate = load * nodes * 8 * shards / (mean_need * MEAN_RUN_S)  # Little's law
-    out, t = [], 0.0
+    out: list[tuple[float, float, int]] = []
+    t = 0.0
     while True:
         t += rng.expovariate(rate)
         if t > days * 86400:

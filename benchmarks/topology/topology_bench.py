@@ -1,7 +1,7 @@
 """Topology placement benchmark: quality vs the exhaustive optimum, modeled all-reduce time vs random
 and Slurm-like placement, and placement speed. Everything side by side in one run.
 
-    .venv/bin/python benchmarks/topology_bench.py [--quick]
+    .venv/bin/python -m benchmarks.topology.topology_bench [--quick]
 
 Prints Markdown to stdout (pasted into BENCHMARKS.md). Deterministic (fixed seeds) except the
 timings. Takes about a minute on a 2-core machine.
@@ -14,15 +14,11 @@ import gc
 import platform
 import random
 import statistics
-import sys
 import time
 from collections.abc import Callable, Collection, Mapping, Sequence
-from pathlib import Path
 from types import MappingProxyType
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
+from benchmarks.baselines.slurm_tree import ranks_in_order, slurm_tree_place
 from railgang.topology.comm.hardware import DGX_H100
 from railgang.topology.comm.model import allreduce_time, concurrent_allreduce
 from railgang.topology.comm.published import CASES, evaluate
@@ -39,7 +35,6 @@ from railgang.topology.placement import (
 )
 from railgang.topology.placement.layout import layout
 from railgang.topology.placement.model import Container, eligible_containers, normalise
-from railgang.topology.placement.slurm_tree import ranks_in_order, slurm_tree_place
 
 Free = Mapping[str, frozenset[int]]
 
@@ -60,7 +55,7 @@ def random_placement(fabric: Fabric, free: Free, req: GangRequest, rng: random.R
 
 
 def slurm_like(fabric: Fabric, free: Free, req: GangRequest, drained: Collection[str] = ()) -> Placement | None:
-    """Slurm 22.05 cons_tres + topology/tree (``railgang.topology.placement.slurm_tree``)."""
+    """Slurm 22.05 cons_tres + topology/tree (``benchmarks.baselines.slurm_tree``)."""
     return slurm_tree_place(fabric, free, req, drained=drained)
 
 
@@ -219,7 +214,7 @@ def contention() -> list[str]:
 
 def big_cluster(states: int) -> tuple[list[str], Fabric, list[Free]]:
     fabric = fabric_from_shape(1250, 8, nodes_per_leaf=32, leaves_per_spine=8)
-    frees = [random_occupancy(fabric, 0.5, seed) for seed in range(states)]
+    frees: list[Free] = [random_occupancy(fabric, 0.5, seed) for seed in range(states)]
     jobs: list[tuple[str, GangRequest]] = [
         ("64 GPUs, data parallel", GangRequest(64, job_class="dp")),
         ("256 GPUs, tp8 pp4 dp8", GangRequest(256, tp=8, pp=4, dp=8)),
@@ -368,7 +363,9 @@ def main() -> None:
     for line in degraded(fabric, frees):
         print(line)
     print()
-    from topology_stream import stream  # the stream replay reuses slurm_like from this module
+    from benchmarks.topology.topology_stream import (
+        stream,  # the stream replay reuses slurm_like from this module
+    )
 
     for line in stream(300, (1, 2, 3) if args.quick else (1, 2, 3, 4, 5, 6, 7, 8)):
         print(line)

@@ -1,6 +1,6 @@
 """Discovery benchmark: how long ``railgang topology discover`` takes on a 10,000-GPU fabric.
 
-    .venv/bin/python benchmarks/topology_discover_bench.py [--repeats 5] [--nodes 1250]
+    .venv/bin/python -m benchmarks.topology.topology_discover_bench [--repeats 5] [--nodes 1250]
 
 The fabric: ``--nodes`` nodes x 8 GPUs x 8 rails (one HCA per GPU), rail-optimised, 32 nodes per
 scalable unit (one leaf per rail per unit), 8 spines per rail; ibnetdiscover text written by
@@ -23,8 +23,6 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from railgang.topology.conf import parse_topology
 from railgang.topology.discover import (
@@ -82,7 +80,7 @@ def main() -> None:
     print("|---|---|---|---|---|---|---|")
     with tempfile.TemporaryDirectory() as tmp:
         for form in ("topology", "ports"):
-            gen = generate_ibnetdiscover(shape, form)  # type: ignore[arg-type]
+            gen = generate_ibnetdiscover(shape, form)
             src = Path(tmp) / f"fabric.{form}"
             src.write_text(gen.text)
             runs = [_phases(src) for _ in range(args.repeats)]

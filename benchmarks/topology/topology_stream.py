@@ -1,10 +1,10 @@
 """Placement over time: a job stream on 64 nodes x 8 GPUs (8 leaves of 8 under one spine), the setup
-of shared/notes/plain-slurm-placement.md, placed by railgang vs Slurm 22.05 cons_tres + topology/tree (topology/placement/slurm_tree.py).
+of shared/notes/plain-slurm-placement.md, placed by railgang vs Slurm 22.05 cons_tres + topology/tree (benchmarks/baselines/slurm_tree.py).
 
 Both use the same queue policy (FIFO order, any job that fits starts: backfill without
 reservations), so the only difference is *where* each job goes. Run by topology_bench.py, or alone:
 
-    .venv/bin/python benchmarks/topology_stream.py
+    .venv/bin/python -m benchmarks.topology.topology_stream
 """
 
 from __future__ import annotations
@@ -12,16 +12,10 @@ from __future__ import annotations
 import heapq
 import random
 import statistics
-import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from topology_bench import slurm_like
-
+from benchmarks.topology.topology_bench import slurm_like
 from railgang.topology.fabric import Fabric, fabric_from_shape
 from railgang.topology.placement import GangRequest, Placement, place
 

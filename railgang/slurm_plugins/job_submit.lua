@@ -409,7 +409,7 @@ local function requested_gpus(job_desc)
     return nil
 end
 
--- --segment from the parallel shape (placement/slurm_block.py segment_size: a test holds the two
+-- --segment from the parallel shape (benchmarks/baselines/slurm_block.py segment_size: a test holds the two
 -- to the same answers): the nodes of one TP x PP replica, so that Slurm's own block placement
 -- (no daemon, or after its lease lapsed) keeps each replica's pipeline inside one block. Only
 -- for whole-node gangs whose replica is whole nodes, fits a base block, is not the whole job and

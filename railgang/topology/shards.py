@@ -11,7 +11,7 @@ gang. :func:`place_shards` packs them:
    wholly free node while a partly used one has a free GPU);
 3. ties by node name, then GPU index (deterministic).
 
-The baselines of the benchmark (``benchmarks/shard_packing.py``): ``first_fit`` (nodes in name
+The baselines of the benchmark (``benchmarks/topology/shard_packing.py``): ``first_fit`` (nodes in name
 order, the first GPU with room: select/cons_tres's order) and ``spread`` (the least loaded node:
 the usual default of a scheduler that balances). Pure functions over plain mappings.
 """

@@ -1,7 +1,7 @@
 """--segment from the parallel shape (issue 21 item 2): job_submit.lua sets ``segment_size`` on
 Slurm 26.05+ (the field its job_submit/lua exposes) from ``--rg-parallel`` when
 RAILGANG_SEGMENT_BASE names the topology's base block, with the same rule as
-``placement.slurm_block.segment_size`` (the daemon's reading of what Slurm accepts). The real
+``benchmarks.baselines.slurm_block.segment_size`` (the transcription of what Slurm accepts). The real
 26.05 block cluster is tests/slurm_versions/test_segment_2605.py."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from railgang.topology.placement.slurm_block import segment_size
+from benchmarks.baselines.slurm_block import segment_size
 from tests.slurm_plugins.lua_harness import run_harness
 
 # stdin lines "TP PP DP NODES GPUS_PER_NODE SEGMENT_FIELD" (SEGMENT_FIELD "nil": the field does

@@ -23,7 +23,6 @@ EXPECTED = {
         "DGX_A100", "DGX_H100", "DGX_H200", "SYSTEMS", "CollectiveTime", "CommParams", "allreduce_time",
         "concurrent_allreduce", "params_for", "step_times",
     },
-    "railgang.topology.placement.slurm_tree": {"ranks_in_order", "slurm_tree_place", "submission"},
     "railgang.topology.comm_model": {
         "CommParams", "DEFAULT_PARAMS", "allreduce_time_s", "ring_allreduce_time_s", "step_comm_time_s",
     },

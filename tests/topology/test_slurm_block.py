@@ -1,5 +1,5 @@
-"""The transcribed Slurm 24.11 topology/block placement (railgang/topology/placement/slurm_block.py)
-against what the real slurmctld 24.11 did on recorded states (benchmarks/block_states.py)."""
+"""The transcribed Slurm 24.11 topology/block placement (benchmarks/baselines/slurm_block.py)
+against what the real slurmctld 24.11 did on recorded states (benchmarks/slurm/block_states.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from railgang.topology.placement.slurm_block import (
+from benchmarks.baselines.slurm_block import (
     BlockLayout,
     exclusive_topo_usable,
     slurm_block_nodes,
@@ -80,7 +80,7 @@ def test_a_segment_larger_than_the_base_block_or_not_dividing_the_job_is_refused
 
 
 def test_segment_from_the_parallel_shape() -> None:
-    from railgang.topology.placement.slurm_block import segment_size
+    from benchmarks.baselines.slurm_block import segment_size
 
     assert segment_size(16, 8, 4, 4, 18) == 8  # a tp8 x pp4 replica is 8 nodes of 4 GPUs
     assert segment_size(8, 8, 4, 4, 18) == 0  # one replica: the whole job, no segment

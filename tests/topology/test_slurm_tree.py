@@ -11,10 +11,10 @@ import pytest
 from railgang.topology.fabric import fabric_from_shape
 from railgang.topology.occupancy import all_free
 from railgang.topology.placement import GangRequest
-from railgang.topology.placement.slurm_tree import slurm_tree_place, submission
+from benchmarks.baselines.slurm_tree import slurm_tree_place, submission
 
 FABRIC = fabric_from_shape(64, 8, nodes_per_leaf=8)
-# Recorded by `benchmarks/slurm_placement_stream.py --mode states --record`: free GPUs after
+# Recorded by `benchmarks/slurm/slurm_placement_stream.py --mode states --record`: free GPUs after
 # filler jobs, drained nodes, the request, and where the real slurmctld 22.05 started it.
 # The first file (12 states, seed 1, 50 % busy) was used to correct the transcription; the second
 # (18 states, seed 2, 60 % busy, two more gang shapes) was recorded afterwards and never tuned on.

@@ -3,7 +3,7 @@ rail-optimised fabrics (one leaf per rail per scalable unit, spines per rail), i
 form, the topology form as ``--node-name-map`` prints it, or the ``-p`` ports form.
 
 Used by the property tests (generate -> discover -> parse with topology/conf.py -> same nodes and
-groups) and by ``benchmarks/topology_discover_bench.py``. The text follows ``ibnetdiscover.c``'s
+groups) and by ``benchmarks/topology/topology_discover_bench.py``. The text follows ``ibnetdiscover.c``'s
 format strings; GUIDs are made up but well-formed and unique.
 """
 

@@ -1,24 +1,15 @@
-"""benchmarks/failures_54d.py runs end to end on a small fleet (the 54-day replay at full scale
+"""benchmarks/sim/failures_54d.py runs end to end on a small fleet (the 54-day replay at full scale
 takes minutes: BENCHMARKS.md), and the big job's effective training time is a share in (0, 1]."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
-import pytest
 
-BENCH = Path(__file__).parents[3] / "benchmarks" / "failures_54d.py"
+def test_small_fleet(tmp_path: Path) -> None:
+    from benchmarks.sim import failures_54d as module
 
-
-def test_small_fleet(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    spec = importlib.util.spec_from_file_location("failures_54d", BENCH)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    monkeypatch.setitem(sys.modules, "failures_54d", module)  # its dataclasses look it up
-    spec.loader.exec_module(module)
     out = tmp_path / "r.json"
     assert module.main(["--nodes", "64", "--leaf", "8", "--big-gpus", "448", "--days", "2",
                         "--failures", "llama3,scale=20", "--scenarios", "naive,railgang,railgang-spares",

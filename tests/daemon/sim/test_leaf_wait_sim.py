@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from railgang.daemon.cli.main import app
 
-# the mix of benchmarks/slurm_placement_stream.py: (weight, nodes, GPUs per node)
+# the mix of benchmarks/slurm/slurm_placement_stream.py: (weight, nodes, GPUs per node)
 MIX = ((30, 1, 1), (15, 1, 2), (20, 1, 8), (15, 2, 8), (12, 4, 8), (8, 8, 8))
 
 

@@ -1,4 +1,4 @@
-"""benchmarks/live_vs_sim.py's comparison (issue 33 item 6): Kendall's tau-b, per-job wait
+"""benchmarks/slurm/live_vs_sim.py's comparison (issue 33 item 6): Kendall's tau-b, per-job wait
 difference, same-leaf agreement, Slurm's start latency, and the replay through `railgang sim`
 with the daemon's cycle settings. The live half needs a real cluster and minutes: it is the
 benchmark (BENCHMARKS.md "Live vs simulator fidelity"), not a test."""
@@ -6,23 +6,16 @@ benchmark (BENCHMARKS.md "Live vs simulator fidelity"), not a test."""
 from __future__ import annotations
 
 import importlib
-import sys
 import tomllib
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 
-BENCH = Path(__file__).parents[3] / "benchmarks"
-
 
 @pytest.fixture(scope="module")
 def bench() -> ModuleType:
-    sys.path.insert(0, str(BENCH))  # its sibling imports (slurm_placement_stream) as a script has them
-    try:
-        return importlib.import_module("live_vs_sim")
-    finally:
-        sys.path.remove(str(BENCH))
+    return importlib.import_module("benchmarks.slurm.live_vs_sim")
 
 
 def runs(bench: ModuleType, rows: dict[str, tuple[float, float, float, bool | None]]) -> dict[str, object]:

@@ -1,33 +1,17 @@
-"""The synthetic trace generator (benchmarks/synthetic_trace.py): seeded, at the load it was asked
+"""The synthetic trace generator (benchmarks/sim/synthetic_trace.py): seeded, at the load it was asked
 for, Philly-like, and readable by the simulator's CSV reader."""
 
 from __future__ import annotations
 
-import importlib.util
 import math
 import statistics
-import sys
 from collections import Counter
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 
+from benchmarks.sim import synthetic_trace as syn
 from railgang.daemon.sim.traces.csv_trace import parse_csv
-
-PATH = Path(__file__).resolve().parents[3] / "benchmarks" / "synthetic_trace.py"
-
-
-def _load() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("synthetic_trace", PATH)
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["synthetic_trace"] = mod
-    spec.loader.exec_module(mod)
-    return mod
-
-
-syn = _load()
 
 
 def test_same_seed_same_trace_other_seed_other_trace() -> None:

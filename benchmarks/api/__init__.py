@@ -1,0 +1,1 @@
+"""Benchmarks of the admin API, the usage ledger and the report."""

@@ -1,0 +1,1 @@
+"""Benchmarks of serving beside training."""

@@ -1,0 +1,1 @@
+"""Benchmarks that replay traces through the simulator."""

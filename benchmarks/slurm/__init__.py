@@ -1,0 +1,1 @@
+"""Benchmarks against a real slurmctld (the local cluster or a container)."""

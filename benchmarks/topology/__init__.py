@@ -1,0 +1,1 @@
+"""Benchmarks of placement, discovery and link health on fabrics alone."""
