@@ -7,8 +7,9 @@ so these tests use short leases without restarting slurmctld.
 from __future__ import annotations
 
 import os
+import re
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -24,6 +25,8 @@ LEASE_S = 12
 # Slurm runs a job whose begin time passed on a later scheduling pass (22 s seen in the notes;
 # sched/backfill's interval is 30 s): the bound a dead daemon's waiting jobs start within
 SCHEDULING_PASS_S = 60
+# sdiag: "Main schedule statistics (microseconds):\n\tLast cycle: ...\n\tMax cycle: ...\n\tTotal cycles: 33"
+_MAIN_CYCLES = re.compile(r"Main schedule statistics.*?Total cycles:\s*(\d+)", re.S)
 
 
 @pytest.fixture
@@ -67,21 +70,57 @@ def test_dead_daemon_strands_no_job(slurm_cluster: DevCluster, tmp_path: Path, j
     assert all(t >= submitted + LEASE_S - 2 for t in starts)  # they did wait out their lease
 
 
+def main_cycles(cluster: DevCluster) -> int:
+    """How many main scheduling passes slurmctld has run (sdiag's "Main schedule statistics")."""
+    out = sl(cluster, "sdiag").stdout
+    m = _MAIN_CYCLES.search(out)
+    assert m is not None, out
+    return int(m.group(1))
+
+
+def a_scheduling_pass(cluster: DevCluster, tmp_path: Path, jobs: list[str],
+                      meanwhile: Callable[[], None] = lambda: None) -> None:
+    """Returns once slurmctld ran a main scheduling pass over every waiting job, begun after this
+    call. A plain job's submission queues one now, rather than on the 30 s backfill timer (the
+    timer's own pass is test_dead_daemon_strands_no_job's); ``meanwhile`` runs every second."""
+    before = main_cycles(cluster)
+    res = sl(cluster, "sbatch", "--parsable", f"--chdir={tmp_path}", "--output=/dev/null",
+             "--account=team-a", "-N1", "--wrap=true")  # no rg: tag: never leased
+    jobs.append(res.stdout.strip().split(";")[0])
+    deadline = time.monotonic() + 30
+    while main_cycles(cluster) <= before:
+        assert time.monotonic() < deadline, "no main scheduling pass within 30 s of a submission"
+        meanwhile()
+        time.sleep(1)
+
+
 def test_renewal_keeps_jobs_waiting(slurm_cluster: DevCluster, tmp_path: Path, jobs: list[str]) -> None:
     backend = CliBackend(SlurmSettings(conf=slurm_cluster.spec.slurm_conf, lease_s=LEASE_S))
     write_heartbeat(slurm_cluster.spec.heartbeat_file, time.time(), LEASE_S)
     leased = [submit(slurm_cluster, tmp_path, jobs) for _ in range(3)]
-    until = time.monotonic() + 2 * LEASE_S + 30  # past the first lease and a scheduling pass
-    while time.monotonic() < until:
+
+    def renew() -> None:
         write_heartbeat(slurm_cluster.spec.heartbeat_file, time.time(), LEASE_S)
         calls = backend.runner.calls
         assert backend.renew_leases(leased, time.time()) == {}
         assert backend.runner.calls == calls + 1
-        time.sleep(3)
+
+    until = time.monotonic() + 2 * LEASE_S  # past the first lease
+    while time.monotonic() < until:
+        renew()
+        time.sleep(2)
+    # a scheduling pass past the first lease: it would start them had the renewals not held them
+    a_scheduling_pass(slurm_cluster, tmp_path, jobs, meanwhile=renew)
+    renew()
     for job in leased:
         assert job_fields(slurm_cluster, job)["JobState"] == "PENDING"
     # the daemon dies now: the last renewal's lease runs out and Slurm takes over
     slurm_cluster.spec.heartbeat_file.unlink()
+    ends = max(time.mktime(time.strptime(job_fields(slurm_cluster, j)["EligibleTime"],
+                                         "%Y-%m-%dT%H:%M:%S")) for j in leased)
+    while time.time() <= ends + 1:
+        time.sleep(0.5)
+    a_scheduling_pass(slurm_cluster, tmp_path, jobs)
     for job in leased:
         wait_started(slurm_cluster, job, LEASE_S + SCHEDULING_PASS_S)
 
