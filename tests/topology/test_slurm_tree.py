@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks.baselines.slurm_tree import slurm_tree_place, submission
 from railgang.topology.fabric import fabric_from_shape
 from railgang.topology.occupancy import all_free
 from railgang.topology.placement import GangRequest
-from benchmarks.baselines.slurm_tree import slurm_tree_place, submission
 
 FABRIC = fabric_from_shape(64, 8, nodes_per_leaf=8)
 # Recorded by `benchmarks/slurm/slurm_placement_stream.py --mode states --record`: free GPUs after
