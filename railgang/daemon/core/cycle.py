@@ -31,7 +31,10 @@ is excluded from equality). The recipe:
    one reason per waiting job; nodes the link health quarantines get a ``TagNode``.
 
 Within one cycle free GPUs only shrink (shrinks release GPUs to the job they were made for), so a
-gang shape that failed once fails for the rest of the cycle: such shapes are cached.
+gang shape that failed once fails for the rest of the cycle: such shapes are cached. Jobs the
+place phase treats as the same share a scheduling signature (``model/signature.py``): while the
+free GPUs and the queue's head are unchanged, the second gets the first one's verdict without a
+search (``Decision.steps`` counts both kinds of turn).
 """
 
 from __future__ import annotations
@@ -120,6 +123,9 @@ class Decision:
     reasons: Sequence[PendingReason]  # in the queue's order, each built when read (equals the
     # tuple of them: ``phases/waiting.py``; a long queue's are mostly never read by the simulator)
     phase_ms: Mapping[str, float] = field(default_factory=dict, compare=False, repr=False)
+    # the place phase's turns: "searched" (admission checks and a start attempt ran) and
+    # "skipped" (a job given the verdict of an earlier one of its signature, model/signature.py)
+    steps: Mapping[str, int] = field(default_factory=dict, compare=False, repr=False)
 
     def reason(self, job_id: str) -> PendingReason | None:
         return next((r for r in self.reasons if r.job_id == job_id), None)
@@ -201,7 +207,8 @@ def decide(
     if log.isEnabledFor(logging.DEBUG):
         log.debug("cycle %s now=%.0f pending=%d actions=%d phases=%s", policy.name, now,
                   len(snapshot.pending), len(actions), {k: round(v, 2) for k, v in ms.items()})
-    return Decision(actions, reasons, MappingProxyType(ms))
+    steps = MappingProxyType({"searched": placing.searched, "skipped": placing.skipped})
+    return Decision(actions, reasons, MappingProxyType(ms), steps)
 
 
 def _by_class(plan: Plan, jobs: Mapping[str, Job], snapshot: Snapshot) -> list[list[Want]]:

@@ -1,0 +1,211 @@
+"""Scheduling signatures (``model/signature.py``): jobs that differ in any one field of the
+signature each get their own turn (one test per field), jobs that share one are given the first
+one's verdict without another search (counted in ``Decision.steps``), and the verdicts given so
+are the ones a search would have found (the same decisions with every skip turned off)."""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from railgang.daemon.core import Account, Decision, Job, Reason, decide
+from railgang.daemon.core.model.needs import Needs
+from railgang.daemon.core.model.plan import Plan, Want
+from railgang.daemon.core.model.signature import Signature, signature, time_key
+from railgang.daemon.core.model.snapshot import Snapshot
+from railgang.daemon.core.phases.draft import Draft
+from railgang.daemon.core.phases.place import PlacePhase
+from railgang.daemon.core.policies.registry import get
+from railgang.topology.fabric import fabric_from_shape
+from tests.daemon.core.core_builders import cluster, first_fit, job
+
+BUSY = job("busy").gpus(12)  # on two nodes of 8: 4 GPUs free, on n001
+
+
+def _snap(*pending: Job, accounts: tuple[Account, ...] = ()) -> Snapshot:
+    return cluster(2).running(BUSY).pending(*pending).accounts(*accounts).build()
+
+
+def _phase(snap: Snapshot, wants: list[Want], mode: str = "greedy", **kw: Any) -> tuple[PlacePhase, Draft]:
+    d = Draft(snap, snap.now, first_fit, 0)
+    phase = PlacePhase(d, Plan(tuple(wants), mode), **kw)  # type: ignore[arg-type]
+    phase.run(wants, {j.job_id: j for j in snap.pending})
+    return phase, d
+
+
+def _want(j: Job, **kw: Any) -> Want:
+    return Want(j.job_id, kw.pop("replicas", j.replicas), kw.pop("min_replicas", j.replicas), **kw)
+
+
+def _pair(**a: Any) -> tuple[Job, Job]:
+    """Two 8-GPU jobs (neither fits the 4 free GPUs by itself) differing only in ``a``'s fields."""
+    base = job("x").gpus(8).at(1)
+    one = base.build()
+    two = base.with_(**a).build()
+    return one, dataclasses.replace(two, request=dataclasses.replace(two.request, job_id="y"))
+
+
+# -- one field each: two jobs that differ only there both get a turn of their own -----------------
+FIELDS = {
+    "priority_class": {"priority_class": 2},
+    "shape": {"tp": 8},
+    "sizes": {"elastic_min": 1, "elastic_max": 16},  # the request's range (the Want stays rigid)
+    "needs": {"needs_nvlink": True},
+    "requeued": {"after_fault": True},
+}
+
+
+@pytest.mark.parametrize("field", sorted(FIELDS), ids=sorted(FIELDS))
+def test_jobs_differing_in_one_request_field_are_not_skipped_for_each_other(field: str) -> None:
+    one, two = _pair(**FIELDS[field])
+    assert signature(one, _want(one), quota=None, time=None, submitted=None) != signature(
+        two, _want(two), quota=None, time=None, submitted=None)
+    phase, _ = _phase(_snap(one, two), [_want(one), _want(two)])
+    assert (phase.searched, phase.skipped) == (2, 0)
+
+
+def test_the_same_request_is_skipped_once_its_signature_missed() -> None:
+    one, two = _pair()
+    phase, d = _phase(_snap(one, two), [_want(one), _want(two)])
+    assert (phase.searched, phase.skipped) == (1, 1)
+    r1, r2 = d.reason("x"), d.reason("y")
+    assert r1 is not None and r2 is not None
+    assert (r2.code, r2.detail, r2.needed, r2.free) == (r1.code, r1.detail, r1.needed, r1.free)
+
+
+def test_pools_differing_are_not_skipped_for_each_other() -> None:
+    one, two = _pair()
+    wants = [_want(one, pools=(("a100", ""),)), _want(two, pools=(("h100", ""),))]
+    phase, _ = _phase(_snap(one, two), wants)
+    assert (phase.searched, phase.skipped) == (2, 0)
+
+
+def test_the_plans_sizes_differing_are_not_skipped_for_each_other() -> None:
+    one, two = _pair()
+    phase, _ = _phase(_snap(one, two), [_want(one), _want(two, replicas=16, min_replicas=16)])
+    assert (phase.searched, phase.skipped) == (2, 0)
+
+
+def test_slurm_rules_differing_are_not_skipped_for_each_other() -> None:
+    # x may run only on n000 (its partition): 8 GPUs there, 16 asked, its needs are unmet; y
+    # may run anywhere and waits for GPUs
+    one = job("x").gpus(16).at(1).with_(needs=Needs(nodes=frozenset({"n000"}), where="of partition p")).build()
+    two = job("y").gpus(16).at(2).build()
+    phase, d = _phase(_snap(one, two), [_want(one), _want(two)])
+    assert (phase.searched, phase.skipped) == (2, 0)
+    rx, ry = d.reason("x"), d.reason("y")
+    assert rx is not None and rx.code is Reason.NEEDS_UNMET
+    assert ry is not None and ry.code is Reason.WAITING_FOR_GPUS
+
+
+def test_accounts_under_different_quotas_are_not_skipped_for_each_other() -> None:
+    # both 4 GPUs: a's quota of 2 holds x; b has room and y starts
+    one, two = job("x").gpus(4).account("a").at(1).build(), job("y").gpus(4).account("b").at(2).build()
+    snap = _snap(one, two, accounts=(Account("a", quota_gpus=2), Account("b", quota_gpus=64)))
+    phase, d = _phase(snap, [_want(one), _want(two)])
+    assert (phase.searched, phase.skipped) == (2, 0)
+    r = d.reason("x")
+    assert r is not None and r.code is Reason.QUOTA and "y" in d.started
+
+
+def test_accounts_no_quota_reaches_share_a_signature() -> None:
+    one, two = _pair(account="other")
+    phase, _ = _phase(_snap(one, two), [_want(one), _want(two)])
+    assert (phase.searched, phase.skipped) == (1, 1)
+
+
+def test_run_times_either_side_of_the_reservation_are_not_skipped_for_each_other() -> None:
+    # backfill: head h (16 GPUs) reserves the start when busy ends (t=1000); x (4 GPUs, 2,000 s)
+    # would delay it and waits, y (4 GPUs, 500 s) ends before it and starts; z is x's equal
+    head = job("h").gpus(16).at(0).build()
+    x, y, z = (job(i).gpus(4).at(t).limit(s).build() for i, t, s in (("x", 1, 2000.0), ("y", 2, 500.0),
+                                                                    ("z", 3, 2000.0)))
+    snap = cluster(2).running(job("busy").gpus(12).limit(1000.0)).pending(head, x, y, z).build()
+    phase, d = _phase(snap, [_want(j) for j in (head, x, y, z)], mode="backfill")
+    assert "y" in d.started and "x" not in d.started
+    r = d.reason("x")
+    assert r is not None and r.code is Reason.PRIORITY
+    assert time_key(x, _want(x), own=False, ends_before=False, lent=False) != time_key(
+        y, _want(y), own=False, ends_before=True, lent=False)
+    assert phase.skipped == 0  # (z came after y's start: another version, searched again)
+
+
+def test_submit_times_differ_only_while_leaf_waits_are_on() -> None:
+    one, two = _pair(submit_time=50.0)
+    wants = [_want(one), _want(two)]
+    phase, _ = _phase(_snap(one, two), wants)
+    assert phase.skipped == 1  # leaf waits off: when it was submitted is not read
+    leafy = cluster(2).running(BUSY).pending(one, two).build(fabric_from_shape(2, 8, 2, prefix="n"))
+    phase, _ = _phase(leafy, wants, leaf_wait_s=600.0, leaf_holds=0)
+    assert (phase.searched, phase.skipped) == (2, 0)
+
+
+def test_a_job_that_may_start_small_is_its_own_signature() -> None:
+    one, two = _pair(elastic_min=1, elastic_max=1)  # (rigid at 8, a range of one)
+    wants = [_want(one, min_replicas=1), _want(two, min_replicas=1)]
+    assert time_key(one, wants[0], own=True, ends_before=None, lent=False) == "x"
+    phase, _ = _phase(_snap(one, one), wants[:1])
+    assert phase.searched == 1
+
+
+# -- the skip happens, and is counted --------------------------------------------------------------
+def _run(snap: Snapshot, policy: str) -> Decision:
+    return decide(snap, get(policy), snap.now, random.Random(0), placer=first_fit)
+
+
+@pytest.mark.parametrize(("policy", "searched"), [("fifo-greedy", 1), ("fifo", 2), ("slurm", 2)])
+def test_a_long_queue_of_one_signature_is_searched_once_per_head(policy: str, searched: int) -> None:
+    # none of 100 equal jobs fits: greedy searches the first; strict FIFO and backfill search
+    # the head, then the first job behind it (the head changed), and skip the other 98
+    queue = [job(f"j{i:03d}").gpus(8).at(i) for i in range(100)]
+    d = _run(cluster(2).running(BUSY).pending(*queue).build(), policy)
+    assert dict(d.steps) == {"searched": searched, "skipped": 100 - searched}
+    assert len(d.reasons) == 100 and len({(r.code, r.detail) for r in d.reasons[2:]}) == 1
+
+
+# -- the verdicts given without a search are the ones a search finds -------------------------------
+class _Unique:
+    """A signature no other job shares (every turn searches)."""
+
+    def __eq__(self, other: object) -> bool:
+        return self is other
+
+    def __hash__(self) -> int:
+        return id(self)
+
+
+def _queues(seed: int) -> Iterator[Snapshot]:
+    rng = random.Random(seed)
+    for _ in range(12):
+        c = cluster(4).at(100.0)
+        for i in range(rng.randrange(0, 4)):
+            c = c.running(job(f"r{i}").gpus(rng.choice([2, 4, 8])).limit(rng.choice([200.0, 900.0])))
+        c = c.accounts(Account("a", quota_gpus=rng.choice([8, 16, 64])), Account("b"))
+        c = c.pending(*(job(f"p{i:02d}").gpus(rng.choice([1, 2, 4, 8, 16, 64])).at(float(i))
+                        .cls(rng.choice([2, 3, 3])).account(rng.choice("ab"))
+                        .limit(rng.choice([100.0, 300.0, 5000.0])).tp(1) for i in range(30)))
+        yield c.build()
+
+
+@pytest.mark.parametrize("policy", ["fifo", "fifo-greedy", "slurm", "default", "themis"])
+def test_skipping_changes_no_decision(policy: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    with_skips = [_run(s, policy) for s in _queues(7)]
+    assert sum(d.steps["skipped"] for d in with_skips) > 0
+    monkeypatch.setattr(PlacePhase, "_signature", lambda self, job, x: _Unique())
+    without = [_run(s, policy) for s in _queues(7)]
+    assert sum(d.steps["skipped"] for d in without) == 0
+    for a, b in zip(with_skips, without, strict=True):
+        assert a.actions == b.actions
+        assert tuple(a.reasons) == tuple(b.reasons)
+
+
+def test_a_signature_is_a_named_tuple_of_its_fields() -> None:
+    one = job("x").gpus(8).build()
+    sig = signature(one, _want(one), quota="a", time=(None, None), submitted=None)
+    assert isinstance(sig, Signature) and sig.quota == "a" and sig.shape == (1, 1, 1, 8)
+    assert set(Signature._fields) >= {"priority_class", "shape", "sizes", "pools", "needs", "quota",
+                                      "time", "requeued", "submitted"}
