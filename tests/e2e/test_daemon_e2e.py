@@ -125,20 +125,26 @@ def test_class0_preempts_class3_which_checkpoints_requeues_and_finishes(slurm: C
     assert serving_run.start >= runs[0].end  # it took the GPUs the victim gave back
 
 
+STEPS = 240  # the elastic trainer's: 1 s a step at one replica, 0.25 s at four
+
+
 def test_elastic_job_shrinks_in_place_for_guaranteed_work_then_grows_back(slurm: Cluster,
                                                                           daemon: Start) -> None:
     """An elastic class-3 trainer on four nodes shrinks in place to one when a class-1 gang
     arrives on a full cluster (no restart; the job sees its new size through Slurm); when the
     gang finishes it grows back by checkpoint + requeue, and the restarted job sees four nodes."""
-    d = daemon(daemon__policy="fifo", daemon__resize_min_interval_s="5", slurm__resize_grace_s="3")
+    # the shrink's notice (daemon.shrink_grace_s, else the preemption's 120 s) must end before
+    # the job would: a job that ends first is not shrunk (elastic.outlasts_notice)
+    d = daemon(daemon__policy="fifo", daemon__resize_min_interval_s="5", slurm__resize_grace_s="3",
+               daemon__shrink_grace_s="20")
     filler = slurm.sbatch("-N12", "--gres=gpu:8", args=("300",))  # plain Slurm
     wait_for(lambda: running_on(slurm, filler), 30, "the filler to run")
     free = sorted(set(slurm.leaves()) - set(running_on(slurm, filler)))
     elastic = slurm.example("-N4", "--gres=gpu:8", "--rg-parallel=tp8,dp4", "--rg-elastic=1:4",
-                            "--rg-class=3", steps=400, step_s=1.0, check_every=2)
-    # 400 steps: the work left after the shrink (it reports its total) must repay the grow's
-    # requeue (ElasticRules.amortise x the transition cost); with 80 it would not, and the core
-    # rightly keeps the job small
+                            "--rg-class=3", steps=STEPS, step_s=1.0, check_every=2)
+    # STEPS: the work left after the shrink (it reports its total) must repay the grow's requeue
+    # (ElasticRules.amortise x the transition cost: 3 x 30 s, some 120 steps left at one
+    # replica); with 80 it would not, and the core rightly keeps the job small
     wait_for(lambda: running_on(slurm, elastic), 30, "the elastic job to start")
     assert running_on(slurm, elastic) == free
     guaranteed = slurm.sbatch(*gang(3, 1), args=("8",))
@@ -154,7 +160,7 @@ def test_elastic_job_shrinks_in_place_for_guaranteed_work_then_grows_back(slurm:
     assert saved > 0 and f"start at step {saved} (restart 1)" in out, out  # from its checkpoint
     wait_for(lambda: slurm.finished([elastic]), 180, "the elastic job to finish")
     assert slurm.settled([elastic])[-1].state == "COMPLETED"
-    assert "finished 400 steps" in slurm.output(elastic)
+    assert f"finished {STEPS} steps" in slurm.output(elastic)
     sent = [(state, detail) for _, state, detail in d.journal("resize")
             if not detail.startswith("already growing")]  # asked again until the requeue
     assert [s for s, _ in sent] == ["applied", "applied"], sent  # one shrink, one grow: no churn

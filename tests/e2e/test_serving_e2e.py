@@ -2,7 +2,7 @@
 ``railgang daemon run`` with a serving deployment on two nodes of the session's Slurm cluster, a
 replica declared by its sbatch hint, and an elastic trainer that borrows the idle pool overnight.
 
-The day is two minutes: demand is 0 replicas until RAMP, 1 from RAMP to DROP, 0 after; a replica
+The day is 70 seconds: demand is 0 replicas until RAMP, 1 from RAMP to DROP, 0 after; a replica
 takes SWITCH_IN_S to warm up. The forecast holds (the forecast is the demand file itself), so:
 the replica starts at least a switch-in before the ramp; the borrower shrinks in place (no
 restart) at the take-back; after the drop the replica is drained and the pool's GPUs return to
@@ -23,7 +23,9 @@ from tests.e2e.conftest import Cluster, Daemon, wait_for
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
-RAMP, DROP = 60.0, 110.0  # wall seconds after the daemon's origin
+# wall seconds after the daemon's origin: the trainer borrows the pool some 20 s before the
+# take-back (RAMP - SWITCH_IN_S - MARGIN_S); the replica serves from then until DROP
+RAMP, DROP = 45.0, 70.0
 SWITCH_IN_S, MARGIN_S = 15.0, 10.0
 STARTUP_S = 15  # the day begins this long after the file is written: the daemon's start-up
 
@@ -64,8 +66,10 @@ def test_a_compressed_day_replica_ahead_of_the_ramp_borrower_shrinks_gpus_return
     status = slurm.cluster.spec.heartbeat_file.parent / "serving.json"
     status.unlink(missing_ok=True)
     try:
+        # the shrink's notice (daemon.shrink_grace_s, else the preemption's 120 s) ends before
+        # the trainer would: a job that ends first is not shrunk (elastic.outlasts_notice)
         d = daemon(daemon__policy="fifo", daemon__resize_min_interval_s="5",
-                   slurm__resize_grace_s="3", serving__enabled="true",
+                   slurm__resize_grace_s="3", daemon__shrink_grace_s="20", serving__enabled="true",
                    serving__demand_file=str(demand), serving__origin=str(origin),
                    serving__pools=json.dumps({"chat": hostlist.collect_hostlist(pool)}),
                    serving__margin_s=str(MARGIN_S), serving__drain_grace_s="3",
