@@ -114,7 +114,7 @@ def check(ctx: typer.Context, file: Annotated[Path, typer.Argument(help="topolog
               "Read the node list with `scontrol show nodes -o` (slurm.conf of the settings)."))] = False,
           ) -> None:
     """Validate a topology.conf: exit 0 if valid, 1 with its problems on stderr (the first 20)."""
-    from railgang.daemon.topology_nodes import known_nodes
+    from railgang.daemon.cli.topology_nodes import known_nodes
     from railgang.topology.cluster_nodes import unknown_nodes
     from railgang.topology.inputs import InputProblem, cap_list, read_text
 
