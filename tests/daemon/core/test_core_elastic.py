@@ -368,7 +368,7 @@ def test_no_eviction_buys_a_small_start() -> None:
                          [(0.0, 60.0, True), (300.0, 60.0, False), (300.0, 20 * H, True),
                           (300.0, None, True)],
                          ids=["at-once", "ends-within-the-notice", "outlasts-the-notice", "unknown-work"])
-def test_a_shrink_does_not_pay_when_the_job_ends_within_its_notice(
+def test_the_policy_does_not_shrink_a_job_that_ends_within_the_notice(
         grace_s: float, work_left_s: float | None, pays: bool) -> None:
     # a shrink takes effect only when the notice ends: a job that finishes before then gives every
     # GPU back sooner by finishing, and the shrink would only cost it a checkpoint
@@ -376,5 +376,6 @@ def test_a_shrink_does_not_pay_when_the_job_ends_within_its_notice(
     j = (b if work_left_s is None else b.work(work_left_s)).build()
     r = RunningJob(j, {"n000": (0, 1, 2, 3)}, 0.0, 4)
     rules = ElasticRules(shrink_grace_s=grace_s)
-    assert shrink_pays(r, 1, 2 * H, rules) is pays
     assert resize_pays(r, 2, 2 * H, rules) is pays
+    # an eviction's shrink is not refused for it: the victim would be preempted instead
+    assert shrink_pays(r, 1, 2 * H, rules)

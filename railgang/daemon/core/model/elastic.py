@@ -6,8 +6,8 @@ Growth and shrink change the number of DP replicas only; a replica (``tp × pp``
   relative throughput change is at least ``min_gain`` (no resize for one freed node on a saturated
   curve), (2) the last resize (or the start) was at least ``min_interval_s`` ago (no churn), and
   (3) for growth, the time saved over the job's remaining run is at least ``amortise`` × the
-  transition cost (when the remaining work is known); a shrink, (4) that the job would still run
-  when the shrink's notice ends (:func:`outlasts_notice`).
+  transition cost (when the remaining work is known); a shrink the policy asks for, (4) that the
+  job would still run when the shrink's notice ends (:func:`outlasts_notice`).
 - :func:`start_small_pays` — start an elastic job below its target now, instead of waiting
   ``wait_s`` for the full gang, when the expected wait + run is lower (seed: 32→64→128 beats
   waiting 8 h for 128).
@@ -139,8 +139,10 @@ def shrink_pays(run: RunningJob, new: int, now: float, rules: ElasticRules = Ela
     if not job.min_replicas <= new < run.replicas:
         return False
     last = run.last_resize_time if run.last_resize_time is not None else run.start_time
-    return (now - last >= rules.min_interval_s and outlasts_notice(run, now, rules)
-            and not wastes_gpus(job, new, run.replicas, rules.superlinear_tol))
+    # no outlasts_notice here: a victim that is not shrunk is preempted instead, which costs a
+    # job about to end more than a shrink that never comes into force
+    return now - last >= rules.min_interval_s and not wastes_gpus(job, new, run.replicas,
+                                                                   rules.superlinear_tol)
 
 
 def outlasts_notice(run: RunningJob, now: float, rules: ElasticRules) -> bool:
