@@ -195,7 +195,7 @@ def _queues(seed: int) -> Iterator[Snapshot]:
 def test_skipping_changes_no_decision(policy: str, monkeypatch: pytest.MonkeyPatch) -> None:
     with_skips = [_run(s, policy) for s in _queues(7)]
     assert sum(d.steps["skipped"] for d in with_skips) > 0
-    monkeypatch.setattr(PlacePhase, "_signature", lambda self, job, x: _Unique())
+    monkeypatch.setattr(PlacePhase, "_signature", lambda self, job, x, **kw: _Unique())
     without = [_run(s, policy) for s in _queues(7)]
     assert sum(d.steps["skipped"] for d in without) == 0
     for a, b in zip(with_skips, without, strict=True):

@@ -15,7 +15,7 @@ from railgang.daemon.core.model.gang import Placed, Unplaceable
 from railgang.daemon.core.model.job import Job
 from railgang.daemon.core.model.needs import fleet_summary
 from railgang.daemon.core.model.plan import Plan, Want
-from railgang.daemon.core.model.reasons import Reason, reason_for
+from railgang.daemon.core.model.reasons import PendingReason, Reason, reason_for
 from railgang.daemon.core.model.signature import Signature, signature, time_key
 from railgang.daemon.core.phases.draft import INF, Draft
 from railgang.daemon.core.phases.leaf_wait import LeafWait
@@ -123,7 +123,7 @@ class Held:
     needed: int
 
 
-Verdict = Held | Attempt  # what one job's turn found: held at admission, or a start attempt
+Verdict = Held | Attempt  # what admission found: the job is held, or a start attempt's outcome
 
 
 @dataclass(frozen=True, slots=True)
@@ -189,46 +189,73 @@ class PlacePhase:
 
     def run(self, order: list[Want], jobs: Mapping[str, Job]) -> tuple[Action, ...]:
         """Start what fits, in ``order``; every job left waits with a reason. Returns the starts.
-        A job whose signature (``model/signature.py``) already had its turn while the free GPUs
-        and the head stayed as they were gets that turn's verdict without another search."""
+
+        A turn that ended in a wait and changed neither the free GPUs nor the head
+        (``Draft.version``, ``self.head``) is the turn of every later job of its signature
+        (``model/signature.py``) until one of them changes: those jobs are given its reason
+        without a search, recorded together (``Draft.wait_behind``)."""
         d = self.d
         mark = d.mark()
         if self.leaf is not None:
             self.leaf.prehold(order, jobs)
-        seen: dict[Signature, tuple[int, str | None, Verdict]] = {}
+        capped, tree = d.snap.account_quotas, d.snap.quotas
+        lent = d.snap.serving is not None or bool(d.spares)
+        reserving = self.plan.reserve_for if self.plan.mode == "backfill" else None
+        seen: dict[tuple[Signature, bool], tuple[int, str | None, PendingReason]] = {}
+        same: dict[PendingReason, list[Want]] = {}  # turns given since the last search, by reason
         for x in order:
             job = jobs[x.job_id]
             if self.leaf is not None:
                 self.leaf.release(job.job_id)
-            need = x.min_replicas * job.replica_gpus
-            sig, version, head = self._signature(job, x), d.version, self.head
-            known = seen.get(sig)
+            sig = self._signature(job, x, quota=job.account if tree is not None or job.account in capped else None,
+                                  lent=lent)
+            key = (sig, reserving is not None and job.job_id in reserving)
+            version, head = d.version, self.head
+            known = seen.get(key)
             if known is not None and known[0] == version and known[1] == head:
-                verdict = known[2]  # (never a start: a start takes GPUs, a new version)
-                self.skipped += 1
-            else:
-                verdict = self._verdict(job, x, need)
-                seen[sig] = (version, head, verdict)
-                self.searched += 1
-            if isinstance(verdict, Held):
-                d.wait(job, verdict.code, verdict.detail, verdict.needed)
-            elif verdict.started is not None:
-                self._started(job, verdict.started)
-            else:
-                self._waits(job, x, verdict, need)
+                same.setdefault(known[2], []).append(x)
+                continue
+            if same:
+                self._record(same, jobs)
+            self._turn(job, x)
+            r = d.reason(job.job_id)
+            if r is not None and d.version == version and self.head == head:
+                seen[key] = (version, head, r)
+        if same:
+            self._record(same, jobs)
         return d.since(mark)
 
-    def _signature(self, job: Job, x: Want) -> Signature:
-        d, mode = self.d, self.plan.mode
-        capped, tree = d.snap.account_quotas, d.snap.quotas
-        own = x.min_replicas < x.replicas or (bool(x.pools) and d.pools.mixed)
+    def _record(self, same: dict[PendingReason, list[Want]], jobs: Mapping[str, Job]) -> None:
+        """The jobs given an earlier turn's reason wait for it (one record per reason: each
+        one's ``PendingReason`` is built when read); the GPUs free are still that turn's."""
+        for r, wants in same.items():
+            self.skipped += len(wants)
+            if r.needed == wants[0].min_replicas * jobs[wants[0].job_id].replica_gpus:
+                self.d.wait_behind(wants, jobs, r.code, r.detail)
+            else:  # (held for a size other than the plan's minimum: larger than the cluster)
+                for x in wants:
+                    self.d.wait(jobs[x.job_id], r.code, r.detail, r.needed)
+        same.clear()
+
+    def _signature(self, job: Job, x: Want, *, quota: str | None, lent: bool) -> Signature:
+        own = x.min_replicas < x.replicas or (bool(x.pools) and self.d.pools.mixed)
         ends_before = None
-        if not own and self.head is not None and mode == "backfill":
-            ends_before = d.now + _runtime(job, x.replicas) <= self.shadow_t
-        lent = d.snap.serving is not None or bool(d.spares)
-        return signature(job, x, quota=job.account if tree is not None or job.account in capped else None,
-                         time=time_key(job, x, own=own, ends_before=ends_before, lent=lent),
+        if not own and self.head is not None and self.plan.mode == "backfill":
+            ends_before = self.d.now + _runtime(job, x.replicas) <= self.shadow_t
+        return signature(job, x, quota=quota, time=time_key(job, x, own=own, ends_before=ends_before, lent=lent),
                          submitted=job.submit_time if self.leaf is not None else None)
+
+    def _turn(self, job: Job, x: Want) -> None:
+        """One job's turn: admission, a start attempt, and the wait that follows a miss."""
+        self.searched += 1
+        need = x.min_replicas * job.replica_gpus
+        verdict = self._verdict(job, x, need)
+        if isinstance(verdict, Held):
+            self.d.wait(job, verdict.code, verdict.detail, verdict.needed)
+        elif verdict.started is not None:
+            self._started(job, verdict.started)
+        else:
+            self._waits(job, x, verdict, need)
 
     def _verdict(self, job: Job, x: Want, need: int) -> Verdict:
         """The admission checks, in order, then a start attempt (the one search)."""
