@@ -326,12 +326,15 @@ class Draft:
         if self._behind:
             self._behind.pop(job.job_id)
 
-    def wait_behind(self, rest: Sequence[Want], jobs: Mapping[str, Job], code: Reason, detail: str) -> None:
+    def wait_behind(self, rest: Sequence[Want], jobs: Mapping[str, Job], code: Reason, detail: str,
+                    free: int | None = None) -> None:
         """Every job of ``rest`` waits for ``code`` with ``detail``, each needing its ``Want``'s
         minimum, as :meth:`wait` would record one by one: recorded once, and each reason built
         only when read. In strict FIFO the whole queue behind the head waits for the same reason
-        in every cycle (issue 24 item 2: a cycle should cost what changed, not the queue)."""
-        behind = Behind(dict(zip(map(_WANT_ID, rest), rest, strict=True)), jobs, code, detail, self._free_count)
+        in every cycle (issue 24 item 2: a cycle should cost what changed, not the queue).
+        ``free``: the GPUs free when they were found to wait, if not now."""
+        behind = Behind(dict(zip(map(_WANT_ID, rest), rest, strict=True)), jobs, code, detail,
+                        self._free_count if free is None else free)
         self._bulk_codes.add(code)
         for jid in behind.wants.keys() & self._reasons.keys():  # the last call wins, as in wait
             del self._reasons[jid]
