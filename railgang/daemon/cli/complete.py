@@ -1,5 +1,5 @@
 """TAB completion answered from the shipped table (``completion.json``, written by
-``cli_docs.py`` from the command tree), without importing typer, rich or any component: a
+``docs.py`` from the command tree), without importing typer, rich or any component: a
 TAB costs the interpreter's start and one small JSON read (BENCHMARKS.md, "Shell completion").
 
 The shell scripts ``railgang completion bash|zsh|fish`` prints call ``railgang`` with
