@@ -19,7 +19,6 @@ from railgang.daemon.slurm.cli.runner import SlurmRunner
 from railgang.topology.node_facts import node_facts, node_facts_from_gres
 from railgang.topology.placement import GangRequest, Unplaceable, place
 
-
 NODES = ("v100-on-demand-001", "v100-on-demand-002")  # as the simulator names a pool's nodes
 
 
