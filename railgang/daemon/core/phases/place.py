@@ -193,7 +193,7 @@ class PlacePhase:
         A turn that ended in a wait and changed neither the free GPUs nor the head
         (``Draft.version``, ``self.head``) is the turn of every later job of its signature
         (``model/signature.py``) until one of them changes: those jobs are given its reason
-        without a search, recorded together (``Draft.wait_behind``)."""
+        without a search, and recorded together at the end (``Draft.wait_behind``)."""
         d = self.d
         mark = d.mark()
         if self.leaf is not None:
@@ -202,7 +202,7 @@ class PlacePhase:
         lent = d.snap.serving is not None or bool(d.spares)
         reserving = self.plan.reserve_for if self.plan.mode == "backfill" else None
         seen: dict[tuple[Signature, bool], tuple[int, str | None, PendingReason]] = {}
-        same: dict[PendingReason, list[Want]] = {}  # turns given since the last search, by reason
+        same: dict[tuple[Reason, str, int], list[Want]] = {}  # skipped turns, by reason
         for x in order:
             job = jobs[x.job_id]
             if self.leaf is not None:
@@ -213,29 +213,20 @@ class PlacePhase:
             version, head = d.version, self.head
             known = seen.get(key)
             if known is not None and known[0] == version and known[1] == head:
-                same.setdefault(known[2], []).append(x)
+                r = known[2]
+                self.skipped += 1
+                if r.needed == x.min_replicas * job.replica_gpus:  # (what wait_behind records)
+                    same.setdefault((r.code, r.detail, r.free), []).append(x)
+                else:  # held for its request's minimum, not the plan's (larger than the cluster)
+                    d.wait(job, r.code, r.detail, r.needed)
                 continue
-            if same:
-                self._record(same, jobs)
             self._turn(job, x)
-            r = d.reason(job.job_id)
+            r = d.reason(job.job_id) if job.job_id not in d.started else None
             if r is not None and d.version == version and self.head == head:
                 seen[key] = (version, head, r)
-        if same:
-            self._record(same, jobs)
+        for (code, detail, free), wants in same.items():
+            d.wait_behind(wants, jobs, code, detail, free)
         return d.since(mark)
-
-    def _record(self, same: dict[PendingReason, list[Want]], jobs: Mapping[str, Job]) -> None:
-        """The jobs given an earlier turn's reason wait for it (one record per reason: each
-        one's ``PendingReason`` is built when read); the GPUs free are still that turn's."""
-        for r, wants in same.items():
-            self.skipped += len(wants)
-            if r.needed == wants[0].min_replicas * jobs[wants[0].job_id].replica_gpus:
-                self.d.wait_behind(wants, jobs, r.code, r.detail)
-            else:  # (held for a size other than the plan's minimum: larger than the cluster)
-                for x in wants:
-                    self.d.wait(jobs[x.job_id], r.code, r.detail, r.needed)
-        same.clear()
 
     def _signature(self, job: Job, x: Want, *, quota: str | None, lent: bool) -> Signature:
         own = x.min_replicas < x.replicas or (bool(x.pools) and self.d.pools.mixed)
