@@ -56,7 +56,7 @@ def main() -> None:
         live = LiveServing(ServingSettings(enabled=True, demand_file=demand,
                                            pools={"chat": "n[000-001]"}), 0.0)
         snap = make_snapshot(now=60.0, fabric=None, nodes=[Node(f"n{i:03d}", 8) for i in range(4)])
-        live(snap)
+        live.step(snap)
         before = _hwm_mb()
         big = Path(d) / "big.csv"
         rows = _big(big, args.mb)
@@ -65,7 +65,7 @@ def main() -> None:
         last_end = time.monotonic()
         for _ in range(args.cycles):
             t0 = time.monotonic()
-            live(snap)
+            live.step(snap)
             end = time.monotonic()
             longest, worst_gap = max(longest, end - t0), max(worst_gap, end - last_end)
             last_end = end

@@ -20,6 +20,7 @@ from railgang.daemon.core.cycle import CycleConfig
 from railgang.daemon.core.model.plan import Policy
 from railgang.daemon.core.policies import registry
 from railgang.daemon.core.policies.tiresias import Tiresias
+from railgang.daemon.pipeline import Cycle, MemoryStore, Pipeline, Step
 from railgang.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -92,6 +93,37 @@ def cycle_from(settings: Settings) -> CycleSetup:
     return setup
 
 
+def pipeline_from(settings: Settings, *, serving: Any = None) -> Pipeline:
+    """The steps before the core, in order (issue 34 item 1): the failure response (with its
+    memory kept in ``failures.memory_file``, by default next to the heartbeat), the serving
+    controller (``serving``: the reader of its facts, ``serving/live.LiveServing``; None: no
+    deployment declared), then ``decide()``. The simulator builds the same ones."""
+    from railgang.daemon.failures.persist import MemoryFile
+    from railgang.daemon.failures.step import FailureStep
+    from railgang.daemon.serving.controller import ServingControl
+
+    steps: list[Step] = []
+    stores: dict[str, MemoryStore] = {}
+    readers: dict[str, Any] = {}
+    f = settings.failures
+    if f.enabled:
+        step = FailureStep(f)
+        steps.append(step)
+        stores[step.name] = MemoryFile(
+            f.memory_file or settings.daemon.heartbeat_file.parent / "failures.json", f.rules())
+    control = ServingControl()
+    steps.append(control)
+    if serving is not None:
+        readers[control.name] = serving.read
+    return Pipeline(steps, stores, readers)
+
+
+def cycle_of(settings: Settings, *, serving: Any = None) -> Cycle:
+    """``Cycle(steps, config, policy)``: what the daemon runs, from the settings alone."""
+    setup = cycle_from(settings)
+    return Cycle(pipeline_from(settings, serving=serving), setup.config, setup.policy())
+
+
 def _set(obj: Any, path: list[str], value: Any) -> Any:
     head, rest = path[0], path[1:]
     return dataclasses.replace(obj, **{head: _set(getattr(obj, head), rest, value) if rest else value})
@@ -136,4 +168,4 @@ def _value(key: str, default: Any, value: Any) -> Any:
     raise ConfigError(f"{key}: cannot be set from the file")
 
 
-__all__ = ["DEFAULT_HALF_LIFE_S", "NAMED", "CycleSetup", "cycle_from"]
+__all__ = ["DEFAULT_HALF_LIFE_S", "NAMED", "CycleSetup", "cycle_from", "cycle_of", "pipeline_from"]

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Protocol
@@ -32,6 +32,7 @@ from railgang.daemon.core.model.plan import Policy
 from railgang.daemon.core.model.quota import QuotaTree
 from railgang.daemon.core.model.reasons import PendingReason
 from railgang.daemon.core.model.snapshot import PreemptEvent, Snapshot
+from railgang.daemon.pipeline import FactsBackend, Pipeline
 
 
 class CycleJournal(Protocol):
@@ -69,11 +70,10 @@ def run_cycle(backend: Backend, policy: Policy, clock: Clock, rng: random.Random
               config: CycleConfig | None = None, placer: Placer = topology_placer,
               journal: CycleJournal | None = None, quotas: QuotaTree | None = None,
               health: Any = None, preemptions: Sequence[PreemptEvent] | None = None,
-              recent_use: RecentUse | None = None,
-              serving: Callable[[Snapshot], tuple[Snapshot, Sequence[Action]]] | None = None,
+              recent_use: RecentUse | None = None, steps: Pipeline | None = None,
               ) -> CycleOutcome:
-    """1. read the clock, 2. observe (and reconcile), 3. decide (pure), 4. journal, apply,
-    journal, 5. report.
+    """1. read the clock, 2. observe (and reconcile), 3. the pipeline's steps and the core
+    decide (pure), 4. journal, apply, journal, 5. the steps learn their results, 6. report.
 
     ``config`` and ``placer`` are the core's own knobs, passed through unchanged (the default
     placer is the topology engine; tests may inject a first-fit one). ``quotas``: the quota tree
@@ -82,9 +82,10 @@ def run_cycle(backend: Backend, policy: Policy, clock: Clock, rng: random.Random
     the recent preemptions from the daemon's journal (Slurm shows none), added to the snapshot's
     own (the simulator's: a job it already shows is not counted twice); ``recent_use``: each
     account's decayed use of finished runs from the ledger, made the accounts' fair-share input
-    with the running jobs (``core/model/fairshare.py``). ``serving``:
-    the serving step (``serving/controller.py``), after the reconcile: the snapshot the core
-    decides on (serving pools, replicas not yet wanted left out) and its drains, sent first.
+    with the running jobs (``core/model/fairshare.py``). ``steps``: the pipeline before the
+    core (``pipeline.py``: the failure response, the serving controller), after the reconcile,
+    with what the backend read for them (``FactsBackend``): the snapshot the core decides on
+    and their actions, sent first. No step is named here: a feature is a step.
     """
     ms: dict[str, float] = {}
     t = time.perf_counter()
@@ -114,9 +115,11 @@ def run_cycle(backend: Backend, policy: Policy, clock: Clock, rng: random.Random
         journal.observed(snapshot, now)
         lap("reconcile")
     before: Sequence[Action] = ()
-    if serving is not None:
-        snapshot, before = serving(snapshot)
-        lap("serving")
+    if steps is not None:
+        facts = backend.facts() if isinstance(backend, FactsBackend) else {}
+        snapshot, before, step_ms = steps.run(snapshot, facts, now)
+        ms.update(step_ms)
+        t = time.perf_counter()
     decision = decide(snapshot, policy, now, rng, config=config or CycleConfig(), placer=placer)
     ms.update(decision.phase_ms)
     t = time.perf_counter()
@@ -131,6 +134,8 @@ def run_cycle(backend: Backend, policy: Policy, clock: Clock, rng: random.Random
         if journal is not None:
             journal.settled(results, now)
             lap("journal")
+    if steps is not None:
+        steps.settle(results[:len(before)], now)
     return CycleOutcome(now=now, actions=actions, reasons=decision.reasons,
                         results=results, snapshot=snapshot, timings=MappingProxyType(ms))
 

@@ -14,7 +14,9 @@ past the window are dropped.
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import logging
 import math
 import os
 from collections.abc import Mapping
@@ -24,6 +26,9 @@ from types import MappingProxyType
 
 from railgang.daemon.failures.flaky import FlakyRules, FlakyState, NodeStatus, _Node
 from railgang.daemon.failures.respond import Memory
+from railgang.daemon.failures.step import FailureMemory
+
+log = logging.getLogger(__name__)
 
 VERSION = 1
 MAX_NODES = 100_000
@@ -103,6 +108,34 @@ def write(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
+class MemoryFile:
+    """The failure step's memory store (``pipeline.MemoryStore``): read once before the first
+    cycle, written after a cycle that changed what it holds."""
+
+    def __init__(self, path: Path, rules: FlakyRules) -> None:
+        self.path, self.rules, self._saved = path, rules, ""
+
+    def load(self, memory: FailureMemory, now: float) -> FailureMemory:
+        if not self.path.exists():
+            return memory
+        try:
+            kept, bad = load(self.path.read_text(), now, self.rules)
+        except (OSError, UnicodeDecodeError, ValueError) as exc:
+            log.warning("failures: failure memory %s unreadable, starting from none: %s",
+                        self.path, exc)
+            return memory
+        if bad:
+            log.warning("failures: failure memory %s: %d malformed entries left out", self.path, bad)
+        return dataclasses.replace(memory, memory=merged(memory.memory, kept))
+
+    def save(self, memory: FailureMemory, now: float) -> None:
+        text = dump(memory.memory, now, self.rules)
+        if text != self._saved:
+            try:
+                write(self.path, text)
+                self._saved = text
+            except OSError as exc:  # counting goes on in memory; tried again next cycle
+                log.warning("failures: failure memory %s not written: %s", self.path, exc)
 
 
-__all__ = ["VERSION", "dump", "load", "merged", "write"]
+__all__ = ["VERSION", "MemoryFile", "dump", "load", "merged", "write"]

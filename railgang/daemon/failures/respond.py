@@ -51,6 +51,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from railgang.daemon.failures.detect import RAILGANG_REASON, Fault, FaultKind, hung
+from railgang.daemon.failures.facts import JobView, NodeView, Setters
 from railgang.daemon.failures.flaky import (
     FlakyRules,
     FlakyState,
@@ -72,24 +73,6 @@ _WAITING = frozenset({"PENDING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED"})
 
 
 @dataclass(frozen=True, slots=True)
-class JobView:
-    """One job as Slurm shows it this cycle (railgang's or not: any job's kill counts)."""
-
-    job_id: str
-    state: str  # Slurm's job state: RUNNING, PENDING, NODE_FAIL, ...
-    restarts: int  # restart_cnt
-    nodes: tuple[str, ...] = ()  # the nodes it holds (running) or ran on (ended)
-    railgang_requeue: bool = False  # this restart count is one railgang's preemption/grow made
-    may_requeue: bool = True  # Slurm's ``requeue`` flag (False: the user said --no-requeue)
-    ours: bool = False  # a railgang job (the core places it; only those get ``after_fault``)
-    # the training helper's last report: (epoch seconds it was sent, step, seconds per step or
-    # None); None without one. ``started_at``: when this run started (Slurm's start_time)
-    progress: tuple[float, float, float | None] | None = None
-    started_at: float = 0.0
-    burn_in_of: str = ""  # a railgang burn-in job: the node it tests
-
-
-@dataclass(frozen=True, slots=True)
 class HangRules:
     """When a running job's silence is a hang (``[failures] hang_*``, docs/failures.md)."""
 
@@ -98,30 +81,12 @@ class HangRules:
     floor_s: float = 1800.0  # ... and at least this long (a checkpoint or a slow step is not one)
 
 
-@dataclass(frozen=True, slots=True)
-class NodeView:
-    name: str
-    state: str  # records.node_state's vocabulary: idle | mixed | alloc | drain | down
-    reason: str = ""
-    busy: bool = False  # a job still runs on it
-    reason_by: str = ""  # who set ``reason`` (sinfo's reason_set_by_user; "": not shown)
-
-
 # how the reasons slurmctld sets itself begin (Slurm 22.05-26.05: ping, job kill, prolog/epilog,
 # node registration): with SlurmUser root they are the only sign a root reason is Slurm's
 SLURM_REASONS = ("Not responding", "Kill task failed", "Prolog error", "Epilog error",
                  "batch job complete failure", "Node unexpectedly rebooted", "Node silently failed",
                  "Low RealMemory", "Low TmpDisk", "Low CPUs", "Low socket*core*thread count",
                  "gres/", "Duplicate jobid", "NO NETWORK ADDRESS FOUND", "reboot timed out")
-
-
-@dataclass(frozen=True, slots=True)
-class Setters:
-    """Who sets node reasons (module rule 5): slurm.conf's ``SlurmUser`` (Slurm itself) and the
-    daemon's own user ("": not known, then any ``railgang:`` reason is railgang's)."""
-
-    slurm_user: str = "slurm"
-    daemon_user: str = ""
 
 
 SLURM, RAILGANG, OTHER = "slurm", "railgang", "other"

@@ -29,9 +29,7 @@ def make_backend(settings: Settings, now: float) -> Backend:
         from railgang.daemon.slurm.cli import CliBackend
 
         return CliBackend(settings.slurm, grants_file=settings.ledger.grants_file,
-                          failures=settings.failures, speed_file=settings.daemon.speed_file,
-                          failures_file=(settings.failures.memory_file
-                                         or settings.daemon.heartbeat_file.parent / "failures.json"))
+                          failures=settings.failures, speed_file=settings.daemon.speed_file)
     raise unsupported_backend(kind)
 
 

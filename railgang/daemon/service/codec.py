@@ -19,9 +19,13 @@ from railgang.daemon.core.model.actions import (
     DrainNode,
     Migrate,
     Preempt,
+    ReleaseBurnIn,
+    Requeue,
     Resize,
+    Resume,
     SetPriority,
     Start,
+    SubmitBurnIn,
     TagNode,
 )
 
@@ -33,6 +37,10 @@ KINDS: dict[str, type[Any]] = {
     "set_priority": SetPriority,
     "drain_node": DrainNode,
     "tag_node": TagNode,
+    "requeue": Requeue,
+    "submit_burn_in": SubmitBurnIn,
+    "release_burn_in": ReleaseBurnIn,
+    "resume": Resume,
 }
 _KIND_OF = {cls: kind for kind, cls in KINDS.items()}
 

@@ -27,11 +27,12 @@ keeps the error, nothing half-written is committed, and the next cycle starts by
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import random
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
@@ -55,9 +56,10 @@ from railgang.daemon.core.model.actions import Action
 from railgang.daemon.core.model.fairshare import RecentUse
 from railgang.daemon.core.model.gang import Placer, topology_placer
 from railgang.daemon.core.model.plan import Plan, Policy
-from railgang.daemon.core.model.snapshot import Snapshot
+from railgang.daemon.core.model.snapshot import NodeState, Snapshot
 from railgang.daemon.ledger.progress import StepTimingRecorder
 from railgang.daemon.loop import CycleOutcome, run_cycle
+from railgang.daemon.pipeline import Pipeline
 from railgang.daemon.service import explain
 from railgang.daemon.service.estimate import StartEstimator
 from railgang.daemon.service.estimate_history import save_scores
@@ -168,7 +170,7 @@ class DaemonService:
                  links: LinkCollector | None = None,
                  steps: StepTimingRecorder | None = None,
                  inventory: NodeInventory | None = None,
-                 serving: LiveServing | None = None,
+                 serving: LiveServing | None = None, pipeline: Pipeline | None = None,
                  fair_share_half_life_s: float | None = None,
                  renew_in_background: bool = False) -> None:
         self.engine, self.backend, self.clock = engine, backend, clock
@@ -186,13 +188,24 @@ class DaemonService:
         self.estimator = estimator  # "when will it start" for explain (service/estimate.py)
         self.steps = steps  # running jobs' step timings for the report (accounting/progress.py)
         self.inventory = inventory  # the fleet's nodes for the report (service/node_inventory.py)
-        self.serving = serving  # the serving step before the core (serving/live.py, issue 19)
+        self.serving = serving  # the serving step's reader and status (serving/live.py, issue 19)
+        # the steps before the core (pipeline.py): the failure response, the serving controller
+        if pipeline is None and serving is not None:  # a service built without the settings
+            pipeline = serving.pipeline()
+        self.pipeline = pipeline
         # fair share (service/fairshare.py): the ledger's decayed use into the snapshot; None: off
         self.fair_share_half_life_s = fair_share_half_life_s
         # leases renewed on the backend's thread, off the cycle's path (slurm/cli/renewer.py);
         # off for a one-shot cycle, whose report must count its own renewals
         self.renew_in_background = renew_in_background
         self.cycles = 0
+
+    def _held(self, nodes: Iterable[Any]) -> list[Any]:
+        """sinfo's nodes with those a step holds out (flaky, burning in) drained, with why:
+        ``railgang explain NODE`` and the report say where the node's burn-in stands."""
+        held = self.pipeline.held_nodes() if self.pipeline is not None else {}
+        return [dataclasses.replace(n, state=NodeState.DRAIN, reason=held[n.name])
+                if n.name in held else n for n in nodes]
 
     def _recent_use(self, s: Session) -> RecentUse | None:
         h = self.fair_share_half_life_s
@@ -215,8 +228,9 @@ class DaemonService:
                                     quotas=tree,
                                     health=self.links.health() if self.links else None,
                                     preemptions=preemption_history(s, self.clock.now()),
-                                    recent_use=self._recent_use(s),
-                                    serving=self.serving)
+                                    recent_use=self._recent_use(s), steps=self.pipeline)
+                if self.serving is not None and self.pipeline is not None:
+                    self.serving.record(self.pipeline.memory.get("serving", ()), outcome.now)
                 if self.serving is not None and self.metrics is not None:
                     self.metrics.observe_serving(before, self.serving.status)
                 snap = outcome.snapshot
@@ -229,7 +243,7 @@ class DaemonService:
                 if self.steps is not None and obs is not None:
                     self.steps.record(s, obs.jobs.values())
                 if self.inventory is not None and obs is not None and snap is not None:
-                    self.inventory.record(s, obs.nodes_raw.values(),
+                    self.inventory.record(s, self._held(obs.nodes_raw.values()),
                                           {n: v.facts.gpu_type for n, v in snap.nodes.items()},
                                           outcome.now)
                 report.timings_ms = dict(outcome.timings)

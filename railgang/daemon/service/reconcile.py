@@ -17,6 +17,10 @@ DrainNode      the node is drained                              abandoned
 TagNode        the node carries (remove: lacks) the tag         abandoned
 SetPriority    — (idempotent)                                   resend while the job is pending,
                                                                 else abandoned
+Requeue        the job waits or is gone                         abandoned (still runs)
+SubmitBurnIn,  — (the failure step asks again when the state    abandoned
+ReleaseBurnIn, asks for it: failures/step.py)
+Resume
 =============  ===============================================  ===================================
 
 *Abandoned* is not lost: the action did not happen, and the cycle that follows decides afresh
@@ -35,9 +39,13 @@ from railgang.daemon.core.model.actions import (
     DrainNode,
     Migrate,
     Preempt,
+    ReleaseBurnIn,
+    Requeue,
     Resize,
+    Resume,
     SetPriority,
     Start,
+    SubmitBurnIn,
     TagNode,
 )
 from railgang.daemon.core.model.snapshot import Snapshot
@@ -81,12 +89,16 @@ def judge(action: Action, snapshot: Snapshot,
                 X, f"node still carries tag {action.tag!r}")
         return (A, "node carries the tag") if action.tag in node.tags else (
             X, f"node does not carry tag {action.tag!r}")
+    if isinstance(action, SubmitBurnIn | ReleaseBurnIn | Resume):
+        return X, "the failure step decides again from what Slurm shows"
     job_id = action.job_id
     running = snapshot.running.get(job_id)
     if pending_ids is None:
         pending_ids = frozenset(j.job_id for j in snapshot.pending)
     pending = running is None and job_id in pending_ids
     where = "running" if running is not None else "pending" if pending else "gone"
+    if isinstance(action, Requeue):
+        return (X, "job still runs") if running is not None else (A, f"job is {where}")
     if isinstance(action, SetPriority):
         return (Verdict.RESEND, "still pending: priority sent again") if pending else (
             X, f"job is {where}: priority no longer matters")

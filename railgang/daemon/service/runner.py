@@ -25,7 +25,7 @@ from sqlalchemy import Engine
 from railgang.daemon.clock import WallClock
 from railgang.daemon.config import Settings
 from railgang.daemon.core.cycle import CycleConfig
-from railgang.daemon.cycle_settings import cycle_from
+from railgang.daemon.cycle_settings import cycle_from, pipeline_from
 from railgang.daemon.ledger.feed import schedule_feeds
 from railgang.daemon.ledger.ingest import Fetch, sacct_fetcher
 from railgang.daemon.ledger.progress import StepTimingRecorder
@@ -154,6 +154,8 @@ def run_daemon(settings: Settings, *, once: bool = False, wait: bool = True,
             inventory=(NodeInventory(settings.ledger.cluster, metrics.observe_nodes_out)
                        if settings.slurm.backend == "cli" else None),
             serving=serving, fair_share_half_life_s=_half_life(settings),
+            # the steps before the core, as the simulator builds them (issue 34 item 1)
+            pipeline=pipeline_from(settings, serving=serving),
             renew_in_background=settings.slurm.lease_renew_thread and not once)
         log.info("leader: %s, %s backend, policy %s, every %g s", lock.describe(),
                  settings.slurm.backend, policy.name, d.cycle_interval_s)

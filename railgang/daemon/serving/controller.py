@@ -1,8 +1,9 @@
 """The daemon's serving step: replicas ahead of the ramp, idle serving nodes lent (issue 19).
 
-Runs every cycle between the backend's snapshot and the decision core (``loop.run_cycle``'s
-``serving`` hook), a pure function of the snapshot, the declared deployments and what the
-forecast says from now on. For each deployment:
+Runs every cycle between the backend's snapshot and the decision core, a step of the cycle's
+pipeline (``pipeline.py``, :class:`ServingControl`; issue 34 item 1), a pure function of the
+snapshot, the declared deployments and what the forecast says from now on (the facts
+``serving/live.py`` reads each cycle). For each deployment:
 
 1. **Target.** ``hold = max(upper(τ))`` over ``τ in [now, now + switch_in + margin]`` (the
    planner's rule, ``plan.py``), in ``[min_replicas, max_replicas]``: a replica needed at ``τ``
@@ -28,12 +29,15 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
+from typing import Any
 
+from railgang.daemon.backend import ActionResult
 from railgang.daemon.core.model.actions import Preempt
 from railgang.daemon.core.model.job import Job, RunningJob
 from railgang.daemon.core.model.reasons import Reason
 from railgang.daemon.core.model.serving import ServingPool
 from railgang.daemon.core.model.snapshot import Snapshot
+from railgang.daemon.pipeline import StepOut
 from railgang.daemon.serving.model import Deployment
 
 
@@ -193,5 +197,35 @@ def serving_step(snap: Snapshot, declared: Sequence[Declared], outlooks: Mapping
                        tuple(statuses))
 
 
-__all__ = ["Declared", "Outlook", "ServingStep", "Status", "StepConfig", "nodes_for",
-           "serving_step", "target"]
+@dataclass(frozen=True, slots=True)
+class ServingFacts:
+    """What the serving step reads each cycle (``serving/live.py`` reads the files)."""
+
+    declared: tuple[Declared, ...]
+    outlooks: Mapping[str, Outlook]
+    config: StepConfig = StepConfig()
+
+
+class ServingControl:
+    """The serving step of the pipeline; its memory is the deployments' last statuses."""
+
+    name = "serving"
+
+    def initial(self) -> tuple[Status, ...]:
+        return ()
+
+    def run(self, snapshot: Snapshot, facts: Mapping[str, Any], memory: tuple[Status, ...],
+            now: float) -> StepOut:
+        f = facts.get(self.name)
+        if not isinstance(f, ServingFacts):  # no deployment declared
+            return StepOut(snapshot, (), memory)
+        step = serving_step(snapshot, f.declared, f.outlooks, f.config)
+        return StepOut(step.snapshot, step.drains, step.status)
+
+    def settle(self, memory: tuple[Status, ...], results: Sequence[ActionResult],
+               now: float) -> tuple[Status, ...]:
+        return memory
+
+
+__all__ = ["Declared", "Outlook", "ServingControl", "ServingFacts", "ServingStep", "Status",
+           "StepConfig", "nodes_for", "serving_step", "target"]

@@ -42,13 +42,16 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from railgang.daemon.core.model.actions import Action
 from railgang.daemon.core.model.snapshot import Snapshot
+from railgang.daemon.pipeline import Pipeline
 from railgang.daemon.serving.autofit import ForecastFitter
 from railgang.daemon.serving.config import ServingSettings
 from railgang.daemon.serving.controller import (
     Declared,
     Outlook,
+    ServingControl,
+    ServingFacts,
+    ServingStep,
     Status,
     StepConfig,
     serving_step,
@@ -162,7 +165,8 @@ class _File:
 
 
 class LiveServing:
-    """The ``serving`` hook of ``run_cycle``: one serving step per cycle, its status kept."""
+    """The serving step's reader (``read``: the pipeline's facts for ``ServingControl``) and
+    keeper of its status after each cycle (``record``: the API, metrics, the status file)."""
 
     def __init__(self, settings: ServingSettings, clock_now: float,
                  status_file: Path | None = None) -> None:
@@ -253,14 +257,28 @@ class LiveServing:
                 "error": self.fitter.errors.get(name)}
         return out
 
-    def __call__(self, snapshot: Snapshot) -> tuple[Snapshot, Sequence[Action]]:
-        step = serving_step(snapshot, self.declared, self.outlooks(snapshot.now), self.config)
+    def read(self, now: float) -> ServingFacts:
+        """The facts of this cycle's serving step (``pipeline.Pipeline``'s reader)."""
+        return ServingFacts(self.declared, self.outlooks(now), self.config)
+
+    def step(self, snapshot: Snapshot) -> ServingStep:
+        """One serving step outside a cycle (tests, a look at the files): read, decide, record."""
+        out = serving_step(snapshot, self.declared, self.outlooks(snapshot.now), self.config)
+        self.record(out.status, snapshot.now)
+        return out
+
+    def pipeline(self) -> Pipeline:
+        """The serving step alone in a pipeline, read by this reader (a service built without
+        the settings; the daemon's is ``cycle_settings.pipeline_from``'s)."""
+        return Pipeline([ServingControl()], readers={"serving": self.read})
+
+    def record(self, status: Sequence[Status], now: float) -> None:
+        """The statuses the serving step left (its memory), after a cycle."""
         before = {st.deployment: st.unforecast for st in self.status}
-        for st in step.status:  # a surge counts once, by the replicas it added
+        for st in status:  # a surge counts once, by the replicas it added
             self.unforecast_started += max(0, st.unforecast - before.get(st.deployment, 0))
-        self.status = step.status
-        self._write(snapshot.now)
-        return step.snapshot, step.drains
+        self.status = tuple(status)
+        self._write(now)
 
     def as_dict(self, now: float) -> dict[str, Any]:
         """What the API shows (``GET /v1/serving``): each deployment after the last step."""

@@ -168,7 +168,7 @@ class LentNodes:
         self.taken = 0  # node closings that found training jobs on the node
         self.signalled = 0  # jobs signalled by a closing
         self.shrunk = 0  # elastic borrowers that shrank off a closing node instead
-        self.serving = self._lent if core_rules else None  # the engine's run_cycle hook
+        self.step = _LentStep(self) if core_rules else None  # the engine's pipeline step
         self.lend_rigid = lend_rigid
 
     def _lent(self, snapshot: Any) -> tuple[Any, tuple[()]]:
@@ -269,6 +269,26 @@ class BusyMeter:
             self.gpu_s += self._busy * (self.until - self._t)
             self._t = self.until
         return self.gpu_s
+
+
+class _LentStep:
+    """The lending model's open nodes as a pipeline step (``pipeline.py``)."""
+
+    name = "serving"
+
+    def __init__(self, schedule: Any) -> None:
+        self.schedule = schedule
+
+    def initial(self) -> None:
+        return None
+
+    def run(self, snapshot: Any, facts: Any, memory: None, now: float) -> Any:
+        from railgang.daemon.pipeline import StepOut
+
+        return StepOut(self.schedule._lent(snapshot)[0])
+
+    def settle(self, memory: None, results: Any, now: float) -> None:
+        return None
 
 
 def serving_nodes(fabric: Any, pool_gpus: int) -> list[str]:

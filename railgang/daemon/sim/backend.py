@@ -4,8 +4,8 @@ It holds what a real Slurm cluster would hold — which GPUs are busy, which job
 where — builds the immutable ``Snapshot`` the decision core reads, and applies the core's actions
 exactly as ordered: ``Start`` occupies exactly the placement's GPUs, ``Resize`` swaps the
 assignment and pays the job's transition time, ``Preempt`` signals and kills after the grace time
-(work since the last checkpoint is lost and the restart pays the restore time), ``DrainNode``
-keeps a node's free GPUs out of every later snapshot.
+(work since the last checkpoint is lost and the restart pays the restore time); the actions
+about nodes and the failure step's (``DrainNode``, burn-ins, ``Requeue``) are node_ops.py's.
 
 How far each job got is the job's own accounting (``accounting.SimJob``); what happened to it is
 recorded for the metrics by ``recorder.Recorder``. Time only enters as the ``now`` argument.
@@ -17,7 +17,6 @@ daemon's live demo; the backend never advances time itself.
 from __future__ import annotations
 
 import bisect
-import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any, Protocol
@@ -25,13 +24,11 @@ from typing import Any, Protocol
 from railgang.daemon.backend import ActionResult
 from railgang.daemon.core.model.actions import (
     Action,
-    DrainNode,
     Migrate,
     Preempt,
     Resize,
     SetPriority,
     Start,
-    TagNode,
 )
 from railgang.daemon.core.model.fairshare import DecayedUse
 from railgang.daemon.core.model.job import Assignment, Job, RunningJob
@@ -41,7 +38,6 @@ from railgang.daemon.core.model.reasons import Reason
 from railgang.daemon.core.model.snapshot import (
     Account,
     Node,
-    NodeState,
     PreemptEvent,
     QueueSummary,
     Snapshot,
@@ -52,6 +48,7 @@ from railgang.daemon.sim.accounting import SimJob
 from railgang.daemon.sim.capacity import SPOT_RECLAIM, SPOT_RETURN, Capacity
 from railgang.daemon.sim.config import SimConfig
 from railgang.daemon.sim.metrics import JobRecord
+from railgang.daemon.sim.node_ops import NODE_ACTIONS, apply_node_op
 from railgang.daemon.sim.notice import SHRINK, ShrinkNotices
 from railgang.daemon.sim.progress import CommModel, NoComm, job_request
 from railgang.daemon.sim.quotas import QuotaUse
@@ -120,6 +117,8 @@ class SimBackend:
         self.running: dict[str, SimJob] = {}
         self.preempt_log: list[PreemptEvent] = []
         self.priorities: dict[str, int] = {}
+        self.burn_ins: dict[str, str] = {}  # node -> burn-in job reserved for it (node_ops.py)
+        self.burn_in_log: list[tuple[float, str, str]] = []  # (time, node, job id) submitted
         self._seq = 0
         self._usage_done: dict[str, float] = {}  # GPU-seconds of finished runs, per account
         self._recent = DecayedUse(self.config.fair_share_half_life_s)  # the same, decayed: fair share
@@ -316,6 +315,9 @@ class SimBackend:
     def apply(self, actions: Sequence[Action], now: float) -> list[ActionResult]:
         results = []
         for action in actions:
+            if isinstance(action, NODE_ACTIONS):  # node_ops.py
+                results.append(ActionResult(action, *apply_node_op(self, action, now)))
+                continue
             detail = self._apply_one(action, now)
             results.append(ActionResult(action, detail is None, detail or ""))
             if (self.quota_use is not None and detail is None and isinstance(action, Preempt)
@@ -336,17 +338,6 @@ class SimBackend:
             return self._migrate(action, now)
         if isinstance(action, SetPriority):
             self.priorities[action.job_id] = action.priority
-            return None
-        if isinstance(action, DrainNode | TagNode):
-            node = self.nodes.get(action.node)
-            if node is None:
-                return f"unknown node {action.node}"
-            self._nodes_changed()
-            if isinstance(action, TagNode) and action.remove:
-                self.nodes[action.node] = dataclasses.replace(node, tags=node.tags - {action.tag})
-                return None
-            self.nodes[action.node] = (node.with_state(NodeState.DRAIN)
-                                       if isinstance(action, DrainNode) else node.with_tag(action.tag))
             return None
         return f"unsupported action {type(action).__name__}"
 
@@ -516,6 +507,15 @@ class SimBackend:
         del self.jobs[sj.tj.job_id]
         self.recorder.completed(sj.record, sj.submit_integral, now)
         return True
+
+    def requeue(self, job_id: str, now: float) -> str | None:
+        """A running job back in the queue now (the failure step's ``Requeue``): no churn."""
+        sj = self.running.get(job_id)
+        if sj is None:
+            return f"{job_id} is not running"
+        self._interrupted.add(job_id)
+        self._kill(sj, now)
+        return None
 
     def _kill(self, sj: SimJob, now: float) -> None:
         sj.advance(now)

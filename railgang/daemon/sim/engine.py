@@ -36,6 +36,7 @@ from railgang.daemon.core.model.plan import Policy
 from railgang.daemon.core.model.reasons import PendingReason, Reason
 from railgang.daemon.core.phases.waiting import coded
 from railgang.daemon.loop import run_cycle
+from railgang.daemon.pipeline import Pipeline
 from railgang.daemon.sim.backend import COMPLETE, KILL, LINK, SimBackend, SimConfig
 from railgang.daemon.sim.capacity import SPOT_RECLAIM, SPOT_RETURN
 from railgang.daemon.sim.failures import FAIL, REPAIR, FailureConfig, Failures
@@ -142,6 +143,10 @@ class _Replay:
                  backend_class: type[SimBackend] = SimBackend) -> None:
         self.policy, self.config, self.placer, self.on_progress = policy, config, placer, on_progress
         self.bounds, self.observer, self.capacity = bounds, observer, capacity
+        # the steps before the core (pipeline.py): a capacity schedule's lent nodes under the
+        # core's rules (serving/replay.py ``core_rules``), else none
+        step = getattr(capacity, "step", None)
+        self.steps = Pipeline([step]) if step is not None else None
         self.stopped: str | None = None
         self.deadline = math.inf
         self.heap = _Heap()
@@ -301,9 +306,7 @@ class _Replay:
         config, backend = self.config, self.backend
         truncated = config.max_pending is not None and len(backend.pending) > config.max_pending
         outcome = run_cycle(backend, self.policy, self.clock, self.rng, config=config.cycle,
-                            placer=self.placer, health=backend.health,
-                            serving=getattr(self.capacity, "serving", None))  # lent capacity
-        # under the core's rules (serving/replay.py ``core_rules``), else None
+                            placer=self.placer, health=backend.health, steps=self.steps)
         if truncated and any(isinstance(r.action, Start) and r.ok for r in outcome.results):
             self.want_cycle(now)  # the core saw only part of the queue and made room: look again
         for result in outcome.failed:

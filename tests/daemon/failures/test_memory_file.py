@@ -13,17 +13,17 @@ import pytest
 from railgang.daemon.failures.config import FailureSettings
 from railgang.daemon.failures.flaky import FlakyRules, NodeStatus
 from railgang.daemon.failures.persist import dump, load
-from railgang.daemon.slurm.cli.failures import FailureResponder
 from railgang.daemon.slurm.cli.runner import SlurmRunner
+from tests.daemon.failures.harness import Responder
 from tests.daemon.slurm.cli.test_failures_adapter import NODES, Launcher, job
 
 RULES = FlakyRules(count=3, window_s=3600.0)
 
 
-def responder(la: Launcher, path: Path | None) -> FailureResponder:
+def responder(la: Launcher, path: Path | None) -> Responder:
     settings = FailureSettings(flaky_count=3, flaky_window_s=3600.0)
-    return FailureResponder(SlurmRunner(exec_fn=la, retries=0), settings, user="railgang",
-                            memory_file=path)
+    return Responder(SlurmRunner(exec_fn=la, retries=0), settings, user="railgang",
+                     memory_file=path)
 
 
 def _drains(la: Launcher) -> list[tuple[str, ...]]:

@@ -188,7 +188,7 @@ def _cycles(live: LiveServing, count: int, limit_s: float) -> float:
     between two step ends), or a failure when one step does not end within ``limit_s``."""
     worst, last = 0.0, time.monotonic()
     for _ in range(count):
-        done, got = _within(lambda: live(SNAP), limit_s)
+        done, got = _within(lambda: live.step(SNAP), limit_s)
         assert done, f"a serving step took over {limit_s} s"
         assert not isinstance(got, BaseException), got
         now = time.monotonic()
@@ -200,7 +200,7 @@ def _cycles(live: LiveServing, count: int, limit_s: float) -> float:
 def test_a_100mb_demand_file_does_not_stall_the_cycle(demand: Path, tmp_path: Path,
                                                       caplog: pytest.LogCaptureFixture) -> None:
     live = _live(demand)
-    live(SNAP)
+    live.step(SNAP)
     big = tmp_path / "big.csv"
     block = b"".join(b"%d,d%d,%d,8\n" % (t, t % 100, t % 7) for t in range(10_000))
     with big.open("wb") as fh:
@@ -232,7 +232,7 @@ def test_a_big_file_within_the_bound_is_read_beside_the_cycle(demand: Path, tmp_
     longest, t0 = 0.0, time.monotonic()
     while len(live.demand.value.others) < 32 and time.monotonic() - t0 < 30:  # until it lands
         start = time.monotonic()
-        assert _within(lambda: live(SNAP), 3.0)[0]
+        assert _within(lambda: live.step(SNAP), 3.0)[0]
         longest = max(longest, time.monotonic() - start)
     assert longest < 0.5 + 0.3, f"a cycle took {longest:.2f} s"  # READ_WAIT_S and the step
     assert live.outlooks(60.0)["chat"].demand_now == 2 and len(live.demand.value.others) == 32

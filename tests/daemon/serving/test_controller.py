@@ -109,9 +109,11 @@ def day(tmp_path: Path, surge_at: float | None = None,
                                        drain_grace_s=60.0), 0.0)
     clock = SimClock(0.0)
     config = CycleConfig()
+    steps = live.pipeline()  # the serving step before the core, as the daemon runs it
     for _ in range(160):  # a cycle a minute for 160 minutes
         run_cycle(cluster, get("fifo"), clock, random.Random(0), config=config,
-                  placer=on_nodes, serving=live)
+                  placer=on_nodes, steps=steps)
+        live.record(steps.memory["serving"], clock.now())
         clock.advance(60.0)
     return cluster, live
 
@@ -212,7 +214,7 @@ def test_serving_status_command_shows_the_last_step(tmp_path: Path) -> None:
     status = tmp_path / "serving.json"
     live = LiveServing(ServingSettings(enabled=True, demand_file=demand_csv(tmp_path),
                                        pools={"chat": "n[002-003]"}, status_file=status), 0.0)
-    live(make_snapshot(now=60.0, fabric=None, nodes=[Node(f"n{i:03d}", 8) for i in range(4)]))
+    live.step(make_snapshot(now=60.0, fabric=None, nodes=[Node(f"n{i:03d}", 8) for i in range(4)]))
     env = {"RAILGANG_CONFIG": "", "RAILGANG_SERVING__STATUS_FILE": str(status)}
     res = CliRunner().invoke(app, ["serving", "status"], env=env)
     assert res.exit_code == 0, res.output

@@ -12,6 +12,10 @@
   degraded and moving pays back).
 - :class:`SetPriority`: hand the job's rank to Slurm (for backends that order Slurm's own queue).
 - :class:`DrainNode` / :class:`TagNode`: node hygiene (e.g. limping links from ``topology``).
+- :class:`Requeue`, :class:`SubmitBurnIn`, :class:`ReleaseBurnIn`, :class:`Resume`: the failure
+  step's hands (``failures/step.py``, docs/failures.md): requeue a job a node failure killed or
+  that hangs; test a flaky node with a burn-in job inside a reservation of its own; give the
+  reservation back; resume a node into it. A backend only carries them out (issue 34 item 2).
 """
 
 from __future__ import annotations
@@ -104,6 +108,46 @@ class TagNode:
     remove: bool = False  # True: take the tag off (the links behind it were repaired)
 
 
-Action = Start | Resize | Preempt | Migrate | SetPriority | DrainNode | TagNode
+@dataclass(frozen=True)
+class Requeue:
+    """Put a job back in the queue now (it ended ``NODE_FAIL`` and Slurm left it, or it hangs)."""
 
-__all__ = ["Action", "DrainNode", "Migrate", "Preempt", "Resize", "SetPriority", "Start", "TagNode"]
+    job_id: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class SubmitBurnIn:
+    """Test ``node`` with a burn-in job that alone may run there. A backend answers ok with the
+    detail ``BURN_IN_DETAIL``: the job's id, which the failure step then waits on."""
+
+    node: str
+    reason: str = ""
+
+
+BURN_IN_DETAIL = "burn-in job {job_id}"  # an applied SubmitBurnIn's detail begins so
+
+
+@dataclass(frozen=True)
+class ReleaseBurnIn:
+    """Give back ``node``'s burn-in reservation: its burn-in passed (the node serves again), or
+    it failed and the node was drained. ``quiet``: no reservation is no failure."""
+
+    node: str
+    reason: str
+    quiet: bool = False
+
+
+@dataclass(frozen=True)
+class Resume:
+    """Resume ``node`` (into its burn-in reservation, where only the burn-in may run)."""
+
+    node: str
+    reason: str
+
+
+Action = (Start | Resize | Preempt | Migrate | SetPriority | DrainNode | TagNode | Requeue
+          | SubmitBurnIn | ReleaseBurnIn | Resume)
+
+__all__ = ["BURN_IN_DETAIL", "Action", "DrainNode", "Migrate", "Preempt", "ReleaseBurnIn",
+           "Requeue", "Resize", "Resume", "SetPriority", "Start", "SubmitBurnIn", "TagNode"]

@@ -25,7 +25,7 @@ import dataclasses
 import logging
 import re
 import signal
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from railgang.daemon.backend import ActionResult, FollowUp
@@ -34,9 +34,13 @@ from railgang.daemon.core.model.actions import (
     DrainNode,
     Migrate,
     Preempt,
+    ReleaseBurnIn,
+    Requeue,
     Resize,
+    Resume,
     SetPriority,
     Start,
+    SubmitBurnIn,
     TagNode,
 )
 from railgang.daemon.failures.advice import advised_interval_s
@@ -112,10 +116,18 @@ class _Batch:
 
 
 def apply_actions(runner: SlurmRunner, obs: Observation, actions: Sequence[Action], now: float,
-                  config: ApplyConfig) -> list[ActionResult]:
-    """Apply ``actions`` (one result each, same order) against the state seen in ``obs``."""
+                  config: ApplyConfig,
+                  hands: Callable[[Mapping[int, Action]], Mapping[int, ActionResult]] | None = None,
+                  ) -> list[ActionResult]:
+    """Apply ``actions`` (one result each, same order) against the state seen in ``obs``.
+    ``hands``: the failure step's actions (requeues, burn-ins, resumes: ``failures.py``),
+    carried out after the node drains (a flaky node is drained before its old reservation
+    goes); None: refused, failures are off."""
     b = _Batch()
+    theirs = {i: a for i, a in enumerate(actions) if isinstance(a, Requeue | SubmitBurnIn | ReleaseBurnIn | Resume)}
     for i, action in enumerate(actions):
+        if i in theirs:
+            continue
         problem = _plan(b, i, action, obs, now, config)
         if problem is not None:
             b.results[i] = _refuse(action, problem)
@@ -125,6 +137,10 @@ def apply_actions(runner: SlurmRunner, obs: Observation, actions: Sequence[Actio
         res = runner.attempt(argv)
         if not res.ok:
             b.results[i] = _refuse(actions[i], res.message)
+    if theirs:
+        b.results.update(hands(theirs) if hands is not None else {
+            i: _refuse(a, "failure handling is off ([failures] enabled = false)")
+            for i, a in theirs.items()})
     return [b.results.get(i) or ActionResult(a, True, b.notes.get(i, "")) for i, a in enumerate(actions)]
 
 

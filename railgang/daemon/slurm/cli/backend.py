@@ -9,7 +9,11 @@ Per cycle it forks a small constant number of processes, independent of the numb
   over (one ``scontrol requeue`` and one lease update for all of them). The topology is read
   once (topology.conf) and rebuilt only when the file or the nodes' GPU counts change.
 - ``apply(actions, now)``: see ``apply.py`` (one scontrol on stdin for every per-job update, one
-  scancel for every checkpoint signal).
+  scancel for every checkpoint signal); the failure step's requeues, burn-ins and resumes by
+  ``failures.py``'s hands.
+- ``facts()``: what the last observation read for the pipeline's steps (``pipeline.py``): the
+  jobs and nodes as the failure rules see them (``failures.py``). Observing decides nothing
+  (issue 34 item 2): drains, burn-ins and requeues are the failure step's actions.
 - ``leases_due(job_ids, now)``: the waiting jobs whose lease ends within
   ``lease_renew_before_s`` (or lapsed), levelled to a steady rate, from the same squeue read:
   no process.
@@ -45,6 +49,7 @@ import os
 import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any, TypeVar
 
 from railgang.daemon.backend import ActionResult, FollowUp, HeldBack
@@ -58,7 +63,7 @@ from railgang.daemon.slurm.cli.attained import AttainedService
 from railgang.daemon.slurm.cli.backoff import StartBackoff, counts
 from railgang.daemon.slurm.cli.class_grants import read_grants
 from railgang.daemon.slurm.cli.facts import render_fleet_file, tier_terms
-from railgang.daemon.slurm.cli.failures import FailureResponder, hide
+from railgang.daemon.slurm.cli.failures import FailureHands
 from railgang.daemon.slurm.cli.narrow import (
     NarrowCache,
     NarrowProblem,
@@ -115,8 +120,7 @@ class CliBackend:
 
     def __init__(self, settings: SlurmSettings | None = None, runner: SlurmRunner | None = None, *,
                  read_shares: bool = True, grants_file: Path | None = None,
-                 failures: FailureSettings | None = None, speed_file: Path | None = None,
-                 failures_file: Path | None = None) -> None:
+                 failures: FailureSettings | None = None, speed_file: Path | None = None) -> None:
         self.settings = settings or SlurmSettings()
         self.runner = runner or SlurmRunner.from_settings(self.settings)
         self.config = ApplyConfig(lease_s=float(self.settings.lease_s),
@@ -144,9 +148,10 @@ class CliBackend:
         self._leaving: list[str] = []  # left to Slurm this cycle: released after its Starts
         # GPU-seconds of every run per job: squeue's current run, sacct -D's earlier ones (cached)
         self.attained = AttainedService(lambda argv: self.runner.run(argv).stdout)
-        # node failures: requeue, first in class, drain flaky nodes, burn-ins (failures.py)
-        self.failures = (FailureResponder(self.runner, failures, memory_file=failures_file)
+        # node failures: the failure step's facts read, its actions carried out (failures.py)
+        self.failures = (FailureHands(self.runner, failures)
                          if failures is not None and failures.enabled else None)
+        self._facts: dict[str, Any] = {}
         # measured speed per job and model (speed.py; kept in ``speed_file`` across restarts)
         self.speed = SpeedBook(speed_file)
 
@@ -170,7 +175,7 @@ class CliBackend:
         jobs = [j for j in seen if j.pending or j.active]
         ended = [j for j in seen if not (j.pending or j.active)]
         shares, share_notes = self._shares()
-        nodes, after_fault, failed_over = self._failures(seen, nodes, now)
+        self._facts = self._read_facts(seen, nodes)
         attained, attained_notes = self.attained.attained(jobs, now, json_flag(self.json_version))
         st = self.settings
         obs = build_observation(now, jobs, nodes, self._fabric_for(nodes), shares,
@@ -179,7 +184,7 @@ class CliBackend:
                                                          st.spot_notice_s),
                                 lease_s=float(st.lease_s),
                                 grants=read_grants(self.grants_file) if self.grants_file else None,
-                                after_fault=after_fault, memo=self._memo,
+                                memo=self._memo,
                                 pinned=frozenset(self._pinned), attained=attained)
         self._pinned &= obs.jobs.keys()
         obs = self._measured(obs, jobs, now)
@@ -188,23 +193,24 @@ class CliBackend:
         for note in obs.skipped:
             log.warning("slurm: %s", note)
         self._write_fleet(obs)
-        self.finished = [*failed_over, *finish_due(self.runner, obs, now, self.config, ended=ended)]
+        self.finished = finish_due(self.runner, obs, now, self.config, ended=ended)
         self.last = obs
         return obs
 
-    def _failures(self, seen: list[SqueueJob], nodes: list[SinfoNode],
-                  now: float) -> tuple[list[SinfoNode], frozenset[str], list[FollowUp]]:
-        """The failure responder's turn (docs/failures.md): the nodes as the core must see them
-        (flaky ones drained), the jobs to order first in their class, what it did. Its own
-        trouble is logged, never the cycle's: the schedule goes on without it."""
+    def _read_facts(self, seen: list[SqueueJob], nodes: list[SinfoNode]) -> dict[str, Any]:
+        """What the failure step reads (docs/failures.md); its trouble is logged, never the
+        cycle's: the schedule goes on without it."""
         if self.failures is None:
-            return nodes, frozenset(), []
+            return {}
         try:
-            resp, done = self.failures.step(seen, nodes, now)
+            return {"failures": self.failures.read(seen, nodes)}
         except Exception as exc:  # a bug here must not stop scheduling
-            log.error("failures: responder failed this cycle: %s: %s", type(exc).__name__, exc)
-            return nodes, frozenset(), []
-        return hide(nodes, frozenset(resp.held_out), self.failures.why), resp.after_fault, done
+            log.error("failures: reading failed this cycle: %s: %s", type(exc).__name__, exc)
+            return {}
+
+    def facts(self) -> Any:
+        """What the last observation read for the pipeline's steps, by step name."""
+        return MappingProxyType(self._facts)
 
     def _measured(self, obs: Observation, jobs: list[SqueueJob], now: float) -> Observation:
         """The jobs' measured curves and costs (speed.py) in the snapshot; its own trouble is
@@ -356,8 +362,8 @@ class CliBackend:
         return candidate if candidate.exists() else None
 
     def _fabric_for(self, nodes: Sequence[SinfoNode]) -> Any:
-        from railgang.topology.conf import TopologyError, parse_topology
-        from railgang.topology.fabric import fabric_from_conf
+        from railgang.topology.conf import TopologyError
+        from railgang.topology.fabric import fabric_from_text
         from railgang.topology.node_facts import node_facts_from_gres
 
         path = self.topology_path()
@@ -375,17 +381,20 @@ class CliBackend:
                 self._topology_text = topology_from_show(
                     self.runner.run([cmd.SCONTROL, "show", "topology"]).stdout)
             text, source = self._topology_text, "scontrol show topology"
-        try:
-            conf = parse_topology(text, source)
+        def facts(names: Sequence[str]) -> dict[str, Any]:  # as the simulator's (node_facts.py)
+            listed = set(names)
+            return {n.name: node_facts_from_gres(n.name, n.gres, n.features, n.gpus) for n in nodes if n.name in listed}
+
+        try:  # the one text -> fabric of railgang topology and railgang top; a cluster without a
+            # topology plugin lists no nodes, and is still scheduled (nothing placed by locality)
+            fabric = fabric_from_text(text, source, facts, default_gpus=max((n.gpus for n in nodes), default=8),
+                                      blocks_are_nvlink=self.settings.blocks_nvlink, empty_ok=True)
         except TopologyError as exc:
             raise SlurmError(f"{source}: {exc}") from exc
-        facts = {n.name: node_facts_from_gres(n.name, n.gres, n.features, n.gpus)  # as the simulator's
-                 for n in nodes if n.name in set(conf.nodes)}
-        missing = sorted({n.name for n in nodes} - set(conf.nodes))
+        missing = sorted({n.name for n in nodes} - set(fabric.nodes))
         if missing:
             log.warning("slurm: nodes %s are not in %s; railgang cannot place on them", missing, source)
-        self._fabric = fabric_from_conf(conf, facts, default_gpus=max((n.gpus for n in nodes), default=8),
-                                        blocks_are_nvlink=self.settings.blocks_nvlink)
+        self._fabric = fabric
         self._fabric_key = key
         return self._fabric
 
@@ -398,7 +407,8 @@ class CliBackend:
         # no renewal of a job may reach slurmctld after its Start (it would lease it again)
         self.renewer.withhold([a.job_id for a in actions if isinstance(a, Start)])
         try:
-            results = apply_actions(self.runner, obs, actions, now, self.config)
+            results = apply_actions(self.runner, obs, actions, now, self.config,
+                                    hands=self.failures.apply if self.failures else None)
         except SlurmCommandError as exc:  # slurmctld unreachable after retries: every action failed
             return [ActionResult(a, False, str(exc)) for a in actions]
         finally:

@@ -1,21 +1,25 @@
-"""The CLI backend's hands for failures: carries out what ``failures/respond.py`` decided.
+"""The CLI backend's eyes and hands for failures (issue 34 item 2: a backend only reads and
+carries out; the decisions are the failure step's, ``failures/step.py``, in the pipeline).
 
-Once per observation (``CliBackend.observe``), from the same squeue and sinfo read:
+Reads, once per observation (``CliBackend.observe``), from the same squeue and sinfo read:
+:class:`~railgang.daemon.failures.facts.FailureFacts`: every job and node as the failure rules
+see them, who sets node reasons (slurm.conf's ``SlurmUser``, asked once a node shows a setter),
+and the burn-in reservations railgang made (``scontrol -o show reservation``, until Slurm
+answers once: a restarted daemon takes them over).
 
-- ``scontrol requeue`` for jobs that ended ``NODE_FAIL`` and that Slurm did not requeue;
-- the ids of failed-over jobs, which the snapshot marks ``after_fault`` (first in their class);
-- a flaky node: ``scontrol update nodename=N State=DRAIN Reason="railgang: flaky: ..."``;
-- its burn-in, once no job is left on it: a maintenance reservation on the node that only the
-  daemon's user may use (``railgang_burnin_N``), the burn-in job submitted into it pinned to the
-  node, then the node resumed *into the reservation* (Slurm runs nothing on a drained node, and
-  nothing but the burn-in runs inside the reservation). Passed: the reservation is deleted and the
-  node is back in service. Failed: drained again with the reason, reservation deleted, retried
-  after ``burn_in_retry_s``.
-- the nodes held out (drained as flaky, or burning in) look drained to the core, so it never
-  places a railgang job where Slurm would not run it.
+Carries out (``apply.py`` hands these actions here):
 
-Each step is one :class:`FollowUp` for the journal and the log. Nothing here raises for a
-refused command: a step that failed is logged and tried again when the state asks for it.
+- :class:`Requeue`: one ``scontrol requeue`` for all of them;
+- :class:`SubmitBurnIn`: a maintenance reservation on the node that only the daemon's user may
+  use (``railgang_burnin_N``), the burn-in job submitted into it pinned to the node, then the
+  node resumed *into the reservation* (Slurm runs nothing on a drained node, and nothing but the
+  burn-in runs inside the reservation); the result's detail names the job (``BURN_IN_DETAIL``);
+- :class:`ReleaseBurnIn`: the reservation deleted (a passed burn-in: the node is back);
+- :class:`Resume`: ``scontrol update State=RESUME`` (into the reservation).
+
+A reservation named like a burn-in one that railgang did not make is never touched. Nothing here
+raises for a refused command: the action's result says it, and the step asks again when the
+state asks for it.
 """
 
 from __future__ import annotations
@@ -25,26 +29,20 @@ import logging
 import os
 import pwd
 import re
-from collections.abc import Callable, Iterable, Sequence
-from pathlib import Path
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
-from railgang.daemon.backend import FollowUp
-from railgang.daemon.core.model.snapshot import NodeState
-from railgang.daemon.failures import persist
-from railgang.daemon.failures.adopt import adopt
-from railgang.daemon.failures.config import FailureSettings
-from railgang.daemon.failures.flaky import Step, StepKind
-from railgang.daemon.failures.respond import (
-    JobView,
-    Memory,
-    NodeView,
-    Response,
-    Setters,
-    burn_in_refused,
-    burn_in_submitted,
-    drained_by_other,
-    respond,
+from railgang.daemon.backend import ActionResult
+from railgang.daemon.core.model.actions import (
+    BURN_IN_DETAIL,
+    Action,
+    ReleaseBurnIn,
+    Requeue,
+    Resume,
+    SubmitBurnIn,
 )
+from railgang.daemon.core.model.snapshot import NodeState
+from railgang.daemon.failures.config import FailureSettings
+from railgang.daemon.failures.facts import FailureFacts, JobView, NodeView, Setters
 from railgang.daemon.slurm.cli import commands as cmd
 from railgang.daemon.slurm.cli.records import BURN_IN_NAME, SinfoNode, SqueueJob
 from railgang.daemon.slurm.cli.runner import SlurmRunner
@@ -126,82 +124,32 @@ def burn_in_reservations(listing: str, user: str) -> tuple[list[str], list[str]]
     return ours, theirs
 
 
-class FailureResponder:
-    """Keeps :class:`Memory` between cycles and runs the Slurm commands of each response."""
+HANDS = (Requeue, SubmitBurnIn, ReleaseBurnIn, Resume)  # the actions carried out here
+
+
+class FailureHands:
+    """Reads the failure step's facts and carries out its actions on one Slurm cluster."""
 
     def __init__(self, runner: SlurmRunner, settings: FailureSettings, user: str | None = None,
-                 slurm_user: str | None = None, memory_file: Path | None = None) -> None:
+                 slurm_user: str | None = None) -> None:
         self.runner, self.settings = runner, settings
-        self.rules, self.hangs = settings.rules(), settings.hangs()
         self.user = user or _me()
         # slurm.conf's SlurmUser (who sets Slurm's own node reasons), asked once it matters
         self._slurm_user = slurm_user
-        self.memory = Memory()
-        self.last = Response()
         self._account: str | None = None  # the daemon user's default account, once asked
-        self._adopted = False  # what a previous daemon left in Slurm is taken over once (adopt.py)
+        self._reserved: tuple[str, ...] | None = None  # our burn-in reservations, once read
         # reservations named like a burn-in one that railgang did not make: never deleted
         self._theirs: frozenset[str] = frozenset()
-        # counts per node and kills already counted, kept across restarts (failures/persist.py)
-        self.memory_file, self._saved = memory_file, ""
-        self._loaded = memory_file is None
 
-    def step(self, seen: Sequence[SqueueJob], nodes: Sequence[SinfoNode],
-             now: float) -> tuple[Response, list[FollowUp]]:
+    # -- read ----------------------------------------------------------------------------------
+    def read(self, seen: Sequence[SqueueJob], nodes: Sequence[SinfoNode]) -> FailureFacts:
         busy = {n for j in seen if j.active for n, _ in j.allocation}
-        views = [job_view(j, self.user) for j in seen]
-        node_views = {n.name: node_view(n, busy) for n in nodes}
-        setters = self._setters(nodes)
-        done: list[FollowUp] = []
-        if not self._loaded:
-            self._load(now)
-        if not self._adopted:
-            reserved = self._burn_in_reservations()
-            if reserved is not None:
-                self._adopted = True
-                self.memory, settle = adopt(self.memory, views, node_views, reserved, now,
-                                            setters)
-                done += [self._do(s, now) for s in settle]
-        states = {j.job_id: j.state for j in seen}
-        burn_in_states = {b.job_id: states[b.job_id] for b in self.memory.burn_ins.values()
-                          if b.job_id in states}
-        self.memory, resp = respond(self.memory, views, node_views, burn_in_states, now,
-                                    self.rules, self.hangs, setters)
-        for f in resp.faults:
-            log.warning("failure: %s", f.render())
-        if resp.requeue:
-            done += self._requeue(resp.requeue)
-        for s in resp.steps:
-            done.append(self._do(s, now))
-        done += self._resume_stuck(nodes, resp, setters)
-        self.last = resp
-        self._save(now)
-        return resp, done
-
-    def _load(self, now: float) -> None:
-        self._loaded = True
-        path = self.memory_file
-        if path is None or not path.exists():
-            return
-        try:
-            kept, bad = persist.load(path.read_text(), now, self.rules)
-        except (OSError, UnicodeDecodeError, ValueError) as exc:
-            log.warning("failures: failure memory %s unreadable, starting from none: %s", path, exc)
-            return
-        if bad:
-            log.warning("failures: failure memory %s: %d malformed entries left out", path, bad)
-        self.memory = persist.merged(self.memory, kept)
-
-    def _save(self, now: float) -> None:
-        if self.memory_file is None:
-            return
-        text = persist.dump(self.memory, now, self.rules)
-        if text != self._saved:
-            try:
-                persist.write(self.memory_file, text)
-                self._saved = text
-            except OSError as exc:  # counting goes on in memory; tried again next cycle
-                log.warning("failures: failure memory %s not written: %s", self.memory_file, exc)
+        if self._reserved is None:
+            found = self._burn_in_reservations()
+            self._reserved = tuple(found) if found is not None else None
+        return FailureFacts(jobs=tuple(job_view(j, self.user) for j in seen),
+                            nodes={n.name: node_view(n, busy) for n in nodes},
+                            setters=self._setters(nodes), reserved=self._reserved)
 
     def _burn_in_reservations(self) -> list[str] | None:
         """The nodes of this daemon's burn-in reservations (``scontrol show reservation``, one
@@ -241,63 +189,55 @@ class FailureResponder:
             self._slurm_user = found.group(1) if found else "slurm"
         return Setters(self._slurm_user or "slurm", self.user)
 
-    def _resume_stuck(self, nodes: Sequence[SinfoNode], resp: Response,
-                      setters: Setters) -> list[FollowUp]:
-        """Burn-ins waiting on a node that is still drained or down: the resume that should have
-        let them run was refused (a node still completing its killed job refuses it), so it is
-        tried again every cycle until Slurm takes it."""
-        waiting = {n for n in self.memory.burn_ins if not any(
-            s.node == n and s.kind is StepKind.BURN_IN for s in resp.steps)}
-        out = []
-        for n in nodes:
-            # someone else's drain since: theirs to resume (failures/respond.py rule 5)
-            if n.name in waiting and not n.state.usable and not drained_by_other(
-                    node_view(n, set()), setters):
-                res = self.runner.attempt(cmd.resume_argv(n.name))
-                if res.ok:
-                    out.append(FollowUp(n.name, "resume", True,
-                                        f"node {n.name} resumed into its burn-in reservation"))
+    # -- carry out -----------------------------------------------------------------------------
+    def apply(self, actions: Mapping[int, Action]) -> dict[int, ActionResult]:
+        """One result per action (by its index in the cycle's list), in their order."""
+        out: dict[int, ActionResult] = {}
+        requeue = {i: a for i, a in actions.items() if isinstance(a, Requeue)}
+        if requeue:
+            out.update(self._requeue(requeue))
+        for i, a in actions.items():
+            if not isinstance(a, Requeue):
+                out[i] = self._node_op(a)
         return out
 
-    def _requeue(self, ids: Sequence[str]) -> list[FollowUp]:
-        res = self.runner.attempt(cmd.requeue_argv(list(ids)))
-        bad = cmd.failures_by_job(res.stderr) if not res.ok else {}
-        if not res.ok and not bad:
-            bad = dict.fromkeys(ids, res.message)
-        return [FollowUp(j, "requeue", False, f"requeue after NODE_FAIL failed: {bad[j]}")
-                if j in bad else FollowUp(j, "requeue", True, "ended NODE_FAIL, requeued")
-                for j in ids]
+    def _requeue(self, actions: Mapping[int, Requeue]) -> dict[int, ActionResult]:
+        ids = [a.job_id for a in actions.values() if cmd.valid_job_id(a.job_id)]
+        bad: dict[str, str] = {a.job_id: "not a Slurm job id" for a in actions.values()
+                               if not cmd.valid_job_id(a.job_id)}
+        if ids:
+            try:
+                res = self.runner.attempt(cmd.requeue_argv(ids))
+                if not res.ok:
+                    bad.update(cmd.failures_by_job(res.stderr) or dict.fromkeys(ids, res.message))
+            except SlurmCommandError as exc:
+                bad.update(dict.fromkeys(ids, str(exc)))
+        return {i: ActionResult(a, a.job_id not in bad,
+                                f"requeue failed: {bad[a.job_id]}" if a.job_id in bad else "requeued")
+                for i, a in actions.items()}
 
-    def _do(self, step: Step, now: float) -> FollowUp:
-        node = step.node
-        if not cmd.valid_node(node):  # sinfo's own names; never an argument scontrol could misread
-            return FollowUp(node[:64], step.kind.value, False, f"node {node[:64]!r}: not a node name")
+    def _node_op(self, action: Action) -> ActionResult:
+        node = str(getattr(action, "node", ""))
+        if not cmd.valid_node(node):  # never an argument scontrol could misread
+            return ActionResult(action, False, f"node {node[:64]!r}: not a node name")
         try:
-            if step.kind is StepKind.DRAIN:
-                self._run(cmd.drain_argv(node, step.reason))
-                self._drop_reservation(node, must=False)
-                return FollowUp(node, "drain", True, f"node {node} drained: {step.reason}")
-            if step.kind is StepKind.BURN_IN:
-                try:
-                    return self._burn_in(node, now)
-                except SlurmCommandError:
-                    self.memory = burn_in_refused(self.memory, node, now, self.rules)
-                    raise
-            if step.kind is StepKind.RELEASE:
-                self._drop_reservation(node)
-                return FollowUp(node, "release", True,
-                                f"node {node}: {step.reason}; its burn-in reservation deleted")
-            self._drop_reservation(node)
-            return FollowUp(node, "resume", True, f"node {node}: burn-in passed, back in service")
+            if isinstance(action, SubmitBurnIn):
+                return ActionResult(action, True, self._burn_in(node))
+            if isinstance(action, ReleaseBurnIn):
+                if reservation(node) in self._theirs:
+                    return ActionResult(action, True, f"reservation {reservation(node)} is not "
+                                                      "railgang's: left alone")
+                self._run(cmd.delete_reservation_argv(reservation(node)), must=not action.quiet)
+                return ActionResult(action, True, f"node {node}: {action.reason}; its burn-in "
+                                                  "reservation deleted")
+            if isinstance(action, Resume):
+                self._run(cmd.resume_argv(node))
+                return ActionResult(action, True, f"node {node} resumed")
         except SlurmCommandError as exc:
-            return FollowUp(node, step.kind.value, False, f"node {node}: {step.kind.value} failed: {exc}")
+            return ActionResult(action, False, f"node {node}: {exc}")
+        return ActionResult(action, False, f"unsupported action {type(action).__name__}")
 
-    def _drop_reservation(self, node: str, must: bool = True) -> None:
-        """Delete ``node``'s burn-in reservation unless it is someone else's of that name."""
-        if reservation(node) not in self._theirs:
-            self._run(cmd.delete_reservation_argv(reservation(node)), must=must)
-
-    def _burn_in(self, node: str, now: float) -> FollowUp:
+    def _burn_in(self, node: str) -> str:
         name = reservation(node)
         if name in self._theirs:
             raise SlurmCommandError([SBATCH], 0, f"reservation {name} is not railgang's: no burn-in")
@@ -312,10 +252,8 @@ class FailureResponder:
         if m is None:
             self._run(cmd.delete_reservation_argv(name), must=False)
             raise SlurmCommandError([SBATCH], 0, f"sbatch printed no job id: {out.strip()[:80]!r}")
-        self.memory = burn_in_submitted(self.memory, node, m.group(1), now)
         self._run(cmd.resume_argv(node))
-        return FollowUp(m.group(1), "burn_in", True,
-                        f"node {node}: burn-in job {m.group(1)} in reservation {name}")
+        return f"{BURN_IN_DETAIL.format(job_id=m.group(1))} in reservation {name} on {node}"
 
     def _sbatch(self, node: str, reservation_name: str) -> list[str]:
         s = self.settings
@@ -344,11 +282,7 @@ class FailureResponder:
             raise SlurmCommandError(argv, 1, res.message)
         return res.stdout
 
-    def held_out(self) -> frozenset[str]:
-        return frozenset(self.last.held_out)
 
-    def why(self, node: str) -> str | None:
-        return self.memory.flaky.why(node)
 
 
 def hide(nodes: Iterable[SinfoNode], held_out: frozenset[str],
@@ -361,5 +295,5 @@ def hide(nodes: Iterable[SinfoNode], held_out: frozenset[str],
             if n.name in held_out else n for n in nodes]
 
 
-__all__ = ["RESERVATION_PREFIX", "FailureResponder", "burn_in_reservations", "hide", "job_view",
+__all__ = ["HANDS", "RESERVATION_PREFIX", "FailureHands", "burn_in_reservations", "hide", "job_view",
            "node_view", "reservation"]

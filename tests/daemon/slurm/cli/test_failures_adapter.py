@@ -1,5 +1,6 @@
-"""slurm/cli/failures.py: the commands the failure responder runs for each decision, against a
-scripted launcher (the real effects: tests/e2e/test_failures_e2e.py)."""
+"""slurm/cli/failures.py: the commands the Slurm backend runs for each of the failure step's
+actions (failures/step.py), against a scripted launcher (the real effects:
+tests/e2e/test_failures_e2e.py)."""
 
 from __future__ import annotations
 
@@ -10,9 +11,10 @@ import pytest
 
 from railgang.daemon.core.model.snapshot import NodeState
 from railgang.daemon.failures.config import FailureSettings
-from railgang.daemon.slurm.cli.failures import FailureResponder, hide
+from railgang.daemon.slurm.cli.failures import hide
 from railgang.daemon.slurm.cli.records import SinfoNode, SqueueJob
 from railgang.daemon.slurm.cli.runner import SlurmRunner
+from tests.daemon.failures.harness import Responder
 
 
 class Launcher:
@@ -52,9 +54,9 @@ def job(job_id: str, state: str, nodes: tuple[str, ...] = ("n03",), requeue: boo
 NODES = [SinfoNode(f"n0{i}", 8, NodeState.IDLE, "", frozenset()) for i in (1, 2, 3)]
 
 
-def responder(launcher: Launcher, **kw: object) -> FailureResponder:
+def responder(launcher: Launcher, **kw: object) -> Responder:
     settings = FailureSettings(flaky_count=2, **kw)  # type: ignore[arg-type]
-    return FailureResponder(SlurmRunner(exec_fn=launcher, retries=0), settings, user="railgang")
+    return Responder(SlurmRunner(exec_fn=launcher, retries=0), settings, user="railgang")
 
 
 def test_a_flaky_node_is_drained_then_burnt_in_inside_a_reservation_then_returned() -> None:
@@ -74,13 +76,14 @@ def test_a_flaky_node_is_drained_then_burnt_in_inside_a_reservation_then_returne
     assert "--account=team-a" in sbatch  # the daemon user's default: job_submit.lua wants one
     assert sbatch[-1].endswith("slurm_plugins/burnin.sh")
     assert resume == ("scontrol", "update", "nodename=n03", "State=RESUME")
-    assert [f.step for f in done] == ["drain", "burn_in"] and all(f.ok for f in done)
+    assert [f.step for f in done] == ["drain", "release", "burn_in"] and all(f.ok for f in done)
     assert r.held_out() == {"n03"} and "burn-in running" in (r.why("n03") or "")
     la.calls.clear()
     burn = job("4242", "COMPLETED", ("n03",))
     _, done = r.step([burn], NODES, 30.0)
     assert la.calls == [("scontrol", "delete", "ReservationName=railgang_burnin_n03")]
-    assert [f.step for f in done] == ["resume"] and r.held_out() == frozenset()
+    assert [f.step for f in done] == ["release"] and r.held_out() == frozenset()
+    assert "back in service" in done[0].detail
 
 
 def test_a_configured_burn_in_command_is_wrapped() -> None:
@@ -165,7 +168,7 @@ def test_a_restarted_daemon_burns_in_again_a_node_whose_burn_in_nobody_saw_pass(
     la = Launcher(reservations=RESERVED)
     r = responder(la)
     _, done = r.step([], NODES, 600.0)
-    assert [f.step for f in done] == ["drain", "burn_in"] and all(f.ok for f in done)
+    assert [f.step for f in done] == ["drain", "release", "burn_in"] and all(f.ok for f in done)
     assert "unfinished at a daemon restart (job gone)" in la.calls[0][4]
     assert r.held_out() == {"n03"}
 
@@ -233,7 +236,7 @@ def test_a_restarted_daemon_leaves_an_operators_reservation_alone(
     _, done = r.step([job("1", "NODE_FAIL", ("n02",)), job("2", "NODE_FAIL", ("n02",))], NODES, 602.0)
     assert la.calls == [("scontrol", "update", "nodename=n02", "State=DRAIN",
                          la.calls[0][4])] and la.calls[0][4].startswith("Reason=railgang: flaky")
-    assert [(f.step, f.ok) for f in done] == [("drain", True), ("burn_in", False)]
+    assert [(f.step, f.ok) for f in done] == [("drain", True), ("release", True), ("burn_in", False)]
 
 
 def test_a_waiting_burn_in_does_not_resume_a_node_an_admin_drained_meanwhile() -> None:

@@ -153,7 +153,7 @@ def test_a_start_never_races_a_renewal_of_its_job(monkeypatch: pytest.MonkeyPatc
     be.last = build_observation(1000.0, [], [], None, lease_s=120.0)
 
     def started(_runner: Any, _obs: Any, actions: Sequence[Action], _now: float,
-                _config: Any) -> list[ActionResult]:
+                _config: Any, **_kw: Any) -> list[ActionResult]:
         runner.log.append("start " + ",".join(a.job_id for a in actions if isinstance(a, Start)))
         return [ActionResult(a, True, "") for a in actions]
 

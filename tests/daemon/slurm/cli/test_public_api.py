@@ -33,8 +33,9 @@ def test_backend_signatures() -> None:
 
     assert list(inspect.signature(CliBackend).parameters) == ["settings", "runner", "read_shares",
                                                                 "grants_file", "failures",
-                                                                "speed_file", "failures_file"]
-    for method in ("snapshot", "observe", "apply", "renew_leases", "renew_leases_later", "close"):
+                                                                "speed_file"]
+    for method in ("snapshot", "observe", "facts", "apply", "renew_leases", "renew_leases_later",
+                   "close"):
         assert callable(getattr(CliBackend, method))
     assert issubclass(CliBackend, LeaseBackend) and issubclass(CliBackend, ExpiringLeaseBackend)
     assert issubclass(CliBackend, BackgroundLeaseBackend)  # renewals off the cycle's path
