@@ -1,0 +1,371 @@
+"""One victim solver (issue 37 item 2): whom to shrink, evict or move so that a waiting gang fits.
+
+Eviction (``phases/evict.py``), reclaim (``phases/reclaim.py``), whole-leaf eviction
+(``phases/evict_domain.py``) and defragmentation (``phases/defrag.py``) all ask the same question:
+given the running jobs that could make room (**candidates**, in the rules' order), what is needed
+(**GPUs in a place**: anywhere, node by node; inside one leaf; in whole leaves) and the **rules**
+(who may take whom, the churn room, the per-job interval, who is shrunk first because a shrink
+pays, what a victim costs, how many placement searches), which victim set lets the gang be placed,
+and what does it cost? :func:`solve` answers it once for all four; the phases only state their
+rules (:class:`Rules`) and their need (:class:`Need`) and carry out the answer (:class:`Victims`).
+
+The search (each rule named is a field of :class:`Rules` or :class:`Need`):
+
+1. Candidates the rules may not take (``may_take``) are left out, and those past the first
+   ``looked_at``; those preempted within
+   ``min_interval_s`` are left out too and mark the answer ``budget_hit`` (a budget, not the
+   cluster, stood in the way). A gang that must wait ``patience_s`` for a place to free by itself
+   gets ``why = "patient"`` and no search.
+2. **Shrinks** first: candidates ``shrink`` names (elastic work whose shrink pays) give their GPUs
+   above their minimum, in candidate order; a later kill of the same job takes the rest.
+3. **Kills by place**. For each place (``Need.places``: a node, a leaf), its candidates are taken
+   cheapest first (``price``) until its free GPUs reach its target (the need, at most the place's
+   GPUs); with ``trim``, those no longer needed are dropped again, dearest first. A place whose
+   victims exceed the churn ``room`` is ruled out (``budget_hit``).
+   - ``Need.one_place`` (a gang that must sit inside one leaf): places are tried alone, cheapest
+     plan first (Σ ``cost``, then victims, then place order), the placement restricted to the
+     place; a failed placement takes the place's next victims (``widen``). A gang larger than
+     any place takes whole places instead, emptied cheapest per GPU first.
+   - otherwise (node by node): places whose worst needed victim ranks best go first (then fewest
+     GPUs killed, then place order), their victims add up, then the remaining candidates in
+     order; victims skipped by the churn room or the interval mark ``budget_hit``.
+   A placement is searched whenever the freed GPUs reach the need and the ``ledger`` (quota
+   accounting: reclaim) admits the job, at most ``tries`` times.
+4. With ``trim``, kills whose GPUs the placement does not use are not evicted.
+
+``Victims.cost`` is Σ ``cost`` over the kills (GPU-hours lost, a move's GPU-seconds); the answer
+is the first victim set the search finds, not a proven optimum: ``tests/daemon/core/
+test_victims.py`` checks on random occupancies that it costs no more than the four searches this
+module replaced and holds it against brute force over all subsets. Pure and deterministic: the
+placement is the caller's ``fits`` (the real placer on the free GPUs plus the freed ones).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Generic, Protocol, TypeVar
+
+from railgang.daemon.core.model import elastic
+from railgang.daemon.core.model.job import Assignment, RunningJob
+
+__all__ = ["Free", "Ledger", "Need", "Place", "Rules", "Shrink", "Victims", "never", "solve"]
+
+Shrink = tuple[RunningJob, Assignment, Assignment]  # (victim, GPUs it keeps, GPUs it gives)
+Free = Mapping[str, frozenset[int]]
+
+
+class _Uses(Protocol):
+    @property
+    def assignment(self) -> Assignment: ...
+
+
+T = TypeVar("T", bound=_Uses)
+
+
+class Ledger(Protocol):
+    """Accounting a victim changes besides GPUs (reclaim: the accounts' borrowed quota)."""
+
+    def allows(self, v: RunningJob) -> bool: ...  # may ``v`` still be taken?
+    def take(self, v: RunningJob, gone: Assignment) -> None: ...  # ``v`` gives ``gone``
+    def ready(self) -> bool: ...  # may the job be placed now?
+
+
+class _Open:
+    def allows(self, v: RunningJob) -> bool:
+        return True
+
+    def take(self, v: RunningJob, gone: Assignment) -> None:
+        return None
+
+    def ready(self) -> bool:
+        return True
+
+
+def never(v: RunningJob) -> bool:
+    """No victim is shrunk (a whole-leaf eviction, defragmentation)."""
+    return False
+
+
+def _always(v: RunningJob) -> bool:
+    return True
+
+
+def _gpus(v: RunningJob) -> float:
+    return float(v.gpus)
+
+
+def _in_order(v: RunningJob, gpus: int, rank: int) -> tuple[Any, ...]:
+    return (rank,)
+
+
+@dataclass(frozen=True)
+class Rules:
+    """Who may be taken and what it costs: every rule the four phases apply, as data."""
+
+    now: float
+    may_take: Callable[[RunningJob], bool] = _always  # who may evict whom (class, level, borrowed)
+    looked_at: int | None = None  # candidates looked at per gang (the rest wait a cycle)
+    min_interval_s: float = 0.0  # a job is preempted (or moved) at most once per this
+    room: int | None = None  # churn GPUs the window still allows (None: exempt, serving)
+    shrink: Callable[[RunningJob], bool] = never  # shrunk to its minimum before any kill
+    cost: Callable[[RunningJob], float] = _gpus  # what taking one victim costs
+    # the order victims are taken inside a place: (victim, its GPUs there, its candidate rank)
+    price: Callable[[RunningJob, int, int], tuple[Any, ...]] = _in_order
+    trim: bool = False  # drop victims a met target (or the placement) does not need
+    widen: bool = True  # one_place: a failed placement takes the place's next victims
+    tries: int = 4  # placement searches per waiting gang
+    max_victims: int | None = None  # victims per place at most (defrag's movers)
+    patience_s: float = 0.0  # a gang waits this long for a place to free by itself
+    ledger: Ledger = field(default_factory=_Open)
+
+
+@dataclass(frozen=True, slots=True)
+class Place:
+    """Where the gang's GPUs may come from: a node or a leaf."""
+
+    name: str
+    nodes: frozenset[str]  # its nodes the gang may use
+    gpus: int  # GPUs of those nodes
+    free: int  # of which free now
+
+
+@dataclass(frozen=True)
+class Need(Generic[T]):
+    """What is needed: ``gpus`` GPUs, placed by ``fits`` on the free GPUs plus the freed ones."""
+
+    gpus: int
+    free: Free
+    # fits(victims, free + freed GPUs, nodes it must use or None) -> where the gang goes, or None
+    fits: Callable[[Sequence[RunningJob], Free, frozenset[str] | None], T | None]
+    places: tuple[Place, ...] = ()  # none: candidates in order, one by one (reclaim)
+    one_place: bool = False  # the gang sits inside one place (a leaf), or whole places
+    tried_free: bool = True  # a placement on the free GPUs alone already failed
+    waited_s: float = 0.0  # how long the gang has waited (against ``Rules.patience_s``)
+
+
+@dataclass(frozen=True, slots=True)
+class Victims(Generic[T]):
+    """The answer: where the gang goes and whom it costs, or why not."""
+
+    placed: T | None = None
+    shrinks: tuple[Shrink, ...] = ()
+    kills: tuple[RunningJob, ...] = ()
+    cost: float = 0.0  # Σ Rules.cost over the kills
+    places: tuple[str, ...] = ()  # the places the placement uses (one_place searches)
+    budget_hit: bool = False  # a budget ruled out a victim or a place that might have helped
+    why: str = ""  # when not placed: "patient", "budget" or "no room"
+
+
+def solve(need: Need[T], cands: Sequence[RunningJob], rules: Rules) -> Victims[T]:
+    """The victim set that lets the gang be placed (module docstring), or why none."""
+    if need.waited_s < rules.patience_s:
+        return Victims(why="patient")
+    cands = [v for v in cands if rules.may_take(v)][:rules.looked_at]
+    fresh = [v for v in cands if v.job.last_preempted_at is None
+             or rules.now - v.job.last_preempted_at >= rules.min_interval_s]
+    if need.one_place:
+        found = _one_place(need, cands, fresh, rules)
+    else:
+        found = _walk(need, cands, _steps(need, cands, fresh, rules), rules)
+    if found.placed is None and not found.why:
+        why = "budget" if found.budget_hit else "no room"
+        return Victims(budget_hit=found.budget_hit, why=why)
+    return found
+
+
+# -- node by node, or one by one: freed GPUs add up -------------------------------------------
+
+_Step = tuple[bool, RunningJob, bool]  # (kill, victim, complete: a placement may be tried after it)
+
+
+def _steps(need: Need[T], cands: list[RunningJob], fresh: list[RunningJob], rules: Rules) -> list[_Step]:
+    """Shrinks first, then kills place by place, then the remaining candidates in order."""
+    steps: list[_Step] = [(False, v, True) for v in cands if rules.shrink(v)]
+    rank = {v.job_id: i for i, v in enumerate(cands)}
+    plans = []
+    for order, (p, victims) in enumerate(_by_place(need.places, fresh)):
+        taken = _pick(p, victims, min(need.gpus, p.gpus), rules, rank)
+        if taken and (rules.room is None or sum(v.gpus for v in taken) <= rules.room):
+            plans.append((rank[taken[-1].job_id], sum(v.gpus for v in taken), order, taken))
+    seen: set[str] = set()
+    for *_, taken in sorted(plans, key=lambda p: p[:3]):
+        group = [v for v in taken if v.job_id not in seen]
+        seen.update(v.job_id for v in group)
+        steps += [(True, v, i == len(group) - 1) for i, v in enumerate(group)]
+    return steps + [(True, v, True) for v in cands if v.job_id not in seen]
+
+
+def _walk(need: Need[T], cands: list[RunningJob], steps: list[_Step], rules: Rules) -> Victims[T]:
+    """Take the steps in order; search a placement once the freed GPUs reach the need."""
+    ledger, now = rules.ledger, rules.now
+    shrinks: list[Shrink] = []
+    kills: list[RunningJob] = []
+    extra: dict[str, frozenset[int]] = dict(need.free)
+    got, killed, hit, tries = sum(len(g) for g in need.free.values()), 0, False, 0
+    if not need.tried_free and got >= need.gpus and ledger.ready():
+        tries += 1
+        placed = need.fits((), extra, None)
+        if placed is not None:
+            return Victims(placed)
+    for kill, v, complete in steps:
+        if not ledger.allows(v):
+            continue
+        if kill:
+            if v.job.last_preempted_at is not None and now - v.job.last_preempted_at < rules.min_interval_s:
+                hit = True
+                continue
+            if rules.room is not None and killed + v.gpus > rules.room:
+                hit = True
+                continue
+            shrunk = next((s for s in shrinks if s[0].job_id == v.job_id), None)
+            gone: Assignment = v.assignment
+            if shrunk is not None:
+                shrinks.remove(shrunk)
+                gone = shrunk[1]  # the part the shrink would have kept goes too
+            kills.append(v)
+            killed += v.gpus
+        else:
+            kept, gone = elastic.shrink_assignment(v, v.job.min_replicas)
+            shrinks.append((v, kept, gone))
+        ledger.take(v, gone)
+        for n, gs in gone.items():
+            extra[n] = extra.get(n, frozenset()) | frozenset(gs)
+            got += len(gs)
+        if got >= need.gpus and complete and tries < rules.tries and ledger.ready():
+            tries += 1
+            placed = need.fits(kills, extra, None)
+            if placed is not None:
+                return _answer(placed, tuple(shrinks), kills, rules, (), hit)
+    return Victims(budget_hit=hit)
+
+
+# -- inside one place (a leaf), or whole places ------------------------------------------------
+
+def _one_place(need: Need[T], cands: list[RunningJob], fresh: list[RunningJob], rules: Rules) -> Victims[T]:
+    hit = len(fresh) < len(cands)
+    rank = {v.job_id: i for i, v in enumerate(fresh)}
+    held = _by_place(need.places, fresh)
+    if need.gpus <= max((p.gpus for p in need.places), default=0):
+        found, over = _inside_one(need, held, rank, rules)
+    else:
+        found, over = _whole(need, held, rank, rules)
+    if found is None:
+        return Victims(budget_hit=hit or over)
+    placed, kills = found
+    if rules.trim:  # victims whose GPUs the placement does not use would free nothing it takes
+        used = set(placed.assignment)
+        kills = [v for v in kills if not used.isdisjoint(v.assignment)]
+    where = {n: p.name for p in need.places for n in p.nodes}
+    leaves = tuple(sorted({where[n] for n in placed.assignment if n in where}))
+    return _answer(placed, (), kills, rules, leaves, hit)
+
+
+_Held = list[tuple[Place, list[tuple[RunningJob, int]]]]
+_Found = tuple[tuple[T, list[RunningJob]] | None, bool]  # (placement and kills, a budget stood in the way)
+
+
+def _inside_one(need: Need[T], held: _Held, rank: Mapping[str, int], rules: Rules) -> _Found[T]:
+    plans = []
+    hit = False
+    for order, (p, victims) in enumerate(held):
+        if p.gpus < need.gpus:
+            continue
+        kills = _pick(p, victims, need.gpus, rules, rank)
+        if not kills and p.free < need.gpus:
+            continue
+        if rules.room is not None and sum(v.gpus for v in kills) > rules.room:
+            hit = True
+            continue
+        plans.append((sum(rules.cost(v) for v in kills), len(kills), order, p, victims, kills))
+    tries = 0
+    for *_, p, victims, kills in sorted(plans, key=lambda q: q[:3]):
+        spare = sorted((v for v, _ in victims if v not in kills), key=lambda v: rank[v.job_id])
+        while tries < rules.tries:
+            tries += 1
+            placed = need.fits(kills, _freed(need.free, kills), p.nodes)
+            if placed is not None:
+                return (placed, kills), hit
+            if not rules.widen or not spare or (
+                    rules.room is not None and sum(v.gpus for v in kills) + spare[0].gpus > rules.room):
+                break  # the place's GPUs never form the gang within the budget
+            kills = [*kills, spare.pop(0)]
+    return None, hit
+
+
+def _whole(need: Need[T], held: _Held, rank: Mapping[str, int], rules: Rules) -> _Found[T]:
+    """Whole places, emptied cheapest per GPU first, until they hold the gang."""
+    whole = []
+    for order, (p, victims) in enumerate(held):
+        if p.gpus == 0 or p.free + sum(g for _, g in victims) < p.gpus:
+            continue  # empty of GPUs, or a job the rules keep stays in it: not a whole place
+        kills = sorted({v.job_id: v for v, _ in victims}.values(), key=lambda v: rank[v.job_id])
+        whole.append((sum(rules.cost(v) for v in kills) / p.gpus, order, p, kills))
+    got, nodes, chosen = 0, frozenset[str](), {}
+    for *_, p, kills in sorted(whole, key=lambda w: w[:2]):
+        if got >= need.gpus:
+            break
+        got += p.gpus
+        nodes |= p.nodes
+        chosen.update({v.job_id: v for v in kills})
+    if got < need.gpus:
+        return None, False
+    kills = sorted(chosen.values(), key=lambda v: rank[v.job_id])
+    if rules.room is not None and sum(v.gpus for v in kills) > rules.room:
+        return None, True
+    placed = need.fits(kills, _freed(need.free, kills), nodes)
+    return ((placed, kills) if placed is not None else None), False
+
+
+# -- shared ------------------------------------------------------------------------------------
+
+def _by_place(places: Sequence[Place], cands: Sequence[RunningJob]) -> _Held:
+    """Each place with the candidates holding GPUs there (and how many), in candidate order."""
+    where: dict[str, int] = {}
+    held: _Held = []
+    for i, p in enumerate(places):
+        for n in p.nodes:
+            where[n] = i
+        held.append((p, []))
+    for v in cands:
+        there: dict[int, int] = {}
+        for n, gs in v.assignment.items():
+            if gs and n in where:
+                there[where[n]] = there.get(where[n], 0) + len(gs)
+        for i, g in there.items():
+            held[i][1].append((v, g))
+    return held
+
+
+def _pick(p: Place, victims: Sequence[tuple[RunningJob, int]], target: int, rules: Rules,
+          rank: Mapping[str, int]) -> list[RunningJob]:
+    """Victims of ``p``, in ``price`` order, until its free GPUs reach ``target``; with ``trim``
+    the dearest (``cost``) of those no longer needed are dropped again. Empty if it cannot reach it."""
+    order = sorted(victims, key=lambda vg: rules.price(vg[0], vg[1], rank[vg[0].job_id]))
+    got, taken = p.free, []
+    for v, g in order:
+        if got >= target:
+            break
+        taken.append((v, g))
+        got += g
+    if got < target or (rules.max_victims is not None and len(taken) > rules.max_victims):
+        return []
+    if rules.trim:
+        for v, g in sorted(taken, key=lambda vg: (-rules.cost(vg[0]), -rank[vg[0].job_id])):
+            if got - g >= target:
+                taken.remove((v, g))
+                got -= g
+    return [v for v, _ in sorted(taken, key=lambda vg: rank[vg[0].job_id])]
+
+
+def _freed(free: Free, kills: Sequence[RunningJob]) -> dict[str, frozenset[int]]:
+    extra: dict[str, frozenset[int]] = dict(free)
+    for v in kills:
+        for n, gs in v.assignment.items():
+            extra[n] = extra.get(n, frozenset()) | frozenset(gs)
+    return extra
+
+
+def _answer(placed: T, shrinks: tuple[Shrink, ...], kills: Sequence[RunningJob], rules: Rules,
+            places: tuple[str, ...], hit: bool) -> Victims[T]:
+    return Victims(placed, shrinks, tuple(kills), sum(rules.cost(v) for v in kills), places, hit)

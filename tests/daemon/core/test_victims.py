@@ -1,0 +1,195 @@
+"""The victim solver (``core/model/victims.py``) against the four searches it replaced and against
+brute force.
+
+1. **The old searches** (``victims_reference.py``, kept verbatim): on random occupancies of the
+   NVL-style block fabric (four blocks of four 4-GPU nodes, the real placer), each phase's call of
+   the solver finds victims wherever the search it replaced did, at no higher cost (GPU-hours its
+   kills lose, + its shrinks' transition cost; for defragmentation the moves' GPU-seconds).
+2. **Brute force** over every subset of candidates on small random cases (the solver alone, a
+   count-only placement): every answer obeys the rules (who may be taken, the interval, the churn
+   room) and makes room; without a churn cap it finds a victim set whenever one exists.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from itertools import combinations
+
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
+
+from railgang.daemon.core import topology_placer
+from railgang.daemon.core.model import victims
+from railgang.daemon.core.model.elastic import ElasticRules
+from railgang.daemon.core.model.gang import Placed
+from railgang.daemon.core.model.job import Job, RunningJob
+from railgang.daemon.core.model.plan import Plan
+from railgang.daemon.core.model.preemption import PreemptionBudget, victim_key
+from railgang.daemon.core.model.quota import QuotaNode, QuotaTree
+from railgang.daemon.core.model.snapshot import make_snapshot
+from railgang.daemon.core.phases.draft import Draft
+from railgang.daemon.core.phases.evict import EvictPhase
+from railgang.daemon.core.phases.evict_domain import lost_gpu_h
+from tests.daemon.core.core_blocks import FAB, GPN, NAMES, NODES
+from tests.daemon.core.core_builders import job
+
+NOW = 10_000.0
+ACCOUNTS = ("nlp", "vision", "ops")
+TREE = QuotaTree({"org": QuotaNode("org", "org", None, 64, None),
+                  "nlp": QuotaNode("nlp", "team", "org", 24, None),
+                  "vision": QuotaNode("vision", "team", "org", 24, None),
+                  "ops": QuotaNode("ops", "team", "org", 16, None)})
+RUNS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@st.composite
+def occupancy(draw: st.DrawFn) -> list[RunningJob]:
+    """Jobs of 1, 2 and 4 GPUs on single nodes and 8-GPU jobs over two (sometimes two blocks),
+    some nodes partly free; random classes, accounts, checkpoint ages, elasticity, recent evictions."""
+    out: list[RunningJob] = []
+    left = {n: list(range(GPN)) for n in NAMES}
+    for i, n in enumerate(NAMES):
+        while left[n]:
+            size = draw(st.sampled_from((0, 1, 2, 4, 8)))
+            if size == 0:
+                break
+            if size == 8:  # over this node and the next, when both are whole
+                if i + 1 == len(NAMES) or len(left[n]) < GPN or len(left[NAMES[i + 1]]) < GPN:
+                    continue
+                on = {n: tuple(left[n]), NAMES[i + 1]: tuple(left[NAMES[i + 1]])}
+                left[n], left[NAMES[i + 1]] = [], []
+            elif size > len(left[n]):
+                continue
+            else:
+                on, left[n] = {n: tuple(left[n][:size])}, left[n][size:]
+            b = job(f"r{len(out):02d}").gpus(size).tp(1).cls(draw(st.sampled_from((1, 2, 3, 3))))
+            b = b.account(draw(st.sampled_from(ACCOUNTS))).at(0).with_(
+                checkpoint_cost_s=draw(st.sampled_from((30.0, 60.0, 300.0))))
+            if size > 1 and draw(st.booleans()):
+                b = b.elastic(1, size)
+            evicted = draw(st.sampled_from((None, None, NOW - 600.0, NOW - 7200.0)))
+            if evicted is not None:
+                b = b.evicted(evicted)
+            ckpt = NOW - draw(st.floats(0.0, 3600.0, allow_nan=False))
+            out.append(RunningJob(b.build(), on, float(len(out)), size, last_checkpoint_time=ckpt))
+    return out
+
+
+def _draft(running: Sequence[RunningJob], gang: Job) -> Draft:
+    snap = make_snapshot(now=NOW, fabric=FAB, nodes=NODES, running=running, pending=[gang],
+                         quotas=TREE)
+    return Draft(snap, NOW, topology_placer, 0)
+
+
+def _cost(kills: Sequence[RunningJob], shrinks: Sequence[victims.Shrink | RunningJob] = ()) -> float:
+    """GPU-hours the kills lose, + one transition of each shrunk job's GPUs."""
+    shrunk = [s if isinstance(s, RunningJob) else s[0] for s in shrinks]
+    return (sum(lost_gpu_h(v, NOW) for v in kills)
+            + sum(v.gpus * v.job.transition_cost_s for v in shrunk) / 3600.0)
+
+
+def _compare(phase: str, new: float | None, old: float | None) -> None:
+    """``None``: no victim set. The solver must find one wherever the old search did, no dearer."""
+    event(f"{phase}: {'both none' if old is None and new is None else 'found'}")
+    if old is not None:
+        assert new is not None, f"{phase}: the old search found victims, the solver none"
+        assert new <= old + 1e-9, f"{phase}: solver {new:.4f} > old search {old:.4f}"
+        event(f"{phase}: {'same cost' if abs(new - old) < 1e-9 else 'cheaper'}")
+
+
+def _evict_phase(d: Draft, budget: PreemptionBudget, *, whole: bool) -> EvictPhase:
+    ph = EvictPhase(d, Plan(()), budget, ElasticRules(), whole_domain=whole)
+    ph._prepare()
+    return ph
+
+
+def _cands(d: Draft, gang: Job) -> list[RunningJob]:
+    """Eviction's candidates as the phase ranks them (``victim_key``), before its rules."""
+    return sorted((r for r in d.snap.running.values() if r.preempt_deadline is None and r.priority_class != 0),
+                  key=lambda v: victim_key(v, 0.0, NOW))
+
+
+budgets = st.builds(PreemptionBudget, churn_cap=st.sampled_from((0.05, 0.25, 1.0)))
+
+
+# -- brute force: the solver alone on small cases -------------------------------------------------
+
+_NODES = ("a1", "a2", "b1", "b2")  # two leaves (a, b) of two 4-GPU nodes
+
+
+def _fits(gpus: int) -> Callable[[object, victims.Free, frozenset[str] | None], Placed | None]:
+    def fits(kills: object, free: victims.Free, nodes: frozenset[str] | None) -> Placed | None:
+        taken: dict[str, tuple[int, ...]] = {}
+        left = gpus
+        for n in sorted(free):
+            if left and (nodes is None or n in nodes) and free[n]:
+                gs = tuple(sorted(free[n]))[:left]
+                taken[n] = gs
+                left -= len(gs)
+        return None if left else Placed(taken)
+    return fits
+
+
+@st.composite
+def small_case(draw: st.DrawFn) -> tuple[list[RunningJob], dict[str, frozenset[int]], list[float]]:
+    out: list[RunningJob] = []
+    free: dict[str, frozenset[int]] = {}
+    for n in _NODES:
+        gs = list(range(GPN))
+        while gs:
+            size = draw(st.sampled_from((0, 1, 2, 4)))
+            if size == 0 or size > len(gs) or len(out) == 8:
+                break
+            b = job(f"v{len(out)}").gpus(size).tp(1).at(0)
+            if draw(st.integers(0, 4)) == 0:
+                b = b.evicted(NOW - 60.0)
+            out.append(RunningJob(b.build(), {n: tuple(gs[:size])}, 0.0, size))
+            gs = gs[size:]
+        if gs:
+            free[n] = frozenset(gs)
+    costs = draw(st.lists(st.floats(0.1, 10.0, allow_nan=False), min_size=len(out), max_size=len(out)))
+    return out, free, costs
+
+
+@settings(max_examples=300, deadline=None)
+@given(small_case(), st.integers(1, 8), st.sampled_from((None, 2, 4, 8)), st.booleans(), st.data())
+def test_the_solver_against_brute_force_over_all_subsets(
+        case: tuple[list[RunningJob], dict[str, frozenset[int]], list[float]], gpus: int,
+        room: int | None, one_place: bool, data: st.DataObject) -> None:
+    cands, free, costs = case
+    keep = data.draw(st.sets(st.sampled_from([v.job_id for v in cands]) if cands else st.nothing()))
+    price = {v.job_id: c for v, c in zip(cands, costs, strict=True)}
+    rules = victims.Rules(NOW, may_take=lambda v: v.job_id not in keep, min_interval_s=3600.0, room=room,
+                          cost=lambda v: price[v.job_id], trim=one_place,
+                          price=(lambda v, g, rank: (price[v.job_id] / g, rank)) if one_place else victims.Rules.price)
+    leaves = (victims.Place("a", frozenset(("a1", "a2")), 8, sum(len(free.get(n, ())) for n in ("a1", "a2"))),
+              victims.Place("b", frozenset(("b1", "b2")), 8, sum(len(free.get(n, ())) for n in ("b1", "b2"))))
+    nodes = tuple(victims.Place(n, frozenset((n,)), GPN, len(free.get(n, ()))) for n in _NODES)
+    need = victims.Need(gpus, free, _fits(gpus), leaves if one_place else nodes,
+                        one_place=one_place, tried_free=False)
+    ranked = sorted(cands, key=lambda v: price[v.job_id])  # the rules' order: cheapest first
+    got = victims.solve(need, ranked, rules)
+
+    def ok(vs: Sequence[RunningJob]) -> bool:
+        if any(v.job_id in keep or v.job.last_preempted_at is not None for v in vs):
+            return False
+        if room is not None and sum(v.gpus for v in vs) > room:
+            return False
+        places = [p.nodes for p in leaves] if one_place else [frozenset(_NODES)]
+        freed = {n: len(free.get(n, ())) for n in _NODES}
+        for v in vs:
+            for n, gs in v.assignment.items():
+                freed[n] += len(gs)
+        return any(sum(freed[n] for n in ns) >= gpus for ns in places)
+
+    best = min((sum(price[v.job_id] for v in s) for k in range(len(cands) + 1)
+                for s in combinations(cands, k) if ok(s)), default=None)
+    if got.placed is not None:
+        assert ok(got.kills), "the solver's victims break a rule or do not make room"
+        assert best is not None and got.cost >= best - 1e-9
+        event("optimal" if got.cost <= best + 1e-9 else "within 2x" if got.cost <= 2 * best else "over 2x")
+    elif room is None:
+        assert best is None, f"a victim set costing {best} exists and the solver found none ({got.why})"
+        event("none exists")
+    else:
+        event("none found under a churn cap" + ("; one exists" if best is not None else ""))
