@@ -23,13 +23,14 @@ from railgang.daemon.core.model import victims
 from railgang.daemon.core.model.elastic import ElasticRules
 from railgang.daemon.core.model.gang import Placed
 from railgang.daemon.core.model.job import Job, RunningJob
-from railgang.daemon.core.model.plan import Plan
+from railgang.daemon.core.model.plan import Plan, want
 from railgang.daemon.core.model.preemption import PreemptionBudget, victim_key
 from railgang.daemon.core.model.quota import QuotaNode, QuotaTree
 from railgang.daemon.core.model.snapshot import make_snapshot
 from railgang.daemon.core.phases.draft import Draft
 from railgang.daemon.core.phases.evict import EvictPhase
 from railgang.daemon.core.phases.evict_domain import lost_gpu_h
+from tests.daemon.core import victims_reference as ref
 from tests.daemon.core.core_blocks import FAB, GPN, NAMES, NODES
 from tests.daemon.core.core_builders import job
 
@@ -110,6 +111,39 @@ def _cands(d: Draft, gang: Job) -> list[RunningJob]:
 
 
 budgets = st.builds(PreemptionBudget, churn_cap=st.sampled_from((0.05, 0.25, 1.0)))
+
+
+@RUNS
+@given(occupancy(), st.sampled_from((1, 2)), st.sampled_from((2, 4, 8)), st.sampled_from((1, 2, 4)), budgets)
+def test_eviction_node_by_node_costs_no_more_than_the_old_search(
+        running: list[RunningJob], cls: int, gpus: int, tp: int, budget: PreemptionBudget) -> None:
+    gang = job("gang").gpus(gpus).tp(min(tp, gpus)).cls(cls).at(0).build()
+    d = _draft(running, gang)
+    x = want("gang", gang.replicas)
+    ph = _evict_phase(d, budget, whole=False)
+    cands = [v for v in _cands(d, gang) if ph._rules(gang, 0.0).may_take(v)]
+    new = ph._solve(gang, x, cands, None)
+    old = ref._evict_for(d, gang, x, cands, ph.gpus_of, budget, ph.churn, ph.cap, ElasticRules())
+    _compare("evict", None if new.placed is None else _cost(new.kills, new.shrinks),
+             None if old.placed is None else _cost(old.kills, old.shrinks))
+    assert (new.placed is None) == (old.placed is None) and new.kills == old.kills  # the same answer
+
+
+@RUNS
+@given(occupancy(), st.sampled_from((8, 12, 16, 32)), budgets)
+def test_whole_leaf_eviction_costs_no_more_than_the_old_search(
+        running: list[RunningJob], gpus: int, budget: PreemptionBudget) -> None:
+    gang = job("gang").gpus(gpus).tp(4).cls(1).at(0).build()
+    d = _draft(running, gang)
+    x = want("gang", gang.replicas)
+    ph = _evict_phase(d, budget, whole=True)
+    cands = [v for v in _cands(d, gang) if ph._rules(gang, 0.0).may_take(v)]
+    new = ph._solve(gang, x, cands, None)
+    old = ref.evict_domains(d, gang, x, cands, None, budget, ph.cap - ph.churn)
+    _compare("domain", None if new.placed is None else _cost(new.kills),
+             None if old.placed is None else _cost(old.kills))
+    assert new.kills == old.kills and new.budget_hit == old.budget_hit  # the same answer
+    assert new.places == old.leaves and abs(new.cost - old.lost_gpu_h) < 1e-9
 
 
 # -- brute force: the solver alone on small cases -------------------------------------------------

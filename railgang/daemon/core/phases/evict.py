@@ -6,18 +6,17 @@ Rules and budgets live in :mod:`railgang.daemon.core.model.preemption`; this mod
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 
-from railgang.daemon.core.model import elastic
+from railgang.daemon.core.model import elastic, victims
 from railgang.daemon.core.model import preemption as pre
 from railgang.daemon.core.model import quota as quotas
 from railgang.daemon.core.model.actions import Action, Preempt
 from railgang.daemon.core.model.gang import Placed, gang_for
-from railgang.daemon.core.model.job import Assignment, Job, RunningJob
+from railgang.daemon.core.model.job import Job, RunningJob
 from railgang.daemon.core.model.plan import Plan, Want, want
 from railgang.daemon.core.model.reasons import Reason
 from railgang.daemon.core.phases.draft import Draft
-from railgang.daemon.core.phases.evict_domain import domain_gang, evict_domains
+from railgang.daemon.core.phases.evict_domain import domain_gang, domain_rules
 from railgang.daemon.core.phases.pool_place import nodes_for
 
 # reasons of jobs that more free GPUs would let start (a quota or a request no node meets would not)
@@ -87,21 +86,32 @@ class EvictPhase:
             return False
         return job.priority_class == 0 or self.churn < self.cap or self.shrinkable
 
-    def _patient(self, job: Job) -> bool:
-        """Does ``job`` wait on for a leaf to free by itself instead of evicting for one
-        (``PreemptionBudget.domain_patience_s``)? Its reason says until when."""
-        patience, d = self.budget.domain_patience_s, self.d
-        waited = max(0.0, d.now - job.submit_time)  # a submit time ahead of the clock: 0
-        if waited >= patience:
-            return False
-        d.annotate(job.job_id, f"evicts for a whole leaf after {patience / 60:.0f} min of waiting "
-                   f"({waited / 60:.0f} so far)")
-        return True
+    def _rules(self, job: Job, level: float) -> victims.Rules:
+        """The rules of an eviction for ``job`` (module ``preemption``), as the solver's input."""
+        plan, now, budget, rules = self.plan, self.d.now, self.budget, self.rules
+        return victims.Rules(
+            now, may_take=lambda v: _eligible(plan, job, level, v), min_interval_s=budget.job_min_interval_s,
+            room=self.cap - self.churn if job.priority_class > 0 else None,
+            # a shrink serves a higher class only: shrinking a peer to its minimum left a deficit
+            # that same-class work never gave back (issue 12 part 4); peers are evicted under the budgets
+            shrink=lambda v: (v.priority_class > job.priority_class
+                              and elastic.shrink_pays(v, v.job.min_replicas, now, rules)))
 
-    def _whole_domain(self, job: Job, x: Want, cands: list[RunningJob], allowed: frozenset[str] | None) -> Eviction:
-        room = self.cap - self.churn if job.priority_class > 0 else None
-        whole = evict_domains(self.d, job, x, cands, allowed, self.budget, room)
-        return Eviction(whole.placed, (), whole.kills, whole.budget_hit)
+    def _solve(self, job: Job, x: Want, cands: list[RunningJob],
+               allowed: frozenset[str] | None) -> victims.Victims[Placed]:
+        d = self.d
+        need = x.min_replicas * job.replica_gpus
+
+        def fits(kills: object, free: victims.Free, nodes: frozenset[str] | None) -> Placed | None:
+            placed = d.place(gang_for(job, x.min_replicas, allowed if nodes is None else nodes), free)
+            return placed if isinstance(placed, Placed) else None
+
+        rules = self._rules(job, x.level)
+        if self.whole_domain and domain_gang(d.snap.fabric, need):
+            places, rules = domain_rules(d, allowed, rules, self.budget)
+            return victims.solve(victims.Need(need, d.free, fits, places, one_place=True,
+                                              waited_s=max(0.0, d.now - job.submit_time)), cands, rules)
+        return victims.solve(victims.Need(need, d.free, fits, _nodes(d, cands)), cands, rules)
 
     def run(self, order: list[Want], jobs: Mapping[str, Job]) -> tuple[Action, ...]:
         """Serve the waiting jobs of ``order`` (one priority class) that GPUs would help; returns
@@ -168,7 +178,7 @@ class EvictPhase:
                         (r for r in snap.running.values() if r.preempt_deadline is None and r.priority_class != 0),
                         key=lambda v: pre.victim_key(v, plan.levels.get(v.job_id, 0.0), now),
                     )
-                by_key[ck] = [v for v in self.ranked if _eligible(plan, job, x.level, v)]
+                by_key[ck] = [v for v in self.ranked if self._rules(job, x.level).may_take(v)]
             allowed = nodes_for(d, job, x)
             # only victims on nodes the job may use (its needs, its pool) can make room for it:
             # the others would spend the churn budget of the search for nothing
@@ -185,23 +195,22 @@ class EvictPhase:
             if d.free_count + sum(gpus_of[v.job_id] for v in cands) < need:
                 hopeless[memo] = None
                 continue
-            if self.whole_domain and domain_gang(snap.fabric, need):
-                if self._patient(job):
-                    continue
-                found = self._whole_domain(job, x, cands, allowed)
-            else:
-                found = _evict_for(d, job, x, cands, gpus_of, budget, self.churn, self.cap, self.rules)
+            found = self._solve(job, x, cands, allowed)
+            if found.why == "patient":  # it waits on for a leaf to free by itself
+                d.annotate(job.job_id, f"evicts for a whole leaf after {budget.domain_patience_s / 60:.0f} min "
+                           f"of waiting ({max(0.0, now - job.submit_time) / 60:.0f} so far)")
+                continue
             placed, shrinks, kills = found.placed, found.shrinks, found.kills
             if placed is None:
-                hopeless[memo] = Reason.PREEMPTION_BUDGET if found.budget_hit else None
-                if found.budget_hit:
+                hopeless[memo] = Reason.PREEMPTION_BUDGET if found.why == "budget" else None
+                if found.why == "budget":
                     d.wait(job, Reason.PREEMPTION_BUDGET, "eviction would exceed a preemption budget", need)
                 continue
             self._carry_out(job, x, need, placed, shrinks, kills)
             hopeless.clear()  # free GPUs changed
 
     def _carry_out(self, job: Job, x: Want, need: int, placed: Placed,
-                   shrinks: tuple[_Shrink, ...], kills: tuple[RunningJob, ...]) -> None:
+                   shrinks: tuple[victims.Shrink, ...], kills: tuple[RunningJob, ...]) -> None:
         """Shrink and preempt the victims found for ``job``; start it at once when shrinks alone
         made room (on exactly the GPUs they released) without a notice, else it waits for the
         signalled jobs."""
@@ -222,105 +231,14 @@ class EvictPhase:
             d.start(job, placed, x.min_replicas)
 
 
-_Shrink = tuple[RunningJob, Assignment, Assignment]  # (victim, GPUs it keeps, GPUs it gives)
-
-
-@dataclass(frozen=True, slots=True)
-class Eviction:
-    """What an eviction search found: where the job goes and whom that costs, or nothing."""
-
-    placed: Placed | None = None  # None: no victim set within the rules makes room
-    shrinks: tuple[_Shrink, ...] = ()
-    kills: tuple[RunningJob, ...] = ()
-    budget_hit: bool = False  # a preemption budget ruled out a victim that might have helped
-
-
-def _evict_for(
-    d: Draft, job: Job, x: Want, cands: list[RunningJob], gpus_of: Mapping[str, int],
-    budget: pre.PreemptionBudget, churn: int, cap: int, rules: elastic.ElasticRules,
-) -> Eviction:
-    """The first victim set (shrinks first, then whole jobs, in rank order) that lets ``job`` be
-    placed."""
-    now, need = d.now, x.min_replicas * job.replica_gpus
-    shrinks: list[_Shrink] = []
-    kills: list[RunningJob] = []
-    extra: dict[str, frozenset[int]] = dict(d.free)
-    got, killed, budget_hit, tries = d.free_count, 0, False, 0
-    # a shrink serves a higher class only: shrinking a peer to its minimum left a deficit that
-    # same-class work never gave back (issue 12 part 4); peers are evicted under the budgets
-    steps = [(False, v, True) for v in cands if v.priority_class > job.priority_class
-             and elastic.shrink_pays(v, v.job.min_replicas, now, rules)]
-    room = cap - churn if job.priority_class > 0 else None
-    steps += _node_by_node(d, cands, gpus_of, need, room, budget)
-    for kill, v, complete in steps:
-        if kill:
-            if pre.recently_preempted(v.job.last_preempted_at, now, budget.job_min_interval_s):
-                budget_hit = True
-                continue
-            if job.priority_class > 0 and churn + killed + gpus_of[v.job_id] > cap:
-                budget_hit = True
-                continue
-            shrunk = next((s for s in shrinks if s[0].job_id == v.job_id), None)
-            gone: Assignment = v.assignment
-            if shrunk is not None:
-                shrinks.remove(shrunk)
-                gone = shrunk[1]  # the part the shrink would have kept goes too
-            kills.append(v)
-            killed += gpus_of[v.job_id]
-        else:
-            kept, gone = elastic.shrink_assignment(v, v.job.min_replicas)
-            shrinks.append((v, kept, gone))
-        for n, gs in gone.items():
-            extra[n] = extra.get(n, frozenset()) | frozenset(gs)
-            got += len(gs)
-        if got >= need and complete and tries < 4:
-            tries += 1
-            placed = d.place(gang_for(job, x.min_replicas, nodes_for(d, job, x)), extra)
-            if isinstance(placed, Placed):
-                return Eviction(placed, tuple(shrinks), tuple(kills))
-    return Eviction(budget_hit=budget_hit)
-
-
-def _node_by_node(d: Draft, cands: list[RunningJob], gpus_of: Mapping[str, int], need: int,
-                  room: int | None, budget: pre.PreemptionBudget,
-                  ) -> list[tuple[bool, RunningJob, bool]]:
-    """Kill steps ``(True, victim, complete)``, node by node (``preemption`` module docstring):
-    for each node, the victims (in rank order) whose GPUs there, with its free ones, make
-    ``min(need, node GPUs)``; nodes whose worst needed victim ranks best come first (then fewest
-    GPUs killed, then name), and ``complete`` marks the last victim of a node, where a placement
-    is tried. Victims taken one by one in rank order alone scatter over the nodes: on a full
-    cluster of 1-GPU jobs an 8-GPU gang then killed up to the churn cap without ever emptying a
-    node (Philly, issue 12 part 5). The rest of the candidates follow in rank order."""
-    now = d.now
-    on: dict[str, list[RunningJob]] = {}
-    for v in cands:
-        if not pre.recently_preempted(v.job.last_preempted_at, now, budget.job_min_interval_s):
-            for n, gs in v.assignment.items():
-                if gs:
-                    on.setdefault(n, []).append(v)
-    rank = {v.job_id: i for i, v in enumerate(cands)}
-    plans: list[tuple[int, int, str, list[RunningJob]]] = []
-    for n, victims in on.items():
-        target, have = min(need, d.snap.nodes[n].gpus), len(d.free.get(n, ()))
-        taken: list[RunningJob] = []
-        cost = 0
-        for v in victims:
-            if have >= target:
-                break
-            taken.append(v)
-            have += len(v.assignment[n])
-            cost += gpus_of[v.job_id]
-        if taken and have >= target and (room is None or cost <= room):
-            plans.append((rank[taken[-1].job_id], cost, n, taken))
-    steps: list[tuple[bool, RunningJob, bool]] = []
-    seen: set[str] = set()
-    for *_, taken in sorted(plans, key=lambda p: p[:3]):
-        group = [v for v in taken if v.job_id not in seen]
-        seen.update(v.job_id for v in group)
-        steps += [(True, v, i == len(group) - 1) for i, v in enumerate(group)]
-    steps += [(True, v, True) for v in cands if v.job_id not in seen]
-    return steps
-
+def _nodes(d: Draft, cands: list[RunningJob]) -> tuple[victims.Place, ...]:
+    """The nodes the candidates hold GPUs on, by name: whole-job evictions are taken node by node
+    (``preemption`` module docstring): victims taken one by one in rank order alone scatter over
+    the nodes: on a full cluster of 1-GPU jobs an 8-GPU gang then killed up to the churn cap
+    without ever emptying a node (Philly, issue 12 part 5)."""
+    names = sorted({n for v in cands for n, gs in v.assignment.items() if gs})
+    nodes = d.snap.nodes
+    return tuple(victims.Place(n, frozenset((n,)), nodes[n].gpus, len(d.free.get(n, ()))) for n in names)
 
 
 __all__ = ["EvictPhase"]
