@@ -20,16 +20,18 @@ from hypothesis import strategies as st
 
 from railgang.daemon.core import topology_placer
 from railgang.daemon.core.model import victims
+from railgang.daemon.core.model.actions import Preempt, Resize
 from railgang.daemon.core.model.elastic import ElasticRules
 from railgang.daemon.core.model.gang import Placed
 from railgang.daemon.core.model.job import Job, RunningJob
 from railgang.daemon.core.model.plan import Plan, want
 from railgang.daemon.core.model.preemption import PreemptionBudget, victim_key
-from railgang.daemon.core.model.quota import QuotaNode, QuotaTree
+from railgang.daemon.core.model.quota import QuotaNode, QuotaTree, borrowed_gpus
 from railgang.daemon.core.model.snapshot import make_snapshot
 from railgang.daemon.core.phases.draft import Draft
 from railgang.daemon.core.phases.evict import EvictPhase
 from railgang.daemon.core.phases.evict_domain import lost_gpu_h
+from railgang.daemon.core.phases.reclaim import ReclaimPhase
 from tests.daemon.core import victims_reference as ref
 from tests.daemon.core.core_blocks import FAB, GPN, NAMES, NODES
 from tests.daemon.core.core_builders import job
@@ -144,6 +146,33 @@ def test_whole_leaf_eviction_costs_no_more_than_the_old_search(
              None if old.placed is None else _cost(old.kills))
     assert new.kills == old.kills and new.budget_hit == old.budget_hit  # the same answer
     assert new.places == old.leaves and abs(new.cost - old.lost_gpu_h) < 1e-9
+
+
+@RUNS
+@given(occupancy(), st.sampled_from(ACCOUNTS), st.sampled_from((2, 3)), st.sampled_from((1, 2, 4, 8)), budgets)
+def test_reclaim_costs_no_more_than_the_old_search(
+        running: list[RunningJob], account: str, cls: int, gpus: int, budget: PreemptionBudget) -> None:
+    gang = job("gang").gpus(gpus).tp(1).cls(cls).account(account).at(0).build()
+    d, d_old = _draft(running, gang), _draft(running, gang)
+    need = gpus
+    if d.account_gpus.get(account, 0) + need > TREE.guaranteed(account):
+        return  # borrowed work does not reclaim (the phase's own check)
+    x = want("gang", gang.replicas)
+    phase = ReclaimPhase(d, budget)
+    mark = d.mark()
+    phase._serve(gang, x, need)
+    acts = d.since(mark)
+    byid = d.snap.running
+    new_kills = [byid[a.job_id] for a in acts if isinstance(a, Preempt)]
+    new_shrinks = [byid[a.job_id] for a in acts if isinstance(a, Resize)]
+    borrowed = borrowed_gpus(TREE, running)
+    cands = sorted((r for r in running if r.job_id in borrowed and r.job.account != account
+                    and r.priority_class != 0 and r.priority_class >= cls),
+                   key=lambda r: (r.start_time, r.job_id), reverse=True)
+    old = ref.reclaim(d_old, TREE, budget, phase.churn, phase.cap, cands, gang, x, need)
+    found_new = bool(acts)
+    _compare("reclaim", _cost(new_kills, new_shrinks) if found_new else None,
+             None if old is None else _cost(old[2], old[1]))
 
 
 # -- brute force: the solver alone on small cases -------------------------------------------------

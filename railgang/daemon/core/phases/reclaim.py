@@ -21,9 +21,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from railgang.daemon.core.model import elastic
 from railgang.daemon.core.model import preemption as pre
 from railgang.daemon.core.model import quota as q
+from railgang.daemon.core.model import victims
 from railgang.daemon.core.model.actions import Action, Preempt
 from railgang.daemon.core.model.gang import Placed, gang_for
 from railgang.daemon.core.model.job import Assignment, Job, RunningJob, gpu_count
@@ -51,16 +51,24 @@ class ReclaimPhase:
         self.churn = pre.churned_gpus(snap, d.now, budget.churn_window_s)
         self.cap = pre.churn_cap_gpus(snap, budget)
         self.served = 0
+        # the reverse of the order in which borrowed_gpus fills the guarantee: the newest work is
+        # the borrowed work
+        self.newest = sorted(snap.running.values(), key=lambda r: (r.start_time, r.job_id), reverse=True)
 
-    def _victims(self, job: Job) -> list[RunningJob]:
-        d = self.d
-        return sorted(
-            (r for r in d.snap.running.values()
-             if r.job_id in self.borrowed and r.job.account != job.account
-             and r.priority_class != 0 and r.priority_class >= job.priority_class
-             and r.preempt_deadline is None and r.job_id not in d.touched),
-            key=lambda r: (r.start_time, r.job_id), reverse=True)  # the reverse of the order in
-        # which borrowed_gpus fills the guarantee: the newest work is the borrowed work
+    def _rules(self, job: Job, need: int, alloc: dict[str, int]) -> victims.Rules:
+        """Reclaim's rules as the solver's input (module docstring): other accounts' borrowed
+        work of the job's class or lower, never serving, newest first, elastic work shrunk first;
+        the quota tree is the ledger (an account stops being a victim once back inside its
+        guarantee; the job is placed once its quota admits it)."""
+        d, budget, borrowed, tree = self.d, self.budget, self.borrowed, self.tree
+        assert tree is not None
+        return victims.Rules(
+            d.now, looked_at=_MAX_STEPS, min_interval_s=budget.job_min_interval_s,
+            may_take=lambda r: (r.job_id in borrowed and r.job.account != job.account
+                                and r.priority_class != 0 and r.priority_class >= job.priority_class
+                                and r.preempt_deadline is None and r.job_id not in d.touched),
+            room=None if job.priority_class == 0 else self.cap - self.churn,
+            shrink=lambda v: v.replicas > v.job.min_replicas, ledger=_Quotas(tree, job, need, alloc))
 
     def run(self, order: list[Want], jobs: Mapping[str, Job]) -> tuple[Action, ...]:
         """Serve the waiting jobs of ``order`` that GPUs would help; returns what it emitted."""
@@ -99,62 +107,18 @@ class ReclaimPhase:
             return
         if pre.recently_preempted(job.last_preempted_at, d.now, budget.cascade_window_s):
             return  # its reason stays: an evicted job may not evict others yet
-        extra: dict[str, frozenset[int]] = dict(d.free)
-        got = d.free_count
-        shrinks: list[tuple[RunningJob, Assignment, Assignment]] = []
-        kills: list[RunningJob] = []
-        killed = 0
-        cands = self._victims(job)[:_MAX_STEPS]
-        steps = [(False, v) for v in cands if v.replicas > v.job.min_replicas] + \
-                [(True, v) for v in cands]
-        used: set[tuple[bool, str]] = set()
-        placed: Placed | None = None
-        tries = 0
-        while placed is None:
-            block = q.gate(tree, alloc, job.account, need)
-            if block is None and got >= need and tries < 4:
-                tries += 1
-                res = d.place(gang_for(job, x.min_replicas, nodes_for(d, job, x)), extra)
-                if isinstance(res, Placed):
-                    placed = res
-                    break
-            step = next((s for s in steps if (s[0], s[1].job_id) not in used
-                         and alloc.get(s[1].job.account, 0) > tree.guaranteed(s[1].job.account)
-                         and (block is None or tree.under(s[1].job.account, block.account))
-                         and self._allowed(s, job, killed)), None)
-            if step is None:
-                return  # no borrowed work left that could make room: the job keeps its reason
-            kill, v = step
-            used.add((kill, v.job_id))
-            if kill:
-                shrunk = next((s for s in shrinks if s[0].job_id == v.job_id), None)
-                gone: Assignment = v.assignment
-                if shrunk is not None:
-                    shrinks.remove(shrunk)
-                    gone = shrunk[1]  # the part the shrink would have kept goes too
-                kills.append(v)
-                killed += v.gpus
-            else:
-                kept, gone = elastic.shrink_assignment(v, v.job.min_replicas)
-                shrinks.append((v, kept, gone))
-            alloc[v.job.account] = alloc.get(v.job.account, 0) - gpu_count(gone)
-            for n, gs in gone.items():
-                extra[n] = extra.get(n, frozenset()) | frozenset(gs)
-            got += gpu_count(gone)
-        assert placed is not None
-        self._emit(job, x, need, placed, shrinks, kills)
 
-    def _allowed(self, step: tuple[bool, RunningJob], job: Job, killed: int) -> bool:
-        kill, v = step
-        if not kill:
-            return True
-        if pre.recently_preempted(v.job.last_preempted_at, self.d.now, self.budget.job_min_interval_s):
-            return False
-        return job.priority_class == 0 or self.churn + killed + v.gpus <= self.cap
+        def fits(kills: object, free: victims.Free, nodes: object) -> Placed | None:
+            placed = d.place(gang_for(job, x.min_replicas, nodes_for(d, job, x)), free)
+            return placed if isinstance(placed, Placed) else None
+
+        found = victims.solve(victims.Need(need, d.free, fits, tried_free=False), self.newest,
+                              self._rules(job, need, alloc))
+        if found.placed is not None:  # else no borrowed work left could make room: it keeps its reason
+            self._emit(job, x, need, found.placed, found.shrinks, found.kills)
 
     def _emit(self, job: Job, x: Want, need: int, placed: Placed,
-              shrinks: list[tuple[RunningJob, Assignment, Assignment]],
-              kills: list[RunningJob]) -> None:
+              shrinks: tuple[victims.Shrink, ...], kills: tuple[RunningJob, ...]) -> None:
         d = self.d
         self.served += 1
         for v, kept, gone in shrinks:
@@ -181,6 +145,28 @@ class ReclaimPhase:
             take = min(gpus, self.inflight[acc])
             self.inflight[acc] -= take
             gpus -= take
+
+
+class _Quotas:
+    """The quota tree as the solver's ledger: GPUs each account holds as victims give theirs."""
+
+    def __init__(self, tree: q.QuotaTree, job: Job, need: int, alloc: dict[str, int]) -> None:
+        self.tree, self.job, self.need, self.alloc = tree, job, need, alloc
+
+    def _block(self) -> q.QuotaBlock | None:
+        return q.gate(self.tree, self.alloc, self.job.account, self.need)
+
+    def allows(self, v: RunningJob) -> bool:
+        """Its account still borrows, and under the quota that blocks the job (if one does)."""
+        acc, block = v.job.account, self._block()
+        return self.alloc.get(acc, 0) > self.tree.guaranteed(acc) and (
+            block is None or self.tree.under(acc, block.account))
+
+    def take(self, v: RunningJob, gone: Assignment) -> None:
+        self.alloc[v.job.account] = self.alloc.get(v.job.account, 0) - gpu_count(gone)
+
+    def ready(self) -> bool:
+        return self._block() is None
 
 
 __all__ = ["ReclaimPhase"]
