@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from railgang.daemon.core import topology_placer
 from railgang.daemon.core.model import victims
-from railgang.daemon.core.model.actions import Preempt, Resize
+from railgang.daemon.core.model.actions import Migrate, Preempt, Resize
 from railgang.daemon.core.model.elastic import ElasticRules
 from railgang.daemon.core.model.gang import Placed
 from railgang.daemon.core.model.job import Job, RunningJob
@@ -28,9 +28,11 @@ from railgang.daemon.core.model.plan import Plan, want
 from railgang.daemon.core.model.preemption import PreemptionBudget, victim_key
 from railgang.daemon.core.model.quota import QuotaNode, QuotaTree, borrowed_gpus
 from railgang.daemon.core.model.snapshot import make_snapshot
+from railgang.daemon.core.phases import defrag
 from railgang.daemon.core.phases.draft import Draft
 from railgang.daemon.core.phases.evict import EvictPhase
 from railgang.daemon.core.phases.evict_domain import lost_gpu_h
+from railgang.daemon.core.phases.migrate import MigrationRules, move_cost_s
 from railgang.daemon.core.phases.reclaim import ReclaimPhase
 from tests.daemon.core import victims_reference as ref
 from tests.daemon.core.core_blocks import FAB, GPN, NAMES, NODES
@@ -173,6 +175,24 @@ def test_reclaim_costs_no_more_than_the_old_search(
     found_new = bool(acts)
     _compare("reclaim", _cost(new_kills, new_shrinks) if found_new else None,
              None if old is None else _cost(old[2], old[1]))
+
+
+@RUNS
+@given(occupancy(), st.sampled_from((8, 12, 16)), st.sampled_from((1, 2, 4)), budgets)
+def test_defragmentation_costs_no_more_than_the_old_search(
+        running: list[RunningJob], gpus: int, movers: int, budget: PreemptionBudget) -> None:
+    gang = job("gang").gpus(gpus).tp(4).cls(3).at(0).build()
+    rules, moving = defrag.DefragRules(enabled=True, max_movers=movers), MigrationRules()
+    d, d_old = _draft(running, gang), _draft(running, gang)
+    defrag._serve(d, gang, rules, moving, budget)
+    moved = [d.snap.running[a.job_id] for a in d.actions() if isinstance(a, Migrate)]
+    leaf_of = {n: FAB.leaf_of(n) for n in FAB.nodes}
+    old = ref.defrag(d_old, gang, rules, moving, budget, defrag._natural_wait_s(d_old, gpus, leaf_of, rules))
+
+    def cost(rs: Sequence[RunningJob]) -> float:
+        return sum(r.gpus * move_cost_s(r, moving, NOW) for r in rs)
+
+    _compare("defrag", cost(moved) if moved else None, None if old is None else cost([r for r, _ in old.moves]))
 
 
 # -- brute force: the solver alone on small cases -------------------------------------------------

@@ -33,12 +33,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from railgang.daemon.core.model import preemption as pre
+from railgang.daemon.core.model import victims
 from railgang.daemon.core.model.actions import Action, Migrate
 from railgang.daemon.core.model.gang import Placed, gang_for
 from railgang.daemon.core.model.job import Job, RunningJob
 from railgang.daemon.core.model.reasons import Reason
 from railgang.daemon.core.phases.draft import Draft
-from railgang.daemon.core.phases.evict_domain import domain_gang
+from railgang.daemon.core.phases.evict_domain import domain_gang, leaves
 from railgang.daemon.core.phases.migrate import MigrationRules, move_cost_s
 
 __all__ = ["DefragRules", "defrag_phase"]
@@ -62,6 +63,11 @@ class _Plan:
     gain_gpu_s: float
     leaf: str
     moves: tuple[tuple[RunningJob, Placed], ...]
+
+    @property
+    def assignment(self) -> Mapping[str, tuple[int, ...]]:
+        """Where the movers go (the solver's view of a placement)."""
+        return {n: gs for _, p in self.moves for n, gs in p.assignment.items()}
 
 
 def _left_s(run: RunningJob, now: float, rules: DefragRules) -> float:
@@ -91,19 +97,24 @@ def _serve(d: Draft, job: Job, rules: DefragRules, moving: MigrationRules, budge
     need = job.min_replicas * job.replica_gpus
     if not domain_gang(fabric, need):
         return False
-    cap = pre.churn_cap_gpus(snap, budget) - pre.churned_gpus(snap, now, budget.churn_window_s) - sum(
+    room = pre.churn_cap_gpus(snap, budget) - pre.churned_gpus(snap, now, budget.churn_window_s) - sum(
         getattr(a, "gpus", 0) for a in d.moves)
     leaf_of = {n: fabric.leaf_of(n) for n in fabric.nodes}
     busy = {leaf_of[n] for r in snap.running.values() for n in r.assignment}
     wait = _natural_wait_s(d, need, leaf_of, rules)
-    plans: list[_Plan] = []
-    for leaf in fabric.leaves:
-        plan = _plan_leaf(d, job, leaf, need, leaf_of, busy, rules, moving, budget, wait)
-        if plan is not None and sum(r.gpus for r, _ in plan.moves) <= cap:
-            plans.append(plan)
-    if not plans:
+
+    def fits(movers: Sequence[RunningJob], free: object, nodes: frozenset[str] | None) -> _Plan | None:
+        leaf = leaf_of[next(iter(nodes))] if nodes else ""
+        return _targets(d, leaf, movers, leaf_of, busy, moving, need * wait)
+
+    places = leaves(d, None)
+    if need > max((p.gpus for p in places), default=0):
+        return False  # no leaf holds it: consolidating one would not serve it
+    found = victims.solve(victims.Need(need, d.free, fits, places, one_place=True),
+                          list(snap.running.values()), _rules(d, rules, moving, budget, room, leaf_of, len(places)))
+    best = found.placed
+    if best is None:
         return False
-    best = min(plans, key=lambda p: (p.cost_gpu_s, list(fabric.leaves).index(p.leaf)))
     for run, placed in best.moves:
         saving = best.gain_gpu_s / max(len(best.moves), 1) / max(run.gpus, 1)
         d.migrate(Migrate(run.job_id, pre.grace_for(run, budget), placed.assignment, run.replicas,
@@ -140,43 +151,43 @@ def _natural_wait_s(d: Draft, need: int, leaf_of: Mapping[str, str], rules: Defr
     return best
 
 
-def _plan_leaf(d: Draft, job: Job, leaf: str, need: int, leaf_of: Mapping[str, str], busy: set[str],
-               rules: DefragRules, moving: MigrationRules, budget: pre.PreemptionBudget,
-               wait: float) -> _Plan | None:
-    snap, now, fabric = d.snap, d.now, d.snap.fabric
-    members = [n for n in fabric.direct_nodes(leaf) if n in snap.nodes and snap.nodes[n].state.usable]
-    if sum(snap.nodes[n].gpus for n in members) < need:
+def _rules(d: Draft, rules: DefragRules, moving: MigrationRules, budget: pre.PreemptionBudget, room: int,
+           leaf_of: Mapping[str, str], n_leaves: int) -> victims.Rules:
+    """Defragmentation's rules as the solver's input (module docstring): movers lie inside one
+    leaf, are not serving, signalled, touched or moved within the interval; cheapest move first
+    (GPUs × ``move_cost_s``, then job id), at most ``max_movers``, within the churn room; every
+    leaf that could hold the gang is looked at (no trim, no widening: the payback decides)."""
+    now = d.now
+
+    def cost(r: RunningJob) -> float:
+        return r.gpus * move_cost_s(r, moving, now)
+
+    def movable(r: RunningJob) -> bool:
+        return (r.priority_class != 0 and r.preempt_deadline is None and r.job_id not in d.touched
+                and len({leaf_of.get(n) for n in r.assignment}) == 1)
+
+    return victims.Rules(now, may_take=movable, min_interval_s=budget.job_min_interval_s, room=room,
+                         cost=cost, price=lambda r, g, rank: (cost(r), r.job_id), widen=False,
+                         tries=n_leaves, max_victims=rules.max_movers)
+
+
+def _targets(d: Draft, leaf: str, movers: Sequence[RunningJob], leaf_of: Mapping[str, str], busy: set[str],
+             moving: MigrationRules, gain: float) -> _Plan | None:
+    """Where the movers go, cheapest move first (free GPUs of other, already partly used leaves:
+    never a whole free leaf), and whether the moves pay back (``MigrationRules.margin``); None if not."""
+    if not movers:
         return None
-    free = sum(len(d.free.get(n, ())) for n in members)
-    inside: dict[str, RunningJob] = {}
-    for r in snap.running.values():
-        if any(leaf_of.get(n) == leaf for n in r.assignment):
-            inside[r.job_id] = r
-    movers: list[RunningJob] = []
-    for r in sorted(inside.values(), key=lambda r: (r.gpus * move_cost_s(r, moving, now), r.job_id)):
-        if free >= need:
-            break
-        if (r.priority_class == 0 or r.preempt_deadline is not None or r.job_id in d.touched
-                or any(leaf_of.get(n) != leaf for n in r.assignment)
-                or pre.recently_preempted(r.job.last_preempted_at, now, budget.job_min_interval_s)):
-            continue  # may not move: the leaf's movable jobs must free enough without it
-        movers.append(r)
-        free += r.gpus
-    if free < need or not movers or len(movers) > rules.max_movers:
-        return None
-    # targets: free GPUs of other, already partly used leaves (never a whole free leaf)
     room: dict[str, frozenset[int]] = {n: g for n, g in d.free.items() if leaf_of.get(n) != leaf
                                        and leaf_of.get(n) in busy}
     moves: list[tuple[RunningJob, Placed]] = []
-    for r in movers:
+    for r in sorted(movers, key=lambda r: (r.gpus * move_cost_s(r, moving, d.now), r.job_id)):  # cheapest first
         placed = d.place(gang_for(r.job, r.replicas, frozenset(room)), room)
         if not isinstance(placed, Placed) or len(placed.assignment) > len(r.assignment):
             return None  # no room, or only on more nodes than it runs on now (a worse placement)
         for n, gs in placed.assignment.items():
             room[n] = room[n] - frozenset(gs)
         moves.append((r, placed))
-    cost = sum(r.gpus * move_cost_s(r, moving, now) for r in movers)
-    gain = need * wait
+    cost = sum(r.gpus * move_cost_s(r, moving, d.now) for r in movers)
     if gain < moving.margin * cost:
         return None
     return _Plan(cost, gain, leaf, tuple(moves))
