@@ -20,7 +20,7 @@ job to its minimum is always tried before preempting anything and does not count
 
 Victim order, one documented key (STYLE 5): 1. lowest class first (3 before 2), 2. worst level
 first, 3. least work lost (GPU-seconds since the last checkpoint), 4. most recently started,
-5. job id. Whole-job evictions are then taken **node by node** (``evict._node_by_node``): for each
+5. job id. Whole-job evictions are then taken **node by node** (``victims.solve``): for each
 node, the victims in that order whose GPUs there, with the node's free ones, make the gang's
 need (at most a node); the node whose worst needed victim ranks best goes first (then fewest
 GPUs killed, then node name). A gang needs GPUs on few nodes, so victims scattered over many
