@@ -227,9 +227,13 @@ class FailureHands:
                 if reservation(node) in self._theirs:
                     return ActionResult(action, True, f"reservation {reservation(node)} is not "
                                                       "railgang's: left alone")
-                self._run(cmd.delete_reservation_argv(reservation(node)), must=not action.quiet)
-                return ActionResult(action, True, f"node {node}: {action.reason}; its burn-in "
-                                                  "reservation deleted")
+                res = self.runner.attempt(cmd.delete_reservation_argv(reservation(node)))
+                if res.ok:
+                    return ActionResult(action, True, f"node {node}: {action.reason}; its burn-in "
+                                                      "reservation deleted")
+                if action.quiet:  # none left (the usual case after a first drain)
+                    return ActionResult(action, True, f"node {node}: no burn-in reservation")
+                return ActionResult(action, False, f"node {node}: {res.message}")
             if isinstance(action, Resume):
                 self._run(cmd.resume_argv(node))
                 return ActionResult(action, True, f"node {node} resumed")
