@@ -62,8 +62,8 @@ FIELDS = {
 @pytest.mark.parametrize("field", sorted(FIELDS), ids=sorted(FIELDS))
 def test_jobs_differing_in_one_request_field_are_not_skipped_for_each_other(field: str) -> None:
     one, two = _pair(**FIELDS[field])
-    assert signature(one, _want(one), quota=None, time=None, submitted=None) != signature(
-        two, _want(two), quota=None, time=None, submitted=None)
+    assert signature(one, _want(one), None, None, None) != signature(
+        two, _want(two), None, None, None)
     phase, _ = _phase(_snap(one, two), [_want(one), _want(two)])
     assert (phase.searched, phase.skipped) == (2, 0)
 
@@ -129,8 +129,7 @@ def test_run_times_either_side_of_the_reservation_are_not_skipped_for_each_other
     assert "y" in d.started and "x" not in d.started
     r = d.reason("x")
     assert r is not None and r.code is Reason.PRIORITY
-    assert time_key(x, _want(x), own=False, ends_before=False, lent=False) != time_key(
-        y, _want(y), own=False, ends_before=True, lent=False)
+    assert time_key(x, False, False, False) != time_key(y, False, True, False)
     assert phase.skipped == 0  # (z came after y's start: another version, searched again)
 
 
@@ -147,7 +146,7 @@ def test_submit_times_differ_only_while_leaf_waits_are_on() -> None:
 def test_a_job_that_may_start_small_is_its_own_signature() -> None:
     one, two = _pair(elastic_min=1, elastic_max=1)  # (rigid at 8, a range of one)
     wants = [_want(one, min_replicas=1), _want(two, min_replicas=1)]
-    assert time_key(one, wants[0], own=True, ends_before=None, lent=False) == "x"
+    assert time_key(one, True, None, False) == "x"
     phase, _ = _phase(_snap(one, one), wants[:1])
     assert phase.searched == 1
 
@@ -195,7 +194,7 @@ def _queues(seed: int) -> Iterator[Snapshot]:
 def test_skipping_changes_no_decision(policy: str, monkeypatch: pytest.MonkeyPatch) -> None:
     with_skips = [_run(s, policy) for s in _queues(7)]
     assert sum(d.steps["skipped"] for d in with_skips) > 0
-    monkeypatch.setattr(PlacePhase, "_signature", lambda self, job, x, **kw: _Unique())
+    monkeypatch.setattr(PlacePhase, "_signature", lambda self, job, x, *a: _Unique())
     without = [_run(s, policy) for s in _queues(7)]
     assert sum(d.steps["skipped"] for d in without) == 0
     for a, b in zip(with_skips, without, strict=True):
@@ -205,7 +204,7 @@ def test_skipping_changes_no_decision(policy: str, monkeypatch: pytest.MonkeyPat
 
 def test_a_signature_is_a_named_tuple_of_its_fields() -> None:
     one = job("x").gpus(8).build()
-    sig = signature(one, _want(one), quota="a", time=(None, None), submitted=None)
+    sig = signature(one, _want(one), "a", (None, None), None)
     assert isinstance(sig, Signature) and sig.quota == "a" and sig.shape == (1, 1, 1, 8)
     assert set(Signature._fields) >= {"priority_class", "shape", "sizes", "pools", "needs", "quota",
                                       "time", "requeued", "submitted"}

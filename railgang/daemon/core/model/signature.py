@@ -17,7 +17,7 @@ Each field names what a difference in it can change (the unit tests in
 ``sizes``           the plan's wanted and minimum replicas, the request's elastic range (the
                     minimum admission reads, the largest size node room is checked for)
 ``pools``           the (GPU type, tier) pools the plan tries, in order
-``needs``           needs, NVLink, GPU memory, serving deployment: the nodes it may use
+``needs``           needs (None: none), NVLink, GPU memory, serving deployment: the nodes it may use
 ``quota``           the account, when a flat quota or the quota tree reaches it (its room then
                     differs by account); None when no quota does
 ``time``            what the walk reads of its run time (see :func:`time_key`)
@@ -31,7 +31,7 @@ from collections.abc import Hashable
 from typing import NamedTuple
 
 from railgang.daemon.core.model.job import Job
-from railgang.daemon.core.model.needs import Needs
+from railgang.daemon.core.model.needs import NO_NEEDS, Needs
 from railgang.daemon.core.model.plan import Want
 
 
@@ -42,26 +42,27 @@ class Signature(NamedTuple):
     shape: tuple[int, int, int, int]
     sizes: tuple[int, int, int, int]
     pools: tuple[tuple[str, str], ...]
-    needs: tuple[Needs, bool, float, str]
+    needs: tuple[Needs | None, bool, float, str]
     quota: str | None
     time: Hashable
     requeued: bool
     submitted: float | None
 
 
-def signature(job: Job, want: Want, *, quota: str | None, time: Hashable,
-              submitted: float | None) -> Signature:
+def signature(job: Job, want: Want, quota: str | None, time: Hashable, submitted: float | None) -> Signature:
     """``job``'s signature as ``want`` asks for it; the caller gives the parts that depend on
     the cycle: ``quota`` (the account when a quota reaches it), ``time`` (:func:`time_key`)
     and ``submitted`` (the submit time while leaf waits are on)."""
     r = job.request
+    needs = r.needs
     return Signature(r.priority_class, (r.replica_gpus, r.tp, r.pp, r.gpus),
                      (want.replicas, want.min_replicas, r.min_replicas, r.max_replicas), want.pools,
-                     (r.needs, r.needs_nvlink, r.min_gpu_mem_gb, r.serving), quota, time,
-                     job.state.after_fault, submitted)
+                     # (the shared empty needs as None: a dataclass hashes its fields every time)
+                     (None if needs is NO_NEEDS else needs, r.needs_nvlink, r.min_gpu_mem_gb, r.serving),
+                     quota, time, job.state.after_fault, submitted)
 
 
-def time_key(job: Job, want: Want, *, own: bool, ends_before: bool | None, lent: bool) -> Hashable:
+def time_key(job: Job, own: bool, ends_before: bool | None, lent: bool) -> Hashable:
     """The ``time`` field: what one walk reads of ``job``'s run time.
 
     ``own``: the walk reads the job's own curve (whether starting small pays, whether a slower

@@ -201,15 +201,14 @@ class PlacePhase:
         capped, tree = d.snap.account_quotas, d.snap.quotas
         lent = d.snap.serving is not None or bool(d.spares)
         reserving = self.plan.reserve_for if self.plan.mode == "backfill" else None
-        seen: dict[tuple[Signature, bool], tuple[int, str | None, PendingReason]] = {}
+        seen: dict[Signature | tuple[Signature, bool], tuple[int, str | None, PendingReason]] = {}
         same: dict[tuple[Reason, str, int], list[Want]] = {}  # skipped turns, by reason
         for x in order:
             job = jobs[x.job_id]
             if self.leaf is not None:
                 self.leaf.release(job.job_id)
-            sig = self._signature(job, x, quota=job.account if tree is not None or job.account in capped else None,
-                                  lent=lent)
-            key = (sig, reserving is not None and job.job_id in reserving)
+            sig = self._signature(job, x, job.account if tree is not None or job.account in capped else None, lent)
+            key = sig if reserving is None else (sig, job.job_id in reserving)  # (reserves if it misses)
             version, head = d.version, self.head
             known = seen.get(key)
             if known is not None and known[0] == version and known[1] == head:
@@ -228,13 +227,13 @@ class PlacePhase:
             d.wait_behind(wants, jobs, code, detail, free)
         return d.since(mark)
 
-    def _signature(self, job: Job, x: Want, *, quota: str | None, lent: bool) -> Signature:
+    def _signature(self, job: Job, x: Want, quota: str | None, lent: bool) -> Signature:
         own = x.min_replicas < x.replicas or (bool(x.pools) and self.d.pools.mixed)
         ends_before = None
         if not own and self.head is not None and self.plan.mode == "backfill":
             ends_before = self.d.now + _runtime(job, x.replicas) <= self.shadow_t
-        return signature(job, x, quota=quota, time=time_key(job, x, own=own, ends_before=ends_before, lent=lent),
-                         submitted=job.submit_time if self.leaf is not None else None)
+        return signature(job, x, quota, time_key(job, own, ends_before, lent),
+                         job.submit_time if self.leaf is not None else None)
 
     def _turn(self, job: Job, x: Want) -> None:
         """One job's turn: admission, a start attempt, and the wait that follows a miss."""
