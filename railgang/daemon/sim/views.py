@@ -312,14 +312,12 @@ def _bump(table: dict[Any, int], key: Any, step: int) -> None:
 
 class QueueFacts:
     """``SnapshotIndex.queue`` of the waiting jobs, kept as they enter and leave the queue: how
-    many there are of each (class, after a fault) and of each minimum size, and how many have
-    needs (``QueueSummary``; ``tests/daemon/sim/test_backend_shared.py`` compares it with a walk
-    of the queue at every cycle)."""
+    many there are of each (class, after a fault) (``QueueSummary``;
+    ``tests/daemon/sim/test_backend_shared.py`` compares it with a walk of the queue at every
+    cycle)."""
 
     def __init__(self) -> None:
         self._kinds: dict[tuple[int, bool], int] = {}
-        self._mins: dict[int, int] = {}
-        self._needs = 0
         self._summary: QueueSummary | None = None
 
     def add(self, job: Job) -> None:
@@ -330,13 +328,11 @@ class QueueFacts:
 
     def _count(self, job: Job, step: int) -> None:
         _bump(self._kinds, (int(job.priority_class), job.state.after_fault), step)
-        _bump(self._mins, job.min_gpus, step)
-        self._needs += step * (not job.request.needs.empty)
         self._summary = None
 
     def summary(self) -> QueueSummary:
         if self._summary is None:
-            self._summary = QueueSummary(len(self._kinds), max(self._mins, default=0), self._needs)
+            self._summary = QueueSummary(len(self._kinds))
         return self._summary
 
 

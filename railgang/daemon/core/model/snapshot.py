@@ -157,20 +157,16 @@ class SnapshotIndex:
 @dataclass(frozen=True)
 class QueueSummary:
     """Facts of the whole waiting queue that the core would otherwise find by walking it every
-    cycle (issue 24 item 2: on a queue thousands long these walks were half of ``fifo``'s
-    replay), kept by a backend as jobs enter and leave it. True of the queue, so of any part."""
+    cycle (issue 24 item 2), kept by a backend as jobs enter and leave it. True of the queue, so
+    of any part. (The place phase reads none: its scheduling signatures, ``model/signature.py``,
+    take the place of the walk that needed the largest minimum size and the jobs with needs.)"""
 
     kinds: int  # distinct (priority class, requeued after a fault) among the waiting jobs
-    largest_min_gpus: int  # the largest minimum size in GPUs (0: nobody waits)
-    with_needs: int  # waiting jobs whose request has needs (``Needs.empty`` false)
 
 
 def queue_summary(pending: Iterable[Job]) -> QueueSummary:
     """The :class:`QueueSummary` of ``pending``, walked (what a kept one must equal)."""
-    jobs = list(pending)
-    return QueueSummary(len({(j.priority_class, j.state.after_fault) for j in jobs}),
-                        max((j.min_gpus for j in jobs), default=0),
-                        sum(1 for j in jobs if not j.request.needs.empty))
+    return QueueSummary(len({(j.priority_class, j.state.after_fault) for j in pending}))
 
 
 def usable_gpus(nodes: Mapping[str, Node]) -> int:
