@@ -51,6 +51,12 @@ RUN printf 'deb $mirror $suite main\n' > /etc/apt/sources.list \\
       slurm-wlm-basic-plugins lua5.1 libslurm-dev slurmdbd slurm-wlm-mysql-plugin mariadb-server slurmrestd \\
       gcc libc6-dev python3 python3-venv procps util-linux passwd \\
  && apt-get clean && rm -rf /var/lib/apt/lists/*
+# Debian's CPU PyTorch (with a torchrun that works on trixie's Python) for the PyTorch job's e2e
+# test, in a layer of its own; no recommends: torch needs none of them (docs/devcluster.md has
+# what it costs the build)
+RUN apt-get -o Acquire::Check-Valid-Until=false update -qq \\
+ && apt-get install -y -qq --no-install-recommends python3-torch \\
+ && apt-get clean && rm -rf /var/lib/apt/lists/*
 EOF
 echo "docker build $image-apt (apt-get in the container)"
 docker build -q --force-rm --network host -t "$image-apt" -f "$ctx/Dockerfile.apt" "$ctx" >/dev/null
