@@ -24,6 +24,9 @@ at the unresized run's loss, up to floating-point summation order. Every step's 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import functools
+import importlib.metadata
 import json
 import os
 import signal
@@ -35,7 +38,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from railgang.training import TrainingContext, scale_batch
+from railgang.training import Rendezvous, TrainingContext, scale_batch
 
 SAMPLES, FEATURES, HIDDEN = 1024, 8, 16
 EXIT_DONE, EXIT_SHRINK, EXIT_REQUEUE = "done", "shrink", "requeue"
@@ -56,6 +59,10 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--hold-at", type=int, action="append", default=[],
                     help="wait at this step until the file DIR/go-STEP exists (tests pace the "
                          "run); repeatable")
+    ap.add_argument("--launcher", choices=("auto", "torchrun", "srun"), default="auto",
+                    help="launch: the ranks under torchrun's c10d rendezvous, or one srun task "
+                         "per rank with env:// (auto: torchrun from torch 2 on; torch 1.13's "
+                         "torchrun fails on Python 3.11, Debian 12's pair)")
     ap.add_argument("--world", type=int, default=2, help="reference: local processes")
     ap.add_argument("--port", type=int, default=29500, help="reference: the store's port")
     return ap.parse_args(argv)
@@ -132,6 +139,8 @@ def train(args: argparse.Namespace) -> int:
     world = int(env.get("WORLD_SIZE", env.get("SLURM_NTASKS", "1")))
     ctx = TrainingContext(report_every_s=5.0)
     ctx.install_signal_handlers()
+    # env://'s store without libuv (torch >= 2.4 asks for it; Debian's 2.6 is built without)
+    os.environ.setdefault("USE_LIBUV", "0")
     dist.init_process_group("gloo", init_method="env://", rank=rank, world_size=world)
     ckpt = args.dir / "checkpoint.pt"
     scaled = scale_batch(world, base_replicas=args.base_replicas,
@@ -229,6 +238,39 @@ def _nodes(ctx: TrainingContext) -> list[str]:
             time.sleep(1.0)
 
 
+def _launcher(choice: str) -> str:
+    if choice != "auto":
+        return choice
+    try:
+        major = int(importlib.metadata.version("torch").split(".")[0])
+    except (importlib.metadata.PackageNotFoundError, ValueError):
+        return "srun"
+    return "torchrun" if major >= 2 else "srun"
+
+
+def _ranks_argv(launcher: str, ctx: TrainingContext, rdzv: Rendezvous,
+                nodes: list[str]) -> list[str]:
+    """One srun step over ``nodes``: a rank per node (srun, env://), or a torchrun agent per node
+    that starts the rank after the c10d rendezvous at the job's endpoint (docs/training.md).
+    torchrun's ``--nnodes=MIN:MAX``: MIN the job's elastic minimum (a replica is a node here),
+    MAX the nodes it holds now, so the rendezvous closes as soon as they are all there."""
+    rank_argv = ["-m", "railgang.demo.torch_elastic", "train",
+                 *(a for a in sys.argv[1:] if a != "launch")]
+    step = ["srun", f"-N{len(nodes)}", f"--nodelist={','.join(nodes)}", "--ntasks-per-node=1",
+            "--kill-on-bad-exit=1"]
+    if launcher == "srun":
+        return [*step, sys.executable, *rank_argv]
+    lo = min(len(nodes), ctx.shape.elastic_min or len(nodes))
+    # the agent must outlive the notice (scancel --full signals every process of the job, and
+    # SIGUSR1 ends a process that has no handler): it ignores it, the rank's handler hears it
+    # the local cluster's nodes are names no resolver knows on one host: rank 0's agent must
+    # give its workers an address, not its name
+    local = [f"--local-addr={rdzv.host}"] if rdzv.host.startswith("127.") else []
+    return [*step, "bash", "-c", 'trap "" USR1; exec "$@"', "torchrun", sys.executable, "-m",
+            "railgang.demo.torch_elastic", "torchrun", *local, "--nproc-per-node=1", "--max-restarts=0", *rdzv.torchrun_args(lo, len(nodes)),
+            *rank_argv]
+
+
 def launch(args: argparse.Namespace) -> int:
     ctx = TrainingContext(report_every_s=5.0)
     # the batch step hears the notice too (scancel --full): it must outlive it; the ranks act
@@ -236,6 +278,8 @@ def launch(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # the requeue
     rdzv = ctx.rendezvous()
     addr = _address(ctx, rdzv.host)
+    rdzv = dataclasses.replace(rdzv, host=addr)  # the local cluster's node names do not resolve
+    launcher = _launcher(args.launcher)
     state = args.dir / "state.json"
     while True:
         nodes = _nodes(ctx)
@@ -248,12 +292,9 @@ def launch(args: argparse.Namespace) -> int:
         for key in ("SLURM_NTASKS", "SLURM_NPROCS", "SLURM_TASKS_PER_NODE"):
             env.pop(key, None)
         state.unlink(missing_ok=True)
-        _log(args, f"launch nodes={len(nodes)} rdzv={rdzv.endpoint} restart={ctx.restart_count}")
-        rank_argv = [a for a in sys.argv[1:] if a != "launch"]
-        rc = subprocess.run(["srun", f"-N{len(nodes)}", f"--nodelist={','.join(nodes)}",
-                             "--ntasks-per-node=1", "--kill-on-bad-exit=1", sys.executable,
-                             "-m", "railgang.demo.torch_elastic", "train", *rank_argv],
-                            env=env, check=False).returncode
+        _log(args, f"launch nodes={len(nodes)} via={launcher} rdzv={rdzv.endpoint} "
+                   f"restart={ctx.restart_count}")
+        rc = subprocess.run(_ranks_argv(launcher, ctx, rdzv, nodes), env=env, check=False).returncode
         why = json.loads(state.read_text())["why"] if state.exists() else None
         if why == EXIT_DONE:
             return 0
@@ -282,13 +323,40 @@ def reference(args: argparse.Namespace) -> int:
     return max(p.wait() for p in procs)
 
 
+def torchrun(argv: list[str]) -> int:
+    """torchrun itself (``torch.distributed.run.main``), where torch was built without libuv
+    (Debian trixie's 2.6) with its c10d store made without it: that torchrun asks TCPStore for
+    libuv by default and fails at once ("use_libuv was requested but PyTorch was build without
+    libuv support"). Elsewhere this is plain torchrun."""
+    from datetime import timedelta
+
+    import torch.distributed as dist
+    from torch.distributed import run
+    from torch.distributed.elastic.rendezvous import c10d_rendezvous_backend as c10d
+
+    try:
+        dist.TCPStore("127.0.0.1", 0, is_master=True, timeout=timedelta(seconds=5))
+    except RuntimeError as exc:
+        if "libuv" not in str(exc):
+            raise
+        # the rendezvous' store without libuv; the workers' store is their own (torch's opt-out
+        # of sharing the agent's, which it would make with libuv), env:// reads USE_LIBUV
+        c10d.TCPStore = functools.partial(dist.TCPStore, use_libuv=False)
+        os.environ.update(USE_LIBUV="0", TORCH_DISABLE_SHARE_RDZV_TCP_STORE="1")
+    run.main(argv)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["torchrun"]:
+        return torchrun(argv[1:])
     args = _args(argv)
     args.dir.mkdir(parents=True, exist_ok=True)
     return {"launch": launch, "train": train, "reference": reference}[args.mode](args)
 
 
-__all__ = ["launch", "main", "reference", "train"]
+__all__ = ["launch", "main", "reference", "torchrun", "train"]
 
 
 if __name__ == "__main__":

@@ -5,8 +5,10 @@ ranks checkpoint and leave, and the batch script relaunches them on the node lef
 ends: the daemon grows the job back by checkpoint + requeue (22.05 cannot grow a running job in
 place). The run finishes at the loss of an unresized run of the same seed.
 
-torch is Debian's ``python3-torch`` under ``/usr/bin/python3`` (not in the virtualenv); the 24.11
-container has none, so tests/slurm_versions/suites_run.py leaves this module out there."""
+torch is Debian's ``python3-torch`` under ``/usr/bin/python3`` (not in the virtualenv). In the
+24.11 container (trixie's torch 2.6) the ranks are started by ``torchrun`` with the job's c10d
+rendezvous, as docs/training.md's example does; on the 22.05 host (Debian 12's torch 1.13, whose
+torchrun fails on Python 3.11) by one ``srun`` task per node with env://."""
 
 from __future__ import annotations
 
@@ -50,23 +52,27 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def torch_python(pylib: Path) -> dict[str, str]:
+def torch_python(pylib: Path) -> tuple[dict[str, str], str]:
     """The environment /usr/bin/python3 needs for the example (the checkout, and ``hostlist``,
-    which Debian does not package: the virtualenv's pure-Python module, linked alone); fails or
-    skips (RAILGANG_TEST_REQUIRE) where torch is missing."""
+    which Debian does not package: the virtualenv's pure-Python module, linked alone), and the
+    launcher the example picks there: ``torchrun`` from torch 2 on (trixie's 2.6), ``srun`` with
+    env:// for Debian 12's torch 1.13, whose torchrun fails on Python 3.11. Fails or skips
+    (RAILGANG_TEST_REQUIRE) where torch is missing."""
     pylib.mkdir(parents=True, exist_ok=True)
     (pylib / "hostlist.py").unlink(missing_ok=True)
     (pylib / "hostlist.py").symlink_to(hostlist.__file__)
     env = {**os.environ, "PYTHONPATH": f"{REPO}:{pylib}"}
     try:
-        res = subprocess.run([PYTHON, "-c", "import torch.distributed as d; assert d.is_available()"],
+        res = subprocess.run([PYTHON, "-c", "import torch, torch.distributed as d; "
+                              "assert d.is_available(); print(torch.__version__)"],
                              env=env, capture_output=True, text=True, timeout=120, check=False)
     except OSError as exc:
         res = subprocess.CompletedProcess([], 1, "", str(exc))
     if res.returncode != 0:
         _unavailable("slurm", f"no PyTorch for {PYTHON} (apt-get install python3-torch): "
                      f"{(res.stderr.strip().splitlines() or ['?'])[-1]}")
-    return env
+    major = int(res.stdout.strip().split(".")[0] or 0)
+    return env, "torchrun" if major >= 2 else "srun"
 
 
 def lines(path: Path) -> list[list[str]]:
@@ -81,7 +87,7 @@ def events(run: Path) -> list[tuple[float, str]]:
 
 def test_a_pytorch_job_is_shrunk_and_grown_and_ends_at_the_unresized_loss(
         slurm: Cluster, daemon: Callable[..., Daemon]) -> None:
-    env = torch_python(slurm.dir / "pylib")
+    env, launcher = torch_python(slurm.dir / "pylib")
     ref = slurm.dir / "ref"
     reference = subprocess.Popen(  # meanwhile: the unresized run, two local ranks, no Slurm
         [PYTHON, "-m", "railgang.demo.torch_elastic", "reference", "--dir", str(ref), "--world", "2",
@@ -97,17 +103,25 @@ def test_a_pytorch_job_is_shrunk_and_grown_and_ends_at_the_unresized_loss(
     job = slurm.sbatch("-N2", "--gres=gpu:8", "--rg-parallel=tp8,dp2", "--rg-elastic=1:2",
                        "--rg-class=3", script=script)
     loss = run / "loss.txt"
-    wait_for(lambda: len(lines(loss)) >= HOLDS[0], 60, "the job to train on two nodes")
+
+    def wait(pred: Callable[[], object], timeout_s: float, what: str) -> None:
+        try:
+            wait_for(pred, timeout_s, what)
+        except AssertionError as exc:  # what the job said: its events and its output's tail
+            raise AssertionError(f"{exc}\nevents: {events(run)}\n"
+                                 f"output: {slurm.output(job)[-4000:]}") from None
+
+    wait(lambda: len(lines(loss)) >= HOLDS[0], 60, "the job to train on two nodes")
     assert {ln[2] for ln in lines(loss)} == {"2"}
     gang_job = slurm.sbatch(*gang(1, 1), args=("6",))  # a higher class wants one of its nodes
-    wait_for(lambda: any("training world=1" in e for _, e in events(run)), 60,
+    wait(lambda: any("training world=1" in e for _, e in events(run)), 60,
              "the job to train again on one node")
     (run / f"go-{HOLDS[0]}").write_text("")
     wait_for(lambda: slurm.finished([gang_job]), 30, "the class-1 job to end")
-    wait_for(lambda: any("training world=2" in e and "restart=1" in e for _, e in events(run)),
+    wait(lambda: any("training world=2" in e and "restart=1" in e for _, e in events(run)),
              90, "the grow's restart on two nodes")
     (run / f"go-{HOLDS[1]}").write_text("")
-    wait_for(lambda: slurm.finished([job]), 60, "the job to finish")
+    wait(lambda: slurm.finished([job]), 60, "the job to finish")
     assert reference.wait(60) == 0
     assert slurm.settled([job])[-1].state == "COMPLETED"
 
@@ -119,6 +133,8 @@ def test_a_pytorch_job_is_shrunk_and_grown_and_ends_at_the_unresized_loss(
     lost = len(steps) - len(set(steps))  # steps done twice: work a resize threw away
     assert lost <= 2 * EVERY, lost
     log = events(run)
+    launches = [e for _, e in log if e.startswith("launch ")]
+    assert len(launches) >= 3 and all(f"via={launcher}" in e for e in launches), launches
     # the journal: one shrink with notice, one grow by requeue
     sent = [(s, det) for _, s, det in d.journal("resize") if not det.startswith("already growing")]
     assert [s for s, _ in sent] == ["applied", "applied"], sent
@@ -146,3 +162,4 @@ def write_timings(d: Daemon, log: list[tuple[float, str]], lost: int, where: Pat
                "events": [(round(t - shrink_at, 2), e) for t, e in log]}
     (where / "timings.json").write_text(json.dumps(figures, indent=1))
     print("TIMINGS", json.dumps({k: v for k, v in figures.items() if k != "events"}))
+    print("EVENTS", json.dumps(figures["events"]))
