@@ -50,7 +50,7 @@ def _pair(**a: Any) -> tuple[Job, Job]:
 
 
 # -- one field each: two jobs that differ only there both get a turn of their own -----------------
-FIELDS = {
+FIELDS: dict[str, dict[str, Any]] = {
     "priority_class": {"priority_class": 2},
     "shape": {"tp": 8},
     "sizes": {"elastic_min": 1, "elastic_max": 16},  # the request's range (the Want stays rigid)

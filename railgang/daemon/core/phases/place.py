@@ -220,9 +220,9 @@ class PlacePhase:
                     d.wait(job, r.code, r.detail, r.needed)
                 continue
             self._turn(job, x)
-            r = d.reason(job.job_id) if job.job_id not in d.started else None
-            if r is not None and d.version == version and self.head == head:
-                seen[key] = (version, head, r)
+            waits = d.reason(job.job_id) if job.job_id not in d.started else None
+            if waits is not None and d.version == version and self.head == head:
+                seen[key] = (version, head, waits)
         for (code, detail, free), wants in same.items():
             d.wait_behind(wants, jobs, code, detail, free)
         return d.since(mark)
