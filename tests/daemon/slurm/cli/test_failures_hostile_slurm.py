@@ -27,6 +27,7 @@ from railgang.daemon.slurm.cli import CliBackend
 from railgang.daemon.slurm.cli.records import parse_sinfo
 from railgang.devcluster.cluster import DevCluster
 from railgang.devcluster.processes import is_running
+from tests.daemon.failures.harness import BackendCycle
 from tests.support.slurm import job_fields, sl, tenant
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
@@ -34,12 +35,14 @@ pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 MAINT = "maint: replace PSU"
 
 
-def responder(cluster: DevCluster, flaky_count: int = 3) -> CliBackend:
-    """A daemon's backend with the failure responder on (no heartbeat: nothing is leased, the
-    user's jobs start on their own), ``flaky_count`` kills on a node make it flaky."""
+def responder(cluster: DevCluster, flaky_count: int = 3) -> BackendCycle:
+    """A daemon's backend and its failure step (no heartbeat: nothing is leased, the user's jobs
+    start on their own), ``flaky_count`` kills on a node make it flaky; ``snapshot`` runs a
+    cycle up to the core (observe, the failure step, its actions carried out)."""
     cluster.spec.heartbeat_file.unlink(missing_ok=True)
-    return CliBackend(SlurmSettings(conf=cluster.spec.slurm_conf, lease_s=600, resize_grace_s=2),
-                      failures=FailureSettings(flaky_count=flaky_count, burn_in_command="sleep 1"))
+    settings = FailureSettings(flaky_count=flaky_count, burn_in_command="sleep 1")
+    return BackendCycle(CliBackend(SlurmSettings(conf=cluster.spec.slurm_conf, lease_s=600,
+                                                 resize_grace_s=2), failures=settings), settings)
 
 
 def node_line(cluster: DevCluster, node: str) -> tuple[str, str]:
