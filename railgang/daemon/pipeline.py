@@ -20,9 +20,9 @@ are built where the settings are read, so a backend that imports the loop import
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from types import MappingProxyType
 from typing import Any, Protocol, runtime_checkable
 
 from railgang.daemon.backend import ActionResult
@@ -104,8 +104,6 @@ class Pipeline:
             now: float) -> tuple[Snapshot, tuple[Action, ...], dict[str, float]]:
         """Every step in order: the snapshot the core decides on, the steps' actions, and each
         step's milliseconds."""
-        import time
-
         facts = {**facts, **{name: read(now) for name, read in self.readers.items()}}
         if not self._loaded:
             self._loaded = True
@@ -147,8 +145,4 @@ class Cycle:
     policy: Policy | None = None
 
 
-def no_facts() -> Mapping[str, Any]:
-    return MappingProxyType({})
-
-
-__all__ = ["Cycle", "FactsBackend", "MemoryStore", "Pipeline", "Step", "StepOut", "no_facts"]
+__all__ = ["Cycle", "FactsBackend", "MemoryStore", "Pipeline", "Step", "StepOut"]
