@@ -22,11 +22,12 @@ import pytest
 from railgang.devcluster.cluster import DAEMON_USER
 from railgang.devcluster.processes import is_running
 from tests.e2e.conftest import EXAMPLE, Cluster, Daemon, wait_for
+from tests.support.slurmd_timeout import slurmd_timeout
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
 Start = Callable[..., Daemon]
-SLURMD_TIMEOUT_S = 60  # the dev cluster's SlurmdTimeout: how long Slurm waits for a dead slurmd
+SLURMD_TIMEOUT_S = 20  # SlurmdTimeout the slurmd-death test sets (the dev cluster's: 60 s)
 
 
 def node_journal(d: Daemon, kind: str) -> list[tuple[str, str, str]]:
@@ -90,9 +91,9 @@ def test_a_gang_whose_slurmd_dies_restarts_from_its_checkpoint_in_its_leaf(
     ckpt = slurm.dir / f"job-{gang}.json"
     wait_for(lambda: ckpt.exists(), 60, "the gang's first checkpoint")
     victim = first[-1]
-    with killed_slurmd(slurm, victim):
+    with slurmd_timeout(slurm.cluster, SLURMD_TIMEOUT_S) as timeout_s, killed_slurmd(slurm, victim):
         killed = time.monotonic()
-        wait_for(lambda: slurm.show(gang).get("Restarts") == "1", SLURMD_TIMEOUT_S + 60,
+        wait_for(lambda: slurm.show(gang).get("Restarts") == "1", 2 * timeout_s + 40,
                  "Slurm to requeue the gang")
         requeued = time.monotonic()
         wait_for(lambda: nodes_of(slurm, gang), 60, "the gang to run again")

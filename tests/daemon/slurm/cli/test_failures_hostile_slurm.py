@@ -29,6 +29,7 @@ from railgang.devcluster.cluster import DevCluster
 from railgang.devcluster.processes import is_running
 from tests.daemon.failures.harness import BackendCycle
 from tests.support.slurm import job_fields, sl, tenant
+from tests.support.slurmd_timeout import slurmd_timeout
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
@@ -150,6 +151,11 @@ def test_an_admins_drain_survives_its_node_going_down(slurm_cluster: DevCluster)
     responder still counts nothing there, never drains over the reason, and once the slurmd is
     back (the node is DRAINED again) never resumes it. On the dev cluster SlurmUser is root, so
     only the reason's words tell it from Slurm's own."""
+    with slurmd_timeout(slurm_cluster, 20) as timeout_s:  # DOWN sooner; the rest is the same
+        drain_survives_down(slurm_cluster, timeout_s)
+
+
+def drain_survives_down(slurm_cluster: DevCluster, timeout_s: int) -> None:
     node, user = "n15", tenant(slurm_cluster)
     backend = responder(slurm_cluster, flaky_count=1)
     failures = backend.failures
@@ -174,7 +180,7 @@ def test_an_admins_drain_survives_its_node_going_down(slurm_cluster: DevCluster)
             time.sleep(1.0)
             return job_fields(slurm_cluster, job)["Restarts"] == "1"
 
-        wait(cycle, f"Slurm to requeue job {job} off the dead {node}", timeout_s=100)
+        wait(cycle, f"Slurm to requeue job {job} off the dead {node}", timeout_s=2 * timeout_s + 40)
         # the daemon's own reader: 22.05 lists "nodes", 24.11+ "sinfo" entries with --Node
         shown = next(n for n in parse_sinfo(sl(slurm_cluster, "sinfo", "--json", "--Node").stdout)[0]
                      if n.name == node)
