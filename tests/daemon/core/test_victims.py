@@ -276,3 +276,28 @@ def test_the_solver_against_brute_force_over_all_subsets(
         event("none exists")
     else:
         event("none found under a churn cap" + ("; one exists" if best is not None else ""))
+
+
+def test_each_rule_is_an_input() -> None:
+    """One node of 4 GPUs, all held: a (2 GPUs, cheap) and b (2 GPUs, dear); 2 GPUs are needed."""
+    a = RunningJob(job("a").gpus(2).tp(1).at(0).build(), {"a1": (0, 1)}, 0.0, 2)
+    b = RunningJob(job("b").gpus(2).tp(1).at(0).evicted(NOW - 7200.0).build(), {"a1": (2, 3)}, 0.0, 2)
+    e = RunningJob(job("e").gpus(2).tp(1).elastic(1, 2).at(0).build(), {"a2": (0, 1)}, 0.0, 2)
+    need = victims.Need(2, {}, _fits(2), (victims.Place("a1", frozenset(("a1",)), GPN, 0),))
+
+    def kills(rules: victims.Rules, *cands: RunningJob) -> tuple[str, ...] | str:
+        got = victims.solve(need, cands or (a, b), rules)
+        return tuple(v.job_id for v in got.kills) if got.placed is not None else got.why
+
+    base = victims.Rules(NOW)
+    assert kills(base) == ("a",)
+    assert kills(victims.Rules(NOW, may_take=lambda v: v.job_id != "a")) == ("b",)  # who may take whom
+    assert kills(victims.Rules(NOW, room=1)) == "budget"  # the churn room
+    assert kills(victims.Rules(NOW, min_interval_s=3 * 3600.0, may_take=lambda v: v.job_id == "b")) == "budget"
+    assert kills(victims.Rules(NOW, patience_s=60.0)) == "patient"  # it has waited 0 s
+    got = victims.solve(need, (a,), victims.Rules(NOW, grace=lambda v: 90.0))
+    assert got.graces == (90.0,) and got.notice_s == 90.0  # grace: when the GPUs come
+    shrunk = victims.solve(victims.Need(1, {}, _fits(1), ()), (e,),
+                           victims.Rules(NOW, shrink=lambda v: True, shrink_notice_s=20.0))
+    assert shrunk.kills == () and [s[0].job_id for s in shrunk.shrinks] == ["e"] and shrunk.notice_s == 20.0
+    assert kills(base, b, a) == ("b",)  # the candidates come in the rules' order

@@ -31,7 +31,9 @@ The search (each rule named is a field of :class:`Rules` or :class:`Need`):
      order; victims skipped by the churn room or the interval mark ``budget_hit``.
    A placement is searched whenever the freed GPUs reach the need and the ``ledger`` (quota
    accounting: reclaim) admits the job, at most ``tries`` times.
-4. With ``trim``, kills whose GPUs the placement does not use are not evicted.
+4. With ``trim``, kills whose GPUs the placement does not use are not evicted. Each kill gets
+   its ``grace`` (signal to kill); ``Victims.notice_s`` says when the last freed GPU comes (a
+   shrink's ``shrink_notice_s``, the longest grace), 0 when the gang may start at once.
 
 ``Victims.cost`` is Σ ``cost`` over the kills (GPU-hours lost, a move's GPU-seconds); the answer
 is the first victim set the search finds, not a proven optimum: ``tests/daemon/core/
@@ -95,6 +97,10 @@ def _gpus(v: RunningJob) -> float:
     return float(v.gpus)
 
 
+def _at_once(v: RunningJob) -> float:
+    return 0.0
+
+
 def _in_order(v: RunningJob, gpus: int, rank: int) -> tuple[Any, ...]:
     return (rank,)
 
@@ -117,6 +123,8 @@ class Rules:
     tries: int = 4  # placement searches per waiting gang
     max_victims: int | None = None  # victims per place at most (defrag's movers)
     patience_s: float = 0.0  # a gang waits this long for a place to free by itself
+    grace: Callable[[RunningJob], float] = _at_once  # a kill's signal-to-kill time (its checkpoint)
+    shrink_notice_s: float = 0.0  # a shrink's notice: its GPUs come after it
     ledger: Ledger = field(default_factory=_Open)
 
 
@@ -153,6 +161,8 @@ class Victims(Generic[T]):
     kills: tuple[RunningJob, ...] = ()
     cost: float = 0.0  # Σ Rules.cost over the kills
     places: tuple[str, ...] = ()  # the places the placement uses (one_place searches)
+    graces: tuple[float, ...] = ()  # each kill's signal-to-kill time (Rules.grace)
+    notice_s: float = 0.0  # when the last freed GPU comes: 0 when the gang may start at once
     budget_hit: bool = False  # a budget ruled out a victim or a place that might have helped
     why: str = ""  # when not placed: "patient", "budget" or "no room"
 
@@ -368,4 +378,6 @@ def _freed(free: Free, kills: Sequence[RunningJob]) -> dict[str, frozenset[int]]
 
 def _answer(placed: T, shrinks: tuple[Shrink, ...], kills: Sequence[RunningJob], rules: Rules,
             places: tuple[str, ...], hit: bool) -> Victims[T]:
-    return Victims(placed, shrinks, tuple(kills), sum(rules.cost(v) for v in kills), places, hit)
+    graces = tuple(rules.grace(v) for v in kills)
+    notice = max((*graces, rules.shrink_notice_s if shrinks else 0.0), default=0.0)
+    return Victims(placed, shrinks, tuple(kills), sum(rules.cost(v) for v in kills), places, graces, notice, hit)

@@ -115,9 +115,10 @@ def _serve(d: Draft, job: Job, rules: DefragRules, moving: MigrationRules, budge
     best = found.placed
     if best is None:
         return False
+    grace = dict(zip((r.job_id for r in found.kills), found.graces, strict=True))
     for run, placed in best.moves:
         saving = best.gain_gpu_s / max(len(best.moves), 1) / max(run.gpus, 1)
-        d.migrate(Migrate(run.job_id, pre.grace_for(run, budget), placed.assignment, run.replicas,
+        d.migrate(Migrate(run.job_id, grace[run.job_id], placed.assignment, run.replicas,
                           round(saving, 1), round(move_cost_s(run, moving, now), 1), run.gpus),
                   taking={n: tuple(g for g in gs if g not in run.assignment.get(n, ()))
                           for n, gs in placed.assignment.items()})
@@ -167,6 +168,7 @@ def _rules(d: Draft, rules: DefragRules, moving: MigrationRules, budget: pre.Pre
                 and len({leaf_of.get(n) for n in r.assignment}) == 1)
 
     return victims.Rules(now, may_take=movable, min_interval_s=budget.job_min_interval_s, room=room,
+                         grace=lambda r: pre.grace_for(r, budget),
                          cost=cost, price=lambda r, g, rank: (cost(r), r.job_id), widen=False,
                          tries=n_leaves, max_victims=rules.max_movers)
 

@@ -92,6 +92,7 @@ class EvictPhase:
         return victims.Rules(
             now, may_take=lambda v: _eligible(plan, job, level, v), min_interval_s=budget.job_min_interval_s,
             room=self.cap - self.churn if job.priority_class > 0 else None,
+            grace=lambda v: pre.grace_for(v, budget), shrink_notice_s=self.d.shrink_grace_s,
             # a shrink serves a higher class only: shrinking a peer to its minimum left a deficit
             # that same-class work never gave back (issue 12 part 4); peers are evicted under the budgets
             shrink=lambda v: (v.priority_class > job.priority_class
@@ -200,35 +201,32 @@ class EvictPhase:
                 d.annotate(job.job_id, f"evicts for a whole leaf after {budget.domain_patience_s / 60:.0f} min "
                            f"of waiting ({max(0.0, now - job.submit_time) / 60:.0f} so far)")
                 continue
-            placed, shrinks, kills = found.placed, found.shrinks, found.kills
-            if placed is None:
+            if found.placed is None:
                 hopeless[memo] = Reason.PREEMPTION_BUDGET if found.why == "budget" else None
                 if found.why == "budget":
                     d.wait(job, Reason.PREEMPTION_BUDGET, "eviction would exceed a preemption budget", need)
                 continue
-            self._carry_out(job, x, need, placed, shrinks, kills)
+            self._carry_out(job, x, need, found)
             hopeless.clear()  # free GPUs changed
 
-    def _carry_out(self, job: Job, x: Want, need: int, placed: Placed,
-                   shrinks: tuple[victims.Shrink, ...], kills: tuple[RunningJob, ...]) -> None:
+    def _carry_out(self, job: Job, x: Want, need: int, found: victims.Victims[Placed]) -> None:
         """Shrink and preempt the victims found for ``job``; start it at once when shrinks alone
         made room (on exactly the GPUs they released) without a notice, else it waits for the
         signalled jobs."""
         d = self.d
         self.served += 1
-        for v, kept, gone in shrinks:
+        for v, kept, gone in found.shrinks:
             d.shrink(v, v.job.min_replicas, kept, gone)
-        for v in kills:
-            d.preempt(Preempt(v.job_id, pre.grace_for(v, self.budget), Reason.PRIORITY, job.job_id,
-                              self.gpus_of[v.job_id]))
+        for v, grace in zip(found.kills, found.graces, strict=True):
+            d.preempt(Preempt(v.job_id, grace, Reason.PRIORITY, job.job_id, self.gpus_of[v.job_id]))
             self.churn += self.gpus_of[v.job_id]
-        if kills:
-            d.wait(job, Reason.PREEMPTING, f"signalled {', '.join(k.job_id for k in kills)}", need)
-        elif d.shrink_grace_s > 0:  # noticed shrinks: their GPUs come after the notice
-            d.wait(job, Reason.PREEMPTING, f"shrinking {', '.join(v.job_id for v, _, _ in shrinks)} "
-                   f"after a {d.shrink_grace_s:g} s notice", need)
-        else:
-            d.start(job, placed, x.min_replicas)
+        if found.kills:
+            d.wait(job, Reason.PREEMPTING, f"signalled {', '.join(k.job_id for k in found.kills)}", need)
+        elif found.notice_s > 0:  # noticed shrinks: their GPUs come after the notice
+            d.wait(job, Reason.PREEMPTING, f"shrinking {', '.join(v.job_id for v, _, _ in found.shrinks)} "
+                   f"after a {found.notice_s:g} s notice", need)
+        elif found.placed is not None:
+            d.start(job, found.placed, x.min_replicas)
 
 
 def _nodes(d: Draft, cands: list[RunningJob]) -> tuple[victims.Place, ...]:

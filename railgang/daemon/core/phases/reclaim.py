@@ -68,7 +68,8 @@ class ReclaimPhase:
                                 and r.priority_class != 0 and r.priority_class >= job.priority_class
                                 and r.preempt_deadline is None and r.job_id not in d.touched),
             room=None if job.priority_class == 0 else self.cap - self.churn,
-            shrink=lambda v: v.replicas > v.job.min_replicas, ledger=_Quotas(tree, job, need, alloc))
+            shrink=lambda v: v.replicas > v.job.min_replicas, ledger=_Quotas(tree, job, need, alloc),
+            grace=lambda v: pre.grace_for(v, budget))
 
     def run(self, order: list[Want], jobs: Mapping[str, Job]) -> tuple[Action, ...]:
         """Serve the waiting jobs of ``order`` that GPUs would help; returns what it emitted."""
@@ -115,17 +116,16 @@ class ReclaimPhase:
         found = victims.solve(victims.Need(need, d.free, fits, tried_free=False), self.newest,
                               self._rules(job, need, alloc))
         if found.placed is not None:  # else no borrowed work left could make room: it keeps its reason
-            self._emit(job, x, need, found.placed, found.shrinks, found.kills)
+            self._emit(job, x, need, found)
 
-    def _emit(self, job: Job, x: Want, need: int, placed: Placed,
-              shrinks: tuple[victims.Shrink, ...], kills: tuple[RunningJob, ...]) -> None:
-        d = self.d
+    def _emit(self, job: Job, x: Want, need: int, found: victims.Victims[Placed]) -> None:
+        d, placed, shrinks, kills = self.d, found.placed, found.shrinks, found.kills
+        assert placed is not None
         self.served += 1
         for v, kept, gone in shrinks:
             d.shrink(v, v.job.min_replicas, kept, gone, release_quota=True)
-        for v in kills:
-            d.preempt(Preempt(v.job_id, pre.grace_for(v, self.budget), Reason.RECLAIMING,
-                              job.job_id, v.gpus))
+        for v, grace in zip(kills, found.graces, strict=True):
+            d.preempt(Preempt(v.job_id, grace, Reason.RECLAIMING, job.job_id, v.gpus))
             self.churn += v.gpus
             self.inflight[v.job.account] = self.inflight.get(v.job.account, 0) + v.gpus
         if kills:
