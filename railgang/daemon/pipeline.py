@@ -22,7 +22,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from railgang.daemon.backend import ActionResult
@@ -136,13 +136,13 @@ class Pipeline:
                 log.warning("pipeline: memory of step %s not kept: %s", name, exc)
 
 
-@dataclass
+@dataclass(frozen=True)
 class Cycle:
     """What one cycle runs: the steps before the core, the core's knobs and the policy."""
 
-    steps: Pipeline = field(default_factory=Pipeline)
-    config: CycleConfig = field(default_factory=CycleConfig)
-    policy: Policy | None = None
+    steps: Pipeline
+    config: CycleConfig
+    policy: Policy
 
 
 __all__ = ["Cycle", "FactsBackend", "MemoryStore", "Pipeline", "Step", "StepOut"]

@@ -224,3 +224,22 @@ def test_run_cycle_sends_the_steps_actions_first_and_settles_them() -> None:
 def test_the_journal_payload_of_the_failure_actions_is_plain_json() -> None:
     for action in (Requeue("9", "hung"), SubmitBurnIn("n01", "flaky"), Resume("n01", "x")):
         assert isinstance(json.loads(encode(action)), dict)
+
+
+def test_the_daemon_builds_its_cycle_from_the_settings_alone(tmp_path: Path) -> None:
+    """``cycle_of(settings)``: the failure step (its memory kept in ``failures.memory_file``),
+    the serving controller, then the core with the settings' knobs and policy."""
+    from railgang.daemon.config import load_settings
+    from railgang.daemon.cycle_settings import cycle_from, cycle_of
+
+    memory = tmp_path / "failures.json"
+    settings = load_settings(daemon={"policy": "fifo", "leaf_wait_s": 7.0},
+                             failures={"memory_file": str(memory)})
+    cycle = cycle_of(settings)
+    assert [s.name for s in cycle.steps.steps] == ["failures", "serving"]
+    assert cycle.config == cycle_from(settings).config and cycle.policy.name == "fifo"
+    cycle.steps.run(SimBackend(fabric_from_shape(2, 8, 2)).snapshot(0.0), {}, 0.0)
+    cycle.steps.settle([], 0.0)
+    assert json.loads(memory.read_text())["version"] == 1
+    off = cycle_of(load_settings(failures={"enabled": False}))
+    assert [s.name for s in off.steps.steps] == ["serving"]

@@ -25,7 +25,7 @@ from sqlalchemy import Engine
 from railgang.daemon.clock import WallClock
 from railgang.daemon.config import Settings
 from railgang.daemon.core.cycle import CycleConfig
-from railgang.daemon.cycle_settings import cycle_from, pipeline_from
+from railgang.daemon.cycle_settings import cycle_from, cycle_of
 from railgang.daemon.ledger.feed import schedule_feeds
 from railgang.daemon.ledger.ingest import Fetch, sacct_fetcher
 from railgang.daemon.ledger.progress import StepTimingRecorder
@@ -138,9 +138,12 @@ def run_daemon(settings: Settings, *, once: bool = False, wait: bool = True,
         links = LinkCollector(d.links) if d.links.enabled else None
         serving = (LiveServing(settings.serving, clock.now(), d.heartbeat_file.parent / "serving.json")
                    if settings.serving.enabled else None)
+        # what each cycle runs, as the simulator builds it: the steps before the core (the
+        # failure response, the serving controller), the core's knobs, the policy (issue 34)
+        cycle = cycle_of(settings, serving=serving)
         service = DaemonService(
-            engine=engine, backend=make_backend(settings, clock.now()), policy=policy,
-            clock=clock, leader=leader_name(), config=setup.config, seed=d.seed,
+            engine=engine, backend=make_backend(settings, clock.now()), policy=cycle.policy,
+            clock=clock, leader=leader_name(), config=cycle.config, seed=d.seed,
             heartbeat_file=d.heartbeat_file, lease_s=settings.slurm.lease_s, metrics=metrics,
             journal_retention_s=d.journal_retention_days * 86400,
             explain_retention_s=d.explain_retention_s, keep_cycles=d.keep_cycles,
@@ -153,9 +156,7 @@ def run_daemon(settings: Settings, *, once: bool = False, wait: bool = True,
                    if settings.slurm.backend == "cli" else None),
             inventory=(NodeInventory(settings.ledger.cluster, metrics.observe_nodes_out)
                        if settings.slurm.backend == "cli" else None),
-            serving=serving, fair_share_half_life_s=_half_life(settings),
-            # the steps before the core, as the simulator builds them (issue 34 item 1)
-            pipeline=pipeline_from(settings, serving=serving),
+            serving=serving, fair_share_half_life_s=_half_life(settings), pipeline=cycle.steps,
             renew_in_background=settings.slurm.lease_renew_thread and not once)
         log.info("leader: %s, %s backend, policy %s, every %g s", lock.describe(),
                  settings.slurm.backend, policy.name, d.cycle_interval_s)
