@@ -170,13 +170,16 @@ def test_elastic_job_shrinks_in_place_for_guaranteed_work_then_grows_back(slurm:
 def test_killed_daemon_strands_no_waiting_job(slurm: Cluster, daemon: Start) -> None:
     """SIGKILL of the daemon: the jobs it held under its lease run under plain Slurm within the
     lease plus one scheduling pass, with no railgang process alive."""
-    from tests.e2e.conftest import LEASE_S, SCHEDULING_PASS_S
+    from tests.e2e.conftest import SCHEDULING_PASS_S
 
-    d = daemon(daemon__policy="fifo")
+    LEASE_S = 10  # the daemon's slurm.lease_s here: renewed every 1 s cycle, waited out once
+    d = daemon(daemon__policy="fifo", slurm__lease_s=str(LEASE_S))
     full = slurm.sbatch("-N16", "--gres=gpu:8", args=("15",))  # plain: nothing fits meanwhile
     wait_for(lambda: running_on(slurm, full), 30, "the filler to run")
     waiting = [slurm.sbatch(*gang(n, 3), args=("3",)) for n in (1, 2, 4)]
-    time.sleep(4 * CYCLE_S)  # a few renewals
+    seen = len(d.cycles())
+    wait_for(lambda: sum(bool(c["leases_renewed"]) for c in d.cycles()[seen:]) >= 3, 30,
+             "a few renewals")
     for job in waiting:  # held by a lease the daemon keeps renewing (Reason shows None or
         fields = slurm.show(job)  # BeginTime right after an update; EligibleTime tells)
         eligible = datetime.fromisoformat(fields["EligibleTime"]).timestamp()
