@@ -113,13 +113,18 @@ def test_a_pytorch_job_is_shrunk_and_grown_and_ends_at_the_unresized_loss(
 
     wait(lambda: len(lines(loss)) >= HOLDS[0], 60, "the job to train on two nodes")
     assert {ln[2] for ln in lines(loss)} == {"2"}
-    gang_job = slurm.sbatch(*gang(1, 1), args=("6",))  # a higher class wants one of its nodes
+    gang_job = slurm.sbatch(*gang(1, 1), args=("300",))  # a higher class wants one of its nodes
     wait(lambda: any("training world=1" in e for _, e in events(run)), 60,
-             "the job to train again on one node")
+         "the job to train again on one node")
     (run / f"go-{HOLDS[0]}").write_text("")
+    # the class job leaves once the job has trained on one node to its next hold (a sleep of a
+    # fixed length could end before a slow relaunch trained a step, and the grow come first)
+    wait(lambda: any(ln[0] == str(HOLDS[1]) and ln[2] == "1" for ln in lines(loss)), 60,
+         "the job to train on one node")
+    slurm.sl("scancel", gang_job)
     wait_for(lambda: slurm.finished([gang_job]), 30, "the class-1 job to end")
     wait(lambda: any("training world=2" in e and "restart=1" in e for _, e in events(run)),
-             90, "the grow's restart on two nodes")
+         90, "the grow's restart on two nodes")
     (run / f"go-{HOLDS[1]}").write_text("")
     wait(lambda: slurm.finished([job]), 60, "the job to finish")
     assert reference.wait(60) == 0
