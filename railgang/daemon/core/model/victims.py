@@ -46,15 +46,16 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Generic, Literal, Protocol, TypeVar
 
 from railgang.daemon.core.model import elastic
 from railgang.daemon.core.model.job import Assignment, RunningJob
 
-__all__ = ["Free", "Ledger", "Need", "Place", "Rules", "Shrink", "Victims", "never", "solve"]
+__all__ = ["Free", "Ledger", "Need", "Place", "Rules", "Shrink", "Victims", "Why", "never", "solve"]
 
 Shrink = tuple[RunningJob, Assignment, Assignment]  # (victim, GPUs it keeps, GPUs it gives)
 Free = Mapping[str, frozenset[int]]
+Why = Literal["", "patient", "budget", "no room"]  # "": found
 
 
 class _Uses(Protocol):
@@ -164,7 +165,7 @@ class Victims(Generic[T]):
     graces: tuple[float, ...] = ()  # each kill's signal-to-kill time (Rules.grace)
     notice_s: float = 0.0  # when the last freed GPU comes: 0 when the gang may start at once
     budget_hit: bool = False  # a budget ruled out a victim or a place that might have helped
-    why: str = ""  # when not placed: "patient", "budget" or "no room"
+    why: Why = ""  # when not placed: waiting out its patience, a budget in the way, or no set at all
 
 
 def solve(need: Need[T], cands: Sequence[RunningJob], rules: Rules) -> Victims[T]:
@@ -179,8 +180,7 @@ def solve(need: Need[T], cands: Sequence[RunningJob], rules: Rules) -> Victims[T
     else:
         found = _walk(need, cands, _steps(need, cands, fresh, rules), rules)
     if found.placed is None and not found.why:
-        why = "budget" if found.budget_hit else "no room"
-        return Victims(budget_hit=found.budget_hit, why=why)
+        return Victims(budget_hit=found.budget_hit, why="budget" if found.budget_hit else "no room")
     return found
 
 
