@@ -24,6 +24,7 @@ from railgang.topology.slurm_syntax import host_list, logical_lines, next_pair, 
 
 __all__ = [
     "MAX_RANGE",
+    "NO_NODES",
     "BlockDef",
     "Problem",
     "SwitchDef",
@@ -40,6 +41,9 @@ MAX_RANGE = 100_000
 # slurmctld resolves switch levels in at most 21 passes over the file (topology_tree.c) and then
 # gives up with "Switch configuration is not a tree", even for a deep tree listed top-down.
 _MAX_PASSES = 21
+# A file naming no nodes parses, but nothing could be placed on it: the fabric builders and
+# `railgang topology check` refuse it with this line.
+NO_NODES = "no nodes: the file names no Nodes= (empty, or comments only); nothing could be placed on it"
 _TREE_KEYS = {"nodes", "switches", "linkspeed"}
 _NAME = re.compile(r"^[A-Za-z0-9_.\-]+$")
 

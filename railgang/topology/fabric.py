@@ -12,7 +12,7 @@ disconnected trees are one further than the deepest tree allows.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from types import MappingProxyType
@@ -20,9 +20,17 @@ from types import MappingProxyType
 import networkx as nx
 
 from railgang.topology import hostnames
-from railgang.topology.conf import Problem, TopologyConf, TopologyError, parse_topology
+from railgang.topology.conf import NO_NODES, Problem, TopologyConf, TopologyError, parse_topology
 
-__all__ = ["Fabric", "NodeFacts", "fabric_from_conf", "fabric_from_shape", "load_fabric", "render_topology"]
+__all__ = [
+    "Fabric",
+    "NodeFacts",
+    "fabric_from_conf",
+    "fabric_from_shape",
+    "fabric_from_text",
+    "load_fabric",
+    "render_topology",
+]
 
 
 @dataclass(frozen=True)
@@ -380,6 +388,35 @@ def fabric_from_conf(
                   default_gpus=default_gpus, name=conf.path)
 
 
+def fabric_from_text(
+    text: str,
+    source: str,
+    facts: Mapping[str, NodeFacts] | Callable[[Sequence[str]], Mapping[str, NodeFacts]] | None = None,
+    default_gpus: int = 8,
+    *,
+    blocks_are_nvlink: bool = False,
+    rail_optimised: bool = True,
+    empty_ok: bool = False,
+) -> Fabric:
+    """The one way from a ``topology.conf`` text to a fabric: the daemon, ``railgang topology``,
+    ``railgang top``, the report and the replay all come here, so they see the same fabric.
+
+    ``source`` names the text in every problem (the file, or ``scontrol show topology``).
+    ``facts`` is a table by node name, or a function of the file's node names (the facts of a
+    description whose default applies to every node it does not list); nodes without facts get
+    ``default_gpus`` GPUs and default facts. Raises ``topology.conf.TopologyError`` (with
+    file:line problems) for an invalid text, and for one that names no nodes (empty, comments only:
+    nothing could be placed on it) unless ``empty_ok``: a cluster without a topology plugin, whose
+    ``scontrol show topology`` lists nothing, is still a cluster to the daemon.
+    """
+    conf = parse_topology(text, source)
+    if not conf.nodes and not empty_ok:
+        raise TopologyError((Problem(source, None, None, NO_NODES),))
+    table = facts(conf.nodes) if callable(facts) else facts
+    return fabric_from_conf(conf, table, default_gpus, blocks_are_nvlink=blocks_are_nvlink,
+                            rail_optimised=rail_optimised)
+
+
 def load_fabric(
     topology_conf: Path,
     facts: Mapping[str, NodeFacts] | None = None,
@@ -388,13 +425,12 @@ def load_fabric(
     blocks_are_nvlink: bool = False,
     rail_optimised: bool = True,
 ) -> Fabric:
-    """Read, validate and build a fabric from a ``topology.conf`` file.
+    """Read, validate and build a fabric from a ``topology.conf`` file (``fabric_from_text``).
 
-    Raises ``topology.conf.TopologyError`` (with file:line problems) for an invalid file, one that
-    cannot be read (missing, a directory, binary, not UTF-8, over ``inputs.MAX_TEXT_BYTES`` or never
-    ending like ``/dev/zero``: read through the bounded ``inputs.read_text``) and one that names no
-    nodes (empty, comments only: nothing could be placed on it); nodes without facts get
-    ``default_gpus`` GPUs and default facts.
+    Raises ``topology.conf.TopologyError`` (with file:line problems) as ``fabric_from_text`` does,
+    and for a file that cannot be read (missing, a directory, binary, not UTF-8, over
+    ``inputs.MAX_TEXT_BYTES`` or never ending like ``/dev/zero``: read through the bounded
+    ``inputs.read_text``).
     """
     # inputs imports this module (Fabric, NodeFacts), so its bounded reader is imported here
     from railgang.topology.inputs import InputProblem, read_text
@@ -404,11 +440,7 @@ def load_fabric(
         text = read_text(path, "topology file")
     except InputProblem as exc:
         raise TopologyError((Problem(exc.path, exc.line, exc.field, exc.message),)) from exc
-    conf = parse_topology(text, str(path))
-    if not conf.nodes:
-        raise TopologyError((Problem(str(path), None, None, "no nodes: the file names no Nodes= (empty, or "
-                                     "comments only); nothing could be placed on it"),))
-    return fabric_from_conf(conf, facts, default_gpus, blocks_are_nvlink=blocks_are_nvlink,
+    return fabric_from_text(text, str(path), facts, default_gpus, blocks_are_nvlink=blocks_are_nvlink,
                             rail_optimised=rail_optimised)
 
 

@@ -13,7 +13,8 @@ EXPECTED = {
         "allreduce_time_s", "fabric_from_shape", "load_fabric", "place",
     },
     "railgang.topology.fabric": {
-        "Fabric", "NodeFacts", "fabric_from_conf", "fabric_from_shape", "load_fabric", "render_topology",
+        "Fabric", "NodeFacts", "fabric_from_conf", "fabric_from_shape", "fabric_from_text", "load_fabric",
+        "render_topology",
     },
     "railgang.topology.placement": {
         "CLASS_WEIGHTS", "GangRequest", "JobClass", "Placement", "PlacementFailure", "RankSlot",
@@ -32,7 +33,7 @@ EXPECTED = {
         "parse_toml", "read_bytes", "read_text",
     },
     "topology.conf": {
-        "MAX_RANGE", "BlockDef", "Problem", "SwitchDef", "TopologyConf", "TopologyError",
+        "MAX_RANGE", "NO_NODES", "BlockDef", "Problem", "SwitchDef", "TopologyConf", "TopologyError",
         "check_topology", "expand_hosts", "parse_topology",
     },
     "railgang.topology.counters": {

@@ -86,11 +86,12 @@ def _shape(tp: int, pp: int, dp: int) -> str:
 
 
 def leaves_of(topology_text: str) -> dict[str, list[str]]:
-    """Leaf switch -> its nodes (switches that list nodes directly)."""
-    from railgang.topology.conf import parse_topology
+    """Leaf switch (or block) -> its nodes, from the fabric the daemon builds of the same text
+    (``fabric.fabric_from_text``), so the grid groups nodes as placement sees them."""
+    from railgang.topology.fabric import fabric_from_text
 
-    conf = parse_topology(topology_text, "scontrol show topology")
-    return {sw.name: list(sw.nodes) for sw in conf.switches if sw.nodes}
+    fabric = fabric_from_text(topology_text, "scontrol show topology", empty_ok=True)
+    return {leaf: list(fabric.direct_nodes(leaf)) for leaf in fabric.leaves}
 
 
 def build_frame(jobs: Iterable[SqueueJob], nodes: Iterable[SinfoNode],

@@ -9,7 +9,7 @@ placed now (the reason is printed, it is not an error). Exit codes: ``railgang.e
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
@@ -20,6 +20,7 @@ from railgang.errors import ExitCode, InputError
 from railgang.topology import hostnames
 from railgang.topology.conf import (
     MAX_RANGE,
+    NO_NODES,
     Problem,
     TopologyConf,
     TopologyError,
@@ -51,19 +52,20 @@ def _read(path: Path, what: str) -> str:
         raise _input_error(exc) from exc
 
 
-_NO_NODES = "no nodes: the file names no Nodes= (empty, or comments only); nothing could be placed on it"
-
-
 def _conf(path: Path) -> TopologyConf:
     try:
         conf = parse_topology(_read(path, "topology file"), str(path))
     except TopologyError as exc:
-        first = exc.problems[0]
-        more = f" (and {len(exc.problems) - 1} more; run 'railgang topology check')" if len(exc.problems) > 1 else ""
-        raise InputError(first.message + more, path=first.path, line=first.line, field=first.field) from exc
+        raise _topology_error(exc) from exc
     if not conf.nodes:
-        raise InputError(_NO_NODES, path=str(path))
+        raise InputError(NO_NODES, path=str(path))
     return conf
+
+
+def _topology_error(exc: TopologyError) -> InputError:
+    first = exc.problems[0]
+    more = f" (and {len(exc.problems) - 1} more; run 'railgang topology check')" if len(exc.problems) > 1 else ""
+    return InputError(first.message + more, path=first.path, line=first.line, field=first.field)
 
 
 def _input_error(exc: InputProblem) -> InputError:
@@ -71,24 +73,27 @@ def _input_error(exc: InputProblem) -> InputError:
 
 
 def _fabric(path: Path, facts_path: Path | None, blocks_nvlink: bool) -> Fabric:
-    from railgang.topology.fabric import NodeFacts, fabric_from_conf
+    """The fabric as the daemon builds it (``fabric.fabric_from_text``), with the facts file's."""
+    from railgang.topology.fabric import NodeFacts, fabric_from_text
     from railgang.topology.inputs import InputProblem, facts_from_slurm_json, parse_facts
 
-    conf = _conf(path)
-    facts: dict[str, NodeFacts] | None = None
-    default_gpus = 8
-    if facts_path is not None:
-        text = _read(facts_path, "facts file")
-        try:
-            if facts_path.suffix == ".toml" or not _looks_like_slurm(text):
-                table = parse_facts(text, str(facts_path))
-                facts = table.for_nodes(conf.nodes)
-                default_gpus = table.default.gpus
-            else:
-                facts = facts_from_slurm_json(text, str(facts_path))
-        except InputProblem as exc:
-            raise _input_error(exc) from exc
-    return fabric_from_conf(conf, facts, default_gpus, blocks_are_nvlink=blocks_nvlink)
+    text = _read(path, "topology file")
+
+    def facts(names: Sequence[str]) -> Mapping[str, NodeFacts]:
+        # read after the topology parsed, so a broken topology.conf is the error reported first
+        if facts_path is None:
+            return {}
+        facts_text = _read(facts_path, "facts file")
+        if facts_path.suffix == ".toml" or not _looks_like_slurm(facts_text):
+            return parse_facts(facts_text, str(facts_path)).for_nodes(names)
+        return facts_from_slurm_json(facts_text, str(facts_path))
+
+    try:
+        return fabric_from_text(text, str(path), facts, blocks_are_nvlink=blocks_nvlink)
+    except TopologyError as exc:
+        raise _topology_error(exc) from exc
+    except InputProblem as exc:
+        raise _input_error(exc) from exc
 
 
 def _looks_like_slurm(text: str) -> bool:
@@ -136,7 +141,7 @@ def check(ctx: typer.Context, file: Annotated[Path, typer.Argument(help="topolog
     for line in cap_list((f"warning: {p}" for p in found if p.severity != "error"), 20):
         typer.echo(line, err=True)
     if not problems and not parse_topology(text, str(file)).nodes:
-        problems = (Problem(str(file), None, None, _NO_NODES),)
+        problems = (Problem(str(file), None, None, NO_NODES),)
     if problems:
         if as_json:  # capped like the text: a 50 MB file of repeats must not become 50 MB of JSON
             emit({"path": str(file), "ok": False, "problems_count": len(problems),

@@ -381,16 +381,14 @@ class CliBackend:
                 self._topology_text = topology_from_show(
                     self.runner.run([cmd.SCONTROL, "show", "topology"]).stdout)
             text, source = self._topology_text, "scontrol show topology"
-        def facts(names: Sequence[str]) -> dict[str, Any]:  # as the simulator's (node_facts.py)
-            listed = set(names)
-            return {n.name: node_facts_from_gres(n.name, n.gres, n.features, n.gpus) for n in nodes if n.name in listed}
-
-        try:  # the one text -> fabric of railgang topology and railgang top; a cluster without a
-            # topology plugin lists no nodes, and is still scheduled (nothing placed by locality)
-            fabric = fabric_from_text(text, source, facts, default_gpus=max((n.gpus for n in nodes), default=8),
+        facts = {n.name: node_facts_from_gres(n.name, n.gres, n.features, n.gpus)  # as the simulator's
+                 for n in nodes}  # the fabric keeps those of the nodes the topology names
+        try:  # railgang topology's and railgang top's text -> fabric; a cluster without a topology
+            # plugin names no nodes, and is still scheduled (nothing placed by locality)
+            fabric = fabric_from_text(text, source, facts, max((n.gpus for n in nodes), default=8),
                                       blocks_are_nvlink=self.settings.blocks_nvlink, empty_ok=True)
-        except TopologyError as exc:
-            raise SlurmError(f"{source}: {exc}") from exc
+        except TopologyError as exc:  # its problems name the source already
+            raise SlurmError(str(exc)) from exc
         missing = sorted({n.name for n in nodes} - set(fabric.nodes))
         if missing:
             log.warning("slurm: nodes %s are not in %s; railgang cannot place on them", missing, source)
