@@ -12,11 +12,20 @@ from typing import Any
 
 import pytest
 
-from railgang.daemon.core import Account, Decision, Job, Reason, decide
+from railgang.daemon.core import (
+    Account,
+    CycleConfig,
+    Decision,
+    Job,
+    Node,
+    Reason,
+    decide,
+    topology_placer,
+)
 from railgang.daemon.core.model.needs import Needs
 from railgang.daemon.core.model.plan import Plan, Want
 from railgang.daemon.core.model.signature import Signature, signature, time_key
-from railgang.daemon.core.model.snapshot import Snapshot
+from railgang.daemon.core.model.snapshot import Snapshot, make_snapshot
 from railgang.daemon.core.phases.draft import Draft
 from railgang.daemon.core.phases.place import PlacePhase
 from railgang.daemon.core.policies.registry import get
@@ -54,7 +63,7 @@ FIELDS: dict[str, dict[str, Any]] = {
     "priority_class": {"priority_class": 2},
     "shape": {"tp": 8},
     "sizes": {"elastic_min": 1, "elastic_max": 16},  # the request's range (the Want stays rigid)
-    "needs": {"needs_nvlink": True},
+    "needs": {"needs": Needs(nvlink=True)},
     "requeued": {"after_fault": True},
 }
 
@@ -208,3 +217,33 @@ def test_a_signature_is_a_named_tuple_of_its_fields() -> None:
     assert isinstance(sig, Signature) and sig.quota == "a" and sig.shape == (1, 1, 1, 8)
     assert set(Signature._fields) >= {"priority_class", "shape", "sizes", "pools", "needs", "quota",
                                       "time", "requeued", "submitted"}
+
+
+def _leafy_queues(seed: int) -> Iterator[Snapshot]:
+    """A fabric of two leaves (8 nodes of 8 GPUs), part of it free, gangs and small jobs waiting
+    with submit times inside and past the leaf wait."""
+    fab = fabric_from_shape(8, 8, 4, prefix="n")
+    rng = random.Random(seed)
+    for _ in range(8):
+        free = {n: frozenset(range(rng.choice([0, 0, 4, 8]))) for n in fab.nodes}
+        sizes = [rng.choice([1, 4, 8, 16, 24]) for _ in range(24)]
+        pending = [job(f"p{i:02d}").gpus(g).tp(8 if g % 8 == 0 and rng.random() < 0.5 else 1)
+                   .at(rng.choice([0.0, 500.0, 900.0])).limit(rng.choice([100.0, 5000.0])).build()
+                   for i, g in enumerate(sizes)]
+        yield make_snapshot(now=1000.0, fabric=fab, nodes=[Node(n, 8) for n in fab.nodes],
+                            pending=pending, free=free)
+
+
+@pytest.mark.parametrize("policy", ["fifo", "fifo-greedy", "slurm", "tiresias"])
+def test_skipping_changes_no_decision_with_leaf_waits(policy: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    config = CycleConfig(leaf_wait_s=600.0, leaf_holds=2, leaf_wait_max_s=1200.0, backfill_held_leaf=True)
+
+    def run(s: Snapshot) -> Decision:
+        return decide(s, get(policy), s.now, random.Random(0), placer=topology_placer, config=config)
+
+    with_skips = [run(s) for s in _leafy_queues(3)]
+    assert sum(d.steps["skipped"] for d in with_skips) > 0
+    monkeypatch.setattr(PlacePhase, "_signature", lambda self, job, x, *a: _Unique())
+    for a, s in zip(with_skips, _leafy_queues(3), strict=True):
+        b = run(s)
+        assert a.actions == b.actions and tuple(a.reasons) == tuple(b.reasons)
