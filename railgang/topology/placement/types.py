@@ -68,6 +68,9 @@ class GangRequest:
     pp: int = 1
     dp: int | None = None
     job_class: JobClass | None = None
+    # capabilities every node must offer, judged on the fabric's facts: for topology's own callers
+    # (railgang place --min-gpu-mem/--nvlink); the daemon's core states a job's needs once (its
+    # Needs) and passes the nodes meeting them as ``nodes`` (core/model/gang.py gang_for)
     min_gpu_mem_gb: float = 0.0
     needs_nvlink: bool = False
     # the only nodes the gang may use (e.g. those meeting the job's needs); None = any node

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import random
 
 import pytest
@@ -17,6 +18,8 @@ from railgang.daemon.core import (
     make_snapshot,
     reason_for,
 )
+from railgang.daemon.core.model.job import JobRequest
+from railgang.daemon.core.model.needs import Needs
 from railgang.daemon.core.policies.registry import get
 from railgang.topology.fabric import fabric_from_shape
 from railgang.topology.health import LinkHealth
@@ -38,9 +41,18 @@ def test_only_request_failures_are_about_the_request() -> None:
 
 
 def test_the_core_asks_topology_for_its_own_gang_request() -> None:
-    gang = gang_for(job("a").gpus(16).tp(4).with_(min_gpu_mem_gb=80.0).build(), 2)
-    assert gang == GangRequest(gpus=8, tp=4, pp=1, dp=2, min_gpu_mem_gb=80.0)
-    assert len({gang, gang_for(job("b").gpus(16).tp(4).with_(min_gpu_mem_gb=80.0).build(), 2)}) == 1
+    gang = gang_for(job("a").gpus(16).tp(4).build(), 2)
+    assert gang == GangRequest(gpus=8, tp=4, pp=1, dp=2)
+    assert len({gang, gang_for(job("b").gpus(16).tp(4).build(), 2)}) == 1
+
+
+def test_a_jobs_needs_have_one_home_and_reach_the_placer_as_the_nodes_meeting_them() -> None:
+    # issue 34 item 5: JobRequest kept min_gpu_mem_gb and needs_nvlink beside needs' own, which
+    # no reader filled; the needs (Needs) are the one source, the placer gets the nodes meeting them
+    assert {"min_gpu_mem_gb", "needs_nvlink"}.isdisjoint(f.name for f in dataclasses.fields(JobRequest))
+    need = Needs(min_gpu_mem_gb=80.0, nvlink=True)
+    gang = gang_for(job("a").gpus(16).tp(4).with_(needs=need).build(), 2, frozenset({"n01"}))
+    assert gang == GangRequest(gpus=8, tp=4, pp=1, dp=2, nodes=frozenset({"n01"}))
 
 
 def _two_nodes(*pending: object, health: LinkHealth | None = None):  # type: ignore[no-untyped-def]
@@ -59,10 +71,10 @@ def test_a_gang_that_fits_only_on_quarantined_nodes_says_so() -> None:
 
 
 def test_a_request_no_node_meets_names_the_need_and_blocks_nobody() -> None:
-    snap = _two_nodes(job("fat").gpus(8).with_(min_gpu_mem_gb=1e6), job("small").gpus(4).at(1))
+    snap = _two_nodes(job("fat").gpus(8).with_(needs=Needs(min_gpu_mem_gb=1e6)), job("small").gpus(4).at(1))
     d = decide(snap, get("fifo"), 0.0, random.Random(0))
     reason = d.reason("fat")
-    assert reason is not None and reason.code is Reason.GPU_MEMORY
+    assert reason is not None and reason.code is Reason.NEEDS_UNMET and "gpumem>=1e+06G" in reason.detail
     assert [a.job_id for a in d.actions if isinstance(a, Start)] == ["small"]
 
 

@@ -20,16 +20,12 @@ from railgang.topology.placement.types import GangRequest, Unplaceable
 
 def gang_for(job: Job, replicas: int, nodes: frozenset[str] | None = None) -> GangRequest:
     """The gang ``replicas`` DP replicas of ``job`` need (whole TP × PP groups), on ``nodes``
-    only when given (the nodes meeting the job's needs: ``Work.eligible``)."""
-    return GangRequest(
-        gpus=replicas * job.replica_gpus,
-        tp=job.tp,
-        pp=job.pp,
-        dp=replicas,
-        min_gpu_mem_gb=job.min_gpu_mem_gb,
-        needs_nvlink=job.needs_nvlink,
-        nodes=nodes,
-    )
+    only when given (the nodes meeting the job's needs: ``Work.eligible``).
+
+    The job's needs (GPU memory, NVLink, ...) reach the placer only as those nodes, judged on the
+    snapshot's node facts: the request's own ``min_gpu_mem_gb`` and ``needs_nvlink`` are for
+    topology's other callers (``railgang place``), so a need is checked once, on one set of facts."""
+    return GangRequest(gpus=replicas * job.replica_gpus, tp=job.tp, pp=job.pp, dp=replicas, nodes=nodes)
 
 
 @dataclass(frozen=True)

@@ -71,9 +71,9 @@ class JobRequest:
     checkpoint_interval_s: float = 1800.0
     checkpoint_cost_s: float = 60.0  # time to save a checkpoint (paid on a graceful preempt)
     restore_cost_s: float = 120.0  # reload + warm-up after a restart
-    min_gpu_mem_gb: float = 0.0  # capability need (R-S10), not a SKU
-    needs_nvlink: bool = False
-    needs: Needs = NO_NEEDS  # what every node of the job must offer (daemon/core/model/needs.py)
+    # what every node of the job must offer (daemon/core/model/needs.py): GPU memory, NVLink, type,
+    # network, compute capability (R-S10: capabilities, not SKUs); the one home of those needs
+    needs: Needs = NO_NEEDS
     speedup_fn: SpeedupFn = field(default=linear, compare=False, repr=False)
     goodput_fn: SpeedupFn | None = field(default=None, compare=False, repr=False)  # measured
     # goodput on k replicas (throughput × statistical efficiency, e.g. from the job's own
@@ -194,10 +194,6 @@ class Job:
     def checkpoint_cost_s(self) -> float: return self.request.checkpoint_cost_s
     @property
     def restore_cost_s(self) -> float: return self.request.restore_cost_s
-    @property
-    def min_gpu_mem_gb(self) -> float: return self.request.min_gpu_mem_gb
-    @property
-    def needs_nvlink(self) -> bool: return self.request.needs_nvlink
     @property
     def needs(self) -> Needs: return self.request.needs
     @property

@@ -17,7 +17,7 @@ Each field names what a difference in it can change (the unit tests in
 ``sizes``           the plan's wanted and minimum replicas, the request's elastic range (the
                     minimum admission reads, the largest size node room is checked for)
 ``pools``           the (GPU type, tier) pools the plan tries, in order
-``needs``           needs (None: none), NVLink, GPU memory, serving deployment: the nodes it may use
+``needs``           needs (None: none; GPU memory, NVLink, ...), serving deployment: the nodes it may use
 ``quota``           the account, when a flat quota or the quota tree reaches it (its room then
                     differs by account); None when no quota does
 ``time``            what the walk reads of its run time (see :func:`time_key`)
@@ -42,7 +42,7 @@ class Signature(NamedTuple):
     shape: tuple[int, int, int, int]
     sizes: tuple[int, int, int, int]
     pools: tuple[tuple[str, str], ...]
-    needs: tuple[Needs | None, bool, float, str]
+    needs: tuple[Needs | None, str]
     quota: str | None
     time: Hashable
     requeued: bool
@@ -58,7 +58,7 @@ def signature(job: Job, want: Want, quota: str | None, time: Hashable, submitted
     return Signature(r.priority_class, (r.replica_gpus, r.tp, r.pp, r.gpus),
                      (want.replicas, want.min_replicas, r.min_replicas, r.max_replicas), want.pools,
                      # (the shared empty needs as None: a dataclass hashes its fields every time)
-                     (None if needs is NO_NEEDS else needs, r.needs_nvlink, r.min_gpu_mem_gb, r.serving),
+                     (None if needs is NO_NEEDS else needs, r.serving),
                      quota, time, job.state.after_fault, submitted)
 
 
