@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import heapq
+import logging
 import math
 import random
 import time
@@ -35,11 +36,19 @@ from railgang.daemon.core.model.gang import Placer, topology_placer
 from railgang.daemon.core.model.plan import Policy
 from railgang.daemon.core.model.reasons import PendingReason, Reason
 from railgang.daemon.core.phases.waiting import coded
-from railgang.daemon.loop import run_cycle
+from railgang.daemon.loop import CycleJournal, run_cycle
 from railgang.daemon.pipeline import Pipeline
 from railgang.daemon.sim.backend import COMPLETE, KILL, LINK, SimBackend, SimConfig
 from railgang.daemon.sim.capacity import SPOT_RECLAIM, SPOT_RETURN
-from railgang.daemon.sim.failures import FAIL, REPAIR, FailureConfig, Failures
+from railgang.daemon.sim.failures import (
+    BURN_IN,
+    FAIL,
+    REPAIR,
+    STEP,
+    FailureConfig,
+    Failures,
+    daemon_steps,
+)
 from railgang.daemon.sim.metrics import JobRecord, Metrics, compute
 from railgang.daemon.sim.notice import SHRINK
 from railgang.daemon.sim.progress import CommModel
@@ -49,7 +58,7 @@ from railgang.daemon.sim.traces.model import TraceJob
 CAPACITY = "capacity"  # a scheduled change of what the cluster lends (``CapacitySchedule``)
 # event kinds in the order they are handled within one instant
 _ORDER = {COMPLETE: 0, KILL: 1, SHRINK: 1, SPOT_RETURN: 1, SPOT_RECLAIM: 1, "arrival": 2, "cycle": 3, "tick": 4,
-          LINK: 1, CAPACITY: 1, FAIL: 1, REPAIR: 1}
+          LINK: 1, CAPACITY: 1, FAIL: 1, REPAIR: 1, BURN_IN: 1}
 
 
 class CapacitySchedule(Protocol):
@@ -78,6 +87,9 @@ class EngineConfig:
     # False = run the core at every cycle (to check that skipping changes nothing)
     skip_idle: bool = True
     failures: FailureConfig | None = None  # node and leaf failures (``--failures``; failures.py)
+    # the steps before the core (pipeline.py), built afresh for each replay; None: with
+    # failures, the daemon's with its default settings (``failures.daemon_steps``), else none
+    steps: Callable[[], Pipeline] | None = None
 
 
 @dataclass
@@ -140,13 +152,19 @@ class _Replay:
                  bounds: Bounds | None = None,
                  observer: Callable[[float, SimBackend], None] | None = None,
                  capacity: CapacitySchedule | None = None,
-                 backend_class: type[SimBackend] = SimBackend) -> None:
+                 backend_class: type[SimBackend] = SimBackend,
+                 journal: CycleJournal | None = None) -> None:
         self.policy, self.config, self.placer, self.on_progress = policy, config, placer, on_progress
         self.bounds, self.observer, self.capacity = bounds, observer, capacity
+        self.journal = journal  # the cycles' actions, as the daemon's journal records them
         # the steps before the core (pipeline.py): a capacity schedule's lent nodes under the
         # core's rules (serving/replay.py ``core_rules``), else none
         step = getattr(capacity, "step", None)
         self.steps = Pipeline([step]) if step is not None else None
+        if config.steps is not None or config.failures is not None:
+            built = (config.steps or daemon_steps)()
+            self.steps = (built if step is None
+                          else Pipeline([*built.steps, step], built.stores, built.readers))
         self.stopped: str | None = None
         self.deadline = math.inf
         self.heap = _Heap()
@@ -178,6 +196,8 @@ class _Replay:
         if config.failures is not None:
             self.failures = Failures(self.backend, config.failures, self.heap, self._alive)
             self.failures.start(self.clock.now())
+            assert self.steps is not None
+            self.steps.readers.setdefault(STEP, self.failures.facts)  # what Slurm would show
         self.step = max(1, self.total // 200)
         self.done_reported = 0
 
@@ -223,7 +243,7 @@ class _Replay:
                 assert self.capacity is not None
                 if self.capacity.apply(job_id, backend, t):
                     self.want_cycle(t)
-            elif kind in (FAIL, REPAIR):
+            elif kind in (FAIL, REPAIR, BURN_IN):
                 assert self.failures is not None
                 if self.failures.on_event(kind, job_id, t):
                     self.want_cycle(t)
@@ -275,7 +295,8 @@ class _Replay:
 
     def cycle(self, now: float) -> None:
         config, backend = self.config, self.backend
-        if config.skip_idle and self.idle():
+        # the steps see every cycle (a fault's requeue, a burn-in's end are theirs to answer)
+        if config.skip_idle and self.failures is None and self.idle():
             self.rng.randrange(2**31)  # the placement seed decide() draws: later cycles unchanged
             self.skipped += 1
             reasons: Sequence[PendingReason] = ()
@@ -293,8 +314,6 @@ class _Replay:
             self.heap.at(self.tick_at, "tick", "", 0)
         if self.failures is not None and self.failures.paused and backend.running:
             self.failures.resume(now)
-        if self.failures is not None and self.failures.expedited:
-            self.failures.ran_again()
         if self.observer is not None:
             self.observer(now, backend)
         done = self.bounds.done if self.bounds is not None else None
@@ -306,11 +325,14 @@ class _Replay:
         config, backend = self.config, self.backend
         truncated = config.max_pending is not None and len(backend.pending) > config.max_pending
         outcome = run_cycle(backend, self.policy, self.clock, self.rng, config=config.cycle,
-                            placer=self.placer, health=backend.health, steps=self.steps)
+                            placer=self.placer, health=backend.health, steps=self.steps,
+                            journal=self.journal)
         if truncated and any(isinstance(r.action, Start) and r.ok for r in outcome.results):
             self.want_cycle(now)  # the core saw only part of the queue and made room: look again
         for result in outcome.failed:
             self.failed[f"{type(result.action).__name__}: {result.detail.split(' ')[0]}"] += 1
+        if self.steps is not None and self.steps.held_nodes():
+            return outcome.reasons  # a flaky node held out shrinks the cluster for a while only
         for pr in coded(outcome.reasons, Reason.LARGER_THAN_CLUSTER):  # not the whole queue's
             backend.reject(pr.job_id, pr.detail or "larger than the cluster", now)
         return outcome.reasons
@@ -340,17 +362,32 @@ def simulate(
     observer: Callable[[float, SimBackend], None] | None = None,
     capacity: CapacitySchedule | None = None,
     bounds: Bounds | None = None,
+    journal: CycleJournal | None = None,
 ) -> RunResult:
     """Replay ``jobs`` (ordered by submit time) under ``policy`` on ``fabric``. ``observer(now,
     backend)`` is called after every cycle (a benchmark takes snapshots there; read only);
+    ``journal`` is handed every cycle's snapshot, actions and results (``loop.CycleJournal``);
     ``capacity`` takes nodes away and gives them back on its schedule (serving/replay.py);
     ``bounds`` stops the replay early (``until``: a fixed span of simulated time)."""
     started = time.perf_counter()
-    with _few_collections():
+    with _few_collections(), _steps_quiet():
         replay = _Replay(jobs, policy, fabric, config, comm, placer, on_progress, observer=observer,
-                         capacity=capacity, bounds=bounds)
+                         capacity=capacity, bounds=bounds, journal=journal)
         replay.run()
         return replay.result(time.perf_counter() - started)
+
+
+@contextlib.contextmanager
+def _steps_quiet() -> Iterator[None]:
+    """The failure step's warning per fault is the daemon's log; a replay counts its faults in
+    its summary instead (``failure_summary``), and thousands of them would flood the terminal."""
+    logger = logging.getLogger("railgang.daemon.failures")
+    old = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        logger.setLevel(old)
 
 
 # young objects the cyclic collector lets pile up before it runs during a replay (Python: 700)

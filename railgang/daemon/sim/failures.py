@@ -24,8 +24,15 @@ Replays without ``--failures`` keep the old assumption (checkpoint cost inside t
 durations). ``interval="advised"`` gives each job the Young–Daly interval for its size
 (``failures.young_daly``) where that is shorter than the fixed ``SimConfig.checkpoint_interval_s``.
 
-The backend has no seam for this yet (``sim/backend.py`` was closed for the core's restructuring):
-:class:`Failures` acts on the backend's own fields, the ones its spot reclaim uses.
+What the cluster does about a fault is not modelled here (issue 34 item 3): the replay runs the
+daemon's own failure step (``failures/step.py``, built by ``cycle_settings.pipeline_from``)
+through the pipeline, and ``SimBackend`` carries out its actions (``node_ops.py``). This module
+only shows the step what Slurm would show (:meth:`Failures.facts`): a killed job ended
+``NODE_FAIL`` on the nodes it ran on (once; then waiting), a failed node ``down`` with Slurm's
+``Not responding``, a node railgang drained ``drain``, a burn-in job running for ``burn_in_s``
+(once its node is back) and then ``COMPLETED`` (a burn-in always passes here). The step answers:
+the requeue (``after_fault``: first in its class), the flaky node's drain, its burn-in, the
+release. Hangs are not simulated (no job sends progress reports in a replay).
 """
 
 from __future__ import annotations
@@ -38,15 +45,20 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from railgang.daemon.core import Job
+from railgang.daemon.core.model.snapshot import NodeState
+from railgang.daemon.failures.facts import FailureFacts, JobView, NodeView
 from railgang.daemon.failures.rates import LLAMA3, FailureRates
 from railgang.daemon.failures.young_daly import young_daly_s
+from railgang.daemon.pipeline import Pipeline
 from railgang.daemon.sim.backend import KILL, EventSink, SimBackend
 
-__all__ = ["FAIL", "REPAIR", "FailureConfig", "FailureLog", "Failures", "failure_config",
-           "failure_summary"]
+__all__ = ["BURN_IN", "FAIL", "REPAIR", "STEP", "FailureConfig", "FailureLog", "Failures",
+           "daemon_steps", "failure_config", "failure_summary"]
 
 FAIL = "node_fail"  # job_id: the failing domain (a node or a leaf switch)
 REPAIR = "node_repair"  # job_id: the domain coming back
+BURN_IN = "burn_in_done"  # job_id: the burn-in job that ends (the step looks again)
+STEP = "failures"  # the failure step's name (failures/step.py NAME): its facts' key
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +68,7 @@ class FailureConfig:
     detect_s: float = 0.0  # from the fault until the job is killed (0 = at once)
     interval: Literal["fixed", "advised"] = "fixed"  # checkpoint interval per job
     charge: bool = True  # periodic checkpoints slow the job by C/τ
+    burn_in_s: float = 600.0  # how long a burn-in job runs once its node is up (it passes)
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,8 +114,11 @@ class Failures:
         self.paused: set[str] = set()  # domains whose process waits for a job to run
         # jobs killed by a fault, not yet requeued -> their last preemption before it
         self.killed: dict[str, float | None] = {}
-        # requeued by a fault and marked after_fault (first in its class), not running again yet
-        self.expedited: set[str] = set()
+        self.restarts: dict[str, int] = {}  # job -> runs a fault ended (Slurm's restart_cnt)
+        self.ran_on: dict[str, tuple[str, ...]] = {}  # job signalled by a fault -> its nodes
+        self.ended: dict[str, tuple[str, ...]] = {}  # ended NODE_FAIL, not shown to the step yet
+        self.waiting: set[str] = set()  # requeued after a fault, not running again yet
+        self.burn_in_start: dict[str, float] = {}  # burn-in job -> when it started running
         self.since: dict[str, float] = {}  # node -> when it went out
         self.node_s_out = 0.0  # node-seconds out of service, summed as nodes come back
         self.repairs: list[tuple[float, tuple[str, ...]]] = []  # (when, nodes back): sim --ledger
@@ -146,33 +162,75 @@ class Failures:
         self._replace(sj, Job(dataclasses.replace(request, checkpoint_interval_s=interval), state))
 
     def requeued(self, job_id: str) -> None:
-        """A job the fault killed is back in the queue: the kill was no preemption, so it does not
-        count as one (the core's cascade damping would stop a freshly evicted job from evicting
-        others for half an hour: a gang killed by a dead node waited that long for its nodes)."""
+        """A job the fault killed ended ``NODE_FAIL`` (Slurm's view: :meth:`facts`); the backend
+        already put it back in the queue, where the failure step's ``Requeue`` finds it. The
+        kill was no preemption, so it does not count as one (the core's cascade damping would
+        stop a freshly evicted job from evicting others for half an hour: a gang killed by a
+        dead node waited that long for its nodes). First in its class is the step's mark."""
         if job_id not in self.killed:
             return
         before = self.killed.pop(job_id)
+        self.ended[job_id] = self.ran_on.pop(job_id, ())
+        self.restarts[job_id] = self.restarts.get(job_id, 0) + 1
         sj = self.backend.jobs.get(job_id)
         if sj is None or sj.assignment is not None:
             return
+        self.waiting.add(job_id)
         state = sj.job.state
-        # first in its class until it runs again, as the daemon orders it (docs/failures.md)
         self._replace(sj, sj.job.with_state(dataclasses.replace(
-            state, preemptions=max(0, state.preemptions - 1), last_preempted_at=before,
-            after_fault=True)))
-        self.expedited.add(job_id)
+            state, preemptions=max(0, state.preemptions - 1), last_preempted_at=before)))
 
-    def ran_again(self) -> None:
-        """Jobs a fault requeued that run again lose their place at the head of the class (a
-        later preemption requeues them as anyone else); call after a cycle's starts."""
-        for job_id in sorted(self.expedited):
-            sj = self.backend.jobs.get(job_id)
-            if sj is None:
-                self.expedited.discard(job_id)
-            elif sj.assignment is not None:
-                self.expedited.discard(job_id)
-                self._replace(sj, sj.job.with_state(dataclasses.replace(sj.job.state,
-                                                                        after_fault=False)))
+    # -- what Slurm shows the failure step -------------------------------------------------------
+    def facts(self, now: float) -> FailureFacts:
+        """The jobs and nodes as Slurm would show them now (the pipeline's reader of the failure
+        step's facts): the running jobs, the ones a fault ended (``NODE_FAIL`` once, then
+        ``PENDING`` until they run again), the burn-in jobs; every node."""
+        b = self.backend
+        jobs = [JobView(job_id, "NODE_FAIL", self.restarts[job_id] - 1, ran_on, ours=True)
+                for job_id, ran_on in sorted(self.ended.items())]
+        for job_id in sorted(self.waiting):
+            sj = b.jobs.get(job_id)
+            if sj is None or sj.assignment is not None:
+                self.waiting.discard(job_id)
+            elif job_id not in self.ended:
+                jobs.append(JobView(job_id, "PENDING", self.restarts.get(job_id, 0), ours=True))
+        self.ended.clear()
+        busy: set[str] = set()
+        for job_id, sj in b.running.items():
+            if sj.assignment is None:
+                continue
+            busy.update(sj.assignment)
+            jobs.append(JobView(job_id, "RUNNING", self.restarts.get(job_id, 0),
+                                tuple(sorted(sj.assignment)), ours=True))
+        jobs += self._burn_ins(now)
+        nodes: dict[str, NodeView] = {}
+        for name, node in b.nodes.items():
+            if name in self.out:
+                nodes[name] = NodeView(name, "down", "Not responding", name in busy)
+            elif name in b.burn_ins:  # resumed into its burn-in reservation
+                nodes[name] = NodeView(name, "alloc", busy=True)
+            elif node.state is NodeState.DRAIN:
+                nodes[name] = NodeView(name, "drain", "railgang: flaky", name in busy)
+            elif name in busy:  # an idle node tells the step nothing: left out (a large fleet)
+                nodes[name] = NodeView(name, "mixed", busy=True)
+        return FailureFacts(tuple(jobs), nodes)
+
+    def _burn_ins(self, now: float) -> list[JobView]:
+        """Each burn-in job submitted: pending while its node is out, running ``burn_in_s`` from
+        when it is up (an event then wakes the replay), then ``COMPLETED``."""
+        out: list[JobView] = []
+        for _, node, job_id in self.backend.burn_in_log:
+            start = self.burn_in_start.get(job_id)
+            if start is None:
+                if node in self.out:
+                    out.append(JobView(job_id, "PENDING", 0, burn_in_of=node))
+                    continue
+                start = self.burn_in_start[job_id] = now
+                self.events.at(now + self.config.burn_in_s, BURN_IN, job_id, 0)
+            done = now >= start + self.config.burn_in_s
+            out.append(JobView(job_id, "COMPLETED" if done else "RUNNING", 0, (node,),
+                               started_at=start, burn_in_of=node))
+        return out
 
     def _replace(self, sj: Any, job: Job) -> None:
         """``sj``'s view is now ``job``, in the queue too (the backend keeps views aligned)."""
@@ -193,6 +251,8 @@ class Failures:
     # -- events ------------------------------------------------------------------------------------
     def on_event(self, kind: str, domain: str, now: float) -> bool:
         """Handle a due ``FAIL`` or ``REPAIR``; True if the cluster changed."""
+        if kind == BURN_IN:
+            return True  # a burn-in job ended: the failure step releases its node
         d = self.domains.get(domain)
         if d is None:
             return False
@@ -227,6 +287,7 @@ class Failures:
     def _kill(self, sj: Any, now: float) -> None:
         self.backend.interrupted(sj)  # the fault's doing: no churn budget, no migration kept
         self.killed.setdefault(sj.tj.job_id, sj.job.state.last_preempted_at)
+        self.ran_on[sj.tj.job_id] = tuple(sorted(sj.assignment))
         kill_at = sj.signal(now, self.config.detect_s, False)
         sj.stopped = True  # a dead rank: no progress while the fault is being detected
         self.events.at(kill_at, KILL, sj.tj.job_id, sj.version)
@@ -245,6 +306,15 @@ class Failures:
         if returned:
             self.repairs.append((now, tuple(returned)))
         return bool(returned)
+
+
+def daemon_steps() -> Pipeline:
+    """The daemon's steps before the core with the daemon's default settings
+    (``cycle_settings.pipeline_from``), without its memory file: a replay's memory is its own."""
+    from railgang.daemon.config import Settings
+    from railgang.daemon.cycle_settings import pipeline_from
+
+    return Pipeline(pipeline_from(Settings()).steps)
 
 
 def failure_config(spec: str | None, *, checkpoint: str | None, detect_s: float,

@@ -8,7 +8,8 @@ item 2: every action type is applied by both backends; a test enumerates them).
 - ``ReleaseBurnIn``: the reservation given back: a node resumed into it serves again, a node
   drained meanwhile stays drained.
 - ``Resume``: the node serves again, unless it is reserved for a burn-in (only that runs there).
-- ``Requeue``: a running job back in the queue now (``SimBackend.requeue``).
+- ``Requeue``: a running job back in the queue now (``SimBackend.requeue``); one a fault's kill
+  already put back waits as it is (``sim/failures.py``).
 """
 
 from __future__ import annotations
@@ -37,6 +38,10 @@ NODE_ACTIONS = (DrainNode, TagNode, SubmitBurnIn, ReleaseBurnIn, Resume, Requeue
 def apply_node_op(backend: SimBackend, action: Action, now: float) -> tuple[bool, str]:
     """(applied, detail) for one node action or ``Requeue``."""
     if isinstance(action, Requeue):
+        sj = backend.jobs.get(action.job_id)
+        if sj is not None and sj.assignment is None and action.job_id not in backend.running:
+            # a fault's kill already put it back (the replay's failures.py: Slurm's requeue)
+            return True, "already waiting"
         problem = backend.requeue(action.job_id, now)
         return problem is None, problem or ""
     node_name = str(getattr(action, "node", ""))
