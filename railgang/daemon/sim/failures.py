@@ -308,13 +308,14 @@ class Failures:
         return bool(returned)
 
 
-def daemon_steps() -> Pipeline:
-    """The daemon's steps before the core with the daemon's default settings
-    (``cycle_settings.pipeline_from``), without its memory file: a replay's memory is its own."""
+def daemon_steps(settings: Any = None) -> Pipeline:
+    """The daemon's steps before the core (``cycle_settings.pipeline_from``) with ``settings``
+    (``railgang sim --config``'s; None: the daemon's defaults), without its memory file: a
+    replay's memory is its own."""
     from railgang.daemon.config import Settings
     from railgang.daemon.cycle_settings import pipeline_from
 
-    return Pipeline(pipeline_from(Settings()).steps)
+    return Pipeline(pipeline_from(settings if settings is not None else Settings()).steps)
 
 
 def failure_config(spec: str | None, *, checkpoint: str | None, detect_s: float,

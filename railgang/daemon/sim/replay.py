@@ -10,6 +10,7 @@ reads what it needs instead of a function with forty arguments.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 from datetime import UTC, datetime
 from pathlib import Path
@@ -42,7 +43,7 @@ from railgang.daemon.sim.capacity import Capacity, pool_report
 from railgang.daemon.sim.config import SimConfig
 from railgang.daemon.sim.degrade import parse_degrade
 from railgang.daemon.sim.engine import EngineConfig, RunResult, simulate
-from railgang.daemon.sim.failures import failure_config, failure_summary
+from railgang.daemon.sim.failures import daemon_steps, failure_config, failure_summary
 from railgang.daemon.sim.pools import MixedCluster, mixed_cluster, parse_pools
 from railgang.daemon.sim.progress import TopologyComm
 from railgang.daemon.sim.quotas import load_quotas, quota_report, quota_table
@@ -215,6 +216,11 @@ def _engine_config(a: SimpleNamespace, jobs: list[TraceJob], fabric: Any,
                                         fair_share_half_life_s=a.fair_share_half_life_s),
                           cycle_s=a.cycle_s, tick_s=a.tick_s, seed=a.seed, max_pending=a.max_pending,
                           failures=fail, cycle=_cycle(a) if a.setup is None else a.setup.config)
+    if fail is not None and a.settings_file is not None:  # the file's [failures] rules
+        from railgang.daemon.config import load_settings
+
+        config = dataclasses.replace(config, steps=functools.partial(
+            daemon_steps, load_settings(a.settings_file)))
     if a.degrade:
         try:
             events = parse_degrade(a.degrade, fabric.switches, min(j.submit_time for j in jobs))
