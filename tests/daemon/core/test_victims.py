@@ -14,7 +14,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from itertools import combinations
+from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
@@ -301,3 +303,42 @@ def test_each_rule_is_an_input() -> None:
                            victims.Rules(NOW, shrink=lambda v: True, shrink_notice_s=20.0))
     assert shrunk.kills == () and [s[0].job_id for s in shrunk.shrinks] == ["e"] and shrunk.notice_s == 20.0
     assert kills(base, b, a) == ("b",)  # the candidates come in the rules' order
+
+
+@settings(max_examples=200, deadline=None)
+@given(small_case(), st.integers(1, 8), st.sampled_from((None, 2, 4, 8)))
+def test_node_by_node_in_rank_order_matches_the_general_pick(
+        case: tuple[list[RunningJob], dict[str, frozenset[int]], list[float]], gpus: int, room: int | None) -> None:
+    """Evict's rules (victims in rank order, no trim) take a path without ``_pick``'s sorts; an
+    equal price through the general path gives the same answer (issue 37 item 2, speed)."""
+    cands, free, _ = case
+    nodes = tuple(victims.Place(n, frozenset((n,)), GPN, len(free.get(n, ()))) for n in _NODES)
+    need = victims.Need(gpus, free, _fits(gpus), nodes, tried_free=False)
+    fast = victims.solve(need, cands, victims.Rules(NOW, min_interval_s=3600.0, room=room))
+    general = victims.solve(need, cands, victims.Rules(NOW, min_interval_s=3600.0, room=room,
+                                                       price=lambda v, g, rank: (rank,)))
+    assert fast == general
+
+
+def test_node_by_node_on_a_large_cluster_sorts_and_groups_only_what_the_walk_takes(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """2,000 full nodes, one 4-GPU job on each, a 4-GPU gang: the first node's victim places it.
+    Per waiting gang the old searches grouped each node's victims in rank order once; the solver
+    sorted them per node (``_pick``) and grouped every node before the walk took the first: the
+    preempt phase at 10,000 waiting jobs cost 2x the old searches (BENCHMARKS.md, issue 37 item 2)."""
+    names = [f"n{i:04d}" for i in range(2000)]
+    cands = [RunningJob(job(f"v{i:04d}").gpus(GPN).tp(1).at(0).build(), {n: tuple(range(GPN))}, 0.0, GPN)
+             for i, n in enumerate(names)]
+    picks: list[object] = []
+    pick = victims._pick
+
+    def counted(*a: Any) -> list[RunningJob]:
+        picks.append(a)
+        return pick(*a)
+
+    monkeypatch.setattr(victims, "_pick", counted)
+    need = victims.Need(GPN, {}, _fits(GPN), tuple(victims.Place(n, frozenset((n,)), GPN, 0) for n in names))
+    got = victims.solve(need, cands, victims.Rules(NOW))
+    assert [v.job_id for v in got.kills] == ["v0000"] and picks == []
+    steps = victims._steps(need, cands, cands, victims.Rules(NOW))
+    assert next(iter(steps))[1].job_id == "v0000" and not isinstance(steps, list)  # drawn lazily

@@ -44,7 +44,7 @@ placement is the caller's ``fits`` (the real placer on the free GPUs plus the fr
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, Literal, Protocol, TypeVar
 
@@ -189,24 +189,44 @@ def solve(need: Need[T], cands: Sequence[RunningJob], rules: Rules) -> Victims[T
 _Step = tuple[bool, RunningJob, bool]  # (kill, victim, complete: a placement may be tried after it)
 
 
-def _steps(need: Need[T], cands: list[RunningJob], fresh: list[RunningJob], rules: Rules) -> list[_Step]:
-    """Shrinks first, then kills place by place, then the remaining candidates in order."""
-    steps: list[_Step] = [(False, v, True) for v in cands if rules.shrink(v)]
+def _steps(need: Need[T], cands: list[RunningJob], fresh: list[RunningJob], rules: Rules) -> Iterator[_Step]:
+    """Shrinks first, then kills place by place, then the remaining candidates in order; drawn
+    lazily: a walk that places the gang early never groups the other places' victims."""
+    yield from [(False, v, True) for v in cands if rules.shrink(v)]
     rank = {v.job_id: i for i, v in enumerate(cands)}
     plans = []
+    room, fast = rules.room, rules.price is _in_order and not rules.trim and rules.max_victims is None
     for order, (p, victims) in enumerate(_by_place(need.places, fresh)):
-        taken = _pick(p, victims, min(need.gpus, p.gpus), rules, rank)
-        if taken and (rules.room is None or sum(v.gpus for v in taken) <= rules.room):
-            plans.append((rank[taken[-1].job_id], sum(v.gpus for v in taken), order, taken))
+        if not victims:
+            continue  # nobody to take there: no plan (what _pick answers)
+        target = min(need.gpus, p.gpus)
+        if fast:  # evict's path, once per node per waiting gang: _pick inlined (issue 37 item 2)
+            got, n, gpus = p.free, 0, 0
+            for v, g in victims:
+                if got >= target:
+                    break
+                got, n, gpus = got + g, n + 1, gpus + v.gpus
+            if got < target or not n:
+                continue
+            taken = [v for v, _ in victims[:n]]
+        else:
+            taken = _pick(p, victims, target, rules, rank)
+            if not taken:
+                continue
+            gpus = sum(v.gpus for v in taken)
+        if room is None or gpus <= room:
+            plans.append((rank[taken[-1].job_id], gpus, order, taken))
     seen: set[str] = set()
-    for *_, taken in sorted(plans, key=lambda p: p[:3]):
+    plans.sort()  # by (rank of its last victim, GPUs, order): order is unique, the lists never compared
+    for *_, taken in plans:
         group = [v for v in taken if v.job_id not in seen]
         seen.update(v.job_id for v in group)
-        steps += [(True, v, i == len(group) - 1) for i, v in enumerate(group)]
-    return steps + [(True, v, True) for v in cands if v.job_id not in seen]
+        for i, v in enumerate(group):
+            yield True, v, i == len(group) - 1
+    yield from [(True, v, True) for v in cands if v.job_id not in seen]
 
 
-def _walk(need: Need[T], cands: list[RunningJob], steps: list[_Step], rules: Rules) -> Victims[T]:
+def _walk(need: Need[T], cands: list[RunningJob], steps: Iterable[_Step], rules: Rules) -> Victims[T]:
     """Take the steps in order; search a placement once the freed GPUs reach the need."""
     ledger, now = rules.ledger, rules.now
     shrinks: list[Shrink] = []
@@ -331,17 +351,14 @@ def _whole(need: Need[T], held: _Held, rank: Mapping[str, int], rules: Rules) ->
 
 def _by_place(places: Sequence[Place], cands: Sequence[RunningJob]) -> _Held:
     """Each place with the candidates holding GPUs there (and how many), in candidate order."""
-    where: dict[str, int] = {}
-    held: _Held = []
-    for i, p in enumerate(places):
-        for n in p.nodes:
-            where[n] = i
-        held.append((p, []))
+    held: _Held = [(p, []) for p in places]
+    where = {n: i for i, p in enumerate(places) for n in p.nodes}
     for v in cands:
         there: dict[int, int] = {}
         for n, gs in v.assignment.items():
-            if gs and n in where:
-                there[where[n]] = there.get(where[n], 0) + len(gs)
+            i = where.get(n)
+            if gs and i is not None:
+                there[i] = there.get(i, 0) + len(gs)
         for i, g in there.items():
             held[i][1].append((v, g))
     return held

@@ -51,6 +51,7 @@ class EvictPhase:
         self.by_key: dict[tuple[int, float], list[RunningJob]] = {}
         self.hopeless: dict[tuple[object, ...], Reason | None] = {}
         self.served = 0
+        self.places: dict[tuple[str, int], victims.Place] = {}  # (node, free GPUs) -> its Place
         self.prepared = False  # the O(running) state below is built on the first job that
         # GPUs would help: most simulated cycles have none, and skip it (issue 12, speed)
 
@@ -112,7 +113,24 @@ class EvictPhase:
             places, rules = domain_rules(d, allowed, rules, self.budget)
             return victims.solve(victims.Need(need, d.free, fits, places, one_place=True,
                                               waited_s=max(0.0, d.now - job.submit_time)), cands, rules)
-        return victims.solve(victims.Need(need, d.free, fits, _nodes(d, cands)), cands, rules)
+        return victims.solve(victims.Need(need, d.free, fits, self._nodes(cands)), cands, rules)
+
+    def _nodes(self, cands: list[RunningJob]) -> tuple[victims.Place, ...]:
+        """The nodes the candidates hold GPUs on, by name: whole-job evictions are taken node by node
+        (``preemption`` module docstring): victims taken one by one in rank order alone scatter over
+        the nodes: on a full cluster of 1-GPU jobs an 8-GPU gang then killed up to the churn cap
+        without ever emptying a node (Philly, issue 12 part 5). A node's Place is built once per
+        (node, free GPUs) a cycle: built per waiting gang they were an eighth of the phase (issue 37)."""
+        d, made = self.d, self.places
+        nodes, free = d.snap.nodes, d.free
+        out = []
+        for n in sorted({n for v in cands for n, gs in v.assignment.items() if gs}):
+            key = (n, len(free.get(n, ())))
+            p = made.get(key)
+            if p is None:
+                p = made[key] = victims.Place(n, frozenset((n,)), nodes[n].gpus, key[1])
+            out.append(p)
+        return tuple(out)
 
     def run(self, order: list[Want], jobs: Mapping[str, Job]) -> tuple[Action, ...]:
         """Serve the waiting jobs of ``order`` (one priority class) that GPUs would help; returns
@@ -227,16 +245,6 @@ class EvictPhase:
                    f"after a {found.notice_s:g} s notice", need)
         elif found.placed is not None:
             d.start(job, found.placed, x.min_replicas)
-
-
-def _nodes(d: Draft, cands: list[RunningJob]) -> tuple[victims.Place, ...]:
-    """The nodes the candidates hold GPUs on, by name: whole-job evictions are taken node by node
-    (``preemption`` module docstring): victims taken one by one in rank order alone scatter over
-    the nodes: on a full cluster of 1-GPU jobs an 8-GPU gang then killed up to the churn cap
-    without ever emptying a node (Philly, issue 12 part 5)."""
-    names = sorted({n for v in cands for n, gs in v.assignment.items() if gs})
-    nodes = d.snap.nodes
-    return tuple(victims.Place(n, frozenset((n,)), nodes[n].gpus, len(d.free.get(n, ()))) for n in names)
 
 
 __all__ = ["EvictPhase"]
