@@ -29,6 +29,7 @@ from railgang.daemon.core.model.job import Job, RunningJob
 from railgang.daemon.core.model.plan import Plan, want
 from railgang.daemon.core.model.preemption import PreemptionBudget, victim_key
 from railgang.daemon.core.model.quota import QuotaNode, QuotaTree, borrowed_gpus
+from railgang.daemon.core.model.reasons import Reason
 from railgang.daemon.core.model.snapshot import make_snapshot
 from railgang.daemon.core.phases import defrag
 from railgang.daemon.core.phases.draft import Draft
@@ -342,3 +343,25 @@ def test_node_by_node_on_a_large_cluster_sorts_and_groups_only_what_the_walk_tak
     assert [v.job_id for v in got.kills] == ["v0000"] and picks == []
     steps = victims._steps(need, cands, cands, victims.Rules(NOW))
     assert next(iter(steps))[1].job_id == "v0000" and not isinstance(steps, list)  # drawn lazily
+
+
+def test_eviction_states_its_rules_once_per_waiting_gang(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A full cluster of 1-GPU batch jobs, one class-1 gang waiting for 4 GPUs: the phase built a
+    Rules (a frozen dataclass, a ledger) per running job to filter its candidates (issue 37 item 2)."""
+    running = [RunningJob(job(f"r{n}{g}").gpus(1).tp(1).cls(3).at(0).build(), {n: (g,)}, 0.0, 1)
+               for n in NAMES for g in range(GPN)]
+    gang = job("gang").gpus(4).tp(1).cls(1).at(0).build()
+    d = Draft(make_snapshot(now=NOW, fabric=FAB, nodes=NODES, running=running, pending=[gang]),
+              NOW, topology_placer, 0)
+    d.wait(gang, Reason.WAITING_FOR_GPUS, "full", 4)
+    built = []
+    rules = EvictPhase._rules
+
+    def counted(self: EvictPhase, *a: Any) -> victims.Rules:
+        built.append(a)
+        return rules(self, *a)
+
+    monkeypatch.setattr(EvictPhase, "_rules", counted)
+    EvictPhase(d, Plan(()), PreemptionBudget(churn_cap=1.0)).run([want("gang", gang.replicas)], {"gang": gang})
+    assert len([a for a in d.actions() if isinstance(a, Preempt)]) == 4
+    assert len(built) <= 2, f"{len(built)} Rules for one waiting gang"

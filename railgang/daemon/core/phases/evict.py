@@ -197,7 +197,8 @@ class EvictPhase:
                         (r for r in snap.running.values() if r.preempt_deadline is None and r.priority_class != 0),
                         key=lambda v: pre.victim_key(v, plan.levels.get(v.job_id, 0.0), now),
                     )
-                by_key[ck] = [v for v in self.ranked if self._rules(job, x.level).may_take(v)]
+                may_take = self._rules(job, x.level).may_take  # once: not a Rules per running job
+                by_key[ck] = [v for v in self.ranked if may_take(v)]
             allowed = nodes_for(d, job, x)
             # only victims on nodes the job may use (its needs, its pool) can make room for it:
             # the others would spend the churn budget of the search for nothing
