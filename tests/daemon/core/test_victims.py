@@ -365,3 +365,29 @@ def test_eviction_states_its_rules_once_per_waiting_gang(monkeypatch: pytest.Mon
     EvictPhase(d, Plan(()), PreemptionBudget(churn_cap=1.0)).run([want("gang", gang.replicas)], {"gang": gang})
     assert len([a for a in d.actions() if isinstance(a, Preempt)]) == 4
     assert len(built) <= 2, f"{len(built)} Rules for one waiting gang"
+
+
+def test_a_walk_stops_once_its_tries_are_spent_and_a_budget_hit() -> None:
+    """200 full nodes, a 4-GPU victim on each, a gang no placement fits, churn room for 4 victims:
+    after 4 tries and the 5th victim over the room, the answer is fixed (none, a budget hit); the
+    walk went on through every candidate (slurm's preempt phase at 10,000 waiting: +20 %, issue 37)."""
+    cands = [RunningJob(job(f"v{i:03d}").gpus(GPN).tp(1).at(0).build(), {f"n{i:03d}": tuple(range(GPN))}, 0.0, GPN)
+             for i in range(200)]
+    asked = []
+
+    class Counted:
+        def allows(self, v: RunningJob) -> bool:
+            asked.append(v.job_id)
+            return True
+
+        def take(self, v: RunningJob, gone: object) -> None:
+            return None
+
+        def ready(self) -> bool:
+            return True
+
+    nodes = tuple(victims.Place(n, frozenset((n,)), GPN, 0) for v in cands for n in v.assignment)
+    need: victims.Need[Placed] = victims.Need(GPN, {}, lambda *a: None, nodes)
+    got = victims.solve(need, cands, victims.Rules(NOW, room=4 * GPN, ledger=Counted()))
+    assert got.placed is None and got.why == "budget"
+    assert len(asked) == 5, f"{len(asked)} steps walked"

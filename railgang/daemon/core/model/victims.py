@@ -239,6 +239,8 @@ def _walk(need: Need[T], cands: list[RunningJob], steps: Iterable[_Step], rules:
         if placed is not None:
             return Victims(placed)
     for kill, v, complete in steps:
+        if hit and tries >= rules.tries:
+            break  # no placement is tried any more and the answer is fixed: none, a budget hit
         if not ledger.allows(v):
             continue
         if kill:
