@@ -82,8 +82,10 @@ def test_a_mixed_stream_gets_no_start_slurm_refuses_or_leaves_pending(slurm: Clu
         "cpu": slurm.sbatch(*hinted(4, "-p", "short", "--gres=gpu:4", "--cpus-per-gpu=2"), args=("60",)),
         "h100": slurm.sbatch(*hinted(8, "--gres=gpu:h100:8", "--mem=100G"), args=("60",)),
         "exclusive": slurm.sbatch(*hinted(2, "-p", "big", "--gres=gpu:2", "--exclusive"), args=("60",)),
-        "constraint": slurm.sbatch(*hinted(2, "--gres=gpu:2", "--constraint=eth", "--exclude=n06"),
-                                   args=("60",)),
+        # tp1: the eth nodes are V100s, PCIe parts by the GPU catalogue, which host no TP group
+        # (topology/node_facts.py, as in railgang sim)
+        "constraint": slurm.sbatch("--gres=gpu:2", "--constraint=eth", "--exclude=n06",
+                                   "--comment=rg:parallel=tp1,dp2", args=("60",)),
     }
     plain = slurm.sbatch("-p", "short", "--gres=gpu:1", args=("60",))  # beside them, Slurm's
     resv = slurm.sbatch(*hinted(1, "--account=team-b", "--reservation=team_b", "--gres=gpu:1"),
