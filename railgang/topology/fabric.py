@@ -21,6 +21,7 @@ import networkx as nx
 
 from railgang.topology import hostnames
 from railgang.topology.conf import NO_NODES, Problem, TopologyConf, TopologyError, parse_topology
+from railgang.topology.files import InputProblem, read_text
 
 __all__ = [
     "Fabric",
@@ -429,12 +430,9 @@ def load_fabric(
 
     Raises ``topology.conf.TopologyError`` (with file:line problems) as ``fabric_from_text`` does,
     and for a file that cannot be read (missing, a directory, binary, not UTF-8, over
-    ``inputs.MAX_TEXT_BYTES`` or never ending like ``/dev/zero``: read through the bounded
-    ``inputs.read_text``).
+    ``files.MAX_TEXT_BYTES`` or never ending like ``/dev/zero``: read through the bounded
+    ``files.read_text``).
     """
-    # inputs imports this module (Fabric, NodeFacts), so its bounded reader is imported here
-    from railgang.topology.inputs import InputProblem, read_text
-
     path = Path(topology_conf)
     try:
         text = read_text(path, "topology file")
