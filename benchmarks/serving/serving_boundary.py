@@ -10,8 +10,8 @@ Three parts, each printed as a Markdown table:
    code: TP 2, 2-16 replicas; pools of 22 and 20 replicas) with AR(1) noise, a holiday (window
    day 4, a Monday) and an unforecast surge (chat x1.6 for 2 hours, window day 7 at 15:00), after
    10 days of history (the forecast is fitted on the first 7, its error measured on the last 3); the Philly jobs submitted in 14 days (from ``--trace-day``) replayed
-   through the engine and the ``--policy`` core on ``--training-nodes`` nodes beside the serving
-   pool: static (serving keeps its pool), forecast (lends by forecast + error-quantile buffer),
+   through the engine and the ``--policy`` core, the daemon's serving step deciding, on
+   ``--training-nodes`` nodes beside the serving pools: static (serving keeps its pool), forecast (lends by forecast + error-quantile buffer),
    reactive (lends, no forecast: follows demand now + the same buffer).
 3. **Buffer vs unmet demand**: the same demand planned with buffers from 0 to ``--max-buffer``
    replicas per deployment (the quantile buffers marked): unmet demand-minutes and GPUs lent;
@@ -34,7 +34,7 @@ from railgang.daemon.serving.fluid import Backlog, utilisation
 from railgang.daemon.serving.forecast import ForecastConfig
 from railgang.daemon.serving.model import Demand, Deployment, ServingSet
 from railgang.daemon.serving.plan import PlanConfig, Upper, outcome, plan
-from railgang.daemon.serving.replay import ServingKnobs, expect, plan_window
+from railgang.daemon.serving.replay import ServingKnobs, expect, plan_window, pool_nodes
 from railgang.daemon.serving.synth import DemandShape, Surge, demand_series
 
 DAY = 86400.0
@@ -112,10 +112,9 @@ def boundary(sset: ServingSet, args: argparse.Namespace) -> list[dict[str, Any]]
 
     jobs = (backlog_jobs(args.backlog, args.training_nodes) if args.backlog
             else training_jobs(args.trace_day))
-    serving_nodes = -(-sset.pool_gpus // 8)
-    fabric = fabric_from_shape(args.training_nodes + serving_nodes, 8, 4)
+    fabric = fabric_from_shape(args.training_nodes + sum(pool_nodes(sset, 8).values()), 8, 4)
     knobs = ServingKnobs(history_days=HISTORY, forecast=ForecastConfig(buffer_quantile=args.q, holdout_days=HOLDOUT),
-                         core_rules=args.core_rules, lend_rigid=args.lend_rigid)
+                         lend_rigid=args.lend_rigid)
     began = time.perf_counter()
     sides = compare(jobs, registry.get(args.policy), fabric, sset, knobs,
                     tuple(args.modes.split(",")), comm=TopologyComm(fabric))
@@ -221,11 +220,8 @@ def main() -> None:
     ap.add_argument("--json", type=Path, default=None)
     ap.add_argument("--parts", default="chapter,boundary,curve")
     ap.add_argument("--modes", default="static,forecast,reactive")
-    ap.add_argument("--core-rules", action="store_true",
-                    help="lent nodes go to class-3 work only, rigid jobs only if their time "
-                         "limit ends before the next take-back (the daemon's rule)")
     ap.add_argument("--lend-rigid", action="store_true",
-                    help="with --core-rules: rigid class-3 jobs borrow any lent node too")
+                    help="rigid class-3 jobs borrow any lent node too ([serving] lend_to_rigid)")
     ap.add_argument("--backlog", type=int, default=0,
                     help="instead of the Philly slice: this many elastic jobs always queued")
     ap.add_argument("--write-demand", type=Path, default=None,

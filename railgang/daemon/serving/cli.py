@@ -137,7 +137,7 @@ def plan_cmd(
     if len(modes) != 1:
         raise ConfigError("--mode takes one of static, forecast, reactive")
     got = load(path, strict)
-    knobs = knobs_from(history_days, buffer_gpus, 0.99, 300.0)
+    knobs = knobs_from(history_days, buffer_gpus, 0.99)
     planned = plan_window(got, modes[0], knobs)
     start = history_days * 86400.0
     lent = planned.lent_gpus

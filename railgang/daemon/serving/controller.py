@@ -40,6 +40,8 @@ from railgang.daemon.core.model.snapshot import Snapshot
 from railgang.daemon.pipeline import StepOut
 from railgang.daemon.serving.model import Deployment
 
+MAX_HORIZON_STEPS = 2000  # outlook steps a deployment's forecast gives each cycle, at most
+
 
 @dataclass(frozen=True, slots=True)
 class Declared:
@@ -227,5 +229,5 @@ class ServingControl:
         return memory
 
 
-__all__ = ["Declared", "Outlook", "ServingControl", "ServingFacts", "ServingStep", "Status",
+__all__ = ["MAX_HORIZON_STEPS", "Declared", "Outlook", "ServingControl", "ServingFacts", "ServingStep", "Status",
            "StepConfig", "nodes_for", "serving_step", "target"]

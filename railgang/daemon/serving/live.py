@@ -47,6 +47,7 @@ from railgang.daemon.pipeline import Pipeline
 from railgang.daemon.serving.autofit import ForecastFitter
 from railgang.daemon.serving.config import ServingSettings
 from railgang.daemon.serving.controller import (
+    MAX_HORIZON_STEPS,
     Declared,
     Outlook,
     ServingControl,
@@ -66,7 +67,6 @@ from railgang.db.repositories.explanations import ExplanationRow
 from railgang.errors import ConfigError, InputError
 
 log = logging.getLogger(__name__)
-MAX_HORIZON_STEPS = 2000
 NOT_NEEDED = "serving_not_needed"  # explain's reason code of a replica the forecast holds back
 READ_WAIT_S = 0.5  # the most a cycle waits for a demand file's new reading (module docstring)
 READ_TIMEOUT_S = 20.0  # a read not done after this long is given up (a third of the heartbeat's 60 s)

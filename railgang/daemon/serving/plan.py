@@ -65,9 +65,14 @@ class Timeline:
     reactive_starts: int = 0  # replicas started because demand exceeded what was held
     planned_starts: int = 0  # replicas started ahead of forecast demand
     late: int = 0  # replicas needed before they were ready
+    # GPUs lent per step as a replay measured them (whole nodes: ``replay.SimServing``);
+    # None: a plan's, the pool less what is held
+    lent: list[int] | None = None
 
     @property
     def lent_gpus(self) -> list[int]:
+        if self.lent is not None:
+            return self.lent
         pool = self.deployment.pool_gpus
         return [max(0, pool - h * self.deployment.tp) for h in self.held]
 

@@ -1,6 +1,6 @@
 """``railgang sim --serving FILE``: the part of the sim command that replays serving demand beside
 the training trace (``simulate.py``). ``--nodes`` counts the training nodes; the serving pool's
-nodes (its peak GPUs in whole nodes) are added to the shape cluster."""
+nodes (each deployment's max_replicas TP groups in whole nodes) are added to the shape cluster."""
 
 from __future__ import annotations
 
@@ -12,10 +12,11 @@ from typing import Any
 
 import typer
 
+from railgang.daemon.serving.config import ServingSettings
 from railgang.daemon.serving.forecast import ForecastConfig
 from railgang.daemon.serving.model import ServingSet, read_demand
 from railgang.daemon.serving.plan import MODES, Mode
-from railgang.daemon.serving.replay import MAX_POOL_GPUS, ServingKnobs
+from railgang.daemon.serving.replay import ServingKnobs, pool_nodes
 from railgang.errors import ConfigError, InputError
 
 
@@ -43,7 +44,10 @@ def parse_modes(text: str) -> list[Mode]:
 
 
 def knobs_from(history_days: int, buffer_gpus: float | None, quantile: float,
-               notice_s: float) -> ServingKnobs:
+               settings: ServingSettings | None = None, *,
+               lend_rigid: bool | None = None) -> ServingKnobs:
+    """The replay's knobs: the daemon's ``[serving]`` settings (``settings``, from ``--config``;
+    None: the daemon's defaults) with the command's options on top."""
     if history_days < 3:
         raise ConfigError("--serving-history-days must be at least 3 (fit + held-back days)")
     if buffer_gpus is not None and not (math.isfinite(buffer_gpus) and buffer_gpus >= 0):
@@ -52,8 +56,9 @@ def knobs_from(history_days: int, buffer_gpus: float | None, quantile: float,
     # when the history starts on a Monday): a weekend held back says little about a weekday
     holdout = history_days - 7 if history_days >= 8 else min(2, history_days - 2)
     fc = ForecastConfig(buffer_quantile=quantile, holdout_days=holdout)
-    return ServingKnobs(history_days=history_days, forecast=fc, buffer_gpus=buffer_gpus,
-                        notice_s=notice_s)
+    given: dict[str, object] = {} if lend_rigid is None else {"lend_rigid": lend_rigid}
+    return ServingKnobs.of(settings or ServingSettings(), history_days=history_days, forecast=fc,
+                           buffer_gpus=buffer_gpus, **given)
 
 
 def run(path: Path, jobs: Sequence[Any], policy: Any, *, nodes: int, gpus_per_node: int,
@@ -68,10 +73,7 @@ def run(path: Path, jobs: Sequence[Any], policy: Any, *, nodes: int, gpus_per_no
     wanted = parse_modes(modes)
     if nodes < 1 or gpus_per_node < 1 or leaf < 1:
         raise ConfigError("--nodes, --gpus-per-node and --leaf must be positive")
-    if sset.pool_gpus > MAX_POOL_GPUS:  # before a fabric of that many nodes is built
-        raise ConfigError(f"a serving pool of {sset.pool_gpus:,} GPUs is more than "
-                          f"{MAX_POOL_GPUS:,}")
-    serving = math.ceil(sset.pool_gpus / gpus_per_node)
+    serving = sum(pool_nodes(sset, gpus_per_node).values())  # refuses a huge pool first
     fabric = fabric_from_shape(nodes + serving, gpus_per_node, leaf)
     window = max(d.end_s for d in sset.demand.values()) - knobs.history_days * 86400.0
     if window <= knobs.step_s:

@@ -7,18 +7,55 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from railgang.daemon.core.model.actions import Action, Preempt, Resize
+from railgang.daemon.core.model.snapshot import Snapshot
 from railgang.daemon.serving.model import ServingSet
 from railgang.daemon.serving.plan import Mode
 from railgang.daemon.serving.replay import (
     BusyMeter,
     Expected,
-    LentNodes,
     Planned,
     ServingKnobs,
+    SimServing,
+    declare,
     expect,
-    plan_window,
-    serving_nodes,
 )
+
+
+class TakeBacks:
+    """The cycles' journal (``loop.CycleJournal``) that counts what the core did to borrowers on
+    the serving pools: preempted (checkpointed and requeued) or shrunk off. On a lent node only
+    class-3 work runs, which only a replica outranks there, so these are the take-backs."""
+
+    def __init__(self, pool: frozenset[str]) -> None:
+        self.pool = pool
+        self.stopped = 0  # borrowers preempted on a pool node
+        self.hit: set[float] = set()  # cycles (times) whose take-back stopped a borrower
+        self.shrunk = 0  # elastic borrowers shrunk off pool nodes instead
+        self._snapshot: Snapshot | None = None
+
+    def observed(self, snapshot: Snapshot, now: float) -> None:
+        self._snapshot = snapshot
+
+    def planned(self, actions: Sequence[Action], now: float) -> None:
+        snap = self._snapshot
+        if snap is None:
+            return
+        for a in actions:
+            if not isinstance(a, (Preempt, Resize)):
+                continue
+            r = snap.running.get(a.job_id)
+            if r is None or r.job.request.serving or not (self.pool & set(r.assignment)):
+                continue
+            if isinstance(a, Preempt):
+                self.stopped += 1
+                self.hit.add(now)
+            elif isinstance(a, Resize) and a.replicas < r.replicas and not (
+                    self.pool & set(a.assignment)):
+                self.shrunk += 1
+
+    def settled(self, results: Sequence[Any], now: float) -> None:
+        return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,9 +67,9 @@ class Side:
     run: Any  # the engine's RunResult
     training_gpu_h: float  # GPU-hours training held inside the window
     total_gpus: int
-    closings_hit: int  # serving nodes taken back while training jobs ran there
-    jobs_signalled: int
-    jobs_shrunk: int = 0  # elastic borrowers that shrank off a closing node instead
+    closings_hit: int  # take-backs (cycles) that stopped a training job on a pool node
+    jobs_signalled: int  # borrowers stopped by a take-back (checkpointed, requeued)
+    jobs_shrunk: int = 0  # elastic borrowers that shrank off the pool instead
 
     @property
     def utilisation(self) -> float:
@@ -65,22 +102,34 @@ class Side:
 def replay_side(mode: Mode, jobs: Sequence[Any], policy: Any, fabric: Any, sset: ServingSet,
                 knobs: ServingKnobs, *, config: Any = None, comm: Any = None,
                 expected: dict[str, Expected] | None = None) -> Side:
-    """Plan serving in ``mode`` and replay ``jobs`` on ``fabric`` beside it (the serving pool is
-    the last nodes of the fabric: :func:`replay.serving_nodes`)."""
-    from railgang.daemon.sim.engine import EngineConfig, simulate
+    """Replay ``jobs`` on ``fabric`` with the daemon's serving step deciding in ``mode`` (the
+    serving pools are the last nodes of the fabric: :func:`replay.declare`)."""
+    import dataclasses
 
-    planned = plan_window(sset, mode, knobs, expected)
-    nodes = serving_nodes(fabric, sset.pool_gpus)
-    gpn = fabric.facts(nodes[0]).gpus
-    lent = LentNodes(nodes, gpn, planned.lent_gpus, knobs.step_s, knobs.notice_s,
-                     origin=min((j.submit_time for j in jobs), default=0.0),
-                     core_rules=knobs.core_rules, lend_rigid=knobs.lend_rigid)
-    meter = BusyMeter(planned.window_s)
-    run = simulate(jobs, policy, fabric, config=config or EngineConfig(), comm=comm,
-                   observer=meter, capacity=lent)
+    from railgang.daemon.sim.engine import EngineConfig, simulate
+    from railgang.daemon.sim.metrics import compute
+
+    declared = declare(fabric, sset)
+    gpn = fabric.facts(declared[0].nodes[0]).gpus
+    serving = SimServing(sset, mode, knobs, declared, gpn, expected)
+    meter = BusyMeter(serving.window_s)
+    journal = TakeBacks(frozenset(n for d in declared for n in d.nodes))
+    replicas = serving.replicas()
+    both = sorted([*replicas, *jobs], key=lambda j: j.submit_time)  # stable: replicas first
+    def observe(now: float, backend: Any) -> None:
+        meter(now, backend)
+        serving.observe(now, backend)
+
+    run = simulate(both, policy, fabric, config=config or EngineConfig(), comm=comm,
+                   observer=observe, capacity=serving, journal=journal)
+    names = {r.job_id for r in replicas}
+    records = [r for r in run.records if r.job_id not in names]
     total = sum(fabric.facts(n).gpus for n in fabric.nodes)
-    return Side(mode, planned, run, meter.close() / 3600, total, lent.taken, lent.signalled,
-                lent.shrunk)
+    unfinished = {k: v for k, v in run.unfinished_reasons.items() if k not in names}
+    run = dataclasses.replace(run, records=records, metrics=compute(records, total),
+                              unfinished_reasons=unfinished)
+    return Side(mode, serving.planned(), run, meter.close() / 3600, total, len(journal.hit),
+                journal.stopped, journal.shrunk)
 
 
 def compare(jobs: Sequence[Any], policy: Any, fabric: Any, sset: ServingSet, knobs: ServingKnobs,

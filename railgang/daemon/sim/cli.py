@@ -176,7 +176,8 @@ def sim(
     = False,
     serving: Annotated[Path | None, typer.Option(
         "--serving", help="Serving demand CSV (time_s,deployment,replicas,tp; docs/serving.md): "
-                          "replay it beside the trace, its pool lent to training by forecast; "
+                          "replay it beside the trace, the daemon's serving step lending its pool "
+                          "by forecast; "
                           "--nodes counts the training nodes.")] = None,
     serving_modes: Annotated[str, typer.Option(
         "--serving-modes", help="With --serving: static, forecast, reactive (comma list).")]
@@ -190,9 +191,10 @@ def sim(
     serving_quantile: Annotated[float, typer.Option(
         "--serving-quantile", min=0.5, max=0.9999,
         help="With --serving: the buffer is this quantile of the held-back error.")] = 0.99,
-    serving_notice_s: Annotated[float, typer.Option(
-        "--serving-notice-s", min=0, max=3600,
-        help="With --serving: grace a borrower gets to checkpoint at a take-back.")] = 300.0,
+    serving_lend_rigid: Annotated[bool | None, typer.Option(
+        "--serving-lend-rigid/--no-serving-lend-rigid",
+        help="With --serving: rigid batch jobs borrow any lent node (checkpointed at the "
+             "take-back); default: [serving] lend_to_rigid of --config, else false.")] = None,
 ) -> None:
     """Replay a job trace through the decision core on a simulated cluster."""
     from railgang.daemon.sim.replay import replay

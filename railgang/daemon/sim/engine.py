@@ -62,9 +62,10 @@ _ORDER = {COMPLETE: 0, KILL: 1, SHRINK: 1, SPOT_RETURN: 1, SPOT_RECLAIM: 1, "arr
 
 
 class CapacitySchedule(Protocol):
-    """Nodes that come and go on a schedule known before the replay (serving GPUs lent to
-    training: ``daemon/serving/replay.py``). ``events()`` lists (time, key); ``apply(key,
-    backend, now)`` makes the change and says whether the core should look again."""
+    """Events on a schedule known before the replay (the serving controller's clock:
+    ``daemon/serving/replay.py``). ``events()`` lists (time, key); ``apply(key, backend, now)``
+    makes the change and says whether the core should look again. A schedule may carry a
+    ``pipeline`` (``pipeline.Pipeline``): its steps run after the failure steps."""
 
     def events(self) -> Sequence[tuple[float, str]]: ...
 
@@ -157,14 +158,18 @@ class _Replay:
         self.policy, self.config, self.placer, self.on_progress = policy, config, placer, on_progress
         self.bounds, self.observer, self.capacity = bounds, observer, capacity
         self.journal = journal  # the cycles' actions, as the daemon's journal records them
-        # the steps before the core (pipeline.py): a capacity schedule's lent nodes under the
-        # core's rules (serving/replay.py ``core_rules``), else none
-        step = getattr(capacity, "step", None)
-        self.steps = Pipeline([step]) if step is not None else None
+        # the steps before the core (pipeline.py): the daemon's (with failures), a capacity
+        # schedule's own in place of the daemon's step of the same name (the serving step,
+        # watched: serving/replay.py ``SimServing``), else appended
+        own: Pipeline | None = getattr(capacity, "pipeline", None)
+        self.steps = own
         if config.steps is not None or config.failures is not None:
             built = (config.steps or daemon_steps)()
-            self.steps = (built if step is None
-                          else Pipeline([*built.steps, step], built.stores, built.readers))
+            if own is not None:
+                mine = {s.name: s for s in own.steps}
+                steps = [mine.pop(s.name, s) for s in built.steps] + list(mine.values())
+                built = Pipeline(steps, built.stores, {**built.readers, **own.readers})
+            self.steps = built
         self.stopped: str | None = None
         self.deadline = math.inf
         self.heap = _Heap()
@@ -296,7 +301,7 @@ class _Replay:
     def cycle(self, now: float) -> None:
         config, backend = self.config, self.backend
         # the steps see every cycle (a fault's requeue, a burn-in's end are theirs to answer)
-        if config.skip_idle and self.failures is None and self.idle():
+        if config.skip_idle and self.steps is None and self.idle():
             self.rng.randrange(2**31)  # the placement seed decide() draws: later cycles unchanged
             self.skipped += 1
             reasons: Sequence[PendingReason] = ()

@@ -54,7 +54,7 @@ def job_request(tj: TraceJob, *, comm_share: float = DEFAULT_COMM_SHARE,
         checkpoint_interval_s=checkpoint_interval_s, checkpoint_cost_s=checkpoint_cost_s,
         restore_cost_s=restore_cost_s, speedup_fn=speedup_for(tj),
         comm_fraction=comm_share if tj.gpus > 1 else 0.0, model=tj.model,
-        time_limit_s=tj.time_limit_s, type_rates=tj.type_rates or None)
+        time_limit_s=tj.time_limit_s, type_rates=tj.type_rates or None, serving=tj.serving)
 
 
 class CommModel(Protocol):

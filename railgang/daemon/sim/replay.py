@@ -253,7 +253,8 @@ def _serving(a: SimpleNamespace, jobs: list[TraceJob], names: list[str],
         raise ConfigError("--serving replays one --policy on a shape cluster (--nodes): "
                           "leave out --topology, --gpu-pools, --compare and --ledger")
     knobs = serving_sim.knobs_from(a.serving_history_days, a.serving_buffer_gpus,
-                                   a.serving_quantile, a.serving_notice_s)
+                                   a.serving_quantile, getattr(a, "serving_settings", None),
+                                   lend_rigid=a.serving_lend_rigid)
     serving_sim.run(a.serving, jobs, policy_for(names[0], a.type_blind, rules, a.fair_share, a.setup), nodes=a.nodes,
                     gpus_per_node=a.gpus_per_node, leaf=a.leaf, modes=a.serving_modes, knobs=knobs,
                     config=config, as_json=a.as_json,

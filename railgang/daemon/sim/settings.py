@@ -30,6 +30,7 @@ def settings_setup(a: SimpleNamespace) -> CycleSetup | None:
 
     settings = load_settings(a.settings_file)  # a bad file: one ConfigError line naming the key
     setup = cycle_from(settings)
+    a.serving_settings = settings.serving  # sim --serving decides as the daemon's [serving]
     given = a.given
     if "policy" not in given and a.compare is None:
         a.policy = setup.policy_name

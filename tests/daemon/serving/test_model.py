@@ -80,13 +80,16 @@ def test_later_row_wins_and_rows_need_no_order() -> None:
 
 
 def test_a_pool_or_window_beyond_bounds_is_refused() -> None:
-    from railgang.daemon.serving.replay import ServingKnobs, plan_window, serving_nodes
+    from railgang.daemon.serving.replay import ServingKnobs, declare, plan_window
     from railgang.errors import ConfigError
     from railgang.topology.fabric import fabric_from_shape
 
     huge = parse_demand(["time_s,deployment,replicas,tp\n", "0,a,100000,64\n"])
     with pytest.raises(ConfigError, match="more than"):
-        serving_nodes(fabric_from_shape(2, 8, 2), huge.pool_gpus)
+        declare(fabric_from_shape(2, 8, 2), huge)
+    small = parse_demand(["time_s,deployment,replicas,tp\n", "0,a,16,1\n"])
+    with pytest.raises(ConfigError, match="leave no training nodes"):
+        declare(fabric_from_shape(2, 8, 2), small)
     long = parse_demand(["time_s,deployment,replicas,tp\n", "0,a,1,1\n", "1e8,a,2,1\n"])
     with pytest.raises(ConfigError, match="cut the demand file"):
         plan_window(long, "static", ServingKnobs(history_days=3))

@@ -22,7 +22,7 @@ def files(tmp_path: Path) -> tuple[Path, Path]:
     rng = random.Random(4)
     trace = tmp_path / "trace.csv"
     rows = ["job_id,submit_time,gpus,duration_s"]
-    rows += [f"j{i},{i * 1200},{rng.choice([1, 2, 4, 8])},{rng.uniform(1800, 14400):.0f}"
+    rows += [f"j{i},{i * 600},{rng.choice([1, 2, 4, 8])},{rng.uniform(1800, 14400):.0f}"
              for i in range(100)]
     rows.append("late,999999999,1,60")  # after the serving window: left out with a note
     trace.write_text("\n".join(rows) + "\n")
@@ -30,18 +30,27 @@ def files(tmp_path: Path) -> tuple[Path, Path]:
 
 
 def test_sim_serving_json(tmp_path: Path) -> None:
+    """The daemon's serving step lends the pool by forecast; these rigid jobs carry no time
+    limit, so under the core's rule they borrow only with ``--serving-lend-rigid``."""
     trace, demand = files(tmp_path)
-    res = runner.invoke(app, ["sim", "--trace", str(trace), "--serving", str(demand),
-                              "--serving-history-days", "7", "--nodes", "4", "--policy", "fifo",
-                              "--json", "--quiet"])
+    base = ["sim", "--trace", str(trace), "--serving", str(demand), "--serving-history-days", "7",
+            "--nodes", "4", "--policy", "fifo", "--json", "--quiet"]
+    res = runner.invoke(app, [*base, "--serving-lend-rigid"])
     assert res.exit_code == 0, res.output
     got = json.loads(res.stdout)
     static, ahead = got["results"]["static"], got["results"]["forecast"]
     assert got["meta"]["serving_nodes"] == 6 and got["meta"]["jobs"] == 100
     assert static["lent_gpu_h"] == 0 and ahead["lent_gpu_h"] > 0
-    assert ahead["utilisation"] > static["utilisation"]
+    assert static["reclaims_with_jobs"] == 0 and ahead["reclaims_with_jobs"] > 0
+    assert ahead["training_mean_jct_h"] < 0.7 * static["training_mean_jct_h"]
+    assert static["serving_unmet_replica_min"] == 0
+    assert ahead["serving_unmet_share"] < 0.01
     assert ahead["buffer_replicas"]["chat"] >= 0
     assert "left out" in res.stderr
+    strict = json.loads(runner.invoke(app, base).stdout)["results"]
+    assert strict["forecast"]["lent_gpu_h"] > 0  # lent, but no rigid job may borrow it
+    assert strict["forecast"]["reclaims_with_jobs"] == 0
+    assert strict["forecast"]["training_mean_jct_h"] == static["training_mean_jct_h"]
 
 
 def test_sim_serving_refuses_what_it_cannot_do(tmp_path: Path) -> None:

@@ -87,3 +87,85 @@ def test_the_daemons_cycle_and_railgang_sim_journal_the_same_actions(
     assert len(daemon_journal.rows) > 20
     assert all(ok for _, _, ok, _ in daemon_journal.rows)  # both backends carried them out
     assert sim_journal.rows == daemon_journal.rows
+
+
+SERVING_SETTINGS = SETTINGS + """
+[serving]
+lend_to_rigid = true
+"""
+
+
+class _Both:
+    """Two journals fed the same cycles (the replay's own take-back count and the test's)."""
+
+    def __init__(self, *journals: Any) -> None:
+        self.journals = journals
+
+    def observed(self, snapshot: Snapshot, now: float) -> None:
+        for j in self.journals:
+            j.observed(snapshot, now)
+
+    def planned(self, actions: Sequence[Action], now: float) -> None:
+        for j in self.journals:
+            j.planned(actions, now)
+
+    def settled(self, results: Sequence[ActionResult], now: float) -> None:
+        for j in self.journals:
+            j.settled(results, now)
+
+
+def test_with_a_serving_deployment_too(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``railgang sim --serving`` runs the daemon's serving step (issue 34 item 3): the daemon's
+    cycle (``cycle_of(settings, serving=reader)``: the failure step, the serving step, the core)
+    on the same world journals the same actions: replicas started and drained, borrowers taken
+    back, nodes drained for faults."""
+    from railgang.daemon.core.model.actions import Preempt, Start
+    from railgang.daemon.serving.replay import SimServing
+    from railgang.daemon.serving.synth import DemandShape, demand_series, write_csv
+    from railgang.daemon.sim import engine
+
+    settings_file = tmp_path / "railgang.toml"
+    settings_file.write_text(SERVING_SETTINGS)
+    demand = tmp_path / "demand.csv"
+    write_csv(demand, [("chat", 8, 900.0, demand_series(DemandShape(low=1, peak=6, noise=0.03),
+                                                          9, 1800.0, seed=2))], 1800.0)
+    trace = tmp_path / "t.csv"
+    rows = [f"j{i},{i * 1500},{8 * (1 + i % 2)},{4 * 3600 + 600 * i},acc" for i in range(60)]
+    trace.write_text("job_id,submit_time,gpus,duration_s,account\n" + "\n".join(rows) + "\n")
+    seen: list[dict[str, Any]] = []
+    sim_journal = Journal()
+    real = engine.simulate
+
+    def recorded(jobs: Sequence[Any], policy: Any, fabric: Any, **kw: Any) -> RunResult:
+        seen.append({"jobs": jobs, "fabric": fabric, **kw})
+        return real(jobs, policy, fabric, **{**kw, "journal": _Both(kw["journal"], sim_journal)})
+
+    monkeypatch.setattr(engine, "simulate", recorded)
+    result = CliRunner().invoke(app, [
+        "--config", str(settings_file), "sim", "--trace", str(trace), "--nodes", "4",
+        "--leaf", "4", "--json", "-q", "--serving", str(demand), "--serving-history-days", "7",
+        "--serving-modes", "forecast", "--failures", "llama3,scale=3000,repair=1h"])
+    assert result.exit_code == 0, result.output
+    (run,) = seen
+    used: SimServing = run["capacity"]
+    assert used.knobs.lend_rigid  # the file's [serving]
+
+    fresh = SimServing(used.sset, used.mode, used.knobs, used.declared, used.gpn, used.expected)
+
+    class Clock:  # the plan steps' cycles, without the replay's own serving step
+        events, apply = fresh.events, fresh.apply
+
+    cycle = cycle_of(load_settings(settings_file), serving=fresh)
+    daemon_journal = Journal()
+    world: EngineConfig = run["config"]
+    real(run["jobs"], cycle.policy, run["fabric"], comm=run["comm"], journal=daemon_journal,
+         capacity=Clock(), observer=fresh.observe,
+         config=dataclasses.replace(world, cycle=cycle.config, steps=lambda: Pipeline(
+             cycle.steps.steps, readers=cycle.steps.readers)))
+
+    acts = [a for _, a, _, _ in daemon_journal.rows]
+    replicas = {a.job_id for a in acts if isinstance(a, Start) and a.job_id.startswith("serve-")}
+    assert replicas and any(isinstance(a, Preempt) and a.job_id in replicas for a in acts)
+    assert any(isinstance(a, Preempt) and a.job_id.startswith("j") for a in acts)  # take-backs
+    assert {Requeue, DrainNode} <= {type(a) for a in acts}  # the failure step acted too
+    assert sim_journal.rows == daemon_journal.rows

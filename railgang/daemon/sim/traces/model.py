@@ -41,6 +41,7 @@ class TraceJob:
     # K80/P100/V100 throughput ratios at the job's size); empty = unknown (table fallback)
     type_rates: Mapping[str, float] = field(default_factory=dict)
     time_limit_s: float | None = None  # the user's wall-clock limit (Slurm --time); None = none
+    serving: str = ""  # a class-0 replica of this serving deployment (``sim --serving`` adds them)
 
     @property
     def replicas(self) -> int:
