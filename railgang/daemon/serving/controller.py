@@ -31,6 +31,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+import numpy as np
+
 from railgang.daemon.backend import ActionResult
 from railgang.daemon.core.model.actions import Preempt
 from railgang.daemon.core.model.job import Job, RunningJob
@@ -106,6 +108,26 @@ def target(dep: Deployment, upper: Sequence[float], step_s: float, margin_s: flo
     return max(dep.min_replicas, min(cap, math.ceil(want - 1e-9)))
 
 
+def _ahead(dep: Deployment, upper: Sequence[float], step_s: float, margin_s: float) -> Any:
+    """:func:`targets` as an array: a sliding maximum in doubling strides (a cycle looks a day
+    ahead, 1,440 steps, for each lent node's take-back: one window per step cost 2/3 of a
+    replay with serving)."""
+    window = math.ceil((dep.switch_in_s + margin_s) / step_s)
+    cap = max(dep.max_replicas, dep.min_replicas)
+    most = np.array(upper, dtype=float)
+    n, span = len(most), 1  # most[k] = max(upper[k: k + span])
+    while span < window + 1 and span < n:
+        stride = min(span, window + 1 - span)
+        most[: n - stride] = np.maximum(most[: n - stride], most[stride:])
+        span += stride
+    return np.clip(np.ceil(most - 1e-9), dep.min_replicas, cap).astype(np.int64)
+
+
+def targets(dep: Deployment, upper: Sequence[float], step_s: float, margin_s: float) -> list[int]:
+    """``target(dep, upper, step_s, margin_s, k)`` for every step ``k`` of ``upper``."""
+    return [int(t) for t in _ahead(dep, upper, step_s, margin_s)]
+
+
 def nodes_for(dep: Deployment, replicas: int, gpus_per_node: int) -> int:
     """Whole nodes ``replicas`` TP groups take (a group never shares a node's NVLink domain)."""
     if replicas <= 0:
@@ -124,19 +146,22 @@ def _pick_held(decl: Declared, snap: Snapshot, replicas: Sequence[RunningJob], c
     return order[:count]
 
 
-def _take_back_times(decl: Declared, outlook: Outlook, lent_order: Sequence[str], held: int,
-                     gpn: int, now: float, margin_s: float) -> dict[str, float | None]:
+def _take_back_times(decl: Declared, ahead: Any, lent_order: Sequence[str], held: int,
+                     gpn: int, now: float, step_s: float) -> dict[str, float | None]:
     """When the forecast needs each lent node back: node ``i`` (of ``lent_order``) at the first
-    step whose target takes more than ``held + i`` nodes."""
+    step whose target (``ahead``, per step) takes more than ``held + i`` nodes."""
     out: dict[str, float | None] = dict.fromkeys(lent_order)
-    left = list(lent_order)
-    for k in range(len(outlook.upper)):
-        need = nodes_for(decl.deployment, target(decl.deployment, outlook.upper, outlook.step_s,
-                                                 margin_s, k), gpn)
-        while left and need > held + (len(lent_order) - len(left)):
-            out[left.pop(0)] = now + k * outlook.step_s
-        if not left:
+    if not len(ahead) or not lent_order:
+        return out
+    dep = decl.deployment
+    # nodes_for, per step
+    need = -(-ahead // (gpn // dep.tp)) if dep.tp <= gpn else ahead * math.ceil(dep.tp / gpn)
+    most = np.maximum.accumulate(np.maximum(need, 0))  # nodes needed by each step, at most
+    for i, node in enumerate(lent_order):
+        k = int(np.searchsorted(most, held + i, side="right"))
+        if k >= len(most):
             break
+        out[node] = now + k * step_s
     return out
 
 
@@ -161,10 +186,11 @@ def _one(decl: Declared, outlook: Outlook, snap: Snapshot, config: StepConfig,
     held = _pick_held(decl, snap, live, held_count, borrowed)
     lent_order = [n for n in reversed(decl.nodes) if n in snap.nodes and n not in held]
     lent_order.sort(key=lambda n: borrowed.get(n, 0))  # the least used goes back first
-    lent = _take_back_times(decl, outlook, lent_order, len(held), gpn, snap.now, config.margin_s)
+    ahead = _ahead(dep, outlook.upper, outlook.step_s, config.margin_s)
+    lent = _take_back_times(decl, ahead, lent_order, len(held), gpn, snap.now, outlook.step_s)
     queued = [j for j in pending if j not in released]
-    more = next((k for k in range(1, len(outlook.upper))
-                 if target(dep, outlook.upper, outlook.step_s, config.margin_s, k) > want), None)
+    rises = np.flatnonzero(ahead[1:] > want)
+    more = int(rises[0]) + 1 if len(rises) else None
     status = Status(name, tgt, want, len(live), len(released), len(queued),
                     tuple(d.job_id for d in drains), tuple(sorted(held)),
                     MappingProxyType(dict(sorted(lent.items()))), tuple(queued),
@@ -230,4 +256,4 @@ class ServingControl:
 
 
 __all__ = ["MAX_HORIZON_STEPS", "Declared", "Outlook", "ServingControl", "ServingFacts", "ServingStep", "Status",
-           "StepConfig", "nodes_for", "serving_step", "target"]
+           "StepConfig", "nodes_for", "serving_step", "target", "targets"]

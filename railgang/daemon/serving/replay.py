@@ -199,9 +199,10 @@ class SimServing:
         fitted = mode == "forecast" or (mode == "reactive" and knobs.buffer_gpus is None)
         if fitted and expected is None:
             expected = self.expected = expect(sset, knobs)
+        self.horizon = max(1, min(MAX_HORIZON_STEPS, int(knobs.horizon_s / knobs.step_s) + 1))
         self.buffers: dict[str, float] = {}
         self.maes: dict[str, float] = {}
-        self.values: dict[str, tuple[float, ...]] = {}
+        self.values: dict[str, tuple[float, ...]] = {}  # forecast mode: upper per plan step
         for d in self.declared:
             dep = d.deployment
             if mode == "static":
@@ -211,11 +212,13 @@ class SimServing:
                                       else got.buffer if got is not None else 0.0)
             if got is not None:
                 self.maes[dep.name] = got.mae
-            if mode == "forecast" and got is not None:
-                self.values[dep.name] = got.values
+            if mode == "forecast" and got is not None and got.values:
+                buffer = self.buffers[dep.name]
+                # forecast + buffer per plan step, the last one held past the window
+                self.values[dep.name] = (tuple(v + buffer for v in got.values)
+                                         + (got.values[-1] + buffer,) * self.horizon)
         self.config = StepConfig(margin_s=knobs.margin_s, drain_grace_s=knobs.drain_grace_s,
                                  lend_rigid=knobs.lend_rigid)
-        self.horizon = max(1, min(MAX_HORIZON_STEPS, int(knobs.horizon_s / knobs.step_s) + 1))
         self.ended = False
         self.status: tuple[Status, ...] = ()  # the step's memory after the last cycle
         self.pipeline = Pipeline([_Watched(ServingControl(), self)],
@@ -247,14 +250,11 @@ class SimServing:
         cap = max(dep.max_replicas, dep.min_replicas)
         if self.mode == "static":
             return Outlook(seen, (float(cap),), self.step_s)
-        buffer = self.buffers.get(dep.name, 0.0)
         values = self.values.get(dep.name)
         if values is None:  # reactive: what is needed now, and the buffer
-            return Outlook(seen, (seen + buffer,), self.step_s)
-        k = int(now // self.step_s)
-        last = len(values) - 1
-        return Outlook(seen, tuple(values[min(last, k + j)] + buffer
-                                   for j in range(self.horizon)), self.step_s)
+            return Outlook(seen, (seen + self.buffers.get(dep.name, 0.0),), self.step_s)
+        k = min(int(now // self.step_s), len(values) - self.horizon)
+        return Outlook(seen, values[k: k + self.horizon], self.step_s)
 
     def read(self, now: float) -> ServingFacts:
         """The serving step's facts at ``now`` (what ``serving/live.py`` reads in the daemon)."""

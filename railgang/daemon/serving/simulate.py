@@ -50,9 +50,9 @@ class TakeBacks:
             if isinstance(a, Preempt):
                 self.stopped += 1
                 self.hit.add(now)
-            elif isinstance(a, Resize) and a.replicas < r.replicas and not (
-                    self.pool & set(a.assignment)):
-                self.shrunk += 1
+            elif isinstance(a, Resize) and a.replicas < r.replicas and len(
+                    self.pool & set(a.assignment)) < len(self.pool & set(r.assignment)):
+                self.shrunk += 1  # gave back a pool node, kept running
 
     def settled(self, results: Sequence[Any], now: float) -> None:
         return None

@@ -10,6 +10,8 @@ from types import MappingProxyType
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from railgang.daemon.backend import ActionResult
 from railgang.daemon.clock import SimClock
@@ -256,3 +258,49 @@ def test_the_surge_metric_counts_replicas_the_reactive_path_added() -> None:
     assert got == 1.0
     assert reg.get_sample_value("railgang_serving_replicas", {"deployment": "chat",
                                                               "kind": "want"}) == 3.0
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.floats(min_value=0, max_value=40, allow_nan=False), max_size=60),
+       st.integers(min_value=0, max_value=3), st.integers(min_value=0, max_value=30),
+       st.sampled_from([0.0, 60.0, 900.0, 3600.0]), st.sampled_from([0.0, 300.0]))
+def test_targets_in_one_pass_are_target_at_every_step(upper: list[float], low: int, high: int,
+                                                      switch_in_s: float, margin_s: float) -> None:
+    """The sliding maximum gives what ``target(.., k)`` gives at every step (the take-back
+    times and the next rise read it instead of one window per step)."""
+    from railgang.daemon.serving.controller import target, targets
+    from railgang.daemon.serving.model import Deployment
+
+    dep = Deployment("d", tp=1, min_replicas=low, max_replicas=high, switch_in_s=switch_in_s)
+    assert targets(dep, upper, 60.0, margin_s) == [target(dep, upper, 60.0, margin_s, k)
+                                                   for k in range(len(upper))]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.floats(min_value=0, max_value=40, allow_nan=False), max_size=60),
+       st.integers(min_value=0, max_value=6), st.integers(min_value=0, max_value=5),
+       st.sampled_from([1, 2, 8, 16]))
+def test_take_back_times_are_the_first_step_each_node_is_needed(
+        upper: list[float], lent: int, held: int, tp: int) -> None:
+    """Node ``i`` of the lent order goes back at the first step whose target takes more than
+    ``held + i`` nodes (the step-by-step walk it replaced, kept here as the reference)."""
+    from railgang.daemon.serving.controller import (
+        Declared,
+        _ahead,
+        _take_back_times,
+        nodes_for,
+        target,
+    )
+    from railgang.daemon.serving.model import Deployment
+
+    dep = Deployment("d", tp=tp, min_replicas=0, max_replicas=30, switch_in_s=300.0)
+    decl = Declared(dep, ())
+    order = [f"n{i}" for i in range(lent)]
+    want: dict[str, float | None] = dict.fromkeys(order)
+    left = list(order)
+    for k in range(len(upper)):
+        need = nodes_for(dep, target(dep, upper, 60.0, 300.0, k), 8)
+        while left and need > held + (len(order) - len(left)):
+            want[left.pop(0)] = 1000.0 + k * 60.0
+    got = _take_back_times(decl, _ahead(dep, upper, 60.0, 300.0), order, held, 8, 1000.0, 60.0)
+    assert got == want
