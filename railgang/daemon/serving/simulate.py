@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from railgang.daemon.core.model.actions import Action, Preempt, Resize
+from railgang.daemon.core.model.actions import Action, Preempt, Resize, Start
 from railgang.daemon.core.model.snapshot import Snapshot
 from railgang.daemon.serving.model import ServingSet
 from railgang.daemon.serving.plan import Mode
@@ -24,12 +24,14 @@ from railgang.daemon.serving.replay import (
 
 class TakeBacks:
     """The cycles' journal (``loop.CycleJournal``) that counts what the core did to borrowers on
-    the serving pools: preempted (checkpointed and requeued) or shrunk off. On a lent node only
-    class-3 work runs, which only a replica outranks there, so these are the take-backs."""
+    the serving pools for a replica inside the window: preempted for it (``Preempt.for_job``,
+    checkpointed and requeued), or shrunk off a pool node in a cycle that acted for a replica
+    (the eviction's shrinks name no job they serve). The core's own preemptions among training
+    jobs, and anything after the window, are not take-backs."""
 
-    def __init__(self, pool: frozenset[str]) -> None:
-        self.pool = pool
-        self.stopped = 0  # borrowers preempted on a pool node
+    def __init__(self, pool: frozenset[str], replicas: frozenset[str], until: float) -> None:
+        self.pool, self.replicas, self.until = pool, replicas, until
+        self.stopped = 0  # borrowers preempted for a replica
         self.hit: set[float] = set()  # cycles (times) whose take-back stopped a borrower
         self.shrunk = 0  # elastic borrowers shrunk off pool nodes instead
         self._snapshot: Snapshot | None = None
@@ -39,15 +41,20 @@ class TakeBacks:
 
     def planned(self, actions: Sequence[Action], now: float) -> None:
         snap = self._snapshot
-        if snap is None:
+        if snap is None or now >= self.until:
+            return
+        for_replica = any((isinstance(a, Start) and a.job_id in self.replicas)
+                          or (isinstance(a, Preempt) and a.for_job in self.replicas)
+                          for a in actions)
+        if not for_replica:
             return
         for a in actions:
-            if not isinstance(a, (Preempt, Resize)):
+            if not isinstance(a, (Preempt, Resize)) or a.job_id in self.replicas:
                 continue
             r = snap.running.get(a.job_id)
-            if r is None or r.job.request.serving or not (self.pool & set(r.assignment)):
+            if r is None or not (self.pool & set(r.assignment)):
                 continue
-            if isinstance(a, Preempt):
+            if isinstance(a, Preempt) and a.for_job in self.replicas:
                 self.stopped += 1
                 self.hit.add(now)
             elif isinstance(a, Resize) and a.replicas < r.replicas and len(
@@ -113,8 +120,9 @@ def replay_side(mode: Mode, jobs: Sequence[Any], policy: Any, fabric: Any, sset:
     gpn = fabric.facts(declared[0].nodes[0]).gpus
     serving = SimServing(sset, mode, knobs, declared, gpn, expected)
     meter = BusyMeter(serving.window_s)
-    journal = TakeBacks(frozenset(n for d in declared for n in d.nodes))
     replicas = serving.replicas()
+    journal = TakeBacks(frozenset(n for d in declared for n in d.nodes),
+                        frozenset(r.job_id for r in replicas), serving.window_s)
     both = sorted([*replicas, *jobs], key=lambda j: j.submit_time)  # stable: replicas first
     def observe(now: float, backend: Any) -> None:
         meter(now, backend)
