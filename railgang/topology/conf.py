@@ -20,6 +20,7 @@ import re
 from dataclasses import dataclass, field
 
 from railgang.topology import hostnames
+from railgang.topology.conf_block import BlockDef, parse_blocks
 from railgang.topology.slurm_syntax import host_list, logical_lines, next_pair, parse_uint32
 
 __all__ = [
@@ -35,9 +36,9 @@ __all__ = [
     "parse_topology",
 ]
 
-# Names one host list may expand to. Slurm caps each range at 65,536 names but not their number;
-# a typo such as a[1-9999]b[1-9999] must not make railgang allocate 100 million names.
-MAX_RANGE = 100_000
+# Names one host list may expand to (the one expander's limit). Slurm caps each range at 65,536
+# names but not their number; a typo such as a[1-9999]b[1-9999] must not allocate 100 million.
+MAX_RANGE = hostnames.MAX_HOSTS
 # slurmctld resolves switch levels in at most 21 passes over the file (topology_tree.c) and then
 # gives up with "Switch configuration is not a tree", even for a deep tree listed top-down.
 _MAX_PASSES = 21
@@ -84,15 +85,6 @@ class SwitchDef:
     nodes: tuple[str, ...] = ()
     switches: tuple[str, ...] = ()
     link_speed: int | None = None
-
-
-@dataclass(frozen=True)
-class BlockDef:
-    """One ``BlockName=`` line."""
-
-    name: str
-    line: int
-    nodes: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -222,8 +214,6 @@ def _parse(text: str, path: str, problems: list[Problem]) -> TopologyConf:
             report.error(number, kv.key, "unknown key: a line must start with SwitchName= "
                                          "(topology/tree) or BlockName=/BlockSizes= (topology/block)")
     if block_lines:
-        from railgang.topology.conf_block import parse_blocks  # only block files pay for it
-
         blocks, sizes = parse_blocks(block_lines, report)
         return TopologyConf(path, "block", blocks=blocks, block_sizes=sizes)
     return TopologyConf(path, "tree", switches=_validate_tree(switches, report))

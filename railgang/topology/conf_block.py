@@ -20,18 +20,28 @@ true by a differential test against that slurmctld in a container
   any block is fatal. Nodes slurm.conf lacks are dropped there before the size check; railgang
   does not read slurm.conf and counts every name.
 
-The lexical rules are the same as for tree lines (``slurm_syntax``). ``conf`` imports this module
-only when a file has block lines, so importing ``conf`` here is no cycle.
+The lexical rules are the same as for tree lines (``slurm_syntax``). ``BlockDef``, the record of
+one block line, lives here with its parser; ``conf`` imports both (this module imports no ``conf``).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Protocol
 
-from railgang.topology.conf import MAX_RANGE, BlockDef
+from railgang.topology.hostnames import MAX_HOSTS as MAX_RANGE
 from railgang.topology.slurm_syntax import host_list, next_pair
 
-__all__ = ["block_sizes_2411", "parse_blocks"]
+__all__ = ["BlockDef", "block_sizes_2411", "parse_blocks"]
+
+
+@dataclass(frozen=True)
+class BlockDef:
+    """One ``BlockName=`` line."""
+
+    name: str
+    line: int
+    nodes: tuple[str, ...] = ()
 
 _MAX_LEVEL = 15  # block_record.c: "if (block_level > 15)"
 
