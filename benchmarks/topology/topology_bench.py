@@ -19,6 +19,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from types import MappingProxyType
 
 from benchmarks.baselines.slurm_tree import ranks_in_order, slurm_tree_place
+from benchmarks.topology.topology_stream import stream
 from railgang.topology.comm.hardware import DGX_H100
 from railgang.topology.comm.model import allreduce_time, concurrent_allreduce
 from railgang.topology.comm.published import CASES, evaluate
@@ -363,10 +364,6 @@ def main() -> None:
     for line in degraded(fabric, frees):
         print(line)
     print()
-    from benchmarks.topology.topology_stream import (
-        stream,  # the stream replay reuses slurm_like from this module
-    )
-
     for line in stream(300, (1, 2, 3) if args.quick else (1, 2, 3, 4, 5, 6, 7, 8)):
         print(line)
     print()

@@ -15,7 +15,7 @@ import statistics
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from benchmarks.topology.topology_bench import slurm_like
+from benchmarks.baselines.slurm_tree import slurm_tree_place
 from railgang.topology.fabric import Fabric, fabric_from_shape
 from railgang.topology.placement import GangRequest, Placement, place
 
@@ -96,7 +96,7 @@ def railgang_placer(fabric: Fabric, free: Mapping[str, frozenset[int]], req: Gan
 
 
 def slurm_placer(fabric: Fabric, free: Mapping[str, frozenset[int]], req: GangRequest) -> Placement | None:
-    return slurm_like(fabric, free, req)
+    return slurm_tree_place(fabric, free, req)  # Slurm 22.05 cons_tres + topology/tree
 
 
 def stream(n_jobs: int = 300, seeds: tuple[int, ...] = (1, 2, 3, 4, 5, 6, 7, 8)) -> list[str]:
