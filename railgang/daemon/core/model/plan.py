@@ -32,20 +32,9 @@ from typing import Literal, Protocol, runtime_checkable
 
 from railgang.daemon.core.model.job import Job
 from railgang.daemon.core.model.snapshot import Snapshot
+from railgang.daemon.core.model.want import Want
 
 Mode = Literal["strict", "backfill", "greedy"]
-
-
-@dataclass(frozen=True)
-class Want:
-    """One pending job as the policy wants it tried."""
-
-    job_id: str
-    replicas: int  # DP replicas to start with
-    min_replicas: int  # smallest start the policy accepts (== replicas: all or nothing)
-    level: float = 0.0  # preemption level inside the class; lower = more important
-    pools: tuple[tuple[str, str], ...] = ()  # (GPU type, tier) pools to try, best first; a gang
-    # never spans pools. () = type-blind: the cycle tries the pool with the most free GPUs first
 
 
 @dataclass(frozen=True)

@@ -28,16 +28,14 @@ import functools
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from railgang.daemon.core.model.job import Job, RunningJob
 from railgang.daemon.core.model.needs import UNKNOWN_FACTS, GpuFacts
 from railgang.daemon.core.model.quota import QuotaTree
 from railgang.daemon.core.model.room import Room
 from railgang.daemon.core.model.serving import ServingPool
-
-if TYPE_CHECKING:  # plan.py imports this module
-    from railgang.daemon.core.model.plan import Want
+from railgang.daemon.core.model.want import Want
 
 
 class NodeState(enum.StrEnum):

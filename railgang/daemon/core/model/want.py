@@ -1,0 +1,23 @@
+"""``Want``: one pending job as a policy wants it tried.
+
+Its own file because both the snapshot (a backend's submit order) and the plan (a policy's order)
+hold it: in ``plan.py`` it made plan <-> snapshot a circle of imports (issue 34).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["Want"]
+
+
+@dataclass(frozen=True)
+class Want:
+    """One pending job as the policy wants it tried."""
+
+    job_id: str
+    replicas: int  # DP replicas to start with
+    min_replicas: int  # smallest start the policy accepts (== replicas: all or nothing)
+    level: float = 0.0  # preemption level inside the class; lower = more important
+    pools: tuple[tuple[str, str], ...] = ()  # (GPU type, tier) pools to try, best first; a gang
+    # never spans pools. () = type-blind: the cycle tries the pool with the most free GPUs first
