@@ -21,7 +21,6 @@ PACKAGES = ("railgang", "benchmarks")
 
 REMAINING: set[frozenset[str]] = {  # issue 34: still to break
     frozenset({"railgang.daemon.sim.backend", "railgang.daemon.sim.node_ops"}),
-    frozenset({"railgang.daemon.sim.ledger_run", "railgang.daemon.sim.telemetry"}),
 }
 
 

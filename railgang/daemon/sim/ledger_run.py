@@ -128,4 +128,18 @@ def prepare_ledger(url: str, jobs: Sequence[TraceJob], policy: Policy, fabric: A
                      sample_count(fabric, t0, end_t, interval_s))
 
 
-__all__ = ["BYTES_PER_SAMPLE", "CONFIRM_SAMPLES", "LedgerRun", "human_bytes", "prepare_ledger"]
+def replay_into_ledger(url: str, jobs: Sequence[TraceJob], policy: Policy, fabric: Any,
+                       config: EngineConfig, *, start: str | None = None,
+                       interval_s: float = 60.0, seed: int = 0) -> LedgerStats:
+    """``railgang sim --ledger URL`` without the estimate and the confirmation: replay once
+    more with segment logging and store it."""
+    run = prepare_ledger(url, jobs, policy, fabric, config, start=start, interval_s=interval_s,
+                         seed=seed)
+    try:
+        return run.write()
+    finally:
+        run.close()
+
+
+__all__ = ["BYTES_PER_SAMPLE", "CONFIRM_SAMPLES", "LedgerRun", "human_bytes", "prepare_ledger",
+           "replay_into_ledger"]

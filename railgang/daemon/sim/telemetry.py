@@ -435,21 +435,6 @@ def _ensure_rates(s: Any, gpu_types: list[str], cfg: TelemetryConfig) -> None:
     s.flush()
 
 
-def replay_into_ledger(url: str, jobs: Sequence[TraceJob], policy: Policy, fabric: Any,
-                       config: EngineConfig, *, start: str | None = None,
-                       interval_s: float = 60.0, seed: int = 0) -> LedgerStats:
-    """``railgang sim --ledger URL`` without the estimate and the confirmation: replay once
-    more with segment logging and store it (``daemon/sim/ledger_run.py``)."""
-    from railgang.daemon.sim.ledger_run import prepare_ledger
-
-    run = prepare_ledger(url, jobs, policy, fabric, config, start=start, interval_s=interval_s,
-                         seed=seed)
-    try:
-        return run.write()
-    finally:
-        run.close()
-
-
 __all__ = ["PROFILES", "LedgerStats", "SimSegment", "TelemetryConfig", "job_profile",
-           "replay_into_ledger", "replay_span", "sample_count", "simulate_with_ledger",
+           "replay_span", "sample_count", "simulate_with_ledger",
            "write_ledger"]
