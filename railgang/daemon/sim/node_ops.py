@@ -15,7 +15,8 @@ item 2: every action type is applied by both backends; a test enumerates them).
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING
+from collections.abc import Mapping, MutableMapping
+from typing import Any, Protocol
 
 from railgang.daemon.core.model.actions import (
     BURN_IN_DETAIL,
@@ -27,15 +28,35 @@ from railgang.daemon.core.model.actions import (
     SubmitBurnIn,
     TagNode,
 )
-from railgang.daemon.core.model.snapshot import NodeState
+from railgang.daemon.core.model.snapshot import Node, NodeState
 
-if TYPE_CHECKING:
-    from railgang.daemon.sim.backend import SimBackend
+
+class NodeHands(Protocol):
+    """What of ``SimBackend`` the node actions touch (the backend applies them: no import back)."""
+
+    @property
+    def jobs(self) -> Mapping[str, Any]: ...
+
+    @property
+    def running(self) -> Mapping[str, Any]: ...
+
+    @property
+    def nodes(self) -> MutableMapping[str, Node]: ...
+
+    @property
+    def burn_ins(self) -> MutableMapping[str, str]: ...
+
+    @property
+    def burn_in_log(self) -> list[tuple[float, str, str]]: ...
+
+    def requeue(self, job_id: str, now: float) -> str | None: ...
+
+    def _nodes_changed(self) -> None: ...
 
 NODE_ACTIONS = (DrainNode, TagNode, SubmitBurnIn, ReleaseBurnIn, Resume, Requeue)  # all it applies
 
 
-def apply_node_op(backend: SimBackend, action: Action, now: float) -> tuple[bool, str]:
+def apply_node_op(backend: NodeHands, action: Action, now: float) -> tuple[bool, str]:
     """(applied, detail) for one node action or ``Requeue``."""
     if isinstance(action, Requeue):
         sj = backend.jobs.get(action.job_id)
