@@ -70,3 +70,35 @@ def test_no_circle_outside_the_known_ones() -> None:
     assert not new, "circles of imports: " + "; ".join(" <-> ".join(sorted(c)) for c in new)
     gone = REMAINING - circles
     assert not gone, "broken, take out of REMAINING: " + "; ".join(" <-> ".join(sorted(c)) for c in gone)
+
+
+# what a settings module (a room's ``config.py``, and ``daemon/config.py`` that gathers them) may
+# import: settings, values and errors, never a component's working parts above its own room
+SETTINGS_MAY_IMPORT = ("railgang.errors", "railgang.db.urls", "railgang.daemon.core.model",
+                       "railgang.topology", "railgang.daemon.pricing")  # (pricing: a price table)
+
+
+def _settings_modules(graph: nx.DiGraph) -> list[str]:
+    return sorted(m for m in graph if m.startswith("railgang.") and m.endswith(".config"))
+
+
+def _room(module: str) -> str:
+    return module.rpartition(".")[0]
+
+
+def test_no_setting_points_up_into_a_component() -> None:
+    """A settings module imports other settings modules, its own room (the rules its settings
+    build), the core's model, topology's values and the errors; ``daemon/config.py`` gathers the
+    rooms' settings. Any other arrow is a setting reaching up into a component."""
+    graph = import_graph()
+    bad = []
+    for mod in _settings_modules(graph):
+        for target in graph.successors(mod):
+            if not target.startswith("railgang."):
+                continue
+            own = mod != "railgang.daemon.config" and (  # the gatherer has no room of its own
+                _room(target) == _room(mod) or target.startswith(_room(mod) + "."))
+            ok = target.endswith(".config") or target.startswith(SETTINGS_MAY_IMPORT) or own
+            if not ok:
+                bad.append(f"{mod} -> {target}")
+    assert not bad, "settings reaching up into components: " + "; ".join(bad)
