@@ -128,7 +128,9 @@ def test_a_pytorch_job_is_shrunk_and_grown_and_ends_at_the_unresized_loss(
     (run / f"go-{HOLDS[1]}").write_text("")
     wait(lambda: slurm.finished([job]), 60, "the job to finish")
     assert reference.wait(60) == 0
-    assert slurm.settled([job])[-1].state == "COMPLETED"
+    # slurmctld's own word: in the whole 24.11 suite sacct had no record of this job at all
+    # (squeue: COMPLETED) where, run alone, it had one; the accounting is not what this shows
+    assert slurm.states([job])[job] == "COMPLETED", slurm.states([job])
 
     done = lines(loss)
     steps = [int(ln[0]) for ln in done]
