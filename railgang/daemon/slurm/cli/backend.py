@@ -138,6 +138,9 @@ class CliBackend:
         self._fleet_text: str | None = None  # the fleet file as last written (or tried)
         self.json_version: str | None = None  # --json=VERSION once the CLI is seen to take one
         self._due_at: float | None = None  # when leases_due last ran (the renewal rate's clock)
+        # lease ends handed to the renewal thread: the squeue read a cycle takes while the thread
+        # is still sending shows the old end, and would hand the same leases over again
+        self._handed: dict[str, float] = {}
         self._json_read = False  # squeue --json read once: its schema (and so 22.05) is known
         self._narrow: NarrowCache | None = None  # the narrow reads between full ones
         self.full_reads = 0  # 1 when the last observe read squeue --json (benchmarks, tests)
@@ -483,7 +486,8 @@ class CliBackend:
     def leases_due(self, job_ids: Sequence[str], now: float) -> list[str]:
         """The leases to renew now among ``job_ids`` (plus the jobs waiting for a later
         ``--begin`` that entered their last lease), by the lease end the last squeue read showed
-        (a waiting job's ``eligible_time`` on 22.05-26.05):
+        (a waiting job's ``eligible_time`` on 22.05-26.05), or the end handed to the renewal
+        thread when later (a renewal the read did not see yet is not due again):
 
         1. every lease ending within ``lease_renew_before_s``, lapsed, or not seen (must);
         2. then the earliest-ending others, up to the steady rate: the held leases times the
@@ -499,9 +503,12 @@ class CliBackend:
         seen = obs.jobs if obs is not None else {}
         before = min(self.settings.lease_renew_before_s, self.settings.lease_s)
         ends: dict[str, float] = {}
+        handed = self._handed
         for job_id in dict.fromkeys([*job_ids, *(obs.leased if obs is not None else ())]):
             rec = seen.get(job_id)
-            ends[job_id] = rec.eligible_time if rec is not None and rec.pending else -math.inf
+            end = rec.eligible_time if rec is not None and rec.pending else -math.inf
+            ends[job_id] = max(end, handed.get(job_id, -math.inf))
+        self._handed = {j: e for j, e in handed.items() if j in ends and e > now}
         must = [j for j, end in ends.items() if end - now < before]
         period = max(1.0, self.settings.lease_s - before)
         since = now - self._due_at if self._due_at is not None else 0.0
@@ -533,8 +540,14 @@ class CliBackend:
         behind = self.renewer.pending()
         if behind:  # leases come due faster than slurmctld renews them: some may lapse
             log.warning("slurm: %d lease renewals still queued from the last cycle", behind)
-        self.renewer.submit([j for j in dict.fromkeys(job_ids) if j not in self._started], now)
-        return self.renewer.take()
+        ids = [j for j in dict.fromkeys(job_ids) if j not in self._started]
+        self.renewer.submit(ids, now)
+        end = now + self.settings.lease_s  # the thread sets it later, so at least this far
+        self._handed.update(dict.fromkeys(ids, end))
+        done, refused = self.renewer.take()
+        for j in refused:
+            self._handed.pop(j, None)
+        return done, refused
 
     def close(self) -> None:
         """Stop the renewal thread; leases still queued end on their own within lease_s."""
