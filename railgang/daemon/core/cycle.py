@@ -45,7 +45,7 @@ import random
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import compress, groupby
+from itertools import groupby
 from operator import attrgetter
 from types import MappingProxyType
 
@@ -70,8 +70,6 @@ from railgang.topology.health import LinkHealth
 
 log = logging.getLogger(__name__)
 _JOB_ID = attrgetter("request.job_id")  # the map of the whole queue, built in C each cycle
-_WANT_ID = attrgetter("job_id")
-_CLASS, _FAULT = attrgetter("request.priority_class"), attrgetter("state.after_fault")
 PHASES = ("observe", "order", "size", "place", "preempt", "migrate", "grow", "emit")
 
 
@@ -215,19 +213,10 @@ def _by_class(plan: Plan, jobs: Mapping[str, Job], snapshot: Snapshot) -> list[l
     """The plan's order split by priority class, higher classes first; a job a node failure
     requeued goes first in its class (docs/failures.md); else the policy's rank is kept. Most
     queues hold one class and no requeued job: then the order is the plan's as it is, without a
-    sort key per waiting job (issue 24 item 2: every cycle pays this for the whole queue). A
-    backend's ``SnapshotIndex`` says so without a walk: the queue's kinds, and whether the order
-    is the index's own (every job of it waits)."""
-    index = snapshot.index
-    one_kind = index is not None and index.queue is not None and index.queue.kinds <= 1
-    if one_kind and index is not None and plan.order is index.submit_order:
-        order = list(plan.order)
-    else:
-        order = list(compress(plan.order, map(jobs.__contains__, map(_WANT_ID, plan.order))))
-    # one class and one fault state? by identity (enum members and bools are singletons), in C;
-    # equal values as distinct objects only take the sort below, which keeps the same order
-    if one_kind or (len(set(map(id, map(_CLASS, jobs.values())))) <= 1
-                    and len(set(map(id, map(_FAULT, jobs.values())))) <= 1):
+    sort key per waiting job (issue 24 item 2: every cycle pays this for the whole queue); the
+    snapshot's index counts the queue's kinds. (``Plan.order`` names waiting jobs only.)"""
+    order = list(plan.order)
+    if snapshot.index.queue.kinds <= 1:
         return [order] if order else []
     order.sort(key=lambda x: (jobs[x.job_id].priority_class, not jobs[x.job_id].state.after_fault))
     return [list(batch) for _, batch in groupby(order, key=lambda x: jobs[x.job_id].priority_class)]

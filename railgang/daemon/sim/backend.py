@@ -32,16 +32,16 @@ from railgang.daemon.core.model.actions import (
 )
 from railgang.daemon.core.model.fairshare import DecayedUse
 from railgang.daemon.core.model.job import Assignment, Job, RunningJob
-from railgang.daemon.core.model.plan import Want
-from railgang.daemon.core.model.pools import Pools, pools_of_nodes
+from railgang.daemon.core.model.pool_map import Pools, pools_of_nodes
+from railgang.daemon.core.model.queue_order import rigid_by_submit
 from railgang.daemon.core.model.reasons import Reason
 from railgang.daemon.core.model.snapshot import (
     Account,
     Node,
     PreemptEvent,
-    QueueSummary,
     Snapshot,
     SnapshotIndex,
+    queue_summary,
 )
 from railgang.daemon.sim import views
 from railgang.daemon.sim.accounting import SimJob
@@ -69,8 +69,7 @@ class EventSink(Protocol):
 
 
 class _NoEvents:
-    def at(self, time: float, kind: str, job_id: str, version: int) -> None:
-        return None
+    def at(self, time: float, kind: str, job_id: str, version: int) -> None: ...
 
 
 class SimBackend:
@@ -100,7 +99,7 @@ class SimBackend:
         self._free_view: Mapping[str, frozenset[int]] | None = None
         self._nodes_view: Mapping[str, Node] | None = None
         self._total: int | None = None
-        self._pools: Pools | None = None  # the nodes' GPU pools (the snapshot index's)
+        self._pools: Pools = pools_of_nodes({})  # the nodes' GPU pools (the snapshot index's)
         self._held: dict[str, int] = {}  # GPUs each account's running jobs hold
         # the running views by job id and the running set they were built for (bumped as jobs
         # start and leave); a view answers for any time asked (views.LiveRunning)
@@ -142,7 +141,7 @@ class SimBackend:
         return self._total
 
     def _nodes_changed(self) -> None:
-        self._nodes_view = self._free_view = self._total = self._free_shown = self._pools = None
+        self._nodes_view = self._free_view = self._total = self._free_shown = None  # pools: with the nodes
 
     @property
     def records(self) -> list[JobRecord]:
@@ -272,10 +271,10 @@ class SimBackend:
         if self._pending_view is None:
             self._pending_view = tuple(self._pending_jobs)
         pending = self._pending_view
-        by_submit: tuple[Want, ...] | None = self._by_submit.view()
-        facts: QueueSummary | None = self._queue_facts.summary()
+        by_submit, facts = self._by_submit.view(), self._queue_facts.summary()
         if self.max_pending is not None and len(pending) > self.max_pending:
-            pending, by_submit, facts = pending[: self.max_pending], None, None  # (kept: all of it)
+            pending = pending[: self.max_pending]  # (kept: all of it)
+            by_submit, facts = rigid_by_submit(pending), queue_summary(pending)
         free = self._free_view
         if free is None:
             if self._free_shown is None:
@@ -289,9 +288,9 @@ class SimBackend:
         while self.preempt_log and self.preempt_log[0].time < horizon:
             self.preempt_log.pop(0)
         base = self._account_base
-        quotas: Mapping[str, int] | None = None  # (None: the snapshot finds them)
         if base:  # a loaded snapshot's shares and quotas (an estimate): summed now
             accounts: Mapping[str, Account] = views.eager_accounts(self._usage_done, self.running, base, now, self._recent, shown.values())
+            quotas: Mapping[str, int] = {n: a.quota_gpus for n, a in accounts.items() if a.quota_gpus is not None}
         else:  # no account of a replay has a flat quota (its quota tree is ``config.quotas``)
             accounts, quotas = views.lazy_accounts(self._usage_done, running, self._held, now, self._recent), _NO_QUOTAS
         if self.quota_use is not None:

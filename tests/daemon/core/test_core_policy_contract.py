@@ -77,6 +77,17 @@ def test_contract_on_random_snapshots(name: str, placer: str, seed: int) -> None
 @pytest.mark.parametrize("name", POLICIES)
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(seed=st.integers(0, 10**6))
+def test_a_plan_orders_the_waiting_jobs_each_once(name: str, seed: int) -> None:
+    """``Plan.order`` names waiting jobs only, each once (running jobs are sized by targets):
+    the cycle takes it as the queue's order without checking each want against the queue."""
+    snap = random_snapshot(seed)
+    ids = [w.job_id for w in get(name).plan(snap, snap.now).order]
+    assert len(ids) == len(set(ids)) and set(ids) <= {j.job_id for j in snap.pending}
+
+
+@pytest.mark.parametrize("name", POLICIES)
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 10**6))
 def test_contract_with_leaf_waits_on(name: str, seed: int) -> None:
     """The same contract while gangs wait for a leaf and hold leaves (real placer and fabric)."""
     snap = _with_real_fabric(random_snapshot(seed))

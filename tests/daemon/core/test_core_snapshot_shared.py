@@ -7,7 +7,7 @@ from __future__ import annotations
 from types import MappingProxyType
 
 from railgang.daemon.core import Node
-from railgang.daemon.core.model.pools import rebuild_index as rebuild
+from railgang.daemon.core.model.snapshot import rebuild_index as rebuild
 from tests.daemon.core.core_builders import cluster, job
 
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from railgang.daemon.core.model.pools import rebuild_index as rebuild
 from railgang.daemon.core.model.snapshot import make_snapshot
+from railgang.daemon.core.model.snapshot import rebuild_index as rebuild
 from railgang.daemon.core.policies.registry import get
 from railgang.daemon.sim.backend import SimBackend
 from railgang.daemon.sim.engine import simulate

@@ -24,13 +24,11 @@ policy is adding one file.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from operator import attrgetter
 from types import MappingProxyType
 from typing import Literal, Protocol, runtime_checkable
 
-from railgang.daemon.core.model.job import Job
 from railgang.daemon.core.model.snapshot import Snapshot
 from railgang.daemon.core.model.want import Want
 
@@ -39,7 +37,8 @@ Mode = Literal["strict", "backfill", "greedy"]
 
 @dataclass(frozen=True)
 class Plan:
-    order: tuple[Want, ...]
+    order: tuple[Want, ...]  # waiting jobs of the snapshot, each once, in the order to try them
+    # (running jobs are sized by ``targets``)
     mode: Mode = "greedy"
     targets: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
     levels: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))
@@ -66,23 +65,9 @@ def want(job_id: str, replicas: int, min_replicas: int | None = None, level: flo
     return Want(job_id, replicas, replicas if min_replicas is None else min_replicas, level, pools)
 
 
-_SUBMIT_ORDER = attrgetter("submit_time", "job_id")  # the ordering key, in C
-_REQUEST = attrgetter("request")
-
-
-def rigid_by_submit(pending: Iterable[Job]) -> tuple[Want, ...]:
-    """``Want(job, k, k)`` of every job at its requested size (all or nothing), ordered by 1.
-    submit time, 2. job id: FIFO's plan order. A backend that keeps it between cycles hands it
-    over in ``SnapshotIndex.submit_order`` (the simulator: issue 24 item 2)."""
-    requests = sorted(map(_REQUEST, pending), key=_SUBMIT_ORDER)
-    return tuple([Want(r.job_id, r.replicas, r.replicas) for r in requests])
-
-
 def submit_order(snapshot: Snapshot) -> tuple[Want, ...]:
-    """:func:`rigid_by_submit` of the snapshot's queue: its index's when its backend kept one."""
-    index = snapshot.index
-    kept = index.submit_order if index is not None else None
-    return kept if kept is not None else rigid_by_submit(snapshot.pending)
+    """FIFO's order of the snapshot's queue (``queue_order.rigid_by_submit``), kept by its index."""
+    return snapshot.index.submit_order
 
 
 def regrow_targets(snapshot: Snapshot) -> dict[str, int]:
@@ -91,4 +76,4 @@ def regrow_targets(snapshot: Snapshot) -> dict[str, int]:
     return {r.job_id: max(r.replicas, r.job.replicas) for r in snapshot.elastic_running}
 
 
-__all__ = ["Mode", "Plan", "Policy", "Want", "regrow_targets", "rigid_by_submit", "submit_order", "want"]
+__all__ = ["Mode", "Plan", "Policy", "Want", "regrow_targets", "submit_order", "want"]

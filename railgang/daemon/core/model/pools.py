@@ -36,24 +36,17 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from types import MappingProxyType
 
 from railgang.daemon.core.model import tiers as spot
 from railgang.daemon.core.model.job import Job, JobRequest, RunningJob
-from railgang.daemon.core.model.plan import Plan, Want, rigid_by_submit
+from railgang.daemon.core.model.plan import Plan, Want
+from railgang.daemon.core.model.pool_map import PoolKey, Pools, pools_of_nodes
 from railgang.daemon.core.model.snapshot import (
-    Node,
     Snapshot,
-    SnapshotIndex,
-    held_by_account,
-    per_class,
-    queue_summary,
-    usable_gpus,
 )
 from railgang.topology.gpus import GPU_TYPES
 
-PoolKey = tuple[str, str]  # (GPU type, tier)
 RESTART_S = 60.0  # requeue + launch of a moved job, on top of its checkpoint and restore
 
 # Fallback speeds relative to a V100 for jobs without measured per-type rates: the GPU
@@ -71,65 +64,10 @@ def type_rate(request: JobRequest | Job, gpu_type: str) -> float:
     return TYPE_SPEED.get(gpu_type, 1.0)
 
 
-@dataclass(frozen=True)
-class Pools:
-    """The pools of one snapshot: nodes, GPUs and the largest node per (type, tier)."""
-
-    nodes: Mapping[PoolKey, frozenset[str]]
-    gpus: Mapping[PoolKey, int]
-    node_gpus: Mapping[PoolKey, int]
-    of_node: Mapping[str, PoolKey]
-
-    @property
-    def mixed(self) -> bool:
-        return len(self.nodes) > 1
-
-    @property
-    def types(self) -> tuple[str, ...]:
-        return tuple(sorted({t for t, _ in self.nodes}))
-
-
 def pools_of(snapshot: Snapshot) -> Pools:
     """Group the usable nodes into pools (sorted keys: deterministic); the snapshot's index
     gives them when its backend keeps them (``SnapshotIndex``)."""
-    index = snapshot.index
-    if index is not None and isinstance(index.pools, Pools):
-        return index.pools
-    return pools_of_nodes(snapshot.nodes)
-
-
-def pools_of_nodes(nodes: Mapping[str, Node]) -> Pools:
-    """The pools of ``nodes``: usable nodes grouped by (GPU type, tier)."""
-    members: dict[PoolKey, set[str]] = {}
-    gpus: dict[PoolKey, int] = {}
-    biggest: dict[PoolKey, int] = {}
-    of_node: dict[str, PoolKey] = {}
-    for name, node in nodes.items():
-        key = (node.facts.gpu_type, node.tier)
-        of_node[name] = key
-        if not node.state.usable:
-            continue
-        members.setdefault(key, set()).add(name)
-        gpus[key] = gpus.get(key, 0) + node.gpus
-        biggest[key] = max(biggest.get(key, 0), node.gpus)
-    return Pools({k: frozenset(v) for k, v in sorted(members.items())}, gpus, biggest, of_node)
-
-
-def rebuild_index(snapshot: Snapshot) -> SnapshotIndex:
-    """The snapshot's index derived from its own data: what an index a backend kept between
-    cycles (``Snapshot.index``, the simulator's) must equal; tests compare the two at every cycle
-    of a replay (``tests/daemon/sim/test_backend_shared.py``)."""
-    return SnapshotIndex(
-        total_gpus=usable_gpus(snapshot.nodes),
-        free_gpus=sum(len(g) for g in snapshot.free.values()),
-        held=held_by_account(snapshot.running),
-        elastic_running=tuple(r for r in snapshot.running.values() if r.job.request.elastic),
-        running_per_class=per_class(snapshot.running),
-        pools=pools_of_nodes(snapshot.nodes),
-        submit_order=rigid_by_submit(snapshot.pending),
-        account_quotas={n: a.quota_gpus for n, a in snapshot.accounts.items() if a.quota_gpus is not None},
-        queue=queue_summary(snapshot.pending),
-    )
+    return snapshot.index.pools
 
 
 def running_ends(snapshot: Snapshot, pools: Pools, now: float) -> dict[PoolKey, list[tuple[float, int]]]:
@@ -300,7 +238,6 @@ __all__ = [
     "pool_of_run",
     "pools_of",
     "pools_of_nodes",
-    "rebuild_index",
     "running_ends",
     "shadow",
     "slower_pays",

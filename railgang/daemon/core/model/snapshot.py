@@ -23,7 +23,6 @@ Fields
 from __future__ import annotations
 
 import dataclasses
-import enum
 import functools
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -31,82 +30,12 @@ from types import MappingProxyType
 from typing import Any
 
 from railgang.daemon.core.model.job import Job, RunningJob
-from railgang.daemon.core.model.needs import UNKNOWN_FACTS, GpuFacts
+from railgang.daemon.core.model.node import Node, NodeState
+from railgang.daemon.core.model.pool_map import Pools, pools_of_nodes
+from railgang.daemon.core.model.queue_order import rigid_by_submit
 from railgang.daemon.core.model.quota import QuotaTree
-from railgang.daemon.core.model.room import Room
 from railgang.daemon.core.model.serving import ServingPool
 from railgang.daemon.core.model.want import Want
-
-
-class NodeState(enum.StrEnum):
-    """What a node can do for the scheduler (the value is what logs and the API show)."""
-
-    IDLE = "idle"
-    MIXED = "mixed"  # some GPUs allocated
-    ALLOCATED = "alloc"
-    DRAIN = "drain"  # draining or drained: runs what it has, takes nothing new
-    DOWN = "down"  # down, failed or not responding
-
-    usable: bool  # True when new work may be placed on the node
-
-    def __init__(self, value: str) -> None:
-        # a plain attribute, set once per member: read for every node in every cycle
-        self.usable = value not in ("drain", "down")
-
-    @classmethod
-    def parse(cls, text: str) -> NodeState:
-        """A Slurm node state as ``sinfo``/``scontrol`` print it (``IDLE``, ``mix``, ``ALLOCATED``,
-        ``IDLE+DRAIN``, ``DRAINING``, ``down*``, ``MIXED+COMPLETING``, ...) or one of our values.
-
-        Drain and down flags win over the base state; a trailing ``*`` (not responding) means down.
-        Raises ``ValueError`` for anything else (the caller names the node and the source).
-        """
-        raw = text.strip().lower()
-        if not raw:
-            raise ValueError("empty node state")
-        words = [w.rstrip("*~#!%$@^-") for w in raw.split("+")]
-        if words[0] not in _BASE and words[0] not in _DOWN and words[0] not in _DRAIN:
-            raise ValueError(f"unknown node state {text.strip()!r} (expected one of Slurm's, "
-                             "e.g. idle, mixed, allocated, drain, down)")
-        if raw.endswith("*") or any(w in _DOWN for w in words):  # '*': not responding
-            return cls.DOWN
-        if any(w in _DRAIN for w in words):
-            return cls.DRAIN
-        return _BASE[words[0]]
-
-
-_DOWN = frozenset({"down", "fail", "failing", "not_responding", "no_respond", "future", "futr",
-                   "unknown", "unk"})
-_DRAIN = frozenset({"drain", "drained", "draining", "drng"})
-# base states; flags such as +maint, +reserved, +powered_down or a ``~`` suffix leave the base
-# state as it is (Slurm itself decides who may run in a reservation or powers a node up)
-_BASE = {"idle": NodeState.IDLE, "mix": NodeState.MIXED, "mixed": NodeState.MIXED,
-         "alloc": NodeState.ALLOCATED, "allocated": NodeState.ALLOCATED,
-         "comp": NodeState.ALLOCATED, "completing": NodeState.ALLOCATED,
-         "plnd": NodeState.IDLE, "planned": NodeState.IDLE}
-
-
-@dataclass(frozen=True)
-class Node:
-    """A compute node (Slurm ``NodeName``) as far as scheduling is concerned."""
-
-    name: str
-    gpus: int
-    state: NodeState = NodeState.IDLE
-    tags: frozenset[str] = frozenset()
-    tier: str = ""  # capacity tier: "reserved", "on-demand", "spot" ("" = owned, no price)
-    facts: GpuFacts = UNKNOWN_FACTS  # GPU type, memory, NVLink, interconnect (jobs' needs)
-    room: Room | None = None  # free CPUs and memory (model/room.py); None: unknown, not checked
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.state, NodeState):  # a Slurm string from an adapter: parse it once
-            object.__setattr__(self, "state", NodeState.parse(str(self.state)))
-
-    def with_state(self, state: NodeState) -> Node:
-        return dataclasses.replace(self, state=state)
-
-    def with_tag(self, tag: str) -> Node:
-        return dataclasses.replace(self, tags=self.tags | {tag})
 
 
 @dataclass(frozen=True)
@@ -131,25 +60,70 @@ class PreemptEvent:
     gpus: int
 
 
-# -- the snapshot index: what a backend that keeps its cluster between cycles already counted --
+# -- the snapshot index: counts of the snapshot that every phase reads ------------------------
 @dataclass(frozen=True, slots=True)
 class SnapshotIndex:
-    """Counts of one snapshot that its backend kept up to date (see the module docstring)."""
+    """Counts of one snapshot, kept up to date between cycles by a backend that keeps its cluster
+    (the simulator); a snapshot built without one derives the same counts from its own data
+    (:class:`DerivedIndex`), so the core reads them one way. Tests compare a kept index with the
+    derived one at every cycle of a replay (``tests/daemon/sim/test_backend_shared.py``)."""
 
     total_gpus: int  # GPUs on usable nodes
     free_gpus: int  # GPUs in ``Snapshot.free``
     held: Mapping[str, int]  # GPUs each account's running jobs hold
     elastic_running: tuple[RunningJob, ...]  # running jobs with an elastic range, by job id
     running_per_class: tuple[int, ...]  # running jobs per priority class (0 … 3)
-    pools: Any = None  # model.pools.Pools: the usable nodes by (GPU type, tier); None: derive
-    # ``plan.rigid_by_submit(pending)``, FIFO's plan order: it changes only as jobs arrive, start
-    # and are requeued, so a backend keeps it instead of a sort and a Want per job per cycle
-    submit_order: tuple[Want, ...] | None = None  # None: derive
-    # ``Snapshot.account_quotas``: a backend whose accounts carry no flat quota says so, and the
-    # accounts (built when read, the simulator's) are not all built every cycle to find out
-    account_quotas: Mapping[str, int] | None = None  # None: derive
-    queue: QueueSummary | None = None  # facts of the whole queue, kept as jobs enter and leave
-    # (None: none; the core then walks the queue, as it does without an index)
+    pools: Pools  # the usable nodes by (GPU type, tier)
+    submit_order: tuple[Want, ...]  # ``rigid_by_submit(pending)``, FIFO's plan order
+    account_quotas: Mapping[str, int]  # each account's flat quota, where it has one
+    queue: QueueSummary  # facts of the whole waiting queue
+
+
+class DerivedIndex:
+    """The :class:`SnapshotIndex` of a snapshot whose backend kept none, each count derived from
+    the snapshot's data the first time a phase reads it (a cycle reads only some of them)."""
+
+    def __init__(self, nodes: Mapping[str, Node], free: Mapping[str, frozenset[int]],
+                 running: Mapping[str, RunningJob], pending: tuple[Job, ...],
+                 accounts: Mapping[str, Account]) -> None:
+        self._nodes, self._free, self._running = nodes, free, running
+        self._pending, self._accounts = pending, accounts
+
+    @functools.cached_property
+    def total_gpus(self) -> int:
+        return usable_gpus(self._nodes)
+
+    @functools.cached_property
+    def free_gpus(self) -> int:
+        return sum(len(g) for g in self._free.values())
+
+    @functools.cached_property
+    def held(self) -> Mapping[str, int]:
+        return held_by_account(self._running)
+
+    @functools.cached_property
+    def elastic_running(self) -> tuple[RunningJob, ...]:
+        return tuple(r for r in self._running.values() if r.job.request.elastic)
+
+    @functools.cached_property
+    def running_per_class(self) -> tuple[int, ...]:
+        return per_class(self._running)
+
+    @functools.cached_property
+    def pools(self) -> Pools:
+        return pools_of_nodes(self._nodes)
+
+    @functools.cached_property
+    def submit_order(self) -> tuple[Want, ...]:
+        return rigid_by_submit(self._pending)
+
+    @functools.cached_property
+    def account_quotas(self) -> Mapping[str, int]:
+        return {n: a.quota_gpus for n, a in self._accounts.items() if a.quota_gpus is not None}
+
+    @functools.cached_property
+    def queue(self) -> QueueSummary:
+        return queue_summary(self._pending)
 
 
 @dataclass(frozen=True)
@@ -209,8 +183,8 @@ class Snapshot:
     # railgang.daemon.core.model.tiers.TierTerms (price, interruption rate); empty = no prices known
     serving: ServingPool | None = None  # serving pools and the nodes lent from them (issue 19;
     # model/serving.py); None: no serving pools, every node is anyone's
-    index: SnapshotIndex | None = field(default=None, compare=False, repr=False)  # counts its
-    # backend kept between cycles (the simulator; ``SnapshotIndex``); None = derived here
+    # counts its backend kept between cycles (the simulator); None: derived (``DerivedIndex``)
+    index: SnapshotIndex | DerivedIndex = field(default=None, compare=False, repr=False)  # type: ignore[assignment]
 
     def __post_init__(self) -> None:
         # a read-only mapping (``MappingProxyType``) is taken as it is: the caller built it
@@ -226,57 +200,52 @@ class Snapshot:
             object.__setattr__(self, "accounts", MappingProxyType(dict(self.accounts)))
         object.__setattr__(self, "pending", tuple(self.pending))
         object.__setattr__(self, "preemptions", tuple(self.preemptions))
+        if self.index is None:
+            object.__setattr__(self, "index", DerivedIndex(self.nodes, self.free, self.running,
+                                                           self.pending, self.accounts))
 
-    # -- derived views, computed once per snapshot (it is immutable; a simulated replay asks for
-    # them several times in each of tens of thousands of cycles: issue 12, speed) --------------
-    @functools.cached_property
+    # -- the index's counts, read by name ------------------------------------------------------
+    @property
     def total_gpus(self) -> int:
         """GPUs on nodes that can run work (not drained or down)."""
-        return self.index.total_gpus if self.index is not None else usable_gpus(self.nodes)
+        return self.index.total_gpus
 
-    @functools.cached_property
+    @property
     def free_gpus(self) -> int:
-        if self.index is not None:
-            return self.index.free_gpus
-        return sum(len(g) for g in self.free.values())
+        return self.index.free_gpus
 
-    @functools.cached_property
+    @property
     def elastic_running(self) -> tuple[RunningJob, ...]:
         """The running jobs with an elastic range, by job id (the only ones a plan can size)."""
-        if self.index is not None:
-            return self.index.elastic_running
-        return tuple(r for r in self.running.values() if r.job.request.elastic)
+        return self.index.elastic_running
 
-    @functools.cached_property
+    @property
     def running_per_class(self) -> tuple[int, ...]:
         """Running jobs per priority class (0 serving … 3 batch)."""
-        return self.index.running_per_class if self.index is not None else per_class(self.running)
+        return self.index.running_per_class
 
     def account(self, name: str) -> Account:
         return self.accounts.get(name) or Account(name)
 
-    @functools.cached_property
+    @property
     def account_quotas(self) -> Mapping[str, int]:
         """Each account's flat quota (``Account.quota_gpus``), for the accounts that have one."""
-        if self.index is not None and self.index.account_quotas is not None:
-            return self.index.account_quotas
-        return {n: a.quota_gpus for n, a in self.accounts.items() if a.quota_gpus is not None}
+        return self.index.account_quotas
 
     def account_running_gpus(self) -> dict[str, int]:
         """GPUs each account holds now (a fresh dict: callers keep their own tally in it)."""
-        return dict(self._account_running_gpus)
-
-    @functools.cached_property
-    def _account_running_gpus(self) -> dict[str, int]:
-        if self.index is not None:
-            return dict(self.index.held)
-        return held_by_account(self.running)
+        return dict(self.index.held)
 
     def replace(self, **changes: Any) -> Snapshot:
         """A what-if: a new snapshot with ``changes`` applied (this one is untouched)."""
-        if "pending" in changes and "index" not in changes and self.index is not None:
-            # another queue (the serving step hides replicas): the order kept for this one is not its
-            changes["index"] = dataclasses.replace(self.index, submit_order=None, queue=None)
+        if "index" not in changes:
+            kept = self.index
+            if isinstance(kept, DerivedIndex):  # derived from this snapshot's data: derive anew
+                changes["index"] = None
+            elif "pending" in changes:  # another queue (the serving step hides replicas)
+                pending = tuple(changes["pending"])
+                changes["index"] = dataclasses.replace(kept, submit_order=rigid_by_submit(pending),
+                                                       queue=queue_summary(pending))
         return dataclasses.replace(self, **changes)
 
 
@@ -320,5 +289,15 @@ def make_snapshot(
     )
 
 
-__all__ = ["Account", "Node", "NodeState", "PreemptEvent", "Snapshot", "SnapshotIndex", "held_by_account",
-           "make_snapshot", "per_class", "usable_gpus"]
+def rebuild_index(snapshot: Snapshot) -> SnapshotIndex:
+    """The snapshot's index derived from its own data: what an index a backend kept between
+    cycles must equal."""
+    d = DerivedIndex(snapshot.nodes, snapshot.free, snapshot.running, snapshot.pending,
+                     snapshot.accounts)
+    return SnapshotIndex(d.total_gpus, d.free_gpus, d.held, d.elastic_running, d.running_per_class,
+                         d.pools, d.submit_order, d.account_quotas, d.queue)
+
+
+__all__ = ["Account", "DerivedIndex", "Node", "NodeState", "PreemptEvent", "QueueSummary", "Snapshot",
+           "SnapshotIndex", "held_by_account", "make_snapshot", "per_class", "queue_summary",
+           "rebuild_index", "usable_gpus"]
