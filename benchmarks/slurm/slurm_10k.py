@@ -18,7 +18,9 @@ before the narrow read) and ``all`` (``json`` with lease_renew_before_s = lease_
 every cycle, as before issue 17); ``due600`` is ``due`` with a 600 s lease (a dead daemon's
 jobs wait up to 10 min; a cycle renews 1/56 of the queue instead of 1/8); ``inline`` is ``due``
 with the leases renewed on the cycle's own path (``lease_renew_thread = false``, as before issue
-37 item 3; in every other mode the renewals run on the backend's thread). In each window
+37 item 3; in every other mode the renewals run on the backend's thread); ``explain0`` is ``due``
+with ``daemon.explain_refresh_s = 0`` (every waiting job's explanation rewritten whenever its
+position, the free GPUs or its account's fair share moved, as before the refresh). In each window
 hinted probe jobs are submitted at --probe-rate per second and timed (then cancelled), sdiag is
 reset at its start and read at its end. The daemon runs from this checkout (PYTHONPATH).
 Mode ``parts`` times the CLI backend's own steps at this queue in CPU seconds as well as wall
@@ -165,7 +167,8 @@ def cpu_s(pid: int, children: bool = True) -> float:
 
 
 def start_daemon(b: Bench, renew_before: int, log: Path, full_read_s: float = 60.0,
-                 lease_s: int = LEASE_S, thread: bool = True) -> subprocess.Popen[bytes]:
+                 lease_s: int = LEASE_S, thread: bool = True,
+                 explain_refresh_s: float = 60.0) -> subprocess.Popen[bytes]:
     home = b.spec.dir / "daemon"
     home.mkdir(exist_ok=True)
     env = {**b.env, "PYTHONPATH": str(ROOT), "RAILGANG_CONFIG": "", "RAILGANG_HOME": str(home),
@@ -177,7 +180,8 @@ def start_daemon(b: Bench, renew_before: int, log: Path, full_read_s: float = 60
            "RAILGANG_SLURM__LEASE_RENEW_THREAD": "true" if thread else "false",
            "RAILGANG_SLURM__NARROW_FULL_READ_S": str(full_read_s),
            "RAILGANG_DAEMON__HEARTBEAT_FILE": str(b.spec.heartbeat_file),
-           "RAILGANG_DAEMON__METRICS_PORT": "0", "RAILGANG_DAEMON__CYCLE_INTERVAL_S": str(CYCLE_S)}
+           "RAILGANG_DAEMON__METRICS_PORT": "0", "RAILGANG_DAEMON__CYCLE_INTERVAL_S": str(CYCLE_S),
+           "RAILGANG_DAEMON__EXPLAIN_REFRESH_S": str(explain_refresh_s)}
     with log.open("wb") as err:
         return subprocess.Popen([sys.executable, "-c", "from railgang.daemon.cli.main import main; main()",
                                  "daemon", "run", "--log-format", "json"],
@@ -247,7 +251,8 @@ def window(b: Bench, mode: str, args: argparse.Namespace) -> dict[str, Any]:
     if mode != "none":
         proc = start_daemon(b, LEASE_S if mode == "all" else RENEW_BEFORE_S, log,
                             0.0 if mode in ("all", "json") else 60.0,
-                            600 if mode == "due600" else LEASE_S, thread=mode != "inline")
+                            600 if mode == "due600" else LEASE_S, thread=mode != "inline",
+                            explain_refresh_s=0.0 if mode == "explain0" else 60.0)
         deadline = time.monotonic() + 600
         while len(cycles(log)) < args.warmup_cycles:  # the first renews every lapsed lease
             if proc.poll() is not None or time.monotonic() > deadline:

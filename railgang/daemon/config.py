@@ -261,6 +261,9 @@ class DaemonSettings(BaseModel):
     # bounded tables: settled journal entries and departed jobs' explanations are kept this long
     journal_retention_days: float = Field(default=7.0, gt=0)
     explain_retention_s: float = Field(default=86400.0, gt=0)
+    # a waiting job's position, jobs ahead, free GPUs, fair share and estimate in `railgang
+    # explain` are refreshed this often (its reason at once); 0 = every cycle (docs/daemon.md)
+    explain_refresh_s: float = Field(default=60.0, ge=0, le=86400)
     keep_cycles: int = Field(default=10000, ge=10)  # rows of the cycle log
     demo_jobs: int = Field(default=30, ge=0, le=100000)  # slurm.backend = "sim": jobs to replay
     # start-time estimates `railgang explain` shows (docs/estimate.md): the queue is simulated

@@ -165,6 +165,7 @@ class DaemonService:
                  seed: int = 0, heartbeat_file: Path | None = None, lease_s: int = 120,
                  metrics: DaemonMetrics | None = None, journal_retention_s: float = 7 * 86400,
                  explain_retention_s: float = 86400, keep_cycles: int = 10000,
+                 explain_refresh_s: float = 60.0,
                  grants_file: Path | None = None, quotas: QuotaStep | None = None,
                  estimator: StartEstimator | None = None,
                  links: LinkCollector | None = None,
@@ -180,6 +181,7 @@ class DaemonService:
         self.heartbeat_file, self.lease_s, self.metrics = heartbeat_file, lease_s, metrics
         self.journal_retention_s, self.explain_retention_s = journal_retention_s, explain_retention_s
         self.keep_cycles = keep_cycles
+        self.explain_refresh_s = explain_refresh_s  # explain.Tracker: drifting figures' refresh
         self.grants = GrantsFile(grants_file) if grants_file is not None else None
         self.quotas = quotas if quotas is not None else QuotaStep()
         self.links = links  # live link health: its LinkHealth goes into every snapshot
@@ -305,9 +307,10 @@ class DaemonService:
         report.actions = Counter(type(a).__name__ for a in outcome.actions)
         report.failed = len(outcome.failed)
         report.reconciled = journal.reconciled
-        report.reasons = Counter(r.code.value for r in outcome.reasons)
+        # (read whole, so the reasons recorded in bulk are built once: build_rows reads them again)
+        report.reasons = Counter(r.code.value for r in outcome.reasons[:])
         if self.tracker is None:
-            self.tracker = explain.Tracker(explain_repo.live(s))
+            self.tracker = explain.Tracker(explain_repo.live(s), refresh_s=self.explain_refresh_s)
         at = utc(outcome.now)
         # start-time estimates (re-simulated every daemon.estimate_interval_s; in "record" ms)
         estimates = None
@@ -318,7 +321,8 @@ class DaemonService:
                    else [])  # Starts Slurm refused lately (slurm/cli/backoff.py)
         rows = explain.build_rows(outcome, self.policy.last, self.policy.name,
                                   keep=self.tracker.keep, estimates=estimates,
-                                  refused={h.job_id: h for h in refused if not h.held})
+                                  refused={h.job_id: h for h in refused if not h.held},
+                                  stands=self.tracker.stands)
         present = [*snap.running, *(j.job_id for j in snap.pending)]
         if self.serving is not None:  # replicas the serving step kept from the core (issue 19)
             held_back = self.serving.explain_rows()
@@ -328,7 +332,7 @@ class DaemonService:
             held = explain.held_back_rows([h for h in refused if h.held], self.policy.name)
             rows += held
             present += [r.job_id for r in held]
-        write, gone = self.tracker.changes(rows, present)
+        write, gone = self.tracker.changes(rows, present, outcome.now)
         explain_repo.upsert(s, write, cycle_id=cycle_id, at=at)
         explain_repo.mark_gone(s, gone, cycle_id=cycle_id, at=at)
         if self.cycles % PRUNE_EVERY == 0:

@@ -27,6 +27,11 @@ from railgang.daemon.loop import CycleOutcome
 from railgang.db.repositories.explanations import ExplanationRow
 from railgang.topology import hostnames
 
+# a waiting row's figures that move with other jobs (one start ahead moves every position behind
+# it, the fair share decays each cycle, the estimate is re-simulated each interval): refreshed
+# every Tracker.refresh_s, not each cycle, where the rest of the row is written as it changes
+DRIFT = frozenset({"ahead", "free", "fair_share", "estimate"})
+
 
 def _json(data: Mapping[str, Any]) -> str:
     return json.dumps(data, sort_keys=True, separators=(",", ":"))
@@ -45,14 +50,16 @@ def placement(fabric: Any, assignment: Mapping[str, Sequence[int]]) -> dict[str,
 def build_rows(outcome: CycleOutcome, plan: Plan | None, policy: str,
                keep: Callable[..., bool] | None = None,
                estimates: Mapping[str, Mapping[str, Any]] | None = None,
-               refused: Mapping[str, HeldBack] | None = None) -> list[ExplanationRow]:
+               refused: Mapping[str, HeldBack] | None = None,
+               stands: Callable[[str, str, float], bool] | None = None) -> list[ExplanationRow]:
     """Rows for every job of the cycle's snapshot (waiting and running). A running job this
     cycle did not touch, for which ``keep(job_id, nodes)`` says the stored row still holds, gets
     no row (building one for every running job each cycle is most of this step's cost). A
     waiting job's row carries its start-time estimate (``estimates``, from
     ``service/estimate.py``) under ``estimate`` when there is one. ``refused``: waiting jobs
     back in the queue after Slurm refused their Start (``slurm/cli/backoff.py``): their row
-    keeps Slurm's line until a Start succeeds."""
+    keeps Slurm's line until a Start succeeds. A waiting job for which ``stands(job_id, steady,
+    now)`` says its stored row stands (``Tracker.stands``) gets no row either."""
     snap = outcome.snapshot
     if snap is None:
         return []
@@ -69,7 +76,7 @@ def build_rows(outcome: CycleOutcome, plan: Plan | None, policy: str,
     order.sort(key=lambda j: (jobs[j].priority_class, not jobs[j].state.after_fault))
     position = {j: i + 1 for i, j in enumerate(order)}
     reasons = {r.job_id: r for r in outcome.reasons}
-    reserved = next((r.job_id for r in outcome.reasons if r.code is Reason.RESERVED), None)
+    reserved = next((r.job_id for r in reasons.values() if r.code is Reason.RESERVED), None)
     rows: list[ExplanationRow] = []
     waiting_ahead = 0
     for job_id in order + [j for j in jobs if j not in position]:
@@ -104,12 +111,17 @@ def build_rows(outcome: CycleOutcome, plan: Plan | None, policy: str,
         if (account := snap.account(job.account)).recent_gpu_s > 0:  # core/model/fairshare.py
             data["fair_share"] = {"gpu_h": round(account.recent_gpu_s / 3600, 2),
                                   "rank": usage_rank(account)}
+        reason, detail = (r.code.value, r.detail) if r else (None, "")
+        steady = _json({**{k: v for k, v in data.items() if k not in DRIFT}, "reason": reason,
+                        "detail": detail})
+        waiting_ahead += 1
+        if stands is not None and stands(job_id, steady, snap.now):
+            continue
         rows.append(ExplanationRow(
             job_id=job_id, state="waiting", account=job.account,
-            priority_class=job.priority_class, gpus=job.gpus,
-            reason=r.code.value if r else None, detail=r.detail if r else "",
-            position=position.get(job_id), queue_length=len(order), data=_json(data)))
-        waiting_ahead += 1
+            priority_class=job.priority_class, gpus=job.gpus, reason=reason, detail=detail,
+            position=position.get(job_id), queue_length=len(order), data=_json(data),
+            steady=steady))
     for job_id, run in snap.running.items():
         rz = resized.get(job_id)
         if rz is not None and id(rz) in ok:
@@ -226,10 +238,21 @@ class Tracker:
     railgang placed it carries the placement's cost and leaves, which a later observation cannot
     know. Use :meth:`keep` as ``build_rows``' ``keep`` and pass every job of the snapshot to
     :meth:`changes` (``present``), so that only jobs that left are reported gone.
+
+    A waiting row whose steady part (``ExplanationRow.steady``: reason, detail, what blocks it,
+    ...) is unchanged but whose drifting figures moved (its position, the jobs ahead, the free
+    GPUs, the fair share, the estimate: ``DRIFT``) is written once its stored copy is
+    ``refresh_s`` old, at most a sixth of the waiting rows a cycle, the stalest first: at 10,000
+    waiting every start ahead moved every position and every cycle's decay every fair share, and
+    rewriting all 10,000 rows was most of the daemon's cycle after the core (BENCHMARKS.md).
+    ``railgang explain`` says how old the row it shows is. ``refresh_s`` 0: every change at once.
     """
 
-    def __init__(self, stored: Mapping[str, tuple[str, str]] | None = None) -> None:
+    def __init__(self, stored: Mapping[str, tuple[str, str]] | None = None, refresh_s: float = 0.0) -> None:
+        self.refresh_s = refresh_s
         self.last: dict[str, tuple[Any, ...]] = {}
+        self.steady: dict[str, str] = {}  # waiting jobs: the steady part of the stored row
+        self.written: dict[str, float] = {}  # waiting jobs: when the stored row was written
         self.nodes: dict[str, tuple[str, ...]] = {}  # running jobs: the nodes of the stored row
         self.speed: dict[str, str] = {}  # running jobs: the stored row's measured speed
         for job_id, (state, nodes) in (stored or {}).items():
@@ -240,14 +263,20 @@ class Tracker:
     def keep(self, job_id: str, nodes: tuple[str, ...], speed: str = "") -> bool:
         return self.nodes.get(job_id) == nodes and self.speed.get(job_id, "") == speed
 
-    def changes(self, rows: Iterable[ExplanationRow], present: Iterable[str],
+    def stands(self, job_id: str, steady: str, now: float) -> bool:
+        """Does the stored row of waiting ``job_id`` stand as it is: its steady part unchanged and
+        not yet due for a refresh of its drifting figures? (``build_rows``' ``stands``)"""
+        return (self.refresh_s > 0 and self.steady.get(job_id) == steady
+                and now - self.written[job_id] < self.refresh_s)
+
+    def changes(self, rows: Iterable[ExplanationRow], present: Iterable[str], now: float = 0.0,
                 ) -> tuple[list[ExplanationRow], list[str]]:
-        """(rows to write, jobs gone since the previous cycle); updates the memory."""
+        """(rows to write, jobs gone since the previous cycle) as of ``now``; updates the memory."""
         seen: dict[str, tuple[Any, ...]] = {}
         write = []
+        drifted: list[ExplanationRow] = []  # waiting rows of which only drifting figures moved
         for r in rows:
             key = (r.state, r.nodes, r.reason, r.detail, r.position, r.queue_length, r.data)
-            seen[r.job_id] = key
             if r.state == "running":
                 data = json.loads(r.data)
                 self.nodes[r.job_id] = tuple(sorted(data.get("nodes", ())))
@@ -255,8 +284,23 @@ class Tracker:
             else:
                 self.nodes.pop(r.job_id, None)
                 self.speed.pop(r.job_id, None)
-            if self.last.get(r.job_id) != key:
+            last = self.last.get(r.job_id)
+            if last == key:
+                seen[r.job_id] = key
+            elif (self.refresh_s > 0 and r.steady and last is not None and last[0] == r.state
+                  and last[2:4] == (r.reason, r.detail) and self.steady.get(r.job_id) == r.steady):
+                seen[r.job_id] = last  # the stored row stands until it is refreshed
+                drifted.append(r)
+            else:
+                seen[r.job_id] = key
                 write.append(r)
+                self._wrote(r, now)
+        due = [r for r in drifted if now - self.written.get(r.job_id, now) >= self.refresh_s]
+        due.sort(key=lambda r: self.written[r.job_id])
+        for r in due[:max(1, -(-len(self.written) // 6))]:  # (every waiting row stored)
+            seen[r.job_id] = (r.state, r.nodes, r.reason, r.detail, r.position, r.queue_length, r.data)
+            write.append(r)
+            self._wrote(r, now)
         for job_id in present:
             if job_id not in seen and job_id in self.last:
                 seen[job_id] = self.last[job_id]  # kept: unchanged running job
@@ -264,8 +308,17 @@ class Tracker:
         for j in gone:
             self.nodes.pop(j, None)
             self.speed.pop(j, None)
+            self.steady.pop(j, None)
+            self.written.pop(j, None)
         self.last = seen
         return write, gone
 
+    def _wrote(self, r: ExplanationRow, now: float) -> None:
+        if r.state == "waiting" and r.steady:
+            self.steady[r.job_id], self.written[r.job_id] = r.steady, now
+        else:
+            self.steady.pop(r.job_id, None)
+            self.written.pop(r.job_id, None)
 
-__all__ = ["LEFT_TO_SLURM", "START_REFUSED", "Tracker", "build_rows", "held_back_rows", "placement"]
+
+__all__ = ["DRIFT", "LEFT_TO_SLURM", "START_REFUSED", "Tracker", "build_rows", "held_back_rows", "placement"]

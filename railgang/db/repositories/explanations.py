@@ -8,7 +8,7 @@ changed since its previous cycle, so a steady queue costs no writes.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from sqlalchemy import delete, func, select, update
@@ -33,6 +33,11 @@ class ExplanationRow:
     queue_length: int | None = None
     nodes: str = ""
     data: str = "{}"  # canonical JSON
+    # what the row says apart from the figures that drift with other jobs (position, the jobs
+    # ahead, free GPUs, the account's fair share, the start estimate); not stored: the daemon's
+    # explain.Tracker refreshes a row whose steady part is unchanged only now and then.
+    # "" for a row whose every change is written at once
+    steady: str = field(default="", compare=False)
 
 
 def upsert(s: Session, rows: Sequence[ExplanationRow], *, cycle_id: int, at: datetime) -> None:
