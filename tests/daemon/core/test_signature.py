@@ -211,6 +211,37 @@ def test_skipping_changes_no_decision(policy: str, monkeypatch: pytest.MonkeyPat
         assert tuple(a.reasons) == tuple(b.reasons)
 
 
+def _strict_queues(seed: int) -> Iterator[Snapshot]:
+    """No quota, no leaf wait, no serving pool: what lets strict FIFO take the rest of the queue
+    behind its head in bulk; among the waiting, jobs larger than the cluster and jobs whose needs
+    no node meets, anywhere in the queue (the admission checks that come before the head's)."""
+    rng = random.Random(seed)
+    for _ in range(20):
+        c = cluster(4).at(100.0)
+        for i in range(rng.randrange(0, 4)):
+            c = c.running(job(f"r{i}").gpus(rng.choice([2, 4, 8])).limit(rng.choice([200.0, 900.0])))
+        pending = []
+        for i in range(30):
+            b = job(f"p{i:02d}").gpus(rng.choice([1, 2, 4, 8, 16, 64])).at(float(i)).cls(rng.choice([2, 3, 3]))
+            if rng.random() < 0.1:
+                b = b.with_(needs=Needs(nodes=frozenset({"nowhere"}), where="of partition p"))
+            pending.append(b.limit(rng.choice([100.0, 300.0, 5000.0])).tp(1))
+        yield c.pending(*pending).build()
+
+
+def test_the_rest_behind_a_strict_head_taken_in_bulk_changes_no_decision(monkeypatch: pytest.MonkeyPatch) -> None:
+    # PlacePhase._admitted_from: from where on no admission check before the head's can hold a
+    # job, the queue is one signature; every turn searched instead gives the same decisions
+    bulk = [_run(s, "fifo") for s in _strict_queues(11)]
+    assert sum(d.steps["skipped"] for d in bulk) > 0
+    monkeypatch.setattr(PlacePhase, "_admitted_from", lambda self, order, jobs: len(order) + 1)
+    monkeypatch.setattr(PlacePhase, "_signature", lambda self, job, x, *a: _Unique())
+    for a, s in zip(bulk, _strict_queues(11), strict=True):
+        b = _run(s, "fifo")
+        assert b.steps["skipped"] == 0
+        assert a.actions == b.actions and tuple(a.reasons) == tuple(b.reasons)
+
+
 def test_a_signature_is_a_named_tuple_of_its_fields() -> None:
     one = job("x").gpus(8).build()
     sig = signature(one, _want(one), "a", (None, None), None)
