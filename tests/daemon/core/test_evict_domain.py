@@ -205,6 +205,21 @@ def test_a_gang_that_waited_its_patience_evicts_as_before() -> None:
     assert reasons["gang"] == Reason.PREEMPTING
 
 
+def test_a_patient_gang_is_not_answered_by_an_identical_older_one_that_failed() -> None:
+    # the older gang waited past its patience and found no eviction inside the churn budget; the
+    # younger one, identical but for its age, still waits for a block to free by itself
+    old = job("old").gpus(16).tp(8).cls(1).at(0).build()
+    young = job("young").gpus(16).tp(8).cls(1).at(9_000.0).build()
+    budget = PreemptionBudget(churn_cap=0.125, domain_patience_s=5_000.0)
+    snap = make_snapshot(now=10_000.0, fabric=FAB, nodes=NODES, running=_full({2: 60.0}), pending=[old, young])
+    d = decide(snap, get("fifo-greedy"), 10_000.0, random.Random(0), placer=topology_placer,
+               config=CycleConfig(budget=budget, whole_domain_evict=True))
+    reasons = {r.job_id: r for r in d.reasons}
+    assert reasons["old"].code == Reason.PREEMPTION_BUDGET
+    assert reasons["young"].code != Reason.PREEMPTION_BUDGET
+    assert "after 83 min of waiting (17 so far)" in reasons["young"].detail
+
+
 def test_patience_leaves_node_by_node_eviction_alone() -> None:
     # without whole_domain_evict the patience is not read: the same victims as with none
     gang = job("gang").gpus(16).tp(8).cls(1).at(0).build()

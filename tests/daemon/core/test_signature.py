@@ -93,6 +93,24 @@ def test_pools_differing_are_not_skipped_for_each_other() -> None:
     assert (phase.searched, phase.skipped) == (2, 0)
 
 
+def test_a_job_the_plan_names_to_reserve_is_not_skipped_for_its_twin() -> None:
+    # backfill, three equal jobs none of which fits: y, named in reserve_for (starving), is not
+    # skipped for x's miss and takes the reservation; named by nobody, the twins are skipped
+    one, two = _pair()
+    three = dataclasses.replace(two, request=dataclasses.replace(two.request, job_id="z"))
+    assert signature(one, _want(one), None, None, None, True) != signature(one, _want(one), None, None, None, False)
+    assert signature(one, _want(one), None, None, None).reserves is None
+    for named, turns, reserved in ((frozenset({"y"}), (3, 0), "y"), (frozenset(), (1, 2), None)):
+        snap = _snap(one, two, three)
+        d = Draft(snap, snap.now, first_fit, 0)
+        wants = [_want(one), _want(two), _want(three)]
+        phase = PlacePhase(d, Plan(tuple(wants), "backfill", reserve_for=named))
+        phase.run(wants, {j.job_id: j for j in snap.pending})
+        assert (phase.searched, phase.skipped) == turns
+        assert [j for j in "xyz" if (r := d.reason(j)) is not None and r.code == Reason.RESERVED] == (
+            [reserved] if reserved else [])
+
+
 def test_the_plans_sizes_differing_are_not_skipped_for_each_other() -> None:
     one, two = _pair()
     phase, _ = _phase(_snap(one, two), [_want(one), _want(two, replicas=16, min_replicas=16)])
@@ -247,7 +265,7 @@ def test_a_signature_is_a_named_tuple_of_its_fields() -> None:
     sig = signature(one, _want(one), "a", (None, None), None)
     assert isinstance(sig, Signature) and sig.quota == "a" and sig.shape == (1, 1, 1, 8)
     assert set(Signature._fields) >= {"priority_class", "shape", "sizes", "pools", "needs", "quota",
-                                      "time", "requeued", "submitted"}
+                                      "time", "requeued", "submitted", "reserves"}
 
 
 def _leafy_queues(seed: int) -> Iterator[Snapshot]:

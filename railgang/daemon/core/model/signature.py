@@ -23,6 +23,8 @@ Each field names what a difference in it can change (the unit tests in
 ``time``            what the walk reads of its run time (see :func:`time_key`)
 ``requeued``        requeued after a node fault: it may use hot spares
 ``submitted``       submit time, while leaf waits are on (how long it may still wait for a leaf)
+``reserves``        under backfill, whether it holds the reservation if it misses (the plan's
+                    ``reserve_for``; None: the plan reserves for nobody by name)
 """
 
 from __future__ import annotations
@@ -47,19 +49,22 @@ class Signature(NamedTuple):
     time: Hashable
     requeued: bool
     submitted: float | None
+    reserves: bool | None = None
 
 
-def signature(job: Job, want: Want, quota: str | None, time: Hashable, submitted: float | None) -> Signature:
+def signature(job: Job, want: Want, quota: str | None, time: Hashable, submitted: float | None,
+              reserves: bool | None = None) -> Signature:
     """``job``'s signature as ``want`` asks for it; the caller gives the parts that depend on
-    the cycle: ``quota`` (the account when a quota reaches it), ``time`` (:func:`time_key`)
-    and ``submitted`` (the submit time while leaf waits are on)."""
+    the cycle: ``quota`` (the account when a quota reaches it), ``time`` (:func:`time_key`),
+    ``submitted`` (the submit time while leaf waits are on) and ``reserves`` (under backfill,
+    whether the plan names it to hold the reservation)."""
     r = job.request
     needs = r.needs
     return Signature(r.priority_class, (r.replica_gpus, r.tp, r.pp, r.gpus),
                      (want.replicas, want.min_replicas, r.min_replicas, r.max_replicas), want.pools,
                      # (the shared empty needs as None: a dataclass hashes its fields every time)
                      (None if needs is NO_NEEDS else needs, r.serving),
-                     quota, time, job.state.after_fault, submitted)
+                     quota, time, job.state.after_fault, submitted, reserves)
 
 
 def time_key(job: Job, own: bool, ends_before: bool | None, lent: bool) -> Hashable:

@@ -200,17 +200,22 @@ class EvictPhase:
                 may_take = self._rules(job, x.level).may_take  # once: not a Rules per running job
                 by_key[ck] = [v for v in self.ranked if may_take(v)]
             allowed = nodes_for(d, job, x)
+            # the candidates below follow from the memo's key until something is carried out
+            # (which clears the memo), so a job like one already searched is answered first;
+            # a gang still waiting out its patience for a whole leaf is not like one past it
+            patient = self.whole_domain and now - job.submit_time < budget.domain_patience_s
+            memo = (gang_for(job, x.min_replicas, allowed), ck, job.priority_class == 0, patient)
+            if memo in hopeless:
+                code = hopeless[memo]
+                if code is not None:
+                    d.wait(job, code, "eviction would exceed a preemption budget", need)
+                continue
             # only victims on nodes the job may use (its needs, its pool) can make room for it:
             # the others would spend the churn budget of the search for nothing
             cands = [v for v in by_key[ck] if v.job_id not in d.touched
                      and (allowed is None or not allowed.isdisjoint(v.assignment))]
             if not cands:
-                continue
-            memo = (gang_for(job, x.min_replicas, allowed), ck, job.priority_class == 0)
-            if memo in hopeless:
-                code = hopeless[memo]
-                if code is not None:
-                    d.wait(job, code, "eviction would exceed a preemption budget", need)
+                hopeless[memo] = None
                 continue
             if d.free_count + sum(gpus_of[v.job_id] for v in cands) < need:
                 hopeless[memo] = None

@@ -201,7 +201,7 @@ class PlacePhase:
         capped, tree = d.snap.account_quotas, d.snap.quotas
         lent = d.snap.serving is not None or bool(d.spares)
         reserving = self.plan.reserve_for if self.plan.mode == "backfill" else None
-        seen: dict[Signature | tuple[Signature, bool], tuple[int, str | None, PendingReason]] = {}
+        seen: dict[Signature, tuple[int, str | None, PendingReason]] = {}
         same: dict[tuple[Reason, str, int], list[Want]] = {}  # skipped turns, by reason
         # behind a strict head every job shares one verdict once no admission check before the
         # head's can hold one of them (no leaf waits, serving pools, quotas; none larger than
@@ -222,10 +222,10 @@ class PlacePhase:
             job = jobs[x.job_id]
             if self.leaf is not None:
                 self.leaf.release(job.job_id)
-            sig = self._signature(job, x, job.account if tree is not None or job.account in capped else None, lent)
-            key = sig if reserving is None else (sig, job.job_id in reserving)  # (reserves if it misses)
+            sig = self._signature(job, x, job.account if tree is not None or job.account in capped else None, lent,
+                                  None if reserving is None else job.job_id in reserving)
             version, head = d.version, self.head
-            known = seen.get(key)
+            known = seen.get(sig)
             if known is not None and known[0] == version and known[1] == head:
                 r = known[2]
                 self.skipped += 1
@@ -238,7 +238,7 @@ class PlacePhase:
             self._turn(job, x)
             waits = d.reason(job.job_id) if job.job_id not in d.started else None
             if waits is not None and d.version == version and self.head == head:
-                seen[key] = (version, head, waits)
+                seen[sig] = (version, head, waits)
         for (code, detail, free), wants in same.items():
             d.wait_behind(wants, jobs, code, detail, free)
         return d.since(mark)
@@ -253,13 +253,13 @@ class PlacePhase:
                 last = i
         return last + 1
 
-    def _signature(self, job: Job, x: Want, quota: str | None, lent: bool) -> Signature:
+    def _signature(self, job: Job, x: Want, quota: str | None, lent: bool, reserves: bool | None) -> Signature:
         own = x.min_replicas < x.replicas or (bool(x.pools) and self.d.pools.mixed)
         ends_before = None
         if not own and self.head is not None and self.plan.mode == "backfill":
             ends_before = self.d.now + _runtime(job, x.replicas) <= self.shadow_t
         return signature(job, x, quota, time_key(job, own, ends_before, lent),
-                         job.submit_time if self.leaf is not None else None)
+                         job.submit_time if self.leaf is not None else None, reserves)
 
     def _turn(self, job: Job, x: Want) -> None:
         """One job's turn: admission, a start attempt, and the wait that follows a miss."""
