@@ -283,3 +283,28 @@ def test_backfill_into_a_held_leaf_only_adds_starts_that_end_before_the_leaf_has
             limit = next(j for j in small if j.job_id == jid).time_limit_s
             assert limit is not None and 100.0 + limit <= _room_at(running, free, leaf, GANG.gpus), seed
     assert lent > 0  # the property was exercised
+
+
+def test_a_lend_missed_is_tried_again_once_gpus_are_given_back_on_the_leaf() -> None:
+    # a leaf held for a 16-GPU gang keeps 4 free GPUs on each of its two nodes; an 8-GPU TP-8
+    # job cannot be lent those (no node has 8), until a shrink gives n000 its other 4 back
+    from railgang.daemon.core.model.job import RunningJob
+    from railgang.daemon.core.phases.draft import Draft
+    from railgang.daemon.core.phases.leaf_wait import LeafWait
+    from tests.daemon.core.core_builders import first_fit
+
+    fab = fabric_from_shape(4, 8, 2, prefix="n")
+    names = sorted(fab.nodes)
+    running = [RunningJob(job(f"r{i}").gpus(4).limit(400.0).build(), {n: (0, 1, 2, 3)}, 0.0, 1)
+               for i, n in enumerate(names[:2])]
+    running.append(RunningJob(job("r9").gpus(16).tp(8).limit(5000.0).build(),
+                              {n: tuple(range(8)) for n in names[2:]}, 0.0, 1))
+    snap = make_snapshot(now=100.0, fabric=fab, nodes=[Node(n, 8) for n in names], running=running)
+    d = Draft(snap, snap.now, first_fit, 0)
+    waits = LeafWait(d, 600.0, 1, lend=True)
+    assert waits.hold(job("gang").gpus(16).tp(8).at(0).build(), 16) == fab.leaf_of(names[0])
+    small = job("small").gpus(8).tp(8).at(50).build()
+    assert waits.lend(small, 1, 200.0) is None
+    d.unhold({names[0]: (0, 1, 2, 3)})  # GPUs given back on the leaf (as a shrink gives them)
+    placed = waits.lend(small, 1, 200.0)
+    assert placed is not None and set(placed.assignment) == {names[0]}

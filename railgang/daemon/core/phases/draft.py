@@ -29,7 +29,7 @@ from railgang.daemon.core.model.spares import SpareRules, may_use_spares
 from railgang.daemon.core.phases.waiting import Behind, BulkWaits, CycleReasons
 
 INF = float("inf")
-_JOB_ID, _WANT_ID = attrgetter("request.job_id"), attrgetter("job_id")  # read in C, per queue
+_JOB_ID, _WANT_ID = attrgetter("request.job_id"), attrgetter("job_id")  # the ids of waiting jobs and of wants
 
 
 class Draft:
@@ -45,6 +45,8 @@ class Draft:
         self._failed: dict[GangRequest, Unplaceable] = {}  # gang shapes that failed this cycle
         self.version = 0  # bumped whenever GPUs are taken or given back: a verdict found on
         # the free GPUs of one version holds for the same job until the next
+        self.given = 0  # bumped whenever GPUs are given back: a placement missed on fewer free
+        # GPUs may be found now (taking GPUs never turns a miss into a find)
         self._account_gpus = snap.account_running_gpus()
         # GPUs waiting jobs claim inside their own guarantee (borrowing may not take them)
         self._waiting = pending_demand(snap.quotas, snap.pending) if snap.quotas is not None else {}
@@ -338,8 +340,7 @@ class Draft:
         self._bulk_codes.add(code)
         for jid in behind.wants.keys() & self._reasons.keys():  # the last call wins, as in wait
             del self._reasons[jid]
-        self._overlap = self._overlap or not behind.wants.keys().isdisjoint(self._started)  # (walks
-        # the smaller: the jobs started this cycle)
+        self._overlap = self._overlap or not behind.wants.keys().isdisjoint(self._started)
         self._behind.add(behind)
 
     def annotate(self, job_id: str, detail: str) -> None:
@@ -401,6 +402,7 @@ class Draft:
             self._free_count += len(gs)
         self._roomy.clear()
         self.version += 1
+        self.given += 1
         self._failed.clear()  # more free GPUs: earlier failures may now succeed
 
 

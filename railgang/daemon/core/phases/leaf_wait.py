@@ -47,7 +47,9 @@ class LeafWait:
         self.lends = lend  # backfill into a held leaf (lend)
         self._until: dict[str, float] = {}  # held leaf -> when its holder expects room there
         self._kept_of: dict[str, dict[str, tuple[int, ...]]] = {}  # held leaf -> its held GPUs
-        self._no_lend: set[tuple[str, GangRequest]] = set()  # shapes a held leaf cannot take
+        # shapes a held leaf could not take, with Draft.given then: GPUs given back since (a
+        # shrink on the leaf) may let it take them
+        self._no_lend: dict[tuple[str, GangRequest], int] = {}
         self.max_s = max(wait_s, max_s)
         self.held: list[str] = []
         self._early: dict[str, tuple[str, dict[str, tuple[int, ...]]]] = {}  # job -> leaf, GPUs
@@ -156,12 +158,12 @@ class LeafWait:
             if not kept or d.now + runtime_s > self._until.get(leaf, d.now):
                 continue
             gang = gang_for(job, replicas, frozenset(kept))
-            if gang.gpus > sum(map(len, kept.values())) or (leaf, gang) in self._no_lend:
+            if gang.gpus > sum(map(len, kept.values())) or self._no_lend.get((leaf, gang)) == d.given:
                 continue
             pool = {n: d.free.get(n, frozenset()) | frozenset(g) for n, g in kept.items()}
             placed = d.place(gang, pool)
             if not isinstance(placed, Placed):
-                self._no_lend.add((leaf, gang))
+                self._no_lend[(leaf, gang)] = d.given
                 continue
             lent = {n: tuple(g for g in gs if g in kept.get(n, ())) for n, gs in placed.assignment.items()}
             d.unhold({n: g for n, g in lent.items() if g})
