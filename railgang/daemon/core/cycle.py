@@ -69,7 +69,7 @@ from railgang.daemon.core.phases.upgrade import UpgradeRules, upgrade_phase
 from railgang.topology.health import LinkHealth
 
 log = logging.getLogger(__name__)
-_JOB_ID = attrgetter("request.job_id")  # the map of the whole queue, built in C each cycle
+_JOB_ID = attrgetter("request.job_id")  # job id of a waiting job (the cycle's id -> job map)
 PHASES = ("observe", "order", "size", "place", "preempt", "migrate", "grow", "emit")
 
 
@@ -211,10 +211,9 @@ def decide(
 
 def _by_class(plan: Plan, jobs: Mapping[str, Job], snapshot: Snapshot) -> list[list[Want]]:
     """The plan's order split by priority class, higher classes first; a job a node failure
-    requeued goes first in its class (docs/failures.md); else the policy's rank is kept. Most
-    queues hold one class and no requeued job: then the order is the plan's as it is, without a
-    sort key per waiting job (issue 24 item 2: every cycle pays this for the whole queue); the
-    snapshot's index counts the queue's kinds. (``Plan.order`` names waiting jobs only.)"""
+    requeued goes first in its class (docs/failures.md); else the policy's rank is kept. With
+    one kind (the snapshot's index counts them) the plan's order is already the split.
+    (``Plan.order`` names waiting jobs only.)"""
     order = list(plan.order)
     if snapshot.index.queue.kinds <= 1:
         return [order] if order else []

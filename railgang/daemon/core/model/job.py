@@ -90,7 +90,7 @@ class JobRequest:
     # back to its type-speed table). Only compared between types: never changes a single-type run
     type_rates: Mapping[str, float] | None = field(default=None, compare=False, repr=False)
 
-    # sizes, derived once in __post_init__ (the cycle reads them thousands of times):
+    # sizes, derived once from the request in __post_init__ (it is immutable):
     # replica_gpus: GPUs in one DP replica (tp × pp), the atomic unit of growth and shrink;
     # replicas: requested DP degree; min_replicas/max_replicas: the elastic range; elastic: lo < hi;
     # min_gpus/max_gpus: the range in GPUs
@@ -260,10 +260,9 @@ class RunningJob:
     """A started job: its exact assignment and resize/preemption history (immutable).
 
     Not ``slots``, on purpose: a renewed view (:meth:`with_job`, and the simulator's running
-    views whose job state is computed on first read) shares its fields' ``__dict__`` with the
-    view it renews instead of setting ten attributes again, for every running job in every
-    cycle (issue 12, speed). The fields are never written after ``__init__`` (frozen), so the
-    shared dict is as immutable as the object.
+    views whose job state is computed on first read) shares the validated, derived fields of
+    the view it renews (its ``__dict__``). The fields are never written after ``__init__``
+    (frozen), so the shared dict is as immutable as the object.
     """
 
     job: Job
@@ -290,9 +289,8 @@ class RunningJob:
     def with_job(self, job: Job) -> RunningJob:
         """The same run as of a newer snapshot of its job (``job`` must be the same request).
 
-        Every field but ``job`` is taken over as it is, already validated and derived: a
-        simulator snapshot renews running jobs every cycle, and ``__init__`` would freeze the
-        assignment and count its GPUs again.
+        Every field but ``job`` is taken over as it is, already validated and derived: the
+        assignment and GPU count belong to the run, not to the newer snapshot of its job.
         """
         new = object.__new__(RunningJob)
         fields = dict(self.__dict__)

@@ -87,7 +87,7 @@ class Needs:
 
     @property
     def empty(self) -> bool:
-        return self is NO_NEEDS or self == NO_NEEDS  # identity first: the shared default
+        return self is NO_NEEDS or self == NO_NEEDS  # the shared NO_NEEDS, or one equal to it
 
     def render(self) -> str:
         """The canonical text (``""`` for no needs)."""

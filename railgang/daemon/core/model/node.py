@@ -24,7 +24,7 @@ class NodeState(enum.StrEnum):
     usable: bool  # True when new work may be placed on the node
 
     def __init__(self, value: str) -> None:
-        # a plain attribute, set once per member: read for every node in every cycle
+        # whether new work may be placed, fixed per state
         self.usable = value not in ("drain", "down")
 
     @classmethod

@@ -10,7 +10,7 @@ from operator import attrgetter
 from railgang.daemon.core.model.job import Job
 from railgang.daemon.core.model.want import Want
 
-_SUBMIT_ORDER = attrgetter("submit_time", "job_id")  # the ordering key, in C
+_SUBMIT_ORDER = attrgetter("submit_time", "job_id")  # FIFO's key: submit time, then job id
 _REQUEST = attrgetter("request")
 
 

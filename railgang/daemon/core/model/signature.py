@@ -62,7 +62,7 @@ def signature(job: Job, want: Want, quota: str | None, time: Hashable, submitted
     needs = r.needs
     return Signature(r.priority_class, (r.replica_gpus, r.tp, r.pp, r.gpus),
                      (want.replicas, want.min_replicas, r.min_replicas, r.max_replicas), want.pools,
-                     # (the shared empty needs as None: a dataclass hashes its fields every time)
+                     # (no needs read as None, as the field list above says)
                      (None if needs is NO_NEEDS else needs, r.serving),
                      quota, time, job.state.after_fault, submitted, reserves)
 

@@ -187,9 +187,9 @@ class Snapshot:
     index: SnapshotIndex | DerivedIndex = field(default=None, compare=False, repr=False)  # type: ignore[assignment]
 
     def __post_init__(self) -> None:
-        # a read-only mapping (``MappingProxyType``) is taken as it is: the caller built it
-        # sorted by name (a snapshot's own, under ``replace``; a backend that keeps one between
-        # cycles while its nodes or free GPUs do not change: issue 12, speed)
+        # a read-only mapping (``MappingProxyType``) is the caller's promise that it is sorted by
+        # name (a snapshot's own, under ``replace``; one a backend keeps between cycles), and is
+        # taken as it is
         if type(self.free) is not MappingProxyType:
             object.__setattr__(self, "free", _freeze_free(self.free))
         if type(self.nodes) is not MappingProxyType:

@@ -20,7 +20,6 @@ from railgang.daemon.core.phases.evict_domain import domain_gang, domain_rules
 from railgang.daemon.core.phases.pool_place import nodes_for
 
 # reasons of jobs that more free GPUs would let start (a quota or a request no node meets would not)
-# (a tuple: members are compared by identity, no enum hashing in a loop over the queue)
 _GPUS_WOULD_HELP = (Reason.WAITING_FOR_GPUS, Reason.FRAGMENTED, Reason.QUARANTINED, Reason.RESERVED,
                     Reason.NO_ELIGIBLE_CAPACITY)
 
@@ -52,8 +51,8 @@ class EvictPhase:
         self.hopeless: dict[tuple[object, ...], Reason | None] = {}
         self.served = 0
         self.places: dict[tuple[str, int], victims.Place] = {}  # (node, free GPUs) -> its Place
-        self.prepared = False  # the O(running) state below is built on the first job that
-        # GPUs would help: most simulated cycles have none, and skip it (issue 12, speed)
+        self.prepared = False  # the O(running) state below is built for the first job an
+        # eviction could serve; a cycle with none never needs it
 
     def _prepare(self) -> None:
         snap, plan, budget, d = self.d.snap, self.plan, self.budget, self.d
@@ -120,7 +119,7 @@ class EvictPhase:
         (``preemption`` module docstring): victims taken one by one in rank order alone scatter over
         the nodes: on a full cluster of 1-GPU jobs an 8-GPU gang then killed up to the churn cap
         without ever emptying a node (Philly, issue 12 part 5). A node's Place is built once per
-        (node, free GPUs) a cycle: built per waiting gang they were an eighth of the phase (issue 37)."""
+        (node, free GPUs) a cycle."""
         d, made = self.d, self.places
         nodes, free = d.snap.nodes, d.free
         out = []
@@ -142,8 +141,7 @@ class EvictPhase:
 
     def _moot(self, priority_class: int) -> bool:
         """Whether serving this class can change nothing: batch jobs evict nobody unless the
-        policy ranks inside the class, and without quotas no job's reason is revised either. The
-        walk would visit every waiting job for nothing (issue 24 item 2: most queues are batch)."""
+        policy ranks inside the class, and only a quota can revise a reason here."""
         if priority_class != 3 or self.plan.preempt_within_class or self.d.snap.quotas is not None:
             return False
         return not self.d.snap.account_quotas
@@ -197,7 +195,7 @@ class EvictPhase:
                         (r for r in snap.running.values() if r.preempt_deadline is None and r.priority_class != 0),
                         key=lambda v: pre.victim_key(v, plan.levels.get(v.job_id, 0.0), now),
                     )
-                may_take = self._rules(job, x.level).may_take  # once: not a Rules per running job
+                may_take = self._rules(job, x.level).may_take  # the class/level's eviction rule
                 by_key[ck] = [v for v in self.ranked if may_take(v)]
             allowed = nodes_for(d, job, x)
             # the candidates below follow from the memo's key until something is carried out

@@ -1,9 +1,8 @@
 """The reasons one cycle gives its waiting jobs, built when they are read.
 
 A long queue mostly waits for one reason (behind a strict FIFO head; with nothing left that fits
-the free GPUs), recorded once by ``Draft.wait_behind`` as a :class:`Behind`. Building a
-``PendingReason`` per waiting job per cycle was 43 % of ``fifo``'s ``decide()`` on the Philly
-trace (issue 24 item 2), while its readers mostly read a few: the simulator's recorder stops
+the free GPUs), recorded once by ``Draft.wait_behind`` as a :class:`Behind`. Its readers
+mostly read only a few of them: the simulator's recorder stops
 once the free GPUs are claimed, its engine looks only for jobs larger than the cluster, the
 daemon writes them all. So :class:`CycleReasons` is a sequence that builds each one on iteration,
 in the queue's order, and equals the tuple it stands for.
@@ -50,7 +49,6 @@ class BulkWaits(Mapping[str, Behind]):
         self._merged: dict[str, Behind] | None = None
 
     def add(self, behind: Behind) -> None:
-        # (views on both sides: the check walks the smaller)
         if self._merged is None and all(b.wants.keys().isdisjoint(behind.wants.keys()) for b in self._records):
             self._records.append(behind)
         else:
@@ -133,8 +131,9 @@ class CycleReasons(Sequence[PendingReason]):
             yield r  # (the second as Behind.reason builds it, without a call per job)
 
     def coded(self, code: Reason) -> Iterator[PendingReason]:
-        """The reasons of ``code``, in the queue's order, without building the bulk ones when
-        none of them has it (the simulator asks for ``larger_than_cluster`` every cycle)."""
+        """The reasons of ``code``, in the queue's order (the simulator asks for
+        ``larger_than_cluster``). Bulk records carry one code each: a code none of them has is
+        found among the single records."""
         if code in self._bulk_codes and self._behind:
             yield from (r for r in self if r.code is code)
             return

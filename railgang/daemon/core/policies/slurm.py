@@ -14,6 +14,7 @@ all or nothing); no preemption inside a class.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from operator import attrgetter
 
@@ -22,7 +23,7 @@ from railgang.daemon.core.model.plan import Plan, regrow_targets, submit_order
 from railgang.daemon.core.model.snapshot import Snapshot
 
 _REQUEST = attrgetter("request")
-_ACCOUNT = attrgetter("request.account")  # read for every waiting and running job: in C
+_ACCOUNT = attrgetter("request.account")  # the account of a waiting job (fair-share names)
 _RUN_ACCOUNT, _ID = attrgetter("job.request.account"), attrgetter("job_id")
 
 
@@ -49,26 +50,31 @@ class Slurm:
     max_age_s: float = 7 * 86400.0  # PriorityMaxAge
 
     def priority(self, job: Job, now: float, cluster_gpus: int, fs: float) -> float:
-        age = min(max(0.0, now - job.submit_time) / self.max_age_s, 1.0)
-        size = job.gpus / max(1, cluster_gpus)
-        return self.weight_age * age + self.weight_size * size + self.weight_fairshare * fs
+        """The module docstring's priority of ``job`` (``fs``: its account's fair-share factor),
+        read off :meth:`order_key` so the number reported is the one the plan sorts by."""
+        return -self.order_key(now, {job.request.account: fs}, cluster_gpus)(job.request)[0]
 
-    def plan(self, snapshot: Snapshot, now: float) -> Plan:
-        # the factors only order waiting jobs among themselves: one waiting job (a replay at
-        # 80 % load, most cycles) needs no account's usage summed over every running job
-        fs = fairshare_factors(snapshot) if len(snapshot.pending) > 1 else {}
-        total = snapshot.total_gpus
+    def order_key(self, now: float, fs: Mapping[str, float],
+                  total: int) -> Callable[[JobRequest], tuple[float, float, str]]:
+        """The plan's ordering key (module docstring): minus the priority, so higher goes first,
+        then submit time and job id. ``fs``: fair-share factor per account (an account it lacks
+        has used nothing: 1.0); ``total``: the cluster's GPUs. A closure over the weights, so
+        :meth:`plan` sorts the whole queue by the one formula :meth:`priority` reports."""
         w_age, w_size, w_fs, max_age, g = (self.weight_age, self.weight_size, self.weight_fairshare,
                                            self.max_age_s, max(1, total))
 
-        def key(r: JobRequest) -> tuple[float, float, str]:  # priority()'s arithmetic, inlined:
-            # once per waiting job per cycle, so no forwarding property or method call per job
+        def key(r: JobRequest) -> tuple[float, float, str]:
             age = min(max(0.0, now - r.submit_time) / max_age, 1.0)
             return -(w_age * age + w_size * (r.gpus / g) + w_fs * fs.get(r.account, 1.0)), r.submit_time, r.job_id
 
-        queue = sorted(map(_REQUEST, snapshot.pending), key=key)
-        # each job's Want(job, k, k) as FIFO's kept order holds it (the simulator builds one per
-        # job, not one per waiting job per cycle), put in this order in C
+        return key
+
+    def plan(self, snapshot: Snapshot, now: float) -> Plan:
+        # the factors only order waiting jobs among themselves: one waiting job needs no
+        # account's usage summed over every running job
+        fs = fairshare_factors(snapshot) if len(snapshot.pending) > 1 else {}
+        queue = sorted(map(_REQUEST, snapshot.pending), key=self.order_key(now, fs, snapshot.total_gpus))
+        # the plan reuses FIFO's Wants (same size, all or nothing) in priority order
         kept = submit_order(snapshot)
         wants = dict(zip(map(_ID, kept), kept, strict=True))
         return Plan(

@@ -35,8 +35,7 @@ def queued_since(job: Job) -> float:
 
 class Levels(Mapping[str, float]):
     """Each running job's Tiresias queue as its level, computed on first read: only an eviction
-    search reads them, and most cycles of a replay have none (issue 12, speed; issue 24 item 2:
-    built every cycle, they were a quarter of ``tiresias``' replay at 80 % load).
+    search reads them, and most cycles have none.
     ``by_preemptions``: less ``p / (2 (p + 1))`` for a job preempted ``p`` times, so inside a
     queue the job evicted least often goes first and the level stays in (queue − ½, queue]
     (``default``'s rule, its module docstring point 5)."""
@@ -59,8 +58,7 @@ class Levels(Mapping[str, float]):
         return self._all()[job_id]
 
     def get(self, job_id: str, default: float | None = None) -> float | None:  # type: ignore[override]
-        # the eviction search asks this for every candidate victim; Mapping's own goes through
-        # __getitem__ and a KeyError (4-5 % of ``default``'s replay of the gangs shape)
+        # the level of a job, or default when it does not run
         return self._all().get(job_id, default)
 
     def __iter__(self) -> Iterator[str]:
