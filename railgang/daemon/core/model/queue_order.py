@@ -17,7 +17,7 @@ _REQUEST = attrgetter("request")
 def rigid_by_submit(pending: Iterable[Job]) -> tuple[Want, ...]:
     """``Want(job, k, k)`` of every job at its requested size (all or nothing), ordered by 1.
     submit time, 2. job id: FIFO's plan order. A backend that keeps it between cycles hands it
-    over in ``SnapshotIndex.submit_order`` (the simulator: issue 24 item 2)."""
+    over in ``SnapshotIndex.submit_order`` (the simulator does: jobs enter and leave it one by one)."""
     requests = sorted(map(_REQUEST, pending), key=_SUBMIT_ORDER)
     return tuple([Want(r.job_id, r.replicas, r.replicas) for r in requests])
 

@@ -9,6 +9,19 @@ the verdict of the rest, given without another search. KAI Scheduler does the sa
 group's scheduling-constraints signature (``PodGroupInfo.GetSchedulingConstraintsSignature``):
 a group no easier than one that already failed is not searched again.
 
+The same reuse, at the other places a verdict is searched for, each with what ends it:
+
+- behind a strict FIFO head, once no admission check before the head's can hold a job (no
+  quota, leaf wait or serving pool; none larger than the cluster or with needs from there on),
+  the rest of the queue reads the same and is recorded in bulk (``PlacePhase._admitted_from``);
+- under the signature, the placer's own misses: a gang shape that missed on the free GPUs misses
+  again until some are given back (``Draft._failed``, cleared by ``Draft._give``), and a held
+  leaf that could not take a shape cannot until GPUs are given back (``LeafWait`` and
+  ``Draft.given``);
+- the preempt phase's eviction memo: a gang (shape, nodes it may use, class, level, whether it
+  is still waiting out its whole-leaf patience) for which no victim set was found is answered
+  the same until an eviction is carried out (``EvictPhase.hopeless``).
+
 Each field names what a difference in it can change (the unit tests in
 ``tests/daemon/core/test_signature.py`` hold one per field):
 

@@ -200,7 +200,8 @@ def _steps(need: Need[T], cands: list[RunningJob], fresh: list[RunningJob], rule
         if not victims:
             continue  # nobody to take there: no plan (what _pick answers)
         target = min(need.gpus, p.gpus)
-        if fast:  # evict's path, once per node per waiting gang: _pick inlined (issue 37 item 2)
+        if fast:  # _pick's answer when victims come in candidate order, untrimmed, uncapped
+            # (test_victims.py::test_node_by_node_in_rank_order_matches_the_general_pick)
             got, n, gpus = p.free, 0, 0
             for v, g in victims:
                 if got >= target:

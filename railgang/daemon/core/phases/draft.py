@@ -134,8 +134,9 @@ class Draft:
         return r
 
     def without_reason(self, pending: Sequence[Job]) -> Iterator[Job]:
-        """The jobs of ``pending`` that neither started nor wait for a reason yet (found with set
-        operations in C: asked of the whole queue every cycle, and mostly none is left)."""
+        """The jobs of ``pending`` that neither started nor wait for a reason yet. The started,
+        those with a reason and those recorded in bulk are disjoint subsets of ``pending`` (unless
+        ``_overlap`` says otherwise), so when their counts add up to the queue none is left."""
         bulk = self._behind.count()
         if (bulk is not None and not self._overlap
                 and len(self._reasons) + len(self._started) + bulk == len(pending)):

@@ -206,8 +206,8 @@ class PlacePhase:
         # behind a strict head every job shares one verdict once no admission check before the
         # head's can hold one of them (no leaf waits, serving pools, quotas; none larger than
         # the cluster or with needs from ``free_from`` on): the rest of the queue is then one
-        # signature, taken in bulk after its first turn (a Philly queue of 1,667 behind its
-        # head cost 4-6x the replay job by job)
+        # signature, taken in bulk after its first turn (test_signature.py::
+        # test_the_rest_behind_a_strict_head_taken_in_bulk_changes_no_decision)
         free_from = (self._admitted_from(order, jobs)
                      if self.plan.mode == "strict" and self.leaf is None and not lent
                      and not capped and tree is None else None)
