@@ -101,19 +101,9 @@ def build_rows(outcome: CycleOutcome, plan: Plan | None, policy: str,
         elif refused is not None and job_id in refused:
             data["start_refused"] = refused[job_id].reason
             data["refusals"] = refused[job_id].refusals
-        if job.state.after_fault:
-            data["after_fault"] = True
-        if estimates is not None and job_id in estimates:
-            data["estimate"] = dict(estimates[job_id])
-        data["attained"] = {"gpu_s": round(job.attained_gpu_s, 1)}  # from Slurm (attained.py)
-        if (speed := describe_speed(job)) is not None:  # measured speed (slurm/cli/speed.py)
-            data["speed"] = speed
-        if (account := snap.account(job.account)).recent_gpu_s > 0:  # core/model/fairshare.py
-            data["fair_share"] = {"gpu_h": round(account.recent_gpu_s / 3600, 2),
-                                  "rank": usage_rank(account)}
+        _own_facts(data, job, snap, estimates.get(job_id) if estimates is not None else None)
         reason, detail = (r.code.value, r.detail) if r else (None, "")
-        steady = _json({**{k: v for k, v in data.items() if k not in DRIFT}, "reason": reason,
-                        "detail": detail})
+        steady = _steady(data, reason, detail)
         waiting_ahead += 1
         if stands is not None and stands(job_id, steady, snap.now):
             continue
@@ -136,6 +126,30 @@ def build_rows(outcome: CycleOutcome, plan: Plan | None, policy: str,
                                      run.assignment, snap.fabric, policy, None, run.replicas,
                                      "observed", run.job, lent=lent, now=snap.now))
     return rows
+
+
+def _own_facts(data: dict[str, Any], job: Any, snap: Any, estimate: Mapping[str, Any] | None) -> None:
+    """Add what a waiting row says of the job itself: after a fault, its estimate, its attained
+    service (from Slurm: attained.py), its measured speed (slurm/cli/speed.py) and its account's
+    fair share (core/model/fairshare.py)."""
+    if job.state.after_fault:
+        data["after_fault"] = True
+    if estimate is not None:
+        data["estimate"] = dict(estimate)
+    data["attained"] = {"gpu_s": round(job.attained_gpu_s, 1)}
+    if (speed := describe_speed(job)) is not None:
+        data["speed"] = speed
+    if (account := snap.account(job.account)).recent_gpu_s > 0:
+        data["fair_share"] = {"gpu_h": round(account.recent_gpu_s / 3600, 2), "rank": usage_rank(account)}
+
+
+def _steady(data: Mapping[str, Any], reason: str | None, detail: str) -> str:
+    """A waiting row's steady part (``ExplanationRow.steady``): all but the drifting figures,
+    and of its estimate the status (a first estimate, or "never", is written at once; a time
+    that moves is a drift)."""
+    est = data.get("estimate")
+    return _json({**{k: v for k, v in data.items() if k not in DRIFT}, "reason": reason, "detail": detail,
+                  "estimate_status": est.get("status") if isinstance(est, Mapping) else None})
 
 
 START_REFUSED = "start_refused"  # sits out cycles after Slurm refused its Start (backoff.py)

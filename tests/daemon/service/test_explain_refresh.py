@@ -7,18 +7,18 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from railgang.daemon.service.explain import DRIFT, Tracker, _json
+from railgang.daemon.service.explain import Tracker, _json, _steady
 from railgang.db.repositories.explanations import ExplanationRow
 
 
 def _row(job: str, *, reason: str = "waiting_for_gpus", position: int = 1, free: int = 0,
-         blocked_by: tuple[str, ...] = ()) -> ExplanationRow:
+         blocked_by: tuple[str, ...] = (), estimate: dict[str, Any] | None = None) -> ExplanationRow:
     data: dict[str, Any] = {"needed": 8, "free": free, "ahead": position - 1, "blocked_by": list(blocked_by),
                             "policy": "fifo", "fair_share": {"gpu_h": 1.5 + free, "rank": 0}}
+    if estimate is not None:
+        data["estimate"] = estimate
     return ExplanationRow(job, "waiting", "team-a", 3, 8, reason=reason, position=position,
-                          queue_length=12, data=_json(data),
-                          steady=_json({**{k: v for k, v in data.items() if k not in DRIFT},
-                                        "reason": reason, "detail": ""}))
+                          queue_length=12, data=_json(data), steady=_steady(data, reason, ""))
 
 
 def _ids(rows: list[ExplanationRow]) -> list[str]:
@@ -78,3 +78,13 @@ def test_a_row_that_stands_is_not_built_until_it_is_due() -> None:
     assert not t.stands("a", row.steady, 60.0)  # due: built, and written if a figure moved
     assert not t.stands("b", row.steady, 1.0)  # never written
     assert not Tracker(refresh_s=0.0).stands("a", row.steady, 1.0)
+
+
+def test_a_first_estimate_is_written_at_once_and_a_moved_one_on_refresh() -> None:
+    t = Tracker(refresh_s=60.0)
+    t.changes([_row("a")], ["a"], 0.0)
+    first = {"status": "estimated", "start": 500.0}
+    assert _ids(t.changes([_row("a", estimate=first)], ["a"], 2.0)[0]) == ["a"]
+    moved = {"status": "estimated", "start": 530.0}
+    assert t.changes([_row("a", estimate=moved)], ["a"], 4.0)[0] == []  # its time drifts
+    assert _ids(t.changes([_row("a", estimate={"status": "never"})], ["a"], 6.0)[0]) == ["a"]

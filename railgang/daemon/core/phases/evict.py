@@ -157,14 +157,7 @@ class EvictPhase:
             if self.served >= budget.max_evictions_per_cycle:
                 break
             need = x.min_replicas * job.replica_gpus
-            quota = snap.account(job.account).quota_gpus
-            if quota is not None and d.account_gpus.get(job.account, 0) + need > quota:
-                # jobs of the account placed after this one took the rest of its quota
-                d.wait(job, Reason.QUOTA, f"account {job.account} quota {quota} GPUs", need)
-                continue
-            block = quotas.gate(snap.quotas, d.account_gpus, job.account, need, waiting=d.waiting)
-            if block is not None:  # the same, for a level of the quota tree
-                d.wait(job, block.reason, block.detail, need)
+            if self._over_quota(job, need):
                 continue
             if job.priority_class == 3 and not plan.preempt_within_class:
                 continue  # batch evicts nobody unless the policy ranks inside the class
@@ -230,6 +223,20 @@ class EvictPhase:
                 continue
             self._carry_out(job, x, need, found)
             hopeless.clear()  # free GPUs changed
+
+    def _over_quota(self, job: Job, need: int) -> bool:
+        """Does the job's account (or a level of the quota tree) no longer have room for it? Jobs
+        of the account placed after this one may have taken the rest: it then waits for that."""
+        d, snap = self.d, self.d.snap
+        quota = snap.account(job.account).quota_gpus
+        if quota is not None and d.account_gpus.get(job.account, 0) + need > quota:
+            d.wait(job, Reason.QUOTA, f"account {job.account} quota {quota} GPUs", need)
+            return True
+        block = quotas.gate(snap.quotas, d.account_gpus, job.account, need, waiting=d.waiting)
+        if block is not None:
+            d.wait(job, block.reason, block.detail, need)
+            return True
+        return False
 
     def _carry_out(self, job: Job, x: Want, need: int, found: victims.Victims[Placed]) -> None:
         """Shrink and preempt the victims found for ``job``; start it at once when shrinks alone
