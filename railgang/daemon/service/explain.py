@@ -245,6 +245,11 @@ def _running_row(job_id: str, account: str, priority_class: int, assignment: Map
         nodes=hostnames.collect(sorted(assignment)), data=_json(data))
 
 
+def _key(r: ExplanationRow) -> tuple[Any, ...]:
+    """What a stored row is compared by (the columns the daemon writes)."""
+    return (r.state, r.nodes, r.reason, r.detail, r.position, r.queue_length, r.data)
+
+
 class Tracker:
     """Remembers what was last written per job, so a cycle writes only changes.
 
@@ -290,7 +295,7 @@ class Tracker:
         write = []
         drifted: list[ExplanationRow] = []  # waiting rows of which only drifting figures moved
         for r in rows:
-            key = (r.state, r.nodes, r.reason, r.detail, r.position, r.queue_length, r.data)
+            key = _key(r)
             if r.state == "running":
                 data = json.loads(r.data)
                 self.nodes[r.job_id] = tuple(sorted(data.get("nodes", ())))
@@ -302,7 +307,7 @@ class Tracker:
             if last == key:
                 seen[r.job_id] = key
             elif (self.refresh_s > 0 and r.steady and last is not None and last[0] == r.state
-                  and last[2:4] == (r.reason, r.detail) and self.steady.get(r.job_id) == r.steady):
+                  and self.steady.get(r.job_id) == r.steady):  # (steady holds reason and detail)
                 seen[r.job_id] = last  # the stored row stands until it is refreshed
                 drifted.append(r)
             else:
@@ -312,7 +317,7 @@ class Tracker:
         due = [r for r in drifted if now - self.written.get(r.job_id, now) >= self.refresh_s]
         due.sort(key=lambda r: self.written[r.job_id])
         for r in due[:max(1, -(-len(self.written) // 6))]:  # (every waiting row stored)
-            seen[r.job_id] = (r.state, r.nodes, r.reason, r.detail, r.position, r.queue_length, r.data)
+            seen[r.job_id] = _key(r)
             write.append(r)
             self._wrote(r, now)
         for job_id in present:
