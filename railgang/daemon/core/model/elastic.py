@@ -30,13 +30,12 @@ Growth and shrink change the number of DP replicas only; a replica (``tp × pp``
 
 from __future__ import annotations
 
-import bisect
 import heapq
-import itertools
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from railgang.daemon.core.model.job import Assignment, Job, RunningJob
+from railgang.daemon.core.model.shadow import Ends
 
 
 @dataclass(frozen=True)
@@ -296,28 +295,16 @@ def fill_by_chunks(members: Iterable[str], alloc: dict[str, int], jobs: Mapping[
     return capacity
 
 
-@dataclass(frozen=True)
-class Ends:
-    """What runs, soonest expected end first: the end times and the GPUs freed by each of them
-    (cumulative), so :func:`wait_for` is one bisection per waiting job, not a walk."""
-
-    times: tuple[float, ...]
-    freed: tuple[int, ...]
-
-
 def running_ends(running: Iterable[RunningJob], now: float) -> Ends:
-    """The :class:`Ends` of what runs (expected ends: ``RunningJob.expected_end``)."""
-    pairs = sorted((r.expected_end(now), r.gpus) for r in running)
-    return Ends(tuple(t for t, _ in pairs), tuple(itertools.accumulate(g for _, g in pairs)))
+    """The :class:`~railgang.daemon.core.model.shadow.Ends` of what runs (expected ends:
+    ``RunningJob.expected_end``)."""
+    return Ends.of((r.expected_end(now), r.gpus) for r in running)
 
 
 def wait_for(ends: Ends, free: int, need: int, now: float) -> float:
     """Seconds until ``need`` GPUs are free, from ``free`` now and the GPUs that what runs gives
-    back at its expected ends (count-based, as the EASY shadow; inf when they never are)."""
-    if free >= need:
-        return 0.0
-    i = bisect.bisect_left(ends.freed, need - free)
-    return ends.times[i] - now if i < len(ends.times) else float("inf")
+    back at its expected ends (the EASY shadow, ``Ends.when``; inf when they never are)."""
+    return ends.when(free, need, now)[0] - now
 
 
 def pays_without_growth(job: Job, small: int, target: int, wait_s: float) -> bool:
@@ -355,7 +342,6 @@ def default_target(run: RunningJob) -> int:
 
 __all__ = [
     "ElasticRules",
-    "Ends",
     "completion_if_small",
     "default_target",
     "fill_by_chunks",

@@ -42,6 +42,7 @@ from railgang.daemon.core.model import tiers as spot
 from railgang.daemon.core.model.job import Job, JobRequest, RunningJob
 from railgang.daemon.core.model.plan import Plan, Want
 from railgang.daemon.core.model.pool_map import PoolKey, Pools, pools_of_nodes
+from railgang.daemon.core.model.shadow import Ends
 from railgang.daemon.core.model.snapshot import (
     Snapshot,
 )
@@ -70,9 +71,8 @@ def pools_of(snapshot: Snapshot) -> Pools:
     return snapshot.index.pools
 
 
-def running_ends(snapshot: Snapshot, pools: Pools, now: float) -> dict[PoolKey, list[tuple[float, int]]]:
-    """(expected end, GPUs) of the running jobs per pool, sorted, at their speed on the pool's
-    type."""
+def running_ends(snapshot: Snapshot, pools: Pools, now: float) -> dict[PoolKey, Ends]:
+    """The expected ends of the running jobs per pool, at their speed on the pool's type."""
     out: dict[PoolKey, list[tuple[float, int]]] = {}
     for run in snapshot.running.values():
         at = pool_of_run(pools, run)
@@ -81,9 +81,7 @@ def running_ends(snapshot: Snapshot, pools: Pools, now: float) -> dict[PoolKey, 
         left = run.remaining_at(now)
         rate = max(type_rate(run.job, at[0]), 1e-9)
         out.setdefault(at, []).append((now + left / rate if left is not None else float("inf"), run.gpus))
-    for ends in out.values():
-        ends.sort()
-    return out
+    return {key: Ends.of(holders) for key, holders in out.items()}
 
 
 def pool_of_run(pools: Pools, run: RunningJob) -> PoolKey | None:
@@ -108,17 +106,6 @@ def _type_order(pools: Pools, jobs: Iterable[Job]) -> list[str]:
             return TYPE_SPEED.get(t, 1.0)
         return sum(type_rate(j, t) for j in jobs) / len(jobs)
     return sorted(pools.types, key=lambda t: (-speed(t), t))
-
-
-def shadow(now: float, avail: int, ends: Iterable[tuple[float, int]], need: int) -> float:
-    """When ``need`` GPUs are free, from ``avail`` free now and (end, GPUs) of the holders."""
-    if avail >= need:
-        return now
-    for end, g in sorted(ends):
-        avail += g
-        if avail >= need:
-            return end
-    return float("inf")
 
 
 def _run_ends(snapshot: Snapshot, pools: Pools) -> dict[str, list[tuple[float, int]]]:
@@ -179,7 +166,7 @@ def homes(snapshot: Snapshot, order: Iterable[Want], pools: Pools,
         need = x.replicas * job.replica_gpus
         work = job.remaining_at(x.replicas)
         b = best[x.job_id]
-        wait_b = shadow(snapshot.now, room[b], ends[b], need) - snapshot.now
+        wait_b = Ends.of(ends[b]).when(room[b], need, snapshot.now)[0] - snapshot.now
         for t in types:
             if room[t] < need:
                 continue
@@ -239,7 +226,6 @@ __all__ = [
     "pools_of",
     "pools_of_nodes",
     "running_ends",
-    "shadow",
     "slower_pays",
     "tier_order",
     "type_rate",

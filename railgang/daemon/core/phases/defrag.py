@@ -38,6 +38,7 @@ from railgang.daemon.core.model.actions import Action, Migrate
 from railgang.daemon.core.model.gang import Placed, gang_for
 from railgang.daemon.core.model.job import Job, RunningJob
 from railgang.daemon.core.model.reasons import Reason
+from railgang.daemon.core.model.shadow import Ends
 from railgang.daemon.core.phases.draft import Draft
 from railgang.daemon.core.phases.evict_domain import domain_gang, leaves
 from railgang.daemon.core.phases.migrate import MigrationRules, move_cost_s
@@ -142,13 +143,7 @@ def _natural_wait_s(d: Draft, need: int, leaf_of: Mapping[str, str], rules: Defr
         if sum(snap.nodes[n].gpus for n in members) < need:
             continue
         got = sum(len(d.free.get(n, ())) for n in members)
-        wait = 0.0 if got >= need else float("inf")
-        for end, g in sorted(ends.get(leaf, [])):
-            if got >= need:
-                break
-            got += g
-            wait = end if got >= need else wait
-        best = min(best, wait)
+        best = min(best, Ends.of(ends.get(leaf, ())).when(got, need, 0.0)[0])  # (0: now)
     return best
 
 

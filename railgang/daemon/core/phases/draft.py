@@ -10,7 +10,6 @@ verb that emits an action appends it to one ordered log, so a phase returns what
 
 from __future__ import annotations
 
-import bisect
 import dataclasses
 from collections.abc import Iterator, Mapping, Sequence, Set
 from operator import attrgetter
@@ -24,6 +23,7 @@ from railgang.daemon.core.model.pools import PoolKey, Pools, pools_of, running_e
 from railgang.daemon.core.model.quota import pending_demand
 from railgang.daemon.core.model.reasons import PendingReason, Reason
 from railgang.daemon.core.model.room import Ask, Room
+from railgang.daemon.core.model.shadow import Ends
 from railgang.daemon.core.model.snapshot import Snapshot
 from railgang.daemon.core.model.spares import SpareRules, may_use_spares
 from railgang.daemon.core.phases.waiting import Behind, BulkWaits, CycleReasons
@@ -64,7 +64,8 @@ class Draft:
         self._blocked: set[int] = set()  # classes with a job waiting for GPUs
         self._reserved = False
         self._started_ends: list[tuple[float, int]] = []  # (expected end, GPUs) of this cycle's starts
-        self._ends: list[tuple[float, int]] | None = None  # all expected ends, sorted, built lazily
+        self._running_ends: list[tuple[float, int]] | None = None  # running jobs', sorted, built lazily
+        self._ends: Ends | None = None  # with this cycle's starts' (``ends``)
         self._eligible: dict[Needs, frozenset[str]] = {}  # nodes meeting each needs, per cycle
         self._serving_eligible: dict[tuple[object, ...], frozenset[str]] = {}  # likewise, with
         # serving pools: per (needs, deployment, lent nodes borrowable)
@@ -72,7 +73,7 @@ class Draft:
         self._spare_rules: SpareRules | None = None
         self._without_spares: dict[frozenset[str] | None, frozenset[str]] = {}
         self._pools: Pools | None = None  # GPU pools (type, tier) of the snapshot, built lazily
-        self._pool_ends: dict[PoolKey, list[tuple[float, int]]] | None = None  # likewise
+        self._pool_ends: dict[PoolKey, Ends] | None = None  # likewise
         # free CPUs and memory per node (model/room.py), less what this cycle's starts take;
         # nodes whose room is unknown are absent (not checked)
         self._room: dict[str, Room] = {n: node.room for n, node in snap.nodes.items()
@@ -146,11 +147,12 @@ class Draft:
         return (j for j in pending if j.request.job_id in left) if left else iter(())
 
     @property
-    def ends(self) -> list[tuple[float, int]]:
-        """(expected end, GPUs) of running jobs and of jobs started this cycle, soonest first."""
+    def ends(self) -> Ends:
+        """The expected ends of running jobs and of jobs started this cycle (``model/shadow.py``)."""
         if self._ends is None:
-            running = [(r.expected_end(self.now), r.gpus) for r in self.snap.running.values()]
-            self._ends = sorted(running + self._started_ends)
+            if self._running_ends is None:
+                self._running_ends = sorted((r.expected_end(self.now), r.gpus) for r in self.snap.running.values())
+            self._ends = Ends.of(self._running_ends + self._started_ends)  # (sorted but the tail)
         return self._ends
 
     @property
@@ -161,8 +163,8 @@ class Draft:
         return self._pools
 
     @property
-    def pool_ends(self) -> Mapping[PoolKey, list[tuple[float, int]]]:
-        """(expected end, GPUs) of the running jobs per pool, soonest first (``running_ends``)."""
+    def pool_ends(self) -> Mapping[PoolKey, Ends]:
+        """The expected ends of the running jobs per pool (``pools.running_ends``)."""
         if self._pool_ends is None:
             self._pool_ends = running_ends(self.snap, self.pools, self.now)
         return self._pool_ends
@@ -248,12 +250,7 @@ class Draft:
     def shadow(self, need: int) -> tuple[float, int]:
         """EASY shadow time: when ``need`` GPUs are free by running jobs' expected ends, and the
         GPUs spare at that time (count-based; topology is checked when the job actually starts)."""
-        avail, t = self._free_count, self.now
-        for end, g in self.ends:
-            if avail >= need:
-                break
-            avail, t = avail + g, end
-        return (t, avail - need) if avail >= need else (INF, 0)
+        return self.ends.when(self._free_count, need, self.now)
 
     # -- the verbs: the only writers --------------------------------------------------------------
     def start(self, job: Job, placed: Placed, replicas: int) -> Start:
@@ -273,8 +270,7 @@ class Draft:
         left = job.remaining_at(replicas)
         end = (self.now + left if left is not None else INF, replicas * job.replica_gpus)
         self._started_ends.append(end)
-        if self._ends is not None:
-            bisect.insort(self._ends, end)
+        self._ends = None
         return start
 
     def shrink(self, run: RunningJob, replicas: int, kept: Assignment, gone: Assignment, *,

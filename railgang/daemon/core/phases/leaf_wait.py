@@ -29,6 +29,7 @@ from collections.abc import Mapping, Sequence
 from railgang.daemon.core.model.gang import Placed, gang_for
 from railgang.daemon.core.model.job import Job
 from railgang.daemon.core.model.plan import Want
+from railgang.daemon.core.model.shadow import NO_ENDS, Ends
 from railgang.daemon.core.phases.draft import INF, Draft
 from railgang.topology.placement.types import GangRequest
 
@@ -54,7 +55,7 @@ class LeafWait:
         self.held: list[str] = []
         self._early: dict[str, tuple[str, dict[str, tuple[int, ...]]]] = {}  # job -> leaf, GPUs
         self._cap: dict[str, int] | None = None
-        self._ends: dict[str, list[tuple[float, int]]] | None = None
+        self._ends: dict[str, Ends] | None = None
         self._node_gpus = 0
         self._kept: dict[str, tuple[int, ...]] = {}
 
@@ -112,12 +113,8 @@ class LeafWait:
         for leaf, c in self.cap.items():
             if c < gpus or leaf in self.held:
                 continue
-            avail, t = free.get(leaf, 0), d.now
-            for end, g in self._leaf_ends().get(leaf, ()):
-                if avail >= gpus:
-                    break
-                avail, t = avail + g, end
-            key = (t if avail >= gpus else INF, -free.get(leaf, 0), order.get(leaf, 0), leaf)
+            t = self._leaf_ends().get(leaf, NO_ENDS).when(free.get(leaf, 0), gpus, d.now)[0]
+            key = (t, -free.get(leaf, 0), order.get(leaf, 0), leaf)
             best = key if best is None or key < best else best
         return (INF, None) if best is None or best[0] == INF else (best[0], best[3])
 
@@ -205,9 +202,9 @@ class LeafWait:
                 free[self._leaf(n)] = free.get(self._leaf(n), 0) + len(g)
         return free
 
-    def _leaf_ends(self) -> dict[str, list[tuple[float, int]]]:
-        """Per leaf, the running jobs' expected ends and the GPUs each frees there, soonest first
-        (one pass per cycle, only when a gang outlives its first bound or holds a leaf)."""
+    def _leaf_ends(self) -> dict[str, Ends]:
+        """Per leaf, the running jobs' expected ends and the GPUs each frees there (one pass
+        per cycle, only when a gang outlives its first bound or holds a leaf)."""
         if self._ends is None:
             ends: dict[str, list[tuple[float, int]]] = {}
             fabric, now = self.d.snap.fabric, self.d.now
@@ -219,9 +216,7 @@ class LeafWait:
                 end = run.expected_end(now)
                 for leaf, count in per.items():
                     ends.setdefault(leaf, []).append((end, count))
-            for lst in ends.values():
-                lst.sort()
-            self._ends = ends
+            self._ends = {leaf: Ends.of(holders) for leaf, holders in ends.items()}
         return self._ends
 
 

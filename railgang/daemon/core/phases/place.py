@@ -16,6 +16,7 @@ from railgang.daemon.core.model.job import Job
 from railgang.daemon.core.model.needs import fleet_summary
 from railgang.daemon.core.model.plan import Plan, Want
 from railgang.daemon.core.model.reasons import PendingReason, Reason, reason_for
+from railgang.daemon.core.model.shadow import Ends
 from railgang.daemon.core.model.signature import Signature, signature, time_key
 from railgang.daemon.core.phases.draft import INF, Draft
 from railgang.daemon.core.phases.leaf_wait import LeafWait
@@ -105,12 +106,7 @@ def _shadow_on(d: Draft, nodes: frozenset[str], need: int) -> tuple[float, int]:
             assert isinstance(st, Start)
             left = pending[st.job_id].remaining_at(st.replicas) if st.job_id in pending else None
             ends.append((d.now + left if left is not None else INF, held))
-    t = d.now
-    for end, held in sorted(ends):
-        if avail >= need:
-            break
-        avail, t = avail + held, end
-    return (t, avail - need) if avail >= need else (INF, 0)
+    return Ends.of(ends).when(avail, need, d.now)
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,10 +12,10 @@ from railgang.daemon.core.model.pools import (
     PoolKey,
     Pools,
     pool_of_run,
-    shadow,
     slower_pays,
     type_rate,
 )
+from railgang.daemon.core.model.shadow import NO_ENDS
 from railgang.daemon.core.phases.draft import Draft
 from railgang.topology.placement.types import PlacementFailure
 
@@ -25,9 +25,7 @@ def pool_shadow(d: Draft, pools: Pools, key: PoolKey, need: int) -> float:
     speed on the pool's type); inf if never."""
     names = pools.nodes.get(key, frozenset())
     avail = sum(len(g) for n, g in d.free.items() if n in names)
-    if avail >= need:
-        return d.now
-    return shadow(d.now, avail, d.pool_ends.get(key, ()), need)
+    return d.pool_ends.get(key, NO_ENDS).when(avail, need, d.now)[0]
 
 
 def elsewhere_pays(d: Draft, pools: Pools, job: Job, gpus: int, home: PoolKey, there: PoolKey) -> bool:

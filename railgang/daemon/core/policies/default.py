@@ -50,7 +50,6 @@ from dataclasses import dataclass, field
 
 from railgang.daemon.core.model import pools as hetero
 from railgang.daemon.core.model.elastic import (
-    Ends,
     lowest_start,
     running_ends,
     short_classes,
@@ -58,6 +57,7 @@ from railgang.daemon.core.model.elastic import (
 )
 from railgang.daemon.core.model.fairshare import usage_rank
 from railgang.daemon.core.model.plan import Plan, regrow_targets, want
+from railgang.daemon.core.model.shadow import Ends
 from railgang.daemon.core.model.snapshot import Snapshot
 from railgang.daemon.core.model.tiers import SpotRules
 from railgang.daemon.core.policies.pollux import Pollux, node_gpus

@@ -30,7 +30,6 @@ from dataclasses import dataclass
 
 from railgang.daemon.core.model import pools as hetero
 from railgang.daemon.core.model.elastic import (
-    Ends,
     fill_by_chunks,
     pays_without_growth,
     running_ends,
@@ -40,6 +39,7 @@ from railgang.daemon.core.model.elastic import (
 )
 from railgang.daemon.core.model.job import Job
 from railgang.daemon.core.model.plan import Plan, regrow_targets, want
+from railgang.daemon.core.model.shadow import Ends
 from railgang.daemon.core.model.snapshot import Snapshot
 
 
