@@ -310,8 +310,9 @@ def test_each_rule_is_an_input() -> None:
 @given(small_case(), st.integers(1, 8), st.sampled_from((None, 2, 4, 8)))
 def test_node_by_node_in_rank_order_matches_the_general_pick(
         case: tuple[list[RunningJob], dict[str, frozenset[int]], list[float]], gpus: int, room: int | None) -> None:
-    """Evict's rules (victims in rank order, no trim) take a path without ``_pick``'s sorts; an
-    equal price through the general path gives the same answer (issue 37 item 2, speed)."""
+    """Evict's rules (victims priced in rank order, no trim) skip ``_pick``'s sorts, since
+    ``_by_place`` hands them over in that order; an equal price that is sorted gives the same
+    answer."""
     cands, free, _ = case
     nodes = tuple(victims.Place(n, frozenset((n,)), GPN, len(free.get(n, ()))) for n in _NODES)
     need = victims.Need(gpus, free, _fits(gpus), nodes, tried_free=False)
@@ -330,17 +331,16 @@ def test_node_by_node_on_a_large_cluster_sorts_and_groups_only_what_the_walk_tak
     names = [f"n{i:04d}" for i in range(2000)]
     cands = [RunningJob(job(f"v{i:04d}").gpus(GPN).tp(1).at(0).build(), {n: tuple(range(GPN))}, 0.0, GPN)
              for i, n in enumerate(names)]
-    picks: list[object] = []
-    pick = victims._pick
+    sorts: list[object] = []
 
-    def counted(*a: Any) -> list[RunningJob]:
-        picks.append(a)
-        return pick(*a)
+    def counted(*a: Any, **kw: Any) -> list[Any]:
+        sorts.append(a)
+        return sorted(*a, **kw)
 
-    monkeypatch.setattr(victims, "_pick", counted)
+    monkeypatch.setattr(victims, "sorted", counted, raising=False)  # (shadows the builtin there)
     need = victims.Need(GPN, {}, _fits(GPN), tuple(victims.Place(n, frozenset((n,)), GPN, 0) for n in names))
     got = victims.solve(need, cands, victims.Rules(NOW))
-    assert [v.job_id for v in got.kills] == ["v0000"] and picks == []
+    assert [v.job_id for v in got.kills] == ["v0000"] and sorts == []
     steps = victims._steps(need, cands, cands, victims.Rules(NOW))
     assert next(iter(steps))[1].job_id == "v0000" and not isinstance(steps, list)  # drawn lazily
 

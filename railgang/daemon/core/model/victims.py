@@ -195,26 +195,14 @@ def _steps(need: Need[T], cands: list[RunningJob], fresh: list[RunningJob], rule
     yield from [(False, v, True) for v in cands if rules.shrink(v)]
     rank = {v.job_id: i for i, v in enumerate(cands)}
     plans = []
-    room, fast = rules.room, rules.price is _in_order and not rules.trim and rules.max_victims is None
+    room = rules.room
     for order, (p, victims) in enumerate(_by_place(need.places, fresh)):
         if not victims:
             continue  # nobody to take there: no plan (what _pick answers)
-        target = min(need.gpus, p.gpus)
-        if fast:  # _pick's answer when victims come in candidate order, untrimmed, uncapped
-            # (test_victims.py::test_node_by_node_in_rank_order_matches_the_general_pick)
-            got, n, gpus = p.free, 0, 0
-            for v, g in victims:
-                if got >= target:
-                    break
-                got, n, gpus = got + g, n + 1, gpus + v.gpus
-            if got < target or not n:
-                continue
-            taken = [v for v, _ in victims[:n]]
-        else:
-            taken = _pick(p, victims, target, rules, rank)
-            if not taken:
-                continue
-            gpus = sum(v.gpus for v in taken)
+        taken = _pick(p, victims, min(need.gpus, p.gpus), rules, rank)
+        if not taken:
+            continue
+        gpus = sum(v.gpus for v in taken)
         if room is None or gpus <= room:
             plans.append((rank[taken[-1].job_id], gpus, order, taken))
     seen: set[str] = set()
@@ -371,7 +359,8 @@ def _pick(p: Place, victims: Sequence[tuple[RunningJob, int]], target: int, rule
           rank: Mapping[str, int]) -> list[RunningJob]:
     """Victims of ``p``, in ``price`` order, until its free GPUs reach ``target``; with ``trim``
     the dearest (``cost``) of those no longer needed are dropped again. Empty if it cannot reach it."""
-    order = sorted(victims, key=lambda vg: rules.price(vg[0], vg[1], rank[vg[0].job_id]))
+    in_rank = rules.price is _in_order  # victims come in candidate order (_by_place): rank order
+    order = victims if in_rank else sorted(victims, key=lambda vg: rules.price(vg[0], vg[1], rank[vg[0].job_id]))
     got, taken = p.free, []
     for v, g in order:
         if got >= target:
@@ -385,7 +374,7 @@ def _pick(p: Place, victims: Sequence[tuple[RunningJob, int]], target: int, rule
             if got - g >= target:
                 taken.remove((v, g))
                 got -= g
-    return [v for v, _ in sorted(taken, key=lambda vg: rank[vg[0].job_id])]
+    return [v for v, _ in (taken if in_rank else sorted(taken, key=lambda vg: rank[vg[0].job_id]))]
 
 
 def _freed(free: Free, kills: Sequence[RunningJob]) -> dict[str, frozenset[int]]:
