@@ -17,6 +17,10 @@ NVL72 racks, evicting at once cost 4-10x the GPU-hours of Slurm's placement; iss
 ``churn_burst_gpus`` above the cap, one burst that large may be preempted at once and the window
 stretches to keep the long-run rate (:func:`churn_allowance`). Shrinking an elastic
 job to its minimum is always tried before preempting anything and does not count as churn.
+Once the window's churn is spent and nothing running could shrink, every waiting job that
+may evict somebody and that more GPUs would help waits for ``preemption_budget`` this cycle,
+whether or not a victim holds GPUs on the nodes it may use: no search is run for it, and the
+budget is the rule that stops it now (``phases/evict.py``, ``EvictPhase._may_find_victims``).
 
 Victim order, one documented key (STYLE 5): 1. lowest class first (3 before 2), 2. worst level
 first, 3. least work lost (GPU-seconds since the last checkpoint), 4. most recently started,

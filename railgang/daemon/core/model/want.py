@@ -21,3 +21,7 @@ class Want:
     level: float = 0.0  # preemption level inside the class; lower = more important
     pools: tuple[tuple[str, str], ...] = ()  # (GPU type, tier) pools to try, best first; a gang
     # never spans pools. () = type-blind: the cycle tries the pool with the most free GPUs first
+
+    def needed(self, replica_gpus: int) -> int:
+        """GPUs the job needs to start as wanted: its minimum size (what its wait records)."""
+        return self.min_replicas * replica_gpus

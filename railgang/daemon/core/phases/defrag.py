@@ -86,8 +86,7 @@ def defrag_phase(d: Draft, rules: DefragRules, moving: MigrationRules, budget: p
     if rules.enabled and hasattr(fabric, "leaves"):
         jobs = {j.job_id: j for j in d.snap.pending}
         for jid in order:
-            r = d.reason(jid)
-            if jid in jobs and r is not None and r.code in _WAITS and _serve(d, jobs[jid], rules, moving, budget):
+            if jid in jobs and d.waits_for(jid) in _WAITS and _serve(d, jobs[jid], rules, moving, budget):
                 break
     return d.since(mark)
 

@@ -134,6 +134,15 @@ class Draft:
                 return behind.reason(job_id)
         return r
 
+    def waits_for(self, job_id: str) -> Reason | None:
+        """The code of :meth:`reason` (what the preempt phases ask of every waiting job), without
+        building the reason of a job recorded in bulk."""
+        r = self._reasons.get(job_id)
+        if r is not None:
+            return r.code
+        behind = self._behind.get(job_id)
+        return None if behind is None else behind.code
+
     def without_reason(self, pending: Sequence[Job]) -> Iterator[Job]:
         """The jobs of ``pending`` that neither started nor wait for a reason yet. The started,
         those with a reason and those recorded in bulk are disjoint subsets of ``pending`` (unless

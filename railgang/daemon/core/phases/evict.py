@@ -63,8 +63,9 @@ class EvictPhase:
         # with churn_burst_gpus, one whole leaf larger than the cap may go at once (same
         # long-run rate, a longer window: preemption.churn_allowance)
         self.churn, self.cap = pre.churn_allowance(snap, budget, d.now)
-        # quick exits without ranking: the worst level per class among possible victims, whether
-        # any of them could shrink, and how much churn the window still allows
+        # what decides, before any ranking, whether anybody may be evicted (the class and level
+        # rules, _may_find_victims_ignoring_budget) and whether the budget allows it: the worst
+        # level per class among possible victims, and whether any of them could shrink
         self.worst: dict[int, float] = {}
         self.shrinkable = False
         for r in snap.running.values():
@@ -81,7 +82,9 @@ class EvictPhase:
         return self.plan.preempt_within_class and c >= 2 and self.worst.get(c, -1.0) > level
 
     def _may_find_victims(self, job: Job, level: float) -> bool:
-        """Cheap necessary condition for an eviction search to succeed."""
+        """Whether the churn budget leaves an eviction possible: a job of class 0 is exempt from
+        the cap, and a shrink is free of churn. False is answered with ``preemption_budget`` for
+        every job it holds, before its candidates are looked at (the rule, ``model/preemption.py``)."""
         if not self._may_find_victims_ignoring_budget(job, level):
             return False
         return job.priority_class == 0 or self.churn < self.cap or self.shrinkable
@@ -101,7 +104,7 @@ class EvictPhase:
     def _solve(self, job: Job, x: Want, cands: list[RunningJob],
                allowed: frozenset[str] | None) -> victims.Victims[Placed]:
         d = self.d
-        need = x.min_replicas * job.replica_gpus
+        need = x.needed(job.replica_gpus)
 
         def fits(kills: object, free: victims.Free, nodes: frozenset[str] | None) -> Placed | None:
             placed = d.place(gang_for(job, x.min_replicas, allowed if nodes is None else nodes), free)
@@ -151,12 +154,11 @@ class EvictPhase:
         by_key, hopeless, would_help = self.by_key, self.hopeless, self.would_help
         for x in order:
             job = jobs[x.job_id]
-            r = d.reason(job.job_id)
-            if r is None or r.code not in would_help:
+            if d.waits_for(job.job_id) not in would_help:
                 continue
             if self.served >= budget.max_evictions_per_cycle:
                 break
-            need = x.min_replicas * job.replica_gpus
+            need = x.needed(job.replica_gpus)
             if self._over_quota(job, need):
                 continue
             if job.priority_class == 3 and not plan.preempt_within_class:
@@ -167,7 +169,7 @@ class EvictPhase:
                 # only peers run: killing one buys the asked size, never a small start (the
                 # victim's requeue cost more than the small start gave; issue 12 part 4)
                 x = want(x.job_id, x.replicas, x.replicas, x.level, x.pools)
-                need = x.min_replicas * job.replica_gpus
+                need = x.needed(job.replica_gpus)
             gpus_of = self.gpus_of
             if not self._may_find_victims_ignoring_budget(job, x.level):
                 continue  # nobody this job may evict is running

@@ -225,7 +225,7 @@ class PlacePhase:
             if known is not None and known[0] == version and known[1] == head:
                 r = known[2]
                 self.skipped += 1
-                if r.needed == x.min_replicas * job.replica_gpus:  # (what wait_behind records)
+                if r.needed == x.needed(job.replica_gpus):  # (what wait_behind records)
                     same.setdefault((r.code, r.detail, r.free), []).append(x)
                 else:  # held for its request's minimum, not the plan's (larger than the cluster)
                     d.wait(job, r.code, r.detail, r.needed)
@@ -260,7 +260,7 @@ class PlacePhase:
     def _turn(self, job: Job, x: Want) -> None:
         """One job's turn: admission, a start attempt, and the wait that follows a miss."""
         self.searched += 1
-        need = x.min_replicas * job.replica_gpus
+        need = x.needed(job.replica_gpus)
         verdict = self._verdict(job, x, need)
         if isinstance(verdict, Held):
             self.d.wait(job, verdict.code, verdict.detail, verdict.needed)

@@ -83,10 +83,9 @@ class ReclaimPhase:
             return
         for x in order:
             job = jobs[x.job_id]
-            r = d.reason(job.job_id)
-            if r is None or r.code not in _MAY_RECLAIM or job.job_id in d.started:
+            if d.waits_for(job.job_id) not in _MAY_RECLAIM or job.job_id in d.started:
                 continue
-            need = x.min_replicas * job.replica_gpus
+            need = x.needed(job.replica_gpus)
             if d.account_gpus.get(job.account, 0) + need > tree.guaranteed(job.account):
                 continue  # borrowed work does not reclaim
             flat = d.snap.account(job.account).quota_gpus

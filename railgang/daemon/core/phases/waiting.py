@@ -31,7 +31,7 @@ class Behind:
     free: int
 
     def reason(self, job_id: str) -> PendingReason:
-        needed = self.wants[job_id].min_replicas * self.jobs[job_id].replica_gpus
+        needed = self.wants[job_id].needed(self.jobs[job_id].replica_gpus)
         return PendingReason(job_id, self.code, self.detail, needed, self.free)
 
 
@@ -119,16 +119,15 @@ class CycleReasons(Sequence[PendingReason]):
             yield from self._built
             return
         reasons, behind = self._reasons, self._behind
-        for j in self._pending:  # the whole queue when read to the end: plain field reads
-            req = j.request
-            jid = req.job_id
+        for j in self._pending:
+            jid = j.request.job_id
             r = reasons.get(jid)
             if r is None:
                 b = behind.get(jid)
                 if b is None:
                     continue
-                r = PendingReason(jid, b.code, b.detail, b.wants[jid].min_replicas * req.replica_gpus, b.free)
-            yield r  # (the second as Behind.reason builds it, without a call per job)
+                r = b.reason(jid)
+            yield r
 
     def coded(self, code: Reason) -> Iterator[PendingReason]:
         """The reasons of ``code``, in the queue's order (the simulator asks for
