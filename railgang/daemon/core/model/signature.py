@@ -5,7 +5,8 @@ them: the admission checks (larger than the cluster, needs, quota), the sizes it
 nodes it may use, the gang the placer searches, the backfill test. So while the draft's free
 GPUs and the queue's head are unchanged (``Draft.version``, ``PlacePhase.head``), the verdict
 found for the first of them (the check that holds it, or the start attempt that missed) is
-the verdict of the rest, given without another search. KAI Scheduler does the same with a pod
+the verdict of the rest, given without another search; they are recorded together, parked
+behind that verdict for the rest of the walk (``Draft.wait_behind``). KAI Scheduler does the same with a pod
 group's scheduling-constraints signature (``PodGroupInfo.GetSchedulingConstraintsSignature``):
 a group no easier than one that already failed is not searched again.
 

@@ -338,8 +338,8 @@ class Draft:
                     free: int | None = None) -> None:
         """Every job of ``rest`` waits for ``code`` with ``detail``, each needing its ``Want``'s
         minimum, as :meth:`wait` would record one by one: recorded once, and each reason built
-        only when read. In strict FIFO the whole queue behind the head waits for the same reason
-        in every cycle (issue 24 item 2: a cycle should cost what changed, not the queue).
+        only when read (the turns a signature skipped, ``model/signature.py``; in strict FIFO the
+        whole queue behind the head).
         ``free``: the GPUs free when they were found to wait, if not now."""
         behind = Behind(dict(zip(map(_WANT_ID, rest), rest, strict=True)), jobs, code, detail,
                         self._free_count if free is None else free)

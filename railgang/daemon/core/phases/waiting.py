@@ -38,9 +38,11 @@ class Behind:
 class BulkWaits(Mapping[str, Behind]):
     """The jobs recorded in bulk (``Draft.wait_behind``), by job id: the records as they came
     (each has its own map of wants), merged into one map only when a job is taken out of them
-    (it starts, or waits for a reason of its own) or two records share a job. In strict FIFO
-    most cycles record the queue behind the head once and touch none of it (issue 24 item 2:
-    merging every record into one map was two more walks of the queue per cycle)."""
+    (it starts, or waits for a reason of its own) or two records share a job. Read any way, it
+    is the one map ``dict.update`` would build from the records, the last one winning
+    (test_waiting_reasons.py::test_bulk_waits_read_as_the_merged_map_they_stand_for); a record
+    stands for a signature's skipped turns (``model/signature.py``), so a cycle that takes no
+    job out of it never walks it again."""
 
     __slots__ = ("_merged", "_records")
 
@@ -75,10 +77,7 @@ class BulkWaits(Mapping[str, Behind]):
     def get(self, job_id: str, default: Behind | None = None) -> Behind | None:  # type: ignore[override]
         if self._merged is not None:
             return self._merged.get(job_id, default)
-        records = self._records
-        if len(records) == 1:  # (most cycles: read for every waiting job when reasons are)
-            return records[0] if job_id in records[0].wants else default
-        return next((b for b in records if job_id in b.wants), default)
+        return next((b for b in self._records if job_id in b.wants), default)
 
     def __getitem__(self, job_id: str) -> Behind:
         b = self.get(job_id)
