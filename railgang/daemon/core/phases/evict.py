@@ -47,7 +47,8 @@ class EvictPhase:
         self.whole_domain = whole_domain
         self.would_help = (*_GPUS_WOULD_HELP, Reason.WAITING_FOR_LEAF) if whole_domain else _GPUS_WOULD_HELP
         self.ranked: list[RunningJob] | None = None  # victims in rank order, built on first need
-        self.by_key: dict[tuple[int, float], list[RunningJob]] = {}
+        self.by_key: dict[tuple[int, float], list[RunningJob]] = {}  # _takers, by (class, level)
+        self.taker_ids: dict[tuple[int, float], frozenset[str]] = {}
         self.hopeless: dict[tuple[object, ...], Reason | None] = {}
         self.served = 0
         self.places: dict[tuple[str, int], victims.Place] = {}  # (node, free GPUs) -> its Place
@@ -89,11 +90,30 @@ class EvictPhase:
             return False
         return job.priority_class == 0 or self.churn < self.cap or self.shrinkable
 
+    def _takers(self, job: Job, level: float) -> list[RunningJob]:
+        """The running jobs ``job`` may evict at ``level`` (``_eligible``: its class, the
+        policy's levels), in rank order (``preemption.victim_key``); one list per (class,
+        level), which every waiting job of that class and level reads."""
+        key = (job.priority_class, level)
+        got = self.by_key.get(key)
+        if got is None:
+            if self.ranked is None:
+                snap, levels, now = self.d.snap, self.plan.levels, self.d.now
+                self.ranked = sorted(
+                    (r for r in snap.running.values() if r.preempt_deadline is None and r.priority_class != 0),
+                    key=lambda v: pre.victim_key(v, levels.get(v.job_id, 0.0), now))
+            got = self.by_key[key] = [v for v in self.ranked if _eligible(self.plan, job, level, v)]
+            self.taker_ids[key] = frozenset(v.job_id for v in got)
+        return got
+
     def _rules(self, job: Job, level: float) -> victims.Rules:
-        """The rules of an eviction for ``job`` (module ``preemption``), as the solver's input."""
-        plan, now, budget, rules = self.plan, self.d.now, self.budget, self.rules
+        """The rules of an eviction for ``job`` (module ``preemption``), as the solver's input;
+        who may be taken is the (class, level)'s takers (``_takers``)."""
+        now, budget, rules = self.d.now, self.budget, self.rules
+        self._takers(job, level)
+        takers = self.taker_ids[(job.priority_class, level)]
         return victims.Rules(
-            now, may_take=lambda v: _eligible(plan, job, level, v), min_interval_s=budget.job_min_interval_s,
+            now, may_take=lambda v: v.job_id in takers, min_interval_s=budget.job_min_interval_s,
             room=self.cap - self.churn if job.priority_class > 0 else None,
             grace=lambda v: pre.grace_for(v, budget), shrink_notice_s=self.d.shrink_grace_s,
             # a shrink serves a higher class only: shrinking a peer to its minimum left a deficit
@@ -150,8 +170,8 @@ class EvictPhase:
         return not self.d.snap.account_quotas
 
     def _serve_all(self, order: list[Want], jobs: Mapping[str, Job]) -> None:
-        d, plan, budget, now, snap = self.d, self.plan, self.budget, self.d.now, self.d.snap
-        by_key, hopeless, would_help = self.by_key, self.hopeless, self.would_help
+        d, plan, budget, now = self.d, self.plan, self.budget, self.d.now
+        hopeless, would_help = self.hopeless, self.would_help
         for x in order:
             job = jobs[x.job_id]
             if d.waits_for(job.job_id) not in would_help:
@@ -184,14 +204,7 @@ class EvictPhase:
                 d.wait(job, Reason.PREEMPTION_BUDGET, "eviction would exceed a preemption budget", need)
                 continue
             ck = (job.priority_class, x.level)
-            if ck not in by_key:
-                if self.ranked is None:
-                    self.ranked = sorted(
-                        (r for r in snap.running.values() if r.preempt_deadline is None and r.priority_class != 0),
-                        key=lambda v: pre.victim_key(v, plan.levels.get(v.job_id, 0.0), now),
-                    )
-                may_take = self._rules(job, x.level).may_take  # the class/level's eviction rule
-                by_key[ck] = [v for v in self.ranked if may_take(v)]
+            takers = self._takers(job, x.level)
             allowed = nodes_for(d, job, x)
             # the candidates below follow from the memo's key until something is carried out
             # (which clears the memo), so a job like one already searched is answered first;
@@ -205,7 +218,7 @@ class EvictPhase:
                 continue
             # only victims on nodes the job may use (its needs, its pool) can make room for it:
             # the others would spend the churn budget of the search for nothing
-            cands = [v for v in by_key[ck] if v.job_id not in d.touched
+            cands = [v for v in takers if v.job_id not in d.touched
                      and (allowed is None or not allowed.isdisjoint(v.assignment))]
             if not cands:
                 hopeless[memo] = None
