@@ -48,17 +48,18 @@ class Levels(Mapping[str, float]):
         if self._levels is None:
             t, now, running = self._thresholds, self._snapshot.now, self._snapshot.running.values()
             if self._by_preemptions:
-                self._levels = {r.job_id: bucket(r.attained_at(now), t)
-                                - r.job.preemptions / (2.0 * (r.job.preemptions + 1)) for r in running}
+                self._levels = {r.job_id: bucket(r.attained_at(now), t) - (p := r.job.preemptions) / (2.0 * (p + 1))
+                                for r in running}
             else:
                 self._levels = {r.job_id: float(bucket(r.attained_at(now), t)) for r in running}
+            self.get = self._levels.get  # type: ignore[method-assign,assignment]  # built: the table answers
         return self._levels
 
     def __getitem__(self, job_id: str) -> float:
         return self._all()[job_id]
 
     def get(self, job_id: str, default: float | None = None) -> float | None:  # type: ignore[override]
-        # the level of a job, or default when it does not run
+        # the level of a job, or default when it does not run (the first read builds the table)
         return self._all().get(job_id, default)
 
     def __iter__(self) -> Iterator[str]:
