@@ -12,7 +12,6 @@ from hypothesis import strategies as st
 from railgang.daemon.core import Decision, Preempt, Resize, Start, decide, table
 from railgang.daemon.core.model.elastic import (
     ElasticRules,
-    Ends,
     fill_by_chunks,
     lowest_start,
     marginal_gain,
@@ -31,6 +30,7 @@ from railgang.daemon.core.model.elastic import (
 )
 from railgang.daemon.core.model.job import RunningJob
 from railgang.daemon.core.model.scaling import SpeedupFn, linear
+from railgang.daemon.core.model.shadow import Ends
 from railgang.daemon.core.model.snapshot import Snapshot
 from railgang.daemon.core.policies.registry import get
 from tests.daemon.core.core_builders import cluster, first_fit, job
@@ -314,14 +314,15 @@ def test_unknown_work_falls_back_to_the_growth_rule() -> None:
                          ids=["fits-now", "first-end", "second-end", "never"])
 def test_wait_for_counts_gpus_freed_by_expected_ends(free: int, need: int, wait: float) -> None:
     now = 10 * H
-    ends = Ends((now + 2 * H, now + 5 * H), (8, 16))
+    ends = Ends(((now + 2 * H, 8), (now + 5 * H, 8)))
     assert wait_for(ends, free, need, now) == wait
 
 
 def test_running_ends_are_soonest_first_with_the_gpus_freed_by_then() -> None:
     a = RunningJob(job("a").gpus(8).work(5 * H).build(), {"n000": tuple(range(8))}, 0.0, 8)
     b = RunningJob(job("b").gpus(4).work(H).build(), {"n001": (0, 1, 2, 3)}, 0.0, 4)
-    assert running_ends([a, b], 0.0) == Ends((H, 5 * H), (4, 12))
+    ends = running_ends([a, b], 0.0)
+    assert [ends.when(0, need, 0.0) for need in (4, 12, 13)] == [(H, 0), (5 * H, 0), (math.inf, 0)]
     assert wait_for(running_ends([a, b], 0.0), 2, 10, 0.0) == 5 * H
 
 

@@ -14,38 +14,50 @@ the one freeing fewer GPUs counts first, which fixes the GPUs spare at that time
 from __future__ import annotations
 
 import bisect
-import itertools
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable, Sequence
 
 INF = float("inf")
 
 
-@dataclass(frozen=True, slots=True)
 class Ends:
-    """What holds GPUs, soonest expected end first: the end times and the GPUs given back by each
-    of them (cumulative)."""
+    """What holds GPUs, soonest expected end first: (end, GPUs it gives back) pairs, sorted.
+    The GPUs given back by each end (cumulative) are summed as far as a question has needed
+    them, so a reader asking once walks only to its answer, and one asking for many jobs
+    (a policy's waits) bisects what was summed."""
 
-    times: tuple[float, ...]
-    freed: tuple[int, ...]
+    __slots__ = ("_pairs", "freed", "times")
+
+    def __init__(self, pairs: Sequence[tuple[float, int]]) -> None:
+        self._pairs = pairs  # sorted by (end, GPUs); nothing changes it afterwards
+        self.times: list[float] = []  # the ends summed so far
+        self.freed: list[int] = []  # GPUs given back by each of them, cumulative
 
     @classmethod
     def of(cls, holders: Iterable[tuple[float, int]]) -> Ends:
         """The ends of ``holders``, each (expected end, GPUs it gives back), in any order."""
-        pairs = sorted(holders)
-        return cls(tuple(t for t, _ in pairs), tuple(itertools.accumulate(g for _, g in pairs)))
+        return cls(sorted(holders))
 
     def when(self, free: int, need: int, now: float) -> tuple[float, int]:
         """When ``need`` GPUs are free, from ``free`` free at ``now``, and how many more than
         ``need`` are free then; (inf, 0) when they never are."""
         if free >= need:
             return now, free - need
-        i = bisect.bisect_left(self.freed, need - free)
-        if i == len(self.times):
-            return INF, 0
-        return self.times[i], free + self.freed[i] - need
+        short, times, freed = need - free, self.times, self.freed
+        if freed and freed[-1] >= short:
+            i = bisect.bisect_left(freed, short)
+            return times[i], free + freed[i] - need
+        pairs, i, total = self._pairs, len(freed), freed[-1] if freed else 0
+        while total < short:
+            if i == len(pairs):
+                return INF, 0
+            t, g = pairs[i]
+            total += g
+            times.append(t)
+            freed.append(total)
+            i += 1
+        return times[-1], free + total - need
 
 
-NO_ENDS = Ends((), ())
+NO_ENDS = Ends(())
 
 __all__ = ["INF", "NO_ENDS", "Ends"]

@@ -10,6 +10,7 @@ verb that emits an action appends it to one ordered log, so a phase returns what
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 from collections.abc import Iterator, Mapping, Sequence, Set
 from operator import attrgetter
@@ -64,8 +65,8 @@ class Draft:
         self._blocked: set[int] = set()  # classes with a job waiting for GPUs
         self._reserved = False
         self._started_ends: list[tuple[float, int]] = []  # (expected end, GPUs) of this cycle's starts
-        self._running_ends: list[tuple[float, int]] | None = None  # running jobs', sorted, built lazily
-        self._ends: Ends | None = None  # with this cycle's starts' (``ends``)
+        self._sorted_ends: list[tuple[float, int]] | None = None  # all expected ends, sorted, built lazily
+        self._ends: Ends | None = None  # over them (``ends``), until the next start
         self._eligible: dict[Needs, frozenset[str]] = {}  # nodes meeting each needs, per cycle
         self._serving_eligible: dict[tuple[object, ...], frozenset[str]] = {}  # likewise, with
         # serving pools: per (needs, deployment, lent nodes borrowable)
@@ -159,9 +160,10 @@ class Draft:
     def ends(self) -> Ends:
         """The expected ends of running jobs and of jobs started this cycle (``model/shadow.py``)."""
         if self._ends is None:
-            if self._running_ends is None:
-                self._running_ends = sorted((r.expected_end(self.now), r.gpus) for r in self.snap.running.values())
-            self._ends = Ends.of(self._running_ends + self._started_ends)  # (sorted but the tail)
+            if self._sorted_ends is None:
+                running = [(r.expected_end(self.now), r.gpus) for r in self.snap.running.values()]
+                self._sorted_ends = sorted(running + self._started_ends)
+            self._ends = Ends(tuple(self._sorted_ends))
         return self._ends
 
     @property
@@ -279,7 +281,9 @@ class Draft:
         left = job.remaining_at(replicas)
         end = (self.now + left if left is not None else INF, replicas * job.replica_gpus)
         self._started_ends.append(end)
-        self._ends = None
+        if self._sorted_ends is not None:
+            bisect.insort(self._sorted_ends, end)
+            self._ends = None
         return start
 
     def shrink(self, run: RunningJob, replicas: int, kept: Assignment, gone: Assignment, *,

@@ -197,7 +197,10 @@ class PlacePhase:
         capped, tree = d.snap.account_quotas, d.snap.quotas
         lent = d.snap.serving is not None or bool(d.spares)
         reserving = self.plan.reserve_for if self.plan.mode == "backfill" else None
-        seen: dict[Signature, tuple[int, str | None, PendingReason]] = {}
+        # a signature's verdict: the draft's version and head it holds for, the reason, and
+        # whether that reason needs the Want's minimum (what ``wait_behind`` records; the same
+        # for every job of the signature, whose sizes and shape it holds)
+        seen: dict[Signature, tuple[int, str | None, PendingReason, bool]] = {}
         same: dict[tuple[Reason, str, int], list[Want]] = {}  # skipped turns, by reason
         # behind a strict head every job shares one verdict once no admission check before the
         # head's can hold one of them (no leaf waits, serving pools, quotas; none larger than
@@ -223,9 +226,9 @@ class PlacePhase:
             version, head = d.version, self.head
             known = seen.get(sig)
             if known is not None and known[0] == version and known[1] == head:
-                r = known[2]
+                _, _, r, bulk = known
                 self.skipped += 1
-                if r.needed == x.needed(job.replica_gpus):  # (what wait_behind records)
+                if bulk:
                     same.setdefault((r.code, r.detail, r.free), []).append(x)
                 else:  # held for its request's minimum, not the plan's (larger than the cluster)
                     d.wait(job, r.code, r.detail, r.needed)
@@ -234,7 +237,7 @@ class PlacePhase:
             self._turn(job, x)
             waits = d.reason(job.job_id) if job.job_id not in d.started else None
             if waits is not None and d.version == version and self.head == head:
-                seen[sig] = (version, head, waits)
+                seen[sig] = (version, head, waits, waits.needed == x.needed(job.replica_gpus))
         for (code, detail, free), wants in same.items():
             d.wait_behind(wants, jobs, code, detail, free)
         return d.since(mark)

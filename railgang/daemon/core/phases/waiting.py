@@ -77,7 +77,10 @@ class BulkWaits(Mapping[str, Behind]):
     def get(self, job_id: str, default: Behind | None = None) -> Behind | None:  # type: ignore[override]
         if self._merged is not None:
             return self._merged.get(job_id, default)
-        return next((b for b in self._records if job_id in b.wants), default)
+        records = self._records
+        if len(records) == 1:  # (the answer of the line below, without building a generator)
+            return records[0] if job_id in records[0].wants else default
+        return next((b for b in records if job_id in b.wants), default)
 
     def __getitem__(self, job_id: str) -> Behind:
         b = self.get(job_id)
@@ -125,8 +128,8 @@ class CycleReasons(Sequence[PendingReason]):
                 b = behind.get(jid)
                 if b is None:
                     continue
-                r = b.reason(jid)
-            yield r
+                r = PendingReason(jid, b.code, b.detail, b.wants[jid].needed(j.request.replica_gpus), b.free)
+            yield r  # (what Behind.reason builds, from the job at hand)
 
     def coded(self, code: Reason) -> Iterator[PendingReason]:
         """The reasons of ``code``, in the queue's order (the simulator asks for
