@@ -391,3 +391,24 @@ def test_a_walk_stops_once_its_tries_are_spent_and_a_budget_hit() -> None:
     got = victims.solve(need, cands, victims.Rules(NOW, room=4 * GPN, ledger=Counted()))
     assert got.placed is None and got.why == "budget"
     assert len(asked) == 5, f"{len(asked)} steps walked"
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(occupancy(), st.sampled_from((2, 3, 3)), st.sampled_from((0.0, 1.0, 2.0)), st.booleans(),
+       st.lists(st.sampled_from((0.0, 0.5, 1.0, 2.0)), min_size=40, max_size=40),
+       st.sampled_from((0.0, 1.0, 2.0)))
+def test_the_worst_level_check_says_whether_anybody_may_be_evicted(
+        running: list[RunningJob], cls: int, level: float, within: bool, levels: list[float],
+        top: float) -> None:
+    """The preempt phase asks "may anybody be evicted?" of the per-class worst level before it
+    ranks anyone (``_may_find_victims_ignoring_budget``, cheaper in a replay: BENCHMARKS); it is
+    the class and level rule itself (``_takers``, ``_eligible``) asked of everybody at once."""
+    gang = job("gang").gpus(4).tp(1).cls(cls).at(0).build()
+    # levels capped at ``top``: the worst level often equals the gang's (the boundary)
+    plan = Plan((), levels={r.job_id: min(lv, top) for r, lv in zip(running, levels, strict=False)},
+                preempt_within_class=within)
+    ph = EvictPhase(_draft(running, gang), plan, PreemptionBudget())
+    ph._prepare()
+    anybody = bool(ph._takers(gang, level))
+    event(f"anybody may be evicted: {anybody}")
+    assert ph._may_find_victims_ignoring_budget(gang, level) == anybody
