@@ -412,3 +412,30 @@ def test_the_worst_level_check_says_whether_anybody_may_be_evicted(
     anybody = bool(ph._takers(gang, level))
     event(f"anybody may be evicted: {anybody}")
     assert ph._may_find_victims_ignoring_budget(gang, level) == anybody
+
+
+@settings(max_examples=300, deadline=None)
+@given(small_case(), st.integers(1, 16), st.sampled_from((0, 1, 2, 4, 8)), st.booleans(), st.data())
+def test_a_need_beyond_the_churn_room_is_answered_as_the_walk_answers_it(
+        case: tuple[list[RunningJob], dict[str, frozenset[int]], list[float]], gpus: int, room: int,
+        elastic_shrinks: bool, data: st.DataObject) -> None:
+    """``_beyond_room`` (no walk when the free GPUs plus the churn room are fewer than the need)
+    gives the walk's own answer: the same ``why`` and ``budget_hit``, stale candidates and fresh
+    ones over the room alike; with a shrink or a ledger it leaves the answer to the walk."""
+    cands, free, _ = case
+    keep = data.draw(st.sets(st.sampled_from([v.job_id for v in cands]) if cands else st.nothing()))
+    rules = victims.Rules(NOW, may_take=lambda v: v.job_id not in keep, min_interval_s=3600.0, room=room,
+                          shrink=(lambda v: v.gpus > 2) if elastic_shrinks else victims.never)
+    nodes = tuple(victims.Place(n, frozenset((n,)), GPN, len(free.get(n, ()))) for n in _NODES)
+    need = victims.Need(gpus, free, _fits(gpus), nodes, tried_free=data.draw(st.booleans()))
+    got = victims.solve(need, cands, rules)
+    taken = [v for v in cands if v.job_id not in keep]
+    fresh = [v for v in taken if v.job.last_preempted_at is None]
+    walked = victims._walk(need, taken, victims._steps(need, taken, fresh, rules), rules)
+    if walked.placed is None:
+        walked = victims.Victims(budget_hit=walked.budget_hit, why="budget" if walked.budget_hit else "no room")
+    bound = victims._beyond_room(need, taken, fresh, rules)
+    event("bound" if bound is not None else "walked")
+    assert got == walked
+    if bound is not None:
+        assert bound == walked and not any(map(rules.shrink, taken))
