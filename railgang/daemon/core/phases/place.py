@@ -197,10 +197,11 @@ class PlacePhase:
         capped, tree = d.snap.account_quotas, d.snap.quotas
         lent = d.snap.serving is not None or bool(d.spares)
         reserving = self.plan.reserve_for if self.plan.mode == "backfill" else None
-        # a signature's verdict: the draft's version and head it holds for, the reason, and
-        # whether that reason needs the Want's minimum (what ``wait_behind`` records; the same
-        # for every job of the signature, whose sizes and shape it holds)
-        seen: dict[Signature, tuple[int, str | None, PendingReason, bool]] = {}
+        # a signature's verdict: the draft's version and head it holds for, and what a later
+        # turn of the signature is given: the list of its reason's skipped turns (recorded
+        # together by ``wait_behind``), or the reason itself when it needs more than the Want's
+        # minimum (larger than the cluster: its request's minimum), recorded on its own
+        seen: dict[Signature, tuple[int, str | None, list[Want] | PendingReason]] = {}
         same: dict[tuple[Reason, str, int], list[Want]] = {}  # skipped turns, by reason
         # behind a strict head every job shares one verdict once no admission check before the
         # head's can hold one of them (no leaf waits, serving pools, quotas; none larger than
@@ -211,6 +212,7 @@ class PlacePhase:
                      if self.plan.mode == "strict" and self.leaf is None and not lent
                      and not capped and tree is None else None)
         behind = False  # a job behind the strict head had its turn
+        leaf = self.leaf
         for i, x in enumerate(order):
             if behind and free_from is not None and i >= free_from and self.head is not None:
                 rest = order[i:]
@@ -219,27 +221,30 @@ class PlacePhase:
                                 []).extend(rest)
                 break
             job = jobs[x.job_id]
-            if self.leaf is not None:
-                self.leaf.release(job.job_id)
-            sig = self._signature(job, x, job.account if tree is not None or job.account in capped else None, lent,
-                                  None if reserving is None else job.job_id in reserving)
+            r = job.request
+            if leaf is not None:
+                leaf.release(r.job_id)
+            sig = self._signature(job, x, r.account if tree is not None or r.account in capped else None, lent,
+                                  None if reserving is None else r.job_id in reserving)
             version, head = d.version, self.head
             known = seen.get(sig)
             if known is not None and known[0] == version and known[1] == head:
-                _, _, r, bulk = known
                 self.skipped += 1
-                if bulk:
-                    same.setdefault((r.code, r.detail, r.free), []).append(x)
+                given = known[2]
+                if isinstance(given, list):
+                    given.append(x)
                 else:  # held for its request's minimum, not the plan's (larger than the cluster)
-                    d.wait(job, r.code, r.detail, r.needed)
+                    d.wait(job, given.code, given.detail, given.needed)
                 continue
-            behind = behind or (self.head is not None and self.plan.mode == "strict")
+            behind = behind or (head is not None and self.plan.mode == "strict")
             self._turn(job, x)
-            waits = d.reason(job.job_id) if job.job_id not in d.started else None
+            waits = d.reason(r.job_id) if r.job_id not in d.started else None
             if waits is not None and d.version == version and self.head == head:
-                seen[sig] = (version, head, waits, waits.needed == x.needed(job.replica_gpus))
+                seen[sig] = (version, head, same.setdefault((waits.code, waits.detail, waits.free), [])
+                             if waits.needed == x.needed(r.replica_gpus) else waits)
         for (code, detail, free), wants in same.items():
-            d.wait_behind(wants, jobs, code, detail, free)
+            if wants:
+                d.wait_behind(wants, jobs, code, detail, free)
         return d.since(mark)
 
     def _admitted_from(self, order: list[Want], jobs: Mapping[str, Job]) -> int:
