@@ -64,6 +64,11 @@ class BulkWaits(Mapping[str, Behind]):
             self._records = []
         return self._merged
 
+    def merged(self) -> Mapping[str, Behind]:
+        """The one map the records stand for, built now if it was not (a reader that walks the
+        whole queue looks each job up once: one dict, not a walk of the records per job)."""
+        return self._map()
+
     def pop(self, job_id: str) -> None:
         """``job_id`` no longer waits in bulk."""
         if self._merged is not None or any(job_id in b.wants for b in self._records):
@@ -121,6 +126,8 @@ class CycleReasons(Sequence[PendingReason]):
             yield from self._built
             return
         reasons, behind = self._reasons, self._behind
+        if isinstance(behind, BulkWaits):
+            behind = behind.merged()
         for j in self._pending:
             jid = j.request.job_id
             r = reasons.get(jid)

@@ -23,6 +23,7 @@ from railgang.daemon.core.model.plan import Plan, regrow_targets, submit_order
 from railgang.daemon.core.model.snapshot import Snapshot
 
 _REQUEST = attrgetter("request")
+_SUBMIT_ORDER = attrgetter("submit_time", "job_id")
 _ACCOUNT = attrgetter("request.account")  # the account of a waiting job (fair-share names)
 _RUN_ACCOUNT, _ID = attrgetter("job.request.account"), attrgetter("job_id")
 
@@ -52,20 +53,20 @@ class Slurm:
     def priority(self, job: Job, now: float, cluster_gpus: int, fs: float) -> float:
         """The module docstring's priority of ``job`` (``fs``: its account's fair-share factor),
         read off :meth:`order_key` so the number reported is the one the plan sorts by."""
-        return -self.order_key(now, {job.request.account: fs}, cluster_gpus)(job.request)[0]
+        return -self.order_key(now, {job.request.account: fs}, cluster_gpus)(job.request)
 
-    def order_key(self, now: float, fs: Mapping[str, float],
-                  total: int) -> Callable[[JobRequest], tuple[float, float, str]]:
-        """The plan's ordering key (module docstring): minus the priority, so higher goes first,
-        then submit time and job id. ``fs``: fair-share factor per account (an account it lacks
-        has used nothing: 1.0); ``total``: the cluster's GPUs. A closure over the weights, so
-        :meth:`plan` sorts the whole queue by the one formula :meth:`priority` reports."""
+    def order_key(self, now: float, fs: Mapping[str, float], total: int) -> Callable[[JobRequest], float]:
+        """The plan's ordering key (module docstring): minus the priority, so higher goes first;
+        :meth:`plan` sorts the queue in submit order by it, and the sort keeps that order among
+        equal priorities (submit time, then job id). ``fs``: fair-share factor per account (an
+        account it lacks has used nothing: 1.0); ``total``: the cluster's GPUs. A closure over the
+        weights, so :meth:`plan` sorts the whole queue by the one formula :meth:`priority` reports."""
         w_age, w_size, w_fs, max_age, g = (self.weight_age, self.weight_size, self.weight_fairshare,
                                            self.max_age_s, max(1, total))
 
-        def key(r: JobRequest) -> tuple[float, float, str]:
+        def key(r: JobRequest) -> float:
             age = min(max(0.0, now - r.submit_time) / max_age, 1.0)
-            return -(w_age * age + w_size * (r.gpus / g) + w_fs * fs.get(r.account, 1.0)), r.submit_time, r.job_id
+            return -(w_age * age + w_size * (r.gpus / g) + w_fs * fs.get(r.account, 1.0))
 
         return key
 
@@ -73,7 +74,10 @@ class Slurm:
         # the factors only order waiting jobs among themselves: one waiting job needs no
         # account's usage summed over every running job
         fs = fairshare_factors(snapshot) if len(snapshot.pending) > 1 else {}
-        queue = sorted(map(_REQUEST, snapshot.pending), key=self.order_key(now, fs, snapshot.total_gpus))
+        key = self.order_key(now, fs, snapshot.total_gpus)
+        # in submit order (submit time, then job id) first: a stable sort by priority alone is
+        # then the module docstring's order, and compares floats, not tuples
+        queue = sorted(sorted(map(_REQUEST, snapshot.pending), key=_SUBMIT_ORDER), key=key)
         # the plan reuses FIFO's Wants (same size, all or nothing) in priority order
         kept = submit_order(snapshot)
         wants = dict(zip(map(_ID, kept), kept, strict=True))
