@@ -221,7 +221,7 @@ def _queues(seed: int) -> Iterator[Snapshot]:
 def test_skipping_changes_no_decision(policy: str, monkeypatch: pytest.MonkeyPatch) -> None:
     with_skips = [_run(s, policy) for s in _queues(7)]
     assert sum(d.steps["skipped"] for d in with_skips) > 0
-    monkeypatch.setattr(PlacePhase, "_signature", lambda self, job, x, *a: _Unique())
+    monkeypatch.setattr(PlacePhase, "_signer", lambda self, *a: lambda job, x: _Unique())
     without = [_run(s, policy) for s in _queues(7)]
     assert sum(d.steps["skipped"] for d in without) == 0
     for a, b in zip(with_skips, without, strict=True):
@@ -253,7 +253,7 @@ def test_the_rest_behind_a_strict_head_taken_in_bulk_changes_no_decision(monkeyp
     bulk = [_run(s, "fifo") for s in _strict_queues(11)]
     assert sum(d.steps["skipped"] for d in bulk) > 0
     monkeypatch.setattr(PlacePhase, "_admitted_from", lambda self, order, jobs: len(order) + 1)
-    monkeypatch.setattr(PlacePhase, "_signature", lambda self, job, x, *a: _Unique())
+    monkeypatch.setattr(PlacePhase, "_signer", lambda self, *a: lambda job, x: _Unique())
     for a, s in zip(bulk, _strict_queues(11), strict=True):
         b = _run(s, "fifo")
         assert b.steps["skipped"] == 0
@@ -292,7 +292,7 @@ def test_skipping_changes_no_decision_with_leaf_waits(policy: str, monkeypatch: 
 
     with_skips = [run(s) for s in _leafy_queues(3)]
     assert sum(d.steps["skipped"] for d in with_skips) > 0
-    monkeypatch.setattr(PlacePhase, "_signature", lambda self, job, x, *a: _Unique())
+    monkeypatch.setattr(PlacePhase, "_signer", lambda self, *a: lambda job, x: _Unique())
     for a, s in zip(with_skips, _leafy_queues(3), strict=True):
         b = run(s)
         assert a.actions == b.actions and tuple(a.reasons) == tuple(b.reasons)

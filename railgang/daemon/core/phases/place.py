@@ -212,7 +212,7 @@ class PlacePhase:
                      if self.plan.mode == "strict" and self.leaf is None and not lent
                      and not capped and tree is None else None)
         behind = False  # a job behind the strict head had its turn
-        leaf = self.leaf
+        leaf, sign, skipped = self.leaf, self._signer(tree is not None, capped, lent, reserving), 0
         for i, x in enumerate(order):
             if behind and free_from is not None and i >= free_from and self.head is not None:
                 rest = order[i:]
@@ -221,15 +221,13 @@ class PlacePhase:
                                 []).extend(rest)
                 break
             job = jobs[x.job_id]
-            r = job.request
             if leaf is not None:
-                leaf.release(r.job_id)
-            sig = self._signature(job, x, r.account if tree is not None or r.account in capped else None, lent,
-                                  None if reserving is None else r.job_id in reserving)
+                leaf.release(job.request.job_id)
+            sig = sign(job, x)
             version, head = d.version, self.head
             known = seen.get(sig)
             if known is not None and known[0] == version and known[1] == head:
-                self.skipped += 1
+                skipped += 1
                 given = known[2]
                 if isinstance(given, list):
                     given.append(x)
@@ -238,10 +236,12 @@ class PlacePhase:
                 continue
             behind = behind or (head is not None and self.plan.mode == "strict")
             self._turn(job, x)
-            waits = d.reason(r.job_id) if r.job_id not in d.started else None
+            jid = job.request.job_id
+            waits = d.reason(jid) if jid not in d.started else None
             if waits is not None and d.version == version and self.head == head:
                 seen[sig] = (version, head, same.setdefault((waits.code, waits.detail, waits.free), [])
-                             if waits.needed == x.needed(r.replica_gpus) else waits)
+                             if waits.needed == x.needed(job.request.replica_gpus) else waits)
+        self.skipped += skipped
         for (code, detail, free), wants in same.items():
             if wants:
                 d.wait_behind(wants, jobs, code, detail, free)
@@ -257,13 +257,25 @@ class PlacePhase:
                 last = i
         return last + 1
 
-    def _signature(self, job: Job, x: Want, quota: str | None, lent: bool, reserves: bool | None) -> Signature:
-        own = x.min_replicas < x.replicas or (bool(x.pools) and self.d.pools.mixed)
-        ends_before = None
-        if not own and self.head is not None and self.plan.mode == "backfill":
-            ends_before = self.d.now + _runtime(job, x.replicas) <= self.shadow_t
-        return signature(job, x, quota, time_key(job, own, ends_before, lent),
-                         job.submit_time if self.leaf is not None else None, reserves)
+    def _signer(self, tree: bool, capped: Mapping[str, int], lent: bool,
+                reserving: frozenset[str] | None) -> Callable[[Job, Want], Signature]:
+        """Each turn's signature, from what the walk holds for the whole run: whether a quota
+        tree reaches every account (``tree``) or a flat quota some (``capped``), whether nodes are
+        lent by time (``lent``), who may hold the backfill reservation (``reserving``); and from
+        what moves during it, read at each turn: the head and its shadow."""
+        d, backfill, leaf = self.d, self.plan.mode == "backfill", self.leaf is not None
+
+        def sign(job: Job, x: Want) -> Signature:
+            r = job.request
+            own = x.min_replicas < x.replicas or (bool(x.pools) and d.pools.mixed)
+            ends_before = None
+            if not own and backfill and self.head is not None:
+                ends_before = d.now + _runtime(job, x.replicas) <= self.shadow_t
+            return signature(job, x, r.account if tree or r.account in capped else None,
+                             time_key(job, own, ends_before, lent), r.submit_time if leaf else None,
+                             None if reserving is None else r.job_id in reserving)
+
+        return sign
 
     def _turn(self, job: Job, x: Want) -> None:
         """One job's turn: admission, a start attempt, and the wait that follows a miss."""
