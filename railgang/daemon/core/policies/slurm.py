@@ -25,13 +25,13 @@ from railgang.daemon.core.model.snapshot import Snapshot
 _REQUEST = attrgetter("request")
 _SUBMIT_ORDER = attrgetter("submit_time", "job_id")
 _ACCOUNT = attrgetter("request.account")  # the account of a waiting job (fair-share names)
-_RUN_ACCOUNT, _ID = attrgetter("job.request.account"), attrgetter("job_id")
+_ID = attrgetter("job_id")
 
 
 def fairshare_factors(snapshot: Snapshot) -> dict[str, float]:
     """Slurm's classic 2^(−U/S) per account (1.0 = no usage, 0.5 = used exactly its share)."""
     names = set(map(_ACCOUNT, snapshot.pending))
-    names.update(map(_RUN_ACCOUNT, snapshot.running.values()), snapshot.accounts)
+    names.update(snapshot.index.held, snapshot.accounts)  # (held: the running jobs' accounts)
     accts = [snapshot.account(n) for n in sorted(names)]
     total_use = sum(a.usage_gpu_s for a in accts) or 1.0
     total_share = sum(a.share for a in accts) or 1.0
