@@ -130,7 +130,8 @@ def test_eviction_node_by_node_costs_no_more_than_the_old_search(
     ph = _evict_phase(d, budget, whole=False)
     cands = [v for v in _cands(d, gang) if ph._rules(gang, 0.0).may_take(v)]
     new = ph._solve(gang, x, cands, None)
-    old = ref._evict_for(d, gang, x, cands, ph.gpus_of, budget, ph.churn, ph.cap, ElasticRules())
+    gpus_of = {r.job_id: r.gpus for r in d.snap.running.values()}
+    old = ref._evict_for(d, gang, x, cands, gpus_of, budget, ph.churn, ph.cap, ElasticRules())
     _compare("evict", None if new.placed is None else _cost(new.kills, new.shrinks),
              None if old.placed is None else _cost(old.kills, old.shrinks))
     assert (new.placed is None) == (old.placed is None) and new.kills == old.kills  # the same answer

@@ -58,19 +58,21 @@ class EvictPhase:
     def _prepare(self) -> None:
         snap, plan, budget, d = self.d.snap, self.plan, self.budget, self.d
         self.prepared = True
-        self.gpus_of = {r.job_id: r.gpus for r in snap.running.values()}
-        self.inflight = sum(self.gpus_of[r.job_id] for r in snap.running.values()
-                            if r.preempt_deadline is not None)
         # with churn_burst_gpus, one whole leaf larger than the cap may go at once (same
         # long-run rate, a longer window: preemption.churn_allowance)
         self.churn, self.cap = pre.churn_allowance(snap, budget, d.now)
-        # what decides, before any ranking, whether anybody may be evicted (the class and level
+        # GPUs of jobs already signalled (they come back to the waiting jobs first); and what
+        # decides, before any ranking, whether anybody may be evicted (the class and level
         # rules, _may_find_victims_ignoring_budget) and whether the budget allows it: the worst
         # level per class among possible victims, and whether any of them could shrink
+        self.inflight = 0
         self.worst: dict[int, float] = {}
+        self.lower_runs: dict[int, bool] = {}  # per class: runs a class it may evict
         self.shrinkable = False
         for r in snap.running.values():
-            if r.preempt_deadline is None and r.priority_class != 0:
+            if r.preempt_deadline is not None:
+                self.inflight += r.gpus
+            elif r.priority_class != 0:
                 lvl = plan.levels.get(r.job_id, 0.0)
                 self.worst[r.priority_class] = max(self.worst.get(r.priority_class, lvl), lvl)
                 self.shrinkable = self.shrinkable or r.replicas > r.job.min_replicas
@@ -78,7 +80,10 @@ class EvictPhase:
     def _may_find_victims_ignoring_budget(self, job: Job, level: float) -> bool:
         """Is anybody running whom this job's class (or level) may evict?"""
         c = job.priority_class
-        if any(pre.class_may_preempt(c, v) for v in self.worst):
+        lower = self.lower_runs.get(c)
+        if lower is None:  # (one answer per class: ``worst`` is fixed once prepared)
+            lower = self.lower_runs[c] = any(pre.class_may_preempt(c, v) for v in self.worst)
+        if lower:
             return True
         return self.plan.preempt_within_class and c >= 2 and self.worst.get(c, -1.0) > level
 
@@ -190,7 +195,6 @@ class EvictPhase:
                 # victim's requeue cost more than the small start gave; issue 12 part 4)
                 x = want(x.job_id, x.replicas, x.replicas, x.level, x.pools)
                 need = x.needed(job.replica_gpus)
-            gpus_of = self.gpus_of
             if not self._may_find_victims_ignoring_budget(job, x.level):
                 continue  # nobody this job may evict is running
             if self.inflight > 0 and d.free_count < need <= d.free_count + self.inflight:
@@ -223,7 +227,7 @@ class EvictPhase:
             if not cands:
                 hopeless[memo] = None
                 continue
-            if d.free_count + sum(gpus_of[v.job_id] for v in cands) < need:
+            if d.free_count + sum(v.gpus for v in cands) < need:
                 hopeless[memo] = None
                 continue
             found = self._solve(job, x, cands, allowed)
@@ -243,7 +247,7 @@ class EvictPhase:
         """Does the job's account (or a level of the quota tree) no longer have room for it? Jobs
         of the account placed after this one may have taken the rest: it then waits for that."""
         d, snap = self.d, self.d.snap
-        quota = snap.account(job.account).quota_gpus
+        quota = snap.account_quotas.get(job.account)
         if quota is not None and d.account_gpus.get(job.account, 0) + need > quota:
             d.wait(job, Reason.QUOTA, f"account {job.account} quota {quota} GPUs", need)
             return True
@@ -262,8 +266,8 @@ class EvictPhase:
         for v, kept, gone in found.shrinks:
             d.shrink(v, v.job.min_replicas, kept, gone)
         for v, grace in zip(found.kills, found.graces, strict=True):
-            d.preempt(Preempt(v.job_id, grace, Reason.PRIORITY, job.job_id, self.gpus_of[v.job_id]))
-            self.churn += self.gpus_of[v.job_id]
+            d.preempt(Preempt(v.job_id, grace, Reason.PRIORITY, job.job_id, v.gpus))
+            self.churn += v.gpus
         if found.kills:
             d.wait(job, Reason.PREEMPTING, f"signalled {', '.join(k.job_id for k in found.kills)}", need)
         elif found.notice_s > 0:  # noticed shrinks: their GPUs come after the notice
