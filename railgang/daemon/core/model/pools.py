@@ -209,7 +209,7 @@ def aware(plan: Plan, snapshot: Snapshot, rules: spot.SpotRules = spot.SpotRules
             continue
         by_speed = sorted(types, key=lambda t: (t != home[x.job_id], -type_rate(job, t), t))
         keys = tuple(k for t in by_speed for k in tier_order(job, t, pools, snapshot, rules))
-        order.append(dataclasses.replace(x, pools=keys))
+        order.append(x._replace(pools=keys))
     return dataclasses.replace(plan, order=tuple(order), hetero=True)
 
 

@@ -6,14 +6,19 @@ hold it: in ``plan.py`` it made plan <-> snapshot a circle of imports (issue 34)
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 __all__ = ["Want"]
 
 
-@dataclass(frozen=True)
-class Want:
-    """One pending job as the policy wants it tried."""
+class Want(NamedTuple):
+    """One pending job as the policy wants it tried.
+
+    A named tuple, not a frozen dataclass: every plan builds one per waiting job every cycle,
+    and a frozen dataclass's ``__init__`` (one ``object.__setattr__`` per field) made that 4 to
+    16 % of a full-Philly replay (``want`` in a py-spy profile of ``themis``, ``pollux``,
+    ``default``; BENCHMARKS.md, issue 37 item 4). It is as immutable; ``_replace`` is its
+    ``dataclasses.replace``."""
 
     job_id: str
     replicas: int  # DP replicas to start with
