@@ -11,7 +11,6 @@ verb that emits an action appends it to one ordered log, so a phase returns what
 from __future__ import annotations
 
 import bisect
-import dataclasses
 from collections.abc import Iterator, Mapping, Sequence, Set
 from operator import attrgetter
 
@@ -358,7 +357,7 @@ class Draft:
         r = self.reason(job_id)
         assert r is not None, job_id  # only a job that waits is annotated
         self._behind.pop(job_id)
-        self._reasons[job_id] = dataclasses.replace(r, detail=f"{r.detail}; {detail}".lstrip("; "))
+        self._reasons[job_id] = r._replace(detail=f"{r.detail}; {detail}".lstrip("; "))
 
     def hold(self, assignment: Assignment) -> None:
         """Keep ``assignment``'s free GPUs from the rest of this cycle (a held leaf)."""
