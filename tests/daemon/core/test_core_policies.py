@@ -6,6 +6,8 @@ import itertools
 import random
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from railgang.daemon.core import Decision, Resize, Start, allreduce, decide, table
 from railgang.daemon.core.model.reasons import Reason
@@ -102,6 +104,25 @@ def test_slurm_fairshare_favours_the_account_that_used_less() -> None:
     fs = fairshare_factors(snap)
     assert fs["lean"] > fs["hog"]
     assert [w.job_id for w in Slurm().plan(snap, 100).order] == ["l", "h"]
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from((1, 2, 8, 16)), st.sampled_from((0.0, 5.0, 5.0, 900.0)),
+                          st.sampled_from(("a", "b", "c"))), min_size=0, max_size=14),
+       st.sampled_from((0.0, 1e6, 9e6)))
+def test_slurm_orders_by_priority_then_submit_time_then_job_id(
+        queue: list[tuple[int, float, str]], hog_use: float) -> None:
+    """The plan's stable sort of the submit order by the priority alone is the module docstring's
+    key, (minus the priority, submit time, job id), ties on priority and on submit time included."""
+    ids = random.Random(len(queue)).sample(range(100), len(queue))  # ids not in submit order
+    snap = (cluster(1).at(1000.0).accounts(Account("a", usage_gpu_s=hog_use), Account("b", usage_gpu_s=1e6))
+            .pending(*(job(f"j{i:02d}").gpus(g).at(t).account(a) for i, (g, t, a) in zip(ids, queue, strict=True)))
+            .build())
+    s = Slurm()
+    fs = fairshare_factors(snap)
+    key = {j.job_id: (-s.priority(j, 1000.0, snap.total_gpus, fs.get(j.account, 1.0)), j.submit_time, j.job_id)
+           for j in snap.pending}
+    assert [w.job_id for w in s.plan(snap, 1000.0).order] == sorted(key, key=key.__getitem__)
 
 
 def test_slurm_age_factor_saturates_at_max_age() -> None:
