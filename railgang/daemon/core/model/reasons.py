@@ -49,9 +49,8 @@ class Reason(enum.Enum):
 class PendingReason(NamedTuple):
     """Reason data for one job left pending.
 
-    A named tuple, not a frozen dataclass: a cycle builds one per waiting job, and a frozen
-    dataclass's ``__init__`` (one ``object.__setattr__`` per field) is 3-4x the cost of a
-    tuple's (issue 37 item 4); as immutable, ``_replace`` is its ``dataclasses.replace``."""
+    A named tuple, as :class:`~railgang.daemon.core.model.want.Want` is: a cycle builds one per
+    waiting job. As immutable; ``_replace`` stands for ``dataclasses.replace``."""
 
     job_id: str
     code: Reason

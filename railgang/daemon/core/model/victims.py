@@ -196,8 +196,7 @@ def _beyond_room(need: Need[T], cands: list[RunningJob], fresh: list[RunningJob]
     the walk's freed GPUs are the free ones plus kills of at most ``room`` GPUs: below the need
     it never tries a placement, and its budget hit is a stale candidate or a fresh one the room
     skips (it kills fresh ones in some order while they fit: one is skipped exactly when together
-    they exceed the room). A budget spent this way was the preempt phase's most common search:
-    5,075 of Tiresias' 11,836 on 5,000 Philly jobs (BENCHMARKS.md, issue 37 item 4)."""
+    they exceed the room)."""
     room = rules.room
     if room is None or not isinstance(rules.ledger, _Open):
         return None

@@ -14,11 +14,9 @@ __all__ = ["Want"]
 class Want(NamedTuple):
     """One pending job as the policy wants it tried.
 
-    A named tuple, not a frozen dataclass: every plan builds one per waiting job every cycle,
-    and a frozen dataclass's ``__init__`` (one ``object.__setattr__`` per field) made that 4 to
-    16 % of a full-Philly replay (``want`` in a py-spy profile of ``themis``, ``pollux``,
-    ``default``; BENCHMARKS.md, issue 37 item 4). It is as immutable; ``_replace`` is its
-    ``dataclasses.replace``."""
+    A named tuple: every plan builds one per waiting job every cycle, and a frozen dataclass's
+    ``__init__`` sets each field through ``object.__setattr__``. As immutable; ``_replace``
+    stands for ``dataclasses.replace``."""
 
     job_id: str
     replicas: int  # DP replicas to start with
