@@ -422,7 +422,7 @@ def test_a_need_beyond_the_churn_room_is_answered_as_the_walk_answers_it(
         elastic_shrinks: bool, data: st.DataObject) -> None:
     """``_beyond_room`` (no walk when the free GPUs plus the churn room are fewer than the need)
     gives the walk's own answer: the same ``why`` and ``budget_hit``, stale candidates and fresh
-    ones over the room alike; with a shrink or a ledger it leaves the answer to the walk."""
+    ones over the room alike; with a shrink it leaves the answer to the walk."""
     cands, free, _ = case
     keep = data.draw(st.sets(st.sampled_from([v.job_id for v in cands]) if cands else st.nothing()))
     rules = victims.Rules(NOW, may_take=lambda v: v.job_id not in keep, min_interval_s=3600.0, room=room,
