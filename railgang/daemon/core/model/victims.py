@@ -150,6 +150,9 @@ class Need(Generic[T]):
     # fits(victims, free + freed GPUs, nodes it must use or None) -> where the gang goes, or None
     fits: Callable[[Sequence[RunningJob], Free, frozenset[str] | None], T | None]
     places: tuple[Place, ...] = ()  # none: candidates in order, one by one (reclaim)
+    # node by node, the places drawn only when the walk needs them (``_beyond_room`` answers
+    # most needs of a full cluster without them); None: ``places`` as given
+    draw_places: Callable[[], tuple[Place, ...]] | None = None
     one_place: bool = False  # the gang sits inside one place (a leaf), or whole places
     tried_free: bool = True  # a placement on the free GPUs alone already failed
     waited_s: float = 0.0  # how long the gang has waited (against ``Rules.patience_s``)
@@ -216,7 +219,8 @@ def _steps(need: Need[T], cands: list[RunningJob], fresh: list[RunningJob], rule
     rank = {v.job_id: i for i, v in enumerate(cands)}
     plans = []
     room = rules.room
-    for order, (p, victims) in enumerate(_by_place(need.places, fresh)):
+    places = need.places if need.draw_places is None else need.draw_places()
+    for order, (p, victims) in enumerate(_by_place(places, fresh)):
         if not victims:
             continue  # nobody to take there: no plan (what _pick answers)
         taken = _pick(p, victims, min(need.gpus, p.gpus), rules, rank)

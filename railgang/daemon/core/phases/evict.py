@@ -140,7 +140,7 @@ class EvictPhase:
             places, rules = domain_rules(d, allowed, rules, self.budget)
             return victims.solve(victims.Need(need, d.free, fits, places, one_place=True,
                                               waited_s=max(0.0, d.now - job.submit_time)), cands, rules)
-        return victims.solve(victims.Need(need, d.free, fits, self._nodes(cands)), cands, rules)
+        return victims.solve(victims.Need(need, d.free, fits, draw_places=lambda: self._nodes(cands)), cands, rules)
 
     def _nodes(self, cands: list[RunningJob]) -> tuple[victims.Place, ...]:
         """The nodes the candidates hold GPUs on, by name: whole-job evictions are taken node by node
