@@ -12,7 +12,8 @@ rules (:class:`Rules`) and their need (:class:`Need`) and carry out the answer (
 The search (each rule named is a field of :class:`Rules` or :class:`Need`):
 
 1. Candidates the rules may not take (``may_take``) are left out, and those past the first
-   ``looked_at``; those preempted within
+   ``looked_at`` (the candidates put in the rules' ``order`` first, which a search that walks
+   reads too, and an answer without a walk does not); those preempted within
    ``min_interval_s`` are left out too and mark the answer ``budget_hit`` (a budget, not the
    cluster, stood in the way). A gang that must wait ``patience_s`` for a place to free by itself
    gets ``why = "patient"`` and no search. Node by node, when the free GPUs plus the churn
@@ -114,6 +115,9 @@ class Rules:
 
     now: float
     may_take: Callable[[RunningJob], bool] = _always  # who may evict whom (class, level, borrowed)
+    # puts candidates in the order victims are taken, when the search reads an order (None: the
+    # order given); the caller's ranking is then paid only by the searches that walk
+    order: Callable[[list[RunningJob]], list[RunningJob]] | None = None
     looked_at: int | None = None  # candidates looked at per gang (the rest wait a cycle)
     min_interval_s: float = 0.0  # a job is preempted (or moved) at most once per this
     room: int | None = None  # churn GPUs the window still allows (None: exempt, serving)
@@ -177,14 +181,20 @@ def solve(need: Need[T], cands: Sequence[RunningJob], rules: Rules) -> Victims[T
     """The victim set that lets the gang be placed (module docstring), or why none."""
     if need.waited_s < rules.patience_s:
         return Victims(why="patient")
-    cands = [v for v in cands if rules.may_take(v)][:rules.looked_at]
+    cands = [v for v in cands if rules.may_take(v)]
+    if rules.order is not None and (rules.looked_at is not None or need.one_place):
+        cands = rules.order(cands)
+    cands = cands[:rules.looked_at]
     fresh = [v for v in cands if v.job.last_preempted_at is None
              or rules.now - v.job.last_preempted_at >= rules.min_interval_s]
     if need.one_place:
         found = _one_place(need, cands, fresh, rules)
     elif (bound := _beyond_room(need, cands, fresh, rules)) is not None:
-        return bound
+        return bound  # (its answer reads no order)
     else:
+        if rules.order is not None and rules.looked_at is None:
+            cands = rules.order(cands)
+            fresh = rules.order(fresh)
         found = _walk(need, cands, _steps(need, cands, fresh, rules), rules)
     if found.placed is None and not found.why:
         return Victims(budget_hit=found.budget_hit, why="budget" if found.budget_hit else "no room")

@@ -36,8 +36,9 @@ class EvictPhase:
 
     Called once per priority class (higher first), right after that class was placed, so lower
     classes never take the GPUs a higher class could have had by shrinking or evicting. Victims are
-    ranked once (``preemption.victim_key``); a job with no eviction set leaves a memo for its
-    (shape, class, level) so identical jobs behind it are answered without a search.
+    ranked once, when a search first walks (``preemption.victim_key``); a job with no eviction set
+    leaves a memo for its (shape, class, level) so identical jobs behind it are answered without a
+    search.
     """
 
     def __init__(self, d: Draft, plan: Plan, budget: pre.PreemptionBudget,
@@ -46,7 +47,8 @@ class EvictPhase:
         # multi-node gangs evict whole leaves (phases/evict_domain.py; CycleConfig.whole_domain_evict)
         self.whole_domain = whole_domain
         self.would_help = (*_GPUS_WOULD_HELP, Reason.WAITING_FOR_LEAF) if whole_domain else _GPUS_WOULD_HELP
-        self.ranked: list[RunningJob] | None = None  # victims in rank order, built on first need
+        self.takeable: list[RunningJob] | None = None  # who may be evicted at all, built on first need
+        self.rank: dict[str, int] | None = None  # their places in rank order, built when a search walks
         self.by_key: dict[tuple[int, float], list[RunningJob]] = {}  # _takers, by (class, level)
         self.taker_ids: dict[tuple[int, float], frozenset[str]] = {}
         self.hopeless: dict[tuple[object, ...], Reason | None] = {}
@@ -97,19 +99,28 @@ class EvictPhase:
 
     def _takers(self, job: Job, level: float) -> list[RunningJob]:
         """The running jobs ``job`` may evict at ``level`` (``_eligible``: its class, the
-        policy's levels), in rank order (``preemption.victim_key``); one list per (class,
-        level), which every waiting job of that class and level reads."""
+        policy's levels), in the snapshot's order; one list per (class, level), which every
+        waiting job of that class and level reads. The solver puts them in rank order
+        (``_in_rank``) when its search walks."""
         key = (job.priority_class, level)
         got = self.by_key.get(key)
         if got is None:
-            if self.ranked is None:
-                snap, levels, now = self.d.snap, self.plan.levels, self.d.now
-                self.ranked = sorted(
-                    (r for r in snap.running.values() if r.preempt_deadline is None and r.priority_class != 0),
-                    key=lambda v: pre.victim_key(v, levels.get(v.job_id, 0.0), now))
-            got = self.by_key[key] = [v for v in self.ranked if _eligible(self.plan, job, level, v)]
+            if self.takeable is None:
+                self.takeable = [r for r in self.d.snap.running.values()
+                                 if r.preempt_deadline is None and r.priority_class != 0]
+            got = self.by_key[key] = [v for v in self.takeable if _eligible(self.plan, job, level, v)]
             self.taker_ids[key] = frozenset(v.job_id for v in got)
         return got
+
+    def _in_rank(self, cands: list[RunningJob]) -> list[RunningJob]:
+        """``cands`` in rank order (``preemption.victim_key``), all of them ranked once a cycle."""
+        rank = self.rank
+        if rank is None:
+            assert self.takeable is not None  # (the candidates come from _takers)
+            levels, now = self.plan.levels, self.d.now
+            ranked = sorted(self.takeable, key=lambda v: pre.victim_key(v, levels.get(v.job_id, 0.0), now))
+            rank = self.rank = {v.job_id: i for i, v in enumerate(ranked)}
+        return sorted(cands, key=lambda v: rank[v.job_id])
 
     def _rules(self, job: Job, level: float) -> victims.Rules:
         """The rules of an eviction for ``job`` (module ``preemption``), as the solver's input;
@@ -118,7 +129,8 @@ class EvictPhase:
         self._takers(job, level)
         takers = self.taker_ids[(job.priority_class, level)]
         return victims.Rules(
-            now, may_take=lambda v: v.job_id in takers, min_interval_s=budget.job_min_interval_s,
+            now, may_take=lambda v: v.job_id in takers, order=self._in_rank,
+            min_interval_s=budget.job_min_interval_s,
             room=self.cap - self.churn if job.priority_class > 0 else None,
             grace=lambda v: pre.grace_for(v, budget), shrink_notice_s=self.d.shrink_grace_s,
             # a shrink serves a higher class only: shrinking a peer to its minimum left a deficit
