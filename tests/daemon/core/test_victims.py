@@ -128,7 +128,8 @@ def test_eviction_node_by_node_costs_no_more_than_the_old_search(
     d = _draft(running, gang)
     x = want("gang", gang.replicas)
     ph = _evict_phase(d, budget, whole=False)
-    cands = [v for v in _cands(d, gang) if ph._rules(gang, 0.0).may_take(v)]
+    takers = {v.job_id for v in ph._takers(gang, 0.0)}
+    cands = [v for v in _cands(d, gang) if v.job_id in takers]
     new = ph._solve(gang, x, cands, None)
     gpus_of = {r.job_id: r.gpus for r in d.snap.running.values()}
     old = ref._evict_for(d, gang, x, cands, gpus_of, budget, ph.churn, ph.cap, ElasticRules())
@@ -145,7 +146,8 @@ def test_whole_leaf_eviction_costs_no_more_than_the_old_search(
     d = _draft(running, gang)
     x = want("gang", gang.replicas)
     ph = _evict_phase(d, budget, whole=True)
-    cands = [v for v in _cands(d, gang) if ph._rules(gang, 0.0).may_take(v)]
+    takers = {v.job_id for v in ph._takers(gang, 0.0)}
+    cands = [v for v in _cands(d, gang) if v.job_id in takers]
     new = ph._solve(gang, x, cands, None)
     old = ref.evict_domains(d, gang, x, cands, None, budget, ph.cap - ph.churn)
     _compare("domain", None if new.placed is None else _cost(new.kills),

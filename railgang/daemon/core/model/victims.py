@@ -181,12 +181,11 @@ def solve(need: Need[T], cands: Sequence[RunningJob], rules: Rules) -> Victims[T
     """The victim set that lets the gang be placed (module docstring), or why none."""
     if need.waited_s < rules.patience_s:
         return Victims(why="patient")
-    cands = [v for v in cands if rules.may_take(v)]
+    cands = list(cands) if rules.may_take is _always else [v for v in cands if rules.may_take(v)]
     if rules.order is not None and (rules.looked_at is not None or need.one_place):
         cands = rules.order(cands)
     cands = cands[:rules.looked_at]
-    fresh = [v for v in cands if v.job.last_preempted_at is None
-             or rules.now - v.job.last_preempted_at >= rules.min_interval_s]
+    fresh = _fresh(cands, rules)
     if need.one_place:
         found = _one_place(need, cands, fresh, rules)
     elif (bound := _beyond_room(need, cands, fresh, rules)) is not None:
@@ -194,11 +193,17 @@ def solve(need: Need[T], cands: Sequence[RunningJob], rules: Rules) -> Victims[T
     else:
         if rules.order is not None and rules.looked_at is None:
             cands = rules.order(cands)
-            fresh = rules.order(fresh)
+            fresh = _fresh(cands, rules)
         found = _walk(need, cands, _steps(need, cands, fresh, rules), rules)
     if found.placed is None and not found.why:
         return Victims(budget_hit=found.budget_hit, why="budget" if found.budget_hit else "no room")
     return found
+
+
+def _fresh(cands: list[RunningJob], rules: Rules) -> list[RunningJob]:
+    """The candidates not preempted within ``min_interval_s``, in their order."""
+    return [v for v in cands if v.job.last_preempted_at is None
+            or rules.now - v.job.last_preempted_at >= rules.min_interval_s]
 
 
 # -- node by node, or one by one: freed GPUs add up -------------------------------------------

@@ -49,8 +49,8 @@ class EvictPhase:
         self.would_help = (*_GPUS_WOULD_HELP, Reason.WAITING_FOR_LEAF) if whole_domain else _GPUS_WOULD_HELP
         self.takeable: list[RunningJob] | None = None  # who may be evicted at all, built on first need
         self.rank: dict[str, int] | None = None  # their places in rank order, built when a search walks
+        self.ranked: dict[tuple[int, float], list[RunningJob]] = {}  # each by_key list in rank order
         self.by_key: dict[tuple[int, float], list[RunningJob]] = {}  # _takers, by (class, level)
-        self.taker_ids: dict[tuple[int, float], frozenset[str]] = {}
         self.hopeless: dict[tuple[object, ...], Reason | None] = {}
         self.served = 0
         self.places: dict[tuple[str, int], victims.Place] = {}  # (node, free GPUs) -> its Place
@@ -109,27 +109,32 @@ class EvictPhase:
                 self.takeable = [r for r in self.d.snap.running.values()
                                  if r.preempt_deadline is None and r.priority_class != 0]
             got = self.by_key[key] = [v for v in self.takeable if _eligible(self.plan, job, level, v)]
-            self.taker_ids[key] = frozenset(v.job_id for v in got)
         return got
 
-    def _in_rank(self, cands: list[RunningJob]) -> list[RunningJob]:
-        """``cands`` in rank order (``preemption.victim_key``), all of them ranked once a cycle."""
-        rank = self.rank
-        if rank is None:
-            assert self.takeable is not None  # (the candidates come from _takers)
-            levels, now = self.plan.levels, self.d.now
-            ranked = sorted(self.takeable, key=lambda v: pre.victim_key(v, levels.get(v.job_id, 0.0), now))
-            rank = self.rank = {v.job_id: i for i, v in enumerate(ranked)}
-        return sorted(cands, key=lambda v: rank[v.job_id])
+    def _in_rank(self, key: tuple[int, float], cands: list[RunningJob]) -> list[RunningJob]:
+        """``cands`` (some of the ``key``'s takers) in rank order (``preemption.victim_key``): the
+        running jobs are ranked once a cycle, each (class, level)'s takers sorted once."""
+        ranked = self.ranked.get(key)
+        if ranked is None:
+            if self.rank is None:
+                assert self.takeable is not None  # (the candidates come from _takers)
+                levels, now = self.plan.levels, self.d.now
+                order = sorted(self.takeable, key=lambda v: pre.victim_key(v, levels.get(v.job_id, 0.0), now))
+                self.rank = {v.job_id: i for i, v in enumerate(order)}
+            rank = self.rank
+            ranked = self.ranked[key] = sorted(self.by_key[key], key=lambda v: rank[v.job_id])
+        if len(cands) == len(ranked):
+            return ranked  # all of them
+        ids = {v.job_id for v in cands}
+        return [v for v in ranked if v.job_id in ids]
 
     def _rules(self, job: Job, level: float) -> victims.Rules:
         """The rules of an eviction for ``job`` (module ``preemption``), as the solver's input;
-        who may be taken is the (class, level)'s takers (``_takers``)."""
+        who may be taken is the (class, level)'s takers, the candidates given (``_takers``)."""
         now, budget, rules = self.d.now, self.budget, self.rules
-        self._takers(job, level)
-        takers = self.taker_ids[(job.priority_class, level)]
+        key = (job.priority_class, level)
         return victims.Rules(
-            now, may_take=lambda v: v.job_id in takers, order=self._in_rank,
+            now, order=lambda cands: self._in_rank(key, cands),
             min_interval_s=budget.job_min_interval_s,
             room=self.cap - self.churn if job.priority_class > 0 else None,
             grace=lambda v: pre.grace_for(v, budget), shrink_notice_s=self.d.shrink_grace_s,
