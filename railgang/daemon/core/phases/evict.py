@@ -15,7 +15,7 @@ from railgang.daemon.core.model.gang import Placed, gang_for
 from railgang.daemon.core.model.job import Job, RunningJob
 from railgang.daemon.core.model.plan import Plan, Want, want
 from railgang.daemon.core.model.reasons import Reason
-from railgang.daemon.core.phases.draft import Draft
+from railgang.daemon.core.phases.draft import INF, Draft
 from railgang.daemon.core.phases.evict_domain import domain_gang, domain_rules
 from railgang.daemon.core.phases.pool_place import nodes_for
 
@@ -47,7 +47,7 @@ class EvictPhase:
         # multi-node gangs evict whole leaves (phases/evict_domain.py; CycleConfig.whole_domain_evict)
         self.whole_domain = whole_domain
         self.would_help = (*_GPUS_WOULD_HELP, Reason.WAITING_FOR_LEAF) if whole_domain else _GPUS_WOULD_HELP
-        self.takeable: list[RunningJob] | None = None  # who may be evicted at all, built on first need
+        self.takeable: list[RunningJob] | None = None  # who may be evicted at all (_prepare)
         self.rank: dict[str, int] | None = None  # their places in rank order, built when a search walks
         self.ranked: dict[tuple[int, float], list[RunningJob]] = {}  # each by_key list in rank order
         self.by_key: dict[tuple[int, float], list[RunningJob]] = {}  # _takers, by (class, level)
@@ -67,17 +67,17 @@ class EvictPhase:
         # decides, before any ranking, whether anybody may be evicted (the class and level
         # rules, _may_find_victims_ignoring_budget) and whether the budget allows it: the worst
         # level per class among possible victims, and whether any of them could shrink
-        self.inflight = 0
+        running = snap.running.values()
+        self.inflight = sum(r.gpus for r in running if r.preempt_deadline is not None)
+        self.takeable = takeable = [r for r in running if r.preempt_deadline is None and r.priority_class != 0]
         self.worst: dict[int, float] = {}
         self.lower_runs: dict[int, bool] = {}  # per class: runs a class it may evict
-        self.shrinkable = False
-        for r in snap.running.values():
-            if r.preempt_deadline is not None:
-                self.inflight += r.gpus
-            elif r.priority_class != 0:
-                lvl = plan.levels.get(r.job_id, 0.0)
-                self.worst[r.priority_class] = max(self.worst.get(r.priority_class, lvl), lvl)
-                self.shrinkable = self.shrinkable or r.replicas > r.job.min_replicas
+        worst, level = self.worst, plan.levels.get
+        for r in takeable:
+            c, lvl = r.priority_class, level(r.job_id, 0.0)
+            if lvl > worst.get(c, -INF):
+                worst[c] = lvl
+        self.shrinkable = any(r.replicas > r.job.min_replicas for r in takeable)
 
     def _may_find_victims_ignoring_budget(self, job: Job, level: float) -> bool:
         """Is anybody running whom this job's class (or level) may evict?"""
@@ -105,9 +105,7 @@ class EvictPhase:
         key = (job.priority_class, level)
         got = self.by_key.get(key)
         if got is None:
-            if self.takeable is None:
-                self.takeable = [r for r in self.d.snap.running.values()
-                                 if r.preempt_deadline is None and r.priority_class != 0]
+            assert self.takeable is not None  # (built by _prepare)
             got = self.by_key[key] = [v for v in self.takeable if _eligible(self.plan, job, level, v)]
         return got
 
@@ -117,7 +115,7 @@ class EvictPhase:
         ranked = self.ranked.get(key)
         if ranked is None:
             if self.rank is None:
-                assert self.takeable is not None  # (the candidates come from _takers)
+                assert self.takeable is not None  # (built by _prepare)
                 levels, now = self.plan.levels, self.d.now
                 order = sorted(self.takeable, key=lambda v: pre.victim_key(v, levels.get(v.job_id, 0.0), now))
                 self.rank = {v.job_id: i for i, v in enumerate(order)}
