@@ -352,9 +352,13 @@ def main() -> None:
     finally:
         if not args.keep:
             # the jobs first: `down` stops the daemons, and a running job's slurmstepd and its
-            # processes would outlive its slurmd
-            b.sl("scancel", "--user=root", check=False)
-            time.sleep(15)
+            # processes would outlive its slurmd; a scancel of 11,000 jobs can outlast its
+            # timeout, and `down` (which kills the stepd trees itself) must run all the same
+            try:
+                b.sl("scancel", "--user=root", check=False, timeout=600)
+                time.sleep(15)
+            except subprocess.TimeoutExpired:
+                print("scancel timed out: stopping the cluster with its jobs", flush=True)
             cluster.down()
 
 

@@ -30,8 +30,8 @@ is excluded from equality). The recipe:
 7. **emit**    — actions in order (shrinks, preempts, starts, grows, node tags, priorities) and
    one reason per waiting job; nodes the link health quarantines get a ``TagNode``.
 
-Within one cycle free GPUs only shrink (shrinks release GPUs to the job they were made for), so a
-gang shape that failed once fails for the rest of the cycle: such shapes are cached. Jobs the
+A gang shape that failed on the free GPUs fails again until GPUs are given back (a shrink, a
+released hold): such misses are cached (``Draft._failed``, ``model/signature.py``). Jobs the
 place phase treats as the same share a scheduling signature (``model/signature.py``): while the
 free GPUs and the queue's head are unchanged, the second gets the first one's verdict without a
 search (``Decision.steps`` counts both kinds of turn).

@@ -16,7 +16,7 @@ from railgang.daemon.core.policies.pollux import Pollux, goodput, statistical_ef
 from railgang.daemon.core.policies.registry import get
 from railgang.daemon.core.policies.slurm import Slurm, fairshare_factors
 from railgang.daemon.core.policies.themis import rho
-from railgang.daemon.core.policies.tiresias import Tiresias, bucket
+from railgang.daemon.core.policies.tiresias import Levels, Tiresias, bucket
 from tests.daemon.core.core_builders import cluster, first_fit, job
 
 H = 3600.0
@@ -59,6 +59,25 @@ def test_tiresias_promotes_a_starving_job_to_queue_0() -> None:
     starving = job("s").gpus(8).at(0).service(500 * H).build()
     assert t.queue(starving, 1 * H) == 3
     assert t.queue(starving, 2 * H) == 0
+
+
+@given(st.lists(st.tuples(st.sampled_from((1, 2, 4, 8)), st.floats(0.0, 300.0 * H)), min_size=1, max_size=12),
+       st.floats(0.0, 400.0 * H), st.booleans())
+@settings(max_examples=100, deadline=None)
+def test_levels_read_the_same_before_and_after_the_table(runs: list[tuple[int, float]], now: float,
+                                                           by_preemptions: bool) -> None:
+    """``Levels.get`` builds the table on its first read, and from then on the table's own get
+    answers: the same answers, for running jobs and for others (their default)."""
+    b = cluster(32).at(now)
+    for i, (gpus, served) in enumerate(runs):
+        b = b.running(job(f"r{i}").gpus(gpus).service(served).with_(preemptions=i % 3), start=0)
+    snap = b.build()
+    fresh, read = Levels(snap, (1.0, 10.0, 100.0), by_preemptions=by_preemptions), None
+    expected = {jid: fresh[jid] for jid in snap.running}  # __getitem__ builds the table
+    for jid, level in expected.items():
+        read = Levels(snap, (1.0, 10.0, 100.0), by_preemptions=by_preemptions)
+        assert read.get(jid) == level and read.get(jid) == level  # first read, then the table's
+    assert read is not None and read.get("nobody", -1.0) == -1.0 and fresh.get("nobody") is None
 
 
 def test_tiresias_preempts_a_heavier_same_class_job_but_fifo_does_not() -> None:

@@ -138,6 +138,30 @@ def test_eviction_node_by_node_costs_no_more_than_the_old_search(
     assert (new.placed is None) == (old.placed is None) and new.kills == old.kills  # the same answer
 
 
+@pytest.mark.parametrize(("victim_gpus", "code"), [(2, Reason.WAITING_FOR_GPUS), (8, Reason.PREEMPTION_BUDGET)])
+def test_victims_too_few_to_matter_leave_the_reason_a_stale_one_that_would_is_a_budget(
+        victim_gpus: int, code: Reason) -> None:
+    """A full cluster: class-0 work everywhere but one recently evicted class-3 job. Too small to
+    make room (2 of 8 GPUs), it leaves the gang waiting for GPUs; large enough (8), only the
+    per-job interval keeps it, and the gang waits for the preemption budget."""
+    stale = job("stale").gpus(victim_gpus).tp(1).cls(3).at(0).evicted(NOW - 600.0).build()
+    running, i = [RunningJob(stale, {n: tuple(range(GPN)) for n in NAMES[:victim_gpus // GPN]}
+                             if victim_gpus >= GPN else {NAMES[0]: tuple(range(victim_gpus))}, 0.0, 1)], 0
+    used = {n: set(gs) for n, gs in running[0].assignment.items()}
+    for n in NAMES:
+        left = tuple(g for g in range(GPN) if g not in used.get(n, set()))
+        if left:
+            running.append(RunningJob(job(f"s{i}").gpus(len(left)).tp(1).cls(0).at(0).build(), {n: left}, 0.0, 1))
+            i += 1
+    gang = job("gang").gpus(8).tp(1).cls(1).at(0).build()
+    d = _draft(running, gang)
+    assert d.free_count == 0
+    d.wait(gang, Reason.WAITING_FOR_GPUS, "", 8)  # what the place phase left it
+    EvictPhase(d, Plan(()), PreemptionBudget(churn_cap=1.0)).run([want("gang", gang.replicas)], {"gang": gang})
+    got = d.reason("gang")
+    assert got is not None and got.code is code and not d.since(0)
+
+
 @RUNS
 @given(occupancy(), st.sampled_from((8, 12, 16, 32)), budgets)
 def test_whole_leaf_eviction_costs_no_more_than_the_old_search(

@@ -23,6 +23,12 @@ The same reuse, at the other places a verdict is searched for, each with what en
   is still waiting out its whole-leaf patience) for which no victim set was found is answered
   the same until an eviction is carried out (``EvictPhase.hopeless``).
 
+A verdict is not carried into the next cycle. There, besides the free GPUs, every input of the
+search the snapshot brings may have moved (node states and their CPU and memory room, link
+health, hot spares, serving nodes lent by forecast, quotas and the accounts' use, reservations),
+and a job parked on a stale miss would wait beside GPUs it could use. (What such parking could
+save is measured in BENCHMARKS.md, "Parking across cycles, measured".)
+
 Each field names what a difference in it can change (the unit tests in
 ``tests/daemon/core/test_signature.py`` hold one per field):
 

@@ -128,8 +128,8 @@ class DerivedIndex:
 
 @dataclass(frozen=True)
 class QueueSummary:
-    """Facts of the whole waiting queue, kept by a backend as jobs enter and leave it, so that a
-    cycle costs what changed rather than a walk of the queue. True of the queue, so
+    """Facts of the whole waiting queue, kept by a backend as jobs enter and leave it (equal to
+    ``queue_summary`` of the queue). True of the queue, so
     of any part. (The place phase reads none: its scheduling signatures, ``model/signature.py``,
     take the place of the walk that needed the largest minimum size and the jobs with needs.)"""
 

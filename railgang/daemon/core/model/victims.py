@@ -116,7 +116,7 @@ class Rules:
     now: float
     may_take: Callable[[RunningJob], bool] = _always  # who may evict whom (class, level, borrowed)
     # puts candidates in the order victims are taken, when the search reads an order (None: the
-    # order given); the caller's ranking is then paid only by the searches that walk
+    # order given); an answer that reads no order (``_beyond_room``) never calls it
     order: Callable[[list[RunningJob]], list[RunningJob]] | None = None
     looked_at: int | None = None  # candidates looked at per gang (the rest wait a cycle)
     min_interval_s: float = 0.0  # a job is preempted (or moved) at most once per this
@@ -154,8 +154,8 @@ class Need(Generic[T]):
     # fits(victims, free + freed GPUs, nodes it must use or None) -> where the gang goes, or None
     fits: Callable[[Sequence[RunningJob], Free, frozenset[str] | None], T | None]
     places: tuple[Place, ...] = ()  # none: candidates in order, one by one (reclaim)
-    # node by node, the places drawn only when the walk needs them (``_beyond_room`` answers
-    # most needs of a full cluster without them); None: ``places`` as given
+    # node by node, the places, drawn when the walk first needs them (``_beyond_room`` reads
+    # none); None: ``places`` as given
     draw_places: Callable[[], tuple[Place, ...]] | None = None
     one_place: bool = False  # the gang sits inside one place (a leaf), or whole places
     tried_free: bool = True  # a placement on the free GPUs alone already failed
@@ -236,8 +236,6 @@ def _steps(need: Need[T], cands: list[RunningJob], fresh: list[RunningJob], rule
     room = rules.room
     places = need.places if need.draw_places is None else need.draw_places()
     for order, (p, victims) in enumerate(_by_place(places, fresh)):
-        if not victims:
-            continue  # nobody to take there: no plan (what _pick answers)
         taken = _pick(p, victims, min(need.gpus, p.gpus), rules, rank)
         if not taken:
             continue

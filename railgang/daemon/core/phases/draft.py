@@ -54,7 +54,8 @@ class Draft:
         self._touched: set[str] = set()  # running jobs shrunk, grown, preempted or moved
         self._reasons: dict[str, PendingReason] = {}
         self._behind = BulkWaits()  # waiting jobs recorded in bulk (``wait_behind``)
-        self._overlap = False  # a job both started and waits (never so far): count nothing
+        self._overlap = False  # a job both started and waits: the counts no longer add up, and the
+        # jobs without a reason are found by a walk of the queue
         self._bulk_codes: set[Reason] = set()  # the reasons they wait for
         self._starts: list[Start] = []
         self._shrinks: list[Resize] = []
@@ -246,7 +247,8 @@ class Draft:
     def place(self, gang: GangRequest,
               free: Mapping[str, frozenset[int]] | None = None) -> Placed | Unplaceable:
         """Place ``gang`` on this cycle's free GPUs (or on ``free``, a what-if); a shape that
-        failed on the free GPUs fails again until some are given back, for the same reason."""
+        failed on the free GPUs fails again until some are given back, and its reason is the first
+        search's (a search on fewer free GPUs might name another)."""
         if free is None:
             failed = self._failed.get(gang)
             if failed is not None:

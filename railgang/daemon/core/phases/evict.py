@@ -37,8 +37,8 @@ class EvictPhase:
     Called once per priority class (higher first), right after that class was placed, so lower
     classes never take the GPUs a higher class could have had by shrinking or evicting. Victims are
     ranked once, when a search first walks (``preemption.victim_key``); a job with no eviction set
-    leaves a memo for its (shape, class, level) so identical jobs behind it are answered without a
-    search.
+    leaves a memo (``model/signature.py``, "the preempt phase's eviction memo") so identical jobs
+    behind it are answered without a search.
     """
 
     def __init__(self, d: Draft, plan: Plan, budget: pre.PreemptionBudget,
@@ -203,7 +203,7 @@ class EvictPhase:
                 continue
             if job.priority_class == 3 and not plan.preempt_within_class:
                 continue  # batch evicts nobody unless the policy ranks inside the class
-            if not self.prepared:  # the first job an eviction could serve (strict FIFO: none)
+            if not self.prepared:  # built for the first job an eviction could serve
                 self._prepare()
             if x.min_replicas < x.replicas and not any(c > job.priority_class for c in self.worst):
                 # only peers run: killing one buys the asked size, never a small start (the
@@ -242,6 +242,8 @@ class EvictPhase:
             if not cands:
                 hopeless[memo] = None
                 continue
+            # victims that together cannot reach the need leave the job's reason as it is: no
+            # budget stands in the way (a search would blame a recently evicted one)
             if d.free_count + sum(v.gpus for v in cands) < need:
                 hopeless[memo] = None
                 continue

@@ -150,7 +150,7 @@ def _migrate(d: Draft, rules: MigrationRules, budget: pre.PreemptionBudget) -> N
         return
     if not any(f < 1.0 for f in (getattr(health, "switches", {}) or {}).values()) and not any(
             f < 1.0 for f in (getattr(health, "hca", {}) or {}).values()):
-        return  # healthy links: nothing to weigh (and no cost for the cycle)
+        return  # healthy links: nothing to weigh
     churn = pre.churned_gpus(snap, now, budget.churn_window_s) + sum(
         getattr(a, "gpus", 0) for a in d.moves)
     cap = pre.churn_cap_gpus(snap, budget)

@@ -79,6 +79,8 @@ class ReclaimPhase:
 
     def _serve_all(self, order: list[Want], jobs: Mapping[str, Job]) -> None:
         tree, d = self.tree, self.d
+        # nothing borrowed and nothing in flight: no victim to take and no signalled GPUs to
+        # wait for, so no job's reason can change here
         if tree is None or (not self.borrowed and not self.inflight):
             return
         for x in order:

@@ -41,8 +41,8 @@ class BulkWaits(Mapping[str, Behind]):
     (it starts, or waits for a reason of its own) or two records share a job. Read any way, it
     is the one map ``dict.update`` would build from the records, the last one winning
     (test_waiting_reasons.py::test_bulk_waits_read_as_the_merged_map_they_stand_for); a record
-    stands for a signature's skipped turns (``model/signature.py``), so a cycle that takes no
-    job out of it never walks it again."""
+    stands for a signature's skipped turns (``model/signature.py``) and stays as it came until a
+    job is taken out of it."""
 
     __slots__ = ("_merged", "_records")
 
@@ -65,8 +65,8 @@ class BulkWaits(Mapping[str, Behind]):
         return self._merged
 
     def merged(self) -> Mapping[str, Behind]:
-        """The one map the records stand for, built now if it was not (a reader that walks the
-        whole queue looks each job up once: one dict, not a walk of the records per job)."""
+        """The one map the records stand for (the test named in the class docstring), built now
+        if it was not; ``CycleReasons`` reads every job through it."""
         return self._map()
 
     def pop(self, job_id: str) -> None:
@@ -83,8 +83,6 @@ class BulkWaits(Mapping[str, Behind]):
         if self._merged is not None:
             return self._merged.get(job_id, default)
         records = self._records
-        if len(records) == 1:  # (the answer of the line below, without building a generator)
-            return records[0] if job_id in records[0].wants else default
         return next((b for b in records if job_id in b.wants), default)
 
     def __getitem__(self, job_id: str) -> Behind:
@@ -135,8 +133,8 @@ class CycleReasons(Sequence[PendingReason]):
                 b = behind.get(jid)
                 if b is None:
                     continue
-                r = PendingReason(jid, b.code, b.detail, b.wants[jid].needed(j.request.replica_gpus), b.free)
-            yield r  # (what Behind.reason builds, from the job at hand)
+                r = b.reason(jid)
+            yield r
 
     def coded(self, code: Reason) -> Iterator[PendingReason]:
         """The reasons of ``code``, in the queue's order (the simulator asks for

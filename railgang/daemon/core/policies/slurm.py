@@ -20,10 +20,10 @@ from operator import attrgetter
 
 from railgang.daemon.core.model.job import Job, JobRequest
 from railgang.daemon.core.model.plan import Plan, regrow_targets, submit_order
+from railgang.daemon.core.model.queue_order import SUBMIT_ORDER
 from railgang.daemon.core.model.snapshot import Snapshot
 
 _REQUEST = attrgetter("request")
-_SUBMIT_ORDER = attrgetter("submit_time", "job_id")
 _ACCOUNT = attrgetter("request.account")  # the account of a waiting job (fair-share names)
 _ID = attrgetter("job_id")
 
@@ -76,8 +76,8 @@ class Slurm:
         fs = fairshare_factors(snapshot) if len(snapshot.pending) > 1 else {}
         key = self.order_key(now, fs, snapshot.total_gpus)
         # in submit order (submit time, then job id) first: a stable sort by priority alone is
-        # then the module docstring's order, and compares floats, not tuples
-        queue = sorted(sorted(map(_REQUEST, snapshot.pending), key=_SUBMIT_ORDER), key=key)
+        # then the module docstring's order
+        queue = sorted(sorted(map(_REQUEST, snapshot.pending), key=SUBMIT_ORDER), key=key)
         # the plan reuses FIFO's Wants (same size, all or nothing) in priority order
         kept = submit_order(snapshot)
         wants = dict(zip(map(_ID, kept), kept, strict=True))
