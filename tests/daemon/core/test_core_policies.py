@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from railgang.daemon.core import Decision, Resize, Start, allreduce, decide, table
+from railgang.daemon.core.model.plan import regrow_targets
 from railgang.daemon.core.model.reasons import Reason
 from railgang.daemon.core.model.snapshot import Account, Snapshot
 from railgang.daemon.core.policies.pollux import Pollux, goodput, statistical_efficiency
@@ -236,6 +237,25 @@ def test_pollux_regrows_a_short_job_before_starting_work_small() -> None:
 
 
 # -- default -------------------------------------------------------------------------------------
+@given(st.lists(st.tuples(st.sampled_from((1, 2, 4, 8, 16)), st.integers(0, 3)), max_size=10),
+       st.lists(st.sampled_from((1, 2, 4, 8)), max_size=8))
+@settings(max_examples=100, deadline=None)
+def test_pollux_sizes_nothing_without_elastic_work(waiting: list[tuple[int, int]], running: list[int]) -> None:
+    """``default`` asks Pollux for sizes only when a job waiting or running is elastic: without
+    one, Pollux's plan is every job at its asked size and the running jobs' regrow targets."""
+    b = cluster(8).at(10 * H)
+    for i, gpus in enumerate(running):
+        b = b.running(job(f"r{i}").gpus(gpus), start=0)
+    for i, (gpus, cls) in enumerate(waiting):
+        b = b.pending(job(f"w{i}").gpus(gpus).cls(cls).at(float(i)))
+    snap = b.build()
+    asked = {j.job_id: j.replicas for j in snap.pending}
+    plan = Pollux(whole_multinode=True).plan(snap, snap.now)
+    assert plan.targets == regrow_targets(snap)
+    assert {w.job_id: w.replicas for w in plan.order} == asked
+    assert {w.job_id: w.replicas for w in get("default").plan(snap, snap.now).order} == asked
+
+
 def test_default_orders_by_tiresias_queue_then_rho() -> None:
     snap = (cluster(1).at(3 * H).pending(
         job("heavy").gpus(8).at(0).service(50 * H).work(H),

@@ -116,7 +116,10 @@ class Default:
         total = snapshot.total_gpus
         n = contenders(snapshot)
         by_pollux = self.sizing == "pollux"
-        sizing = self.pollux.plan(snapshot, now) if by_pollux else None
+        # Pollux sizes elastic work: with none waiting or running, every job is planned at its
+        # asked size and running jobs regrow to their request (what its plan would say)
+        elastic = bool(snapshot.elastic_running) or any(j.elastic for j in snapshot.pending)
+        sizing = self.pollux.plan(snapshot, now) if by_pollux and elastic else None
         sized = {w.job_id: w for w in sizing.order} if sizing is not None else {}
         rhos = {j.job_id: rho(j, now, j.replicas, n[j.priority_class], total) for j in snapshot.pending}
         drain = _Drain(snapshot, now)
