@@ -98,9 +98,11 @@ def test_tiresias_demotes_a_long_job_live_and_a_newcomer_starts_first(slurm: Clu
     wait_for(lambda: d.explain(long).get("tiresias_level") == 1, 30,
              "the long job to pass 0.02 GPU-h while it runs (demoted live)")
 
-    # it waits again (requeued, held a moment so that a plain job takes its node for a while)
+    # it waits again (requeued, held a moment so that a plain job takes its node until both
+    # wait): a blocker that ended on its own could free the node before the daemon had seen the
+    # newcomer, and the long job, then alone, rightly took it (a loaded CI run, 8 s blocker)
     slurm.sl("scontrol", "requeuehold", long)
-    blocker = slurm.sbatch("-N1", f"--nodelist={node}", "--gres=gpu:8", args=("8",))  # plain
+    blocker = slurm.sbatch("-N1", f"--nodelist={node}", "--gres=gpu:8", args=("300",))  # plain
     wait_for(lambda: running_on(slurm, blocker), 30, "the blocker to run")
     slurm.sl("scontrol", "release", long)
     time.sleep(1.1)  # the newcomer is submitted after the long job entered the queue again
@@ -113,7 +115,13 @@ def test_tiresias_demotes_a_long_job_live_and_a_newcomer_starts_first(slurm: Clu
     assert d.explain(newcomer).get("tiresias_level") == 0
     assert slurm.show(long)["SubmitTime"] < slurm.show(newcomer)["SubmitTime"]
 
-    wait_for(lambda: running_on(slurm, newcomer), 30, "the newcomer to start when the node frees")
+    slurm.sl("scancel", blocker)
+    try:
+        wait_for(lambda: running_on(slurm, newcomer), 30, "the newcomer to start when the node frees")
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}: long {slurm.show(long)}, explain {d.explain(long)}; newcomer "
+                             f"{slurm.show(newcomer)}, explain {d.explain(newcomer)}; daemon log "
+                             f"{d.log.read_text()[-4000:]}") from exc
     assert running_on(slurm, newcomer) == [node]
     assert slurm.show(long)["JobState"] == "PENDING"
     slurm.sl("scancel", filler, long, newcomer)
