@@ -37,7 +37,8 @@ def _fmt(t: datetime) -> str:
 
 def sacct_fetcher(runner: SlurmRunner) -> Fetch:
     def fetch(since: datetime, until: datetime) -> str:
-        res = runner.attempt(sacct_command(_fmt(since), _fmt(until)))
+        # a read (its time grows with the window's jobs); a partial answer with rc != 0 is kept
+        res = runner.attempt(sacct_command(_fmt(since), _fmt(until)), grow_timeout=True)
         if not res.ok and '"jobs"' not in res.stdout:
             raise SlurmCommandError(list(res.argv), res.rc, res.message)
         return res.stdout

@@ -9,6 +9,12 @@ command — with exponential backoff. A refusal ("Invalid job id", "Requested no
 is not available", "Access/permission denied") is an answer, not a hiccup: it is returned at once
 (:meth:`SlurmRunner.attempt`) or raised as :class:`SlurmCommandError` (:meth:`SlurmRunner.run`).
 
+A read that timed out is tried again with twice the time, and the time that sufficed is kept for
+that read from then on (:meth:`SlurmRunner.run`): a read's cost grows with the queue (``squeue
+--json`` of 51,000 jobs on 26.05 took longer than the 30 s default, so no cycle ever completed,
+BENCHMARKS.md), a write's does not, and a write that times out means slurmctld is stuck, where
+waiting longer helps nobody.
+
 Output is hostile (docs/security.md, "Slurm output"): 22.05 copies a job's name and Comment into
 ``squeue --json``/``sacct --json`` without checking that they are UTF-8, so output is decoded as
 UTF-8 with every invalid byte replaced by U+FFFD (never a ``UnicodeDecodeError``), and it is
@@ -60,6 +66,17 @@ def is_transient(stderr: str) -> bool:
     """True when ``stderr`` says slurmctld was busy or unreachable (worth a retry)."""
     low = stderr.lower()
     return any(marker in low for marker in TRANSIENT_MARKERS)
+
+
+def read_key(args: Sequence[str]) -> tuple[str, ...]:
+    """What a read's learned timeout is kept under: its program and the words before its
+    options (``squeue``; ``scontrol show topology``), so ids and filters do not multiply keys."""
+    words: list[str] = []
+    for a in args:
+        if a.startswith("-") or len(words) == 3:
+            break
+        words.append(a)
+    return tuple(words) or tuple(args[:1])
 
 
 def last_line(text: str) -> str:
@@ -136,6 +153,9 @@ class SlurmRunner:
     sleep: Callable[[float], None] = time.sleep
     calls: int = 0
     history: list[CommandResult] = field(default_factory=list, repr=False)
+    # per read (its program and sub-command): the timeout a grown retry needed, kept as its
+    # first try's timeout from then on
+    read_timeouts: dict[tuple[str, ...], float] = field(default_factory=dict, repr=False)
     keep_history: int = 200  # recent commands kept for `explain`/debugging and for tests
 
     @classmethod
@@ -150,9 +170,11 @@ class SlurmRunner:
             env["SLURM_CONF"] = str(self.conf)
         return env
 
-    def attempt(self, argv: Sequence[str], stdin: str | None = None) -> CommandResult:
+    def attempt(self, argv: Sequence[str], stdin: str | None = None,
+                grow_timeout: bool = False) -> CommandResult:
         """Run ``argv`` (feeding ``stdin``); retry transient failures; return the final result
         whatever its rc. Callers only retry-wrap idempotent commands (absolute updates).
+        ``grow_timeout``: a timed-out try is retried with twice its timeout (reads).
 
         Raises :class:`SlurmCommandError` only when the command could not produce an answer at
         all: not installed, or timed out / unreachable on every attempt.
@@ -160,12 +182,16 @@ class SlurmRunner:
         args = tuple(str(a) for a in argv)
         env = self.env()
         t0 = time.monotonic()
+        key = read_key(args)
+        timeout = self.timeout_s
+        if grow_timeout:
+            timeout = max(timeout, self.read_timeouts.get(key, 0.0))
         for attempt in range(1, self.retries + 2):
             self.calls += 1
             try:
-                rc, out, err = self.exec_fn(args, env, self.timeout_s, stdin)
+                rc, out, err = self.exec_fn(args, env, timeout, stdin)
             except subprocess.TimeoutExpired:
-                rc, out, err = -1, "", f"timed out after {self.timeout_s:g}s"
+                rc, out, err = -1, "", f"timed out after {timeout:g}s"
                 transient = True
             except OutputTooLarge as exc:  # an answer nobody can read: no retry helps either
                 raise SlurmCommandError(list(args), None, str(exc)) from exc
@@ -176,18 +202,26 @@ class SlurmRunner:
             if not transient or attempt > self.retries:
                 break
             delay = self.backoff_s * (2 ** (attempt - 1))
-            log.warning("slurm: %s transient failure (%s); retry %d/%d in %.1fs",
-                        args[0], last_line(err), attempt, self.retries, delay)
+            grown = grow_timeout and rc == -1
+            if grown:
+                timeout *= 2
+            log.warning("slurm: %s transient failure (%s); retry %d/%d in %.1fs%s",
+                        args[0], last_line(err), attempt, self.retries, delay,
+                        f" with a {timeout:g}s timeout (a queue this long wants a larger [slurm] "
+                        "command_timeout_s)" if grown else "")
             self.sleep(delay)
         result = CommandResult(args, rc, out, err, attempt, time.monotonic() - t0)
         self._remember(result)
+        if grow_timeout and rc != -1 and timeout > self.timeout_s:
+            self.read_timeouts[key] = timeout
         if rc == -1 or (rc != 0 and transient):
             raise SlurmCommandError(list(args), None if rc == -1 else rc, last_line(err))
         return result
 
     def run(self, argv: Sequence[str], stdin: str | None = None) -> CommandResult:
-        """Like :meth:`attempt`, but a non-zero exit is a :class:`SlurmCommandError` (for reads)."""
-        result = self.attempt(argv, stdin)
+        """Like :meth:`attempt`, but a non-zero exit is a :class:`SlurmCommandError`, and a
+        timed-out try is retried with twice the time (for reads)."""
+        result = self.attempt(argv, stdin, grow_timeout=True)
         if not result.ok:
             raise SlurmCommandError(list(result.argv), result.rc, result.message)
         return result

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 import pytest
 
 from railgang.daemon.slurm.cli import commands as cmd
-from railgang.daemon.slurm.cli.runner import SlurmRunner, is_transient, last_line
+from railgang.daemon.slurm.cli.runner import SlurmRunner, is_transient, last_line, read_key
 from railgang.errors import SlurmCommandError, SlurmError
 
 
@@ -77,6 +77,67 @@ def test_timeout_is_transient_then_error() -> None:
     r2, _ = runner(Scripted(subprocess.TimeoutExpired), retries=0)
     with pytest.raises(SlurmCommandError, match="timed out"):
         r2.run(["squeue", "--json"])
+
+
+class Slow:
+    """A command that needs ``needs_s`` seconds: every try given less times out."""
+
+    def __init__(self, needs_s: float) -> None:
+        self.needs_s = needs_s
+        self.timeouts: list[float] = []
+
+    def __call__(self, argv: Sequence[str], env: Mapping[str, str], timeout_s: float,
+                 stdin: str | None) -> tuple[int, str, str]:
+        self.timeouts.append(timeout_s)
+        if timeout_s < self.needs_s:
+            raise subprocess.TimeoutExpired(list(argv), timeout_s)
+        return 0, "out", ""
+
+
+def test_a_read_that_times_out_gets_twice_the_time_and_keeps_it() -> None:
+    """squeue --json of 51,000 jobs on 26.05 outlasted the 30 s default on every try, so no
+    cycle completed: a read's retry doubles the time, and later reads start from what worked."""
+    slow = Slow(needs_s=45.0)
+    r, _ = runner(slow)
+    r.timeout_s = 30.0
+    assert r.run(["squeue", "--json", "--states=all"]).ok
+    assert slow.timeouts == [30.0, 60.0]
+    assert r.run(["squeue", "-O", "JobId", "--jobs=1,2"]).ok  # the same program's reads
+    assert slow.timeouts == [30.0, 60.0, 60.0]
+    assert r.run(["sinfo", "--json"]).ok and slow.timeouts[3:] == [30.0, 60.0]
+    hung = Slow(needs_s=1e9)  # slurmctld stuck: bounded by the retries, 30 + 60 + 120 s
+    r2, _ = runner(hung)
+    r2.timeout_s = 30.0
+    with pytest.raises(SlurmCommandError, match="timed out after 120s"):
+        r2.run(["squeue", "--json"])
+    assert hung.timeouts == [30.0, 60.0, 120.0] and not r2.read_timeouts
+
+
+def test_a_write_that_times_out_is_retried_with_the_same_time() -> None:
+    """A write's cost does not grow with the queue: when it times out slurmctld is stuck."""
+    slow = Slow(needs_s=45.0)
+    r, _ = runner(slow)
+    r.timeout_s = 30.0
+    with pytest.raises(SlurmCommandError, match="timed out after 30s"):
+        r.attempt(["scontrol", "update", "jobid=5", "StartTime=now"])
+    assert slow.timeouts == [30.0, 30.0, 30.0] and not r.read_timeouts
+
+
+def test_a_real_slow_process_is_read_on_its_longer_retry() -> None:
+    r = SlurmRunner(conf=None, timeout_s=0.3, retries=1, backoff_s=0.0)
+    res = r.run(["bash", "-c", "sleep 0.45; echo done"])
+    assert res.stdout == "done\n" and res.attempts == 2 and r.read_timeouts == {("bash",): 0.6}
+
+
+@pytest.mark.parametrize(("argv", "key"), [
+    (["squeue", "--json", "--states=all"], ("squeue",)),
+    (["scontrol", "show", "topology"], ("scontrol", "show", "topology")),
+    (["scontrol", "-o", "show", "reservation"], ("scontrol",)),
+    (["sacct", "--json", "--jobs=1,2"], ("sacct",)),
+])
+def test_a_reads_timeout_is_kept_per_program_and_sub_command(argv: list[str],
+                                                               key: tuple[str, ...]) -> None:
+    assert read_key(argv) == key
 
 
 def test_missing_binary_is_a_one_line_error() -> None:
