@@ -90,6 +90,7 @@ def test_tiresias_demotes_a_long_job_live_and_a_newcomer_starts_first(slurm: Clu
                daemon__tiresias_thresholds_gpu_h="[0.02]")
     long = slurm.sbatch(*ONE_NODE, args=("300",))
     wait_for(lambda: running_on(slurm, long), 30, "the long job to start")
+    started_by = time.time()
     wait_for(lambda: d.explain(long).get("state") == "running", 10, "explain to see it run")
     assert d.explain(long).get("tiresias_level") == 0
     [node] = running_on(slurm, long)
@@ -97,6 +98,9 @@ def test_tiresias_demotes_a_long_job_live_and_a_newcomer_starts_first(slurm: Clu
     wait_for(lambda: running_on(slurm, filler), 30, "the filler to run")
     wait_for(lambda: d.explain(long).get("tiresias_level") == 1, 30,
              "the long job to pass 0.02 GPU-h while it runs (demoted live)")
+    # its run must also pass the threshold in sacct's whole seconds once it ended: a run requeued
+    # right at 9 s was recorded as 72 GPU-s or less, and the job waited in queue 0 again
+    time.sleep(max(0.0, started_by + 12.0 - time.time()))
 
     # it waits again (requeued, held a moment so that a plain job takes its node until both
     # wait): a blocker that ended on its own could free the node before the daemon had seen the
