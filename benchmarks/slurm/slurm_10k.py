@@ -253,7 +253,7 @@ def window(b: Bench, mode: str, args: argparse.Namespace) -> dict[str, Any]:
                             0.0 if mode in ("all", "json") else 60.0,
                             600 if mode == "due600" else LEASE_S, thread=mode != "inline",
                             explain_refresh_s=0.0 if mode == "explain0" else 60.0)
-        deadline = time.monotonic() + 600
+        deadline = time.monotonic() + args.settle_s
         while len(cycles(log)) < args.warmup_cycles:  # the first renews every lapsed lease
             if proc.poll() is not None or time.monotonic() > deadline:
                 raise SystemExit(f"daemon ({mode}) did not settle: {log.read_text()[-2000:]}")
@@ -312,6 +312,8 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=4)
     ap.add_argument("--window-s", type=float, default=80)
     ap.add_argument("--warmup-cycles", type=int, default=2)
+    ap.add_argument("--settle-s", type=float, default=600,
+                    help="how long the daemon may take for its warm-up cycles (26.05 at 50,000: more)")
     ap.add_argument("--probe-rate", type=float, default=4)
     ap.add_argument("--modes", default="none,due,all")
     ap.add_argument("--port-base", type=int, default=24817)

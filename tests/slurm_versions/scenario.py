@@ -23,11 +23,13 @@ from typing import Any
 
 from railgang.daemon.config import SlurmSettings
 from railgang.daemon.slurm.cli import CliBackend, write_heartbeat
+from railgang.daemon.slurm.cli import backend as backend_module
 from railgang.daemon.slurm.cli.narrow import NarrowCache, narrow_argv, new_mark, parse_narrow
 from railgang.daemon.slurm.cli.records import parse_squeue
 from railgang.daemon.slurm.cli.schemas import PINNED, json_flag
 from railgang.devcluster.cluster import DAEMON_USER, DevCluster, daemon_uid, slurm_env
 from railgang.devcluster.layout import ClusterSpec
+from railgang.errors import SlurmCommandError
 
 RAILGANG = str(Path(sys.executable).with_name("railgang"))
 
@@ -224,6 +226,7 @@ def narrow_read(spec: ClusterSpec, sl: Any, sbatch: Any) -> dict[str, Any]:
             mine = backend.observe(time.time())
             reads.append(backend.full_reads)
         same = mine.jobs == plain.observe(time.time()).jobs
+        batched = batched_full_read(spec, plain)
         # the held job starts: its GPU indices come from the JSON of that job alone
         sl("scontrol", "release", made[0])
         sl("scontrol", "update", f"jobid={made[0]}", "StartTime=now")  # its lease
@@ -248,11 +251,42 @@ def narrow_read(spec: ClusterSpec, sl: Any, sbatch: Any) -> dict[str, Any]:
         return {"rows": len(rows), "records": len(narrow), "json_records": len(full), "differ": differ,
                 "problems": problems, "stale": stale, "made": made, "full_reads": reads,
                 "same_as_json": same, "names": {j.job_id: j.name for j in narrow if j.job_id in made},
+                "batched": batched,
                 "started": after, "signalled": signalled,
                 "hostile": {"rc": hostile.returncode, "stderr": hostile.stderr[-300:],
                             "gres": [r.fields[-1] for r in rows if r.job_id in made[3:4]]}}
     finally:
         sl("scancel", *made, check=False)
+
+
+def batched_full_read(spec: ClusterSpec, plain: CliBackend) -> dict[str, Any]:
+    """A full read of more jobs than ``FULL_READ_BATCH`` (two here) is read by id in batches
+    (26.05's squeue --json of 51,000 jobs outlasted every timeout): the second cycle's full
+    read, the first whose schema is known; and, where the first cycle's read of every job at
+    once timed out, the next cycle's (the ids from the narrow read, the schema from sinfo).
+    Their records must equal one read of every job."""
+    batch = backend_module.FULL_READ_BATCH
+    backend_module.FULL_READ_BATCH = 2
+    out: dict[str, Any] = {}
+    try:
+        for how in ("warm", "cold"):
+            backend = CliBackend(SlurmSettings(conf=spec.slurm_conf, lease_s=600, narrow_full_read_s=60))
+            if how == "cold":  # every try of the first cycle's read times out
+                backend.runner.timeout_s = 0.001
+            try:
+                backend.observe(time.time())  # every job at once: 22.05's squeue ignores -j
+            except SlurmCommandError as exc:
+                out[f"{how}_first"] = str(exc)[:200]
+            backend.runner.timeout_s, backend.runner.read_timeouts = 30.0, {}
+            got = backend.observe(time.time())
+            by_id = [r.argv for r in backend.runner.history if r.argv[0] == "squeue"
+                     and "--states=all" in r.argv and any(a.startswith("--jobs=") for a in r.argv)]
+            out[how] = {"full_reads": backend.full_reads, "commands": len(by_id), "jobs": len(got.jobs),
+                        "ids_per_command": max((len(a[-1].split(",")) for a in by_id), default=0),
+                        "same_as_json": got.jobs == plain.observe(time.time()).jobs}
+    finally:
+        backend_module.FULL_READ_BATCH = batch
+    return out
 
 
 if __name__ == "__main__":

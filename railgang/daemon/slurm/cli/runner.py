@@ -9,11 +9,13 @@ command — with exponential backoff. A refusal ("Invalid job id", "Requested no
 is not available", "Access/permission denied") is an answer, not a hiccup: it is returned at once
 (:meth:`SlurmRunner.attempt`) or raised as :class:`SlurmCommandError` (:meth:`SlurmRunner.run`).
 
-A read that timed out is tried again with twice the time, and the time that sufficed is kept for
-that read from then on (:meth:`SlurmRunner.run`): a read's cost grows with the queue (``squeue
---json`` of 51,000 jobs on 26.05 took longer than the 30 s default, so no cycle ever completed,
-BENCHMARKS.md), a write's does not, and a write that times out means slurmctld is stuck, where
-waiting longer helps nobody.
+A read that timed out is tried again with twice the time, up to :data:`READ_TIMEOUT_GROWTH`
+times ``timeout_s``, and the last time it was given is kept for that read from then on
+(:meth:`SlurmRunner.run`), whether it then answered or not: a read's cost grows with the queue
+(``squeue --json`` of 51,000 jobs on 26.05 took over 120 s on this 2-core machine, so no cycle
+ever completed, BENCHMARKS.md), and the next cycle should not pay the short tries again. A
+write's cost does not grow with the queue; a write that times out means slurmctld is stuck,
+where waiting longer helps nobody.
 
 Output is hostile (docs/security.md, "Slurm output"): 22.05 copies a job's name and Comment into
 ``squeue --json``/``sacct --json`` without checking that they are UTF-8, so output is decoded as
@@ -52,6 +54,9 @@ TRANSIENT_MARKERS = (
     "try again",
     "communication connection failure",
 )
+
+# a read's timeout grows to at most this many times [slurm] command_timeout_s (30 s: 240 s)
+READ_TIMEOUT_GROWTH = 8
 
 # a Slurm client's stdout (or stderr) larger than this is refused, not read: squeue --json of
 # 100,000 jobs is about 400 MB on 22.05
@@ -153,8 +158,8 @@ class SlurmRunner:
     sleep: Callable[[float], None] = time.sleep
     calls: int = 0
     history: list[CommandResult] = field(default_factory=list, repr=False)
-    # per read (its program and sub-command): the timeout a grown retry needed, kept as its
-    # first try's timeout from then on
+    # per read (its program and sub-command): the timeout its last grown retry had, kept as
+    # its first try's timeout from then on
     read_timeouts: dict[tuple[str, ...], float] = field(default_factory=dict, repr=False)
     keep_history: int = 200  # recent commands kept for `explain`/debugging and for tests
 
@@ -202,9 +207,9 @@ class SlurmRunner:
             if not transient or attempt > self.retries:
                 break
             delay = self.backoff_s * (2 ** (attempt - 1))
-            grown = grow_timeout and rc == -1
+            grown = grow_timeout and rc == -1 and timeout < self.timeout_s * READ_TIMEOUT_GROWTH
             if grown:
-                timeout *= 2
+                timeout = min(2 * timeout, self.timeout_s * READ_TIMEOUT_GROWTH)
             log.warning("slurm: %s transient failure (%s); retry %d/%d in %.1fs%s",
                         args[0], last_line(err), attempt, self.retries, delay,
                         f" with a {timeout:g}s timeout (a queue this long wants a larger [slurm] "
@@ -212,7 +217,7 @@ class SlurmRunner:
             self.sleep(delay)
         result = CommandResult(args, rc, out, err, attempt, time.monotonic() - t0)
         self._remember(result)
-        if grow_timeout and rc != -1 and timeout > self.timeout_s:
+        if grow_timeout and timeout > self.timeout_s:
             self.read_timeouts[key] = timeout
         if rc == -1 or (rc != 0 and transient):
             raise SlurmCommandError(list(args), None if rc == -1 else rc, last_line(err))

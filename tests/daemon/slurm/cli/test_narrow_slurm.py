@@ -13,6 +13,7 @@ import pytest
 
 from railgang.daemon.config import SlurmSettings
 from railgang.daemon.slurm.cli import CliBackend, write_heartbeat
+from railgang.daemon.slurm.cli import backend as backend_module
 from railgang.daemon.slurm.cli.narrow import (
     NarrowCache,
     NarrowRow,
@@ -24,6 +25,7 @@ from railgang.daemon.slurm.cli.narrow import (
 from railgang.daemon.slurm.cli.parse import ParseProblem
 from railgang.daemon.slurm.cli.records import parse_squeue, squeue_job
 from railgang.devcluster.cluster import DevCluster
+from railgang.errors import SlurmCommandError
 from tests.support.slurm import sl, tenant
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
@@ -107,6 +109,32 @@ def _readable(row: NarrowRow) -> bool:
     except ParseProblem:
         return False
     return True
+
+
+def test_after_a_first_read_that_timed_out_22_05_reads_every_job_at_once(
+        slurm_cluster: DevCluster, jobs: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """A full read that timed out makes the next cycle read the ids first (narrow) and the schema
+    from sinfo, to read the JSON in batches by id where squeue honours -j (24.11+, here in the
+    suites' container run, and tests/slurm_versions); 22.05's squeue ignores -j, which its
+    schema says, so it reads every job at once as before."""
+    monkeypatch.setattr(backend_module, "FULL_READ_BATCH", 2)
+    backend = CliBackend(SlurmSettings(conf=slurm_cluster.spec.slurm_conf, lease_s=600,
+                                       narrow_full_read_s=60))
+    backend.runner.timeout_s = 0.001
+    with pytest.raises(SlurmCommandError, match="timed out"):
+        backend.observe(time.time())
+    backend.runner.timeout_s, backend.runner.read_timeouts = 30.0, {}
+    obs = backend.observe(time.time())
+    by_id = [a for r in backend.runner.history if r.argv[0] == "squeue" and r.ok
+             for a in r.argv if a.startswith("--jobs=")]
+    assert backend.full_reads == 1
+    if backend.json_version is None:  # 22.05
+        assert by_id == []
+    else:
+        assert len(by_id) >= 3 and max(len(a.split(",")) for a in by_id) == 2, by_id
+    plain = CliBackend(SlurmSettings(conf=slurm_cluster.spec.slurm_conf, lease_s=600,
+                                     narrow_full_read_s=0))
+    assert obs.jobs == plain.observe(time.time()).jobs and jobs["running"] in obs.jobs
 
 
 def test_the_backend_reads_the_json_only_when_it_must(slurm_cluster: DevCluster,

@@ -105,12 +105,22 @@ def test_a_read_that_times_out_gets_twice_the_time_and_keeps_it() -> None:
     assert r.run(["squeue", "-O", "JobId", "--jobs=1,2"]).ok  # the same program's reads
     assert slow.timeouts == [30.0, 60.0, 60.0]
     assert r.run(["sinfo", "--json"]).ok and slow.timeouts[3:] == [30.0, 60.0]
-    hung = Slow(needs_s=1e9)  # slurmctld stuck: bounded by the retries, 30 + 60 + 120 s
-    r2, _ = runner(hung)
+
+    longer = Slow(needs_s=150.0)  # past every try of one call: the next call starts at 120 s
+    r2, _ = runner(longer)
     r2.timeout_s = 30.0
     with pytest.raises(SlurmCommandError, match="timed out after 120s"):
         r2.run(["squeue", "--json"])
-    assert hung.timeouts == [30.0, 60.0, 120.0] and not r2.read_timeouts
+    assert r2.run(["squeue", "--json"]).ok
+    assert longer.timeouts == [30.0, 60.0, 120.0, 120.0, 240.0]
+    hung = Slow(needs_s=1e9)  # slurmctld stuck: bounded by the retries and 8x the timeout
+    r3, _ = runner(hung)
+    r3.timeout_s = 30.0
+    for _ in range(3):
+        with pytest.raises(SlurmCommandError, match="timed out"):
+            r3.run(["squeue", "--json"])
+    assert hung.timeouts == [30.0, 60.0, 120.0, 120.0, 240.0, 240.0, 240.0, 240.0, 240.0]
+    assert r3.read_timeouts == {("squeue",): 240.0}
 
 
 def test_a_write_that_times_out_is_retried_with_the_same_time() -> None:
