@@ -89,7 +89,8 @@ def test_env_var_selects_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPat
 def philly_dir() -> Path:
     path = default_dir()
     if not (path / "simulation_throughputs.json").is_file():
-        pytest.skip(f"Philly-derived trace not found at {path} (set RAILGANG_PHILLY_DIR)")
+        pytest.fail(f"Philly-derived trace not found at {path}: check out ../shared or set "
+                    "RAILGANG_PHILLY_DIR (this test must not be skipped)")
     return path
 
 
