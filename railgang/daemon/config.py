@@ -68,8 +68,8 @@ class SlurmSettings(BaseModel):
     backend: Literal["cli", "pyslurm", "sim"] = "cli"
     # slurm.conf of the cluster to drive; empty = the client's default lookup
     conf: Path | None = None
-    # per try; a read that timed out is retried with twice the time and keeps what worked
-    # (its cost grows with the queue: runner.py)
+    # per try; a read that timed out is retried with twice the time (at most 8x) and keeps the
+    # last time it was given for its next calls (its cost grows with the queue: runner.py)
     command_timeout_s: float = Field(default=30.0, gt=0)
     # transient failures (slurmctld busy/unreachable, timeouts) are retried this often, with
     # exponential backoff from retry_backoff_s; refusals are never retried

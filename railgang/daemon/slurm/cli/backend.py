@@ -301,22 +301,27 @@ class CliBackend:
         def parse(text: str) -> tuple[list[SqueueJob], list[str]]:
             return parse_squeue(text, keep_signalled=True)
 
-        if rows is not None and len(rows) > FULL_READ_BATCH and self.json_version is None:
-            self._read_json(cmd.SINFO, parse_sinfo, "--Node")  # its schema says whether -j holds
-        if rows is not None and self.json_version is not None and len(rows) > FULL_READ_BATCH:
-            ids = list(dict.fromkeys(r.job_id for r in rows))
-            seen: dict[str, SqueueJob] = {}
-            notes: list[str] = []
-            try:
-                for lo in range(0, len(ids), FULL_READ_BATCH):
-                    got, said = self._read_json(cmd.SQUEUE, parse, "--states=all",
-                                                "--jobs=" + ",".join(ids[lo:lo + FULL_READ_BATCH]))
-                    seen.update((j.job_id, j) for j in got if j.job_id not in seen)
-                    notes += said
-                return list(seen.values()), notes
-            except SlurmCommandError as exc:
-                log.warning("slurm: squeue --json by id failed (%s); reading every job at once", exc)
+        if rows is not None and len(rows) > FULL_READ_BATCH:
+            if self.json_version is None and not self._json_read:  # (once read, None is 22.05)
+                self._read_json(cmd.SINFO, parse_sinfo, "--Node")  # its schema: does -j hold?
+            if self.json_version is not None:
+                try:
+                    return self._read_by_id(list(dict.fromkeys(r.job_id for r in rows)), parse)
+                except SlurmCommandError as exc:
+                    log.warning("slurm: squeue --json by id failed (%s); reading every job at once", exc)
         return self._read_json(cmd.SQUEUE, parse, "--states=all")
+
+    def _read_by_id(self, ids: list[str], parse: Callable[[str], tuple[list[SqueueJob], list[str]]],
+                    ) -> tuple[list[SqueueJob], list[str]]:
+        """``squeue --json --states=all --jobs=...`` of ``ids``, :data:`FULL_READ_BATCH` a command."""
+        seen: dict[str, SqueueJob] = {}
+        notes: list[str] = []
+        for lo in range(0, len(ids), FULL_READ_BATCH):
+            got, said = self._read_json(cmd.SQUEUE, parse, "--states=all",
+                                        "--jobs=" + ",".join(ids[lo:lo + FULL_READ_BATCH]))
+            seen.update((j.job_id, j) for j in got if j.job_id not in seen)
+            notes += said
+        return list(seen.values()), notes
 
     def _full_read_every(self) -> float:
         """Seconds between full JSON reads: ``narrow_full_read_s`` (0: every cycle), at least

@@ -179,7 +179,8 @@ class SlurmRunner:
                 grow_timeout: bool = False) -> CommandResult:
         """Run ``argv`` (feeding ``stdin``); retry transient failures; return the final result
         whatever its rc. Callers only retry-wrap idempotent commands (absolute updates).
-        ``grow_timeout``: a timed-out try is retried with twice its timeout (reads).
+        ``grow_timeout`` (reads): a timed-out try is retried with twice its timeout, at most
+        :data:`READ_TIMEOUT_GROWTH` times ``timeout_s``, and the last one is kept for the next call.
 
         Raises :class:`SlurmCommandError` only when the command could not produce an answer at
         all: not installed, or timed out / unreachable on every attempt.

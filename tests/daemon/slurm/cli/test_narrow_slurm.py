@@ -135,6 +135,13 @@ def test_after_a_first_read_that_timed_out_22_05_reads_every_job_at_once(
     plain = CliBackend(SlurmSettings(conf=slurm_cluster.spec.slurm_conf, lease_s=600,
                                      narrow_full_read_s=0))
     assert obs.jobs == plain.observe(time.time()).jobs and jobs["running"] in obs.jobs
+    # a later full read knows the schema from the read that came back: no sinfo of its own
+    def sinfos() -> int:
+        return sum(r.argv[0] == "sinfo" for r in backend.runner.history)
+    before = sinfos()
+    backend._narrow = None  # (what makes the next cycle read every job)
+    backend.observe(time.time())
+    assert backend.full_reads == 1 and sinfos() == before + 1  # the cycle's own node read
 
 
 def test_the_backend_reads_the_json_only_when_it_must(slurm_cluster: DevCluster,
