@@ -261,23 +261,22 @@ def narrow_read(spec: ClusterSpec, sl: Any, sbatch: Any) -> dict[str, Any]:
 
 def batched_full_read(spec: ClusterSpec, plain: CliBackend) -> dict[str, Any]:
     """A full read of more jobs than ``FULL_READ_BATCH`` (two here) is read by id in batches
-    (26.05's squeue --json of 51,000 jobs outlasted every timeout): the second cycle's full
-    read, the first whose schema is known; and, where the first cycle's read of every job at
-    once timed out, the next cycle's (the ids from the narrow read, the schema from sinfo).
-    Their records must equal one read of every job."""
+    (26.05's squeue --json of 51,000 jobs outlasted every timeout): a fresh daemon's first
+    cycle (the ids from its narrow read, the schema from sinfo); and, where that cycle's reads
+    all timed out, the next one's. Their records must equal one read of every job."""
     batch = backend_module.FULL_READ_BATCH
     backend_module.FULL_READ_BATCH = 2
     out: dict[str, Any] = {}
     try:
-        for how in ("warm", "cold"):
+        for how in ("fresh", "timed_out"):
             backend = CliBackend(SlurmSettings(conf=spec.slurm_conf, lease_s=600, narrow_full_read_s=60))
-            if how == "cold":  # every try of the first cycle's read times out
+            if how == "timed_out":  # every try of the first cycle's reads times out
                 backend.runner.timeout_s = 0.001
-            try:
-                backend.observe(time.time())  # every job at once: 22.05's squeue ignores -j
-            except SlurmCommandError as exc:
-                out[f"{how}_first"] = str(exc)[:200]
-            backend.runner.timeout_s, backend.runner.read_timeouts = 30.0, {}
+                try:
+                    backend.observe(time.time())
+                except SlurmCommandError as exc:
+                    out[f"{how}_first"] = str(exc)[:200]
+                backend.runner.timeout_s, backend.runner.read_timeouts = 30.0, {}
             got = backend.observe(time.time())
             by_id = [r.argv for r in backend.runner.history if r.argv[0] == "squeue"
                      and "--states=all" in r.argv and any(a.startswith("--jobs=") for a in r.argv)]

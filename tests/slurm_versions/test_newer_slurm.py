@@ -107,12 +107,12 @@ def test_the_narrow_read_builds_the_json_records(seen: dict[str, Any]) -> None:
     # issue 38 row 3: a GRES type with "|" and a newline is the user's own field, whole
     assert got["hostile"]["gres"] == ["gres/gpu:x|n02\n99999|RUNNING:8"], got["hostile"]
     assert got["signalled"] == 10  # ended by USR1: kept, to be requeued (apply.died_of_the_signal)
-    assert got["full_reads"] == [1, 1, 0] and got["same_as_json"]
-    # more jobs than FULL_READ_BATCH (2 here): the second cycle's full read by id, in batches
-    # (and so after a first read that timed out: the ids from the narrow read, by id at once)
+    assert got["full_reads"] == [1, 0, 0] and got["same_as_json"]
+    # more jobs than FULL_READ_BATCH (2 here): a fresh daemon's first full read by id, in
+    # batches (and so the next cycle's after a first cycle whose reads all timed out)
     batched = got["batched"]
-    assert "warm_first" not in batched and "timed out" in batched["cold_first"], batched
-    for how in ("warm", "cold"):
+    assert "timed out" in batched["timed_out_first"], batched
+    for how in ("fresh", "timed_out"):
         assert batched[how]["full_reads"] == 1 and batched[how]["same_as_json"], batched
         assert batched[how]["ids_per_command"] == 2 and batched[how]["commands"] >= 3, batched
     assert "a|name\nwith a newline" in got["names"].values()

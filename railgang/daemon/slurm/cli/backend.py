@@ -146,7 +146,6 @@ class CliBackend:
         # is still sending shows the old end, and would hand the same leases over again
         self._handed: dict[str, float] = {}
         self._json_read = False  # squeue --json read once: its schema (and so 22.05) is known
-        self._json_failed = False  # a full read failed before any came back: read the ids first
         self._narrow: NarrowCache | None = None  # the narrow reads between full ones
         self.full_reads = 0  # 1 when the last observe read squeue --json (benchmarks, tests)
         self.changed_reads = 0  # 1 when it read the JSON of only the changed jobs instead
@@ -245,7 +244,7 @@ class CliBackend:
         default, 22.05 ignores the option and lists them anyway; a job that died of railgang's
         checkpoint signal must be seen to be requeued (apply.died_of_the_signal)."""
         rows = None
-        if (self._json_read or self._json_failed) and self.settings.narrow_full_read_s > 0:
+        if self.settings.narrow_full_read_s > 0:  # (the first cycle too: it sizes the full read)
             try:  # the JSON writes every field of every job (24.11: 97 MB at 10,000 jobs)
                 mark = new_mark()  # ends what users write (a GRES type): narrow.py
                 rows = parse_narrow(self.runner.run(narrow_argv(mark)).stdout, mark)
@@ -279,11 +278,7 @@ class CliBackend:
                 except (NarrowProblem, SlurmCommandError) as exc:
                     log.warning("slurm: narrow squeue read: %s; reading the JSON", exc)
             log.debug("slurm: full squeue read: %s", why)
-        try:
-            seen, notes = self._read_all(rows)
-        except SlurmCommandError:
-            self._json_failed = True  # (a queue too long for one read: next cycle in batches)
-            raise
+        seen, notes = self._read_all(rows)
         self._json_read = True
         self._narrow = NarrowCache.after_full_read(now, rows, seen) if rows is not None else None
         self.full_reads = 1
@@ -295,9 +290,10 @@ class CliBackend:
         that many ids a command, so that no one command outgrows the timeout or the memory. A
         job submitted after the narrow read is read the next cycle (a new waiting job is read by
         id then, a new running one makes the cycle stale). A batch Slurm refuses (a job purged
-        in between) reads everything at once instead. The first cycle reads every job at once
-        (no narrow read yet, as on 22.05, whose squeue ignores -j); after that read failed (it
-        timed out), the next cycle reads the ids first and the schema from sinfo."""
+        in between) reads everything at once instead. Before any JSON came back the schema is
+        not known: a read of more jobs than a batch asks ``sinfo --json`` for it first (a fresh
+        daemon on 26.05 with 50,000 waiting: one read of every job outlasts its timeouts), and
+        22.05, whose squeue ignores -j, reads every job at once."""
         def parse(text: str) -> tuple[list[SqueueJob], list[str]]:
             return parse_squeue(text, keep_signalled=True)
 

@@ -85,7 +85,8 @@ def test_snapshot_of_the_cluster(backend: CliBackend) -> None:
     assert {n.gpus for n in snap.nodes.values()} == {8}
     assert [len(snap.fabric.nodes_under(leaf)) for leaf in snap.fabric.leaves] == [4, 4, 4, 4]
     assert snap.fabric.leaf_of("n05") == "leaf2"
-    assert backend.runner.calls == 3  # squeue, sinfo, sshare: a constant, not per job
+    # squeue -O (the ids: how large a full read is), squeue --json, sinfo, sshare: a constant
+    assert backend.runner.calls == 4
     assert {"team-a", "team-b"} <= set(snap.accounts)
 
 

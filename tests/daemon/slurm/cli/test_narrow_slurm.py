@@ -111,30 +111,32 @@ def _readable(row: NarrowRow) -> bool:
     return True
 
 
-def test_after_a_first_read_that_timed_out_22_05_reads_every_job_at_once(
+def test_a_fresh_daemon_reads_a_long_queue_in_batches_where_squeue_takes_ids(
         slurm_cluster: DevCluster, jobs: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
-    """A full read that timed out makes the next cycle read the ids first (narrow) and the schema
-    from sinfo, to read the JSON in batches by id where squeue honours -j (24.11+, here in the
-    suites' container run, and tests/slurm_versions); 22.05's squeue ignores -j, which its
-    schema says, so it reads every job at once as before."""
+    """The first cycle reads the ids first (narrow): a queue longer than a batch is read as JSON
+    by id, in batches, where squeue honours -j (24.11+, here in the suites' container run, and
+    tests/slurm_versions), once sinfo has told the schema; 22.05's squeue ignores -j, which its
+    schema says, so it reads every job at once. The same after a first cycle that timed out."""
     monkeypatch.setattr(backend_module, "FULL_READ_BATCH", 2)
-    backend = CliBackend(SlurmSettings(conf=slurm_cluster.spec.slurm_conf, lease_s=600,
-                                       narrow_full_read_s=60))
-    backend.runner.timeout_s = 0.001
-    with pytest.raises(SlurmCommandError, match="timed out"):
-        backend.observe(time.time())
-    backend.runner.timeout_s, backend.runner.read_timeouts = 30.0, {}
-    obs = backend.observe(time.time())
-    by_id = [a for r in backend.runner.history if r.argv[0] == "squeue" and r.ok
-             for a in r.argv if a.startswith("--jobs=")]
-    assert backend.full_reads == 1
-    if backend.json_version is None:  # 22.05
-        assert by_id == []
-    else:
-        assert len(by_id) >= 3 and max(len(a.split(",")) for a in by_id) == 2, by_id
     plain = CliBackend(SlurmSettings(conf=slurm_cluster.spec.slurm_conf, lease_s=600,
                                      narrow_full_read_s=0))
-    assert obs.jobs == plain.observe(time.time()).jobs and jobs["running"] in obs.jobs
+    for timed_out in (False, True):
+        backend = CliBackend(SlurmSettings(conf=slurm_cluster.spec.slurm_conf, lease_s=600,
+                                           narrow_full_read_s=60))
+        if timed_out:
+            backend.runner.timeout_s = 0.001
+            with pytest.raises(SlurmCommandError, match="timed out"):
+                backend.observe(time.time())
+            backend.runner.timeout_s, backend.runner.read_timeouts = 30.0, {}
+        obs = backend.observe(time.time())
+        by_id = [a for r in backend.runner.history if r.argv[0] == "squeue" and r.ok
+                 for a in r.argv if a.startswith("--jobs=")]
+        assert backend.full_reads == 1
+        if backend.json_version is None:  # 22.05
+            assert by_id == []
+        else:
+            assert len(by_id) >= 3 and max(len(a.split(",")) for a in by_id) == 2, by_id
+        assert obs.jobs == plain.observe(time.time()).jobs and jobs["running"] in obs.jobs
     # a later full read knows the schema from the read that came back: no sinfo of its own
     def sinfos() -> int:
         return sum(r.argv[0] == "sinfo" for r in backend.runner.history)
@@ -152,8 +154,8 @@ def test_the_backend_reads_the_json_only_when_it_must(slurm_cluster: DevCluster,
     for _ in range(3):
         obs = backend.observe(time.time())
         reads.append(backend.full_reads)
-    # 1: the schema is not known yet; 2: the first narrow read has no full read to stand on
-    assert reads == [1, 1, 0]
+    # 1: the first cycle reads the ids, then every job's JSON; then the narrow read stands on it
+    assert reads == [1, 0, 0]
     assert jobs["leased"] in obs.leased and jobs["running"] in obs.jobs
     plain = CliBackend(SlurmSettings(conf=slurm_cluster.spec.slurm_conf, lease_s=600,
                                      narrow_full_read_s=0))
@@ -241,7 +243,7 @@ def test_a_users_hostile_jobs_steer_nothing(slurm_cluster: DevCluster, jobs: dic
             now = time.time()
             obs, theirs = backend.observe(now), plain.observe(now)
             reads.append(backend.full_reads)
-        assert reads == [1, 1, 0, 0]
+        assert reads == [1, 0, 0, 0]
         assert obs.jobs == theirs.jobs and set(mine) | set(jobs.values()) <= set(obs.jobs)
         assert "99999" not in obs.jobs
         assert all(obs.jobs[j].batch_host == "" and obs.jobs[j].tag is None for j in mine[:3])
