@@ -461,7 +461,7 @@ def test_a_need_beyond_the_churn_room_is_answered_as_the_walk_answers_it(
     walked = victims._walk(need, taken, victims._steps(need, taken, fresh, rules), rules)
     if walked.placed is None:
         walked = victims.Victims(budget_hit=walked.budget_hit, why="budget" if walked.budget_hit else "no room")
-    bound = victims._beyond_room(need, taken, fresh, rules)
+    bound = victims._beyond_room(need, taken, rules)
     event("bound" if bound is not None else "walked")
     assert got == walked
     if bound is not None:

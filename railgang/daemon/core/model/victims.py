@@ -185,16 +185,14 @@ def solve(need: Need[T], cands: Sequence[RunningJob], rules: Rules) -> Victims[T
     if rules.order is not None and (rules.looked_at is not None or need.one_place):
         cands = rules.order(cands)
     cands = cands[:rules.looked_at]
-    fresh = _fresh(cands, rules)
     if need.one_place:
-        found = _one_place(need, cands, fresh, rules)
-    elif (bound := _beyond_room(need, cands, fresh, rules)) is not None:
+        found = _one_place(need, cands, _fresh(cands, rules), rules)
+    elif (bound := _beyond_room(need, cands, rules)) is not None:
         return bound  # (its answer reads no order)
     else:
         if rules.order is not None and rules.looked_at is None:
             cands = rules.order(cands)
-            fresh = _fresh(cands, rules)
-        found = _walk(need, cands, _steps(need, cands, fresh, rules), rules)
+        found = _walk(need, cands, _steps(need, cands, _fresh(cands, rules), rules), rules)
     if found.placed is None and not found.why:
         return Victims(budget_hit=found.budget_hit, why="budget" if found.budget_hit else "no room")
     return found
@@ -208,7 +206,7 @@ def _fresh(cands: list[RunningJob], rules: Rules) -> list[RunningJob]:
 
 # -- node by node, or one by one: freed GPUs add up -------------------------------------------
 
-def _beyond_room(need: Need[T], cands: list[RunningJob], fresh: list[RunningJob], rules: Rules) -> Victims[T] | None:
+def _beyond_room(need: Need[T], cands: list[RunningJob], rules: Rules) -> Victims[T] | None:
     """The walk's answer when its kills cannot reach the need inside the churn room, found
     without the walk; None when they might. Without shrinks and with no ledger to refuse a victim,
     the walk's freed GPUs are the free ones plus kills of at most ``room`` GPUs: below the need
@@ -220,6 +218,7 @@ def _beyond_room(need: Need[T], cands: list[RunningJob], fresh: list[RunningJob]
         return None
     if sum(len(g) for g in need.free.values()) + room >= need.gpus or any(map(rules.shrink, cands)):
         return None
+    fresh = _fresh(cands, rules)
     hit = len(fresh) < len(cands) or sum(v.gpus for v in fresh) > room
     return Victims(budget_hit=hit, why="budget" if hit else "no room")
 

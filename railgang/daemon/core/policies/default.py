@@ -125,11 +125,10 @@ class Default:
         drain = _Drain(snapshot, now)
         behind = frozenset(  # ρ-starving: its ρ reaches promote_rho by the time a reservation
             j.job_id for j in snapshot.pending  # made now could start it
-            if math.isfinite(self.promote_rho) and (
-                rhos[j.job_id] >= self.promote_rho
-                or ((wait := drain.wait_s(j.gpus)) > 0
-                    and rho(j, now + wait, j.replicas, n[j.priority_class], total)
-                    >= self.promote_rho)))
+            if rhos[j.job_id] >= self.promote_rho
+            or ((wait := drain.wait_s(j.gpus)) > 0
+                and rho(j, now + wait, j.replicas, n[j.priority_class], total) >= self.promote_rho)
+        ) if math.isfinite(self.promote_rho) else frozenset()
         use: dict[str, int] = {}  # the account's rank, once per account
         if self.fair_share:
             for j in snapshot.pending:

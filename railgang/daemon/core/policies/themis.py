@@ -22,25 +22,14 @@ from dataclasses import dataclass
 
 from railgang.daemon.core.model import pools as hetero
 from railgang.daemon.core.model.elastic import fill_by_marginal_gain
-from railgang.daemon.core.model.job import Job
+from railgang.daemon.core.model.job import Job, JobRequest
 from railgang.daemon.core.model.plan import Plan, want
 from railgang.daemon.core.model.snapshot import Snapshot
 
 HOUR = 3600.0
 
 
-def work_done_s(job: Job) -> float:
-    """Progress so far in seconds at the requested size (from attained GPU-seconds)."""
-    return job.attained_gpu_s / job.gpus
-
-
-def work_left_s(job: Job) -> float:
-    if job.work_remaining_s is not None:
-        return job.work_remaining_s
-    return max(work_done_s(job), HOUR)
-
-
-def independent_rate(job: Job, share_gpus: float) -> float:
+def independent_rate(job: Job | JobRequest, share_gpus: float) -> float:
     """Progress rate (1.0 = requested size) on an exclusive ``share_gpus`` slice of the cluster."""
     share_k = share_gpus / job.replica_gpus
     if share_k >= job.min_replicas:
@@ -60,12 +49,19 @@ def contenders(snapshot: Snapshot) -> dict[int, int]:
 
 
 def rho(job: Job, now: float, replicas: int, n_jobs: int, cluster_gpus: int) -> float:
-    """Finish-time fairness of ``job`` if it runs on ``replicas`` from now on."""
-    rate = job.rate(replicas)
+    """Finish-time fairness of ``job`` if it runs on ``replicas`` from now on. Its work done is
+    its attained GPU-seconds over its requested GPUs (seconds at the requested size); its work
+    left, when unknown, the work done, at least an hour (the module docstring)."""
+    request, state = job.request, job.state
+    rate = request.rate(replicas)
     if rate <= 0:
         return math.inf
-    t_shared = max(0.0, now - job.submit_time) + work_left_s(job) / rate
-    t_indep = (work_done_s(job) + work_left_s(job)) / independent_rate(job, cluster_gpus / max(1, n_jobs))
+    done = state.attained_gpu_s / request.gpus
+    left = state.work_remaining_s
+    if left is None:
+        left = max(done, HOUR)
+    t_shared = max(0.0, now - request.submit_time) + left / rate
+    t_indep = (done + left) / independent_rate(request, cluster_gpus / max(1, n_jobs))
     return t_shared / t_indep
 
 
