@@ -65,19 +65,19 @@ class EvictPhase:
         self.churn, self.cap = pre.churn_allowance(snap, budget, d.now)
         # GPUs of jobs already signalled (they come back to the waiting jobs first); and what
         # decides, before any ranking, whether anybody may be evicted (the class and level
-        # rules, _may_find_victims_ignoring_budget) and whether the budget allows it: the worst
-        # level per class among possible victims, and whether any of them could shrink
+        # rules, _may_find_victims_ignoring_budget): the worst level per class among possible
+        # victims (whether the budget allows it: _may_find_victims)
         running = snap.running.values()
         self.inflight = sum(r.gpus for r in running if r.preempt_deadline is not None)
         self.takeable = takeable = [r for r in running if r.preempt_deadline is None and r.priority_class != 0]
         self.worst: dict[int, float] = {}
         self.lower_runs: dict[int, bool] = {}  # per class: runs a class it may evict
-        worst, level = self.worst, plan.levels.get
+        self.shrinkable: bool | None = None  # could any of them shrink (read once the churn is spent)
+        worst, levels = self.worst, plan.levels
         for r in takeable:
-            c, lvl = r.priority_class, level(r.job_id, 0.0)
+            c, lvl = r.priority_class, levels.get(r.job_id, 0.0)
             if lvl > worst.get(c, -INF):
                 worst[c] = lvl
-        self.shrinkable = any(r.replicas > r.job.min_replicas for r in takeable)
 
     def _may_find_victims_ignoring_budget(self, job: Job, level: float) -> bool:
         """Is anybody running whom this job's class (or level) may evict?"""
@@ -95,7 +95,12 @@ class EvictPhase:
         every job it holds, before its candidates are looked at (the rule, ``model/preemption.py``)."""
         if not self._may_find_victims_ignoring_budget(job, level):
             return False
-        return job.priority_class == 0 or self.churn < self.cap or self.shrinkable
+        if job.priority_class == 0 or self.churn < self.cap:
+            return True
+        if self.shrinkable is None:
+            assert self.takeable is not None  # (built by _prepare)
+            self.shrinkable = any(r.replicas > r.job.min_replicas for r in self.takeable)
+        return self.shrinkable
 
     def _takers(self, job: Job, level: float) -> list[RunningJob]:
         """The running jobs ``job`` may evict at ``level`` (``_eligible``: its class, the
