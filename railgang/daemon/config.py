@@ -105,8 +105,9 @@ class SlurmSettings(BaseModel):
     # where squeue honours -j (24.11+) a new waiting job is read by id (its name) in the cycle
     # that first lists it, so the full read only refreshes what an owner changed later in a
     # waiting job's name or Comment (neither is read while it waits but for the start-time
-    # estimate's model): at least this often there, not narrow_full_read_s (24.11 at 10,000
-    # waiting: 9-11 s a full read, BENCHMARKS.md "10,000 waiting jobs on Slurm 24.11")
+    # estimate's model): each record is read again by id in turn within this period there (no
+    # read of every job for it: 24.11 at 10,000 waiting took 9-11 s, BENCHMARKS.md "10,000
+    # waiting jobs on Slurm 24.11"), not narrow_full_read_s
     narrow_full_read_filtered_s: float = Field(default=600.0, ge=0, le=86400)
     # topology.conf to build the fabric from; empty = topology.conf beside slurm.conf, else
     # `scontrol show topology`

@@ -247,6 +247,7 @@ def narrow_read(spec: ClusterSpec, sl: Any, sbatch: Any) -> dict[str, Any]:
                            "--job-name=fresh|name\nline").stdout.strip().split(";")[0])
         fresh = backend.observe(time.time())
         after["fresh"] = [backend.full_reads, backend.changed_reads, fresh.jobs[made[-1]].name]
+        after["turn"] = records_in_turn(spec, plain)
         signalled = {j.job_id: j.exit_signal for j in narrow}.get(killed)
         return {"rows": len(rows), "records": len(narrow), "json_records": len(full), "differ": differ,
                 "problems": problems, "stale": stale, "made": made, "full_reads": reads,
@@ -257,6 +258,26 @@ def narrow_read(spec: ClusterSpec, sl: Any, sbatch: Any) -> dict[str, Any]:
                             "gres": [r.fields[-1] for r in rows if r.job_id in made[3:4]]}}
     finally:
         sl("scancel", *made, check=False)
+
+
+def records_in_turn(spec: ClusterSpec, plain: CliBackend) -> dict[str, Any]:
+    """The records read again by id in turn (``NarrowCache.due``) instead of every job at once
+    every ``narrow_full_read_filtered_s`` (20 s here): 30 s of cycles, a second apart."""
+    turn = CliBackend(SlurmSettings(conf=spec.slurm_conf, lease_s=600, narrow_full_read_s=5,
+                                    narrow_full_read_filtered_s=20))
+    reads, by_id = [], set[str]()
+    end = time.monotonic() + 30
+    while time.monotonic() < end:
+        before = len(turn.runner.history)
+        got = turn.observe(time.time())
+        reads.append(turn.full_reads)
+        by_id |= {i for r in turn.runner.history[before:] if r.argv[0] == "squeue" and "--states=all" in r.argv
+                  for a in r.argv if a.startswith("--jobs=") for i in a.removeprefix("--jobs=").split(",")}
+        time.sleep(1)
+    now = time.time()
+    got = turn.observe(now)
+    return {"full_reads": reads, "unread": sorted(set(got.jobs) - by_id), "jobs": len(got.jobs),
+            "same_as_json": got.jobs == plain.observe(now).jobs}
 
 
 def batched_full_read(spec: ClusterSpec, plain: CliBackend) -> dict[str, Any]:

@@ -123,3 +123,7 @@ def test_the_narrow_read_builds_the_json_records(seen: dict[str, Any]) -> None:
     assert started["next"] == [0, 0]
     # a new waiting job: its name read with it by id in the cycle that first lists it
     assert started["fresh"] == [0, 1, "fresh|name\nline"]
+    # every record read again by id in turn, no read of every job after the first (20 s period)
+    turn = started["turn"]
+    assert turn["full_reads"][0] == 1 and not any(turn["full_reads"][1:]), turn
+    assert turn["jobs"] >= 4 and turn["unread"] == [] and turn["same_as_json"], turn

@@ -240,9 +240,8 @@ class CliBackend:
 
     def _read_jobs(self, now: float) -> tuple[list[SqueueJob], list[str]]:
         """Every job: the narrow ``squeue -O`` read while it can stand alone (narrow.py), else
-        ``squeue --json``. --states=all: 24.11+ leave ended jobs out by
-        default, 22.05 ignores the option and lists them anyway; a job that died of railgang's
-        checkpoint signal must be seen to be requeued (apply.died_of_the_signal)."""
+        ``squeue --json``. --states=all: 24.11+ leave ended jobs out by default, 22.05 ignores
+        it; a job that died of the checkpoint signal must be seen (apply.died_of_the_signal)."""
         rows = None
         if self.settings.narrow_full_read_s > 0:  # (the first cycle too: it sizes the full read)
             try:  # the JSON writes every field of every job (24.11: 97 MB at 10,000 jobs)
@@ -252,11 +251,14 @@ class CliBackend:
                 log.warning("slurm: narrow squeue read failed (%s); reading the JSON", exc)
         cache = self._narrow
         self.changed_reads = 0
-        if rows is not None and cache is not None and now - cache.at < self._full_read_every():
+        every = self._full_read_every()
+        if rows is not None and cache is not None and now - cache.oldest(rows) < every:
             why, said = cache.stale(rows), list[str]()
-            # squeue honours -j: read only the changed jobs, and the new waiting ones' names
-            if self.json_version is not None and (why or cache.unseen_pending(rows)):
-                why, said = self._read_changed(cache, rows)
+            # squeue honours -j: read only the changed jobs, the new waiting ones' names, and
+            # the records due again (read in turn, not all at once every `every`)
+            due = cache.due(rows, now, every, FULL_READ_BATCH) if self.json_version is not None else []
+            if self.json_version is not None and (why or due or cache.unseen_pending(rows)):
+                why, said = self._read_changed(cache, rows, due, now)
             if not why:
                 try:
                     jobs, notes = cache.read(rows)
@@ -327,25 +329,28 @@ class CliBackend:
             return max(every, self.settings.narrow_full_read_filtered_s)
         return every
 
-    def _read_changed(self, cache: NarrowCache, rows: list[NarrowRow]) -> tuple[str, list[str]]:
+    def _read_changed(self, cache: NarrowCache, rows: list[NarrowRow], due: list[str],
+                      now: float) -> tuple[str, list[str]]:
         """The JSON of only the jobs that made the narrow read stale (``squeue --json -j``: a
         version with a data_parser, whose squeue honours its filters; 22.05 ignores them): on a
         busy cluster a job starts or ends in most cycles, and a full read of 10,000 waiting
         jobs costs 24.11 6-10 s, this one 0.2 s. New waiting jobs are read with them (their
-        names: the narrow form has none). Returns why a full read is still needed ("":
-        none: too many changed, the read failed as for a job purged meanwhile, or a job changed
-        again in between) and what the read said of records it skipped."""
+        names: the narrow form has none), and the records ``due`` again (what an owner changed
+        later in a name or Comment: ``NarrowCache.due``, a share each cycle instead of every job
+        at once). Returns why a full read is still needed ("": none: too many changed, the read
+        failed as for a job purged meanwhile, or a job changed again in between) and what the
+        read said of records it skipped."""
         stale = list(cache.stale_jobs(rows))
         if len(stale) > CHANGED_READ_MAX:
             return f"{len(stale)} jobs changed", []
         # new waiting jobs' names; after a burst of submissions the rest in the next cycles
-        ids = stale + cache.unseen_pending(rows)[:CHANGED_READ_MAX - len(stale)]
+        ids = list(dict.fromkeys([*stale, *cache.unseen_pending(rows)[:CHANGED_READ_MAX - len(stale)], *due]))
         try:
             seen, said = self._read_json(cmd.SQUEUE, lambda text: parse_squeue(text, keep_signalled=True),
                                       "--states=all", "--jobs=" + ",".join(ids))
-        except SlurmCommandError as exc:  # names alone can wait for the next cycle
+        except SlurmCommandError as exc:  # names and records due can wait for the next cycle
             return (f"squeue -j of the changed jobs failed: {exc}" if stale else ""), []
-        cache.absorb(rows, ids, seen)
+        cache.absorb(rows, ids, seen, now)
         self.changed_reads = 1
         return cache.stale(rows), said
 

@@ -24,8 +24,10 @@ new or changed (started, resized, requeued) since the full read; a job that ende
 its line (state, exit code), as the full read would keep it (ended by a signal, NODE_FAIL).
 Between full reads a new pending job has no name (``model`` stays empty for the start-time
 estimate) on 22.05; where squeue honours ``-j`` (24.11+) the cycle that first lists it reads it
-by id with the changed jobs, and the full read runs only every ``narrow_full_read_filtered_s``. Running railgang jobs' Comments (their training progress, which elastic sizing reads)
-are read every cycle by one more ``squeue -j ... -O JobID,Comment`` (:func:`parse_comments`).
+by id with the changed jobs, and instead of a full read every ``narrow_full_read_filtered_s``
+each record is read again by id in turn within that period (:meth:`NarrowCache.due`). Running
+railgang jobs' Comments (their training progress, which elastic sizing reads) are read every
+cycle by one more ``squeue -j ... -O JobID,Comment`` (:func:`parse_comments`).
 
 What users write still reaches the narrow form: a GRES type (22.05, 24.11 and 26.05 take
 ``--gres=gpu:x|n02|n03:8`` with ``--hold``, and a newline in one), the node names a job asked
@@ -43,9 +45,10 @@ alone, as the JSON read does.
 
 from __future__ import annotations
 
+import heapq
 import secrets
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
@@ -342,15 +345,26 @@ def with_progress(jobs: list[SqueueJob], comments: Mapping[str, str]) -> list[Sq
     return fresh
 
 
+# records read by id in turn (NarrowCache.due), as shares of narrow_full_read_filtered_s: the
+# whole queue once per ROTATION, none younger than RESTING (0.2 + 0.7 < 1: the rotation that
+# starts right after a full read ends before any of its records is a whole period old)
+ROTATION = 0.7
+RESTING = 0.2
+
+
 @dataclass
 class NarrowCache:
     """What the narrow reads between two full reads stand on: the full read's records (``at``),
-    the narrow fingerprints seen just before it, and the last narrow read's lines."""
+    the narrow fingerprints seen just before it, the last narrow read's lines, and when each
+    job's record was read (``read_at``: the full read, or a later read of it by id)."""
 
     at: float
     full: dict[str, SqueueJob]
     fingerprints: dict[str, tuple[str, ...]]
     lines: dict[str, tuple[str, SqueueJob]]
+    read_at: dict[str, float] = field(default_factory=dict)
+    asked_at: float | None = None  # when :meth:`due` was last asked (its pace)
+    owed: float = 0.0  # records due by the pace, not yet read (a fraction of one, carried)
 
     @classmethod
     def after_full_read(cls, now: float, rows: list[NarrowRow], jobs: list[SqueueJob]) -> NarrowCache:
@@ -359,7 +373,33 @@ class NarrowCache:
         missed change)."""
         full = {j.job_id: j for j in jobs}
         return cls(now, full, {r.job_id: r.fingerprint for r in rows},
-                   {r.job_id: (r.line, full[r.job_id]) for r in rows if r.job_id in full})
+                   {r.job_id: (r.line, full[r.job_id]) for r in rows if r.job_id in full},
+                   dict.fromkeys(full, now))
+
+    def oldest(self, rows: list[NarrowRow]) -> float:
+        """When the oldest record of a job in ``rows`` was read (the full read's time if none)."""
+        read_at = self.read_at
+        return min((t for r in rows if (t := read_at.get(r.job_id)) is not None), default=self.at)
+
+    def due(self, rows: list[NarrowRow], now: float, every: float, most: int) -> list[str]:
+        """The jobs of ``rows`` whose records are read again by id this cycle, oldest first, so
+        that none gets older than ``every`` and no cycle reads every job for it: the queue is
+        read in turn once per ``ROTATION`` of ``every`` (this cycle's share: its jobs times the
+        seconds since the last cycle asked, over that time; the fractions carried to the next
+        cycle), among the records older than ``RESTING`` of ``every``; at most ``most`` (one
+        command), the rest owed. Right after a full read nothing is due; the last record of its
+        rotation is read at 0.9 ``every``."""
+        gap = max(0.0, now - self.asked_at) if self.asked_at is not None else 0.0
+        self.asked_at = now
+        read_at, rest = self.read_at, now - RESTING * every
+        old = [(t, r.job_id) for r in rows if (t := read_at.get(r.job_id)) is not None and t <= rest]
+        if not old:
+            self.owed = 0.0
+            return []
+        self.owed = min(self.owed + len(rows) * gap / (ROTATION * every), float(len(old)))
+        take = min(int(self.owed), most)
+        self.owed -= take
+        return list(dict.fromkeys(job_id for _, job_id in heapq.nsmallest(take, old)))
 
     def stale(self, rows: list[NarrowRow]) -> str:
         """Why ``rows`` need a full read ("" when they do not): an active job that is new, or
@@ -391,19 +431,21 @@ class NarrowCache:
         where the version honours -j."""
         return [r.job_id for r in rows if r.kind == "pending" and r.job_id not in self.fingerprints]
 
-    def absorb(self, rows: list[NarrowRow], job_ids: list[str], jobs: list[SqueueJob]) -> None:
+    def absorb(self, rows: list[NarrowRow], job_ids: list[str], jobs: list[SqueueJob], now: float) -> None:
         """Take a full read of only ``job_ids`` (``squeue --json -j``, where the version honours
-        it), parsed into ``jobs``, read just after ``rows``: their records and fingerprints
-        replace the full read's, as if it had read them (an id the JSON left out, an end the
-        daemon does not act on, leaves the records as that read would)."""
+        it) at ``now``, parsed into ``jobs``, read just after ``rows``: their records and
+        fingerprints replace the full read's, as if it had read them (an id the JSON left out,
+        an end the daemon does not act on, leaves the records as that read would)."""
         fresh = {j.job_id: j for j in jobs}
         at = {r.job_id: r for r in rows}
         for job_id in job_ids:
             self.lines.pop(job_id, None)
             if job_id in fresh:
                 self.full[job_id] = fresh[job_id]
+                self.read_at[job_id] = now
             else:
                 self.full.pop(job_id, None)
+                self.read_at.pop(job_id, None)
             if job_id in at:
                 self.fingerprints[job_id] = at[job_id].fingerprint
 
@@ -411,6 +453,11 @@ class NarrowCache:
         jobs, problems = merge(rows, self.lines, self.full)
         by_id = {j.job_id: j for j in jobs}
         self.lines = {r.job_id: (r.line, by_id[r.job_id]) for r in rows if r.job_id in by_id}
+        if len(self.fingerprints) > len(rows):  # jobs Slurm no longer lists: forgotten, as the
+            listed = {r.job_id for r in rows}  # next full read would (reads by id keep a cache)
+            for kept in (self.full, self.fingerprints, self.read_at):
+                for job_id in [j for j in kept if j not in listed]:
+                    del kept[job_id]
         return jobs, problems
 
 

@@ -8,9 +8,13 @@ import dataclasses
 from datetime import datetime
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from railgang.daemon.slurm.cli.narrow import (
     FIELDS,
+    RESTING,
+    ROTATION,
     NarrowCache,
     NarrowProblem,
     NarrowRow,
@@ -227,7 +231,7 @@ def test_a_read_of_only_the_changed_jobs_makes_the_cache_whole_again() -> None:
     assert list(stale) == ["7003", "10", "11"]  # 9's end is read from its line
     assert cache.stale(now) == stale["7003"]
     # the JSON of 7003, 10 and 11: 11 ended of no signal, so the JSON read leaves it out
-    cache.absorb(now, list(stale), [_full("7003", "n01"), _full("10", "n04")])
+    cache.absorb(now, list(stale), [_full("7003", "n01"), _full("10", "n04")], 1.0)
     assert cache.stale(now) == ""
     jobs, _ = cache.read(now)
     assert [(j.job_id, j.allocation) for j in jobs] == [("7003", (("n01", (4, 5)),)),
@@ -297,7 +301,28 @@ def test_new_waiting_jobs_are_unseen_until_read_by_id() -> None:
     assert cache.unseen_pending(pending + running + new) == ["12"]
     fresh = squeue_job({"job_id": 12, "job_state": "PENDING", "name": "fresh",
                         "tres_per_node": "gres:gpu:2", "admin_comment": TAG})
-    cache.absorb(pending + running + new, ["12"], [fresh])
+    cache.absorb(pending + running + new, ["12"], [fresh], 1.0)
     assert cache.unseen_pending(pending + running + new) == []
     jobs, _ = cache.read(pending + running + new)
     assert {j.job_id: j.name for j in jobs}["12"] == "fresh"
+
+
+@given(st.integers(1, 300), st.sampled_from((60.0, 600.0, 3600.0)),
+       st.lists(st.floats(0.5, 1.0), min_size=1, max_size=200), st.integers(1, 5000))
+@settings(max_examples=200, deadline=None)
+def test_records_read_in_turn_never_outgrow_the_period_while_cycles_keep_up(
+        jobs: int, every: float, gaps: list[float], most: int) -> None:
+    """``NarrowCache.due`` after a full read at 0: cycles at any gaps up to a twentieth of the
+    period, each reading the records it names at once; no record is ever older than the period
+    (so no full read is needed for age), none is read again younger than ``RESTING`` of it,
+    and a cycle names at most ``most``."""
+    rows = [NarrowRow(str(i), "", ()) for i in range(jobs)]  # (due reads the ids alone)
+    cache = NarrowCache(0.0, {}, {}, {}, dict.fromkeys((r.job_id for r in rows), 0.0))
+    now = 0.0
+    for share in gaps * (1 + int(3 * 20 / len(gaps))):  # three periods at least
+        now += share * every / 20
+        due = cache.due(rows, now, every, most)
+        assert len(due) <= most and len(set(due)) == len(due)
+        assert all(now - cache.read_at[j] >= RESTING * every for j in due)
+        cache.read_at.update(dict.fromkeys(due, now))
+        assert now - cache.oldest(rows) < every or most < jobs * (every / 20) / (ROTATION * every)

@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 from railgang.daemon.config import SlurmSettings
 from railgang.daemon.slurm.cli import CliBackend
 from railgang.daemon.slurm.cli.narrow import (
+    RESTING,
     NarrowCache,
     comments_argv,
     merge,
@@ -190,3 +191,45 @@ def test_the_row_s_hostile_jobs_do_not_send_the_backend_to_the_json() -> None:
         assert sorted(obs.jobs, key=int) == ["1", "2", "3", "4", "5", "6"]
         assert obs.jobs["6"].batch_host == "" and obs.jobs["6"].tag is None
         assert any(c[0] == "squeue" and "-j" in c for c in fake.calls)  # the Comments were read
+
+
+def test_the_records_are_read_again_by_id_in_turn_not_every_job_at_once() -> None:
+    """Where squeue honours -j (24.11+), no record gets older than ``narrow_full_read_filtered_s``
+    and no cycle reads every job's JSON for it: the records are read by id in turn, oldest
+    first, the queue once per ``ROTATION`` of that period, none younger than ``RESTING`` of it;
+    a cycle so late that a record is past it reads every job again. 22.05, whose squeue ignores
+    -j, reads every job every ``narrow_full_read_s`` as before."""
+    every, t0, plain_jobs = 600.0, 2e9, [{} for _ in range(6)]  # (data/squeue_*.json: 6 jobs)
+    fake = FakeSlurm("24.11", plain_jobs)
+    backend = CliBackend(SlurmSettings(narrow_full_read_s=60, narrow_full_read_filtered_s=every),
+                         SlurmRunner(exec_fn=fake, retries=0), read_shares=False)
+    plain = CliBackend(SlurmSettings(narrow_full_read_s=0), SlurmRunner(exec_fn=FakeSlurm("24.11", plain_jobs)),
+                       read_shares=False)
+    full_at, by_id_at = [], {}
+    for step in range(100):  # a cycle every 10 s for 1,000 s
+        now, before = t0 + 10 * step, len(fake.calls)
+        obs = backend.observe(now)
+        if backend.full_reads:
+            full_at.append(now - t0)
+        for argv in fake.calls[before:]:
+            if argv[0] == "squeue" and argv[-1].startswith("--jobs="):
+                for job_id in argv[-1].removeprefix("--jobs=").split(","):
+                    by_id_at.setdefault(job_id, []).append(now - t0)
+        assert obs.jobs == plain.observe(now).jobs
+    assert full_at == [0.0]
+    cache = backend._narrow
+    assert cache is not None and cache.read_at and set(by_id_at) == set(cache.read_at)
+    for job_id, times in by_id_at.items():  # each record read again before it is `every` old
+        gaps = [b - a for a, b in zip([0.0, *times], [*times, 990.0], strict=True)]
+        assert max(gaps) < every and min(b - a for a, b in zip([0.0, *times], times, strict=False)) \
+            >= RESTING * every, (job_id, times)
+    assert backend.observe(t0 + 990 + every).jobs and backend.full_reads == 1  # a late cycle
+    old = FakeSlurm("22.05", plain_jobs)
+    backend = CliBackend(SlurmSettings(narrow_full_read_s=60, narrow_full_read_filtered_s=every),
+                         SlurmRunner(exec_fn=old, retries=0), read_shares=False)
+    full_at = []
+    for step in range(20):
+        backend.observe(t0 + 10 * step)
+        if backend.full_reads:
+            full_at.append(10 * step)
+    assert full_at == [0, 60, 120, 180] and backend.changed_reads == 0
