@@ -254,9 +254,9 @@ class CliBackend:
         every = self._full_read_every()
         if rows is not None and cache is not None and now - cache.oldest(rows) < every:
             why, said = cache.stale(rows), list[str]()
-            # squeue honours -j: read only the changed jobs, the new waiting ones' names, and
-            # the records due again (read in turn, not all at once every `every`)
-            due = cache.due(rows, now, every, FULL_READ_BATCH) if self.json_version is not None else []
+            # squeue honours -j: the changed jobs, new waiting ones' names, records due again
+            due = (cache.due(rows, now, every, FULL_READ_BATCH - 2 * CHANGED_READ_MAX)
+                   if self.json_version is not None else [])  # (one command with the changed)
             if self.json_version is not None and (why or due or cache.unseen_pending(rows)):
                 why, said = self._read_changed(cache, rows, due, now)
             if not why:
@@ -322,8 +322,8 @@ class CliBackend:
         return list(seen.values()), notes
 
     def _full_read_every(self) -> float:
-        """Seconds between full JSON reads: ``narrow_full_read_s`` (0: every cycle), at least
-        ``narrow_full_read_filtered_s`` where new waiting jobs are read by id (24.11+)."""
+        """How old a record may get before every job is read: ``narrow_full_read_s`` (0: every
+        cycle), at least ``narrow_full_read_filtered_s`` where records are read by id (24.11+)."""
         every = self.settings.narrow_full_read_s
         if every > 0 and self.json_version is not None:
             return max(every, self.settings.narrow_full_read_filtered_s)
