@@ -125,6 +125,11 @@ class Fabric:
         leaves = [s for s in switches if leaf_nodes.get(s)]
         self.leaves: tuple[str, ...] = tuple(sorted(leaves, key=lambda s: self._index[leaf_nodes[s][0]]))
         self._leaf_members = {s: tuple(n for n in leaf_nodes.get(s, ()) if leaf_of.get(n) == s) for s in switches}
+        under: dict[str, list[str]] = {s: [] for s in switches}
+        for node in order:
+            for s in self._chain[node]:
+                under[s].append(node)
+        self._under = {s: tuple(m) for s, m in under.items()}
 
         domains: dict[str, list[str]] = {}
         for node in order:
@@ -221,7 +226,7 @@ class Fabric:
 
     def nodes_under(self, switch: str) -> tuple[str, ...]:
         """Every node below ``switch``, in topology order."""
-        return tuple(n for n in self.nodes if switch in self._depth_of[n])
+        return self._under.get(switch, ())
 
     def direct_nodes(self, switch: str) -> tuple[str, ...]:
         """Nodes attached directly to ``switch``."""

@@ -29,6 +29,7 @@ from railgang.daemon.sim.traces.model import TraceJob
 GENERIC_SERIAL = 0.05  # Amdahl serial share per replica for jobs without a measured curve
 DEFAULT_COMM_SHARE = 0.2  # share of a step in all-reduce on the best placement (multi-node jobs)
 ALLREDUCE_BYTES = 1 << 30  # gradient size used for the all-reduce ratio (only the ratio matters)
+SEEN_MAX = 50_000  # placements whose all-reduce time TopologyComm keeps (then it starts afresh)
 
 
 def speedup_for(tj: TraceJob) -> SpeedupFn:
@@ -78,12 +79,27 @@ class TopologyComm:
         self.health = health
         self.nbytes = nbytes
         self._best: dict[tuple[int, int, int], float] = {}
+        # all-reduce times of placements seen under one health (a LinkHealth is frozen and the
+        # backend replaces it when a link changes): a gang restarted on the nodes it left, or a
+        # later gang on the same GPUs, is priced again in the same seconds
+        self._seen: dict[tuple[tuple[str, tuple[int, ...]], ...], float] = {}
+        self._seen_health: Any = None
 
     def _allreduce(self, assignment: Assignment, health: Any = None) -> float:
         from railgang.topology.comm_model import ring_allreduce_time_s
 
         gpus = [(node, g) for node, idx in assignment.items() for g in idx]
         return float(ring_allreduce_time_s(self.fabric, gpus, self.nbytes, health=health))
+
+    def _allreduce_now(self, assignment: Assignment) -> float:
+        """``_allreduce`` under the current health, kept for the placements seen under it."""
+        key = tuple((node, tuple(idx)) for node, idx in assignment.items())  # the ring's order
+        if self.health is not self._seen_health or len(self._seen) >= SEEN_MAX:
+            self._seen, self._seen_health = {}, self.health
+        t = self._seen.get(key)
+        if t is None:
+            t = self._seen[key] = self._allreduce(assignment, self.health)
+        return t
 
     def best_time(self, job: JobRequest, gpus: int) -> float:
         """All-reduce time of the placement ``topology`` picks for this size on an empty cluster
@@ -106,7 +122,7 @@ class TopologyComm:
         best = self.best_time(job, gpu_count(assignment))
         if best <= 0:
             return 1.0
-        ratio = max(1.0, self._allreduce(assignment, self.health) / best)
+        ratio = max(1.0, self._allreduce_now(assignment) / best)
         return 1.0 / ((1.0 - c) + c * ratio)
 
 
