@@ -10,6 +10,9 @@
 other value is a shape of ``synthetic_trace.py`` (``philly``-shaped synthetic is
 ``--trace synthetic``), generated here, on ``--gpus`` GPUs in nodes of 8, leaves of 8.
 
+``--limit N`` keeps the first N jobs of either trace (of a shape: of its ``--jobs``, so the
+first 15,000 of the 100,000-job ``gangs`` replay the load of that trace's start).
+
 ``--tree DIR`` imports ``railgang`` from another checkout (a ``git worktree`` of the baseline),
 so both sides run the same script on the same trace. ``--cpu-limit S`` stops a replay after S
 CPU seconds (SIGPROF) and says how far it got (``jobs_done``, ``simulated_h``). ``--calls`` also counts the Python function calls
@@ -59,7 +62,7 @@ def _jobs(args: argparse.Namespace) -> tuple[list[Any], Any]:
     try:
         write_csv(generate(args.jobs, gpus_total=args.gpus, load=args.load, seed=args.seed,
                            shape=shape), path)
-        jobs = list(read_csv(path).jobs)
+        jobs = list(read_csv(path).jobs)[: args.limit or None]
     finally:
         path.unlink(missing_ok=True)
     return jobs, fabric_from_shape(args.gpus // 8, 8, 8)

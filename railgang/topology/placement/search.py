@@ -54,7 +54,8 @@ def choose(caps: Sequence[int], need: int, budget: int = _SEARCH_BUDGET) -> list
     Greedy first (largest items, then the smallest item that covers the rest: Slurm's best fit),
     then a depth-first search over same-size subsets, pruned by the largest sums still reachable.
     """
-    order = sorted((i for i in range(len(caps)) if caps[i] > 0), key=lambda i: (-caps[i], i))
+    # largest first, ties in index order (a stable sort keeps it under reverse)
+    order = sorted([i for i in range(len(caps)) if caps[i] > 0], key=caps.__getitem__, reverse=True)
     acc, k = 0, 0
     for i in order:
         acc += caps[i]
