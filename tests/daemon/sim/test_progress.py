@@ -39,3 +39,25 @@ def test_placement_factor_from_the_topology_comm_model() -> None:
     single = job_request(TraceJob("s", 0, 8, 100.0))
     assert comm.factor(single, {"n03": tuple(range(8))}) == 1.0
     assert NoComm().factor(job, scattered) == 1.0
+
+
+def test_a_placement_priced_again_under_the_same_health_only() -> None:
+    """The all-reduce times TopologyComm keeps are those of one link health: a lame spine
+    (the backend sets a new LinkHealth) prices the same placement again, and lifting it gives
+    back the healthy factor."""
+    from railgang.topology.health import LinkHealth
+
+    fabric = fabric_from_shape(16, 8, 4)
+    comm = TopologyComm(fabric)
+    job = job_request(TraceJob("j", 0, 16, 100.0))
+    across = {"n01": tuple(range(8)), "n16": tuple(range(8))}
+    healthy = comm.factor(job, across)
+    assert comm.factor(job, across) == healthy  # kept
+    spine = fabric.parent(fabric.leaf_of("n01"))
+    assert spine is not None
+    comm.health = LinkHealth(switches={spine: 0.25})
+    lame = comm.factor(job, across)
+    assert lame < healthy
+    assert lame == TopologyComm(fabric, health=comm.health).factor(job, across)  # as if fresh
+    comm.health = None
+    assert comm.factor(job, across) == healthy
