@@ -79,9 +79,9 @@ class TopologyComm:
         self.health = health
         self.nbytes = nbytes
         self._best: dict[tuple[int, int, int], float] = {}
-        # all-reduce times of placements seen under one health (a LinkHealth is frozen and the
-        # backend replaces it when a link changes): a gang restarted on the nodes it left, or a
-        # later gang on the same GPUs, is priced again in the same seconds
+        # all-reduce times of the placements seen under one health (a LinkHealth is frozen and
+        # the backend replaces it when a link changes): the same GPUs under the same links take
+        # the same seconds, and evicted gangs restart on the GPUs they left
         self._seen: dict[tuple[tuple[str, tuple[int, ...]], ...], float] = {}
         self._seen_health: Any = None
 
