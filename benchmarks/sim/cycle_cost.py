@@ -114,6 +114,8 @@ def main() -> None:
     traces = sorted({"philly", "synthetic", *SHAPES})
     if args.trace not in traces:  # one line, not a traceback
         ap.error(f"--trace {args.trace!r}: one of {', '.join(traces)}")
+    if args.limit is not None and args.limit < 0:
+        ap.error("--limit: the number of jobs to keep, 0 or more (0: all)")
     if args.trace != "philly" and not (args.jobs >= 1 and args.gpus >= 8 and 0 < args.load <= 10):
         ap.error("a synthetic trace needs --jobs >= 1, --gpus >= 8 and 0 < --load <= 10")
     import_first(args.tree)
