@@ -108,6 +108,9 @@ def main() -> None:
     ap.add_argument("--tree", type=Path, default=REPO)
     ap.add_argument("--cpu-limit", type=float, default=0.0)
     ap.add_argument("--calls", action="store_true", help="count Python function calls (cProfile)")
+    ap.add_argument("--cycle-s", type=float, default=0.0,
+                    help="decision quantum (0: a cycle at every instant something changed)")
+    ap.add_argument("--tick-s", type=float, default=0.0, help="periodic cycles while jobs wait (0: off)")
     args = ap.parse_args()
     from benchmarks.sim.synthetic_trace import SHAPES
 
@@ -116,6 +119,8 @@ def main() -> None:
         ap.error(f"--trace {args.trace!r}: one of {', '.join(traces)}")
     if args.limit is not None and args.limit < 0:
         ap.error("--limit: the number of jobs to keep, 0 or more (0: all)")
+    if not (0 <= args.cycle_s <= 86400 and 0 <= args.tick_s <= 86400):
+        ap.error("--cycle-s and --tick-s: seconds, 0 to 86400")
     if args.trace != "philly" and not (args.jobs >= 1 and args.gpus >= 8 and 0 < args.load <= 10):
         ap.error("a synthetic trace needs --jobs >= 1, --gpus >= 8 and 0 < --load <= 10")
     import_first(args.tree)
@@ -128,6 +133,8 @@ def main() -> None:
     load0 = os.getloadavg()
     out: dict[str, Any] = {"tree": str(Path(cycle.__file__).parents[3]), "policy": args.policy, "trace": args.trace,
                            "jobs": len(jobs), "load_before": round(load0[0], 2)}
+    if args.cycle_s or args.tick_s:  # only when given: earlier JSON lines stay comparable
+        out.update(cycle_s=args.cycle_s, tick_s=args.tick_s)
     if args.cpu_limit > 0:
         signal.signal(signal.SIGPROF, _on_prof)
         signal.setitimer(signal.ITIMER_PROF, args.cpu_limit)
@@ -139,7 +146,7 @@ def main() -> None:
         if prof is not None:
             prof.enable()
         run = simulate(jobs, get(args.policy), fabric, comm=TopologyComm(fabric),
-                       config=EngineConfig(), on_progress=lambda k, _n: done.__setitem__(0, k),
+                       config=EngineConfig(cycle_s=args.cycle_s, tick_s=args.tick_s), on_progress=lambda k, _n: done.__setitem__(0, k),
                        observer=depth)
         if prof is not None:
             prof.disable()

@@ -145,6 +145,24 @@ def test_sim_without_config_keeps_its_replay_defaults(
     assert sim["policy"].fair_share is False
 
 
+def test_sim_config_decides_on_the_daemons_timer(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The daemon runs a cycle every daemon.cycle_interval_s, changed or not: with its file the
+    replay's quantum and tick are that interval, unless the command line says otherwise."""
+    path = _file(tmp_path)
+    sim = _sim(monkeypatch, "--trace", str(_trace(tmp_path)), "--config", str(path))
+    assert sim["config"].cycle_s == sim["config"].tick_s == 10.0  # the daemon's default
+    slow = tmp_path / "slow.toml"
+    slow.write_text(path.read_text().replace("[daemon]\n", "[daemon]\ncycle_interval_s = 45\n", 1))
+    sim = _sim(monkeypatch, "--trace", str(_trace(tmp_path)), "--config", str(slow))
+    assert sim["config"].cycle_s == sim["config"].tick_s == 45.0
+    sim = _sim(monkeypatch, "--trace", str(_trace(tmp_path)), "--config", str(slow),
+               "--cycle-s", "0", "--tick-s", "5")
+    assert (sim["config"].cycle_s, sim["config"].tick_s) == (0.0, 5.0)
+    # without a file: a cycle at every change and no tick (the replay's documented defaults)
+    sim = _sim(monkeypatch, "--trace", str(_trace(tmp_path)))
+    assert sim["config"].cycle_s == sim["config"].tick_s == 0.0
+
+
 @pytest.mark.parametrize(("text", "says"), [
     ("[daemon]\nleaf_wait_s = -1\n", "daemon.leaf_wait_s"),
     ("[daemon]\nnot_a_key = 1\n", "daemon.not_a_key: unknown key"),

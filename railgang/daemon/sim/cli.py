@@ -70,9 +70,11 @@ def sim(
         "--elastic", help="Treat every multi-GPU job as elastic in [1, requested] replicas.",
     )] = False,
     cycle_s: Annotated[float, typer.Option(
-        "--cycle-s", min=0, help="Decision cycle quantum (0 = at every change).")] = 0.0,
+        "--cycle-s", min=0, help="Decision cycle quantum (0 = at every change; with --config: "
+                                 "the file's daemon.cycle_interval_s).")] = 0.0,
     tick_s: Annotated[float, typer.Option(
-        "--tick-s", min=0, help="Extra periodic cycles while jobs wait (0 = off).")] = 0.0,
+        "--tick-s", min=0, help="Extra periodic cycles while jobs wait (0 = off; with --config: "
+                                "the file's daemon.cycle_interval_s).")] = 0.0,
     leaf_wait_s: Annotated[float, typer.Option(
         "--leaf-wait-s", min=0, max=86400,
         help="A multi-node gang one leaf could hold waits up to this long for one leaf, holding "

@@ -36,6 +36,11 @@ def settings_setup(a: SimpleNamespace) -> CycleSetup | None:
         a.policy = setup.policy_name
     if "seed" not in given:
         a.seed = settings.daemon.seed
+    # the daemon's timer: a cycle every cycle_interval_s whether or not anything changed, so
+    # changes wait for the next quantum and time alone (a level crossed, a wait aged) is seen
+    for option in ("cycle_s", "tick_s"):
+        if option not in given:
+            setattr(a, option, settings.daemon.cycle_interval_s)
     for option, name in CYCLE_OPTIONS.items():
         if option not in given:
             setattr(a, option, getattr(setup.config, name))

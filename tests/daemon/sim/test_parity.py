@@ -28,6 +28,7 @@ SETTINGS = """
 [daemon]
 policy = "default"
 seed = 7
+cycle_interval_s = 300  # both ways decide on this timer; 10 s would tick 10x more for nothing
 
 [failures]
 flaky_count = 2
@@ -144,6 +145,7 @@ def test_with_a_serving_deployment_too(tmp_path: Path, monkeypatch: pytest.Monke
     result = CliRunner().invoke(app, [
         "--config", str(settings_file), "sim", "--trace", str(trace), "--nodes", "4",
         "--leaf", "4", "--json", "-q", "--serving", str(demand), "--serving-history-days", "7",
+        "--cycle-s", "0", "--tick-s", "0",  # a cycle at each change: the drains this test needs
         "--serving-modes", "forecast", "--failures", "llama3,scale=3000,repair=1h"])
     assert result.exit_code == 0, result.output
     (run,) = seen
