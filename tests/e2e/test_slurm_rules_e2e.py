@@ -51,3 +51,33 @@ def test_a_job_waiting_on_its_dependency_holds_no_gpus(slurm: Cluster, daemon: S
     assert f"afterok:{first}" in str(e.get("detail")), e
     slurm.sl("scancel", full)
     wait_for(lambda: running_on(slurm, dep), 60, "the dependent job to run once its dependency is met")
+
+
+def test_an_exclude_changed_while_waiting_is_seen_before_the_start_is_retried(
+        slurm: Cluster, daemon: Start) -> None:
+    """An owner's ``scontrol update ExcNodeList=`` on a waiting job is in no narrow read: the
+    record carries the last full read's list (up to ``narrow_full_read_s`` old), so the daemon
+    may pin the job to a node it now excludes, and Slurm takes that update and keeps the job
+    pending (22.05: BadConstraints, priority 0). A job the daemon started that is still waiting
+    has its list read again the next cycle: pinned where it may not run, that Start is over, its
+    GPUs free, and the job is started where it may run."""
+    d = daemon(daemon__policy="fifo", slurm__narrow_full_read_s=600)  # no full read to hide it
+    first = slurm.sbatch("-N1", "--gres=gpu:8", "--nodelist=n01", args=("300",))  # plain jobs
+    rest = slurm.sbatch("-N15", "--gres=gpu:8", "--exclude=n01", args=("300",))
+    wait_for(lambda: running_on(slurm, first) and running_on(slurm, rest), 30, "the fillers to run")
+    job = slurm.sbatch("-N1", "--gres=gpu:8", "--comment=rg:parallel=tp8", args=("60",))
+    wait_for(lambda: d.explain(job).get("reason") not in (None, ""), 30, "the daemon to see the job")
+    # a job that starts makes the next read a full one (22.05: every record): the job's record,
+    # --exclude list included, is from then on carried from that read (24.11+: read by id)
+    blip = slurm.sbatch("-N1", "--nodelist=n16", args=("1",))  # no GPUs: it runs beside `rest`
+    wait_for(lambda: slurm.states([blip]).get(blip) == "COMPLETED", 30, "the CPU job to run")
+    seen = len(d.cycles())
+    wait_for(lambda: len(d.cycles()) >= seen + 2, 30, "two more cycles")
+    slurm.sl("scontrol", "update", f"JobId={job}", "ExcNodeList=n01")
+    slurm.sl("scancel", first)  # n01 alone is free: the stale record says the job may use it
+    wait_for(lambda: any(j == job for j, _, _ in d.journal("start")), 30, "the stale Start")
+    slurm.sl("scancel", rest)
+    # before: it sat pinned to n01 (22.05: BadConstraints, priority 0) until the grace ran out
+    wait_for(lambda: running_on(slurm, job), 10, "the job to run where it may")
+    assert "n01" not in running_on(slurm, job)
+    assert [j for j, _, _ in d.journal("start")].count(job) == 2

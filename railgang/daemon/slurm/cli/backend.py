@@ -263,11 +263,11 @@ class CliBackend:
                 try:
                     jobs, notes = cache.read(rows)
                     notes = [*said, *(n for n in notes if n not in said)]
-                    unseen = [j.job_id for j in jobs
-                              if j.pending and j.tag is not None and j.job_id not in cache.full]
-                    if unseen:  # their --exclude lists (not in the narrow form: narrow.py)
-                        mark = new_mark()
-                        text = self.runner.run(excluded_argv(unseen, mark)).stdout
+                    # --exclude lists (no narrow form has them) of jobs unread or started here
+                    unseen = [j.job_id for j in jobs if j.pending and j.tag is not None and (
+                        j.job_id not in cache.full or j.job_id in self._started)]
+                    if unseen:  # (an owner's change since a Start was planned: Places.allows)
+                        text = self.runner.run(excluded_argv(unseen, mark := new_mark())).stdout
                         jobs = with_excluded(jobs, parse_comments(text, unseen, mark,
                                                                   "squeue -o %x"))
                     ours = [j.job_id for j in jobs if j.active and j.tag is not None]

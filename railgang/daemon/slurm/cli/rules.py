@@ -118,6 +118,13 @@ class Places:
             got = self._memo[key] = self._where(*key)
         return got
 
+    def allows(self, rec: SqueueJob) -> bool:
+        """Whether every node ``rec`` is pinned to (``ReqNodeList``) is one it may run on: a
+        Start planned on a record its owner changed since (``scontrol update ExcNodeList=``, a
+        partition, a constraint) or a node reserved since pins it where Slurm never runs it."""
+        nodes, _ = self.of(rec)
+        return nodes is None or nodes.issuperset(rec.required_nodes)
+
     def _where(self, partition: str, excluded: tuple[str, ...], constraint: str, gpu: str) -> Where:
         nodes, words = self.all, []
         parts = frozenset(p for p in partition.split(",") if p)

@@ -12,7 +12,7 @@ The core's job and node types are built in exactly one function each (:func:`cor
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Container, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -159,17 +159,19 @@ def regrowing(rec: SqueueJob, now: float) -> bool:
             and now < rec.submit_time + 2 * STARTING_GRACE_S)
 
 
-def starting(rec: SqueueJob, now: float) -> bool:
+def starting(rec: SqueueJob, now: float, over: Container[str] = frozenset()) -> bool:
     """Started by railgang a moment ago: lease ended, pinned to nodes, not yet running. Not
     one Slurm holds on a QOS or association limit: Slurm says it will not run it now (it is
-    left to Slurm at once, ``_kept_out``)."""
+    left to Slurm at once, ``_kept_out``); not one in ``over``: pinned where its own rules no
+    longer let it run (``Places.allows``), so Slurm never will, and it waits again at once."""
     pinned = (rec.pending and rec.tag is not None and bool(rec.required_nodes)
               and rec.eligible_time <= now < rec.eligible_time + STARTING_GRACE_S
-              and not limit_reason(rec.reason))
+              and not limit_reason(rec.reason) and rec.job_id not in over)
     return pinned or regrowing(rec, now)
 
 
-def free_gpus(nodes: Iterable[SinfoNode], jobs: Iterable[SqueueJob], now: float) -> dict[str, frozenset[int]]:
+def free_gpus(nodes: Iterable[SinfoNode], jobs: Iterable[SqueueJob], now: float,
+              over: Container[str] = frozenset()) -> dict[str, frozenset[int]]:
     """GPU indices no job holds, on nodes that can run work (drained/down nodes get none).
 
     GPUs of a job that is :func:`starting` count as taken already (the lowest free indices of
@@ -184,7 +186,7 @@ def free_gpus(nodes: Iterable[SinfoNode], jobs: Iterable[SqueueJob], now: float)
             for node, idx in job.allocation:
                 used.setdefault(node, set()).update(range(gpus.get(node, 0)) if job.alloc_problem else idx)
     for job in jobs:
-        if starting(job, now):
+        if starting(job, now, over):
             per_node = -(-job.gpus_requested // max(1, len(job.required_nodes)))
             for node in job.required_nodes:
                 taken = used.setdefault(node, set())
@@ -218,6 +220,7 @@ def build_observation(now: float, jobs: Iterable[SqueueJob], nodes: Iterable[Sin
     left: dict[str, str] = {}
     waits: dict[str, str] = {}
     places = Places(node_list)
+    over = frozenset(j.job_id for j in job_list if starting(j, now) and not places.allows(j))
     lease_s = max(0.0, lease_s)
     for rec in job_list:
         tag = rec.tag
@@ -235,12 +238,11 @@ def build_observation(now: float, jobs: Iterable[SqueueJob], nodes: Iterable[Sin
                          f"{rec.account!r}, user {rec.user!r} or QOS {rec.qos!r} (revoked, or the "
                          "job was moved); scheduled as class 3 (batch)")
             tag = dataclasses.replace(tag, priority_class=PriorityClass.BATCH)
-        if rec.pending and _kept_out(rec, now, pinned, left, waits):
+        if rec.pending and _kept_out(rec, now, pinned, left, waits, over):
             if rec.job_id in waits:
                 begins.append(rec.job_id)  # its lease is kept until Slurm says it is met
             continue
-        if rec.pending and (rec.reason.split(",")[0] not in QUEUE_REASONS or rec.priority == 0
-                            or starting(rec, now)):
+        if rec.pending and _not_now(rec, now, over):
             continue  # held, dependent, invalid, or just started: not the core's to place now
         if (not rec.pending and not rec.active) or rec.alloc_problem or (rec.active and rec.shares_gpus):
             continue  # a running job sharing GPUs is Slurm's (sharing.py); free_gpus holds its GPUs
@@ -266,12 +268,12 @@ def build_observation(now: float, jobs: Iterable[SqueueJob], nodes: Iterable[Sin
         except ValueError as exc:
             notes.append(f"job {rec.job_id}: {exc}; skipped by railgang")
     pending.sort(key=lambda j: (j.submit_time, _id_key(j.job_id)))
-    room = rooms(node_list, (j for j in job_list if starting(j, now)))
+    room = rooms(node_list, (j for j in job_list if starting(j, now, over)))
     if memo is not None:
         memo.keep({j.job_id for j in pending})
     snapshot = make_snapshot(
         now=now, fabric=fabric, nodes=[core_node(n, room.get(n.name)) for n in node_list],
-        free=free_gpus(node_list, job_list, now), running=running, pending=pending,
+        free=free_gpus(node_list, job_list, now, over), running=running, pending=pending,
         accounts=[core_account(r) for r in shares],
     )
     if pricing is not None:
@@ -283,12 +285,20 @@ def build_observation(now: float, jobs: Iterable[SqueueJob], nodes: Iterable[Sin
                        leased=(*(j.job_id for j in pending), *begins), left=left, waits=waits)
 
 
+def _not_now(rec: SqueueJob, now: float, over: frozenset[str]) -> bool:
+    """Whether waiting ``rec`` is not the core's to place this cycle: held (priority 0), under a
+    reason that is not a queue reason, or just started. A job in ``over`` is placed anew:
+    Slurm's BadConstraints (22.05: priority 0) is of railgang's own pin, which its Start replaces."""
+    return rec.job_id not in over and (rec.reason.split(",")[0] not in QUEUE_REASONS
+                                       or rec.priority == 0 or starting(rec, now))
+
+
 def _kept_out(rec: SqueueJob, now: float, pinned: frozenset[str] | None,
-              left: dict[str, str], waits: dict[str, str]) -> bool:
+              left: dict[str, str], waits: dict[str, str], over: frozenset[str]) -> bool:
     """Whether Slurm's own rules keep waiting ``rec`` out of the core's queue (``rules.py``):
     a rule railgang does not model (into ``left``: the backend releases its lease), or an unmet
     dependency (into ``waits``: it holds no GPUs in the plan, its lease is kept)."""
-    if rec.reason == "DependencyNeverSatisfied" or starting(rec, now):
+    if rec.reason == "DependencyNeverSatisfied" or starting(rec, now, over):
         return False
     if rec.shares_gpus and rec.reason in QUEUE_REASONS:  # GPU shards are Slurm's (sharing.py)
         left[rec.job_id] = shared_gpus_rule(rec.shares_gpus)

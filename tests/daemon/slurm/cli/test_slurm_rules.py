@@ -9,12 +9,16 @@ test_start_backoff.py's scripted Slurm); the real cluster's run is tests/e2e/tes
 from __future__ import annotations
 
 import json
+import random
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from railgang.daemon.clock import SimClock
 from railgang.daemon.core.model.actions import Start
+from railgang.daemon.core.policies import registry
+from railgang.daemon.loop import run_cycle
 from railgang.daemon.service.explain import held_back_rows
 from railgang.daemon.slurm.cli.narrow import (
     CARRIED,
@@ -26,7 +30,7 @@ from railgang.daemon.slurm.cli.narrow import (
 )
 from railgang.daemon.slurm.cli.records import SinfoNode, parse_sinfo, parse_squeue, squeue_job
 from railgang.daemon.slurm.cli.rules import Places, left_to_slurm, plain_features, waits_on
-from tests.daemon.slurm.cli.capture import DATA
+from tests.daemon.slurm.cli.capture import DATA, NOW
 from tests.daemon.slurm.cli.test_start_backoff import PENDING, FakeSlurm, backend, cycles, starts
 
 NODES = {n.name: n for n in parse_sinfo((DATA / "sinfo_mixed.json").read_text())[0]}
@@ -213,3 +217,44 @@ def test_the_narrow_read_carries_the_exclude_list_and_reads_it_for_jobs_no_full_
     assert [j.excluded_nodes for j in got] == [("n01", "n02", "n03"), ()]
     with pytest.raises(NarrowProblem):
         with_excluded([rec()], {"70": "n[01-"})
+
+
+def _pinned(start: Start, now: float, **fields: Any) -> dict[str, Any]:
+    """Job 70 as 22.05 lists it just after ``start`` pinned it: lease ended, ReqNodeList set."""
+    return job(70, **{"required_nodes": ",".join(start.assignment), "eligible_time": int(now),
+                      "start_time": int(now), "state_reason": "None", **fields})
+
+
+@pytest.mark.parametrize("change", ["excluded", "partition", "none"])
+def test_a_start_pinned_where_the_job_may_no_longer_run_is_over_at_once(tmp_path: Path,
+                                                                         change: str) -> None:
+    """A Start planned on a record its owner changed since (``scontrol update ExcNodeList=`` or
+    ``Partition=`` while the job waited, unseen by the narrow read): Slurm takes the pin and keeps
+    the job pending (22.05: BadConstraints, priority 0). Seen the next cycle, that Start is over:
+    the job is placed again where it may run, its old node not counted as taken. A Start its
+    rules still allow waits out its grace as before (Slurm is about to run it)."""
+    fake = FakeSlurm([job(70)], bad=set())
+    be = backend(fake, tmp_path)
+    (out,) = cycles(be, 1)
+    (first,) = [a for a in out.actions if isinstance(a, Start)]
+    (node,) = first.assignment
+    if change == "excluded":
+        fake.jobs = [_pinned(first, NOW + 10, excluded_nodes=node, state_reason="BadConstraints",
+                             priority=0)]
+    elif change == "partition":
+        fake.jobs = [_pinned(first, NOW + 10, partition="nowhere", state_reason="BadConstraints",
+                             priority=0)]
+    else:
+        fake.jobs = [_pinned(first, NOW + 10)]
+    out = run_cycle(be, registry.get("fifo"), SimClock(NOW + 10), random.Random(0))
+    again = [a for a in out.actions if isinstance(a, Start)]
+    assert be.last is not None
+    free = be.last.snapshot.free.get(node, frozenset())
+    if change == "none":
+        assert again == [] and len(free) == 7  # Slurm is about to run it there: its GPU is taken
+    elif change == "excluded":
+        (second,) = again
+        assert node not in second.assignment and len(free) == 8
+    else:  # no node of its partition now: it waits, holding nothing
+        assert again == [] and len(free) == 8
+        assert "70" in [j.job_id for j in be.last.snapshot.pending]
