@@ -78,6 +78,6 @@ def test_an_exclude_changed_while_waiting_is_seen_before_the_start_is_retried(
     wait_for(lambda: any(j == job for j, _, _ in d.journal("start")), 30, "the stale Start")
     slurm.sl("scancel", rest)
     # before: it sat pinned to n01 (22.05: BadConstraints, priority 0) until the grace ran out
-    wait_for(lambda: running_on(slurm, job), 10, "the job to run where it may")
+    wait_for(lambda: running_on(slurm, job), 15, "the job to run where it may")
     assert "n01" not in running_on(slurm, job)
     assert [j for j, _, _ in d.journal("start")].count(job) == 2
