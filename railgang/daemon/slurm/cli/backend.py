@@ -94,6 +94,7 @@ from railgang.daemon.slurm.cli.snapshot import (
     JobMemo,
     Observation,
     build_observation,
+    exclude_reads,
 )
 from railgang.daemon.slurm.cli.speed import SpeedBook
 from railgang.errors import SlurmCommandError, SlurmError, SlurmSchemaError
@@ -263,17 +264,14 @@ class CliBackend:
                 try:
                     jobs, notes = cache.read(rows)
                     notes = [*said, *(n for n in notes if n not in said)]
-                    # --exclude lists (no narrow form has them) of jobs unread or started here
-                    unseen = [j.job_id for j in jobs if j.pending and j.tag is not None and (
-                        j.job_id not in cache.full or j.job_id in self._started)]
-                    if unseen:  # (an owner's change since a Start was planned: Places.allows)
+                    unseen = exclude_reads(jobs, cache.full, self._started)  # (no narrow form)
+                    if unseen:
                         text = self.runner.run(excluded_argv(unseen, mark := new_mark())).stdout
                         jobs = with_excluded(jobs, parse_comments(text, unseen, mark,
                                                                   "squeue -o %x"))
                     ours = [j.job_id for j in jobs if j.active and j.tag is not None]
                     if ours:  # their progress, fresh (elastic sizing reads it)
-                        mark = new_mark()
-                        text = self.runner.run(comments_argv(ours, mark)).stdout
+                        text = self.runner.run(comments_argv(ours, mark := new_mark())).stdout
                         jobs = with_progress(jobs, parse_comments(text, ours, mark))
                     self.full_reads = 0
                     return jobs, notes

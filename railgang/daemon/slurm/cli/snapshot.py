@@ -285,12 +285,28 @@ def build_observation(now: float, jobs: Iterable[SqueueJob], nodes: Iterable[Sin
                        leased=(*(j.job_id for j in pending), *begins), left=left, waits=waits)
 
 
+def refused_pin(rec: SqueueJob) -> bool:
+    """Whether Slurm says it will not run a waiting job where it is pinned: priority 0 or a
+    reason that is not a queue reason (22.05: BadConstraints). Only then is the record of a job
+    railgang started read again (an ``--exclude`` list changed since: ``Places.allows``); a job
+    about to run costs no read."""
+    return rec.priority == 0 or rec.reason.split(",")[0] not in QUEUE_REASONS
+
+
+def exclude_reads(jobs: Iterable[SqueueJob], full: Container[str], started: Container[str]) -> list[str]:
+    """The waiting railgang jobs whose ``--exclude`` list the narrow read reads with ``-o %x``
+    (no narrow form has it: narrow.py): those no full read saw (``full``), and those this
+    process ``started`` that Slurm will not run (:func:`refused_pin`), whose list an owner may
+    have changed since the record the Start was planned on (``Places.allows``)."""
+    return [j.job_id for j in jobs if j.pending and j.tag is not None and (
+        j.job_id not in full or (j.job_id in started and refused_pin(j)))]
+
+
 def _not_now(rec: SqueueJob, now: float, over: frozenset[str]) -> bool:
     """Whether waiting ``rec`` is not the core's to place this cycle: held (priority 0), under a
     reason that is not a queue reason, or just started. A job in ``over`` is placed anew:
     Slurm's BadConstraints (22.05: priority 0) is of railgang's own pin, which its Start replaces."""
-    return rec.job_id not in over and (rec.reason.split(",")[0] not in QUEUE_REASONS
-                                       or rec.priority == 0 or starting(rec, now))
+    return rec.job_id not in over and (refused_pin(rec) or starting(rec, now))
 
 
 def _kept_out(rec: SqueueJob, now: float, pinned: frozenset[str] | None,
@@ -353,7 +369,9 @@ __all__ = [
     "core_job",
     "core_node",
     "core_running",
+    "exclude_reads",
     "free_gpus",
+    "refused_pin",
     "regrowing",
     "starting",
 ]

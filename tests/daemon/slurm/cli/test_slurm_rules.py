@@ -30,6 +30,7 @@ from railgang.daemon.slurm.cli.narrow import (
 )
 from railgang.daemon.slurm.cli.records import SinfoNode, parse_sinfo, parse_squeue, squeue_job
 from railgang.daemon.slurm.cli.rules import Places, left_to_slurm, plain_features, waits_on
+from railgang.daemon.slurm.cli.snapshot import exclude_reads, refused_pin
 from tests.daemon.slurm.cli.capture import DATA, NOW
 from tests.daemon.slurm.cli.test_start_backoff import PENDING, FakeSlurm, backend, cycles, starts
 
@@ -258,3 +259,17 @@ def test_a_start_pinned_where_the_job_may_no_longer_run_is_over_at_once(tmp_path
     else:  # no node of its partition now: it waits, holding nothing
         assert again == [] and len(free) == 8
         assert "70" in [j.job_id for j in be.last.snapshot.pending]
+
+
+def test_the_exclude_list_is_read_again_only_of_a_started_job_slurm_will_not_run() -> None:
+    """A job started a moment ago is usually run by Slurm before the next cycle: its list costs
+    no read. Once Slurm says it will not run it where it is pinned (22.05: BadConstraints and
+    priority 0; any reason that is not a queue reason), the list is read again."""
+    fresh, about_to_run = squeue_job(job(71)), rec(state_reason="None", required_nodes="n01")
+    refused = squeue_job(job(72, state_reason="BadConstraints", priority=0, required_nodes="n01"))
+    held = squeue_job(job(73, priority=0, required_nodes="n01"))
+    plain = squeue_job({**job(74), "admin_comment": ""})  # not railgang's: never read
+    recs = [fresh, about_to_run, refused, held, plain]
+    assert refused_pin(refused) and refused_pin(held) and not refused_pin(about_to_run)
+    assert exclude_reads(recs, full={"70", "72", "73", "74"}, started={"70", "72", "73"}) == ["71", "72", "73"]
+    assert exclude_reads(recs, full={"70", "71", "72", "73", "74"}, started=set()) == []
