@@ -59,7 +59,8 @@ class HeldBack:
     left_to_slurm: bool  # its lease was released: Slurm's own checks decide
     held: bool = True  # out of the core's queue this cycle
     # why: "refused" (Slurm refused its Starts), "rules" (a rule of Slurm's railgang does not
-    # model, ``reason`` names it: left to Slurm), "dependency" (``reason``: its unmet dependency)
+    # model, ``reason`` names it: left to Slurm), "dependency" (``reason``: its unmet dependency),
+    # "starting" (railgang started it, Slurm has not run it yet; ``reason``: its pin, squeue's reason)
     kind: str = "refused"
 
 

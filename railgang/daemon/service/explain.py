@@ -154,6 +154,7 @@ def _steady(data: Mapping[str, Any], reason: str | None, detail: str) -> str:
 
 START_REFUSED = "start_refused"  # sits out cycles after Slurm refused its Start (backoff.py)
 LEFT_TO_SLURM = "left_to_slurm"  # refused too often: lease released, Slurm's checks decide
+STARTING = "starting"  # started by railgang, not run by Slurm yet (slurm/cli/snapshot.starting)
 # (or a rule of Slurm's railgang does not model: --nodelist, --reservation, ...; slurm/cli/rules.py)
 WAITING_ON_DEPENDENCY = "waiting_on_dependency"  # --dependency not met: no GPUs held, lease kept
 
@@ -168,6 +169,8 @@ def held_back_rows(held: Iterable[HeldBack], policy: str) -> list[ExplanationRow
             continue
         if h.kind == "dependency":
             detail = f"{h.reason}; it holds no GPUs and is scheduled once Slurm says it is met"
+        elif h.kind == "starting":
+            detail = f"railgang started it ({h.reason}); Slurm has not run it yet"
         elif h.kind == "rules":
             detail = (f"{h.reason}: railgang does not model that, so its lease was released: "
                       "Slurm schedules it (see squeue's reason)")
@@ -180,13 +183,16 @@ def held_back_rows(held: Iterable[HeldBack], policy: str) -> list[ExplanationRow
         data: dict[str, Any] = {"needed": h.needed, "ahead": 0, "blocked_by": [], "policy": policy}
         if h.kind == "refused":
             data.update(start_refused=h.reason, refusals=h.refusals)
+        elif h.kind == "starting":
+            data["started"] = h.reason
         else:
             data["slurm_rule"] = h.reason
         rows.append(ExplanationRow(
             job_id=h.job_id, state="waiting", account=h.account,
             priority_class=h.priority_class, gpus=h.gpus,
-            reason=(WAITING_ON_DEPENDENCY if h.kind == "dependency" else LEFT_TO_SLURM
-                    if h.left_to_slurm else START_REFUSED), detail=detail,
+            reason=(WAITING_ON_DEPENDENCY if h.kind == "dependency" else STARTING
+                    if h.kind == "starting" else LEFT_TO_SLURM if h.left_to_slurm
+                    else START_REFUSED), detail=detail,
             data=_json(data)))
     return rows
 
@@ -340,4 +346,4 @@ class Tracker:
             self.written.pop(r.job_id, None)
 
 
-__all__ = ["DRIFT", "LEFT_TO_SLURM", "START_REFUSED", "Tracker", "build_rows", "held_back_rows", "placement"]
+__all__ = ["DRIFT", "LEFT_TO_SLURM", "STARTING", "START_REFUSED", "Tracker", "build_rows", "held_back_rows", "placement"]

@@ -46,6 +46,9 @@ _REASON_TEXT = {  # one line per reason code for people (codes the core may not 
     "left_to_slurm": ("Slurm refused its start slurm.start_refusals_max times in a row, or it "
                       "asks for what railgang does not model (--nodelist, --reservation, ...): "
                       "its lease was released and Slurm's own checks decide (squeue's reason)"),
+    "starting": ("railgang started it (pinned to its nodes) and Slurm has not run it yet; "
+                 "a pin its own rules no longer allow is dropped and the job placed again "
+                 "(docs/slurm-backend.md)"),
     "waiting_on_dependency": ("its --dependency is not met yet: it holds no GPUs, its lease is "
                               "kept, and it is scheduled once Slurm says it is met"),
     "waiting_for_leaf": ("GPUs are free only across network leaves; it waits a bounded time "

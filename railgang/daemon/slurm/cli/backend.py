@@ -95,6 +95,7 @@ from railgang.daemon.slurm.cli.snapshot import (
     Observation,
     build_observation,
     exclude_reads,
+    held_for_slurm,
 )
 from railgang.daemon.slurm.cli.speed import SpeedBook
 from railgang.errors import SlurmCommandError, SlurmError, SlurmSchemaError
@@ -514,15 +515,9 @@ class CliBackend:
 
     def held_back(self) -> list[HeldBack]:
         """The waiting jobs whose Start Slurm refused lately, as of the last observation: kept
-        out of the core's queue (sitting out, or left to Slurm) or back in it; Slurm's reason."""
-        obs = self.last
-        waits = [] if obs is None else [
-            HeldBack(job_id=j, account=rec.account, priority_class=int(rec.tag.priority_class),
-                     gpus=rec.gpus_requested, needed=rec.gpus_requested, refusals=0, reason=why,
-                     sits_out=0, left_to_slurm=False, kind="dependency")
-            for j, why in obs.waits.items()
-            if (rec := obs.jobs.get(j)) is not None and rec.tag is not None]
-        return [*self.backoff.held(), *waits]
+        out of the core's queue (sitting out, or left to Slurm) or back in it; Slurm's reason;
+        and those out of it for Slurm's sake (a dependency, a Start not run yet)."""
+        return [*self.backoff.held(), *(held_for_slurm(self.last) if self.last else ())]
 
     def leases_due(self, job_ids: Sequence[str], now: float) -> list[str]:
         """The leases to renew now among ``job_ids`` (plus the jobs waiting for a later

@@ -16,11 +16,13 @@ from collections.abc import Callable, Container, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from railgang.daemon.backend import HeldBack
 from railgang.daemon.core.model.job import Job, JobRequest, JobState, PriorityClass, RunningJob
 from railgang.daemon.core.model.needs import Needs
 from railgang.daemon.core.model.room import Room
 from railgang.daemon.core.model.snapshot import Account, Node, NodeState, Snapshot, make_snapshot
 from railgang.daemon.slurm.cli.class_grants import ClassGrants
+from railgang.daemon.slurm.cli.commands import hosts
 from railgang.daemon.slurm.cli.facts import facts_from_slurm, tier_from_features
 from railgang.daemon.slurm.cli.parse import RailgangTag
 from railgang.daemon.slurm.cli.records import ShareRow, SinfoNode, SqueueJob
@@ -58,6 +60,7 @@ class Observation:
     # dependency (leased, out of the queue), each with why
     left: Mapping[str, str] = field(default_factory=dict)
     waits: Mapping[str, str] = field(default_factory=dict)
+    started: frozenset[str] = frozenset()  # railgang jobs started, not run by Slurm yet (starting)
 
 
 def core_job(rec: SqueueJob, tag: RailgangTag, now: float, after_fault: bool = False,
@@ -234,9 +237,7 @@ def build_observation(now: float, jobs: Iterable[SqueueJob], nodes: Iterable[Sin
             continue
         if rec.pending and tag.priority_class < 3 and grants is not None and not grants.allows(
                 tag.priority_class, rec.account, rec.user, rec.qos):
-            notes.append(f"job {rec.job_id}: class {tag.priority_class} is not granted to account "
-                         f"{rec.account!r}, user {rec.user!r} or QOS {rec.qos!r} (revoked, or the "
-                         "job was moved); scheduled as class 3 (batch)")
+            notes.append(_ungranted(rec, tag))
             tag = dataclasses.replace(tag, priority_class=PriorityClass.BATCH)
         if rec.pending and _kept_out(rec, now, pinned, left, waits, over):
             if rec.job_id in waits:
@@ -268,7 +269,7 @@ def build_observation(now: float, jobs: Iterable[SqueueJob], nodes: Iterable[Sin
         except ValueError as exc:
             notes.append(f"job {rec.job_id}: {exc}; skipped by railgang")
     pending.sort(key=lambda j: (j.submit_time, _id_key(j.job_id)))
-    room = rooms(node_list, (j for j in job_list if starting(j, now, over)))
+    room = rooms(node_list, begun := [j for j in job_list if starting(j, now, over)])
     if memo is not None:
         memo.keep({j.job_id for j in pending})
     snapshot = make_snapshot(
@@ -282,7 +283,33 @@ def build_observation(now: float, jobs: Iterable[SqueueJob], nodes: Iterable[Sin
             snapshot = snapshot.replace(tiers=tiers)
     return Observation(snapshot=snapshot, jobs={j.job_id: j for j in job_list},
                        nodes_raw={n.name: n for n in node_list}, skipped=tuple(notes),
-                       leased=(*(j.job_id for j in pending), *begins), left=left, waits=waits)
+                       leased=(*(j.job_id for j in pending), *begins), left=left, waits=waits,
+                       started=frozenset(j.job_id for j in begun))
+
+
+def _ungranted(rec: SqueueJob, tag: RailgangTag) -> str:
+    return (f"job {rec.job_id}: class {tag.priority_class} is not granted to account "
+            f"{rec.account!r}, user {rec.user!r} or QOS {rec.qos!r} (revoked, or the job was "
+            "moved); scheduled as class 3 (batch)")
+
+
+def held_for_slurm(obs: Observation) -> list[HeldBack]:
+    """The waiting railgang jobs out of the core's queue for Slurm's sake, for ``explain``: those
+    waiting on their dependency, and those railgang started that Slurm has not run yet (before,
+    ``explain`` said ``gone`` of them until they ran)."""
+    out = []
+    for job_id, why in [*obs.waits.items(), *((j, "") for j in sorted(obs.started))]:
+        rec = obs.jobs.get(job_id)
+        if rec is None or rec.tag is None:
+            continue
+        where = (f"pinned to {hosts(rec.required_nodes)}" if rec.required_nodes
+                 else "requeued at its new size")
+        out.append(HeldBack(
+            job_id=job_id, account=rec.account, priority_class=int(rec.tag.priority_class),
+            gpus=rec.gpus_requested, needed=rec.gpus_requested, refusals=0,
+            reason=why or f"{where}; squeue's reason {rec.reason}", sits_out=0,
+            left_to_slurm=False, kind="dependency" if why else "starting"))
+    return out
 
 
 def refused_pin(rec: SqueueJob) -> bool:
@@ -371,6 +398,7 @@ __all__ = [
     "core_running",
     "exclude_reads",
     "free_gpus",
+    "held_for_slurm",
     "refused_pin",
     "regrowing",
     "starting",

@@ -251,9 +251,18 @@ def test_a_start_pinned_where_the_job_may_no_longer_run_is_over_at_once(tmp_path
     again = [a for a in out.actions if isinstance(a, Start)]
     assert be.last is not None
     free = be.last.snapshot.free.get(node, frozenset())
+    starting = [h for h in be.held_back() if h.kind == "starting"]
     if change == "none":
         assert again == [] and len(free) == 7  # Slurm is about to run it there: its GPU is taken
-    elif change == "excluded":
+        # explain says so (it said `gone` of such a job until Slurm ran it)
+        (h,) = starting
+        assert h.job_id == "70" and h.reason == f"pinned to {node}; squeue's reason None"
+        (row,) = held_back_rows(starting, "fifo")
+        assert (row.state, row.reason) == ("waiting", "starting")
+        assert row.detail == f"railgang started it (pinned to {node}; squeue's reason None); Slurm has not run it yet"
+        return
+    assert starting == []  # that Start is over
+    if change == "excluded":
         (second,) = again
         assert node not in second.assignment and len(free) == 8
     else:  # no node of its partition now: it waits, holding nothing
