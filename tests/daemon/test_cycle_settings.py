@@ -330,3 +330,22 @@ def test_sim_ledger_stores_the_replay_of_the_files_policy(
                                       "--json", "--ledger", f"sqlite:///{tmp_path / 'l.sqlite'}"])
     assert result.exit_code == 0, result.output
     assert [p.fair_share for p in seen] == [True]
+
+
+@pytest.mark.parametrize(("args", "says"), [
+    (("--cycle-s", "inf"), "--cycle-s inf: 0 (off) or 0.1 to 86400 seconds"),
+    (("--tick-s", "1e-9"), "--tick-s 1e-09: 0 (off) or 0.1 to 86400 seconds"),
+    (("--config", "TINY"), "--cycle-s 1e-09: 0 (off) or 0.1 to 86400 seconds (the file's "
+                           "daemon.cycle_interval_s)"),
+])
+def test_a_quantum_or_tick_that_would_never_end_is_one_line(tmp_path: Path, args: tuple[str, ...],
+                                                            says: str) -> None:
+    """Before: a replay ticking every 1e-9 s (a file's cycle_interval_s, or the flag) or every inf
+    s ran until killed."""
+    tiny = tmp_path / "tiny.toml"
+    tiny.write_text("[daemon]\ncycle_interval_s = 1e-9\n")
+    args = tuple(str(tiny) if x == "TINY" else x for x in args)
+    result = CliRunner().invoke(app, ["sim", "--trace", str(_trace(tmp_path)), "--nodes", "4",
+                                      "--leaf", "2", "-q", *args])
+    # (the entry point prints the ConfigError as one line: `railgang sim ... --cycle-s inf`)
+    assert result.exit_code == 1 and says in f"{result.output}{result.exception}", result.output

@@ -139,6 +139,10 @@ def replay(a: SimpleNamespace) -> None:
     if not out.is_terminal:
         out = Console(width=160)
     a.setup = settings_setup(a)  # --config: the daemon's cycle from its settings file
+    for flag, value in (("--cycle-s", a.cycle_s), ("--tick-s", a.tick_s)):
+        if not (value == 0 or 0.1 <= value <= 86400):  # (NaN fails too) 1e-9: endless ticks
+            raise ConfigError(f"{flag} {value}: 0 (off) or 0.1 to 86400 seconds"
+                              + (" (the file's daemon.cycle_interval_s)" if a.setup else ""))
     names = policy_names(a.policy, a.compare)
     jobs, skipped = _jobs(a, err)
     mixed, fabric = _cluster(a)
