@@ -517,7 +517,10 @@ class CliBackend:
         """The waiting jobs whose Start Slurm refused lately, as of the last observation: kept
         out of the core's queue (sitting out, or left to Slurm) or back in it; Slurm's reason;
         and those out of it for Slurm's sake (a dependency, a Start not run yet)."""
-        return [*self.backoff.held(), *(held_for_slurm(self.last) if self.last else ())]
+        held = self.backoff.held()  # (a job left to Slurm keeps that row, pinned or not)
+        known = {h.job_id for h in held}
+        return [*held, *(h for h in (held_for_slurm(self.last) if self.last else ())
+                         if h.job_id not in known)]
 
     def leases_due(self, job_ids: Sequence[str], now: float) -> list[str]:
         """The leases to renew now among ``job_ids`` (plus the jobs waiting for a later
