@@ -270,6 +270,27 @@ def test_a_start_pinned_where_the_job_may_no_longer_run_is_over_at_once(tmp_path
         assert "70" in [j.job_id for j in be.last.snapshot.pending]
 
 
+def test_a_job_left_to_slurm_on_a_limit_keeps_that_row_when_its_reason_flickers(tmp_path: Path) -> None:
+    """Slurm holds a job railgang pinned on a QOS limit: it is left to Slurm at once. When
+    Slurm's reason then reads ``None`` for a moment inside the old pin's grace, the job looks
+    like one about to run; ``explain`` keeps its ``left_to_slurm`` row, one row for the job, not
+    the ``starting`` row (CI's 24.11 run of test_site_e2e's QOS-limit job caught this race)."""
+    fake = FakeSlurm([job(70)], bad=set())
+    be = backend(fake, tmp_path)
+    (out,) = cycles(be, 1)
+    (first,) = [a for a in out.actions if isinstance(a, Start)]
+    fake.jobs = [_pinned(first, NOW + 10, state_reason="QOSMaxGRESPerUser")]
+    run_cycle(be, registry.get("fifo"), SimClock(NOW + 10), random.Random(0))
+    assert [(h.job_id, h.left_to_slurm) for h in be.held_back()] == [("70", True)]
+    fake.jobs = [_pinned(first, NOW + 10)]  # the reason flickers; still inside the grace
+    out = run_cycle(be, registry.get("fifo"), SimClock(NOW + 20), random.Random(0))
+    assert not [a for a in out.actions if isinstance(a, Start)]
+    held = be.held_back()
+    assert [(h.job_id, h.kind, h.left_to_slurm) for h in held] == [("70", "rules", True)]
+    (row,) = held_back_rows(held, "fifo")
+    assert row.reason == "left_to_slurm"
+
+
 def test_the_exclude_list_is_read_again_only_of_a_started_job_slurm_will_not_run() -> None:
     """A job started a moment ago is usually run by Slurm before the next cycle: its list costs
     no read. Once Slurm says it will not run it where it is pinned (22.05: BadConstraints and
