@@ -108,6 +108,8 @@ class Places:
         self.partitioned = any(n.partitions for n in self.nodes.values())
         # nodes in an active reservation: only its jobs may use them, and those are Slurm's
         self.reserved = frozenset(n.name for n in self.nodes.values() if n.reserved)
+        # drained or down: Slurm starts nothing new there, a pin onto one included
+        self.closed = frozenset(n.name for n in self.nodes.values() if not n.state.usable)
         self._memo: dict[tuple[str, tuple[str, ...], str, str], Where] = {}
 
     def of(self, rec: SqueueJob) -> Where:
@@ -119,11 +121,15 @@ class Places:
         return got
 
     def allows(self, rec: SqueueJob) -> bool:
-        """Whether every node ``rec`` is pinned to (``ReqNodeList``) is one it may run on: a
+        """Whether every node ``rec`` is pinned to (``ReqNodeList``) is one it may run on now: a
         Start planned on a record its owner changed since (``scontrol update ExcNodeList=``, a
-        partition, a constraint) or a node reserved since pins it where Slurm never runs it."""
+        partition, a constraint), a node reserved since, or one drained, down or gone since pins
+        it where Slurm never runs it."""
+        pinned = rec.required_nodes
+        if not self.all.issuperset(pinned) or not self.closed.isdisjoint(pinned):
+            return False
         nodes, _ = self.of(rec)
-        return nodes is None or nodes.issuperset(rec.required_nodes)
+        return nodes is None or nodes.issuperset(pinned)
 
     def _where(self, partition: str, excluded: tuple[str, ...], constraint: str, gpu: str) -> Where:
         nodes, words = self.all, []

@@ -165,11 +165,14 @@ def regrowing(rec: SqueueJob, now: float) -> bool:
 def starting(rec: SqueueJob, now: float, over: Container[str] = frozenset()) -> bool:
     """Started by railgang a moment ago: lease ended, pinned to nodes, not yet running. Not
     one Slurm holds on a QOS or association limit: Slurm says it will not run it now (it is
-    left to Slurm at once, ``_kept_out``); not one in ``over``: pinned where its own rules no
-    longer let it run (``Places.allows``), so Slurm never will, and it waits again at once."""
+    left to Slurm at once, ``_kept_out``); not one its owner or an admin holds (``scontrol
+    hold``): Slurm will not run it until released, so its GPUs are free at once and it is not
+    placed again meanwhile; not one in ``over``: pinned where its own rules no longer let it run
+    (``Places.allows``), so Slurm never will, and it waits again at once."""
     pinned = (rec.pending and rec.tag is not None and bool(rec.required_nodes)
               and rec.eligible_time <= now < rec.eligible_time + STARTING_GRACE_S
-              and not limit_reason(rec.reason) and rec.job_id not in over)
+              and not limit_reason(rec.reason) and not rec.reason.startswith("JobHeld")
+              and rec.job_id not in over)
     return pinned or regrowing(rec, now)
 
 

@@ -226,20 +226,40 @@ def _pinned(start: Start, now: float, **fields: Any) -> dict[str, Any]:
                       "start_time": int(now), "state_reason": "None", **fields})
 
 
-@pytest.mark.parametrize("change", ["excluded", "partition", "none"])
+class DrainingSlurm(FakeSlurm):
+    """The capture's Slurm, with the nodes in ``drained`` drained by an admin."""
+
+    drained: frozenset[str] = frozenset()
+
+    def __call__(self, argv, env, timeout_s, stdin):  # type: ignore[no-untyped-def]
+        rc, out, err = super().__call__(argv, env, timeout_s, stdin)
+        if argv[0] == "sinfo" and self.drained:
+            raw = json.loads(out)
+            for n in raw["nodes"]:
+                if n["name"] in self.drained:
+                    n["state_flags"] = ["DRAIN"]
+            out = json.dumps(raw)
+        return rc, out, err
+
+
+@pytest.mark.parametrize("change", ["excluded", "partition", "drained", "none"])
 def test_a_start_pinned_where_the_job_may_no_longer_run_is_over_at_once(tmp_path: Path,
                                                                          change: str) -> None:
     """A Start planned on a record its owner changed since (``scontrol update ExcNodeList=`` or
     ``Partition=`` while the job waited, unseen by the narrow read): Slurm takes the pin and keeps
-    the job pending (22.05: BadConstraints, priority 0). Seen the next cycle, that Start is over:
-    the job is placed again where it may run, its old node not counted as taken. A Start its
-    rules still allow waits out its grace as before (Slurm is about to run it)."""
-    fake = FakeSlurm([job(70)], bad=set())
+    the job pending (22.05: BadConstraints, priority 0). A node drained since: Slurm keeps it
+    pending (ReqNodeNotAvail) and starts nothing new there. Seen the next cycle, that Start is
+    over: the job is placed again where it may run, its old node not counted as taken. A Start
+    its rules still allow waits out its grace as before (Slurm is about to run it)."""
+    fake = DrainingSlurm([job(70)], bad=set())
     be = backend(fake, tmp_path)
     (out,) = cycles(be, 1)
     (first,) = [a for a in out.actions if isinstance(a, Start)]
     (node,) = first.assignment
-    if change == "excluded":
+    if change == "drained":
+        fake.drained = frozenset({node})
+        fake.jobs = [_pinned(first, NOW + 10, state_reason="ReqNodeNotAvail")]
+    elif change == "excluded":
         fake.jobs = [_pinned(first, NOW + 10, excluded_nodes=node, state_reason="BadConstraints",
                              priority=0)]
     elif change == "partition":
@@ -262,12 +282,39 @@ def test_a_start_pinned_where_the_job_may_no_longer_run_is_over_at_once(tmp_path
         assert row.detail == f"railgang started it (pinned to {node}; squeue's reason None); Slurm has not run it yet"
         return
     assert starting == []  # that Start is over
-    if change == "excluded":
+    if change == "drained":
+        (second,) = again
+        assert node not in second.assignment and free == frozenset()  # a drained node has none
+    elif change == "excluded":
         (second,) = again
         assert node not in second.assignment and len(free) == 8
     else:  # no node of its partition now: it waits, holding nothing
         assert again == [] and len(free) == 8
         assert "70" in [j.job_id for j in be.last.snapshot.pending]
+
+
+@pytest.mark.parametrize("hold", ["JobHeldUser", "JobHeldAdmin"])
+def test_a_started_job_its_owner_holds_frees_its_gpus_and_is_not_started_again(
+        tmp_path: Path, hold: str) -> None:
+    """``scontrol hold`` on a job railgang pinned a moment ago (priority 0, reason JobHeldUser):
+    Slurm will not run it until released, so its GPUs are not counted as taken for the rest of
+    the pin's grace, and railgang does not start it again, even where its pin is no longer
+    allowed (an exclude list changed too): a Start would be planned on GPUs its owner holds back
+    (and before, a held job pinned where it may no longer run got one more Start)."""
+    fake = FakeSlurm([job(70)], bad=set())
+    be = backend(fake, tmp_path)
+    (out,) = cycles(be, 1)
+    (first,) = [a for a in out.actions if isinstance(a, Start)]
+    (node,) = first.assignment
+    for fields in ({}, {"excluded_nodes": node}):
+        fake.jobs = [_pinned(first, NOW + 10, state_reason=hold, priority=0, **fields)]
+        n = len(fake.calls)
+        out = run_cycle(be, registry.get("fifo"), SimClock(NOW + 10), random.Random(0))
+        assert not [a for a in out.actions if isinstance(a, Start)]
+        assert not [c for c in fake.calls[n:] if c[0][0] == "scontrol" and c[1] is not None]
+        assert be.last is not None and len(be.last.snapshot.free.get(node, frozenset())) == 8
+        assert "70" not in [j.job_id for j in be.last.snapshot.pending]
+        assert [h for h in be.held_back() if h.kind == "starting"] == []
 
 
 def test_a_job_left_to_slurm_on_a_limit_keeps_that_row_when_its_reason_flickers(tmp_path: Path) -> None:
