@@ -204,7 +204,8 @@ class LinkSettings(BaseModel):
 class DaemonSettings(BaseModel):
     model_config = {"extra": "forbid"}
     policy: str = "default"
-    cycle_interval_s: float = Field(default=10.0, gt=0)
+    # 0.1 s to a day, as a replay takes it (`sim --config`): a tiny interval is a busy loop
+    cycle_interval_s: float = Field(default=10.0, ge=0.1, le=86400)
     heartbeat_file: Path = DEFAULT_STATE_DIR / "heartbeat"
     # measured speed per job and model (slurm/cli/speed.py), kept across restarts; None: in memory
     speed_file: Path | None = DEFAULT_STATE_DIR / "speed.json"

@@ -189,7 +189,7 @@ def test_every_float_setting_is_finite_and_in_range(key: str, value: float) -> N
     assert key.rsplit(".", 1)[-1] in message and "\n" not in message, message
 
 
-@pytest.mark.parametrize("text", ["inf", "nan", "1e300", "-5"])
+@pytest.mark.parametrize("text", ["inf", "nan", "1e300", "-5", "0", "1e-9", "0.09", "86401"])
 def test_cycle_interval_from_file_and_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                   text: str) -> None:
     path = write(tmp_path, f"[daemon]\ncycle_interval_s = {text}\n")
