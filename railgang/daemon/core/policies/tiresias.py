@@ -47,12 +47,11 @@ class Levels(Mapping[str, float]):
     def _all(self) -> dict[str, float]:
         if self._levels is None:
             t, now, running = self._thresholds, self._snapshot.now, self._snapshot.running.values()
-            at = bisect.bisect_right  # (:func:`bucket`, inline: one level per running job a cycle)
             if self._by_preemptions:
-                self._levels = {r.job_id: at(t, r.attained_at(now) / GPU_HOUR)
-                                - (p := r.job.state.preemptions) / (2.0 * (p + 1)) for r in running}
+                self._levels = {r.job_id: bucket(r.attained_at(now), t) - (p := r.job.state.preemptions) / (2.0 * (p + 1))
+                                for r in running}
             else:
-                self._levels = {r.job_id: float(at(t, r.attained_at(now) / GPU_HOUR)) for r in running}
+                self._levels = {r.job_id: float(bucket(r.attained_at(now), t)) for r in running}
             self.get = self._levels.get  # type: ignore[method-assign,assignment]  # built: the table's own get
             # answers from now on (what get below answers: test_levels_read_the_same_before_and_after_the_table)
         return self._levels
