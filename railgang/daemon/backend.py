@@ -60,7 +60,8 @@ class HeldBack:
     held: bool = True  # out of the core's queue this cycle
     # why: "refused" (Slurm refused its Starts), "rules" (a rule of Slurm's railgang does not
     # model, ``reason`` names it: left to Slurm), "dependency" (``reason``: its unmet dependency),
-    # "starting" (railgang started it, Slurm has not run it yet; ``reason``: its pin, squeue's reason)
+    # "starting" (railgang started it, Slurm has not run it yet; ``reason``: its pin, squeue's reason),
+    # "held" (its owner or an admin holds it; ``reason``: squeue's)
     kind: str = "refused"
 
 

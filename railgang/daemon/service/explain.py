@@ -155,6 +155,7 @@ def _steady(data: Mapping[str, Any], reason: str | None, detail: str) -> str:
 START_REFUSED = "start_refused"  # sits out cycles after Slurm refused its Start (backoff.py)
 LEFT_TO_SLURM = "left_to_slurm"  # refused too often: lease released, Slurm's checks decide
 STARTING = "starting"  # started by railgang, not run by Slurm yet (slurm/cli/snapshot.starting)
+HELD = "held"  # its owner or an admin holds it (scontrol hold): placed once released
 # (or a rule of Slurm's railgang does not model: --nodelist, --reservation, ...; slurm/cli/rules.py)
 WAITING_ON_DEPENDENCY = "waiting_on_dependency"  # --dependency not met: no GPUs held, lease kept
 
@@ -171,6 +172,9 @@ def held_back_rows(held: Iterable[HeldBack], policy: str) -> list[ExplanationRow
             detail = f"{h.reason}; it holds no GPUs and is scheduled once Slurm says it is met"
         elif h.kind == "starting":
             detail = f"railgang started it ({h.reason}); Slurm has not run it yet"
+        elif h.kind == "held":
+            detail = (f"on hold ({h.reason}): it holds no GPUs and is placed again once released "
+                      "(scontrol release)")
         elif h.kind == "rules":
             detail = (f"{h.reason}: railgang does not model that, so its lease was released: "
                       "Slurm schedules it (see squeue's reason)")
@@ -185,14 +189,16 @@ def held_back_rows(held: Iterable[HeldBack], policy: str) -> list[ExplanationRow
             data.update(start_refused=h.reason, refusals=h.refusals)
         elif h.kind == "starting":
             data["started"] = h.reason
+        elif h.kind == "held":
+            data["hold"] = h.reason
         else:
             data["slurm_rule"] = h.reason
         rows.append(ExplanationRow(
             job_id=h.job_id, state="waiting", account=h.account,
             priority_class=h.priority_class, gpus=h.gpus,
             reason=(WAITING_ON_DEPENDENCY if h.kind == "dependency" else STARTING
-                    if h.kind == "starting" else LEFT_TO_SLURM if h.left_to_slurm
-                    else START_REFUSED), detail=detail,
+                    if h.kind == "starting" else HELD if h.kind == "held" else LEFT_TO_SLURM
+                    if h.left_to_slurm else START_REFUSED), detail=detail,
             data=_json(data)))
     return rows
 
@@ -346,4 +352,4 @@ class Tracker:
             self.written.pop(r.job_id, None)
 
 
-__all__ = ["DRIFT", "LEFT_TO_SLURM", "STARTING", "START_REFUSED", "Tracker", "build_rows", "held_back_rows", "placement"]
+__all__ = ["DRIFT", "HELD", "LEFT_TO_SLURM", "STARTING", "START_REFUSED", "Tracker", "build_rows", "held_back_rows", "placement"]

@@ -16,7 +16,7 @@ PUBLIC = {
     "railgang.daemon.service.codec": {"KINDS", "PayloadError", "decode", "encode", "kind_of",
                                       "subject"},
     "railgang.daemon.service.cycle": {"CycleReport", "DaemonService", "RecordingPolicy"},
-    "railgang.daemon.service.explain": {"DRIFT", "LEFT_TO_SLURM", "STARTING", "START_REFUSED",
+    "railgang.daemon.service.explain": {"DRIFT", "HELD", "LEFT_TO_SLURM", "STARTING", "START_REFUSED",
                                         "Tracker", "build_rows", "held_back_rows", "placement"},
     "railgang.daemon.service.journal": {"HISTORY_S", "SessionJournal", "open_entries",
                                         "preemption_history", "utc"},

@@ -171,8 +171,7 @@ def starting(rec: SqueueJob, now: float, over: Container[str] = frozenset()) -> 
     (``Places.allows``), so Slurm never will, and it waits again at once."""
     pinned = (rec.pending and rec.tag is not None and bool(rec.required_nodes)
               and rec.eligible_time <= now < rec.eligible_time + STARTING_GRACE_S
-              and not limit_reason(rec.reason) and not rec.reason.startswith("JobHeld")
-              and rec.job_id not in over)
+              and not limit_reason(rec.reason) and not on_hold(rec) and rec.job_id not in over)
     return pinned or regrowing(rec, now)
 
 
@@ -296,22 +295,34 @@ def _ungranted(rec: SqueueJob, tag: RailgangTag) -> str:
             "moved); scheduled as class 3 (batch)")
 
 
+def on_hold(rec: SqueueJob) -> bool:
+    """Held by its owner or an admin (``scontrol hold``: JobHeldUser, JobHeldAdmin): Slurm runs
+    it only once released, so it is neither placed nor counted as starting meanwhile."""
+    return rec.reason.startswith("JobHeld")
+
+
 def held_for_slurm(obs: Observation) -> list[HeldBack]:
     """The waiting railgang jobs out of the core's queue for Slurm's sake, for ``explain``: those
-    waiting on their dependency, and those railgang started that Slurm has not run yet (before,
-    ``explain`` said ``gone`` of them until they ran)."""
+    waiting on their dependency, those railgang started that Slurm has not run yet, and those
+    on hold (before, ``explain`` said ``gone`` of the last two)."""
     out = []
-    for job_id, why in [*obs.waits.items(), *((j, "") for j in sorted(obs.started))]:
+    holds = sorted(j.job_id for j in obs.jobs.values() if j.pending and j.tag is not None and on_hold(j))
+    for job_id, why, kind in [*((j, w, "dependency") for j, w in obs.waits.items()),
+                              *((j, "", "starting") for j in sorted(obs.started)),
+                              *((j, "", "held") for j in holds)]:
         rec = obs.jobs.get(job_id)
         if rec is None or rec.tag is None:
             continue
-        where = (f"pinned to {hosts(rec.required_nodes)}" if rec.required_nodes
-                 else "requeued at its new size")
+        if kind == "starting":
+            where = (f"pinned to {hosts(rec.required_nodes)}" if rec.required_nodes
+                     else "requeued at its new size")
+            why = f"{where}; squeue's reason {rec.reason}"
+        elif kind == "held":
+            why = f"squeue's reason {rec.reason}"
         out.append(HeldBack(
             job_id=job_id, account=rec.account, priority_class=int(rec.tag.priority_class),
-            gpus=rec.gpus_requested, needed=rec.gpus_requested, refusals=0,
-            reason=why or f"{where}; squeue's reason {rec.reason}", sits_out=0,
-            left_to_slurm=False, kind="dependency" if why else "starting"))
+            gpus=rec.gpus_requested, needed=rec.gpus_requested, refusals=0, reason=why,
+            sits_out=0, left_to_slurm=False, kind=kind))
     return out
 
 
@@ -402,6 +413,7 @@ __all__ = [
     "exclude_reads",
     "free_gpus",
     "held_for_slurm",
+    "on_hold",
     "refused_pin",
     "regrowing",
     "starting",
