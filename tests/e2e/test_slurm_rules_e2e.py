@@ -34,6 +34,23 @@ def test_a_users_nodelist_is_left_to_slurm_and_runs(slurm: Cluster, daemon: Star
     assert not [j for j, state, _ in d.journal("start") if j == job], "railgang never planned it"
 
 
+def test_a_held_job_says_held_holds_no_gpus_and_runs_once_released(slurm: Cluster, daemon: Start) -> None:
+    """A hinted job its owner holds (``sbatch --hold``: squeue's reason JobHeldUser) is out of
+    the queue the core sees: explain says ``held`` (before: ``gone``), and a gang needing every
+    GPU starts beside it. Released, it runs."""
+    d = daemon(daemon__policy="fifo")
+    held = slurm.sbatch("--hold", "-N1", "--gres=gpu:8", "--comment=rg:parallel=tp8;class=1",
+                        args=("5",))
+    wait_for(lambda: d.explain(held).get("reason") == "held", 30, "explain to say the job is held")
+    assert "JobHeldUser" in str(d.explain(held).get("detail"))
+    full = slurm.sbatch(*gang(16, 3), args=("30",))  # every GPU of the cluster
+    wait_for(lambda: running_on(slurm, full), 30, "the 16-node gang to start beside the held job")
+    assert d.explain(held).get("reason") == "held"
+    slurm.sl("scancel", full)
+    slurm.sl("scontrol", "release", held)
+    wait_for(lambda: running_on(slurm, held), 60, "the released job to run")
+
+
 def test_a_job_waiting_on_its_dependency_holds_no_gpus(slurm: Cluster, daemon: Start) -> None:
     """A hinted job with --dependency=afterok:<a running job> is out of the queue the core sees
     (explain says it waits on its dependency): a gang needing every other GPU starts beside it;
