@@ -75,10 +75,7 @@ class LiveRunning(RunningJob):
         return live
 
     def attained_at(self, now: float) -> float:
-        # (:func:`attained` inline: the preempt phase asks it of every running job each cycle)
-        line = self.line
-        dt = now - line[2]
-        return line[1] + line[3] * (dt if dt > 0.0 else 0.0) * line[4]
+        return attained(self.line, now)
 
     def work_left_at(self, now: float) -> float | None:
         return work_left(self.line, now)
@@ -86,13 +83,8 @@ class LiveRunning(RunningJob):
     def expected_end(self, now: float) -> float:
         """``RunningJob.expected_end`` with its chain of calls (remaining_at, work_left_at, the
         request's rate) folded into one, the same arithmetic in the same order: a backfill
-        reservation asks it of every running job in every cycle (issue 24 item 2); and
-        :func:`work_left` inline."""
-        _, _, as_of, _, _, work, busy_until, rate, _ = self.line
-        if work is not None and busy_until is not None:  # oracle, not stopped
-            moving_since = as_of if as_of > busy_until else busy_until
-            if now > moving_since:
-                work = max(0.0, work - rate * (now - moving_since))
+        reservation asks it of every running job in every cycle (issue 24 item 2)."""
+        work = work_left(self.line, now)
         if work is None:
             return RunningJob.expected_end(self, now)  # (the time limit, if any)
         request, replicas = self.job.request, self.replicas

@@ -48,7 +48,7 @@ class Levels(Mapping[str, float]):
         if self._levels is None:
             t, now, running = self._thresholds, self._snapshot.now, self._snapshot.running.values()
             if self._by_preemptions:
-                self._levels = {r.job_id: bucket(r.attained_at(now), t) - (p := r.job.state.preemptions) / (2.0 * (p + 1))
+                self._levels = {r.job_id: bucket(r.attained_at(now), t) - (p := r.job.preemptions) / (2.0 * (p + 1))
                                 for r in running}
             else:
                 self._levels = {r.job_id: float(bucket(r.attained_at(now), t)) for r in running}
