@@ -46,8 +46,8 @@ _REASON_TEXT = {  # one line per reason code for people (codes the core may not 
     "left_to_slurm": ("Slurm refused its start slurm.start_refusals_max times in a row, or it "
                       "asks for what railgang does not model (--nodelist, --reservation, ...): "
                       "its lease was released and Slurm's own checks decide (squeue's reason)"),
-    "held": ("its owner or an admin holds it (scontrol hold): it holds no GPUs and is placed "
-             "again once released (scontrol release)"),
+    "held": ("its owner or an admin holds it (scontrol hold): it holds no GPUs and waits "
+             "until released (scontrol release); its lease lapses meanwhile"),
     "starting": ("railgang started it (pinned to its nodes) and Slurm has not run it yet; "
                  "a pin its own rules no longer allow is dropped and the job placed again "
                  "(docs/slurm-backend.md)"),

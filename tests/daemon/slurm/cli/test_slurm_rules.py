@@ -318,8 +318,8 @@ def test_a_started_job_its_owner_holds_frees_its_gpus_and_is_not_started_again(
         assert (h.job_id, h.kind, h.reason) == ("70", "held", f"squeue's reason {hold}")
         (row,) = held_back_rows([h], "fifo")
         assert (row.state, row.reason) == ("waiting", "held")
-        assert row.detail == (f"on hold (squeue's reason {hold}): it holds no GPUs and is placed "
-                              "again once released (scontrol release)")
+        assert row.detail == (f"on hold (squeue's reason {hold}): it holds no GPUs and waits "
+                              "until released (scontrol release)")
 
 
 def test_a_job_left_to_slurm_on_a_limit_keeps_that_row_when_its_reason_flickers(tmp_path: Path) -> None:
