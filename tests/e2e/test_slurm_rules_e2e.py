@@ -5,9 +5,12 @@ rules". Features and partitions beyond ``gpu`` are covered by unit tests only
 
 from __future__ import annotations
 
+import time
+from datetime import datetime
+
 import pytest
 
-from tests.e2e.conftest import SCHEDULING_PASS_S, Cluster, wait_for
+from tests.e2e.conftest import LEASE_S, SCHEDULING_PASS_S, Cluster, wait_for
 from tests.e2e.test_daemon_e2e import Start, gang, running_on
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
@@ -37,26 +40,36 @@ def test_a_users_nodelist_is_left_to_slurm_and_runs(slurm: Cluster, daemon: Star
 def test_a_held_job_says_held_holds_no_gpus_and_runs_once_released(slurm: Cluster, daemon: Start) -> None:
     """A hinted job its owner holds (``sbatch --hold``: squeue's reason JobHeldUser) is out of
     the queue the core sees: explain says ``held`` (before: ``gone``), and a gang needing every
-    GPU starts beside it. Released, it runs."""
+    GPU starts beside it. Its lease is renewed while it is held (before, it lapsed, and once
+    released Slurm ran the job wherever its own pass put it), so railgang places it once
+    released."""
     d = daemon(daemon__policy="fifo")
     held = slurm.sbatch("--hold", "-N1", "--gres=gpu:8", "--comment=rg:parallel=tp8;class=1",
                         args=("5",))
+    lease = slurm.show(held)["StartTime"]
     wait_for(lambda: d.explain(held).get("reason") == "held", 30, "explain to say the job is held")
     assert "JobHeldUser" in str(d.explain(held).get("detail"))
     full = slurm.sbatch(*gang(16, 3), args=("30",))  # every GPU of the cluster
     wait_for(lambda: running_on(slurm, full), 30, "the 16-node gang to start beside the held job")
-    assert d.explain(held).get("reason") == "held"
+    # held past its first lease's end: before, the lease lapsed there and Slurm's own pass ran
+    # the job once released (the journal below had no Start of it)
+    lapse = datetime.fromisoformat(lease).timestamp()
+    wait_for(lambda: time.time() > lapse + 2, 60, "the held job to outlast its first lease")
+    assert slurm.show(held)["Reason"] == "JobHeldUser"  # the renewals left the hold as it was
     slurm.sl("scancel", full)
     slurm.sl("scontrol", "release", held)
     wait_for(lambda: running_on(slurm, held), 60, "the released job to run")
+    assert [j for j, _, _ in d.journal("start")].count(held) == 1, "railgang placed it"
 
 
 def test_a_job_waiting_on_its_dependency_holds_no_gpus(slurm: Cluster, daemon: Start) -> None:
     """A hinted job with --dependency=afterok:<a running job> is out of the queue the core sees
     (explain says it waits on its dependency): a gang needing every other GPU starts beside it;
-    once the dependency is met (the running job ends) it is scheduled as usual."""
+    once the dependency is met (the running job ends) railgang places it. The dependency
+    outlasts the dependent job's first lease while the core's queue is empty: before, its lease
+    lapsed there and Slurm's own pass ran it once the dependency was met."""
     d = daemon(daemon__policy="fifo")
-    first = slurm.sbatch(*gang(1, 3), args=("20",))
+    first = slurm.sbatch(*gang(1, 3), args=(str(LEASE_S + 15),))
     wait_for(lambda: running_on(slurm, first), 30, "the first job to start")
     dep = slurm.sbatch("-N1", "--gres=gpu:8", "--comment=rg:parallel=tp8;class=1",
                        f"--dependency=afterok:{first}", args=("5",))
@@ -68,6 +81,7 @@ def test_a_job_waiting_on_its_dependency_holds_no_gpus(slurm: Cluster, daemon: S
     assert f"afterok:{first}" in str(e.get("detail")), e
     slurm.sl("scancel", full)
     wait_for(lambda: running_on(slurm, dep), 60, "the dependent job to run once its dependency is met")
+    assert [j for j, _, _ in d.journal("start")].count(dep) == 1, "railgang placed it"
 
 
 def test_an_exclude_changed_while_waiting_is_seen_before_the_start_is_retried(

@@ -113,17 +113,21 @@ class _Hooks:
         self.journal.observed(snapshot, now)
         if isinstance(self.backend, FollowUpBackend):  # requeues the observation carried out
             self.journal.followed_up(self.backend.followups(), now)
-        if self.renew is not None and snapshot.pending:
-            t = time.perf_counter()
-            held = [j.job_id for j in snapshot.pending]
-            if isinstance(self.backend, ExpiringLeaseBackend):  # what ends soon, not the queue
-                held = self.backend.leases_due(held, now)
+        if self.renew is None:
+            return
+        t = time.perf_counter()
+        held = [j.job_id for j in snapshot.pending]
+        # what ends soon, not the queue: also the leased jobs outside it (held, on a dependency,
+        # before their --begin), so those are renewed while the queue is empty too
+        if isinstance(self.backend, ExpiringLeaseBackend):
+            held = self.backend.leases_due(held, now)
+        if held or self.later is not None:  # (the thread's count since the last cycle)
             if self.later is not None:
                 self.renewed, self.refused = self.later(held, now)
             else:
                 self.refused = dict(self.renew(held, now) or {})
                 self.renewed = len(held) - len(self.refused)
-            self.lease_ms = (time.perf_counter() - t) * 1e3
+        self.lease_ms = (time.perf_counter() - t) * 1e3
 
     def planned(self, actions: Sequence[Action], now: float) -> None:
         self.journal.planned(actions, now)

@@ -155,7 +155,7 @@ def _steady(data: Mapping[str, Any], reason: str | None, detail: str) -> str:
 START_REFUSED = "start_refused"  # sits out cycles after Slurm refused its Start (backoff.py)
 LEFT_TO_SLURM = "left_to_slurm"  # refused too often: lease released, Slurm's checks decide
 STARTING = "starting"  # started by railgang, not run by Slurm yet (slurm/cli/snapshot.starting)
-HELD = "held"  # its owner or an admin holds it (scontrol hold): it waits until released
+HELD = "held"  # its owner or an admin holds it (scontrol hold): leased, placed once released
 # (or a rule of Slurm's railgang does not model: --nodelist, --reservation, ...; slurm/cli/rules.py)
 WAITING_ON_DEPENDENCY = "waiting_on_dependency"  # --dependency not met: no GPUs held, lease kept
 
@@ -173,7 +173,7 @@ def held_back_rows(held: Iterable[HeldBack], policy: str) -> list[ExplanationRow
         elif h.kind == "starting":
             detail = f"railgang started it ({h.reason}); Slurm has not run it yet"
         elif h.kind == "held":
-            detail = f"on hold ({h.reason}): it holds no GPUs and waits until released (scontrol release)"
+            detail = f"on hold ({h.reason}): it holds no GPUs and is placed once released (scontrol release)"
         elif h.kind == "rules":
             detail = (f"{h.reason}: railgang does not model that, so its lease was released: "
                       "Slurm schedules it (see squeue's reason)")

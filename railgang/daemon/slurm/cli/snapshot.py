@@ -245,8 +245,9 @@ def build_observation(now: float, jobs: Iterable[SqueueJob], nodes: Iterable[Sin
             if rec.job_id in waits:
                 begins.append(rec.job_id)  # its lease is kept until Slurm says it is met
             continue
-        if rec.pending and _not_now(rec, now, over):
-            continue  # held, dependent, invalid, or just started: not the core's to place now
+        if rec.pending and _not_now(rec, now, over):  # held, invalid, or just started: not the core's now
+            begins += [rec.job_id] if on_hold(rec) else []  # (leased, so railgang places it once released)
+            continue
         if (not rec.pending and not rec.active) or rec.alloc_problem or (rec.active and rec.shares_gpus):
             continue  # a running job sharing GPUs is Slurm's (sharing.py); free_gpus holds its GPUs
         if rec.pending and (tag.dp is not None or tag.elastic) and not rec.asks_gpus:
@@ -297,7 +298,8 @@ def _ungranted(rec: SqueueJob, tag: RailgangTag) -> str:
 
 def on_hold(rec: SqueueJob) -> bool:
     """Held by its owner or an admin (``scontrol hold``: JobHeldUser, JobHeldAdmin): Slurm runs
-    it only once released, so it is neither placed nor counted as starting meanwhile."""
+    it only once released, so it is neither placed nor counted as starting meanwhile; its lease
+    is kept, so once released it is railgang's to place, not Slurm's at its next pass."""
     return rec.reason.startswith("JobHeld")
 
 

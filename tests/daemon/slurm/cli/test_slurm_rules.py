@@ -314,12 +314,13 @@ def test_a_started_job_its_owner_holds_frees_its_gpus_and_is_not_started_again(
         assert not [c for c in fake.calls[n:] if c[0][0] == "scontrol" and c[1] is not None]
         assert be.last is not None and len(be.last.snapshot.free.get(node, frozenset())) == 8
         assert "70" not in [j.job_id for j in be.last.snapshot.pending]
+        assert "70" in be.last.leased  # railgang's to place once released, not Slurm's
         (h,) = be.held_back()  # explain says so (before: `gone` until released)
         assert (h.job_id, h.kind, h.reason) == ("70", "held", f"squeue's reason {hold}")
         (row,) = held_back_rows([h], "fifo")
         assert (row.state, row.reason) == ("waiting", "held")
-        assert row.detail == (f"on hold (squeue's reason {hold}): it holds no GPUs and waits "
-                              "until released (scontrol release)")
+        assert row.detail == (f"on hold (squeue's reason {hold}): it holds no GPUs and is placed "
+                              "once released (scontrol release)")
 
 
 def test_a_job_left_to_slurm_on_a_limit_keeps_that_row_when_its_reason_flickers(tmp_path: Path) -> None:
