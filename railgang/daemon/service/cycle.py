@@ -121,12 +121,11 @@ class _Hooks:
         # before their --begin), so those are renewed while the queue is empty too
         if isinstance(self.backend, ExpiringLeaseBackend):
             held = self.backend.leases_due(held, now)
-        if held or self.later is not None:  # (the thread's count since the last cycle)
-            if self.later is not None:
-                self.renewed, self.refused = self.later(held, now)
-            else:
-                self.refused = dict(self.renew(held, now) or {})
-                self.renewed = len(held) - len(self.refused)
+        if self.later is not None:  # also with nothing due: the thread's counts since the last cycle
+            self.renewed, self.refused = self.later(held, now)
+        elif held:
+            self.refused = dict(self.renew(held, now) or {})
+            self.renewed = len(held) - len(self.refused)
         self.lease_ms = (time.perf_counter() - t) * 1e3
 
     def planned(self, actions: Sequence[Action], now: float) -> None:
