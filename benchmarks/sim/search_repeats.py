@@ -67,6 +67,9 @@ def _repeats(turns: list[Turn]) -> dict[str, float]:
 
 
 def main() -> None:
+    if any(a == "--tree" or a.startswith("--tree=") for a in sys.argv[1:]):
+        # the timing wraps this checkout's phases; another tree's would run untimed (0 turns)
+        sys.exit("search_repeats: --tree is not supported; run it from the checkout to measure")
     from railgang.daemon.core.phases import evict, place
 
     turns: dict[str, list[Turn]] = {"place": [], "preempt": []}
