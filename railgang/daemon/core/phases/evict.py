@@ -24,13 +24,6 @@ _GPUS_WOULD_HELP = (Reason.WAITING_FOR_GPUS, Reason.FRAGMENTED, Reason.QUARANTIN
                     Reason.NO_ELIGIBLE_CAPACITY)
 
 
-def _eligible(plan: Plan, requester: Job, level: float, v: RunningJob) -> bool:
-    if pre.class_may_preempt(requester.priority_class, v.priority_class):
-        return True
-    return (plan.preempt_within_class and v.priority_class == requester.priority_class >= 2
-            and plan.levels.get(v.job_id, level) > level)
-
-
 class EvictPhase:
     """Free GPUs for waiting jobs, in order: shrink elastic lower work, then evict whole jobs.
 
@@ -48,7 +41,8 @@ class EvictPhase:
         self.whole_domain = whole_domain
         self.would_help = (*_GPUS_WOULD_HELP, Reason.WAITING_FOR_LEAF) if whole_domain else _GPUS_WOULD_HELP
         self.takeable: list[RunningJob] | None = None  # who may be evicted at all (_prepare)
-        self.rank: dict[str, int] | None = None  # their places in rank order, built when a search walks
+        self.by_class: dict[int, list[RunningJob]] = {}  # the takeable by priority class (_prepare)
+        self.keys: dict[str, tuple[float, float, float, float, str]] = {}  # victim keys, once asked
         self.ranked: dict[tuple[int, float], list[RunningJob]] = {}  # each by_key list in rank order
         self.by_key: dict[tuple[int, float], list[RunningJob]] = {}  # _takers, by (class, level)
         self.hopeless: dict[tuple[object, ...], Reason | None] = {}
@@ -73,11 +67,16 @@ class EvictPhase:
         self.worst: dict[int, float] = {}
         self.lower_runs: dict[int, bool] = {}  # per class: runs a class it may evict
         self.shrinkable: bool | None = None  # could any of them shrink (read once the churn is spent)
-        worst, levels = self.worst, plan.levels
+        worst, levels, by_class = self.worst, plan.levels, self.by_class
         for r in takeable:
             c, lvl = r.priority_class, levels.get(r.job_id, 0.0)
             if lvl > worst.get(c, -INF):
                 worst[c] = lvl
+            got = by_class.get(c)
+            if got is None:
+                by_class[c] = [r]
+            else:
+                got.append(r)
 
     def _may_find_victims_ignoring_budget(self, job: Job, level: float) -> bool:
         """Is anybody running whom this job's class (or level) may evict?"""
@@ -103,29 +102,39 @@ class EvictPhase:
         return self.shrinkable
 
     def _takers(self, job: Job, level: float) -> list[RunningJob]:
-        """The running jobs ``job`` may evict at ``level`` (``_eligible``: its class, the
-        policy's levels), in the snapshot's order; one list per (class, level), which every
-        waiting job of that class and level reads. The solver puts them in rank order
-        (``_in_rank``) when its search walks."""
+        """The running jobs ``job`` may evict at ``level``: those of a class its class may preempt
+        (DESIGN R-S7), and under the policy's levels those of its own class (2 or 3) in a higher
+        level. One list per (class, level), which every waiting job of that class and level
+        reads, in no particular order: the solver puts them in rank order (``_in_rank``) before
+        its search reads the order."""
         key = (job.priority_class, level)
         got = self.by_key.get(key)
         if got is None:
-            assert self.takeable is not None  # (built by _prepare)
-            got = self.by_key[key] = [v for v in self.takeable if _eligible(self.plan, job, level, v)]
+            c, got = job.priority_class, []
+            for vc, runs in self.by_class.items():
+                if pre.class_may_preempt(c, vc):
+                    got.extend(runs)
+                elif vc == c >= 2 and self.plan.preempt_within_class:
+                    levels = self.plan.levels
+                    got.extend(v for v in runs if levels.get(v.job_id, level) > level)
+            self.by_key[key] = got
         return got
 
     def _in_rank(self, key: tuple[int, float], cands: list[RunningJob]) -> list[RunningJob]:
-        """``cands`` (some of the ``key``'s takers) in rank order (``preemption.victim_key``): the
-        running jobs are ranked once a cycle, each (class, level)'s takers sorted once."""
+        """``cands`` (some of the ``key``'s takers) in rank order (``preemption.victim_key``,
+        whose last field, the job id, makes it total): each (class, level)'s takers sorted once,
+        a running job's key computed once a cycle."""
         ranked = self.ranked.get(key)
         if ranked is None:
-            if self.rank is None:
-                assert self.takeable is not None  # (built by _prepare)
-                levels, now = self.plan.levels, self.d.now
-                order = sorted(self.takeable, key=lambda v: pre.victim_key(v, levels.get(v.job_id, 0.0), now))
-                self.rank = {v.job_id: i for i, v in enumerate(order)}
-            rank = self.rank
-            ranked = self.ranked[key] = sorted(self.by_key[key], key=lambda v: rank[v.job_id])
+            keys, levels, now = self.keys, self.plan.levels, self.d.now
+
+            def rank(v: RunningJob) -> tuple[float, float, float, float, str]:
+                k = keys.get(v.job_id)
+                if k is None:
+                    k = keys[v.job_id] = pre.victim_key(v, levels.get(v.job_id, 0.0), now)
+                return k
+
+            ranked = self.ranked[key] = sorted(self.by_key[key], key=rank)
         if len(cands) == len(ranked):
             return ranked  # all of them
         ids = {v.job_id for v in cands}

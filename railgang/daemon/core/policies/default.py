@@ -118,7 +118,8 @@ class Default:
         by_pollux = self.sizing == "pollux"
         # Pollux sizes elastic work: with none waiting or running, every job is planned at its
         # asked size and running jobs regrow to their request (what its plan would say)
-        elastic = bool(snapshot.elastic_running) or any(j.elastic for j in snapshot.pending)
+        waits_elastic = any(j.elastic for j in snapshot.pending)
+        elastic = bool(snapshot.elastic_running) or waits_elastic
         sizing = self.pollux.plan(snapshot, now) if by_pollux and elastic else None
         sized = {w.job_id: w for w in sizing.order} if sizing is not None else {}
         rhos = {j.job_id: rho(j, now, j.replicas, n[j.priority_class], total) for j in snapshot.pending}
@@ -142,9 +143,12 @@ class Default:
         order = []
         ends: Ends | None = None  # what runs, soonest end first (built on first use)
         short = short_classes(snapshot.elastic_running)
-        node = node_gpus(snapshot) if self.pollux.whole_multinode and any(
-            j.elastic for j in snapshot.pending) else 0
+        node = node_gpus(snapshot) if self.pollux.whole_multinode and waits_elastic else 0
+        starving: set[str] = set()  # who may hold the reservation (plan.reserve_for)
+        reserving, promote_after = self.reserve_starving, self.tiresias.promote_after_s
         for q, _, _, _, j in keyed:
+            if reserving and (j.job_id in behind or now - queued_since(j) >= promote_after):
+                starving.add(j.job_id)
             s = sized.get(j.job_id)
             replicas = s.replicas if s is not None and j.elastic else j.replicas
             # never below the size where the curve turns super-linear (a shrunk start wastes GPUs),
@@ -157,14 +161,10 @@ class Default:
                 wait = wait_for(ends, snapshot.free_gpus, replicas * j.replica_gpus, now)
                 low = lowest_start(j, replicas, wait, node_gpus=node)
             order.append(want(j.job_id, replicas, low, level=q))
-        starving = frozenset(j.job_id for j in snapshot.pending
-                             if self.reserve_starving and (
-                                 j.job_id in behind
-                                 or now - queued_since(j) >= self.tiresias.promote_after_s))
         plan = Plan(
             order=tuple(order),
             mode="backfill",
-            reserve_for=starving,
+            reserve_for=frozenset(starving),
             targets=sizing.targets if sizing is not None else regrow_targets(snapshot),
             sized=by_pollux,
             levels=Levels(snapshot, self.tiresias.thresholds_gpu_h, by_preemptions=True),
