@@ -144,6 +144,7 @@ class CliBackend:
         self._fleet_text: str | None = None  # the fleet file as last written (or tried)
         self.json_version: str | None = None  # --json=VERSION once the CLI is seen to take one
         self._due_at: float | None = None  # when leases_due last ran (the renewal rate's clock)
+        self._owed = 0.0  # the fraction of a renewal the steady rate owes since (leases_due)
         # lease ends handed to the renewal thread: the squeue read a cycle takes while the thread
         # is still sending shows the old end, and would hand the same leases over again
         self._handed: dict[str, float] = {}
@@ -530,7 +531,8 @@ class CliBackend:
 
         1. every lease ending within ``lease_renew_before_s``, lapsed, or not seen (must);
         2. then the earliest-ending others, up to the steady rate: the held leases times the
-           time since the last call over ``lease_s - lease_renew_before_s``. Without it, leases
+           time since the last call over ``lease_s - lease_renew_before_s``, its fractions
+           carried from call to call. Without it, leases
            renewed together (a burst of submissions, the first cycle after a restart) would
            stay together and come due in one cycle again every renewal period; with it the
            renewals level out to about ``cycle_interval_s / (lease_s - lease_renew_before_s)``
@@ -552,7 +554,11 @@ class CliBackend:
         period = max(1.0, self.settings.lease_s - before)
         since = now - self._due_at if self._due_at is not None else 0.0
         self._due_at = now
-        level = math.ceil(len(ends) * min(max(since, 0.0), period) / period)
+        # the steady rate's renewals owed so far, fractions carried to the next call: rounded up
+        # each call, one lease was renewed every cycle instead of once a period
+        owed = self._owed + len(ends) * min(max(since, 0.0), period) / period
+        level = int(owed)
+        self._owed = owed - level if ends else 0.0
         early = sorted((end, j) for j, end in ends.items() if end - now >= before)
         return [*must, *(j for _, j in early[:max(0, level - len(must))])]
 

@@ -97,6 +97,16 @@ def test_steady_state_renews_a_fraction_of_the_queue() -> None:
     assert max(counts[1:]) <= n * 10 / 80 + 1, counts
 
 
+@pytest.mark.parametrize("n", [1, 3, 7])
+def test_a_few_leases_are_renewed_about_once_a_period_not_every_cycle(n: int) -> None:
+    """A handful of leases (a held job, one waiting on a dependency) costs one scontrol process
+    each per renewal period (lease_s - before = 80 s): the steady rate's fractions are carried
+    from cycle to cycle. Rounded up each cycle, one lease was renewed in every 10 s cycle."""
+    counts = renewals_per_cycle({str(i): NOW + 120 * (i + 1) / n for i in range(n)}, 48)
+    assert sum(counts) <= n * 480 / 80 + n, counts  # 48 cycles x 10 s = 6 periods
+    assert sum(counts) >= n * 480 / 120 - 1, counts  # and never fewer than the lease needs
+
+
 @pytest.mark.parametrize(("ends_in", "first"), [(120.0, 0), (-10.0, 800)],
                          ids=["a-burst-of-submissions", "the-daemon-was-down"])
 def test_leases_renewed_together_spread_out(ends_in: float, first: int) -> None:
