@@ -16,7 +16,9 @@ first 15,000 of the 100,000-job ``gangs`` replay the load of that trace's start)
 ``--tree DIR`` imports ``railgang`` from another checkout (a ``git worktree`` of the baseline),
 so both sides run the same script on the same trace. ``--cpu-limit S`` stops a replay after S
 CPU seconds (SIGPROF) and says how far it got (``jobs_done``, ``simulated_h``). ``--calls`` also counts the Python function calls
-of the replay (``cProfile``: a measure the machine's load does not move; CPU s is then inflated). Prints one JSON line: CPU and wall seconds,
+of the replay (``cProfile``: a measure the machine's load does not move; CPU s is then inflated);
+``--phases`` adds the CPU s spent in the policy's plan, the place and preempt phases and the
+whole ``decide`` (``plan_cpu_s`` ...). Prints one JSON line: CPU and wall seconds,
 cycles, mean JCT, load average, the waiting queue's length after each cycle (mean, p50, p99,
 max), and ``schedule``, a SHA-256 of every job's (id, start, finish,
 preemptions, resizes, idle GPU-s charged per pending reason) in submit order, which must be equal before and after a speed-up.
@@ -88,6 +90,32 @@ class Depth:
                 "waiting_p99": s[int(len(s) * 0.99)], "waiting_max": s[-1]}
 
 
+class Phases:
+    """CPU seconds inside each step of the core, summed over a replay (``--phases``): the
+    policy's order (``plan``), the place phase, the preempt phase, the whole ``decide``; the
+    rest is the adapters (the simulator's events and snapshots, the cycle's bookkeeping).
+    Two clock reads a step: the schedule is unchanged and the replay barely slower."""
+
+    def __init__(self) -> None:
+        self.cpu: dict[str, float] = {}
+
+    def wrap(self, owner: Any, attr: str, name: str) -> None:
+        inner, cpu, clock = getattr(owner, attr), self.cpu, time.process_time
+        cpu[name] = 0.0
+
+        def timed(*a: Any, **k: Any) -> Any:
+            t = clock()
+            try:
+                return inner(*a, **k)
+            finally:
+                cpu[name] += clock() - t
+
+        setattr(owner, attr, timed)
+
+    def summary(self) -> dict[str, float]:
+        return {f"{k}_cpu_s": round(v, 1) for k, v in self.cpu.items()}
+
+
 def schedule_hash(records: list[Any]) -> str:
     h = hashlib.sha256()
     for r in records:
@@ -108,6 +136,8 @@ def main() -> None:
     ap.add_argument("--tree", type=Path, default=REPO)
     ap.add_argument("--cpu-limit", type=float, default=0.0)
     ap.add_argument("--calls", action="store_true", help="count Python function calls (cProfile)")
+    ap.add_argument("--phases", action="store_true",
+                    help="CPU s inside the policy's plan, the place and preempt phases, decide")
     ap.add_argument("--cycle-s", type=float, default=0.0,
                     help="decision quantum (0: a cycle at every instant something changed)")
     ap.add_argument("--tick-s", type=float, default=0.0, help="periodic cycles while jobs wait (0: off)")
@@ -129,6 +159,17 @@ def main() -> None:
     from railgang.daemon.sim.engine import EngineConfig, simulate
     from railgang.daemon.sim.progress import TopologyComm
 
+    policy = get(args.policy)
+    phases = Phases() if args.phases else None
+    if phases is not None:
+        import railgang.daemon.loop as loop
+        from railgang.daemon.core.phases.evict import EvictPhase
+        from railgang.daemon.core.phases.place import PlacePhase
+
+        phases.wrap(type(policy), "plan", "plan")
+        phases.wrap(PlacePhase, "run", "place")
+        phases.wrap(EvictPhase, "run", "preempt")
+        phases.wrap(loop, "decide", "decide")
     jobs, fabric = _jobs(args)
     load0 = os.getloadavg()
     out: dict[str, Any] = {"tree": str(Path(cycle.__file__).parents[3]), "policy": args.policy, "trace": args.trace,
@@ -145,7 +186,7 @@ def main() -> None:
     try:
         if prof is not None:
             prof.enable()
-        run = simulate(jobs, get(args.policy), fabric, comm=TopologyComm(fabric),
+        run = simulate(jobs, policy, fabric, comm=TopologyComm(fabric),
                        config=EngineConfig(cycle_s=args.cycle_s, tick_s=args.tick_s), on_progress=lambda k, _n: done.__setitem__(0, k),
                        observer=depth)
         if prof is not None:
@@ -161,6 +202,8 @@ def main() -> None:
                    skipped=run.skipped, mean_jct_h=round(run.metrics.mean_jct_s / 3600, 3),
                    schedule=schedule_hash(run.records))
     out.update(depth.summary())
+    if phases is not None:
+        out.update(phases.summary())
     out["load_after"] = round(os.getloadavg()[0], 2)
     print(json.dumps(out), flush=True)
 
