@@ -531,10 +531,9 @@ class CliBackend:
 
         1. every lease ending within ``lease_renew_before_s``, lapsed, or not seen (must);
         2. then the earliest-ending others, up to the steady rate: the held leases times the
-           time since the last call over ``lease_s - lease_renew_before_s``, its fractions
-           carried from call to call. Without it, leases
-           renewed together (a burst of submissions, the first cycle after a restart) would
-           stay together and come due in one cycle again every renewal period; with it the
+           time since the last call over ``lease_s - lease_renew_before_s`` (fractions carried).
+           Without it, leases renewed together (a burst of submissions, the first cycle after a
+           restart) would stay together and come due in one cycle again every renewal period; with it the
            renewals level out to about ``cycle_interval_s / (lease_s - lease_renew_before_s)``
            of the queue per cycle.
 
@@ -554,8 +553,7 @@ class CliBackend:
         period = max(1.0, self.settings.lease_s - before)
         since = now - self._due_at if self._due_at is not None else 0.0
         self._due_at = now
-        # the steady rate's renewals owed so far, fractions carried to the next call: rounded up
-        # each call, one lease was renewed every cycle instead of once a period
+        # renewals owed at the steady rate, fractions carried (rounded up, a lone lease went every cycle)
         owed = self._owed + len(ends) * min(max(since, 0.0), period) / period
         level = int(owed)
         self._owed = owed - level if ends else 0.0
