@@ -46,7 +46,7 @@ def started_at(slurm: Cluster, job: str) -> float:
         starts[:] = [r.start for r in slurm.runs([job]) if r.start is not None]
         return bool(starts)
 
-    wait_for(recorded, 60, f"sacct to record job {job}'s start")  # CI's 24.11: more than 15 s
+    wait_for(recorded, 120, f"sacct to record job {job}'s start")  # CI's 24.11: more than 60 s once
     return min(starts)
 
 

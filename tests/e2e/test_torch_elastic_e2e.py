@@ -124,7 +124,7 @@ def test_a_pytorch_job_is_shrunk_and_grown_and_ends_at_the_unresized_loss(
     slurm.sl("scancel", gang_job)
     wait_for(lambda: slurm.finished([gang_job]), 30, "the class-1 job to end")
     wait(lambda: any("training world=2" in e and "restart=1" in e for _, e in events(run)),
-         90, "the grow's restart on two nodes")
+         150, "the grow's restart on two nodes")
     (run / f"go-{HOLDS[1]}").write_text("")
     wait(lambda: slurm.finished([job]), 60, "the job to finish")
     assert reference.wait(60) == 0
